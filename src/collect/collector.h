@@ -1,0 +1,60 @@
+/* The collector interface: one read-only table of function pointers per backend (nvml, mock). */
+#ifndef GS_COLLECTOR_H
+#define GS_COLLECTOR_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/sample.h"
+
+/* Capability bits a backend reports after open (a clear bit: that reading is never present). */
+enum collector_cap {
+  COLLECTOR_CAP_MEM_V2 = 1u << 0,   /* nvmlDeviceGetMemoryInfo_v2 available */
+  COLLECTOR_CAP_PCI = 1u << 1,      /* PCI bus id available */
+  COLLECTOR_CAP_DRIVER = 1u << 2,   /* driver version available */
+  COLLECTOR_CAP_MIG = 1u << 3,      /* MIG enumeration available */
+  COLLECTOR_CAP_ENERGY = 1u << 4,   /* total energy counter available */
+  COLLECTOR_CAP_RELOAD = 1u << 5,   /* reload() re-reads a scenario (mock) */
+};
+
+struct collector_config {
+  const char *scenario_path; /* mock: YAML file, NULL = built-in default scenario */
+  const char *nvml_library;  /* nvml: explicit library path, NULL = libnvidia-ml.so.1 then .so */
+};
+
+/* Each backend embeds this as its first member and uses container_of/cast to reach its state. */
+struct collector {
+  const struct collector_ops *ops;
+  unsigned caps;
+};
+
+struct collector_ops {
+  const char *name;
+  /* Opens the backend. Returns 0 and *out, or a GS_E* code with a full explanation written into
+   * err (what is missing and what to do, e.g. "run with --collector mock"). */
+  int (*open)(const struct collector_config *cfg, struct collector **out, char *err, size_t errlen);
+  /* Number of devices (whole GPUs and MIG instances). May change only after reload(). */
+  size_t (*count)(struct collector *c);
+  /* Static facts about device i (0 <= i < count). Pointer valid until close() or reload(). */
+  const struct gpu_info *(*info)(struct collector *c, size_t i);
+  /* Reads device i now. Fills *out (sets ts/mono and the presence bits of what it read; calls
+   * sample_derive). Returns 0; GS_ELOST when the GPU is lost (caller marks it unhealthy);
+   * or another GS_E* when this read failed (err gets a short reason, e.g. "nvmlDeviceGetPowerUsage:
+   * Unknown Error"). Never makes up a value. */
+  int (*sample)(struct collector *c, size_t i, struct gpu_sample *out, char *err, size_t errlen);
+  /* Driver version string, or NULL when unknown. */
+  const char *(*driver_version)(struct collector *c);
+  /* Re-reads configuration (mock: the scenario file). On failure keeps the old state and returns
+   * GS_E* with err set (file:line, key, what is allowed). NULL when unsupported. */
+  int (*reload)(struct collector *c, char *err, size_t errlen);
+  /* Releases everything. close(NULL) is fine. */
+  void (*close)(struct collector *c);
+};
+
+extern const struct collector_ops collector_mock;
+extern const struct collector_ops collector_nvml;
+
+/* Finds a backend by name ("nvml", "mock"). Returns NULL when unknown. */
+const struct collector_ops *collector_find(const char *name);
+
+#endif

@@ -1,0 +1,36 @@
+/* Scaling profiles: the four seed profiles plus user profiles from a YAML file. */
+#ifndef GS_PROFILE_H
+#define GS_PROFILE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "core/aggregate.h"
+#include "core/sample.h"
+
+struct profile {
+  char name[64];
+  enum gpu_field metric;
+  double target;     /* > 0 */
+  double activation; /* >= 0; active means value > activation */
+  enum aggregation agg;
+};
+
+struct profile_set {
+  struct profile *items;
+  size_t n;
+};
+
+/* Fills the set with the built-in profiles (vllm-inference, triton-inference, training, batch). */
+int profile_set_init(struct profile_set *ps);
+/* Adds or replaces profiles from a YAML file of the form
+ *   profiles:
+ *     NAME: {metric: gpu_utilization, target: 60, activation: 5, aggregation: avg}
+ * Returns 0, or GS_EPARSE/GS_EINVAL with "file:line: key: what is allowed" in err (set unchanged). */
+int profile_set_load(struct profile_set *ps, const char *path, char *err, size_t errlen);
+const struct profile *profile_find(const struct profile_set *ps, const char *name);
+/* "vllm-inference, triton-inference, ..." for error messages, into buf. */
+void profile_names(const struct profile_set *ps, char *buf, size_t len);
+void profile_set_free(struct profile_set *ps);
+
+#endif

@@ -1,0 +1,44 @@
+/* Names of GPU fields and health states, and derived fields. */
+#include "core/sample.h"
+
+#include <string.h>
+
+#include "core/err.h"
+
+static const char *const field_names[GF__COUNT] = {
+    [GF_GPU_UTIL] = "gpu_utilization",      [GF_MEM_UTIL] = "memory_utilization",
+    [GF_MEM_USED_MIB] = "memory_used_mib",   [GF_MEM_FREE_MIB] = "memory_free_mib",
+    [GF_MEM_TOTAL_MIB] = "memory_total_mib", [GF_MEM_USED_PCT] = "memory_used_percent",
+    [GF_TEMP_C] = "temperature",             [GF_POWER_W] = "power_draw",
+    [GF_ENERGY_MJ] = "energy",
+};
+
+int gpu_field_parse(const char *name, enum gpu_field *out) {
+  for (int i = 0; i < GF__COUNT; i++)
+    if (strcmp(name, field_names[i]) == 0) {
+      *out = (enum gpu_field)i;
+      return 0;
+    }
+  return GS_EINVAL;
+}
+
+const char *gpu_field_name(enum gpu_field f) {
+  return (f >= 0 && f < GF__COUNT) ? field_names[f] : "unknown";
+}
+
+void sample_derive(struct gpu_sample *s) {
+  if (sample_has(s, GF_MEM_USED_MIB) && sample_has(s, GF_MEM_TOTAL_MIB) &&
+      s->v[GF_MEM_TOTAL_MIB] > 0)
+    sample_set(s, GF_MEM_USED_PCT, s->v[GF_MEM_USED_MIB] / s->v[GF_MEM_TOTAL_MIB] * 100.0);
+  else
+    s->valid &= ~GF_BIT(GF_MEM_USED_PCT);
+}
+
+const char *gpu_health_name(enum gpu_health h) {
+  switch (h) {
+  case GPU_HEALTH_OK: return "ok";
+  case GPU_HEALTH_ERROR: return "error";
+  case GPU_HEALTH_LOST: return "lost";
+  }
+  return "unknown";
+}

@@ -1,0 +1,71 @@
+/* The GPU sample model: static device info plus timestamped readings with presence bits. */
+#ifndef GS_SAMPLE_H
+#define GS_SAMPLE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+/* Every reading a collector can produce. A field is present only if its bit is set in
+ * gpu_sample.valid; a cleared bit means "not supported / not read", never 0. */
+enum gpu_field {
+  GF_GPU_UTIL = 0,  /* %, integer (nvmlUtilization.gpu) */
+  GF_MEM_UTIL,      /* %, integer (nvmlUtilization.memory: memory copy utilisation) */
+  GF_MEM_USED_MIB,  /* MiB */
+  GF_MEM_FREE_MIB,  /* MiB */
+  GF_MEM_TOTAL_MIB, /* MiB */
+  GF_MEM_USED_PCT,  /* used / total * 100, derived by sample_derive() */
+  GF_TEMP_C,        /* degrees C */
+  GF_POWER_W,       /* watts (mW / 1000) */
+  GF_ENERGY_MJ,     /* millijoules since driver load, counter */
+  GF__COUNT
+};
+
+#define GF_BIT(f) (1u << (f))
+
+struct gpu_sample {
+  int64_t ts_ms;   /* wall clock at which it was read */
+  int64_t mono_ms; /* monotonic clock at which it was read, for staleness */
+  uint32_t valid;  /* GF_BIT(field) set when v[field] is a real reading */
+  double v[GF__COUNT];
+};
+
+enum gpu_health {
+  GPU_HEALTH_OK = 0,
+  GPU_HEALTH_ERROR, /* last read failed; older samples may still exist */
+  GPU_HEALTH_LOST,  /* NVML_ERROR_GPU_IS_LOST / reset required */
+};
+
+#define GPU_STR_LEN 96
+
+/* Static facts about one device (a whole GPU or a MIG instance). */
+struct gpu_info {
+  int index; /* position in the agent's device list, used by gpuIndex */
+  char uuid[GPU_STR_LEN];
+  char name[GPU_STR_LEN];       /* model name, e.g. "NVIDIA A100-SXM4-80GB" */
+  char pci_bus_id[GPU_STR_LEN]; /* may be empty when unknown */
+  int minor;                    /* N of /dev/nvidiaN (device label), -1 if unknown */
+  bool mig;                     /* true for a MIG instance */
+  int parent_index;             /* for MIG: index of the parent GPU in NVML order, else -1 */
+  int gi_id;                    /* for MIG: GPU instance id, else -1 */
+  char mig_profile[32];         /* for MIG: e.g. "1g.10gb", else empty */
+};
+
+/* Looks up a field by its public metric name ("gpu_utilization", "memory_used_percent",
+ * "memory_used_mib", "memory_utilization", "temperature", "power_draw", "memory_free_mib",
+ * "memory_total_mib", "energy"). Returns 0 and sets *out, or GS_EINVAL. */
+int gpu_field_parse(const char *name, enum gpu_field *out);
+/* The public metric name of a field (static string). */
+const char *gpu_field_name(enum gpu_field f);
+/* Fills derived fields (memory_used_percent from used/total) when their inputs are present. */
+void sample_derive(struct gpu_sample *s);
+/* Sets a field and its presence bit. */
+static inline void sample_set(struct gpu_sample *s, enum gpu_field f, double v) {
+  s->v[f] = v;
+  s->valid |= GF_BIT(f);
+}
+static inline bool sample_has(const struct gpu_sample *s, enum gpu_field f) {
+  return (s->valid & GF_BIT(f)) != 0;
+}
+const char *gpu_health_name(enum gpu_health h);
+
+#endif
