@@ -1,3 +1,41 @@
-/* gpuscale command dispatch (placeholder until the agent lands). */
+/* gpuscale: command dispatch for agent, query and version. */
 #include <stdio.h>
-int main(void) { return 0; }
+#include <string.h>
+
+#include "agent/agent.h"
+#include "cli/query.h"
+
+static void usage(FILE *f) {
+  fprintf(f, "gpuscale %s: GPU-aware autoscaling for Kubernetes (KEDA, HPA, rightsizing)\n\n"
+             "Usage: gpuscale <command> [options]\n\n"
+             "Commands:\n"
+             "  agent     per-node agent: samples GPUs, serves KEDA ExternalScaler (gRPC) and HTTP\n"
+             "  query     call an ExternalScaler exactly as KEDA does and print spec, value, activity\n"
+             "  version   print the version\n\n"
+             "Run 'gpuscale <command> --help' for a command's options.\n"
+             "Quick try without a GPU:  gpuscale agent --collector mock\n",
+          GPUSCALE_VERSION);
+}
+
+int main(int argc, char **argv) {
+  if (argc < 2) {
+    usage(stderr);
+    return 2;
+  }
+  const char *cmd = argv[1];
+  if (!strcmp(cmd, "agent"))
+    return agent_main(argc - 1, argv + 1);
+  if (!strcmp(cmd, "query"))
+    return query_main(argc - 1, argv + 1);
+  if (!strcmp(cmd, "version") || !strcmp(cmd, "--version")) {
+    printf("gpuscale %s\n", GPUSCALE_VERSION);
+    return 0;
+  }
+  if (!strcmp(cmd, "help") || !strcmp(cmd, "--help") || !strcmp(cmd, "-h")) {
+    usage(stdout);
+    return 0;
+  }
+  fprintf(stderr, "gpuscale: unknown command \"%s\"\n\n", cmd);
+  usage(stderr);
+  return 2;
+}

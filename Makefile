@@ -1,0 +1,50 @@
+# gpuscale: the two-command setup. `make run` and `make check` install what is missing first.
+BUILD ?= build
+ASAN_BUILD ?= build-asan
+JOBS ?= $(shell nproc 2>/dev/null || echo 2)
+CMAKE_FLAGS ?=
+
+.PHONY: all deps build run check test unit e2e asan lint format checksrc bench clean
+
+all: build
+
+deps:
+	@bash scripts/install-deps.sh
+
+build:
+	@cmake -S . -B $(BUILD) -DGPUSCALE_WERROR=ON $(CMAKE_FLAGS) >/dev/null
+	@cmake --build $(BUILD) -j $(JOBS)
+
+# Start the agent on the built-in mock scenario (4 GPUs), gRPC :6000, HTTP :9400.
+run: deps build
+	@bash scripts/run-demo.sh $(BUILD)/gpuscale
+
+# Every test: source checks, unit + fuzz replay + end-to-end (ctest), then the unit tests again
+# under ASan+UBSan.
+check: deps checksrc build
+	@ctest --test-dir $(BUILD) --output-on-failure
+	@$(MAKE) --no-print-directory asan
+
+unit: build
+	@ctest --test-dir $(BUILD) --output-on-failure -L 'unit|fuzz'
+
+e2e: build
+	@ctest --test-dir $(BUILD) --output-on-failure -L e2e
+
+asan:
+	@cmake -S . -B $(ASAN_BUILD) -DGPUSCALE_WERROR=ON -DGPUSCALE_SANITIZE=ON -DCMAKE_BUILD_TYPE=Debug >/dev/null
+	@cmake --build $(ASAN_BUILD) -j $(JOBS)
+	@ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+		ctest --test-dir $(ASAN_BUILD) --output-on-failure
+
+checksrc:
+	@bash scripts/checksrc.sh
+
+format:
+	@clang-format -i $$(git ls-files 'src/*.c' 'src/*.h' 'tests/*.c' 'tests/*.h' 'bench/*.c')
+
+bench: deps build
+	@bash bench/run.sh $(BUILD)
+
+clean:
+	rm -rf $(BUILD) $(ASAN_BUILD)

@@ -1,0 +1,137 @@
+/* /healthz, /readyz and /api/v1/gpus, rendered from the history (never from the collector). */
+#include "agent/api.h"
+
+#include <json-c/json.h>
+#include <stdlib.h>
+
+#include "agent/source.h"
+#include "core/timeutil.h"
+
+#define API_MAX_GPUS 256
+
+bool agent_api_live(const struct agent_api *api) {
+  int64_t last = atomic_load(&api->sampler->last_pass_mono_ms);
+  if (last == 0)
+    return true; /* still starting: the first pass has not finished yet */
+  return time_mono_ms() - last <= 3 * api->interval_ms + 5000;
+}
+
+bool agent_api_ready(const struct agent_api *api) {
+  struct gpu_snapshot *snap = malloc(API_MAX_GPUS * sizeof *snap);
+  if (!snap)
+    return false;
+  size_t n = 0;
+  history_snapshot(api->hist, snap, API_MAX_GPUS, &n);
+  int64_t now = time_mono_ms();
+  bool ready = false;
+  for (size_t i = 0; i < n && i < API_MAX_GPUS && !ready; i++)
+    ready = snap[i].health != GPU_HEALTH_LOST &&
+            history_source_fresh(&snap[i], api->interval_ms, now);
+  free(snap);
+  return ready;
+}
+
+static void handle_healthz(void *ud, const struct http_request *req, struct http_response *resp) {
+  struct agent_api *api = ud;
+  if (agent_api_live(api)) {
+    buf_puts(&resp->body, "ok\n");
+  } else {
+    resp->status = 503;
+    buf_puts(&resp->body, "sampler is not running: no sampling pass in the last 3 intervals\n");
+  }
+}
+
+static void handle_readyz(void *ud, const struct http_request *req, struct http_response *resp) {
+  struct agent_api *api = ud;
+  if (agent_api_ready(api)) {
+    buf_puts(&resp->body, "ready\n");
+  } else {
+    resp->status = 503;
+    buf_puts(&resp->body, "not ready: no GPU has a fresh reading yet\n");
+  }
+}
+
+static json_object *gpu_json(const struct agent_api *api, const struct gpu_snapshot *g,
+                             int64_t now) {
+  json_object *o = json_object_new_object();
+  json_object_object_add(o, "index", json_object_new_int(g->info.index));
+  json_object_object_add(o, "uuid", json_object_new_string(g->info.uuid));
+  json_object_object_add(o, "name", json_object_new_string(g->info.name));
+  if (g->info.pci_bus_id[0])
+    json_object_object_add(o, "pci_bus_id", json_object_new_string(g->info.pci_bus_id));
+  if (g->info.minor >= 0)
+    json_object_object_add(o, "device", json_object_new_int(g->info.minor));
+  json_object_object_add(o, "mig", json_object_new_boolean(g->info.mig));
+  if (g->info.mig) {
+    json_object_object_add(o, "parent_index", json_object_new_int(g->info.parent_index));
+    json_object_object_add(o, "gpu_instance_id", json_object_new_int(g->info.gi_id));
+    json_object_object_add(o, "mig_profile", json_object_new_string(g->info.mig_profile));
+  }
+  json_object_object_add(o, "health", json_object_new_string(gpu_health_name(g->health)));
+  if (g->reason[0])
+    json_object_object_add(o, "error", json_object_new_string(g->reason));
+  bool fresh = history_source_fresh(g, api->interval_ms, now);
+  json_object_object_add(o, "fresh", json_object_new_boolean(fresh));
+  json_object *vals = json_object_new_object();
+  json_object *absent = json_object_new_array();
+  if (g->has_sample) {
+    json_object_object_add(o, "timestamp_ms", json_object_new_int64(g->latest.ts_ms));
+    json_object_object_add(o, "age_seconds",
+                           json_object_new_double((double)(now - g->latest.mono_ms) / 1000.0));
+  }
+  for (int f = 0; f < GF__COUNT; f++) {
+    if (g->has_sample && sample_has(&g->latest, (enum gpu_field)f))
+      json_object_object_add(vals, gpu_field_name((enum gpu_field)f),
+                             json_object_new_double(g->latest.v[f]));
+    else
+      json_object_array_add(absent, json_object_new_string(gpu_field_name((enum gpu_field)f)));
+  }
+  json_object_object_add(o, "values", vals);
+  json_object_object_add(o, "absent", absent);
+  json_object_object_add(o, "samples", json_object_new_int64((int64_t)history_len(api->hist,
+                                                                                  (size_t)g->info.index)));
+  return o;
+}
+
+static void handle_gpus(void *ud, const struct http_request *req, struct http_response *resp) {
+  struct agent_api *api = ud;
+  struct gpu_snapshot *snap = malloc(API_MAX_GPUS * sizeof *snap);
+  if (!snap) {
+    resp->status = 500;
+    buf_puts(&resp->body, "out of memory\n");
+    return;
+  }
+  size_t n = 0;
+  history_snapshot(api->hist, snap, API_MAX_GPUS, &n);
+  if (n > API_MAX_GPUS)
+    n = API_MAX_GPUS;
+  int64_t now = time_mono_ms();
+  json_object *root = json_object_new_object();
+  json_object_object_add(root, "node", json_object_new_string(api->node_name));
+  json_object_object_add(root, "collector", json_object_new_string(api->collector_name));
+  if (api->driver_version)
+    json_object_object_add(root, "driver_version", json_object_new_string(api->driver_version));
+  json_object_object_add(root, "interval_seconds",
+                         json_object_new_double((double)api->interval_ms / 1000.0));
+  json_object *arr = json_object_new_array();
+  for (size_t i = 0; i < n; i++)
+    json_object_array_add(arr, gpu_json(api, &snap[i], now));
+  json_object_object_add(root, "gpus", arr);
+  free(snap);
+  resp->content_type = "application/json";
+  buf_puts(&resp->body, json_object_to_json_string_ext(root, JSON_C_TO_STRING_PLAIN));
+  buf_puts(&resp->body, "\n");
+  json_object_put(root);
+}
+
+size_t agent_api_routes(struct agent_api *api, struct http_route *routes, size_t cap) {
+  const struct http_route r[] = {
+      {"/healthz", handle_healthz, api},
+      {"/readyz", handle_readyz, api},
+      {"/api/v1/gpus", handle_gpus, api},
+  };
+  size_t n = sizeof r / sizeof r[0];
+  for (size_t i = 0; i < n && i < cap; i++)
+    routes[i] = r[i];
+  return n < cap ? n : cap;
+}

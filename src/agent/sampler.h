@@ -1,0 +1,47 @@
+/* The sampler thread: reads every GPU each interval into the history; the only caller of the collector. */
+#ifndef GS_SAMPLER_H
+#define GS_SAMPLER_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "collect/collector.h"
+#include "core/history.h"
+#include "core/log.h"
+
+struct sampler {
+  struct collector *col; /* owned by the caller */
+  struct history *hist;  /* owned by the caller */
+  int64_t interval_ms;
+
+  pthread_t thread;
+  pthread_mutex_t lock;
+  pthread_cond_t cond;
+  bool stop;          /* under lock */
+  bool reload;        /* under lock: SIGHUP asked for a collector reload */
+  bool started;
+
+  atomic_uint_fast64_t passes;      /* completed sampling passes */
+  atomic_uint_fast64_t reads;       /* device reads attempted */
+  atomic_uint_fast64_t read_errors; /* device reads that failed (any reason) */
+  atomic_uint_fast64_t lost;        /* reads that reported a lost GPU */
+  atomic_uint_fast64_t reloads_ok, reloads_failed;
+  atomic_int_fast64_t last_pass_mono_ms; /* 0 before the first pass */
+  atomic_bool any_good;                  /* at least one good sample was stored */
+  struct log_complain *complain;         /* one per device, for repeating read errors */
+  size_t ncomplain;
+};
+
+/* Registers the collector's devices in the history and starts the thread. Returns 0 or GS_E*. */
+int sampler_start(struct sampler *s, struct collector *col, struct history *hist,
+                  int64_t interval_ms);
+/* Asks the thread to reload the collector (mock scenario) before its next pass. */
+void sampler_request_reload(struct sampler *s);
+/* Stops and joins the thread. Safe to call on a sampler that never started. */
+void sampler_stop(struct sampler *s);
+/* One pass over all devices; exposed for tests. */
+void sampler_pass(struct sampler *s);
+
+#endif

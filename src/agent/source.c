@@ -1,0 +1,119 @@
+/* Selects GPUs for a trigger from the history and returns their (windowed) values, or why not. */
+#include "agent/source.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "core/err.h"
+#include "core/timeutil.h"
+
+#define SOURCE_MAX_GPUS 256
+
+bool history_source_fresh(const struct gpu_snapshot *g, int64_t interval_ms, int64_t now_mono_ms) {
+  return g->has_sample && now_mono_ms - g->latest.mono_ms <= 3 * interval_ms;
+}
+
+/* Value of one GPU for the trigger. explicit: the user named this GPU in gpuIndex, so anything
+ * missing is an error; otherwise lost GPUs and unsupported fields are skipped (rc 1). */
+static int one_value(const struct history_source *hs, const struct trigger *t,
+                     const struct gpu_snapshot *g, bool explicit_pick, int64_t now, double *out,
+                     char *err, size_t errlen) {
+  const char *metric = gpu_field_name(t->metric);
+  if (g->health == GPU_HEALTH_LOST) {
+    if (!explicit_pick)
+      return 1;
+    snprintf(err, errlen, "GPU %d (%s) is lost: %s", g->info.index, g->info.uuid, g->reason);
+    return GS_EUNAVAIL;
+  }
+  if (!history_source_fresh(g, hs->interval_ms, now)) {
+    if (g->has_sample)
+      snprintf(err, errlen,
+               "GPU %d (%s) has no fresh reading: newest is %.1fs old, stale after %.1fs%s%s",
+               g->info.index, g->info.uuid, (double)(now - g->latest.mono_ms) / 1000.0,
+               3.0 * (double)hs->interval_ms / 1000.0, g->reason[0] ? "; last error: " : "",
+               g->reason);
+    else
+      snprintf(err, errlen, "GPU %d (%s) has no reading yet%s%s", g->info.index, g->info.uuid,
+               g->reason[0] ? "; last error: " : "", g->reason);
+    return GS_EUNAVAIL;
+  }
+  if (!sample_has(&g->latest, t->metric)) {
+    if (!explicit_pick)
+      return 1;
+    snprintf(err, errlen, "GPU %d (%s) does not report %s", g->info.index, g->info.uuid, metric);
+    return GS_EUNAVAIL;
+  }
+  if (t->window_ms <= 0) {
+    *out = g->latest.v[t->metric];
+    return 0;
+  }
+  size_t ns = 0;
+  if (history_window_mean(hs->hist, (size_t)g->info.index, t->metric, now - t->window_ms, out,
+                          &ns) != 0) {
+    snprintf(err, errlen, "GPU %d (%s) has no %s readings in the last %lldms", g->info.index,
+             g->info.uuid, metric, (long long)t->window_ms);
+    return GS_EUNAVAIL;
+  }
+  return 0;
+}
+
+static int source_values(void *ud, const struct trigger *t, double *vals, size_t cap, size_t *n,
+                         char *err, size_t errlen) {
+  struct history_source *hs = ud;
+  struct gpu_snapshot *snap = malloc(SOURCE_MAX_GPUS * sizeof *snap);
+  if (!snap)
+    return GS_ENOMEM;
+  size_t ngpu = 0;
+  history_snapshot(hs->hist, snap, SOURCE_MAX_GPUS, &ngpu);
+  if (ngpu > SOURCE_MAX_GPUS)
+    ngpu = SOURCE_MAX_GPUS;
+  int64_t now = time_mono_ms();
+  int rc = 0;
+  size_t count = 0, skipped = 0;
+
+  if (t->n_indices > 0) {
+    for (size_t k = 0; k < t->n_indices && rc == 0; k++) {
+      size_t idx = (size_t)t->indices[k];
+      if (idx >= ngpu) {
+        if (ngpu)
+          snprintf(err, errlen, "gpuIndex %zu does not exist: this node has %zu GPUs (0..%zu)",
+                   idx, ngpu, ngpu - 1);
+        else
+          snprintf(err, errlen, "gpuIndex %zu does not exist: this node has no GPUs", idx);
+        rc = GS_ENOTFOUND;
+        break;
+      }
+      rc = one_value(hs, t, &snap[idx], true, now, &vals[count], err, errlen);
+      if (rc == 0 && count < cap)
+        count++;
+    }
+  } else {
+    for (size_t i = 0; i < ngpu && rc == 0; i++) {
+      int r = one_value(hs, t, &snap[i], false, now, &vals[count], err, errlen);
+      if (r == 1)
+        skipped++;
+      else if (r < 0)
+        rc = r;
+      else if (count < cap)
+        count++;
+    }
+    if (rc == 0 && count == 0) {
+      snprintf(err, errlen, "no GPU on this node reports %s (%zu GPUs, %zu lost or unsupported)",
+               gpu_field_name(t->metric), ngpu, skipped);
+      rc = GS_EUNAVAIL;
+    }
+  }
+  free(snap);
+  *n = rc ? 0 : count;
+  return rc;
+}
+
+static uint64_t source_wait_tick(void *ud, uint64_t seen, int timeout_ms) {
+  struct history_source *hs = ud;
+  return history_wait_tick(hs->hist, seen, timeout_ms);
+}
+
+struct scaler_source history_source_make(struct history_source *hs) {
+  struct scaler_source s = {source_values, source_wait_tick, hs};
+  return s;
+}

@@ -1,0 +1,303 @@
+/* Option table engine: defaults, environment, flags, bounds checks, help and start-up log. */
+#include "core/config.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/err.h"
+#include "core/log.h"
+#include "core/timeutil.h"
+
+static void *field(void *target, const struct opt_def *d) { return (char *)target + d->offset; }
+static const void *cfield(const void *target, const struct opt_def *d) {
+  return (const char *)target + d->offset;
+}
+
+/* Names an option for messages: "--grpc-listen (GPUSCALE_GRPC_LISTEN)". */
+static void opt_label(const struct opt_def *d, char *buf, size_t len) {
+  if (d->env)
+    snprintf(buf, len, "--%s (%s)", d->name, d->env);
+  else
+    snprintf(buf, len, "--%s", d->name);
+}
+
+static bool enum_allowed(const char *allowed, const char *v) {
+  size_t vl = strlen(v);
+  const char *p = allowed;
+  while (*p) {
+    const char *bar = strchr(p, '|');
+    size_t len = bar ? (size_t)(bar - p) : strlen(p);
+    if (len == vl && strncmp(p, v, len) == 0)
+      return true;
+    if (!bar)
+      break;
+    p = bar + 1;
+  }
+  return false;
+}
+
+static bool addr_valid(const char *v) {
+  if (strncmp(v, "unix:", 5) == 0)
+    return v[5] != '\0';
+  const char *colon = strrchr(v, ':');
+  if (!colon || colon == v)
+    return false;
+  if (v[0] == '[' && colon[-1] != ']')
+    return false;
+  char *end;
+  errno = 0;
+  long port = strtol(colon + 1, &end, 10);
+  return colon[1] && !*end && !errno && port >= 1 && port <= 65535;
+}
+
+static int set_string(char **slot, const char *v) {
+  char *c = strdup(v);
+  if (!c)
+    return GS_ENOMEM;
+  free(*slot);
+  *slot = c;
+  return 0;
+}
+
+static int kv_add(struct kv_list *l, const char *item) {
+  const char *eq = strchr(item, '=');
+  if (!eq || eq == item)
+    return GS_EINVAL;
+  struct kv *n = realloc(l->items, (l->n + 1) * sizeof *n);
+  if (!n)
+    return GS_ENOMEM;
+  l->items = n;
+  char *k = strndup(item, (size_t)(eq - item));
+  char *v = strdup(eq + 1);
+  if (!k || !v) {
+    free(k);
+    free(v);
+    return GS_ENOMEM;
+  }
+  l->items[l->n].key = k;
+  l->items[l->n].value = v;
+  l->n++;
+  return 0;
+}
+
+static int apply(const struct opt_def *d, void *target, const char *v, const char *source,
+                 char *err, size_t errlen) {
+  char label[128];
+  opt_label(d, label, sizeof label);
+  void *f = field(target, d);
+  char *end;
+  switch (d->type) {
+  case OPT_STRING: return set_string((char **)f, v);
+  case OPT_ENUM:
+    if (!enum_allowed(d->allowed, v)) {
+      snprintf(err, errlen, "%s: invalid value \"%s\" from %s; allowed: %s", label, v, source,
+               d->allowed);
+      return GS_EINVAL;
+    }
+    return set_string((char **)f, v);
+  case OPT_ADDR:
+    if (!addr_valid(v)) {
+      snprintf(err, errlen,
+               "%s: invalid address \"%s\" from %s; expected HOST:PORT with port 1..65535 "
+               "(e.g. 0.0.0.0:6000, [::]:6000) or unix:PATH",
+               label, v, source);
+      return GS_EINVAL;
+    }
+    return set_string((char **)f, v);
+  case OPT_INT: {
+    errno = 0;
+    long long x = strtoll(v, &end, 10);
+    if (!*v || *end || errno || (double)x < d->min || (double)x > d->max) {
+      snprintf(err, errlen, "%s: invalid value \"%s\" from %s; expected an integer in [%.0f, %.0f]",
+               label, v, source, d->min, d->max);
+      return GS_EINVAL;
+    }
+    *(long long *)f = x;
+    return 0;
+  }
+  case OPT_DOUBLE: {
+    errno = 0;
+    double x = strtod(v, &end);
+    if (!*v || *end || errno || !isfinite(x) || x < d->min || x > d->max) {
+      snprintf(err, errlen, "%s: invalid value \"%s\" from %s; expected a number in [%g, %g]",
+               label, v, source, d->min, d->max);
+      return GS_EINVAL;
+    }
+    *(double *)f = x;
+    return 0;
+  }
+  case OPT_DURATION: {
+    int64_t ms;
+    if (duration_parse_ms(v, &ms) || (double)ms < d->min || (double)ms > d->max) {
+      char lo[32], hi[32];
+      duration_format((int64_t)d->min, lo, sizeof lo);
+      duration_format((int64_t)d->max, hi, sizeof hi);
+      snprintf(err, errlen,
+               "%s: invalid duration \"%s\" from %s; expected e.g. 500ms, 1s, 10m, 1h, between %s "
+               "and %s",
+               label, v, source, lo, hi);
+      return GS_EINVAL;
+    }
+    *(int64_t *)f = ms;
+    return 0;
+  }
+  case OPT_BOOL:
+    if (!strcmp(v, "true") || !strcmp(v, "1") || !strcmp(v, "yes"))
+      *(bool *)f = true;
+    else if (!strcmp(v, "false") || !strcmp(v, "0") || !strcmp(v, "no"))
+      *(bool *)f = false;
+    else {
+      snprintf(err, errlen, "%s: invalid value \"%s\" from %s; allowed: true, false", label, v,
+               source);
+      return GS_EINVAL;
+    }
+    return 0;
+  case OPT_KV_LIST: {
+    int rc = kv_add((struct kv_list *)f, v);
+    if (rc == GS_EINVAL)
+      snprintf(err, errlen, "%s: invalid value \"%s\" from %s; expected key=value", label, v,
+               source);
+    return rc;
+  }
+  }
+  return GS_EINVAL;
+}
+
+static const struct opt_def *find_long(const struct opt_def *defs, size_t n, const char *name,
+                                       size_t len) {
+  for (size_t i = 0; i < n; i++)
+    if (strlen(defs[i].name) == len && strncmp(defs[i].name, name, len) == 0)
+      return &defs[i];
+  return NULL;
+}
+
+int config_parse(const struct opt_def *defs, size_t n, int argc, char **argv, int start,
+                 void *target, char *err, size_t errlen) {
+  int rc;
+  for (size_t i = 0; i < n; i++)
+    if (defs[i].def && (rc = apply(&defs[i], target, defs[i].def, "default", err, errlen)))
+      return rc;
+  for (size_t i = 0; i < n; i++) {
+    const char *ev = defs[i].env ? getenv(defs[i].env) : NULL;
+    if (ev && *ev) {
+      char src[96];
+      snprintf(src, sizeof src, "environment %s", defs[i].env);
+      if ((rc = apply(&defs[i], target, ev, src, err, errlen)))
+        return rc;
+    }
+  }
+  for (int a = start; a < argc; a++) {
+    const char *arg = argv[a];
+    if (!strcmp(arg, "--help") || !strcmp(arg, "-h"))
+      return 1;
+    const struct opt_def *d = NULL;
+    const char *val = NULL;
+    if (arg[0] == '-' && arg[1] == '-' && arg[2]) {
+      const char *name = arg + 2;
+      const char *eq = strchr(name, '=');
+      d = find_long(defs, n, name, eq ? (size_t)(eq - name) : strlen(name));
+      if (eq)
+        val = eq + 1;
+    } else if (arg[0] == '-' && arg[1] && !arg[2]) {
+      for (size_t i = 0; i < n; i++)
+        if (defs[i].short_name == arg[1])
+          d = &defs[i];
+    } else {
+      snprintf(err, errlen, "unexpected argument \"%s\"; see --help", arg);
+      return GS_EINVAL;
+    }
+    if (!d) {
+      snprintf(err, errlen, "unknown option \"%s\"; see --help", arg);
+      return GS_EINVAL;
+    }
+    if (d->type == OPT_BOOL && !val)
+      val = "true";
+    if (!val) {
+      if (a + 1 >= argc) {
+        snprintf(err, errlen, "option --%s needs a value (%s)", d->name,
+                 d->metavar ? d->metavar : "VALUE");
+        return GS_EINVAL;
+      }
+      val = argv[++a];
+    }
+    if ((rc = apply(d, target, val, "the command line", err, errlen)))
+      return rc;
+  }
+  return 0;
+}
+
+void config_help(FILE *f, const char *usage, const char *description, const struct opt_def *defs,
+                 size_t n) {
+  fprintf(f, "Usage: %s\n\n%s\n\nOptions:\n", usage, description);
+  for (size_t i = 0; i < n; i++) {
+    const struct opt_def *d = &defs[i];
+    char flag[96];
+    if (d->short_name)
+      snprintf(flag, sizeof flag, "-%c, --%s%s%s", d->short_name, d->name, d->metavar ? " " : "",
+               d->metavar ? d->metavar : "");
+    else
+      snprintf(flag, sizeof flag, "    --%s%s%s", d->name, d->metavar ? " " : "",
+               d->metavar ? d->metavar : "");
+    fprintf(f, "  %-34s %s\n", flag, d->help);
+    char extra[256];
+    int off = 0;
+    extra[0] = '\0';
+    if (d->type == OPT_ENUM)
+      off += snprintf(extra + off, sizeof extra - (size_t)off, "one of %s; ", d->allowed);
+    if (d->def)
+      off += snprintf(extra + off, sizeof extra - (size_t)off, "default %s; ", d->def);
+    if (d->env)
+      snprintf(extra + off, sizeof extra - (size_t)off, "env %s", d->env);
+    if (extra[0])
+      fprintf(f, "  %-34s [%s]\n", "", extra);
+  }
+  fprintf(f, "  %-34s %s\n", "-h, --help", "show this help");
+}
+
+void config_log(const char *module, const struct opt_def *defs, size_t n, const void *target) {
+  for (size_t i = 0; i < n; i++) {
+    const struct opt_def *d = &defs[i];
+    const void *f = cfield(target, d);
+    char v[256];
+    switch (d->type) {
+    case OPT_STRING:
+    case OPT_ENUM:
+    case OPT_ADDR: snprintf(v, sizeof v, "%s", *(char *const *)f ? *(char *const *)f : "(unset)"); break;
+    case OPT_INT: snprintf(v, sizeof v, "%lld", *(const long long *)f); break;
+    case OPT_DOUBLE: snprintf(v, sizeof v, "%g", *(const double *)f); break;
+    case OPT_DURATION: duration_format(*(const int64_t *)f, v, sizeof v); break;
+    case OPT_BOOL: snprintf(v, sizeof v, "%s", *(const bool *)f ? "true" : "false"); break;
+    case OPT_KV_LIST: snprintf(v, sizeof v, "%zu items", ((const struct kv_list *)f)->n); break;
+    }
+    LOG_INFO(module, "config %s=%s", d->name, v);
+  }
+}
+
+void config_free(const struct opt_def *defs, size_t n, void *target) {
+  for (size_t i = 0; i < n; i++) {
+    void *f = field(target, &defs[i]);
+    switch (defs[i].type) {
+    case OPT_STRING:
+    case OPT_ENUM:
+    case OPT_ADDR:
+      free(*(char **)f);
+      *(char **)f = NULL;
+      break;
+    case OPT_KV_LIST: {
+      struct kv_list *l = f;
+      for (size_t k = 0; k < l->n; k++) {
+        free((char *)l->items[k].key);
+        free((char *)l->items[k].value);
+      }
+      free(l->items);
+      l->items = NULL;
+      l->n = 0;
+      break;
+    }
+    default: break;
+    }
+  }
+}

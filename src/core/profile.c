@@ -1,0 +1,218 @@
+/* Built-in scaling profiles and user profiles loaded from a YAML file. */
+#include "core/profile.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <yaml.h>
+
+#include "core/err.h"
+
+#define PROFILE_FILE_MAX (256 * 1024)
+#define PROFILE_MAX 256
+
+static const struct profile builtin[] = {
+    {"vllm-inference", GF_MEM_USED_PCT, 80, 5, AGG_MAX},
+    {"triton-inference", GF_GPU_UTIL, 75, 10, AGG_MAX},
+    {"training", GF_GPU_UTIL, 90, 0, AGG_AVG},
+    {"batch", GF_MEM_USED_PCT, 70, 1, AGG_MAX},
+};
+
+int profile_set_init(struct profile_set *ps) {
+  size_t n = sizeof builtin / sizeof builtin[0];
+  ps->items = malloc(sizeof builtin);
+  if (!ps->items)
+    return GS_ENOMEM;
+  memcpy(ps->items, builtin, sizeof builtin);
+  ps->n = n;
+  return 0;
+}
+
+void profile_set_free(struct profile_set *ps) {
+  if (!ps)
+    return;
+  free(ps->items);
+  ps->items = NULL;
+  ps->n = 0;
+}
+
+const struct profile *profile_find(const struct profile_set *ps, const char *name) {
+  for (size_t i = 0; i < ps->n; i++)
+    if (strcmp(ps->items[i].name, name) == 0)
+      return &ps->items[i];
+  return NULL;
+}
+
+void profile_names(const struct profile_set *ps, char *buf, size_t len) {
+  size_t off = 0;
+  buf[0] = '\0';
+  for (size_t i = 0; i < ps->n && off < len; i++) {
+    int w = snprintf(buf + off, len - off, "%s%s", i ? ", " : "", ps->items[i].name);
+    if (w < 0)
+      break;
+    off += (size_t)w;
+  }
+}
+
+/* Parses a whole string as a finite double. */
+static int parse_number(const char *s, double *out) {
+  char *end;
+  if (!*s)
+    return GS_EINVAL;
+  double v = strtod(s, &end);
+  if (*end || !isfinite(v))
+    return GS_EINVAL;
+  *out = v;
+  return 0;
+}
+
+static int fail(char *err, size_t errlen, const char *path, const yaml_node_t *n, const char *msg,
+                const char *key) {
+  snprintf(err, errlen, "%s:%lu: %s%s%s", path, n ? (unsigned long)n->start_mark.line + 1 : 0UL,
+           key ? key : "", key ? ": " : "", msg);
+  return GS_EINVAL;
+}
+
+static int parse_profile(yaml_document_t *doc, const char *path, const char *name,
+                         yaml_node_t *body, struct profile *p, char *err, size_t errlen) {
+  if (body->type != YAML_MAPPING_NODE)
+    return fail(err, errlen, path, body, "must be a mapping of metric, target, activation, aggregation",
+                name);
+  memset(p, 0, sizeof *p);
+  if (strlen(name) >= sizeof p->name || !*name)
+    return fail(err, errlen, path, body, "profile names must be 1..63 characters", name);
+  snprintf(p->name, sizeof p->name, "%s", name);
+  p->agg = AGG_MAX;
+  bool have_metric = false, have_target = false;
+  for (yaml_node_pair_t *pr = body->data.mapping.pairs.start; pr < body->data.mapping.pairs.top;
+       pr++) {
+    yaml_node_t *k = yaml_document_get_node(doc, pr->key);
+    yaml_node_t *v = yaml_document_get_node(doc, pr->value);
+    if (!k || !v || k->type != YAML_SCALAR_NODE || v->type != YAML_SCALAR_NODE)
+      return fail(err, errlen, path, k ? k : body, "keys and values must be plain scalars", name);
+    const char *key = (const char *)k->data.scalar.value;
+    const char *val = (const char *)v->data.scalar.value;
+    char msg[256];
+    if (strcmp(key, "metric") == 0) {
+      if (gpu_field_parse(val, &p->metric) || p->metric == GF_MEM_FREE_MIB ||
+          p->metric == GF_MEM_TOTAL_MIB || p->metric == GF_ENERGY_MJ) {
+        snprintf(msg, sizeof msg,
+                 "\"%s\" is not a scaler metric; allowed: gpu_utilization, memory_utilization, "
+                 "memory_used_percent, memory_used_mib, temperature, power_draw",
+                 val);
+        return fail(err, errlen, path, v, msg, "metric");
+      }
+      have_metric = true;
+    } else if (strcmp(key, "target") == 0) {
+      if (parse_number(val, &p->target) || p->target <= 0) {
+        snprintf(msg, sizeof msg, "\"%s\" must be a finite number > 0", val);
+        return fail(err, errlen, path, v, msg, "target");
+      }
+      have_target = true;
+    } else if (strcmp(key, "activation") == 0) {
+      if (parse_number(val, &p->activation) || p->activation < 0) {
+        snprintf(msg, sizeof msg, "\"%s\" must be a finite number >= 0", val);
+        return fail(err, errlen, path, v, msg, "activation");
+      }
+    } else if (strcmp(key, "aggregation") == 0) {
+      if (aggregation_parse(val, &p->agg)) {
+        snprintf(msg, sizeof msg, "\"%s\" is not allowed; allowed: %s", val, aggregation_allowed());
+        return fail(err, errlen, path, v, msg, "aggregation");
+      }
+    } else {
+      snprintf(msg, sizeof msg,
+               "unknown key in profile %s; allowed: metric, target, activation, aggregation", name);
+      return fail(err, errlen, path, k, msg, key);
+    }
+  }
+  if (!have_metric || !have_target)
+    return fail(err, errlen, path, body, "a profile needs both metric and target", name);
+  return 0;
+}
+
+static int load_doc(struct profile_set *ps, yaml_document_t *doc, const char *path, char *err,
+                    size_t errlen) {
+  yaml_node_t *root = yaml_document_get_root_node(doc);
+  if (!root || root->type != YAML_MAPPING_NODE)
+    return fail(err, errlen, path, root, "the file must be a mapping with a 'profiles' key", NULL);
+  yaml_node_t *profiles = NULL;
+  for (yaml_node_pair_t *pr = root->data.mapping.pairs.start; pr < root->data.mapping.pairs.top;
+       pr++) {
+    yaml_node_t *k = yaml_document_get_node(doc, pr->key);
+    if (k && k->type == YAML_SCALAR_NODE && strcmp((const char *)k->data.scalar.value, "profiles") == 0)
+      profiles = yaml_document_get_node(doc, pr->value);
+    else
+      return fail(err, errlen, path, k, "unknown top-level key; allowed: profiles",
+                  k && k->type == YAML_SCALAR_NODE ? (const char *)k->data.scalar.value : "?");
+  }
+  if (!profiles || profiles->type != YAML_MAPPING_NODE)
+    return fail(err, errlen, path, profiles ? profiles : root,
+                "must be a mapping of profile name to settings", "profiles");
+
+  struct profile_set next = {0};
+  size_t extra = (size_t)(profiles->data.mapping.pairs.top - profiles->data.mapping.pairs.start);
+  if (ps->n + extra > PROFILE_MAX)
+    return fail(err, errlen, path, profiles, "too many profiles (at most 256)", "profiles");
+  next.items = malloc((ps->n + extra) * sizeof *next.items);
+  if (!next.items)
+    return GS_ENOMEM;
+  memcpy(next.items, ps->items, ps->n * sizeof *ps->items);
+  next.n = ps->n;
+  for (yaml_node_pair_t *pr = profiles->data.mapping.pairs.start;
+       pr < profiles->data.mapping.pairs.top; pr++) {
+    yaml_node_t *k = yaml_document_get_node(doc, pr->key);
+    yaml_node_t *v = yaml_document_get_node(doc, pr->value);
+    if (!k || !v || k->type != YAML_SCALAR_NODE) {
+      free(next.items);
+      return fail(err, errlen, path, k ? k : profiles, "profile names must be scalars", "profiles");
+    }
+    struct profile p;
+    int rc = parse_profile(doc, path, (const char *)k->data.scalar.value, v, &p, err, errlen);
+    if (rc) {
+      free(next.items);
+      return rc;
+    }
+    struct profile *slot = NULL;
+    for (size_t i = 0; i < next.n; i++)
+      if (strcmp(next.items[i].name, p.name) == 0)
+        slot = &next.items[i];
+    if (!slot)
+      slot = &next.items[next.n++];
+    *slot = p;
+  }
+  free(ps->items);
+  *ps = next;
+  return 0;
+}
+
+int profile_set_load(struct profile_set *ps, const char *path, char *err, size_t errlen) {
+  FILE *f = fopen(path, "rb");
+  if (!f) {
+    snprintf(err, errlen, "%s: cannot open: %m", path);
+    return GS_EIO;
+  }
+  struct stat st;
+  if (fstat(fileno(f), &st) == 0 && st.st_size > PROFILE_FILE_MAX) {
+    fclose(f);
+    snprintf(err, errlen, "%s: file is larger than %d bytes", path, PROFILE_FILE_MAX);
+    return GS_ETOOBIG;
+  }
+  yaml_parser_t parser;
+  yaml_document_t doc;
+  yaml_parser_initialize(&parser);
+  yaml_parser_set_input_file(&parser, f);
+  int rc;
+  if (!yaml_parser_load(&parser, &doc)) {
+    snprintf(err, errlen, "%s:%lu: %s", path, (unsigned long)parser.problem_mark.line + 1,
+             parser.problem ? parser.problem : "YAML syntax error");
+    rc = GS_EPARSE;
+  } else {
+    rc = load_doc(ps, &doc, path, err, errlen);
+    yaml_document_delete(&doc);
+  }
+  yaml_parser_delete(&parser);
+  fclose(f);
+  return rc;
+}
