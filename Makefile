@@ -4,7 +4,7 @@ ASAN_BUILD ?= build-asan
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 CMAKE_FLAGS ?=
 
-.PHONY: all deps build run check test unit e2e asan lint format checksrc bench clean
+.PHONY: all deps build run check test unit e2e asan valgrind format checksrc bench clean
 
 all: build
 
@@ -19,10 +19,11 @@ build:
 run: deps build
 	@bash scripts/run-demo.sh $(BUILD)/gpuscale
 
-# Every test: source checks, unit + fuzz replay + end-to-end (ctest), then the unit tests again
-# under ASan+UBSan.
+# Every test: source checks, unit + fuzz replay + end-to-end (ctest), the unit tests under
+# valgrind, then every test again under ASan+UBSan.
 check: deps checksrc build
 	@ctest --test-dir $(BUILD) --output-on-failure
+	@$(MAKE) --no-print-directory valgrind
 	@$(MAKE) --no-print-directory asan
 
 unit: build
@@ -36,6 +37,9 @@ asan:
 	@cmake --build $(ASAN_BUILD) -j $(JOBS)
 	@ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 		ctest --test-dir $(ASAN_BUILD) --output-on-failure
+
+valgrind: build
+	@bash scripts/valgrind-unit.sh $(BUILD)
 
 checksrc:
 	@bash scripts/checksrc.sh

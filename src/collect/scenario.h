@@ -1,0 +1,91 @@
+/* Mock GPU scenarios: a YAML file of GPUs whose readings are constants or time patterns. */
+#ifndef GS_SCENARIO_H
+#define GS_SCENARIO_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "core/sample.h"
+
+#define SCENARIO_MAX_GPUS 64
+#define SCENARIO_MAX_BYTES (1u << 20)      /* scenario file size cap */
+#define SCENARIO_MAX_STEPS 1024            /* entries in one steps: list */
+#define SCENARIO_CSV_MAX_BYTES (10u << 20) /* one CSV file */
+#define SCENARIO_CSV_MAX_ROWS 100000       /* rows in one CSV file */
+#define SCENARIO_MAX_POINTS 1000000        /* steps + CSV rows in one scenario */
+#define SCENARIO_DEFAULT_DRIVER "mock-550.54.15"
+
+enum scenario_kind {
+  SCENARIO_CONST = 0, /* value */
+  SCENARIO_STEPS,     /* points held until the next one; repeat loops every period */
+  SCENARIO_SINE,      /* min..max, period, phase */
+  SCENARIO_CSV,       /* points linearly interpolated (or held); repeat loops every last t */
+};
+
+struct scenario_point {
+  double t; /* seconds since the scenario was loaded */
+  double v;
+};
+
+/* How one metric of one GPU evolves over time. */
+struct scenario_pattern {
+  enum scenario_kind kind;
+  double value;                  /* CONST */
+  struct scenario_point *points; /* STEPS, CSV: t strictly increasing, owned */
+  size_t npoints;
+  bool repeat;            /* STEPS, CSV: loop */
+  bool hold;              /* CSV: hold each row's value instead of interpolating */
+  double period;          /* STEPS with repeat, SINE: seconds; CSV with repeat: last row's t */
+  double min, max, phase; /* SINE (phase in seconds); min/max also the range of any pattern */
+};
+
+struct scenario_gpu {
+  struct gpu_info info;
+  enum gpu_health health;
+  double memory_total_mib;
+  uint32_t present; /* GF_BIT(f) for every metric the scenario gives */
+  struct scenario_pattern metric[GF__COUNT];
+};
+
+/* A parsed scenario. Read-only once returned; free with scenario_free. */
+struct scenario {
+  char driver_version[GPU_STR_LEN];
+  size_t ngpus;
+  struct scenario_gpu gpus[SCENARIO_MAX_GPUS];
+};
+
+/* The built-in scenario (4 GPUs, different loads), NUL-terminated YAML. Same text as
+ * examples/scenarios/default.yaml. */
+extern const char scenario_default_yaml[];
+
+/* Reads and parses the YAML file at path (at most SCENARIO_MAX_BYTES). CSV paths resolve against
+ * the file's directory. Returns 0 and *out (free with scenario_free), or
+ * GS_EIO/GS_ETOOBIG/GS_EPARSE/ GS_EINVAL/GS_ENOMEM with "file:line: key: what is allowed" in err.
+ */
+int scenario_load(const char *path, struct scenario **out, char *err, size_t errlen);
+/* Parses a scenario from memory. name labels error messages; base_dir is where relative CSV paths
+ * resolve, and NULL rejects csv patterns (no file access at all). Same returns as scenario_load. */
+int scenario_parse(const char *data, size_t len, const char *name, const char *base_dir,
+                   struct scenario **out, char *err, size_t errlen);
+/* Parses the built-in scenario. Same returns as scenario_parse (only GS_ENOMEM in practice). */
+int scenario_default(struct scenario **out, char *err, size_t errlen);
+/* Parses "seconds,value" lines ('#' comments, blank lines and one leading header line allowed)
+ * into *out (free() it) and *n. Times are >= 0 and strictly increasing; values finite. Returns 0,
+ * or GS_EPARSE/GS_ETOOBIG/GS_ENOMEM with "name:line: what is allowed" in err. */
+int scenario_csv_parse(const char *data, size_t len, const char *name, struct scenario_point **out,
+                       size_t *n, char *err, size_t errlen);
+/* Frees a scenario and its patterns. scenario_free(NULL) is fine. */
+void scenario_free(struct scenario *s);
+
+/* Value of one metric of GPU gpu at t seconds since load (t < 0 counts as 0), unrounded.
+ * Returns 0 and *out; GS_ENOTFOUND for a bad gpu; GS_ENOTSUP when the scenario leaves the metric
+ * out (absent, never 0). GF_MEM_TOTAL_MIB, GF_MEM_FREE_MIB and GF_MEM_USED_PCT are answered too. */
+int scenario_eval(const struct scenario *s, size_t gpu, enum gpu_field f, double t, double *out);
+/* Fills every reading of GPU gpu at time t into *out (presence bits, rounding as NVML reports:
+ * whole percents, MiB and degrees; then sample_derive). Does not touch ts_ms/mono_ms.
+ * Returns 0; GS_ELOST for health: lost; GS_EIO with a reason in err for health: error (out then
+ * has no readings); GS_ENOTFOUND for a bad gpu. */
+int scenario_fill(const struct scenario *s, size_t gpu, double t, struct gpu_sample *out, char *err,
+                  size_t errlen);
+
+#endif

@@ -1,0 +1,179 @@
+/* Sampler pass against a scripted in-test collector: pushes, health, counters, reloads. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "agent/sampler.h"
+#include "core/err.h"
+#include "core/timeutil.h"
+
+/* A collector whose per-device result the test sets. */
+struct script_collector {
+  struct collector base;
+  size_t n;
+  struct gpu_info info[4];
+  int rc[4];       /* what sample() returns per device */
+  double util[4];  /* value returned when rc == 0 */
+  int reload_rc;   /* what reload() returns */
+  size_t reload_n; /* device count after a successful reload */
+};
+
+static struct script_collector sc;
+
+static size_t sc_count(struct collector *c) {
+  return ((struct script_collector *)c)->n;
+}
+static const struct gpu_info *sc_info(struct collector *c, size_t i) {
+  return &((struct script_collector *)c)->info[i];
+}
+static int sc_sample(struct collector *c, size_t i, struct gpu_sample *out, char *err,
+                     size_t errlen) {
+  struct script_collector *s = (struct script_collector *)c;
+  if (s->rc[i]) {
+    snprintf(err, errlen, "scripted failure %d", s->rc[i]);
+    return s->rc[i];
+  }
+  sample_set(out, GF_GPU_UTIL, s->util[i]);
+  return 0;
+}
+static const char *sc_driver(struct collector *c) {
+  return NULL;
+}
+static int sc_reload(struct collector *c, char *err, size_t errlen) {
+  struct script_collector *s = (struct script_collector *)c;
+  if (s->reload_rc) {
+    snprintf(err, errlen, "scenario.yaml:3: gpus: broken");
+    return s->reload_rc;
+  }
+  s->n = s->reload_n;
+  return 0;
+}
+static const struct collector_ops script_ops = {"script",  NULL,      sc_count,  sc_info,
+                                                sc_sample, sc_driver, sc_reload, NULL};
+
+static int setup(void **state) {
+  memset(&sc, 0, sizeof sc);
+  sc.base.ops = &script_ops;
+  sc.n = 3;
+  for (int i = 0; i < 4; i++) {
+    sc.info[i].index = i;
+    snprintf(sc.info[i].uuid, sizeof sc.info[i].uuid, "GPU-test-%d", i);
+    sc.util[i] = 10.0 * (i + 1);
+  }
+  log_setup(LOG_LVL_ERROR, LOG_FMT_LOGFMT);
+  return 0;
+}
+
+static void wait_for(atomic_uint_fast64_t *counter, uint64_t want) {
+  for (int i = 0; i < 500 && atomic_load(counter) < want; i++) {
+    struct timespec ts = {0, 10 * 1000 * 1000};
+    nanosleep(&ts, NULL);
+  }
+}
+
+/* Starts a sampler with a long interval so that only our explicit passes run. */
+static void start(struct sampler *s, struct history **h) {
+  *h = history_new(16);
+  assert_non_null(*h);
+  assert_int_equal(sampler_start(s, &sc.base, *h, 3600 * 1000), 0);
+  wait_for(&s->passes, 1); /* the thread's first pass runs at once; later ones are ours */
+  assert_int_equal(atomic_load(&s->passes), 1);
+}
+
+static void test_pass_pushes_every_device(void **state) {
+  struct sampler s;
+  struct history *h;
+  start(&s, &h);
+  uint64_t g0 = history_generation(h);
+  sampler_pass(&s);
+  assert_true(history_generation(h) > g0);
+  for (size_t i = 0; i < 3; i++) {
+    struct gpu_snapshot snap;
+    assert_int_equal(history_get(h, i, &snap), 0);
+    assert_true(snap.has_sample);
+    assert_int_equal(snap.health, GPU_HEALTH_OK);
+    assert_true(sample_has(&snap.latest, GF_GPU_UTIL));
+    assert_true(snap.latest.v[GF_GPU_UTIL] == sc.util[i]);
+    assert_false(sample_has(&snap.latest, GF_POWER_W)); /* never read: absent, not 0 */
+    assert_true(snap.latest.mono_ms > 0 && snap.latest.ts_ms > 0);
+  }
+  assert_true(atomic_load(&s.any_good));
+  sampler_stop(&s);
+  history_free(h);
+}
+
+static void test_lost_and_error_mark_health(void **state) {
+  struct sampler s;
+  struct history *h;
+  start(&s, &h);
+  sampler_pass(&s);
+  uint64_t errs = atomic_load(&s.read_errors);
+  sc.rc[1] = GS_ELOST;
+  sc.rc[2] = GS_EIO;
+  sampler_pass(&s);
+  struct gpu_snapshot a, b, c;
+  history_get(h, 0, &a);
+  history_get(h, 1, &b);
+  history_get(h, 2, &c);
+  assert_int_equal(a.health, GPU_HEALTH_OK);
+  assert_int_equal(b.health, GPU_HEALTH_LOST);
+  assert_int_equal(c.health, GPU_HEALTH_ERROR);
+  assert_non_null(strstr(b.reason, "scripted failure"));
+  assert_int_equal(atomic_load(&s.read_errors), errs + 2);
+  assert_int_equal(atomic_load(&s.lost), 1);
+  assert_int_equal(history_len(h, 1), 2); /* the failed read stored nothing */
+  /* Recovery: a good read makes it healthy again. */
+  sc.rc[1] = 0;
+  sampler_pass(&s);
+  history_get(h, 1, &b);
+  assert_int_equal(b.health, GPU_HEALTH_OK);
+  assert_int_equal(history_len(h, 1), 3);
+  sampler_stop(&s);
+  history_free(h);
+}
+
+static void test_reload_failure_keeps_devices(void **state) {
+  struct sampler s;
+  struct history *h;
+  start(&s, &h);
+  sc.reload_rc = GS_EPARSE;
+  sampler_request_reload(&s);
+  wait_for(&s.reloads_failed, 1);
+  assert_int_equal(atomic_load(&s.reloads_failed), 1);
+  assert_int_equal(history_count(h), 3);
+
+  sc.reload_rc = 0;
+  sc.reload_n = 4;
+  sampler_request_reload(&s);
+  wait_for(&s.reloads_ok, 1);
+  assert_int_equal(atomic_load(&s.reloads_ok), 1);
+  assert_int_equal(history_count(h), 4);
+  sampler_stop(&s);
+  history_free(h);
+}
+
+static void test_thread_samples_on_interval(void **state) {
+  struct sampler s;
+  struct history *h = history_new(16);
+  assert_int_equal(sampler_start(&s, &sc.base, h, 100), 0);
+  wait_for(&s.passes, 3);
+  assert_true(atomic_load(&s.passes) >= 3);
+  assert_true(history_len(h, 0) >= 3);
+  sampler_stop(&s);
+  history_free(h);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test_setup(test_pass_pushes_every_device, setup),
+      cmocka_unit_test_setup(test_lost_and_error_mark_health, setup),
+      cmocka_unit_test_setup(test_reload_failure_keeps_devices, setup),
+      cmocka_unit_test_setup(test_thread_samples_on_interval, setup),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,603 @@
+/* Unit tests for mock scenarios: parsing, pattern evaluation, errors, reload and health. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <dirent.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "collect/collector.h"
+#include "collect/scenario.h"
+#include "core/err.h"
+
+#define FIX TEST_FIXTURES "/scenarios"
+
+static struct scenario *parse_ok(const char *yaml) {
+  struct scenario *s = NULL;
+  char err[512] = "";
+  int rc = scenario_parse(yaml, strlen(yaml), "t.yaml", FIX, &s, err, sizeof err);
+  if (rc != 0)
+    print_error("unexpected error: %s\n", err);
+  assert_int_equal(rc, 0);
+  assert_non_null(s);
+  return s;
+}
+
+static void write_file(const char *path, const char *text) {
+  FILE *f = fopen(path, "w");
+  assert_non_null(f);
+  assert_int_equal(fputs(text, f) >= 0, 1);
+  assert_int_equal(fclose(f), 0);
+}
+
+/* ---- pattern evaluation at chosen times ---- */
+
+struct eval_case {
+  size_t gpu;
+  enum gpu_field f;
+  double t;
+  int rc;
+  double want;
+};
+
+static const struct eval_case eval_cases[] = {
+    /* steps with repeat every 90s: 1024 until 30s, 40960 until 60s, 2048 until 90s */
+    {0, GF_MEM_USED_MIB, 0, 0, 1024},
+    {0, GF_MEM_USED_MIB, 29.9, 0, 1024},
+    {0, GF_MEM_USED_MIB, 30, 0, 40960},
+    {0, GF_MEM_USED_MIB, 60, 0, 2048},
+    {0, GF_MEM_USED_MIB, 89, 0, 2048},
+    {0, GF_MEM_USED_MIB, 90, 0, 1024},
+    {0, GF_MEM_USED_MIB, 125, 0, 40960},
+    {0, GF_MEM_USED_MIB, -5, 0, 1024}, /* negative time counts as 0 */
+    /* derived memory readings follow the used pattern */
+    {0, GF_MEM_TOTAL_MIB, 30, 0, 81920},
+    {0, GF_MEM_FREE_MIB, 30, 0, 40960},
+    {0, GF_MEM_USED_PCT, 30, 0, 50},
+    /* steps without repeat: the last step holds for ever */
+    {0, GF_GPU_UTIL, 0, 0, 10},
+    {0, GF_GPU_UTIL, 30, 0, 90},
+    {0, GF_GPU_UTIL, 100000, 0, 90},
+    /* sine 20..80 over 60s: middle at 0, max at 15s, min at 45s */
+    {0, GF_MEM_UTIL, 0, 0, 50},
+    {0, GF_MEM_UTIL, 15, 0, 80},
+    {0, GF_MEM_UTIL, 45, 0, 20},
+    {0, GF_MEM_UTIL, 75, 0, 80},
+    /* csv, linear: 0,10 10,50 20,90 40,10; holds the last row */
+    {0, GF_TEMP_C, 0, 0, 10},
+    {0, GF_TEMP_C, 5, 0, 30},
+    {0, GF_TEMP_C, 10, 0, 50},
+    {0, GF_TEMP_C, 30, 0, 50},
+    {0, GF_TEMP_C, 100, 0, 10},
+    /* csv, hold, repeat every 40s */
+    {0, GF_POWER_W, 5, 0, 10},
+    {0, GF_POWER_W, 15, 0, 50},
+    {0, GF_POWER_W, 45, 0, 10},
+    {0, GF_POWER_W, 65, 0, 90},
+    /* csv, linear, repeat: 45s is 5s into the second loop */
+    {1, GF_GPU_UTIL, 45, 0, 30},
+    /* absent metrics stay absent, never 0 */
+    {1, GF_MEM_USED_MIB, 0, GS_ENOTSUP, 0},
+    {1, GF_MEM_FREE_MIB, 0, GS_ENOTSUP, 0},
+    {1, GF_MEM_USED_PCT, 0, GS_ENOTSUP, 0},
+    {1, GF_TEMP_C, 0, GS_ENOTSUP, 0},
+    {1, GF_ENERGY_MJ, 0, GS_ENOTSUP, 0},
+    {1, GF_MEM_TOTAL_MIB, 0, 0, 23034},
+    {2, GF_GPU_UTIL, 0, GS_ENOTFOUND, 0},
+};
+
+static void test_eval_patterns(void **state) {
+  (void)state;
+  struct scenario *s = NULL;
+  char err[512] = "";
+  int rc = scenario_load(FIX "/patterns.yaml", &s, err, sizeof err);
+  if (rc)
+    print_error("%s\n", err);
+  assert_int_equal(rc, 0);
+  assert_int_equal(s->ngpus, 2);
+  assert_string_equal(s->driver_version, "550.54.15");
+  for (size_t i = 0; i < sizeof eval_cases / sizeof eval_cases[0]; i++) {
+    const struct eval_case *c = &eval_cases[i];
+    double v = -1;
+    rc = scenario_eval(s, c->gpu, c->f, c->t, &v);
+    if (rc != c->rc || (rc == 0 && (v < c->want - 1e-6 || v > c->want + 1e-6)))
+      print_error("case %zu: gpu %zu %s t=%g: rc %d value %g, want rc %d value %g\n", i, c->gpu,
+                  gpu_field_name(c->f), c->t, rc, v, c->rc, c->want);
+    assert_int_equal(rc, c->rc);
+    if (rc == 0)
+      assert_float_equal(v, c->want, 1e-6);
+  }
+  scenario_free(s);
+}
+
+/* ---- valid scenarios ---- */
+
+static void test_constant_and_absent(void **state) {
+  (void)state;
+  struct scenario *s = parse_ok("gpus:\n"
+                                "  - model: NVIDIA L4\n"
+                                "    memory_total_mib: 23034\n"
+                                "    memory_used_mib: 11517\n"
+                                "    gpu_utilization: 42.4\n"
+                                "    power_draw: 71.2345\n");
+  struct gpu_sample smp;
+  memset(&smp, 0, sizeof smp);
+  char err[128] = "";
+  assert_int_equal(scenario_fill(s, 0, 12.5, &smp, err, sizeof err), 0);
+  assert_true(sample_has(&smp, GF_GPU_UTIL));
+  assert_float_equal(smp.v[GF_GPU_UTIL], 42, 0); /* whole percents, as NVML */
+  assert_float_equal(smp.v[GF_POWER_W], 71.235, 1e-9);
+  assert_float_equal(smp.v[GF_MEM_USED_MIB], 11517, 0);
+  assert_float_equal(smp.v[GF_MEM_TOTAL_MIB], 23034, 0);
+  assert_float_equal(smp.v[GF_MEM_FREE_MIB], 11517, 0);
+  assert_true(sample_has(&smp, GF_MEM_USED_PCT));
+  assert_float_equal(smp.v[GF_MEM_USED_PCT], 50, 1e-9);
+  /* left out: absent, not zero */
+  assert_false(sample_has(&smp, GF_MEM_UTIL));
+  assert_false(sample_has(&smp, GF_TEMP_C));
+  assert_false(sample_has(&smp, GF_ENERGY_MJ));
+  assert_string_equal(s->driver_version, SCENARIO_DEFAULT_DRIVER);
+  scenario_free(s);
+
+  /* no memory_used_mib: free and percent are absent too */
+  s = parse_ok("gpus: [{model: X, memory_total_mib: 100, temperature: 0}]\n");
+  memset(&smp, 0, sizeof smp);
+  assert_int_equal(scenario_fill(s, 0, 0, &smp, err, sizeof err), 0);
+  assert_true(sample_has(&smp, GF_MEM_TOTAL_MIB));
+  assert_true(sample_has(&smp, GF_TEMP_C));
+  assert_float_equal(smp.v[GF_TEMP_C], 0, 0);
+  assert_false(sample_has(&smp, GF_MEM_USED_MIB));
+  assert_false(sample_has(&smp, GF_MEM_FREE_MIB));
+  assert_false(sample_has(&smp, GF_MEM_USED_PCT));
+  assert_false(sample_has(&smp, GF_GPU_UTIL));
+  scenario_free(s);
+
+  /* zero GPUs is a valid (empty) node */
+  s = parse_ok("gpus: []\n");
+  assert_int_equal(s->ngpus, 0);
+  scenario_free(s);
+}
+
+static void test_generated_ids(void **state) {
+  (void)state;
+  const char *yaml = "gpus:\n"
+                     "  - {model: A, memory_total_mib: 10}\n"
+                     "  - {model: B, memory_total_mib: 10, uuid: GPU-custom, pci_bus_id: "
+                     "\"00000000:AA:00.0\"}\n"
+                     "  - {model: C, memory_total_mib: 10}\n";
+  struct scenario *s = parse_ok(yaml);
+  assert_int_equal(s->ngpus, 3);
+  assert_string_equal(s->gpus[0].info.uuid, "GPU-00000000-0000-4000-8000-000000000000");
+  assert_string_equal(s->gpus[0].info.pci_bus_id, "00000000:01:00.0");
+  assert_string_equal(s->gpus[1].info.uuid, "GPU-custom");
+  assert_string_equal(s->gpus[1].info.pci_bus_id, "00000000:AA:00.0");
+  assert_string_equal(s->gpus[2].info.uuid, "GPU-00000000-0000-4000-8000-000000000002");
+  assert_string_equal(s->gpus[2].info.pci_bus_id, "00000000:03:00.0");
+  assert_string_equal(s->gpus[2].info.name, "C");
+  assert_int_equal(s->gpus[2].info.index, 2);
+  assert_int_equal(s->gpus[2].info.minor, 2);
+  assert_false(s->gpus[2].info.mig);
+  assert_int_equal(s->gpus[2].info.parent_index, -1);
+  /* same text, same ids: stable across reloads */
+  struct scenario *s2 = parse_ok(yaml);
+  for (size_t i = 0; i < 3; i++)
+    assert_string_equal(s->gpus[i].info.uuid, s2->gpus[i].info.uuid);
+  scenario_free(s);
+  scenario_free(s2);
+}
+
+static void test_default_scenario(void **state) {
+  (void)state;
+  struct scenario *s = NULL;
+  char err[256] = "";
+  assert_int_equal(scenario_default(&s, err, sizeof err), 0);
+  assert_int_equal(s->ngpus, 4);
+  /* different loads: vllm-inference (memory_used_percent, target 80, activation 5, max) is
+   * visible and active; the GPUs do not all read the same */
+  double maxpct = 0, minutil = 100, maxutil = 0;
+  for (size_t i = 0; i < s->ngpus; i++) {
+    struct gpu_sample smp;
+    memset(&smp, 0, sizeof smp);
+    assert_int_equal(scenario_fill(s, i, 10, &smp, err, sizeof err), 0);
+    assert_true(sample_has(&smp, GF_MEM_USED_PCT));
+    assert_true(sample_has(&smp, GF_GPU_UTIL));
+    assert_true(sample_has(&smp, GF_TEMP_C));
+    assert_true(sample_has(&smp, GF_POWER_W));
+    if (smp.v[GF_MEM_USED_PCT] > maxpct)
+      maxpct = smp.v[GF_MEM_USED_PCT];
+    if (smp.v[GF_GPU_UTIL] < minutil)
+      minutil = smp.v[GF_GPU_UTIL];
+    if (smp.v[GF_GPU_UTIL] > maxutil)
+      maxutil = smp.v[GF_GPU_UTIL];
+    for (size_t j = 0; j < i; j++)
+      assert_string_not_equal(s->gpus[i].info.uuid, s->gpus[j].info.uuid);
+  }
+  assert_true(maxpct > 80 && maxpct < 100);
+  assert_true(minutil < 10);
+  assert_true(maxutil > 75);
+  assert_string_equal(s->gpus[0].info.name, "NVIDIA H100 80GB HBM3");
+  assert_string_equal(s->gpus[2].info.name, "NVIDIA L4");
+  scenario_free(s);
+
+  /* examples/scenarios/default.yaml ships the same text */
+  FILE *f = fopen(TEST_FIXTURES "/../../examples/scenarios/default.yaml", "rb");
+  assert_non_null(f);
+  char buf[8192];
+  size_t n = fread(buf, 1, sizeof buf - 1, f);
+  fclose(f);
+  buf[n] = '\0';
+  assert_string_equal(buf, scenario_default_yaml);
+}
+
+/* Every shipped example parses. */
+static void test_examples(void **state) {
+  (void)state;
+  const char *dir = TEST_FIXTURES "/../../examples/scenarios";
+  DIR *d = opendir(dir);
+  assert_non_null(d);
+  struct dirent *e;
+  int n = 0;
+  while ((e = readdir(d))) {
+    size_t l = strlen(e->d_name);
+    if (l < 5 || strcmp(e->d_name + l - 5, ".yaml") != 0)
+      continue;
+    char path[1024];
+    snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+    struct scenario *s = NULL;
+    char err[512] = "";
+    int rc = scenario_load(path, &s, err, sizeof err);
+    if (rc)
+      print_error("%s\n", err);
+    assert_int_equal(rc, 0);
+    assert_true(s->ngpus > 0);
+    scenario_free(s);
+    n++;
+  }
+  closedir(d);
+  assert_true(n >= 2);
+}
+
+/* ---- bad scenarios: message names file:line and the key ---- */
+
+struct bad_case {
+  const char *yaml;
+  int line;
+  const char *key;  /* must appear in the message */
+  const char *also; /* another substring that must appear, or NULL */
+};
+
+#define G0 "gpus:\n  - model: X\n    memory_total_mib: 100\n" /* lines 1-3 */
+
+static const struct bad_case bad_cases[] = {
+    {G0 "    gpu_utilisation: 5\n", 4, "gpus[0].gpu_utilisation",
+     "allowed: model, uuid, pci_bus_id"},
+    {"gpu:\n  - model: X\n", 1, "gpu: unknown key", "driver_version, gpus"},
+    {"driver_version: 1\n", 1, "gpus: required", NULL},
+    {G0 "    gpu_utilization: 101\n", 4, "gpus[0].gpu_utilization", "0 to 100"},
+    {G0 "    memory_utilization: -1\n", 4, "gpus[0].memory_utilization", "0 to 100"},
+    {G0 "    temperature: -3\n", 4, "gpus[0].temperature", ">= 0"},
+    {G0 "    power_draw: .nan\n", 4, "gpus[0].power_draw", "not a number"},
+    {G0 "    power_draw: nan\n", 4, "gpus[0].power_draw", "not a number"},
+    {G0 "    power_draw: inf\n", 4, "gpus[0].power_draw", "not a number"},
+    {G0 "    power_draw: 1e999\n", 4, "gpus[0].power_draw", "not a number"},
+    {G0 "    power_draw: 0x10\n", 4, "gpus[0].power_draw", "not a number"},
+    {G0 "    power_draw:\n", 4, "gpus[0].power_draw", "not a number"},
+    {G0 "    memory_used_mib: 101\n", 4, "gpus[0].memory_used_mib", "memory_total_mib"},
+    {G0 "    memory_used_mib: {steps: [[0s, 1], [5s, 200]]}\n", 4, "gpus[0].memory_used_mib",
+     "reaches 200"},
+    {G0 "    memory_used_mib: {sine: {min: 0, max: 150, period: 1m}}\n", 4,
+     "gpus[0].memory_used_mib", "reaches 150"},
+    {"gpus:\n  - memory_total_mib: 100\n", 2, "gpus[0].model: required", NULL},
+    {"gpus:\n  - model: X\n", 2, "gpus[0].memory_total_mib: required", NULL},
+    {"gpus:\n  - model: X\n    memory_total_mib: 0\n", 3, "gpus[0].memory_total_mib", ">= 1"},
+    {"gpus:\n  - model: X\n    memory_total_mib: lots\n", 3, "gpus[0].memory_total_mib", NULL},
+    {G0 "    health: sick\n", 4, "gpus[0].health", "ok, lost, error"},
+    {G0 "    gpu_utilization: {steps: [[5s, 1]]}\n", 4, "gpus[0].gpu_utilization.steps[0]", "0s"},
+    {G0 "    gpu_utilization:\n      steps:\n        - [0s, 1]\n        - [10s, 2]\n"
+        "        - [5s, 3]\n",
+     8, "gpus[0].gpu_utilization.steps[2]", "increasing"},
+    {G0 "    gpu_utilization: {steps: [[0s, 1], [30x, 2]]}\n", 4,
+     "gpus[0].gpu_utilization.steps[1]", "duration"},
+    {G0 "    gpu_utilization: {steps: [[0s, 1], [30s]]}\n", 4, "gpus[0].gpu_utilization.steps[1]",
+     "[time, value]"},
+    {G0 "    gpu_utilization: {steps: []}\n", 4, "gpus[0].gpu_utilization.steps", "empty"},
+    {G0 "    gpu_utilization: {steps: [[0s, 1], [30s, 2]], repeat: true}\n", 4,
+     "gpus[0].gpu_utilization", "period"},
+    {G0 "    gpu_utilization: {steps: [[0s, 1], [30s, 2]], repeat: true, period: 30s}\n", 4,
+     "gpus[0].gpu_utilization", "longer than the last step"},
+    {G0 "    gpu_utilization: {steps: [[0s, 1]], period: 30s}\n", 4,
+     "gpus[0].gpu_utilization.period", "repeat: true"},
+    {G0 "    gpu_utilization: {steps: [[0s, 1]], repeat: maybe, period: 30s}\n", 4,
+     "gpus[0].gpu_utilization.repeat", "true, false"},
+    {G0 "    gpu_utilization: {sine: {min: 70, max: 20, period: 1m}}\n", 4,
+     "gpus[0].gpu_utilization.sine", "min <= max"},
+    {G0 "    gpu_utilization: {sine: {min: 20, max: 70}}\n", 4,
+     "gpus[0].gpu_utilization.sine.period", "required"},
+    {G0 "    gpu_utilization: {sine: {min: 20, max: 70, period: 0s}}\n", 4,
+     "gpus[0].gpu_utilization.sine.period", "duration > 0"},
+    {G0 "    gpu_utilization:\n      sine:\n        min: 20\n        amplitude: 5\n", 7,
+     "gpus[0].gpu_utilization.sine.amplitude", "min, max, period, phase"},
+    {G0 "    gpu_utilization: {sine: {min: 20, max: 700, period: 1m}}\n", 4,
+     "gpus[0].gpu_utilization.sine.max", "0 to 100"},
+    {G0 "    gpu_utilization: {sine: {min: 20, max: 70, period: 1m}, repeat: true}\n", 4,
+     "gpus[0].gpu_utilization.repeat", "always repeats"},
+    {G0 "    gpu_utilization: {steps: [[0s, 1]], sine: {min: 1, max: 2, period: 1s}}\n", 4,
+     "gpus[0].gpu_utilization", "exactly one of steps, sine, csv"},
+    {G0 "    gpu_utilization: {repeat: true}\n", 4, "gpus[0].gpu_utilization", "exactly one"},
+    {G0 "    gpu_utilization: {csv: load.csv, interpolate: cubic}\n", 4,
+     "gpus[0].gpu_utilization.interpolate", "linear, hold"},
+    {G0 "    gpu_utilization: [1, 2]\n", 4, "gpus[0].gpu_utilization", "pattern map"},
+    {G0 "    gpu_utilization: 5\n    gpu_utilization: 6\n", 5, "gpus[0].gpu_utilization",
+     "duplicate"},
+    {G0 "    model: Y\n", 4, "gpus[0].model", "duplicate"},
+    {"gpus:\n  - {model: A, memory_total_mib: 1, uuid: U}\n"
+     "  - {model: B, memory_total_mib: 1, uuid: U}\n",
+     3, "gpus[1].uuid", "unique"},
+    {"gpus:\n  - {model: A, memory_total_mib: 1}\n"
+     "  - {model: B, memory_total_mib: 1, pci_bus_id: \"00000000:01:00.0\"}\n",
+     3, "gpus[1].pci_bus_id", "unique"},
+    {"gpus:\n  - model: {name: X}\n", 2, "gpus[0].model", "not a string"},
+    {"gpus:\n  - model: \"bad\\u00e9\"\n", 2, "gpus[0].model", "ASCII"},
+    {"gpus: 3\n", 1, "gpus", "not a list"},
+    {"gpus:\n  - 3\n", 2, "gpus[0]", "not a mapping"},
+    {"gpus: [\n", 2, "yaml", NULL},
+    {"gpus:\n  - model: X\n   bad indent: 1\n", 3, "yaml", NULL},
+    {"gpus: *nope\n", 1, "yaml", NULL},
+    {"", 1, "scenario: empty", NULL},
+    {"- 1\n- 2\n", 1, "scenario", "not a mapping"},
+    {"gpus: []\n---\ngpus: []\n", 3, "second YAML document", NULL},
+    {"[1]: x\n", 1, "keys must be plain strings", NULL},
+    {"description: [1]\ngpus: []\n", 1, "description", "free text"},
+    {"driver_version: \"\"\ngpus: []\n", 1, "driver_version", "not a string"},
+};
+
+static void test_bad_scenarios(void **state) {
+  (void)state;
+  for (size_t i = 0; i < sizeof bad_cases / sizeof bad_cases[0]; i++) {
+    const struct bad_case *c = &bad_cases[i];
+    struct scenario *s = NULL;
+    char err[512] = "";
+    int rc = scenario_parse(c->yaml, strlen(c->yaml), "bad.yaml", FIX, &s, err, sizeof err);
+    char prefix[32];
+    snprintf(prefix, sizeof prefix, "bad.yaml:%d: ", c->line);
+    bool ok = rc < 0 && s == NULL && strncmp(err, prefix, strlen(prefix)) == 0 &&
+              strstr(err, c->key) && (!c->also || strstr(err, c->also));
+    if (!ok)
+      print_error("case %zu: rc %d err \"%s\"; want \"%s\", \"%s\", \"%s\"\n", i, rc, err, prefix,
+                  c->key, c->also ? c->also : "");
+    assert_true(ok);
+  }
+}
+
+static void test_bad_files(void **state) {
+  (void)state;
+  struct scenario *s = NULL;
+  char err[1024] = "";
+  int rc = scenario_load(FIX "/bad_csv_value.yaml", &s, err, sizeof err);
+  assert_int_equal(rc, GS_EINVAL);
+  assert_non_null(strstr(err, "bad_csv_value.yaml:5: gpus[0].gpu_utilization.csv: "));
+  assert_non_null(strstr(err, "bad_value.csv:3: value: 150 is out of range"));
+
+  rc = scenario_load(FIX "/missing_csv.yaml", &s, err, sizeof err);
+  assert_int_equal(rc, GS_EIO);
+  assert_non_null(strstr(err, "missing_csv.yaml:5: gpus[0].gpu_utilization.csv: "));
+  assert_non_null(strstr(err, "no_such_file.csv"));
+
+  rc = scenario_load(FIX "/does_not_exist.yaml", &s, err, sizeof err);
+  assert_int_equal(rc, GS_EIO);
+  assert_non_null(strstr(err, "does_not_exist.yaml"));
+
+  rc = scenario_load(FIX, &s, err, sizeof err); /* a directory */
+  assert_int_equal(rc, GS_EIO);
+  assert_non_null(strstr(err, "not a regular file"));
+
+  /* from memory without a base directory, csv is refused rather than read from the cwd */
+  const char *yaml = G0 "    gpu_utilization: {csv: load.csv}\n";
+  rc = scenario_parse(yaml, strlen(yaml), "mem", NULL, &s, err, sizeof err);
+  assert_int_equal(rc, GS_EINVAL);
+  assert_non_null(strstr(err, "mem:4: gpus[0].gpu_utilization.csv"));
+  assert_null(s);
+}
+
+static void test_size_caps(void **state) {
+  (void)state;
+  struct scenario *s = NULL;
+  char err[512] = "";
+  /* over the byte cap */
+  size_t big = SCENARIO_MAX_BYTES + 1;
+  char *data = malloc(big);
+  assert_non_null(data);
+  memset(data, '#', big);
+  assert_int_equal(scenario_parse(data, big, "big.yaml", NULL, &s, err, sizeof err), GS_ETOOBIG);
+  assert_non_null(strstr(err, "big.yaml"));
+  free(data);
+
+  /* one GPU over the GPU cap */
+  size_t cap = 64 + 64 * 48;
+  data = malloc(cap);
+  assert_non_null(data);
+  size_t n = (size_t)snprintf(data, cap, "gpus:\n");
+  for (int i = 0; i <= SCENARIO_MAX_GPUS; i++)
+    n += (size_t)snprintf(data + n, cap - n, "  - {model: X, memory_total_mib: 1}\n");
+  assert_true(n < cap);
+  assert_int_equal(scenario_parse(data, n, "many.yaml", NULL, &s, err, sizeof err), GS_ETOOBIG);
+  assert_non_null(strstr(err, "many.yaml:2: gpus: 65 GPUs is over the limit"));
+  free(data);
+}
+
+/* ---- CSV parser ---- */
+
+struct csv_case {
+  const char *text;
+  int rc;
+  size_t n;        /* rows when rc == 0 */
+  const char *msg; /* substring of err when rc != 0 */
+};
+
+static const struct csv_case csv_cases[] = {
+    {"0,1\n1,2\n", 0, 2, NULL},
+    {"seconds,value\r\n0, 1\r\n 2.5 ,2\r\n", 0, 2, NULL},
+    {"# comment\n\n0,1\n  # indented comment\n3,4", 0, 2, NULL},
+    {"", GS_EPARSE, 0, "c.csv:1: no rows"},
+    {"# only a comment\n", GS_EPARSE, 0, "no rows"},
+    {"0,1\n0,2\n", GS_EINVAL, 0, "c.csv:2: seconds"},
+    {"0,1\n-1,2\n", GS_EPARSE, 0, "c.csv:2: seconds"},
+    {"0,1,2\n", GS_EPARSE, 0, "c.csv:1: row: not two fields"},
+    {"0\n", GS_EPARSE, 0, "c.csv:1: row"},
+    {"0,nan\n", GS_EPARSE, 0, "c.csv:1: value: not a number"},
+    {"0,1\nseconds,value\n", GS_EPARSE, 0, "c.csv:2: seconds"},
+    {"0,\n", GS_EPARSE, 0, "c.csv:1: value"},
+};
+
+static void test_csv_parse(void **state) {
+  (void)state;
+  for (size_t i = 0; i < sizeof csv_cases / sizeof csv_cases[0]; i++) {
+    const struct csv_case *c = &csv_cases[i];
+    struct scenario_point *pts = NULL;
+    size_t n = 0;
+    char err[256] = "";
+    int rc = scenario_csv_parse(c->text, strlen(c->text), "c.csv", &pts, &n, err, sizeof err);
+    if (rc != c->rc || (rc == 0 && n != c->n) || (rc != 0 && !strstr(err, c->msg)))
+      print_error("case %zu: rc %d n %zu err \"%s\"\n", i, rc, n, err);
+    assert_int_equal(rc, c->rc);
+    if (rc == 0)
+      assert_int_equal(n, c->n);
+    else
+      assert_non_null(strstr(err, c->msg));
+    free(pts);
+  }
+}
+
+/* ---- the mock collector ---- */
+
+static void test_mock_default(void **state) {
+  (void)state;
+  struct collector_config cfg = {NULL, NULL};
+  struct collector *c = NULL;
+  char err[256] = "";
+  assert_int_equal(collector_mock.open(&cfg, &c, err, sizeof err), 0);
+  assert_string_equal(collector_mock.name, "mock");
+  assert_true(c->caps & COLLECTOR_CAP_RELOAD);
+  assert_ptr_equal(c->ops, &collector_mock);
+  assert_int_equal(c->ops->count(c), 4);
+  assert_string_equal(c->ops->driver_version(c), "mock-550.54.15");
+  for (size_t i = 0; i < 4; i++) {
+    const struct gpu_info *info = c->ops->info(c, i);
+    assert_non_null(info);
+    assert_int_equal(info->index, (int)i);
+    struct gpu_sample smp;
+    assert_int_equal(c->ops->sample(c, i, &smp, err, sizeof err), 0);
+    assert_true(smp.ts_ms > 0);
+    assert_true(sample_has(&smp, GF_MEM_USED_PCT));
+  }
+  assert_null(c->ops->info(c, 4));
+  struct gpu_sample smp;
+  assert_int_equal(c->ops->sample(c, 4, &smp, err, sizeof err), GS_ENOTFOUND);
+  /* built-in scenario: reload is a successful no-op */
+  assert_int_equal(c->ops->reload(c, err, sizeof err), 0);
+  assert_int_equal(c->ops->count(c), 4);
+  c->ops->close(c);
+  collector_mock.close(NULL);
+}
+
+static void test_mock_health(void **state) {
+  (void)state;
+  struct collector_config cfg = {FIX "/health.yaml", NULL};
+  struct collector *c = NULL;
+  char err[256] = "";
+  assert_int_equal(collector_mock.open(&cfg, &c, err, sizeof err), 0);
+  assert_int_equal(c->ops->count(c), 3);
+  struct gpu_sample smp;
+  assert_int_equal(c->ops->sample(c, 0, &smp, err, sizeof err), 0);
+  assert_true(sample_has(&smp, GF_GPU_UTIL));
+  err[0] = '\0';
+  assert_int_equal(c->ops->sample(c, 1, &smp, err, sizeof err), GS_ELOST);
+  assert_int_equal(smp.valid, 0);
+  assert_non_null(strstr(err, "lost"));
+  err[0] = '\0';
+  assert_int_equal(c->ops->sample(c, 2, &smp, err, sizeof err), GS_EIO);
+  assert_int_equal(smp.valid, 0);
+  assert_non_null(strstr(err, "health: error"));
+  c->ops->close(c);
+}
+
+static void test_mock_open_errors(void **state) {
+  (void)state;
+  struct collector_config cfg = {FIX "/missing_csv.yaml", NULL};
+  struct collector *c = NULL;
+  char err[512] = "";
+  assert_int_equal(collector_mock.open(&cfg, &c, err, sizeof err), GS_EIO);
+  assert_null(c);
+  assert_non_null(strstr(err, "missing_csv.yaml:5:"));
+}
+
+static const char good2[] = "gpus:\n"
+                            "  - {model: A, memory_total_mib: 100, gpu_utilization: 7}\n"
+                            "  - {model: B, memory_total_mib: 100, gpu_utilization: 8}\n";
+static const char good3[] = "driver_version: \"999.1\"\n"
+                            "gpus:\n"
+                            "  - {model: A, memory_total_mib: 100, gpu_utilization: 70}\n"
+                            "  - {model: B, memory_total_mib: 100}\n"
+                            "  - {model: C, memory_total_mib: 100}\n";
+
+static void test_mock_reload(void **state) {
+  (void)state;
+  char dir[] = "/tmp/gs_scenario_XXXXXX";
+  assert_non_null(mkdtemp(dir));
+  char path[128];
+  snprintf(path, sizeof path, "%s/s.yaml", dir);
+  write_file(path, good2);
+
+  struct collector_config cfg = {path, NULL};
+  struct collector *c = NULL;
+  char err[512] = "";
+  assert_int_equal(collector_mock.open(&cfg, &c, err, sizeof err), 0);
+  assert_int_equal(c->ops->count(c), 2);
+
+  /* a typo: reload fails, names line and key, and the old scenario keeps playing */
+  write_file(path, "gpus:\n  - {model: A, memory_total_mib: 100, gpu_utilisation: 7}\n");
+  err[0] = '\0';
+  assert_int_equal(c->ops->reload(c, err, sizeof err), GS_EINVAL);
+  assert_non_null(strstr(err, "s.yaml:2: gpus[0].gpu_utilisation: unknown key"));
+  assert_int_equal(c->ops->count(c), 2);
+  assert_string_equal(c->ops->info(c, 1)->name, "B");
+  struct gpu_sample smp;
+  assert_int_equal(c->ops->sample(c, 1, &smp, err, sizeof err), 0);
+  assert_float_equal(smp.v[GF_GPU_UTIL], 8, 0);
+
+  /* the file vanishes: same */
+  assert_int_equal(unlink(path), 0);
+  assert_int_equal(c->ops->reload(c, err, sizeof err), GS_EIO);
+  assert_int_equal(c->ops->count(c), 2);
+
+  /* a good file: the device list and the driver change */
+  write_file(path, good3);
+  assert_int_equal(c->ops->reload(c, err, sizeof err), 0);
+  assert_int_equal(c->ops->count(c), 3);
+  assert_string_equal(c->ops->info(c, 2)->name, "C");
+  assert_string_equal(c->ops->driver_version(c), "999.1");
+  assert_int_equal(c->ops->sample(c, 0, &smp, err, sizeof err), 0);
+  assert_float_equal(smp.v[GF_GPU_UTIL], 70, 0);
+  c->ops->close(c);
+
+  unlink(path);
+  rmdir(dir);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_eval_patterns),    cmocka_unit_test(test_constant_and_absent),
+      cmocka_unit_test(test_generated_ids),    cmocka_unit_test(test_default_scenario),
+      cmocka_unit_test(test_bad_scenarios),    cmocka_unit_test(test_bad_files),
+      cmocka_unit_test(test_size_caps),        cmocka_unit_test(test_csv_parse),
+      cmocka_unit_test(test_mock_default),     cmocka_unit_test(test_mock_health),
+      cmocka_unit_test(test_mock_open_errors), cmocka_unit_test(test_mock_reload),
+      cmocka_unit_test(test_examples),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
