@@ -6,15 +6,17 @@
 #include "cli/query.h"
 
 static void usage(FILE *f) {
-  fprintf(f, "gpuscale %s: GPU-aware autoscaling for Kubernetes (KEDA, HPA, rightsizing)\n\n"
-             "Usage: gpuscale <command> [options]\n\n"
-             "Commands:\n"
-             "  agent     per-node agent: samples GPUs, serves KEDA ExternalScaler (gRPC) and HTTP\n"
-             "  query     call an ExternalScaler exactly as KEDA does and print spec, value, activity\n"
-             "  version   print the version\n\n"
-             "Run 'gpuscale <command> --help' for a command's options.\n"
-             "Quick try without a GPU:  gpuscale agent --collector mock\n",
-          GPUSCALE_VERSION);
+  fprintf(
+      f,
+      "gpuscale %s: GPU-aware autoscaling for Kubernetes (KEDA, HPA, rightsizing)\n\n"
+      "Usage: gpuscale <command> [options]\n\n"
+      "Commands:\n"
+      "  agent     per-node agent: samples GPUs, serves KEDA ExternalScaler (gRPC) and HTTP\n"
+      "  query     call an ExternalScaler exactly as KEDA does and print spec, value, activity\n"
+      "  version   print the version\n\n"
+      "Run 'gpuscale <command> --help' for a command's options.\n"
+      "Quick try without a GPU:  gpuscale agent --collector mock\n",
+      GPUSCALE_VERSION);
 }
 
 int main(int argc, char **argv) {

@@ -67,8 +67,8 @@ static const struct opt_def agent_opts_table[] = {
      "this node's name (default: the hostname)", O(node_name)},
     {"log-format", 0, "GPUSCALE_LOG_FORMAT", OPT_ENUM, "logfmt", 0, 0, "logfmt|json", "FORMAT",
      "log line format", O(log_format)},
-    {"log-level", 0, "GPUSCALE_LOG_LEVEL", OPT_ENUM, "info", 0, 0, "debug|info|warn|error",
-     "LEVEL", "lowest level logged", O(log_level)},
+    {"log-level", 0, "GPUSCALE_LOG_LEVEL", OPT_ENUM, "info", 0, 0, "debug|info|warn|error", "LEVEL",
+     "lowest level logged", O(log_level)},
 };
 #undef O
 #define NOPTS (sizeof agent_opts_table / sizeof agent_opts_table[0])
@@ -82,7 +82,9 @@ static const char agent_desc[] =
     "Try it without a GPU:  gpuscale agent --collector mock\n"
     "Then ask it as KEDA does:  gpuscale query --address 127.0.0.1:6000 --profile vllm-inference";
 
-static bool rpc_healthy(void *ud) { return agent_api_ready(ud); }
+static bool rpc_healthy(void *ud) {
+  return agent_api_ready(ud);
+}
 
 static int agent_run(struct agent_opts *o) {
   char err[1024] = "";
@@ -129,7 +131,7 @@ static int agent_run(struct agent_opts *o) {
 
   struct history_source hs = {hist, o->interval_ms};
   struct scaler sc = {&profiles, history_source_make(&hs)};
-  struct agent_api api = {&smp, hist, o->node_name, ops->name, ops->driver_version(col),
+  struct agent_api api = {&smp,          hist, o->node_name, ops->name, ops->driver_version(col),
                           o->interval_ms};
 
   struct rpc_server_config rc_cfg = {0};

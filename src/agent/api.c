@@ -25,8 +25,8 @@ bool agent_api_ready(const struct agent_api *api) {
   int64_t now = time_mono_ms();
   bool ready = false;
   for (size_t i = 0; i < n && i < API_MAX_GPUS && !ready; i++)
-    ready = snap[i].health != GPU_HEALTH_LOST &&
-            history_source_fresh(&snap[i], api->interval_ms, now);
+    ready =
+        snap[i].health != GPU_HEALTH_LOST && history_source_fresh(&snap[i], api->interval_ms, now);
   free(snap);
   return ready;
 }
@@ -88,8 +88,8 @@ static json_object *gpu_json(const struct agent_api *api, const struct gpu_snaps
   }
   json_object_object_add(o, "values", vals);
   json_object_object_add(o, "absent", absent);
-  json_object_object_add(o, "samples", json_object_new_int64((int64_t)history_len(api->hist,
-                                                                                  (size_t)g->info.index)));
+  json_object_object_add(
+      o, "samples", json_object_new_int64((int64_t)history_len(api->hist, (size_t)g->info.index)));
   return o;
 }
 

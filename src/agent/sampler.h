@@ -1,4 +1,5 @@
-/* The sampler thread: reads every GPU each interval into the history; the only caller of the collector. */
+/* The sampler thread: reads every GPU each interval into the history; the only caller of the
+ * collector. */
 #ifndef GS_SAMPLER_H
 #define GS_SAMPLER_H
 
@@ -19,8 +20,8 @@ struct sampler {
   pthread_t thread;
   pthread_mutex_t lock;
   pthread_cond_t cond;
-  bool stop;          /* under lock */
-  bool reload;        /* under lock: SIGHUP asked for a collector reload */
+  bool stop;   /* under lock */
+  bool reload; /* under lock: SIGHUP asked for a collector reload */
   bool started;
 
   atomic_uint_fast64_t passes;      /* completed sampling passes */

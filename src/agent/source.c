@@ -76,8 +76,8 @@ static int source_values(void *ud, const struct trigger *t, double *vals, size_t
       size_t idx = (size_t)t->indices[k];
       if (idx >= ngpu) {
         if (ngpu)
-          snprintf(err, errlen, "gpuIndex %zu does not exist: this node has %zu GPUs (0..%zu)",
-                   idx, ngpu, ngpu - 1);
+          snprintf(err, errlen, "gpuIndex %zu does not exist: this node has %zu GPUs (0..%zu)", idx,
+                   ngpu, ngpu - 1);
         else
           snprintf(err, errlen, "gpuIndex %zu does not exist: this node has no GPUs", idx);
         rc = GS_ENOTFOUND;

@@ -9,12 +9,12 @@
 
 /* Capability bits a backend reports after open (a clear bit: that reading is never present). */
 enum collector_cap {
-  COLLECTOR_CAP_MEM_V2 = 1u << 0,   /* nvmlDeviceGetMemoryInfo_v2 available */
-  COLLECTOR_CAP_PCI = 1u << 1,      /* PCI bus id available */
-  COLLECTOR_CAP_DRIVER = 1u << 2,   /* driver version available */
-  COLLECTOR_CAP_MIG = 1u << 3,      /* MIG enumeration available */
-  COLLECTOR_CAP_ENERGY = 1u << 4,   /* total energy counter available */
-  COLLECTOR_CAP_RELOAD = 1u << 5,   /* reload() re-reads a scenario (mock) */
+  COLLECTOR_CAP_MEM_V2 = 1u << 0, /* nvmlDeviceGetMemoryInfo_v2 available */
+  COLLECTOR_CAP_PCI = 1u << 1,    /* PCI bus id available */
+  COLLECTOR_CAP_DRIVER = 1u << 2, /* driver version available */
+  COLLECTOR_CAP_MIG = 1u << 3,    /* MIG enumeration available */
+  COLLECTOR_CAP_ENERGY = 1u << 4, /* total energy counter available */
+  COLLECTOR_CAP_RELOAD = 1u << 5, /* reload() re-reads a scenario (mock) */
 };
 
 struct collector_config {

@@ -22,7 +22,9 @@ const char *aggregation_name(enum aggregation a) {
   return (a >= 0 && a < AGG__COUNT) ? agg_names[a] : "unknown";
 }
 
-const char *aggregation_allowed(void) { return "max, min, avg, sum, p95, p99"; }
+const char *aggregation_allowed(void) {
+  return "max, min, avg, sum, p95, p99";
+}
 
 static int cmp_double(const void *a, const void *b) {
   double x = *(const double *)a, y = *(const double *)b;

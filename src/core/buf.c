@@ -44,7 +44,9 @@ int buf_append(struct buf *b, const void *p, size_t n) {
   return 0;
 }
 
-int buf_puts(struct buf *b, const char *s) { return buf_append(b, s, strlen(s)); }
+int buf_puts(struct buf *b, const char *s) {
+  return buf_append(b, s, strlen(s));
+}
 
 int buf_vprintf(struct buf *b, const char *fmt, va_list ap) {
   va_list ap2;

@@ -4,6 +4,7 @@
 #include <ctype.h>
 #include <errno.h>
 #include <math.h>
+#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -11,7 +12,9 @@
 #include "core/log.h"
 #include "core/timeutil.h"
 
-static void *field(void *target, const struct opt_def *d) { return (char *)target + d->offset; }
+static void *field(void *target, const struct opt_def *d) {
+  return (char *)target + d->offset;
+}
 static const void *cfield(const void *target, const struct opt_def *d) {
   return (const char *)target + d->offset;
 }
@@ -229,6 +232,22 @@ int config_parse(const struct opt_def *defs, size_t n, int argc, char **argv, in
   return 0;
 }
 
+/* Appends to buf at off (clamped), returning the new offset. */
+static size_t strappendf(char *buf, size_t len, size_t off, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static size_t strappendf(char *buf, size_t len, size_t off, const char *fmt, ...) {
+  if (off >= len)
+    return off;
+  va_list ap;
+  va_start(ap, fmt);
+  int w = vsnprintf(buf + off, len - off, fmt, ap);
+  va_end(ap);
+  if (w < 0)
+    return off;
+  off += (size_t)w;
+  return off < len ? off : len - 1;
+}
+
 void config_help(FILE *f, const char *usage, const char *description, const struct opt_def *defs,
                  size_t n) {
   fprintf(f, "Usage: %s\n\n%s\n\nOptions:\n", usage, description);
@@ -243,14 +262,22 @@ void config_help(FILE *f, const char *usage, const char *description, const stru
                d->metavar ? d->metavar : "");
     fprintf(f, "  %-34s %s\n", flag, d->help);
     char extra[256];
-    int off = 0;
+    size_t off = 0;
     extra[0] = '\0';
     if (d->type == OPT_ENUM)
-      off += snprintf(extra + off, sizeof extra - (size_t)off, "one of %s; ", d->allowed);
+      off = strappendf(extra, sizeof extra, off, "one of %s", d->allowed);
     if (d->def)
-      off += snprintf(extra + off, sizeof extra - (size_t)off, "default %s; ", d->def);
+      off = strappendf(extra, sizeof extra, off, "%sdefault %s", off ? "; " : "", d->def);
+    if (d->type == OPT_DURATION) {
+      char lo[32], hi[32];
+      duration_format((int64_t)d->min, lo, sizeof lo);
+      duration_format((int64_t)d->max, hi, sizeof hi);
+      off = strappendf(extra, sizeof extra, off, "%s%s..%s", off ? "; " : "", lo, hi);
+    } else if (d->type == OPT_INT || d->type == OPT_DOUBLE) {
+      off = strappendf(extra, sizeof extra, off, "%s%g..%g", off ? "; " : "", d->min, d->max);
+    }
     if (d->env)
-      snprintf(extra + off, sizeof extra - (size_t)off, "env %s", d->env);
+      strappendf(extra, sizeof extra, off, "%senv %s", off ? "; " : "", d->env);
     if (extra[0])
       fprintf(f, "  %-34s [%s]\n", "", extra);
   }
@@ -265,7 +292,9 @@ void config_log(const char *module, const struct opt_def *defs, size_t n, const 
     switch (d->type) {
     case OPT_STRING:
     case OPT_ENUM:
-    case OPT_ADDR: snprintf(v, sizeof v, "%s", *(char *const *)f ? *(char *const *)f : "(unset)"); break;
+    case OPT_ADDR:
+      snprintf(v, sizeof v, "%s", *(char *const *)f ? *(char *const *)f : "(unset)");
+      break;
     case OPT_INT: snprintf(v, sizeof v, "%lld", *(const long long *)f); break;
     case OPT_DOUBLE: snprintf(v, sizeof v, "%g", *(const double *)f); break;
     case OPT_DURATION: duration_format(*(const int64_t *)f, v, sizeof v); break;

@@ -26,16 +26,16 @@ struct kv_list {
 };
 
 struct opt_def {
-  const char *name;    /* long flag without "--" */
-  char short_name;     /* 0 when none */
-  const char *env;     /* environment variable, NULL when none */
+  const char *name; /* long flag without "--" */
+  char short_name;  /* 0 when none */
+  const char *env;  /* environment variable, NULL when none */
   enum opt_type type;
   const char *def;     /* default as text, NULL = unset */
   double min, max;     /* bounds for INT, DOUBLE, DURATION (ms) */
   const char *allowed; /* ENUM: "nvml|mock" */
   const char *metavar; /* shown in help: ADDR, FILE, DURATION ... */
   const char *help;
-  size_t offset;       /* offsetof(target struct, field) */
+  size_t offset; /* offsetof(target struct, field) */
 };
 
 /* Applies defaults, then environment variables, then argv[start..argc). Positional arguments are

@@ -1,4 +1,5 @@
-/* Per-GPU rings of timestamped samples covering --history, shared by the sampler and all readers. */
+/* Per-GPU rings of timestamped samples covering --history, shared by the sampler and all readers.
+ */
 #ifndef GS_HISTORY_H
 #define GS_HISTORY_H
 
@@ -14,8 +15,8 @@ struct history;
 struct gpu_snapshot {
   struct gpu_info info;
   enum gpu_health health;
-  char reason[128];  /* last error text when health != OK, else empty */
-  bool has_sample;   /* false until the first good read */
+  char reason[128]; /* last error text when health != OK, else empty */
+  bool has_sample;  /* false until the first good read */
   struct gpu_sample latest;
 };
 

@@ -20,7 +20,9 @@ void log_setup(enum log_level level, enum log_format fmt) {
   g_format = fmt;
 }
 
-enum log_level log_get_level(void) { return g_level; }
+enum log_level log_get_level(void) {
+  return g_level;
+}
 
 int log_level_parse(const char *s, enum log_level *out) {
   for (int i = 0; i < 4; i++)

@@ -1,4 +1,5 @@
-/* Level-checked logging as logfmt or JSON lines on stderr, with a module prefix and rate limiting. */
+/* Level-checked logging as logfmt or JSON lines on stderr, with a module prefix and rate limiting.
+ */
 #ifndef GS_LOG_H
 #define GS_LOG_H
 

@@ -78,8 +78,8 @@ static int fail(char *err, size_t errlen, const char *path, const yaml_node_t *n
 static int parse_profile(yaml_document_t *doc, const char *path, const char *name,
                          yaml_node_t *body, struct profile *p, char *err, size_t errlen) {
   if (body->type != YAML_MAPPING_NODE)
-    return fail(err, errlen, path, body, "must be a mapping of metric, target, activation, aggregation",
-                name);
+    return fail(err, errlen, path, body,
+                "must be a mapping of metric, target, activation, aggregation", name);
   memset(p, 0, sizeof *p);
   if (strlen(name) >= sizeof p->name || !*name)
     return fail(err, errlen, path, body, "profile names must be 1..63 characters", name);
@@ -141,7 +141,8 @@ static int load_doc(struct profile_set *ps, yaml_document_t *doc, const char *pa
   for (yaml_node_pair_t *pr = root->data.mapping.pairs.start; pr < root->data.mapping.pairs.top;
        pr++) {
     yaml_node_t *k = yaml_document_get_node(doc, pr->key);
-    if (k && k->type == YAML_SCALAR_NODE && strcmp((const char *)k->data.scalar.value, "profiles") == 0)
+    if (k && k->type == YAML_SCALAR_NODE &&
+        strcmp((const char *)k->data.scalar.value, "profiles") == 0)
       profiles = yaml_document_get_node(doc, pr->value);
     else
       return fail(err, errlen, path, k, "unknown top-level key; allowed: profiles",

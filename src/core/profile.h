@@ -26,7 +26,8 @@ int profile_set_init(struct profile_set *ps);
 /* Adds or replaces profiles from a YAML file of the form
  *   profiles:
  *     NAME: {metric: gpu_utilization, target: 60, activation: 5, aggregation: avg}
- * Returns 0, or GS_EPARSE/GS_EINVAL with "file:line: key: what is allowed" in err (set unchanged). */
+ * Returns 0, or GS_EPARSE/GS_EINVAL with "file:line: key: what is allowed" in err (set unchanged).
+ */
 int profile_set_load(struct profile_set *ps, const char *path, char *err, size_t errlen);
 const struct profile *profile_find(const struct profile_set *ps, const char *name);
 /* "vllm-inference, triton-inference, ..." for error messages, into buf. */

@@ -6,10 +6,14 @@
 #include "core/err.h"
 
 static const char *const field_names[GF__COUNT] = {
-    [GF_GPU_UTIL] = "gpu_utilization",      [GF_MEM_UTIL] = "memory_utilization",
-    [GF_MEM_USED_MIB] = "memory_used_mib",   [GF_MEM_FREE_MIB] = "memory_free_mib",
-    [GF_MEM_TOTAL_MIB] = "memory_total_mib", [GF_MEM_USED_PCT] = "memory_used_percent",
-    [GF_TEMP_C] = "temperature",             [GF_POWER_W] = "power_draw",
+    [GF_GPU_UTIL] = "gpu_utilization",
+    [GF_MEM_UTIL] = "memory_utilization",
+    [GF_MEM_USED_MIB] = "memory_used_mib",
+    [GF_MEM_FREE_MIB] = "memory_free_mib",
+    [GF_MEM_TOTAL_MIB] = "memory_total_mib",
+    [GF_MEM_USED_PCT] = "memory_used_percent",
+    [GF_TEMP_C] = "temperature",
+    [GF_POWER_W] = "power_draw",
     [GF_ENERGY_MJ] = "energy",
 };
 

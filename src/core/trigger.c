@@ -1,4 +1,5 @@
-/* Validates KEDA trigger metadata into a struct trigger, with errors that name key, value and rule. */
+/* Validates KEDA trigger metadata into a struct trigger, with errors that name key, value and rule.
+ */
 #include "core/trigger.h"
 
 #include <ctype.h>

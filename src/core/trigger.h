@@ -19,14 +19,14 @@ struct kv {
 };
 
 struct trigger {
-  char profile[64];          /* empty when no profile was given */
+  char profile[64]; /* empty when no profile was given */
   enum gpu_field metric;
-  double target;             /* > 0, finite */
-  double activation;         /* >= 0, finite */
+  double target;     /* > 0, finite */
+  double activation; /* >= 0, finite */
   enum aggregation agg;
-  size_t n_indices;          /* 0 = every GPU */
+  size_t n_indices; /* 0 = every GPU */
   int indices[TRIGGER_MAX_INDICES];
-  int64_t window_ms;         /* 0 = newest sample only */
+  int64_t window_ms; /* 0 = newest sample only */
   char metric_name[TRIGGER_NAME_LEN];
 };
 

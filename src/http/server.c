@@ -134,7 +134,9 @@ int http_server_start(const char *listen, const struct http_route *routes, size_
   return 0;
 }
 
-int http_server_port(const struct http_server *s) { return s->port; }
+int http_server_port(const struct http_server *s) {
+  return s->port;
+}
 
 void http_server_stop(struct http_server *s) {
   if (!s)

@@ -1,4 +1,5 @@
-/* The scaler policy shared by agent and gateway: trigger -> per-GPU values -> aggregate -> activity. */
+/* The scaler policy shared by agent and gateway: trigger -> per-GPU values -> aggregate ->
+ * activity. */
 #include "keda/scaler.h"
 
 #include <stdio.h>
@@ -45,8 +46,7 @@ int scaler_get_spec(const struct scaler *s, const struct scaler_request *r, stru
 }
 
 int scaler_get_metrics(const struct scaler *s, const struct scaler_request *r,
-                       const char *metric_name, struct scaler_result *out,
-                       struct scaler_error *e) {
+                       const char *metric_name, struct scaler_result *out, struct scaler_error *e) {
   struct trigger t;
   int rc = parse(s, r, &t, e);
   if (rc)

@@ -23,14 +23,14 @@ struct scaler_source {
 };
 
 struct scaler_request {
-  const char *name;      /* ScaledObject name */
-  const char *ns;        /* ScaledObject namespace */
-  const struct kv *md;   /* scalerMetadata, verbatim */
+  const char *name;    /* ScaledObject name */
+  const char *ns;      /* ScaledObject namespace */
+  const struct kv *md; /* scalerMetadata, verbatim */
   size_t nmd;
 };
 
 struct scaler_error {
-  int code;       /* GS_EINVAL, GS_ENOTFOUND, GS_EUNAVAIL ... */
+  int code; /* GS_EINVAL, GS_ENOTFOUND, GS_EUNAVAIL ... */
   char msg[512];
 };
 

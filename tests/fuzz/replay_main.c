@@ -1,4 +1,5 @@
-/* Replays every file of a saved fuzz corpus through LLVMFuzzerTestOneInput (no libFuzzer needed). */
+/* Replays every file of a saved fuzz corpus through LLVMFuzzerTestOneInput (no libFuzzer needed).
+ */
 #include <dirent.h>
 #include <stdint.h>
 #include <stdio.h>

@@ -1,0 +1,711 @@
+/* The NVML collector: loads libnvidia-ml with dlopen at run time and reads every GPU and MIG
+ * instance. */
+#include "collect/collector.h"
+
+#include <dlfcn.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/err.h"
+#include "core/log.h"
+#include "core/timeutil.h"
+
+/* Our own declarations of the NVML ABI, so that building needs no CUDA headers. nvmlReturn_t is
+ * an int and nvmlDevice_t an opaque pointer (struct nvml_device is never defined). */
+enum {
+  NVML_SUCCESS = 0,
+  NVML_ERROR_UNINITIALIZED = 1,
+  NVML_ERROR_INVALID_ARGUMENT = 2,
+  NVML_ERROR_NOT_SUPPORTED = 3,
+  NVML_ERROR_NO_PERMISSION = 4,
+  NVML_ERROR_NOT_FOUND = 6,
+  NVML_ERROR_DRIVER_NOT_LOADED = 9,
+  NVML_ERROR_TIMEOUT = 10,
+  NVML_ERROR_LIBRARY_NOT_FOUND = 12,
+  NVML_ERROR_FUNCTION_NOT_FOUND = 13,
+  NVML_ERROR_GPU_IS_LOST = 15,
+  NVML_ERROR_RESET_REQUIRED = 16,
+  NVML_ERROR_NO_DATA = 21,
+  NVML_ERROR_ARGUMENT_VERSION_MISMATCH = 25,
+  NVML_ERROR_UNKNOWN = 999,
+};
+
+enum { NVML_TEMPERATURE_GPU = 0, NVML_DEVICE_MIG_ENABLE = 1 };
+
+#define NVML_BUF 96 /* NVML_DEVICE_NAME_V2_BUFFER_SIZE, also enough for UUIDs (80) */
+#define NVML_DRIVER_BUF 80
+#define NVML_MAX_GPUS 1024 /* sanity cap on nvmlDeviceGetCount */
+
+struct nvml_device; /* nvmlDevice_t is struct nvml_device * */
+
+struct nvml_utilization {
+  unsigned gpu, memory;
+};
+
+struct nvml_memory {
+  unsigned long long total, free, used;
+};
+
+struct nvml_memory_v2 {
+  unsigned version;
+  unsigned long long total, reserved, free, used;
+};
+/* NVML_STRUCT_VERSION(Memory, 2) = sizeof(nvmlMemory_v2_t) | 2 << 24. */
+#define NVML_MEMORY_V2_VERSION 0x02000028u
+_Static_assert(sizeof(struct nvml_memory_v2) == 0x28, "nvmlMemory_v2_t is 40 bytes");
+
+/* nvmlPciInfo_t as read by nvmlDeviceGetPciInfo_v3. */
+struct nvml_pci_info {
+  char bus_id_legacy[16];
+  unsigned domain, bus, device, pci_device_id, pci_subsystem_id;
+  char bus_id[32];
+};
+_Static_assert(offsetof(struct nvml_pci_info, bus_id) == 36, "nvmlPciInfo_t.busId at offset 36");
+_Static_assert(sizeof(struct nvml_pci_info) == 68, "nvmlPciInfo_t is 68 bytes");
+
+/* nvmlDeviceAttributes_t as read by nvmlDeviceGetAttributes_v2 (MIG profile fallback). */
+struct nvml_device_attributes {
+  unsigned multiprocessor_count, shared_copy_engine_count, shared_decoder_count;
+  unsigned shared_encoder_count, shared_jpeg_count, shared_ofa_count;
+  unsigned gpu_instance_slice_count, compute_instance_slice_count;
+  unsigned long long memory_size_mb;
+};
+_Static_assert(offsetof(struct nvml_device_attributes, memory_size_mb) == 32,
+               "nvmlDeviceAttributes_t.memorySizeMB at offset 32");
+
+/* The entry points we use, resolved with dlsym. Optional ones may stay NULL. */
+struct nvml_api {
+  int (*init)(void);
+  int (*shutdown)(void);
+  const char *(*error_string)(int);
+  int (*get_count)(unsigned *);
+  int (*get_handle_by_index)(unsigned, struct nvml_device **);
+  int (*get_utilization)(struct nvml_device *, struct nvml_utilization *);
+  int (*get_memory)(struct nvml_device *, struct nvml_memory *);
+  int (*get_temperature)(struct nvml_device *, int, unsigned *);
+  int (*get_power)(struct nvml_device *, unsigned *);
+  int (*get_uuid)(struct nvml_device *, char *, unsigned);
+  int (*get_name)(struct nvml_device *, char *, unsigned);
+  /* optional */
+  int (*get_memory_v2)(struct nvml_device *, struct nvml_memory_v2 *);
+  int (*get_pci)(struct nvml_device *, struct nvml_pci_info *);
+  int (*get_driver_version)(char *, unsigned);
+  int (*get_mig_mode)(struct nvml_device *, unsigned *, unsigned *);
+  int (*get_max_mig_count)(struct nvml_device *, unsigned *);
+  int (*get_mig_handle)(struct nvml_device *, unsigned, struct nvml_device **);
+  int (*get_gi_id)(struct nvml_device *, unsigned *);
+  int (*get_energy)(struct nvml_device *, unsigned long long *);
+  int (*get_minor)(struct nvml_device *, unsigned *);
+  int (*get_attributes)(struct nvml_device *, struct nvml_device_attributes *);
+};
+
+_Static_assert(sizeof(void *) == sizeof(void (*)(void)), "dlsym result fits a function pointer");
+
+/* Every symbol: field of struct nvml_api, name, older name tried when absent, required, and the
+ * capability cleared when an optional one is missing. */
+#define NVML_SYMBOLS(X)                                                                            \
+  X(init, "nvmlInit_v2", "nvmlInit", true, 0)                                                      \
+  X(shutdown, "nvmlShutdown", NULL, true, 0)                                                       \
+  X(error_string, "nvmlErrorString", NULL, true, 0)                                                \
+  X(get_count, "nvmlDeviceGetCount_v2", NULL, true, 0)                                             \
+  X(get_handle_by_index, "nvmlDeviceGetHandleByIndex_v2", NULL, true, 0)                           \
+  X(get_utilization, "nvmlDeviceGetUtilizationRates", NULL, true, 0)                               \
+  X(get_memory, "nvmlDeviceGetMemoryInfo", NULL, true, 0)                                          \
+  X(get_temperature, "nvmlDeviceGetTemperature", NULL, true, 0)                                    \
+  X(get_power, "nvmlDeviceGetPowerUsage", NULL, true, 0)                                           \
+  X(get_uuid, "nvmlDeviceGetUUID", NULL, true, 0)                                                  \
+  X(get_name, "nvmlDeviceGetName", NULL, true, 0)                                                  \
+  X(get_memory_v2, "nvmlDeviceGetMemoryInfo_v2", NULL, false, COLLECTOR_CAP_MEM_V2)                \
+  X(get_pci, "nvmlDeviceGetPciInfo_v3", NULL, false, COLLECTOR_CAP_PCI)                            \
+  X(get_driver_version, "nvmlSystemGetDriverVersion", NULL, false, COLLECTOR_CAP_DRIVER)           \
+  X(get_mig_mode, "nvmlDeviceGetMigMode", NULL, false, COLLECTOR_CAP_MIG)                          \
+  X(get_max_mig_count, "nvmlDeviceGetMaxMigDeviceCount", NULL, false, COLLECTOR_CAP_MIG)           \
+  X(get_mig_handle, "nvmlDeviceGetMigDeviceHandleByIndex", NULL, false, COLLECTOR_CAP_MIG)         \
+  X(get_gi_id, "nvmlDeviceGetGpuInstanceId", NULL, false, COLLECTOR_CAP_MIG)                       \
+  X(get_energy, "nvmlDeviceGetTotalEnergyConsumption", NULL, false, COLLECTOR_CAP_ENERGY)          \
+  X(get_minor, "nvmlDeviceGetMinorNumber", NULL, false, 0)                                         \
+  X(get_attributes, "nvmlDeviceGetAttributes_v2", NULL, false, 0)
+
+#define NVML_HINT "to try gpuscale without a GPU, run: gpuscale agent --collector mock"
+#define NVML_LOG "nvml"
+
+struct nvml_dev {
+  struct gpu_info info;
+  struct nvml_device *handle; /* NULL when lost before a handle was had */
+  unsigned nvml_index;        /* of the whole GPU (the parent for a MIG instance) */
+  bool mig_enabled;           /* whole GPU in MIG mode: its instances follow in the list */
+  bool mem_v1;                /* _v2 memory call refused on this device: use the v1 call */
+  char lost[128];             /* non-empty: lost at open, every sample returns GS_ELOST */
+};
+
+struct nvml_ctx {
+  struct collector base; /* first member: struct collector * casts to struct nvml_ctx * */
+  void *lib;
+  bool initialised;
+  struct nvml_api api;
+  struct nvml_dev *devs;
+  size_t ndevs, cap;
+  char driver[NVML_DRIVER_BUF];
+};
+
+static struct nvml_ctx *ctx_of(struct collector *c) {
+  return (struct nvml_ctx *)c;
+}
+
+static const char *nvml_errstr(const struct nvml_ctx *n, int rc) {
+  const char *s = n->api.error_string ? n->api.error_string(rc) : NULL;
+  return s ? s : "unknown NVML error";
+}
+
+static bool is_lost(int rc) {
+  return rc == NVML_ERROR_GPU_IS_LOST || rc == NVML_ERROR_RESET_REQUIRED;
+}
+
+/* Writes a formatted open() failure followed by the mock hint, and returns code. */
+__attribute__((format(printf, 4, 5))) static int open_fail(int code, char *err, size_t errlen,
+                                                           const char *fmt, ...) {
+  if (!err || errlen == 0)
+    return code;
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(err, errlen, fmt, ap);
+  va_end(ap);
+  size_t len = strlen(err);
+  if (len + 1 < errlen)
+    snprintf(err + len, errlen - len, "; %s", NVML_HINT);
+  return code;
+}
+
+/* Copies an NVML string buffer, which may lack its NUL on a misbehaving library. */
+static void copy_str(char *dst, size_t dstlen, const char *src, size_t srclen) {
+  size_t n = strnlen(src, srclen);
+  if (n >= dstlen)
+    n = dstlen - 1;
+  memcpy(dst, src, n);
+  dst[n] = '\0';
+}
+
+static int load_library(struct nvml_ctx *n, const char *path, char *err, size_t errlen) {
+  if (path && *path) {
+    n->lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    if (!n->lib) {
+      const char *e = dlerror();
+      return open_fail(GS_EUNAVAIL, err, errlen,
+                       "cannot load NVML library %s: %s; check the --nvml-library path", path,
+                       e ? e : "unknown dlopen error");
+    }
+    return 0;
+  }
+  char first[256] = "";
+  n->lib = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL);
+  if (n->lib)
+    return 0;
+  const char *e = dlerror();
+  snprintf(first, sizeof first, "%s", e ? e : "unknown dlopen error");
+  n->lib = dlopen("libnvidia-ml.so", RTLD_NOW | RTLD_LOCAL);
+  if (n->lib)
+    return 0;
+  (void)dlerror();
+  return open_fail(GS_EUNAVAIL, err, errlen,
+                   "cannot load NVML (libnvidia-ml.so.1, then libnvidia-ml.so): %s; is the NVIDIA "
+                   "driver installed? is libnvidia-ml.so.1 on the library path or mounted into the "
+                   "container (NVIDIA container toolkit)?",
+                   first);
+}
+
+/* Looks one symbol up. Returns 0 (p may be NULL for an optional one, whose capability is then
+ * cleared) or GS_EUNAVAIL naming a missing required symbol. */
+static int lookup(struct nvml_ctx *n, const char *name, const char *fallback, bool required,
+                  unsigned cap, void **p, char *err, size_t errlen) {
+  (void)dlerror();
+  *p = dlsym(n->lib, name);
+  if (!*p && fallback)
+    *p = dlsym(n->lib, fallback);
+  if (*p)
+    return 0;
+  if (required)
+    return open_fail(GS_EUNAVAIL, err, errlen,
+                     "the NVML library lacks the required symbol %s; the NVIDIA driver is too old "
+                     "or the library is not libnvidia-ml",
+                     name);
+  if (cap && (n->base.caps & cap))
+    LOG_INFO(NVML_LOG, "optional symbol %s missing: capability disabled", name);
+  n->base.caps &= ~cap;
+  return 0;
+}
+
+static int resolve_symbols(struct nvml_ctx *n, char *err, size_t errlen) {
+  n->base.caps = COLLECTOR_CAP_MEM_V2 | COLLECTOR_CAP_PCI | COLLECTOR_CAP_DRIVER |
+                 COLLECTOR_CAP_MIG | COLLECTOR_CAP_ENERGY;
+  void *p = NULL;
+  int rc = 0;
+  /* A dlsym result is copied into the typed pointer (same size, asserted above). */
+#define NVML_RESOLVE(field, name, fallback, required, cap)                                         \
+  rc = lookup(n, name, fallback, required, cap, &p, err, errlen);                                  \
+  if (rc)                                                                                          \
+    return rc;                                                                                     \
+  memcpy(&n->api.field, &p, sizeof p);
+  NVML_SYMBOLS(NVML_RESOLVE)
+#undef NVML_RESOLVE
+  return 0;
+}
+
+static int init_library(struct nvml_ctx *n, char *err, size_t errlen) {
+  int rc = n->api.init();
+  if (rc == NVML_SUCCESS) {
+    n->initialised = true;
+    return 0;
+  }
+  const char *es = nvml_errstr(n, rc);
+  switch (rc) {
+  case NVML_ERROR_DRIVER_NOT_LOADED:
+    return open_fail(GS_EUNAVAIL, err, errlen,
+                     "nvmlInit: %s: the NVIDIA kernel driver is not loaded; check `nvidia-smi` "
+                     "and `lsmod | grep nvidia` on the node",
+                     es);
+  case NVML_ERROR_NO_PERMISSION:
+    return open_fail(GS_EUNAVAIL, err, errlen,
+                     "nvmlInit: %s: no permission to open the GPU device nodes (/dev/nvidiactl, "
+                     "/dev/nvidia*); run with access to them (NVIDIA container runtime, "
+                     "NVIDIA_VISIBLE_DEVICES, or a privileged/device-plugin pod)",
+                     es);
+  case NVML_ERROR_LIBRARY_NOT_FOUND:
+    return open_fail(GS_EUNAVAIL, err, errlen,
+                     "nvmlInit: %s: libnvidia-ml loaded but cannot find the rest of the driver "
+                     "libraries; is the driver installation complete?",
+                     es);
+  default: return open_fail(GS_EUNAVAIL, err, errlen, "nvmlInit: %s (NVML error %d)", es, rc);
+  }
+}
+
+static struct nvml_dev *add_dev(struct nvml_ctx *n) {
+  if (n->ndevs == n->cap) {
+    size_t cap = n->cap ? n->cap * 2 : 8;
+    struct nvml_dev *d = realloc(n->devs, cap * sizeof *d);
+    if (!d)
+      return NULL;
+    n->devs = d;
+    n->cap = cap;
+  }
+  struct nvml_dev *d = &n->devs[n->ndevs];
+  memset(d, 0, sizeof *d);
+  d->info.index = (int)n->ndevs;
+  d->info.minor = -1;
+  d->info.parent_index = -1;
+  d->info.gi_id = -1;
+  n->ndevs++;
+  return d;
+}
+
+/* Handles a failed static-info call during open: a lost GPU stays listed but lost; anything
+ * else fails open. Returns 0 (keep going) or a GS_E* code with err set. */
+static int info_fail(struct nvml_ctx *n, struct nvml_dev *d, const char *call, int rc, char *err,
+                     size_t errlen) {
+  if (is_lost(rc)) {
+    snprintf(d->lost, sizeof d->lost, "%s: %s", call, nvml_errstr(n, rc));
+    LOG_WARN(NVML_LOG, "GPU %u is lost at start-up: %s", d->nvml_index, d->lost);
+    return 0;
+  }
+  return open_fail(GS_EUNAVAIL, err, errlen, "%s (GPU %u): %s", call, d->nvml_index,
+                   nvml_errstr(n, rc));
+}
+
+/* Reads name and UUID of d->handle. Returns 0 or a GS_E* code. */
+static int read_identity(struct nvml_ctx *n, struct nvml_dev *d, char *err, size_t errlen) {
+  char buf[NVML_BUF];
+  memset(buf, 0, sizeof buf);
+  int rc = n->api.get_uuid(d->handle, buf, sizeof buf);
+  if (rc != NVML_SUCCESS)
+    return info_fail(n, d, "nvmlDeviceGetUUID", rc, err, errlen);
+  copy_str(d->info.uuid, sizeof d->info.uuid, buf, sizeof buf);
+  memset(buf, 0, sizeof buf);
+  rc = n->api.get_name(d->handle, buf, sizeof buf);
+  if (rc != NVML_SUCCESS)
+    return info_fail(n, d, "nvmlDeviceGetName", rc, err, errlen);
+  copy_str(d->info.name, sizeof d->info.name, buf, sizeof buf);
+  return 0;
+}
+
+/* Optional facts: a failure leaves the field unknown (logged), except a lost GPU. */
+static int read_optional_info(struct nvml_ctx *n, struct nvml_dev *d, char *err, size_t errlen) {
+  d->info.minor = (int)d->nvml_index;
+  if (n->api.get_minor) {
+    unsigned minor = 0;
+    int rc = n->api.get_minor(d->handle, &minor);
+    if (rc == NVML_SUCCESS)
+      d->info.minor = (int)minor;
+    else if (is_lost(rc))
+      return info_fail(n, d, "nvmlDeviceGetMinorNumber", rc, err, errlen);
+    else if (rc != NVML_ERROR_NOT_SUPPORTED)
+      LOG_WARN(NVML_LOG, "nvmlDeviceGetMinorNumber (GPU %u): %s; using the NVML index",
+               d->nvml_index, nvml_errstr(n, rc));
+  }
+  if (n->base.caps & COLLECTOR_CAP_PCI) {
+    struct nvml_pci_info pci;
+    memset(&pci, 0, sizeof pci);
+    int rc = n->api.get_pci(d->handle, &pci);
+    if (rc == NVML_SUCCESS)
+      copy_str(d->info.pci_bus_id, sizeof d->info.pci_bus_id, pci.bus_id, sizeof pci.bus_id);
+    else if (is_lost(rc))
+      return info_fail(n, d, "nvmlDeviceGetPciInfo_v3", rc, err, errlen);
+    else
+      LOG_WARN(NVML_LOG, "nvmlDeviceGetPciInfo_v3 (GPU %u): %s; pci_bus_id unknown", d->nvml_index,
+               nvml_errstr(n, rc));
+  }
+  if (n->base.caps & COLLECTOR_CAP_MIG) {
+    unsigned cur = 0, pending = 0;
+    int rc = n->api.get_mig_mode(d->handle, &cur, &pending);
+    if (rc == NVML_SUCCESS)
+      d->mig_enabled = cur == NVML_DEVICE_MIG_ENABLE;
+    else if (is_lost(rc))
+      return info_fail(n, d, "nvmlDeviceGetMigMode", rc, err, errlen);
+    else if (rc != NVML_ERROR_NOT_SUPPORTED)
+      return open_fail(GS_EUNAVAIL, err, errlen, "nvmlDeviceGetMigMode (GPU %u): %s", d->nvml_index,
+                       nvml_errstr(n, rc));
+  }
+  return 0;
+}
+
+static int add_gpu(struct nvml_ctx *n, unsigned idx, char *err, size_t errlen) {
+  struct nvml_dev *d = add_dev(n);
+  if (!d)
+    return open_fail(GS_ENOMEM, err, errlen, "nvml: out of memory");
+  d->nvml_index = idx;
+  d->info.minor = (int)idx;
+  int rc = n->api.get_handle_by_index(idx, &d->handle);
+  if (rc != NVML_SUCCESS) {
+    d->handle = NULL;
+    return info_fail(n, d, "nvmlDeviceGetHandleByIndex_v2", rc, err, errlen);
+  }
+  rc = read_identity(n, d, err, errlen);
+  if (rc || d->lost[0])
+    return rc;
+  return read_optional_info(n, d, err, errlen);
+}
+
+/* Picks the profile ("1g.10gb") from a MIG device name such as "NVIDIA A100-SXM4-80GB MIG
+ * 1g.10gb". Returns true when one was found. */
+static bool profile_from_name(const char *name, char *out, size_t outlen) {
+  const char *p = NULL;
+  for (const char *q = strstr(name, "MIG "); q; q = strstr(q + 1, "MIG "))
+    p = q + 4;
+  if (!p || *p < '0' || *p > '9')
+    return false;
+  size_t len = strcspn(p, " ");
+  if (len == 0 || len >= outlen || !memchr(p, '.', len))
+    return false;
+  for (size_t i = 0; i < len; i++)
+    if (!strchr("0123456789abcdefghijklmnopqrstuvwxyz.+", p[i]))
+      return false;
+  memcpy(out, p, len);
+  out[len] = '\0';
+  return true;
+}
+
+/* Fallback profile from the device attributes: "<slices>g.<ceil(GiB)>gb", the form nvidia-smi
+ * uses (e.g. 9856 MiB -> "1g.10gb"). */
+static void profile_from_attributes(struct nvml_ctx *n, struct nvml_dev *d) {
+  if (!n->api.get_attributes)
+    return;
+  struct nvml_device_attributes a;
+  memset(&a, 0, sizeof a);
+  if (n->api.get_attributes(d->handle, &a) != NVML_SUCCESS || a.gpu_instance_slice_count == 0 ||
+      a.memory_size_mb == 0)
+    return;
+  snprintf(d->info.mig_profile, sizeof d->info.mig_profile, "%ug.%llugb",
+           a.gpu_instance_slice_count, (a.memory_size_mb + 1023) / 1024);
+}
+
+static int add_mig_instances(struct nvml_ctx *n, size_t parent, char *err, size_t errlen) {
+  unsigned max = 0;
+  struct nvml_device *ph = n->devs[parent].handle;
+  unsigned pidx = n->devs[parent].nvml_index;
+  int rc = n->api.get_max_mig_count(ph, &max);
+  if (is_lost(rc))
+    return info_fail(n, &n->devs[parent], "nvmlDeviceGetMaxMigDeviceCount", rc, err, errlen);
+  if (rc != NVML_SUCCESS)
+    return open_fail(GS_EUNAVAIL, err, errlen, "nvmlDeviceGetMaxMigDeviceCount (GPU %u): %s", pidx,
+                     nvml_errstr(n, rc));
+  for (unsigned j = 0; j < max && j < 64; j++) {
+    struct nvml_device *mh = NULL;
+    rc = n->api.get_mig_handle(ph, j, &mh);
+    if (rc == NVML_ERROR_NOT_FOUND || rc == NVML_ERROR_INVALID_ARGUMENT)
+      continue; /* an empty slot */
+    if (rc != NVML_SUCCESS)
+      return open_fail(GS_EUNAVAIL, err, errlen,
+                       "nvmlDeviceGetMigDeviceHandleByIndex (GPU %u, slot %u): %s", pidx, j,
+                       nvml_errstr(n, rc));
+    struct nvml_dev *d = add_dev(n);
+    if (!d)
+      return open_fail(GS_ENOMEM, err, errlen, "nvml: out of memory");
+    const struct nvml_dev *p = &n->devs[parent]; /* add_dev may have moved the array */
+    d->handle = mh;
+    d->nvml_index = pidx;
+    d->info.mig = true;
+    d->info.parent_index = (int)pidx;
+    d->info.minor = p->info.minor;
+    memcpy(d->info.pci_bus_id, p->info.pci_bus_id, sizeof d->info.pci_bus_id);
+    unsigned gi = 0;
+    rc = n->api.get_gi_id(mh, &gi);
+    if (rc != NVML_SUCCESS) {
+      rc = info_fail(n, d, "nvmlDeviceGetGpuInstanceId", rc, err, errlen);
+      if (rc)
+        return rc;
+      continue; /* lost: listed, every sample reports it */
+    }
+    d->info.gi_id = (int)gi;
+    rc = read_identity(n, d, err, errlen);
+    if (rc)
+      return rc;
+    if (!d->lost[0] &&
+        !profile_from_name(d->info.name, d->info.mig_profile, sizeof d->info.mig_profile))
+      profile_from_attributes(n, d);
+  }
+  return 0;
+}
+
+static void read_driver_version(struct nvml_ctx *n) {
+  if (!(n->base.caps & COLLECTOR_CAP_DRIVER))
+    return;
+  char buf[NVML_DRIVER_BUF];
+  memset(buf, 0, sizeof buf);
+  int rc = n->api.get_driver_version(buf, sizeof buf);
+  if (rc == NVML_SUCCESS) {
+    copy_str(n->driver, sizeof n->driver, buf, sizeof buf);
+  } else {
+    LOG_WARN(NVML_LOG, "nvmlSystemGetDriverVersion: %s; driver version unknown",
+             nvml_errstr(n, rc));
+    n->base.caps &= ~(unsigned)COLLECTOR_CAP_DRIVER;
+  }
+}
+
+static int enumerate(struct nvml_ctx *n, char *err, size_t errlen) {
+  unsigned count = 0;
+  int rc = n->api.get_count(&count);
+  if (rc != NVML_SUCCESS)
+    return open_fail(GS_EUNAVAIL, err, errlen, "nvmlDeviceGetCount_v2: %s", nvml_errstr(n, rc));
+  if (count == 0)
+    return open_fail(GS_ENOTFOUND, err, errlen,
+                     "NVML reports no GPUs; check that the GPUs are visible here (`nvidia-smi -L`, "
+                     "NVIDIA_VISIBLE_DEVICES, a nvidia.com/gpu request, /dev/nvidia* nodes)");
+  if (count > NVML_MAX_GPUS)
+    return open_fail(GS_EUNAVAIL, err, errlen, "nvmlDeviceGetCount_v2 returned %u GPUs (max %d)",
+                     count, NVML_MAX_GPUS);
+  for (unsigned i = 0; i < count; i++) {
+    rc = add_gpu(n, i, err, errlen);
+    if (rc)
+      return rc;
+  }
+  /* MIG instances follow all whole GPUs, so a whole GPU's index is always its NVML index. */
+  for (size_t i = 0; i < count; i++) {
+    if (!n->devs[i].mig_enabled || n->devs[i].lost[0])
+      continue;
+    rc = add_mig_instances(n, i, err, errlen);
+    if (rc)
+      return rc;
+  }
+  return 0;
+}
+
+static void nvml_close(struct collector *c) {
+  struct nvml_ctx *n = ctx_of(c);
+  if (!n)
+    return;
+  if (n->initialised && n->api.shutdown) {
+    int rc = n->api.shutdown();
+    if (rc != NVML_SUCCESS)
+      LOG_WARN(NVML_LOG, "nvmlShutdown: %s", nvml_errstr(n, rc));
+  }
+  if (n->lib)
+    dlclose(n->lib);
+  free(n->devs);
+  free(n);
+}
+
+static int nvml_open(const struct collector_config *cfg, struct collector **out, char *err,
+                     size_t errlen) {
+  *out = NULL;
+  if (err && errlen)
+    err[0] = '\0';
+  struct nvml_ctx *n = calloc(1, sizeof *n);
+  if (!n)
+    return open_fail(GS_ENOMEM, err, errlen, "nvml: out of memory");
+  n->base.ops = &collector_nvml;
+  int rc = load_library(n, cfg ? cfg->nvml_library : NULL, err, errlen);
+  if (rc == 0)
+    rc = resolve_symbols(n, err, errlen);
+  if (rc == 0)
+    rc = init_library(n, err, errlen);
+  if (rc == 0) {
+    read_driver_version(n);
+    rc = enumerate(n, err, errlen);
+  }
+  if (rc) {
+    nvml_close(&n->base);
+    return rc;
+  }
+  LOG_INFO(NVML_LOG, "NVML ready: %zu device(s), driver %s, caps 0x%x", n->ndevs,
+           n->driver[0] ? n->driver : "unknown", n->base.caps);
+  *out = &n->base;
+  return 0;
+}
+
+static size_t nvml_count(struct collector *c) {
+  return ctx_of(c)->ndevs;
+}
+
+static const struct gpu_info *nvml_info(struct collector *c, size_t i) {
+  struct nvml_ctx *n = ctx_of(c);
+  return i < n->ndevs ? &n->devs[i].info : NULL;
+}
+
+/* The outcome of one sample: the first error, kept while the other fields are still read. */
+struct nvml_read {
+  struct nvml_ctx *n;
+  char *err;
+  size_t errlen;
+  int rc;
+};
+
+/* Classifies a failed call. NOT_SUPPORTED (and `also_absent`) leave the field absent without an
+ * error. Returns true when the GPU is lost and reading must stop. */
+static bool read_fail(struct nvml_read *r, const char *call, int rc, int also_absent) {
+  if (rc == NVML_ERROR_NOT_SUPPORTED || (also_absent && rc == also_absent))
+    return false;
+  if (is_lost(rc)) {
+    if (r->err && r->errlen)
+      snprintf(r->err, r->errlen, "%s: %s", call, nvml_errstr(r->n, rc));
+    r->rc = GS_ELOST;
+    return true;
+  }
+  if (r->rc == 0) {
+    if (r->err && r->errlen)
+      snprintf(r->err, r->errlen, "%s: %s", call, nvml_errstr(r->n, rc));
+    r->rc = GS_EIO;
+  }
+  return false;
+}
+
+static void set_memory(struct gpu_sample *out, unsigned long long total, unsigned long long used,
+                       unsigned long long free_b) {
+  const unsigned long long mib = 1024ull * 1024ull;
+  sample_set(out, GF_MEM_TOTAL_MIB, (double)(total / mib));
+  sample_set(out, GF_MEM_USED_MIB, (double)(used / mib));
+  sample_set(out, GF_MEM_FREE_MIB, (double)(free_b / mib));
+}
+
+/* Memory: _v2 when present (its used excludes driver-reserved memory), else v1. A device that
+ * refuses the _v2 call falls back to v1 for good. Returns true when the GPU is lost. */
+static bool read_memory(struct nvml_read *r, struct nvml_dev *d, struct gpu_sample *out) {
+  struct nvml_ctx *n = r->n;
+  if ((n->base.caps & COLLECTOR_CAP_MEM_V2) && !d->mem_v1) {
+    struct nvml_memory_v2 m2;
+    memset(&m2, 0, sizeof m2);
+    m2.version = NVML_MEMORY_V2_VERSION;
+    int rc = n->api.get_memory_v2(d->handle, &m2);
+    if (rc == NVML_SUCCESS) {
+      set_memory(out, m2.total, m2.used, m2.free);
+      return false;
+    }
+    if (rc != NVML_ERROR_NOT_SUPPORTED && rc != NVML_ERROR_FUNCTION_NOT_FOUND &&
+        rc != NVML_ERROR_ARGUMENT_VERSION_MISMATCH)
+      return read_fail(r, "nvmlDeviceGetMemoryInfo_v2", rc, 0);
+    LOG_INFO(NVML_LOG, "nvmlDeviceGetMemoryInfo_v2 (device %d): %s; using nvmlDeviceGetMemoryInfo",
+             d->info.index, nvml_errstr(n, rc));
+    d->mem_v1 = true;
+  }
+  struct nvml_memory m;
+  memset(&m, 0, sizeof m);
+  int rc = n->api.get_memory(d->handle, &m);
+  if (rc == NVML_SUCCESS) {
+    set_memory(out, m.total, m.used, m.free);
+    return false;
+  }
+  return read_fail(r, "nvmlDeviceGetMemoryInfo", rc, 0);
+}
+
+/* Physical readings of a whole GPU; a MIG instance shares them with its parent, listed too. */
+static bool read_physical(struct nvml_read *r, struct nvml_dev *d, struct gpu_sample *out) {
+  struct nvml_ctx *n = r->n;
+  unsigned t = 0;
+  int rc = n->api.get_temperature(d->handle, NVML_TEMPERATURE_GPU, &t);
+  if (rc == NVML_SUCCESS)
+    sample_set(out, GF_TEMP_C, (double)t);
+  else if (read_fail(r, "nvmlDeviceGetTemperature", rc, 0))
+    return true;
+  unsigned mw = 0;
+  rc = n->api.get_power(d->handle, &mw);
+  if (rc == NVML_SUCCESS)
+    sample_set(out, GF_POWER_W, (double)mw / 1000.0);
+  else if (read_fail(r, "nvmlDeviceGetPowerUsage", rc, 0))
+    return true;
+  if (n->base.caps & COLLECTOR_CAP_ENERGY) {
+    unsigned long long mj = 0;
+    rc = n->api.get_energy(d->handle, &mj);
+    if (rc == NVML_SUCCESS)
+      sample_set(out, GF_ENERGY_MJ, (double)mj);
+    else if (read_fail(r, "nvmlDeviceGetTotalEnergyConsumption", rc, 0))
+      return true;
+  }
+  return false;
+}
+
+static int nvml_sample(struct collector *c, size_t i, struct gpu_sample *out, char *err,
+                       size_t errlen) {
+  struct nvml_ctx *n = ctx_of(c);
+  memset(out, 0, sizeof *out);
+  out->ts_ms = time_wall_ms();
+  out->mono_ms = time_mono_ms();
+  if (err && errlen)
+    err[0] = '\0';
+  if (i >= n->ndevs) {
+    if (err && errlen)
+      snprintf(err, errlen, "no device %zu (have %zu)", i, n->ndevs);
+    return GS_ENOTFOUND;
+  }
+  struct nvml_dev *d = &n->devs[i];
+  if (d->lost[0]) {
+    if (err && errlen)
+      snprintf(err, errlen, "%s", d->lost);
+    return GS_ELOST;
+  }
+  struct nvml_read r = {.n = n, .err = err, .errlen = errlen, .rc = 0};
+  struct nvml_utilization u = {0, 0};
+  int rc = n->api.get_utilization(d->handle, &u);
+  if (rc == NVML_SUCCESS) {
+    sample_set(out, GF_GPU_UTIL, (double)u.gpu);
+    sample_set(out, GF_MEM_UTIL, (double)u.memory);
+  } else if (read_fail(&r, "nvmlDeviceGetUtilizationRates", rc,
+                       d->info.mig ? NVML_ERROR_INVALID_ARGUMENT : 0)) {
+    goto lost;
+  }
+  if (read_memory(&r, d, out))
+    goto lost;
+  if (!d->info.mig && read_physical(&r, d, out))
+    goto lost;
+  sample_derive(out);
+  return r.rc;
+lost:
+  out->valid = 0;
+  return GS_ELOST;
+}
+
+static const char *nvml_driver_version(struct collector *c) {
+  struct nvml_ctx *n = ctx_of(c);
+  return n->driver[0] ? n->driver : NULL;
+}
+
+const struct collector_ops collector_nvml = {
+    .name = "nvml",
+    .open = nvml_open,
+    .count = nvml_count,
+    .info = nvml_info,
+    .sample = nvml_sample,
+    .driver_version = nvml_driver_version,
+    .reload = NULL,
+    .close = nvml_close,
+};

@@ -1,0 +1,972 @@
+/* KEDA ExternalScaler and grpc.health.v1 server on gRPC C-core: call lifecycle, streams, shutdown.
+ * See docs/internals/rpc.md for the reference counting and shutdown sequence. */
+#include "rpc/server.h"
+
+#include <errno.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <grpc/grpc.h>
+#include <grpc/grpc_security.h>
+#include <grpc/support/time.h>
+
+#include "core/err.h"
+#include "core/log.h"
+#include "core/timeutil.h"
+#include "externalscaler.pb-c.h"
+#include "health.pb-c.h"
+#include "rpc/status.h"
+#include "rpc/wire.h"
+
+#define MOD "rpc"
+#define TICK_SLICE_MS 100 /* longest the ticker sleeps before re-checking stop/poke */
+
+enum method {
+  M_IS_ACTIVE,
+  M_STREAM_IS_ACTIVE,
+  M_GET_METRIC_SPEC,
+  M_GET_METRICS,
+  M_STREAM_METRIC_SPEC,
+  M_HEALTH_CHECK,
+  M_HEALTH_WATCH,
+  M_UNKNOWN, /* the generic request: any path we did not register */
+  M__COUNT
+};
+
+static const char *const method_path[M__COUNT] = {
+    "/externalscaler.ExternalScaler/IsActive",
+    "/externalscaler.ExternalScaler/StreamIsActive",
+    "/externalscaler.ExternalScaler/GetMetricSpec",
+    "/externalscaler.ExternalScaler/GetMetrics",
+    "/externalscaler.ExternalScaler/StreamMetricSpec",
+    "/grpc.health.v1.Health/Check",
+    "/grpc.health.v1.Health/Watch",
+    "unknown",
+};
+
+enum tag_kind { TAG_REQUEST, TAG_CLOSE, TAG_SEND, TAG_SHUTDOWN };
+
+struct call;
+
+/* What the completion queue hands back: which event, for which call. */
+struct tag {
+  enum tag_kind kind;
+  struct call *call;
+};
+
+struct call {
+  struct rpc_server *srv;
+  enum method m;
+  struct tag t_req, t_close, t_send;
+  grpc_call *gc;
+  gpr_timespec deadline;
+  grpc_metadata_array md;
+  grpc_call_details details; /* generic request only */
+  grpc_byte_buffer *payload; /* registered methods: the request message, or NULL */
+  int64_t start_ms;
+
+  /* Everything below is guarded by srv->mu. */
+  int refs;          /* outstanding batches + 1 while in the stream list + handler's own */
+  int cancelled;     /* written by RECV_CLOSE_ON_SERVER */
+  bool closed;       /* RECV_CLOSE_ON_SERVER completed: the call is over for the client */
+  bool sent_initial; /* initial metadata went out with an earlier batch */
+  bool send_busy;    /* a send batch is in flight (one SEND_MESSAGE at a time) */
+  bool broken;       /* a send failed: the client is gone */
+  bool finishing;    /* send the final status when the in-flight send completes */
+  bool status_started;
+  int final_code;
+  char final_msg[256];
+  grpc_byte_buffer *send_bb;
+  grpc_slice status_slice;
+  bool has_status_slice;
+
+  /* Streams: the request kept for re-evaluation, and the value last sent / wanted. */
+  bool listed;
+  struct call *prev, *next;
+  int last_sent; /* -1: nothing sent yet */
+  int want;      /* -1: state unknown, send nothing */
+  Externalscaler__ScaledObjectRef *ref;
+  Grpc__Health__V1__HealthCheckRequest *hreq;
+  struct kv *kv;
+  struct scaler_request sreq;
+};
+
+struct rpc_server {
+  struct rpc_server_config cfg;
+  char listen[256];
+  int port;
+  grpc_server *server;
+  grpc_completion_queue *cq;
+  void *registered[M_UNKNOWN];
+  struct tag t_shutdown;
+
+  pthread_mutex_t mu;
+  pthread_cond_t cond; /* ncalls, shutdown_done, poke and ticker stop changes */
+  size_t ncalls;       /* struct call alive, posted requests included */
+  size_t nstreams;
+  struct call streams; /* list head of open streams */
+  bool shutting;
+  bool shutdown_done;
+  bool ticker_stop;
+  bool poked;
+
+  pthread_t *workers;
+  int nworkers;
+  pthread_t ticker;
+  bool ticker_started;
+};
+
+static void copy_msg(char *dst, size_t len, const char *src) {
+  if (len == 0)
+    return;
+  size_t n = src ? strnlen(src, len - 1) : 0;
+  if (n)
+    memcpy(dst, src, n);
+  dst[n] = '\0';
+}
+
+/* An absolute CLOCK_MONOTONIC time ms_from_now ahead, for pthread_cond_timedwait. */
+static void mono_deadline(int64_t ms_from_now, struct timespec *ts) {
+  clock_gettime(CLOCK_MONOTONIC, ts);
+  int64_t ns = (int64_t)ts->tv_nsec + (ms_from_now % 1000) * 1000000;
+  ts->tv_sec += (time_t)(ms_from_now / 1000 + ns / 1000000000);
+  ts->tv_nsec = (long)(ns % 1000000000);
+}
+
+/* ---- call objects ---- */
+
+static struct call *call_new(struct rpc_server *s, enum method m) {
+  struct call *c = calloc(1, sizeof(*c));
+  if (!c)
+    return NULL;
+  c->srv = s;
+  c->m = m;
+  c->t_req = (struct tag){TAG_REQUEST, c};
+  c->t_close = (struct tag){TAG_CLOSE, c};
+  c->t_send = (struct tag){TAG_SEND, c};
+  c->last_sent = -1;
+  c->want = -1;
+  grpc_metadata_array_init(&c->md);
+  if (m == M_UNKNOWN)
+    grpc_call_details_init(&c->details);
+  return c;
+}
+
+/* Frees a call whose refcount reached zero (or that never got a grpc_call). No lock held. */
+static void call_destroy(struct call *c) {
+  struct rpc_server *s = c->srv;
+  if (c->gc) {
+    /* A call that ended before we gave it a status was cancelled by the client (or by
+     * grpc_server_cancel_all_calls). */
+    int code = c->status_started ? c->final_code : RPC_CANCELLED;
+    if (s->cfg.observe)
+      s->cfg.observe(s->cfg.observe_ud, method_path[c->m], code,
+                     (double)(time_mono_ms() - c->start_ms) / 1000.0);
+    grpc_call_unref(c->gc);
+  }
+  if (c->payload)
+    grpc_byte_buffer_destroy(c->payload);
+  grpc_metadata_array_destroy(&c->md);
+  if (c->m == M_UNKNOWN)
+    grpc_call_details_destroy(&c->details);
+  if (c->ref)
+    externalscaler__scaled_object_ref__free_unpacked(c->ref, NULL);
+  if (c->hreq)
+    grpc__health__v1__health_check_request__free_unpacked(c->hreq, NULL);
+  free(c->kv);
+  free(c);
+  pthread_mutex_lock(&s->mu);
+  s->ncalls--;
+  pthread_cond_broadcast(&s->cond);
+  pthread_mutex_unlock(&s->mu);
+}
+
+/* Drops one reference under s->mu; returns true when the caller must call_destroy (unlocked). */
+static bool call_unref_locked(struct call *c) {
+  return --c->refs == 0;
+}
+
+static void call_unref(struct call *c) {
+  pthread_mutex_lock(&c->srv->mu);
+  bool last = call_unref_locked(c);
+  pthread_mutex_unlock(&c->srv->mu);
+  if (last)
+    call_destroy(c);
+}
+
+static void list_add_locked(struct call *c) {
+  struct rpc_server *s = c->srv;
+  c->next = s->streams.next;
+  c->prev = &s->streams;
+  s->streams.next->prev = c;
+  s->streams.next = c;
+  c->listed = true;
+  c->refs++;
+  s->nstreams++;
+}
+
+/* Takes c off the stream list; the list's reference is dropped by the caller's unref count. */
+static bool list_remove_locked(struct call *c) {
+  if (!c->listed)
+    return false;
+  c->prev->next = c->next;
+  c->next->prev = c->prev;
+  c->prev = c->next = NULL;
+  c->listed = false;
+  c->srv->nstreams--;
+  return call_unref_locked(c);
+}
+
+/* Starts one send batch: initial metadata if not yet sent, the message if any, the status if
+ * with_status. Returns 0, or GS_EIO when C-core refused the batch (logged). Under s->mu. */
+static int send_locked(struct call *c, const void *msg, size_t len, bool has_msg,
+                       bool with_status) {
+  grpc_op ops[3];
+  size_t n = 0;
+  memset(ops, 0, sizeof(ops));
+  if (!c->sent_initial) {
+    ops[n].op = GRPC_OP_SEND_INITIAL_METADATA;
+    ops[n].data.send_initial_metadata.count = 0;
+    n++;
+  }
+  if (has_msg) {
+    c->send_bb = rpc_wire_buffer(msg, len);
+    if (!c->send_bb)
+      return GS_ENOMEM;
+    ops[n].op = GRPC_OP_SEND_MESSAGE;
+    ops[n].data.send_message.send_message = c->send_bb;
+    n++;
+  }
+  if (with_status) {
+    c->status_slice = grpc_slice_from_copied_string(c->final_msg);
+    c->has_status_slice = true;
+    ops[n].op = GRPC_OP_SEND_STATUS_FROM_SERVER;
+    ops[n].data.send_status_from_server.trailing_metadata_count = 0;
+    ops[n].data.send_status_from_server.status = (grpc_status_code)c->final_code;
+    ops[n].data.send_status_from_server.status_details = c->final_msg[0] ? &c->status_slice : NULL;
+    n++;
+    c->status_started = true;
+  }
+  grpc_call_error e = grpc_call_start_batch(c->gc, ops, n, &c->t_send, NULL);
+  if (e != GRPC_CALL_OK) {
+    LOG_ERROR(MOD, "start_batch %s: error %d", method_path[c->m], (int)e);
+    if (c->send_bb)
+      grpc_byte_buffer_destroy(c->send_bb);
+    c->send_bb = NULL;
+    if (c->has_status_slice)
+      grpc_slice_unref(c->status_slice);
+    c->has_status_slice = false;
+    c->broken = true;
+    return GS_EIO;
+  }
+  c->sent_initial = true;
+  c->send_busy = true;
+  c->refs++;
+  return 0;
+}
+
+/* Packs the stream message that carries value v (IsActiveResponse or HealthCheckResponse). */
+static uint8_t *stream_message(const struct call *c, int v, size_t *len) {
+  if (c->m == M_HEALTH_WATCH) {
+    Grpc__Health__V1__HealthCheckResponse r = GRPC__HEALTH__V1__HEALTH_CHECK_RESPONSE__INIT;
+    r.status = (Grpc__Health__V1__HealthCheckResponse__ServingStatus)v;
+    return rpc_wire_pack(&r.base, len);
+  }
+  Externalscaler__IsActiveResponse r = EXTERNALSCALER__IS_ACTIVE_RESPONSE__INIT;
+  r.result = v != 0;
+  return rpc_wire_pack(&r.base, len);
+}
+
+/* Moves a stream forward if nothing is in flight: the final status once finishing, else the
+ * wanted value when it differs from the last one sent. Under s->mu. */
+static void pump_locked(struct call *c) {
+  if (c->send_busy || c->status_started || c->broken || c->closed)
+    return;
+  if (c->finishing) {
+    send_locked(c, NULL, 0, false, true);
+    return;
+  }
+  if (c->want < 0 || c->want == c->last_sent)
+    return;
+  size_t len = 0;
+  uint8_t *msg = stream_message(c, c->want, &len);
+  if (!msg)
+    return;
+  if (send_locked(c, msg, len, true, false) == 0)
+    c->last_sent = c->want;
+  free(msg);
+}
+
+/* Ends a call with a status once its in-flight send (if any) is done. Under s->mu; returns true
+ * when the caller must call_destroy c. */
+static bool finish_locked(struct call *c, int code, const char *msg) {
+  if (c->finishing || c->status_started)
+    return false;
+  c->finishing = true;
+  c->final_code = code;
+  copy_msg(c->final_msg, sizeof(c->final_msg), msg);
+  c->refs++; /* keep c alive across the list removal */
+  bool last = list_remove_locked(c);
+  pump_locked(c);
+  last = call_unref_locked(c) || last;
+  return last;
+}
+
+/* ---- request decoding ---- */
+
+/* Reads the request payload into a fresh message. Returns 0, or a gRPC code with msg set. */
+static int decode(struct call *c, const ProtobufCMessageDescriptor *d, ProtobufCMessage **out,
+                  char *msg, size_t len) {
+  *out = NULL;
+  if (!c->payload) {
+    copy_msg(msg, len, "request message missing");
+    return RPC_INVALID_ARGUMENT;
+  }
+  uint8_t *bytes;
+  size_t n;
+  int r = rpc_wire_read(c->payload, RPC_SERVER_MAX_REQUEST, &bytes, &n);
+  if (r == GS_ETOOBIG) {
+    snprintf(msg, len, "request message over %d bytes", RPC_SERVER_MAX_REQUEST);
+    return RPC_RESOURCE_EXHAUSTED;
+  }
+  if (r) {
+    copy_msg(msg, len, gs_strerror(r));
+    return r == GS_ENOMEM ? RPC_RESOURCE_EXHAUSTED : RPC_INVALID_ARGUMENT;
+  }
+  *out = protobuf_c_message_unpack(d, NULL, n, bytes);
+  free(bytes);
+  if (!*out) {
+    snprintf(msg, len, "request is not a valid %s message", d->name);
+    return RPC_INVALID_ARGUMENT;
+  }
+  return 0;
+}
+
+/* Points c->sreq at ref's strings (ref stays owned by the caller). Returns 0 or GS_ENOMEM. */
+static int build_request(const Externalscaler__ScaledObjectRef *ref, struct kv **kv,
+                         struct scaler_request *r) {
+  static const char empty[] = "";
+  size_t n = ref ? ref->n_scalermetadata : 0;
+  *kv = calloc(n ? n : 1, sizeof(**kv));
+  if (!*kv)
+    return GS_ENOMEM;
+  for (size_t i = 0; i < n; i++) {
+    (*kv)[i].key = ref->scalermetadata[i]->key ? ref->scalermetadata[i]->key : empty;
+    (*kv)[i].value = ref->scalermetadata[i]->value ? ref->scalermetadata[i]->value : empty;
+  }
+  r->name = ref && ref->name ? ref->name : empty;
+  r->ns = ref && ref->namespace_ ? ref->namespace_ : empty;
+  r->md = *kv;
+  r->nmd = n;
+  return 0;
+}
+
+static int64_t to_int64(double v) {
+  if (!isfinite(v))
+    return 0;
+  if (v >= 9.2e18)
+    return INT64_MAX;
+  if (v <= -9.2e18)
+    return INT64_MIN;
+  return (int64_t)llround(v);
+}
+
+/* ---- handlers ---- */
+
+/* Answers one unary ExternalScaler call; returns the packed response or NULL with code/msg. */
+static uint8_t *unary_keda(struct call *c, size_t *len, int *code, char *msg, size_t msglen) {
+  const struct scaler *sc = c->srv->cfg.scaler;
+  ProtobufCMessage *in = NULL;
+  const ProtobufCMessageDescriptor *d = c->m == M_GET_METRICS
+                                            ? &externalscaler__get_metrics_request__descriptor
+                                            : &externalscaler__scaled_object_ref__descriptor;
+  *code = decode(c, d, &in, msg, msglen);
+  if (*code)
+    return NULL;
+  const Externalscaler__ScaledObjectRef *ref =
+      c->m == M_GET_METRICS ? ((Externalscaler__GetMetricsRequest *)in)->scaledobjectref
+                            : (Externalscaler__ScaledObjectRef *)in;
+  struct kv *kv = NULL;
+  struct scaler_request req;
+  struct scaler_error e = {0};
+  uint8_t *out = NULL;
+  int r = build_request(ref, &kv, &req);
+  if (r) {
+    e.code = r;
+    copy_msg(e.msg, sizeof(e.msg), "out of memory");
+  } else if (c->m == M_IS_ACTIVE) {
+    bool active = false;
+    r = scaler_is_active(sc, &req, &active, &e);
+    if (!r) {
+      Externalscaler__IsActiveResponse resp = EXTERNALSCALER__IS_ACTIVE_RESPONSE__INIT;
+      resp.result = active;
+      out = rpc_wire_pack(&resp.base, len);
+    }
+  } else if (c->m == M_GET_METRIC_SPEC) {
+    struct scaler_spec spec;
+    r = scaler_get_spec(sc, &req, &spec, &e);
+    if (!r) {
+      Externalscaler__MetricSpec ms = EXTERNALSCALER__METRIC_SPEC__INIT;
+      Externalscaler__MetricSpec *list[1] = {&ms};
+      Externalscaler__GetMetricSpecResponse resp = EXTERNALSCALER__GET_METRIC_SPEC_RESPONSE__INIT;
+      ms.metricname = spec.metric_name;
+      ms.targetsize = to_int64(spec.target);
+      ms.targetsizefloat = spec.target;
+      resp.n_metricspecs = 1;
+      resp.metricspecs = list;
+      out = rpc_wire_pack(&resp.base, len);
+    }
+  } else { /* M_GET_METRICS */
+    struct scaler_result res;
+    const char *want = ((Externalscaler__GetMetricsRequest *)in)->metricname;
+    r = scaler_get_metrics(sc, &req, want ? want : "", &res, &e);
+    if (!r) {
+      Externalscaler__MetricValue mv = EXTERNALSCALER__METRIC_VALUE__INIT;
+      Externalscaler__MetricValue *list[1] = {&mv};
+      Externalscaler__GetMetricsResponse resp = EXTERNALSCALER__GET_METRICS_RESPONSE__INIT;
+      mv.metricname = res.metric_name;
+      mv.metricvalue = to_int64(res.value);
+      mv.metricvaluefloat = res.value;
+      resp.n_metricvalues = 1;
+      resp.metricvalues = list;
+      out = rpc_wire_pack(&resp.base, len);
+    }
+  }
+  if (r) {
+    *code = rpc_code_from_gs(e.code ? e.code : r);
+    copy_msg(msg, msglen, e.msg[0] ? e.msg : gs_strerror(r));
+  } else if (!out) {
+    *code = RPC_RESOURCE_EXHAUSTED;
+    copy_msg(msg, msglen, "out of memory");
+  }
+  free(kv);
+  protobuf_c_message_free_unpacked(in, NULL);
+  return out;
+}
+
+/* HealthCheckResponse status for a requested service name. */
+static int health_status(const struct rpc_server *s, const char *service) {
+  if (service && service[0] && strcmp(service, "externalscaler.ExternalScaler") != 0 &&
+      strcmp(service, "grpc.health.v1.Health") != 0)
+    return GRPC__HEALTH__V1__HEALTH_CHECK_RESPONSE__SERVING_STATUS__SERVICE_UNKNOWN;
+  if (s->cfg.healthy && !s->cfg.healthy(s->cfg.health_ud))
+    return GRPC__HEALTH__V1__HEALTH_CHECK_RESPONSE__SERVING_STATUS__NOT_SERVING;
+  return GRPC__HEALTH__V1__HEALTH_CHECK_RESPONSE__SERVING_STATUS__SERVING;
+}
+
+static uint8_t *unary_health(struct call *c, size_t *len, int *code, char *msg, size_t msglen) {
+  ProtobufCMessage *in = NULL;
+  *code = decode(c, &grpc__health__v1__health_check_request__descriptor, &in, msg, msglen);
+  if (*code)
+    return NULL;
+  const char *svc = ((Grpc__Health__V1__HealthCheckRequest *)in)->service;
+  int st = health_status(c->srv, svc);
+  uint8_t *out = NULL;
+  if (st == GRPC__HEALTH__V1__HEALTH_CHECK_RESPONSE__SERVING_STATUS__SERVICE_UNKNOWN) {
+    *code = RPC_NOT_FOUND;
+    snprintf(msg, msglen, "unknown service \"%s\"", svc);
+  } else {
+    Grpc__Health__V1__HealthCheckResponse r = GRPC__HEALTH__V1__HEALTH_CHECK_RESPONSE__INIT;
+    r.status = (Grpc__Health__V1__HealthCheckResponse__ServingStatus)st;
+    out = rpc_wire_pack(&r.base, len);
+    if (!out) {
+      *code = RPC_RESOURCE_EXHAUSTED;
+      copy_msg(msg, msglen, "out of memory");
+    }
+  }
+  protobuf_c_message_free_unpacked(in, NULL);
+  return out;
+}
+
+static void handle_unary(struct call *c) {
+  int code = 0;
+  char msg[256] = "";
+  size_t len = 0;
+  uint8_t *out = NULL;
+  if (c->m == M_UNKNOWN) {
+    code = RPC_UNIMPLEMENTED;
+    snprintf(msg, sizeof(msg), "unknown method %.*s", (int)GRPC_SLICE_LENGTH(c->details.method),
+             (const char *)GRPC_SLICE_START_PTR(c->details.method));
+  } else if (c->m == M_HEALTH_CHECK) {
+    out = unary_health(c, &len, &code, msg, sizeof(msg));
+  } else {
+    out = unary_keda(c, &len, &code, msg, sizeof(msg));
+  }
+  pthread_mutex_lock(&c->srv->mu);
+  c->final_code = code;
+  copy_msg(c->final_msg, sizeof(c->final_msg), code ? msg : "");
+  send_locked(c, out, len, out != NULL, true);
+  pthread_mutex_unlock(&c->srv->mu);
+  free(out);
+}
+
+/* Evaluates a stream's current value: 0/1 for StreamIsActive, the serving status for Watch.
+ * Returns 0 with *v (-1 when unknown for now), or a gRPC code with msg set that ends it. */
+static int stream_eval(struct call *c, int *v, char *msg, size_t msglen) {
+  if (c->m == M_HEALTH_WATCH) {
+    *v = health_status(c->srv, c->hreq->service);
+    return 0;
+  }
+  bool active = false;
+  struct scaler_error e = {0};
+  int r = scaler_is_active(c->srv->cfg.scaler, &c->sreq, &active, &e);
+  if (!r) {
+    *v = active ? 1 : 0;
+    return 0;
+  }
+  int code = rpc_code_from_gs(e.code ? e.code : r);
+  *v = -1;
+  if (code == RPC_UNAVAILABLE)
+    return 0; /* no fresh reading: state unknown, keep the stream and say nothing yet */
+  copy_msg(msg, msglen, e.msg[0] ? e.msg : gs_strerror(r));
+  return code;
+}
+
+static void handle_stream(struct call *c) {
+  struct rpc_server *s = c->srv;
+  char msg[256] = "";
+  int code = 0, v = -1;
+  uint8_t *spec = NULL;
+  size_t speclen = 0;
+  ProtobufCMessage *in = NULL;
+  const ProtobufCMessageDescriptor *d = c->m == M_HEALTH_WATCH
+                                            ? &grpc__health__v1__health_check_request__descriptor
+                                            : &externalscaler__scaled_object_ref__descriptor;
+  code = decode(c, d, &in, msg, sizeof(msg));
+  if (!code && c->m == M_HEALTH_WATCH) {
+    c->hreq = (Grpc__Health__V1__HealthCheckRequest *)in;
+  } else if (!code) {
+    c->ref = (Externalscaler__ScaledObjectRef *)in;
+    if (build_request(c->ref, &c->kv, &c->sreq)) {
+      code = RPC_RESOURCE_EXHAUSTED;
+      copy_msg(msg, sizeof(msg), "out of memory");
+    }
+  }
+  if (!code && c->m == M_STREAM_METRIC_SPEC) {
+    struct scaler_spec sp;
+    struct scaler_error e = {0};
+    int r = scaler_get_spec(s->cfg.scaler, &c->sreq, &sp, &e);
+    if (r) {
+      code = rpc_code_from_gs(e.code ? e.code : r);
+      copy_msg(msg, sizeof(msg), e.msg[0] ? e.msg : gs_strerror(r));
+    } else {
+      Externalscaler__MetricSpec ms = EXTERNALSCALER__METRIC_SPEC__INIT;
+      Externalscaler__MetricSpec *list[1] = {&ms};
+      Externalscaler__GetMetricSpecResponse resp = EXTERNALSCALER__GET_METRIC_SPEC_RESPONSE__INIT;
+      ms.metricname = sp.metric_name;
+      ms.targetsize = to_int64(sp.target);
+      ms.targetsizefloat = sp.target;
+      resp.n_metricspecs = 1;
+      resp.metricspecs = list;
+      spec = rpc_wire_pack(&resp.base, &speclen);
+      if (!spec) {
+        code = RPC_RESOURCE_EXHAUSTED;
+        copy_msg(msg, sizeof(msg), "out of memory");
+      }
+    }
+  } else if (!code) {
+    code = stream_eval(c, &v, msg, sizeof(msg));
+  }
+
+  pthread_mutex_lock(&s->mu);
+  bool last = false;
+  if (code) {
+    c->final_code = code;
+    copy_msg(c->final_msg, sizeof(c->final_msg), msg);
+    send_locked(c, NULL, 0, false, true);
+  } else if (s->shutting) {
+    c->final_code = RPC_UNAVAILABLE;
+    copy_msg(c->final_msg, sizeof(c->final_msg), "server shutting down");
+    send_locked(c, NULL, 0, false, true);
+  } else if (!c->closed) {
+    list_add_locked(c);
+    if (spec) {
+      send_locked(c, spec, speclen, true, false);
+    } else {
+      c->want = v;
+      pump_locked(c);
+    }
+    if (c->broken)
+      last = list_remove_locked(c);
+  }
+  pthread_mutex_unlock(&s->mu);
+  free(spec);
+  if (last)
+    call_destroy(c); /* unreachable in practice: the handler still holds a reference */
+}
+
+/* ---- requests and completions ---- */
+
+static void post_request(struct rpc_server *s, enum method m) {
+  struct call *c = call_new(s, m);
+  if (!c) {
+    LOG_ERROR(MOD, "out of memory posting a request for %s", method_path[m]);
+    return;
+  }
+  pthread_mutex_lock(&s->mu);
+  s->ncalls++;
+  pthread_mutex_unlock(&s->mu);
+  grpc_call_error e;
+  if (m == M_UNKNOWN)
+    e = grpc_server_request_call(s->server, &c->gc, &c->details, &c->md, s->cq, s->cq, &c->t_req);
+  else
+    e = grpc_server_request_registered_call(s->server, s->registered[m], &c->gc, &c->deadline,
+                                            &c->md, &c->payload, s->cq, s->cq, &c->t_req);
+  if (e != GRPC_CALL_OK) {
+    LOG_ERROR(MOD, "request_call %s: error %d", method_path[m], (int)e);
+    call_destroy(c);
+  }
+}
+
+static void on_request(struct call *c, bool ok) {
+  struct rpc_server *s = c->srv;
+  if (!ok) { /* the server is shutting down: the request was never matched */
+    c->gc = NULL;
+    call_destroy(c);
+    return;
+  }
+  pthread_mutex_lock(&s->mu);
+  bool repost = !s->shutting;
+  c->refs = 2; /* this handler + the RECV_CLOSE_ON_SERVER batch */
+  pthread_mutex_unlock(&s->mu);
+  if (repost)
+    post_request(s, c->m);
+  c->start_ms = time_mono_ms();
+
+  grpc_op op;
+  memset(&op, 0, sizeof(op));
+  op.op = GRPC_OP_RECV_CLOSE_ON_SERVER;
+  op.data.recv_close_on_server.cancelled = &c->cancelled;
+  if (grpc_call_start_batch(c->gc, &op, 1, &c->t_close, NULL) != GRPC_CALL_OK) {
+    LOG_ERROR(MOD, "start_batch RECV_CLOSE_ON_SERVER %s failed", method_path[c->m]);
+    pthread_mutex_lock(&s->mu);
+    c->refs--;
+    c->closed = true;
+    pthread_mutex_unlock(&s->mu);
+  }
+  switch (c->m) {
+  case M_STREAM_IS_ACTIVE:
+  case M_STREAM_METRIC_SPEC:
+  case M_HEALTH_WATCH: handle_stream(c); break;
+  default: handle_unary(c); break;
+  }
+  call_unref(c);
+}
+
+static void on_close(struct call *c) {
+  pthread_mutex_lock(&c->srv->mu);
+  c->closed = true;
+  bool last = list_remove_locked(c);
+  last = call_unref_locked(c) || last;
+  pthread_mutex_unlock(&c->srv->mu);
+  if (last)
+    call_destroy(c);
+}
+
+static void on_send(struct call *c, bool ok) {
+  pthread_mutex_lock(&c->srv->mu);
+  c->send_busy = false;
+  if (c->send_bb)
+    grpc_byte_buffer_destroy(c->send_bb);
+  c->send_bb = NULL;
+  if (c->has_status_slice)
+    grpc_slice_unref(c->status_slice);
+  c->has_status_slice = false;
+  bool last = false;
+  if (!ok) {
+    c->broken = true;
+    last = list_remove_locked(c);
+  } else {
+    pump_locked(c);
+  }
+  last = call_unref_locked(c) || last;
+  pthread_mutex_unlock(&c->srv->mu);
+  if (last)
+    call_destroy(c);
+}
+
+static void *worker_main(void *arg) {
+  struct rpc_server *s = arg;
+  for (;;) {
+    grpc_event ev = grpc_completion_queue_next(s->cq, gpr_inf_future(GPR_CLOCK_MONOTONIC), NULL);
+    if (ev.type == GRPC_QUEUE_SHUTDOWN)
+      break;
+    if (ev.type != GRPC_OP_COMPLETE)
+      continue;
+    struct tag *t = ev.tag;
+    switch (t->kind) {
+    case TAG_REQUEST: on_request(t->call, ev.success != 0); break;
+    case TAG_CLOSE: on_close(t->call); break;
+    case TAG_SEND: on_send(t->call, ev.success != 0); break;
+    case TAG_SHUTDOWN:
+      pthread_mutex_lock(&s->mu);
+      s->shutdown_done = true;
+      pthread_cond_broadcast(&s->cond);
+      pthread_mutex_unlock(&s->mu);
+      break;
+    }
+  }
+  return NULL;
+}
+
+/* ---- stream ticker ---- */
+
+/* Re-evaluates every open StreamIsActive and Watch stream and sends what changed. */
+static void tick_streams(struct rpc_server *s) {
+  char msg[256];
+  pthread_mutex_lock(&s->mu);
+  struct call *c = s->streams.next;
+  while (c != &s->streams) {
+    struct call *next = c->next;
+    if (c->m != M_STREAM_METRIC_SPEC && !c->finishing) {
+      int v = -1;
+      int code = stream_eval(c, &v, msg, sizeof(msg));
+      bool last = false;
+      if (code) {
+        last = finish_locked(c, code, msg);
+      } else if (v >= 0) {
+        c->want = v;
+        pump_locked(c);
+      }
+      if (last) { /* cannot happen while a send or close is outstanding; kept for safety */
+        pthread_mutex_unlock(&s->mu);
+        call_destroy(c);
+        pthread_mutex_lock(&s->mu);
+        next = s->streams.next; /* the list may have changed; restart (cheap, rare) */
+      }
+    }
+    c = next;
+  }
+  pthread_mutex_unlock(&s->mu);
+}
+
+static void *ticker_main(void *arg) {
+  struct rpc_server *s = arg;
+  const struct scaler_source *src = &s->cfg.scaler->src;
+  uint64_t seen = 0;
+  int64_t last_eval = time_mono_ms();
+  for (;;) {
+    bool due = false;
+    if (src->wait_tick) {
+      uint64_t g = src->wait_tick(src->ud, seen, TICK_SLICE_MS);
+      if (g != seen) {
+        seen = g;
+        due = true;
+      }
+    }
+    pthread_mutex_lock(&s->mu);
+    if (!src->wait_tick && !s->ticker_stop && !s->poked) {
+      struct timespec ts;
+      mono_deadline(TICK_SLICE_MS, &ts);
+      pthread_cond_timedwait(&s->cond, &s->mu, &ts);
+    }
+    bool stop = s->ticker_stop;
+    if (s->poked)
+      due = true;
+    s->poked = false;
+    pthread_mutex_unlock(&s->mu);
+    if (stop)
+      break;
+    int64_t now = time_mono_ms();
+    if (now - last_eval >= s->cfg.tick_ms)
+      due = true;
+    if (due) {
+      last_eval = now;
+      tick_streams(s);
+    }
+  }
+  return NULL;
+}
+
+/* ---- lifecycle ---- */
+
+static void server_free(struct rpc_server *s) {
+  free(s->workers);
+  pthread_cond_destroy(&s->cond);
+  pthread_mutex_destroy(&s->mu);
+  free(s);
+}
+
+/* Unwinds a server that was created but never started and has no worker threads. */
+static void abort_unstarted(struct rpc_server *s) {
+  grpc_server_shutdown_and_notify(s->server, s->cq, &s->t_shutdown);
+  for (;;) {
+    grpc_event ev = grpc_completion_queue_next(s->cq, gpr_inf_future(GPR_CLOCK_MONOTONIC), NULL);
+    if (ev.type == GRPC_OP_COMPLETE && ev.tag == &s->t_shutdown)
+      break;
+  }
+  grpc_server_destroy(s->server);
+  grpc_completion_queue_shutdown(s->cq);
+  while (grpc_completion_queue_next(s->cq, gpr_inf_future(GPR_CLOCK_MONOTONIC), NULL).type !=
+         GRPC_QUEUE_SHUTDOWN) {
+  }
+  grpc_completion_queue_destroy(s->cq);
+  server_free(s);
+}
+
+int rpc_server_start(const struct rpc_server_config *cfg, struct rpc_server **out, char *err,
+                     size_t errlen) {
+  *out = NULL;
+  if (!cfg || !cfg->listen || !cfg->listen[0] || !cfg->scaler) {
+    copy_msg(err, errlen, "rpc server: listen address and scaler are required");
+    return GS_EINVAL;
+  }
+  struct rpc_server *s = calloc(1, sizeof(*s));
+  if (!s) {
+    copy_msg(err, errlen, "rpc server: out of memory");
+    return GS_ENOMEM;
+  }
+  s->cfg = *cfg;
+  copy_msg(s->listen, sizeof(s->listen), cfg->listen);
+  s->cfg.listen = s->listen;
+  if (s->cfg.tick_ms <= 0)
+    s->cfg.tick_ms = 1000;
+  s->nworkers = cfg->workers > 0 ? cfg->workers : 2;
+  s->streams.next = s->streams.prev = &s->streams;
+  s->t_shutdown = (struct tag){TAG_SHUTDOWN, NULL};
+  pthread_mutex_init(&s->mu, NULL);
+  pthread_condattr_t ca;
+  pthread_condattr_init(&ca);
+  pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+  pthread_cond_init(&s->cond, &ca);
+  pthread_condattr_destroy(&ca);
+  s->workers = calloc((size_t)s->nworkers, sizeof(*s->workers));
+  if (!s->workers) {
+    server_free(s);
+    copy_msg(err, errlen, "rpc server: out of memory");
+    return GS_ENOMEM;
+  }
+
+  grpc_arg args[2];
+  memset(args, 0, sizeof(args));
+  args[0].type = GRPC_ARG_INTEGER;
+  args[0].key = (char *)GRPC_ARG_MAX_RECEIVE_MESSAGE_LENGTH;
+  args[0].value.integer = RPC_SERVER_MAX_REQUEST;
+  /* C-core sets SO_REUSEPORT by default: a second agent on the same port would then bind
+   * "successfully" and silently share the traffic. A taken port must be an error. */
+  args[1].type = GRPC_ARG_INTEGER;
+  args[1].key = (char *)GRPC_ARG_ALLOW_REUSEPORT;
+  args[1].value.integer = 0;
+  grpc_channel_args cargs = {2, args};
+  s->server = grpc_server_create(&cargs, NULL);
+  s->cq = grpc_completion_queue_create_for_next(NULL);
+  grpc_server_register_completion_queue(s->server, s->cq, NULL);
+  for (int m = 0; m < M_UNKNOWN; m++)
+    s->registered[m] = grpc_server_register_method(s->server, method_path[m], NULL,
+                                                   GRPC_SRM_PAYLOAD_READ_INITIAL_BYTE_BUFFER, 0);
+  grpc_server_credentials *creds = grpc_insecure_server_credentials_create();
+  int port = grpc_server_add_http2_port(s->server, s->listen, creds);
+  grpc_server_credentials_release(creds);
+  if (port <= 0) {
+    snprintf(err, errlen, "rpc server: cannot listen on %s (address in use or invalid)", s->listen);
+    abort_unstarted(s);
+    return GS_EIO;
+  }
+  s->port = strncmp(s->listen, "unix:", 5) == 0 ? 0 : port;
+  /* Threads first: if one cannot start, the server was never started and unwinds simply. */
+  int started = 0;
+  for (; started < s->nworkers; started++)
+    if (pthread_create(&s->workers[started], NULL, worker_main, s) != 0)
+      break;
+  if (started == 0) {
+    snprintf(err, errlen, "rpc server %s: cannot start threads: %s", s->listen, strerror(errno));
+    abort_unstarted(s);
+    return GS_EIO;
+  }
+  s->nworkers = started;
+  grpc_server_start(s->server);
+  for (int m = 0; m < M__COUNT; m++)
+    post_request(s, (enum method)m);
+  if (pthread_create(&s->ticker, NULL, ticker_main, s) != 0) {
+    snprintf(err, errlen, "rpc server %s: cannot start threads: %s", s->listen, strerror(errno));
+    rpc_server_shutdown(s, 0);
+    return GS_EIO;
+  }
+  s->ticker_started = true;
+  LOG_INFO(MOD, "listening on %s (port %d, %d workers)", s->listen, s->port, s->nworkers);
+  *out = s;
+  return 0;
+}
+
+int rpc_server_port(const struct rpc_server *s) {
+  return s ? s->port : 0;
+}
+
+size_t rpc_server_stream_count(struct rpc_server *s) {
+  pthread_mutex_lock(&s->mu);
+  size_t n = s->nstreams;
+  pthread_mutex_unlock(&s->mu);
+  return n;
+}
+
+void rpc_server_poke(struct rpc_server *s) {
+  pthread_mutex_lock(&s->mu);
+  s->poked = true;
+  pthread_cond_broadcast(&s->cond);
+  pthread_mutex_unlock(&s->mu);
+}
+
+/* Waits until the shutdown tag arrived and every call is freed, or until the deadline
+ * (timeout_ms < 0: no deadline). Returns true when done. Under s->mu. */
+static bool wait_drained_locked(struct rpc_server *s, int timeout_ms) {
+  struct timespec ts;
+  if (timeout_ms >= 0)
+    mono_deadline(timeout_ms, &ts);
+  while (!(s->shutdown_done && s->ncalls == 0)) {
+    if (timeout_ms < 0) {
+      pthread_cond_wait(&s->cond, &s->mu);
+    } else if (pthread_cond_timedwait(&s->cond, &s->mu, &ts) == ETIMEDOUT) {
+      return s->shutdown_done && s->ncalls == 0;
+    }
+  }
+  return true;
+}
+
+void rpc_server_shutdown(struct rpc_server *s, int grace_ms) {
+  if (!s)
+    return;
+  pthread_mutex_lock(&s->mu);
+  s->shutting = true;
+  s->ticker_stop = true;
+  pthread_cond_broadcast(&s->cond);
+  pthread_mutex_unlock(&s->mu);
+  if (s->ticker_started)
+    pthread_join(s->ticker, NULL);
+
+  grpc_server_shutdown_and_notify(s->server, s->cq, &s->t_shutdown);
+  /* Give every open stream a final status; the list empties as each one starts it. */
+  pthread_mutex_lock(&s->mu);
+  size_t open = s->nstreams;
+  while (s->streams.next != &s->streams) {
+    struct call *c = s->streams.next;
+    bool last = finish_locked(c, RPC_UNAVAILABLE, "server shutting down");
+    if (c->listed) /* never true after finish_locked; guards the loop */
+      last = list_remove_locked(c) || last;
+    if (last) {
+      pthread_mutex_unlock(&s->mu);
+      call_destroy(c);
+      pthread_mutex_lock(&s->mu);
+    }
+  }
+  bool drained = wait_drained_locked(s, grace_ms > 0 ? grace_ms : 0);
+  pthread_mutex_unlock(&s->mu);
+  if (!drained) {
+    LOG_INFO(MOD, "%s: grace period over, cancelling remaining calls", s->listen);
+    grpc_server_cancel_all_calls(s->server);
+    pthread_mutex_lock(&s->mu);
+    wait_drained_locked(s, -1);
+    pthread_mutex_unlock(&s->mu);
+  }
+  grpc_server_destroy(s->server);
+  grpc_completion_queue_shutdown(s->cq);
+  for (int i = 0; i < s->nworkers; i++)
+    pthread_join(s->workers[i], NULL);
+  grpc_completion_queue_destroy(s->cq);
+  LOG_INFO(MOD, "%s: stopped (%zu streams were open)", s->listen, open);
+  server_free(s);
+}
