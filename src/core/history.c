@@ -59,6 +59,15 @@ void history_free(struct history *h) {
   free(h);
 }
 
+/* True when one of the first n new devices already kept old ring j (duplicate uuids from a
+ * faulty driver must not share one ring). */
+static bool ring_claimed(const size_t *keep, size_t n, size_t j) {
+  for (size_t k = 0; k < n; k++)
+    if (keep[k] == j)
+      return true;
+  return false;
+}
+
 int history_set_devices(struct history *h, const struct gpu_info *infos, size_t n) {
   struct ring *nr = calloc(n ? n : 1, sizeof *nr);
   size_t *keep = calloc(n ? n : 1, sizeof *keep);
@@ -75,7 +84,7 @@ int history_set_devices(struct history *h, const struct gpu_info *infos, size_t 
     nr[i].info.index = (int)i;
     keep[i] = SIZE_MAX;
     for (size_t j = 0; j < h->n && keep[i] == SIZE_MAX; j++)
-      if (strcmp(h->rings[j].info.uuid, infos[i].uuid) == 0)
+      if (strcmp(h->rings[j].info.uuid, infos[i].uuid) == 0 && !ring_claimed(keep, i, j))
         keep[i] = j;
     if (keep[i] == SIZE_MAX && !(nr[i].s = calloc(h->capacity, sizeof *nr[i].s))) {
       pthread_mutex_unlock(&h->lock);

@@ -58,6 +58,8 @@ void profile_names(const struct profile_set *ps, char *buf, size_t len) {
 
 /* Parses a whole string as a finite double. */
 static int parse_number(const char *s, double *out) {
+  if (s[strspn(s, " \t0123456789.+-eE")] != '\0') /* no hex, inf or nan spellings */
+    return GS_EINVAL;
   char *end;
   if (!*s)
     return GS_EINVAL;

@@ -30,8 +30,14 @@ int duration_parse_ms(const char *s, int64_t *out_ms) {
   while (*p) {
     if (!isdigit((unsigned char)*p) && *p != '.')
       return GS_EINVAL;
+    /* Only plain decimals: strtod would also take hex and exponents ("0x1As", "1e3s"). */
+    size_t digits = strspn(p, "0123456789.");
+    if (digits == 0 || p[digits - 1] == '.')
+      return GS_EINVAL;
     char *end;
     double v = strtod(p, &end);
+    if (end != p + digits)
+      return GS_EINVAL;
     if (end == p || !isfinite(v) || v < 0)
       return GS_EINVAL;
     p = end;

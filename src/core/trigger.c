@@ -42,6 +42,8 @@ static int parse_number(const char *s, double *out) {
     s++;
   if (!*s)
     return GS_EINVAL;
+  if (s[strspn(s, " \t0123456789.+-eE")] != '\0') /* no hex, inf or nan spellings */
+    return GS_EINVAL;
   char *end;
   errno = 0;
   double v = strtod(s, &end);

@@ -376,6 +376,13 @@ static int64_t to_int64(double v) {
   return (int64_t)llround(v);
 }
 
+/* KEDA <= 2.16 reads only the int64 target, and a 0 target is invalid there: a positive target
+ * below 0.5 is sent as 1 in the int64 field (the double field carries the exact value). */
+static int64_t target_int64(double v) {
+  int64_t t = to_int64(v);
+  return (t < 1 && v > 0) ? 1 : t;
+}
+
 /* ---- handlers ---- */
 
 /* Answers one unary ExternalScaler call; returns the packed response or NULL with code/msg. */
@@ -415,7 +422,7 @@ static uint8_t *unary_keda(struct call *c, size_t *len, int *code, char *msg, si
       Externalscaler__MetricSpec *list[1] = {&ms};
       Externalscaler__GetMetricSpecResponse resp = EXTERNALSCALER__GET_METRIC_SPEC_RESPONSE__INIT;
       ms.metricname = spec.metric_name;
-      ms.targetsize = to_int64(spec.target);
+      ms.targetsize = target_int64(spec.target);
       ms.targetsizefloat = spec.target;
       resp.n_metricspecs = 1;
       resp.metricspecs = list;
@@ -559,7 +566,7 @@ static void handle_stream(struct call *c) {
       Externalscaler__MetricSpec *list[1] = {&ms};
       Externalscaler__GetMetricSpecResponse resp = EXTERNALSCALER__GET_METRIC_SPEC_RESPONSE__INIT;
       ms.metricname = sp.metric_name;
-      ms.targetsize = to_int64(sp.target);
+      ms.targetsize = target_int64(sp.target);
       ms.targetsizefloat = sp.target;
       resp.n_metricspecs = 1;
       resp.metricspecs = list;

@@ -1,0 +1,42 @@
+/* Kubelet device ids (as device plugins name GPUs) parsed and resolved to the agent's devices. */
+#ifndef GS_DEVID_H
+#define GS_DEVID_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "core/sample.h"
+
+enum devid_kind {
+  DEVID_GPU_UUID = 0, /* "GPU-<uuid>": a whole GPU by NVML uuid */
+  DEVID_MIG_UUID,     /* "MIG-<uuid>": a MIG instance by its own uuid (R470+ drivers) */
+  DEVID_MIG_LEGACY,   /* "MIG-GPU-<uuid>/<gi>/<ci>": parent uuid + GPU instance (older drivers) */
+  DEVID_MINOR,        /* "nvidiaN" (GKE): whole GPU by /dev/nvidiaN minor */
+  DEVID_MINOR_GI,     /* "nvidiaN/giM" (GKE MIG): GPU instance M on the GPU with minor N */
+  DEVID_INDEX,        /* "N" (NVIDIA plugin, deviceIDStrategy=index): whole GPU by NVML index */
+};
+
+/* One parsed device id. Sharing markers are recorded, not part of the identity. */
+struct devid {
+  enum devid_kind kind;
+  char uuid[GPU_STR_LEN]; /* GPU_UUID, MIG_UUID: the uuid with prefix; MIG_LEGACY: "GPU-<uuid>" */
+  int minor;              /* MINOR, MINOR_GI; INDEX: the index; else -1 */
+  int gi;                 /* MIG_LEGACY, MINOR_GI: GPU instance id; else -1 */
+  int ci;                 /* MIG_LEGACY: compute instance id; else -1 */
+  int replica;            /* "::N" time-slicing suffix or GKE "/vgpuN"; -1 when absent */
+};
+
+/* True for resources whose devices are NVIDIA GPUs or MIG instances: "nvidia.com/gpu",
+ * "nvidia.com/gpu.shared" (time-slicing with renameByDefault) and "nvidia.com/mig-*". */
+bool devid_resource_is_gpu(const char *resource_name);
+
+/* Parses one device id. Returns 0 and fills *out, or GS_EPARSE with *err set to a static
+ * message (id of an unknown form). */
+int devid_parse(const char *id, struct devid *out, const char **err);
+
+/* The position in infos[0..n) of the device that d names, or GS_ENOTFOUND. uuids compare
+ * case-insensitively. A legacy MIG id or GKE "nvidiaN/giM" finds the whole GPU first, then its
+ * MIG instance with gi_id M (parent_index is the whole GPU's index). */
+int devid_resolve(const struct devid *d, const struct gpu_info *infos, size_t n);
+
+#endif

@@ -1,0 +1,179 @@
+/* Unit tests for profiles: built-ins, a fixture file that adds and overrides, and bad files that
+ * give "file:line", the key, and leave the set unchanged. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "core/err.h"
+#include "core/profile.h"
+#include "core/trigger.h"
+
+#define FIX TEST_FIXTURES "/profiles/"
+
+struct want_profile {
+  const char *name;
+  enum gpu_field metric;
+  double target, activation;
+  enum aggregation agg;
+};
+
+static void check_profile(const struct profile_set *ps, const struct want_profile *w) {
+  const struct profile *p = profile_find(ps, w->name);
+  if (!p)
+    print_error("profile %s not found\n", w->name);
+  assert_non_null(p);
+  assert_string_equal(p->name, w->name);
+  assert_int_equal(p->metric, w->metric);
+  assert_true(p->target == w->target);
+  assert_true(p->activation == w->activation);
+  assert_int_equal(p->agg, w->agg);
+}
+
+static const struct want_profile builtins[] = {
+    {"vllm-inference", GF_MEM_USED_PCT, 80, 5, AGG_MAX},
+    {"triton-inference", GF_GPU_UTIL, 75, 10, AGG_MAX},
+    {"training", GF_GPU_UTIL, 90, 0, AGG_AVG},
+    {"batch", GF_MEM_USED_PCT, 70, 1, AGG_MAX},
+};
+
+static void test_builtins(void **state) {
+  (void)state;
+  struct profile_set ps;
+  assert_int_equal(profile_set_init(&ps), 0);
+  assert_int_equal(ps.n, 4);
+  for (size_t i = 0; i < 4; i++)
+    check_profile(&ps, &builtins[i]);
+  assert_null(profile_find(&ps, "vllm"));
+  assert_null(profile_find(&ps, ""));
+  char names[256];
+  profile_names(&ps, names, sizeof names);
+  assert_string_equal(names, "vllm-inference, triton-inference, training, batch");
+  char small[12];
+  profile_names(&ps, small, sizeof small); /* truncates without overflowing */
+  assert_true(strlen(small) < sizeof small);
+  profile_set_free(&ps);
+  assert_null(ps.items);
+  assert_int_equal(ps.n, 0);
+  profile_set_free(NULL);
+}
+
+static void test_load_adds_and_overrides(void **state) {
+  (void)state;
+  struct profile_set ps;
+  assert_int_equal(profile_set_init(&ps), 0);
+  char err[512] = "";
+  int rc = profile_set_load(&ps, FIX "custom.yaml", err, sizeof err);
+  if (rc)
+    print_error("%s\n", err);
+  assert_int_equal(rc, 0);
+  assert_int_equal(ps.n, 5);
+  static const struct want_profile after[] = {
+      {"vllm-inference", GF_MEM_USED_PCT, 80, 5, AGG_MAX},
+      {"triton-inference", GF_GPU_UTIL, 75, 10, AGG_MAX},
+      {"training", GF_GPU_UTIL, 90, 0, AGG_AVG},
+      {"batch", GF_MEM_USED_MIB, 4096, 0, AGG_MAX}, /* overridden; defaults for the rest */
+      {"llm-small", GF_GPU_UTIL, 60, 5, AGG_AVG},
+  };
+  for (size_t i = 0; i < sizeof after / sizeof after[0]; i++)
+    check_profile(&ps, &after[i]);
+
+  /* A trigger sees the loaded profiles. */
+  const struct kv md[] = {{"profile", "llm-small"}};
+  struct trigger t;
+  assert_int_equal(trigger_parse(md, 1, &ps, &t, err, sizeof err), 0);
+  assert_int_equal(t.metric, GF_GPU_UTIL);
+  assert_true(t.target == 60);
+  assert_true(t.activation == 5);
+  assert_int_equal(t.agg, AGG_AVG);
+  const struct kv md2[] = {{"profile", "nope"}};
+  assert_int_equal(trigger_parse(md2, 1, &ps, &t, err, sizeof err), GS_EINVAL);
+  assert_non_null(strstr(err, "llm-small")); /* the allowed list includes user profiles */
+
+  /* Loading the same file again replaces, it does not duplicate. */
+  assert_int_equal(profile_set_load(&ps, FIX "custom.yaml", err, sizeof err), 0);
+  assert_int_equal(ps.n, 5);
+  profile_set_free(&ps);
+}
+
+struct bad_file {
+  const char *file;
+  int rc;
+  int line;
+  const char *frag1; /* the key, after "file:line:" */
+  const char *frag2; /* the bad value or the rule, after "file:line:" */
+};
+
+static const struct bad_file bad_files[] = {
+    {"bad_unknown_key.yaml", GS_EINVAL, 5, "threshold", "allowed: metric, target, activation"},
+    {"bad_missing_target.yaml", GS_EINVAL, 4, "no-target", "target"},
+    {"bad_metric.yaml", GS_EINVAL, 5, "metric", "\"gpu_util\""},
+    {"bad_target_zero.yaml", GS_EINVAL, 5, "target", "\"0\""},
+    /* libyaml reports where it noticed the unclosed '{' (the next line); there is no key. */
+    {"bad_syntax.yaml", GS_EPARSE, 4, "expected", NULL},
+    {"bad_top_level.yaml", GS_EINVAL, 4, " profile:", "allowed: profiles"},
+};
+
+static void test_bad_files(void **state) {
+  (void)state;
+  for (size_t i = 0; i < sizeof bad_files / sizeof bad_files[0]; i++) {
+    const struct bad_file *c = &bad_files[i];
+    struct profile_set ps;
+    assert_int_equal(profile_set_init(&ps), 0);
+    /* First a good load, so "unchanged" covers user profiles too. */
+    char err[512] = "";
+    assert_int_equal(profile_set_load(&ps, FIX "custom.yaml", err, sizeof err), 0);
+    struct profile before[8];
+    size_t nbefore = ps.n;
+    memcpy(before, ps.items, nbefore * sizeof *before);
+
+    char path[512], where[600];
+    snprintf(path, sizeof path, FIX "%s", c->file);
+    snprintf(where, sizeof where, "%s:%d:", path, c->line);
+    err[0] = '\0';
+    int rc = profile_set_load(&ps, path, err, sizeof err);
+    /* The fixture path itself contains "profiles", so look for the fragments after it. */
+    const char *rest = strstr(err, where) ? strstr(err, where) + strlen(where) : "";
+    bool ok = rc == c->rc && strstr(err, where) && (!c->frag1 || strstr(rest, c->frag1)) &&
+              (!c->frag2 || strstr(rest, c->frag2));
+    if (!ok)
+      print_error("%s: rc %d err \"%s\"; want rc %d with [%s] [%s] [%s]\n", c->file, rc, err, c->rc,
+                  where, c->frag1 ? c->frag1 : "", c->frag2 ? c->frag2 : "");
+    assert_int_equal(rc, c->rc);
+    assert_non_null(strstr(err, where));
+    if (c->frag1)
+      assert_non_null(strstr(rest, c->frag1));
+    if (c->frag2)
+      assert_non_null(strstr(rest, c->frag2));
+    assert_int_equal(ps.n, nbefore);
+    assert_memory_equal(ps.items, before, nbefore * sizeof *before);
+    assert_null(profile_find(&ps, "fine"));
+    assert_null(profile_find(&ps, "ok-one"));
+    profile_set_free(&ps);
+  }
+}
+
+static void test_missing_file(void **state) {
+  (void)state;
+  struct profile_set ps;
+  assert_int_equal(profile_set_init(&ps), 0);
+  char err[512] = "";
+  assert_int_equal(profile_set_load(&ps, FIX "does-not-exist.yaml", err, sizeof err), GS_EIO);
+  assert_non_null(strstr(err, "does-not-exist.yaml"));
+  assert_int_equal(ps.n, 4);
+  profile_set_free(&ps);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_builtins),
+      cmocka_unit_test(test_load_adds_and_overrides),
+      cmocka_unit_test(test_bad_files),
+      cmocka_unit_test(test_missing_file),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,492 @@
+/* Unit tests for the scaler policy, with a stub source and with the agent's history source. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "agent/source.h"
+#include "core/err.h"
+#include "core/history.h"
+#include "core/profile.h"
+#include "core/timeutil.h"
+#include "keda/scaler.h"
+
+#define MAXKV 6
+
+static struct profile_set profiles;
+
+static size_t kv_count(const struct kv *md) {
+  size_t n = 0;
+  while (n < MAXKV && md[n].key)
+    n++;
+  return n;
+}
+
+static struct scaler_request req(const struct kv *md) {
+  struct scaler_request r = {"my-app", "prod", md, kv_count(md)};
+  return r;
+}
+
+/* ---- stub source: returns the values (or the error) it was given ---- */
+
+struct stub {
+  int rc;
+  const char *msg;
+  double vals[8];
+  size_t n;
+  int calls;
+  struct trigger last;
+};
+
+static int stub_values(void *ud, const struct trigger *t, double *vals, size_t cap, size_t *n,
+                       char *err, size_t errlen) {
+  struct stub *s = ud;
+  s->calls++;
+  s->last = *t;
+  if (s->rc) {
+    snprintf(err, errlen, "%s", s->msg);
+    *n = 0;
+    return s->rc;
+  }
+  size_t k = s->n < cap ? s->n : cap;
+  memcpy(vals, s->vals, k * sizeof *vals);
+  *n = k;
+  return 0;
+}
+
+static uint64_t stub_wait(void *ud, uint64_t seen, int timeout_ms) {
+  (void)ud;
+  (void)timeout_ms;
+  return seen + 1;
+}
+
+static struct scaler stub_scaler(struct stub *st) {
+  struct scaler s = {&profiles, {stub_values, stub_wait, st}};
+  return s;
+}
+
+struct spec_case {
+  const char *label;
+  struct kv md[MAXKV];
+  int rc;
+  const char *metric_name; /* or, on error, a fragment of the message */
+  double target;
+};
+
+static const struct spec_case spec_cases[] = {
+    {"vllm profile", {{"profile", "vllm-inference"}}, 0, "gpuscale-memory-used-percent", 80},
+    {"triton profile",
+     {{"profile", "triton-inference"}, {"scalerAddress", "gs:6000"}},
+     0,
+     "gpuscale-gpu-utilization",
+     75},
+    {"custom name and target",
+     {{"metricType", "power_draw"}, {"targetValue", "300.5"}, {"metricName", "node-power"}},
+     0,
+     "node-power",
+     300.5},
+    {"bad metadata", {{"profile", "batch"}, {"window", "25h"}}, GS_EINVAL, "window=\"25h\"", 0},
+    {"missing targetValue", {{"metricType", "gpu_utilization"}}, GS_EINVAL, "targetValue", 0},
+};
+
+static void test_get_spec(void **state) {
+  (void)state;
+  struct stub st = {0};
+  struct scaler s = stub_scaler(&st);
+  for (size_t i = 0; i < sizeof spec_cases / sizeof spec_cases[0]; i++) {
+    const struct spec_case *c = &spec_cases[i];
+    struct scaler_request r = req(c->md);
+    struct scaler_spec spec;
+    struct scaler_error e = {0};
+    int rc = scaler_get_spec(&s, &r, &spec, &e);
+    if (rc != c->rc)
+      print_error("case %s: rc %d (%s)\n", c->label, rc, e.msg);
+    assert_int_equal(rc, c->rc);
+    if (c->rc == 0) {
+      assert_string_equal(spec.metric_name, c->metric_name);
+      assert_true(spec.target == c->target);
+    } else {
+      assert_int_equal(e.code, c->rc);
+      assert_non_null(strstr(e.msg, c->metric_name));
+    }
+  }
+  assert_int_equal(st.calls, 0); /* the spec never reads GPUs */
+}
+
+struct metrics_case {
+  const char *label;
+  const char *agg;
+  const char *activation;
+  double vals[8];
+  size_t n;
+  double value;
+  bool active;
+};
+
+static const struct metrics_case metrics_cases[] = {
+    /* max of {10, 70, 40} = 70 > 5 */
+    {"max", "max", "5", {10, 70, 40}, 3, 70, true},
+    {"min", "min", "5", {10, 70, 40}, 3, 10, true},
+    /* avg (10+70+40)/3 = 40 */
+    {"avg", "avg", "5", {10, 70, 40}, 3, 40, true},
+    {"sum", "sum", "100", {10, 70, 40}, 3, 120, true},
+    /* p95 of 4 values: rank ceil(3.8)=4 -> 40; p99 same */
+    {"p95", "p95", "0", {40, 10, 30, 20}, 4, 40, true},
+    {"p99", "p99", "0", {40, 10, 30, 20}, 4, 40, true},
+    /* active means value > activation: equal is NOT active */
+    {"equal to threshold is inactive", "max", "5", {5}, 1, 5, false},
+    {"just above threshold is active", "max", "5", {5.01}, 1, 5.01, true},
+    {"below threshold", "avg", "10", {4, 6}, 2, 5, false},
+    {"zero with threshold zero is inactive", "max", "0", {0, 0}, 2, 0, false},
+    {"sum equal to threshold", "sum", "120", {10, 70, 40}, 3, 120, false},
+};
+
+static void test_get_metrics_and_activity(void **state) {
+  (void)state;
+  for (size_t i = 0; i < sizeof metrics_cases / sizeof metrics_cases[0]; i++) {
+    const struct metrics_case *c = &metrics_cases[i];
+    struct stub st = {0};
+    memcpy(st.vals, c->vals, sizeof st.vals);
+    st.n = c->n;
+    struct scaler s = stub_scaler(&st);
+    const struct kv md[MAXKV] = {{"metricType", "gpu_utilization"},
+                                 {"targetValue", "50"},
+                                 {"aggregation", c->agg},
+                                 {"activationThreshold", c->activation}};
+    struct scaler_request r = req(md);
+    struct scaler_result res;
+    struct scaler_error e = {0};
+    int rc = scaler_get_metrics(&s, &r, "gpuscale-gpu-utilization", &res, &e);
+    if (rc != 0 || res.value != c->value || res.active != c->active)
+      print_error("case %s: rc %d (%s) value %g active %d\n", c->label, rc, e.msg, res.value,
+                  res.active);
+    assert_int_equal(rc, 0);
+    assert_string_equal(res.metric_name, "gpuscale-gpu-utilization");
+    assert_true(res.value > c->value - 1e-9 && res.value < c->value + 1e-9);
+    assert_int_equal(res.active, c->active);
+    bool active = !c->active;
+    assert_int_equal(scaler_is_active(&s, &r, &active, &e), 0);
+    assert_int_equal(active, c->active);
+    /* An empty metric name (IsActive's internal call, or an old KEDA) is accepted too. */
+    assert_int_equal(scaler_get_metrics(&s, &r, "", &res, &e), 0);
+    assert_int_equal(st.calls, 3);
+  }
+}
+
+/* The trigger reaches the source as parsed: indices and window. */
+static void test_trigger_reaches_source(void **state) {
+  (void)state;
+  struct stub st = {0};
+  st.vals[0] = 1;
+  st.n = 1;
+  struct scaler s = stub_scaler(&st);
+  const struct kv md[MAXKV] = {{"profile", "batch"}, {"gpuIndex", "2,0"}, {"window", "1m"}};
+  struct scaler_request r = req(md);
+  struct scaler_result res;
+  struct scaler_error e = {0};
+  assert_int_equal(scaler_get_metrics(&s, &r, NULL, &res, &e), 0);
+  assert_int_equal(st.last.n_indices, 2);
+  assert_int_equal(st.last.indices[0], 2);
+  assert_int_equal(st.last.indices[1], 0);
+  assert_int_equal(st.last.window_ms, 60000);
+  assert_int_equal(st.last.metric, GF_MEM_USED_PCT);
+  assert_true(res.activation == 1);
+}
+
+static void test_metric_name_mismatch(void **state) {
+  (void)state;
+  struct stub st = {0};
+  st.vals[0] = 50;
+  st.n = 1;
+  struct scaler s = stub_scaler(&st);
+  const struct kv md[MAXKV] = {{"profile", "vllm-inference"}};
+  struct scaler_request r = req(md);
+  struct scaler_result res;
+  struct scaler_error e = {0};
+  assert_int_equal(scaler_get_metrics(&s, &r, "gpuscale-gpu-utilization", &res, &e), GS_ENOTFOUND);
+  assert_int_equal(e.code, GS_ENOTFOUND);
+  assert_non_null(strstr(e.msg, "gpuscale-gpu-utilization"));
+  assert_non_null(strstr(e.msg, "gpuscale-memory-used-percent"));
+  assert_int_equal(st.calls, 0);
+}
+
+struct err_case {
+  const char *label;
+  int src_rc;
+  const char *src_msg;
+  size_t n; /* values returned with rc 0 */
+  int want;
+};
+
+static const struct err_case err_cases[] = {
+    {"unavailable", GS_EUNAVAIL, "GPU 1 (GPU-x) has no fresh reading", 0, GS_EUNAVAIL},
+    {"not found", GS_ENOTFOUND, "gpuIndex 7 does not exist", 0, GS_ENOTFOUND},
+    {"no values without an error is still unavailable", 0, "no GPU readings", 0, GS_EUNAVAIL},
+};
+
+static void test_source_errors_propagate(void **state) {
+  (void)state;
+  for (size_t i = 0; i < sizeof err_cases / sizeof err_cases[0]; i++) {
+    const struct err_case *c = &err_cases[i];
+    struct stub st = {0};
+    st.rc = c->src_rc;
+    st.msg = c->src_msg;
+    st.n = c->n;
+    struct scaler s = stub_scaler(&st);
+    const struct kv md[MAXKV] = {{"profile", "triton-inference"}};
+    struct scaler_request r = req(md);
+    struct scaler_result res;
+    res.value = 12345;
+    struct scaler_error e = {0};
+    int rc = scaler_get_metrics(&s, &r, NULL, &res, &e);
+    if (rc != c->want)
+      print_error("case %s: rc %d msg %s\n", c->label, rc, e.msg);
+    assert_int_equal(rc, c->want);
+    assert_int_equal(e.code, c->want);
+    assert_non_null(strstr(e.msg, c->src_msg));
+    assert_true(res.value == 12345); /* never a made-up value */
+    bool active = true;
+    assert_int_equal(scaler_is_active(&s, &r, &active, &e), c->want);
+    assert_true(active); /* untouched */
+  }
+}
+
+/* ---- the agent's real source over a real history ---- */
+
+struct rig {
+  struct history *h;
+  struct history_source hs;
+  struct scaler s;
+};
+
+/* Three GPUs, interval 1 s. gpu_utilization 10, 50, 30; power 100, 200, absent on GPU 2. */
+static void rig_init(struct rig *g) {
+  g->h = history_new(16);
+  assert_non_null(g->h);
+  struct gpu_info infos[3];
+  memset(infos, 0, sizeof infos);
+  for (int i = 0; i < 3; i++)
+    snprintf(infos[i].uuid, sizeof infos[i].uuid, "GPU-%d", i);
+  assert_int_equal(history_set_devices(g->h, infos, 3), 0);
+  static const double util[] = {10, 50, 30}, power[] = {100, 200, -1};
+  int64_t now = time_mono_ms();
+  for (size_t i = 0; i < 3; i++) {
+    struct gpu_sample s;
+    memset(&s, 0, sizeof s);
+    s.mono_ms = now;
+    sample_set(&s, GF_GPU_UTIL, util[i]);
+    if (power[i] >= 0)
+      sample_set(&s, GF_POWER_W, power[i]);
+    history_push(g->h, i, &s);
+  }
+  history_tick(g->h);
+  g->hs.hist = g->h;
+  g->hs.interval_ms = 1000;
+  g->s.profiles = &profiles;
+  g->s.src = history_source_make(&g->hs);
+}
+
+struct hist_case {
+  const char *label;
+  struct kv md[MAXKV];
+  int rc;
+  double value;
+  const char *msg; /* on error: fragments that must appear */
+  const char *msg2;
+};
+
+#define UTIL                                                                                       \
+  {"metricType", "gpu_utilization"}, {                                                             \
+    "targetValue", "50"                                                                            \
+  }
+#define POWER                                                                                      \
+  {"metricType", "power_draw"}, {                                                                  \
+    "targetValue", "150"                                                                           \
+  }
+
+static const struct hist_case hist_cases[] = {
+    {"all GPUs max", {UTIL}, 0, 50, NULL, NULL},
+    {"all GPUs avg", {UTIL, {"aggregation", "avg"}}, 0, 30, NULL, NULL},
+    {"all GPUs min", {UTIL, {"aggregation", "min"}}, 0, 10, NULL, NULL},
+    {"gpuIndex 1", {UTIL, {"gpuIndex", "1"}, {"aggregation", "min"}}, 0, 50, NULL, NULL},
+    {"gpuIndex 2", {UTIL, {"gpuIndex", "2"}}, 0, 30, NULL, NULL},
+    {"gpuIndex 0,2 max", {UTIL, {"gpuIndex", "0,2"}}, 0, 30, NULL, NULL},
+    {"gpuIndex 0,2 sum", {UTIL, {"gpuIndex", "2, 0"}, {"aggregation", "sum"}}, 0, 40, NULL, NULL},
+    {"gpuIndex out of range", {UTIL, {"gpuIndex", "3"}}, GS_ENOTFOUND, 0, "gpuIndex 3", "3 GPUs"},
+    {"gpuIndex out of range in a list",
+     {UTIL, {"gpuIndex", "0,7"}},
+     GS_ENOTFOUND,
+     0,
+     "gpuIndex 7",
+     "3 GPUs"},
+    /* GPU 2 has no power_draw: skipped across all GPUs, an error when picked. */
+    {"absent field skipped", {POWER, {"aggregation", "avg"}}, 0, 150, NULL, NULL},
+    {"absent field skipped (min)", {POWER, {"aggregation", "min"}}, 0, 100, NULL, NULL},
+    {"absent field picked", {POWER, {"gpuIndex", "2"}}, GS_EUNAVAIL, 0, "GPU 2", "power_draw"},
+    {"field absent everywhere",
+     {{"metricType", "temperature"}, {"targetValue", "80"}},
+     GS_EUNAVAIL,
+     0,
+     "temperature",
+     NULL},
+};
+
+static void run_hist_cases(struct rig *g, const struct hist_case *cases, size_t n) {
+  for (size_t i = 0; i < n; i++) {
+    const struct hist_case *c = &cases[i];
+    struct scaler_request r = req(c->md);
+    struct scaler_result res;
+    res.value = -12345;
+    struct scaler_error e = {0};
+    int rc = scaler_get_metrics(&g->s, &r, NULL, &res, &e);
+    if (rc != c->rc || (rc == 0 && res.value != c->value) ||
+        (rc && c->msg && !strstr(e.msg, c->msg)) || (rc && c->msg2 && !strstr(e.msg, c->msg2)))
+      print_error("case %s: rc %d value %g msg \"%s\"\n", c->label, rc, res.value, e.msg);
+    assert_int_equal(rc, c->rc);
+    if (c->rc == 0) {
+      assert_true(res.value > c->value - 1e-9 && res.value < c->value + 1e-9);
+    } else {
+      assert_true(res.value == -12345);
+      if (c->msg)
+        assert_non_null(strstr(e.msg, c->msg));
+      if (c->msg2)
+        assert_non_null(strstr(e.msg, c->msg2));
+    }
+  }
+}
+
+static void test_history_source_selection(void **state) {
+  (void)state;
+  struct rig g;
+  rig_init(&g);
+  run_hist_cases(&g, hist_cases, sizeof hist_cases / sizeof hist_cases[0]);
+  /* wait_tick goes to the history. */
+  assert_int_equal(g.s.src.wait_tick(g.s.src.ud, 0, 10), 1);
+  assert_int_equal(g.s.src.wait_tick(g.s.src.ud, 1, 20), 1);
+  history_free(g.h);
+}
+
+/* GPU 1 (the busiest) is lost: skipped in all-GPU mode, an error when picked. */
+static const struct hist_case lost_cases[] = {
+    {"lost skipped, max of the rest", {UTIL}, 0, 30, NULL, NULL},
+    {"lost skipped, avg of the rest", {UTIL, {"aggregation", "avg"}}, 0, 20, NULL, NULL},
+    {"lost picked", {UTIL, {"gpuIndex", "1"}}, GS_EUNAVAIL, 0, "GPU 1", "lost"},
+    {"lost picked in a list", {UTIL, {"gpuIndex", "0,1"}}, GS_EUNAVAIL, 0, "GPU 1", NULL},
+};
+
+static void test_history_source_lost(void **state) {
+  (void)state;
+  struct rig g;
+  rig_init(&g);
+  history_set_health(g.h, 1, GPU_HEALTH_LOST, "GPU is lost");
+  run_hist_cases(&g, lost_cases, sizeof lost_cases / sizeof lost_cases[0]);
+  history_free(g.h);
+}
+
+/* GPU 0's newest sample is older than 3 intervals: an error, never a 0 or a silent skip. */
+static const struct hist_case stale_cases[] = {
+    {"stale in all-GPU mode", {UTIL}, GS_EUNAVAIL, 0, "GPU 0", "no fresh reading"},
+    {"stale picked", {UTIL, {"gpuIndex", "0"}}, GS_EUNAVAIL, 0, "GPU 0", "stale after 3.0s"},
+    {"fresh GPU picked is fine", {UTIL, {"gpuIndex", "2"}}, 0, 30, NULL, NULL},
+};
+
+static void test_history_source_stale(void **state) {
+  (void)state;
+  struct rig g;
+  rig_init(&g);
+  struct gpu_info infos[3];
+  memset(infos, 0, sizeof infos);
+  for (int i = 0; i < 3; i++)
+    snprintf(infos[i].uuid, sizeof infos[i].uuid, "GPU-%d", i);
+  /* Rebuild GPU 0 with only an old sample: 3 intervals + 0.5 s ago. */
+  infos[0].uuid[0] = 'X';
+  assert_int_equal(history_set_devices(g.h, infos, 3), 0);
+  struct gpu_sample old;
+  memset(&old, 0, sizeof old);
+  old.mono_ms = time_mono_ms() - 3 * g.hs.interval_ms - 500;
+  sample_set(&old, GF_GPU_UTIL, 0);
+  history_push(g.h, 0, &old);
+  run_hist_cases(&g, stale_cases, sizeof stale_cases / sizeof stale_cases[0]);
+
+  /* A GPU that never produced a sample is unavailable too. */
+  infos[0].uuid[0] = 'Y';
+  assert_int_equal(history_set_devices(g.h, infos, 3), 0);
+  history_set_health(g.h, 0, GPU_HEALTH_ERROR, "nvmlDeviceGetUtilizationRates: Timeout");
+  static const struct hist_case never[] = {
+      {"no sample yet", {UTIL, {"gpuIndex", "0"}}, GS_EUNAVAIL, 0, "no reading yet", "Timeout"},
+      {"no sample yet, all GPUs", {UTIL}, GS_EUNAVAIL, 0, "GPU 0", NULL},
+  };
+  run_hist_cases(&g, never, sizeof never / sizeof never[0]);
+  history_free(g.h);
+}
+
+/* Window: samples 2 s, 1 s and 0 s old with 10, 20, 60 on a one-GPU node. */
+static void test_history_source_window(void **state) {
+  (void)state;
+  struct history *h = history_new(8);
+  assert_non_null(h);
+  struct gpu_info info;
+  memset(&info, 0, sizeof info);
+  snprintf(info.uuid, sizeof info.uuid, "GPU-w");
+  assert_int_equal(history_set_devices(h, &info, 1), 0);
+  int64_t now = time_mono_ms();
+  static const double v[] = {10, 20, 60};
+  for (int k = 0; k < 3; k++) {
+    struct gpu_sample s;
+    memset(&s, 0, sizeof s);
+    s.mono_ms = now - 2000 + 1000 * k;
+    sample_set(&s, GF_GPU_UTIL, v[k]);
+    history_push(h, 0, &s);
+  }
+  struct rig g = {h, {h, 1000}, {&profiles, {0}}};
+  g.s.src = history_source_make(&g.hs);
+  static const struct hist_case window_cases[] = {
+      {"no window: newest", {UTIL}, 0, 60, NULL, NULL},
+      {"window 1500ms: newest two", {UTIL, {"window", "1500ms"}}, 0, 40, NULL, NULL},
+      {"window 1m: all three", {UTIL, {"window", "1m"}, {"gpuIndex", "0"}}, 0, 30, NULL, NULL},
+  };
+  run_hist_cases(&g, window_cases, sizeof window_cases / sizeof window_cases[0]);
+  history_free(h);
+}
+
+static void test_fresh_rule(void **state) {
+  (void)state;
+  struct gpu_snapshot g;
+  memset(&g, 0, sizeof g);
+  assert_false(history_source_fresh(&g, 1000, 5000)); /* no sample */
+  g.has_sample = true;
+  g.latest.mono_ms = 2000;
+  assert_true(history_source_fresh(&g, 1000, 5000));  /* exactly 3 intervals */
+  assert_false(history_source_fresh(&g, 1000, 5001)); /* older than 3 intervals */
+}
+
+static int setup(void **state) {
+  (void)state;
+  return profile_set_init(&profiles);
+}
+
+static int teardown(void **state) {
+  (void)state;
+  profile_set_free(&profiles);
+  return 0;
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_get_spec),
+      cmocka_unit_test(test_get_metrics_and_activity),
+      cmocka_unit_test(test_trigger_reaches_source),
+      cmocka_unit_test(test_metric_name_mismatch),
+      cmocka_unit_test(test_source_errors_propagate),
+      cmocka_unit_test(test_history_source_selection),
+      cmocka_unit_test(test_history_source_lost),
+      cmocka_unit_test(test_history_source_stale),
+      cmocka_unit_test(test_history_source_window),
+      cmocka_unit_test(test_fresh_rule),
+  };
+  return cmocka_run_group_tests(tests, setup, teardown);
+}

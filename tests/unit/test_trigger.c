@@ -1,0 +1,640 @@
+/* Unit tests for trigger_parse: profile defaults, overrides, every key, and errors that name
+ * the key, the bad value and what is allowed. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "core/err.h"
+#include "core/profile.h"
+#include "core/trigger.h"
+
+#define MAXKV 8
+#define MPCT GF_MEM_USED_PCT
+#define GUTIL GF_GPU_UTIL
+
+struct good_case {
+  const char *label;
+  struct kv md[MAXKV];
+  const char *profile;
+  enum gpu_field metric;
+  double target, activation;
+  enum aggregation agg;
+  size_t n_indices;
+  int indices[4];
+  int64_t window_ms;
+  const char *metric_name;
+};
+
+#define NM_PCT "gpuscale-memory-used-percent"
+#define NM_UTIL "gpuscale-gpu-utilization"
+
+static const struct good_case good_cases[] = {
+    /* Profile defaults (DESIGN.md "Profiles"). */
+    {"vllm defaults",
+     {{"profile", "vllm-inference"}},
+     "vllm-inference",
+     MPCT,
+     80,
+     5,
+     AGG_MAX,
+     0,
+     {0},
+     0,
+     NM_PCT},
+    {"triton defaults",
+     {{"profile", "triton-inference"}},
+     "triton-inference",
+     GUTIL,
+     75,
+     10,
+     AGG_MAX,
+     0,
+     {0},
+     0,
+     NM_UTIL},
+    {"training defaults",
+     {{"profile", "training"}},
+     "training",
+     GUTIL,
+     90,
+     0,
+     AGG_AVG,
+     0,
+     {0},
+     0,
+     NM_UTIL},
+    {"batch defaults", {{"profile", "batch"}}, "batch", MPCT, 70, 1, AGG_MAX, 0, {0}, 0, NM_PCT},
+    /* Overrides on a profile. */
+    {"vllm metricType override",
+     {{"profile", "vllm-inference"}, {"metricType", "gpu_utilization"}},
+     "vllm-inference",
+     GUTIL,
+     80,
+     5,
+     AGG_MAX,
+     0,
+     {0},
+     0,
+     NM_UTIL},
+    {"vllm targetValue override",
+     {{"profile", "vllm-inference"}, {"targetValue", "60"}},
+     "vllm-inference",
+     MPCT,
+     60,
+     5,
+     AGG_MAX,
+     0,
+     {0},
+     0,
+     NM_PCT},
+    {"triton activation override to 0",
+     {{"profile", "triton-inference"}, {"activationThreshold", "0"}},
+     "triton-inference",
+     GUTIL,
+     75,
+     0,
+     AGG_MAX,
+     0,
+     {0},
+     0,
+     NM_UTIL},
+    {"training all three overridden, spaces around numbers",
+     {{"profile", "training"},
+      {"metricType", "memory_used_mib"},
+      {"targetValue", " 20480 "},
+      {"activationThreshold", "2.5"}},
+     "training",
+     GF_MEM_USED_MIB,
+     20480,
+     2.5,
+     AGG_AVG,
+     0,
+     {0},
+     0,
+     "gpuscale-memory-used-mib"},
+    {"batch aggregation override",
+     {{"profile", "batch"}, {"aggregation", "p95"}},
+     "batch",
+     MPCT,
+     70,
+     1,
+     AGG_P95,
+     0,
+     {0},
+     0,
+     NM_PCT},
+    /* No profile: metricType + targetValue. */
+    {"no profile minimal",
+     {{"metricType", "gpu_utilization"}, {"targetValue", "50"}},
+     "",
+     GUTIL,
+     50,
+     0,
+     AGG_MAX,
+     0,
+     {0},
+     0,
+     NM_UTIL},
+    {"no profile power",
+     {{"metricType", "power_draw"}, {"targetValue", "250.5"}},
+     "",
+     GF_POWER_W,
+     250.5,
+     0,
+     AGG_MAX,
+     0,
+     {0},
+     0,
+     "gpuscale-power-draw"},
+    {"no profile temperature",
+     {{"metricType", "temperature"}, {"targetValue", "1e2"}},
+     "",
+     GF_TEMP_C,
+     100,
+     0,
+     AGG_MAX,
+     0,
+     {0},
+     0,
+     "gpuscale-temperature"},
+    {"no profile memory_utilization",
+     {{"metricType", "memory_utilization"},
+      {"targetValue", "0.5"},
+      {"activationThreshold", "0.25"}},
+     "",
+     GF_MEM_UTIL,
+     0.5,
+     0.25,
+     AGG_MAX,
+     0,
+     {0},
+     0,
+     "gpuscale-memory-utilization"},
+    /* Every aggregation. */
+    {"agg max",
+     {{"metricType", "gpu_utilization"}, {"targetValue", "1"}, {"aggregation", "max"}},
+     "",
+     GUTIL,
+     1,
+     0,
+     AGG_MAX,
+     0,
+     {0},
+     0,
+     NM_UTIL},
+    {"agg min",
+     {{"metricType", "gpu_utilization"}, {"targetValue", "1"}, {"aggregation", "min"}},
+     "",
+     GUTIL,
+     1,
+     0,
+     AGG_MIN,
+     0,
+     {0},
+     0,
+     NM_UTIL},
+    {"agg avg",
+     {{"metricType", "gpu_utilization"}, {"targetValue", "1"}, {"aggregation", "avg"}},
+     "",
+     GUTIL,
+     1,
+     0,
+     AGG_AVG,
+     0,
+     {0},
+     0,
+     NM_UTIL},
+    {"agg sum",
+     {{"metricType", "gpu_utilization"}, {"targetValue", "1"}, {"aggregation", "sum"}},
+     "",
+     GUTIL,
+     1,
+     0,
+     AGG_SUM,
+     0,
+     {0},
+     0,
+     NM_UTIL},
+    {"agg p95",
+     {{"metricType", "gpu_utilization"}, {"targetValue", "1"}, {"aggregation", "p95"}},
+     "",
+     GUTIL,
+     1,
+     0,
+     AGG_P95,
+     0,
+     {0},
+     0,
+     NM_UTIL},
+    {"agg p99",
+     {{"metricType", "gpu_utilization"}, {"targetValue", "1"}, {"aggregation", "p99"}},
+     "",
+     GUTIL,
+     1,
+     0,
+     AGG_P99,
+     0,
+     {0},
+     0,
+     NM_UTIL},
+    /* gpuIndex. */
+    {"gpuIndex single",
+     {{"profile", "batch"}, {"gpuIndex", "3"}},
+     "batch",
+     MPCT,
+     70,
+     1,
+     AGG_MAX,
+     1,
+     {3},
+     0,
+     NM_PCT},
+    {"gpuIndex list",
+     {{"profile", "batch"}, {"gpuIndex", "0,2,5"}},
+     "batch",
+     MPCT,
+     70,
+     1,
+     AGG_MAX,
+     3,
+     {0, 2, 5},
+     0,
+     NM_PCT},
+    {"gpuIndex list with spaces",
+     {{"profile", "batch"}, {"gpuIndex", " 1 , 3 "}},
+     "batch",
+     MPCT,
+     70,
+     1,
+     AGG_MAX,
+     2,
+     {1, 3},
+     0,
+     NM_PCT},
+    {"gpuIndex highest",
+     {{"profile", "batch"}, {"gpuIndex", "1023"}},
+     "batch",
+     MPCT,
+     70,
+     1,
+     AGG_MAX,
+     1,
+     {1023},
+     0,
+     NM_PCT},
+    /* window. */
+    {"window 30s",
+     {{"profile", "batch"}, {"window", "30s"}},
+     "batch",
+     MPCT,
+     70,
+     1,
+     AGG_MAX,
+     0,
+     {0},
+     30000,
+     NM_PCT},
+    {"window 1m30s",
+     {{"profile", "batch"}, {"window", "1m30s"}},
+     "batch",
+     MPCT,
+     70,
+     1,
+     AGG_MAX,
+     0,
+     {0},
+     90000,
+     NM_PCT},
+    {"window 500ms",
+     {{"profile", "batch"}, {"window", "500ms"}},
+     "batch",
+     MPCT,
+     70,
+     1,
+     AGG_MAX,
+     0,
+     {0},
+     500,
+     NM_PCT},
+    {"window 24h is the maximum",
+     {{"profile", "batch"}, {"window", "24h"}},
+     "batch",
+     MPCT,
+     70,
+     1,
+     AGG_MAX,
+     0,
+     {0},
+     86400000,
+     NM_PCT},
+    /* metricName. */
+    {"metricName",
+     {{"profile", "batch"}, {"metricName", "llm-gpu_mem.v1"}},
+     "batch",
+     MPCT,
+     70,
+     1,
+     AGG_MAX,
+     0,
+     {0},
+     0,
+     "llm-gpu_mem.v1"},
+    /* Unknown keys (KEDA copies scalerAddress verbatim) are ignored. */
+    {"unknown keys ignored",
+     {{"scalerAddress", "gpuscale.gpuscale.svc:6000"},
+      {"profile", "triton-inference"},
+      {"enableTLS", "false"},
+      {"somethingElse", "not a number"},
+      {"unsafeSsl", NULL}},
+     "triton-inference",
+     GUTIL,
+     75,
+     10,
+     AGG_MAX,
+     0,
+     {0},
+     0,
+     NM_UTIL},
+    /* Everything at once. */
+    {"all keys",
+     {{"profile", "vllm-inference"},
+      {"metricType", "gpu_utilization"},
+      {"targetValue", "65"},
+      {"activationThreshold", "3"},
+      {"aggregation", "avg"},
+      {"gpuIndex", "1,0"},
+      {"window", "2m"},
+      {"metricName", "vllm-util"}},
+     "vllm-inference",
+     GUTIL,
+     65,
+     3,
+     AGG_AVG,
+     2,
+     {1, 0},
+     120000,
+     "vllm-util"},
+};
+
+struct bad_case {
+  const char *label;
+  struct kv md[MAXKV];
+  const char *key; /* must appear as key="value" (value NULL: the key alone) */
+  const char *value;
+  const char *allowed; /* a fragment of the rule */
+};
+
+#define MT_GPU                                                                                     \
+  { "metricType", "gpu_utilization" }
+#define TV_50                                                                                      \
+  { "targetValue", "50" }
+
+static const struct bad_case bad_cases[] = {
+    {"unknown profile",
+     {{"profile", "vllm"}},
+     "profile",
+     "vllm",
+     "vllm-inference, triton-inference, training, batch"},
+    {"empty profile", {{"profile", ""}}, "profile", "", "vllm-inference"},
+    {"bad metricType",
+     {{"metricType", "gpu_util"}, TV_50},
+     "metricType",
+     "gpu_util",
+     "gpu_utilization, memory_utilization, memory_used_percent"},
+    {"counter is not a scaler metric",
+     {{"metricType", "energy"}, TV_50},
+     "metricType",
+     "energy",
+     "power_draw"},
+    {"free memory is not a scaler metric",
+     {{"profile", "batch"}, {"metricType", "memory_free_mib"}},
+     "metricType",
+     "memory_free_mib",
+     "memory_used_mib"},
+    {"targetValue NaN", {MT_GPU, {"targetValue", "NaN"}}, "targetValue", "NaN", "greater than 0"},
+    {"targetValue nan", {MT_GPU, {"targetValue", "nan"}}, "targetValue", "nan", "greater than 0"},
+    {"targetValue Inf", {MT_GPU, {"targetValue", "Inf"}}, "targetValue", "Inf", "finite"},
+    {"targetValue -inf", {MT_GPU, {"targetValue", "-inf"}}, "targetValue", "-inf", "finite"},
+    {"targetValue overflow", {MT_GPU, {"targetValue", "1e999"}}, "targetValue", "1e999", "finite"},
+    {"targetValue -1", {MT_GPU, {"targetValue", "-1"}}, "targetValue", "-1", "greater than 0"},
+    {"targetValue 0", {MT_GPU, {"targetValue", "0"}}, "targetValue", "0", "greater than 0"},
+    {"targetValue abc", {MT_GPU, {"targetValue", "abc"}}, "targetValue", "abc", "number"},
+    {"targetValue hex", {MT_GPU, {"targetValue", "0x10"}}, "targetValue", "0x10", "number"},
+    {"targetValue empty", {MT_GPU, {"targetValue", ""}}, "targetValue", "", "number"},
+    {"targetValue trailing junk", {MT_GPU, {"targetValue", "50%"}}, "targetValue", "50%", "number"},
+    {"targetValue on profile",
+     {{"profile", "training"}, {"targetValue", "0"}},
+     "targetValue",
+     "0",
+     "greater than 0"},
+    {"activation negative",
+     {{"profile", "batch"}, {"activationThreshold", "-1"}},
+     "activationThreshold",
+     "-1",
+     ">= 0"},
+    {"activation NaN",
+     {{"profile", "batch"}, {"activationThreshold", "NaN"}},
+     "activationThreshold",
+     "NaN",
+     ">= 0"},
+    {"activation abc",
+     {{"profile", "batch"}, {"activationThreshold", "abc"}},
+     "activationThreshold",
+     "abc",
+     "number"},
+    {"aggregation unknown",
+     {{"profile", "batch"}, {"aggregation", "median"}},
+     "aggregation",
+     "median",
+     "max, min, avg, sum, p95, p99"},
+    {"aggregation case",
+     {{"profile", "batch"}, {"aggregation", "MAX"}},
+     "aggregation",
+     "MAX",
+     "max, min, avg, sum, p95, p99"},
+    {"gpuIndex -1", {{"profile", "batch"}, {"gpuIndex", "-1"}}, "gpuIndex", "-1", "0..1023"},
+    {"gpuIndex a", {{"profile", "batch"}, {"gpuIndex", "a"}}, "gpuIndex", "a", "0..1023"},
+    {"gpuIndex empty element",
+     {{"profile", "batch"}, {"gpuIndex", "0,,1"}},
+     "gpuIndex",
+     "0,,1",
+     "comma-separated"},
+    {"gpuIndex duplicate",
+     {{"profile", "batch"}, {"gpuIndex", "0,0"}},
+     "gpuIndex",
+     "0,0",
+     "distinct"},
+    {"gpuIndex trailing comma",
+     {{"profile", "batch"}, {"gpuIndex", "0,"}},
+     "gpuIndex",
+     "0,",
+     "0..1023"},
+    {"gpuIndex empty", {{"profile", "batch"}, {"gpuIndex", ""}}, "gpuIndex", "", "0..1023"},
+    {"gpuIndex too big",
+     {{"profile", "batch"}, {"gpuIndex", "1024"}},
+     "gpuIndex",
+     "1024",
+     "0..1023"},
+    {"gpuIndex fraction",
+     {{"profile", "batch"}, {"gpuIndex", "1.5"}},
+     "gpuIndex",
+     "1.5",
+     "0..1023"},
+    {"window 0s", {{"profile", "batch"}, {"window", "0s"}}, "window", "0s", "greater than 0"},
+    {"window bare 0", {{"profile", "batch"}, {"window", "0"}}, "window", "0", "e.g. \"30s\""},
+    {"window bare number",
+     {{"profile", "batch"}, {"window", "30"}},
+     "window",
+     "30",
+     "e.g. \"30s\""},
+    {"window -5s", {{"profile", "batch"}, {"window", "-5s"}}, "window", "-5s", "greater than 0"},
+    {"window abc", {{"profile", "batch"}, {"window", "abc"}}, "window", "abc", "duration"},
+    {"window 25h", {{"profile", "batch"}, {"window", "25h"}}, "window", "25h", "at most 24h"},
+    {"window empty", {{"profile", "batch"}, {"window", ""}}, "window", "", "duration"},
+    {"metricName with spaces",
+     {{"profile", "batch"}, {"metricName", "my metric"}},
+     "metricName",
+     "my metric",
+     "letters, digits"},
+    {"metricName empty",
+     {{"profile", "batch"}, {"metricName", ""}},
+     "metricName",
+     "",
+     "letters, digits"},
+    {"metricName slash",
+     {{"profile", "batch"}, {"metricName", "a/b"}},
+     "metricName",
+     "a/b",
+     "letters, digits"},
+    {"no profile, no metricType", {TV_50}, "metricType", NULL, "gpu_utilization"},
+    {"no profile, no targetValue", {MT_GPU}, "targetValue", NULL, "required"},
+    {"nothing at all", {{"scalerAddress", "x:1"}}, "profile", NULL, "metricType"},
+};
+
+static size_t kv_count(const struct kv *md) {
+  size_t n = 0;
+  while (n < MAXKV && md[n].key)
+    n++;
+  return n;
+}
+
+static int setup(void **state) {
+  static struct profile_set ps;
+  if (profile_set_init(&ps) != 0)
+    return -1;
+  *state = &ps;
+  return 0;
+}
+
+static int teardown(void **state) {
+  profile_set_free(*state);
+  return 0;
+}
+
+static void test_good_cases(void **state) {
+  const struct profile_set *ps = *state;
+  for (size_t i = 0; i < sizeof good_cases / sizeof good_cases[0]; i++) {
+    const struct good_case *c = &good_cases[i];
+    struct trigger t;
+    char err[512] = "";
+    int rc = trigger_parse(c->md, kv_count(c->md), ps, &t, err, sizeof err);
+    if (rc != 0) {
+      print_error("case \"%s\": rc %d: %s\n", c->label, rc, err);
+      fail();
+    }
+    if (strcmp(t.profile, c->profile) || t.metric != c->metric || t.target != c->target ||
+        t.activation != c->activation || t.agg != c->agg || t.n_indices != c->n_indices ||
+        t.window_ms != c->window_ms || strcmp(t.metric_name, c->metric_name))
+      print_error("case \"%s\": got profile=%s metric=%s target=%g act=%g agg=%s n_idx=%zu "
+                  "window=%lld name=%s\n",
+                  c->label, t.profile, gpu_field_name(t.metric), t.target, t.activation,
+                  aggregation_name(t.agg), t.n_indices, (long long)t.window_ms, t.metric_name);
+    assert_string_equal(t.profile, c->profile);
+    assert_int_equal(t.metric, c->metric);
+    assert_true(t.target == c->target);
+    assert_true(t.activation == c->activation);
+    assert_int_equal(t.agg, c->agg);
+    assert_int_equal(t.n_indices, c->n_indices);
+    for (size_t k = 0; k < c->n_indices; k++)
+      assert_int_equal(t.indices[k], c->indices[k]);
+    assert_int_equal(t.window_ms, c->window_ms);
+    assert_string_equal(t.metric_name, c->metric_name);
+  }
+}
+
+static void test_bad_cases(void **state) {
+  const struct profile_set *ps = *state;
+  for (size_t i = 0; i < sizeof bad_cases / sizeof bad_cases[0]; i++) {
+    const struct bad_case *c = &bad_cases[i];
+    struct trigger t;
+    char err[512] = "";
+    int rc = trigger_parse(c->md, kv_count(c->md), ps, &t, err, sizeof err);
+    char keyval[256];
+    if (c->value)
+      snprintf(keyval, sizeof keyval, "%s=\"%s\"", c->key, c->value);
+    else
+      snprintf(keyval, sizeof keyval, "%s", c->key);
+    bool ok = rc == GS_EINVAL && strstr(err, keyval) && strstr(err, c->allowed);
+    if (!ok)
+      print_error("case \"%s\": rc %d, err \"%s\"; want GS_EINVAL naming [%s] and [%s]\n", c->label,
+                  rc, err, keyval, c->allowed);
+    assert_int_equal(rc, GS_EINVAL);
+    assert_non_null(strstr(err, keyval));
+    assert_non_null(strstr(err, c->allowed));
+  }
+}
+
+/* The last value of a repeated key wins, and a NULL key is skipped. */
+static void test_repeated_and_null_keys(void **state) {
+  const struct profile_set *ps = *state;
+  const struct kv md[] = {
+      {"profile", "batch"}, {NULL, "x"}, {"targetValue", "10"}, {"targetValue", "20"}};
+  struct trigger t;
+  char err[256] = "";
+  assert_int_equal(trigger_parse(md, 4, ps, &t, err, sizeof err), 0);
+  assert_true(t.target == 20);
+}
+
+/* A long bad value is cut in the message, which still fits and names the key. */
+static void test_long_value_message(void **state) {
+  const struct profile_set *ps = *state;
+  char big[2048];
+  memset(big, 'z', sizeof big - 1);
+  big[sizeof big - 1] = '\0';
+  const struct kv md[] = {{"profile", "batch"}, {"aggregation", big}};
+  struct trigger t;
+  char err[128];
+  assert_int_equal(trigger_parse(md, 2, ps, &t, err, sizeof err), GS_EINVAL);
+  assert_true(strlen(err) < sizeof err);
+  assert_non_null(strstr(err, "aggregation=\"zzz"));
+}
+
+/* More than TRIGGER_MAX_INDICES distinct indices is refused, not overflowed. */
+static void test_too_many_indices(void **state) {
+  const struct profile_set *ps = *state;
+  char list[1024] = "";
+  size_t off = 0;
+  for (int i = 0; i <= TRIGGER_MAX_INDICES; i++)
+    off += (size_t)snprintf(list + off, sizeof list - off, "%s%d", i ? "," : "", i);
+  const struct kv md[] = {{"profile", "batch"}, {"gpuIndex", list}};
+  struct trigger t;
+  char err[512];
+  assert_int_equal(trigger_parse(md, 2, ps, &t, err, sizeof err), GS_EINVAL);
+  assert_non_null(strstr(err, "gpuIndex"));
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_good_cases),
+      cmocka_unit_test(test_bad_cases),
+      cmocka_unit_test(test_repeated_and_null_keys),
+      cmocka_unit_test(test_long_value_message),
+      cmocka_unit_test(test_too_many_indices),
+  };
+  return cmocka_run_group_tests(tests, setup, teardown);
+}
