@@ -10,7 +10,7 @@ PKGS=(
   libcmocka-dev
   python3 python3-pytest python3-grpcio python3-protobuf protobuf-compiler protobuf-compiler-grpc
   clang libclang-rt-14-dev clang-format valgrind
-  curl procps
+  curl procps zlib1g-dev prometheus
 )
 
 missing=()

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "agent/api.h"
+#include "agent/metrics.h"
 #include "agent/sampler.h"
 #include "agent/source.h"
 #include "collect/collector.h"
@@ -17,6 +18,7 @@
 #include "core/history.h"
 #include "core/log.h"
 #include "core/profile.h"
+#include "core/stats.h"
 #include "core/timeutil.h"
 #include "http/server.h"
 #include "keda/scaler.h"
@@ -36,6 +38,7 @@ struct agent_opts {
   int64_t history_ms;
   int64_t grace_ms;
   char *node_name;
+  bool no_hostname_label;
   char *log_format;
   char *log_level;
 };
@@ -56,7 +59,7 @@ static const struct opt_def agent_opts_table[] = {
     {"grpc-listen", 0, "GPUSCALE_GRPC_LISTEN", OPT_ADDR, "0.0.0.0:6000", 0, 0, NULL, "ADDR",
      "KEDA ExternalScaler and grpc.health.v1 address", O(grpc_listen)},
     {"http-listen", 0, "GPUSCALE_HTTP_LISTEN", OPT_ADDR, "0.0.0.0:9400", 0, 0, NULL, "ADDR",
-     "HTTP address for /healthz, /readyz and /api/v1/gpus", O(http_listen)},
+     "HTTP address for /metrics, /healthz, /readyz and /api/v1/gpus", O(http_listen)},
     {"interval", 0, "GPUSCALE_INTERVAL", OPT_DURATION, "1s", 100, 300000, NULL, "DURATION",
      "sampling interval; a GPU is stale after 3 intervals", O(interval_ms)},
     {"history", 0, "GPUSCALE_HISTORY", OPT_DURATION, "10m", 1000, 86400000, NULL, "DURATION",
@@ -64,7 +67,10 @@ static const struct opt_def agent_opts_table[] = {
     {"shutdown-grace", 0, "GPUSCALE_SHUTDOWN_GRACE", OPT_DURATION, "5s", 100, 60000, NULL,
      "DURATION", "on SIGTERM, how long open calls get to finish", O(grace_ms)},
     {"node-name", 0, "NODE_NAME", OPT_STRING, NULL, 0, 0, NULL, "NAME",
-     "this node's name (default: the hostname)", O(node_name)},
+     "this node's name (default: the hostname); the Hostname label of /metrics", O(node_name)},
+    {"no-hostname-label", 0, "GPUSCALE_NO_HOSTNAME_LABEL", OPT_BOOL, "false", 0, 0, NULL, NULL,
+     "leave the Hostname label out of /metrics (when Prometheus adds the node itself)",
+     O(no_hostname_label)},
     {"log-format", 0, "GPUSCALE_LOG_FORMAT", OPT_ENUM, "logfmt", 0, 0, "logfmt|json", "FORMAT",
      "log line format", O(log_format)},
     {"log-level", 0, "GPUSCALE_LOG_LEVEL", OPT_ENUM, "info", 0, 0, "debug|info|warn|error", "LEVEL",
@@ -76,8 +82,9 @@ static const struct opt_def agent_opts_table[] = {
 static const char agent_usage[] = "gpuscale agent [OPTIONS]";
 static const char agent_desc[] =
     "Samples every GPU on this node into a ring of recent samples and serves KEDA's\n"
-    "ExternalScaler (node scope) and grpc.health.v1 over gRPC, and /healthz, /readyz and\n"
-    "/api/v1/gpus over HTTP. Every option can also be set by its environment variable;\n"
+    "ExternalScaler (node scope) and grpc.health.v1 over gRPC, and dcgm-exporter compatible\n"
+    "/metrics, /healthz, /readyz and /api/v1/gpus over HTTP. Every option can also be set by its "
+    "environment variable;\n"
     "flags win over the environment.\n\n"
     "Try it without a GPU:  gpuscale agent --collector mock\n"
     "Then ask it as KEDA does:  gpuscale query --address 127.0.0.1:6000 --profile vllm-inference";
@@ -95,6 +102,7 @@ static int agent_run(struct agent_opts *o) {
   struct sampler smp;
   struct rpc_server *rpc = NULL;
   struct http_server *http = NULL;
+  struct stats *stats = stats_new();
   memset(&smp, 0, sizeof smp);
 
   if (o->history_ms < o->interval_ms) {
@@ -140,12 +148,16 @@ static int agent_run(struct agent_opts *o) {
   rc_cfg.healthy = rpc_healthy;
   rc_cfg.health_ud = &api;
   rc_cfg.tick_ms = (int)o->interval_ms;
+  rc_cfg.observe = stats_observe;
+  rc_cfg.observe_ud = stats;
   if (rpc_server_start(&rc_cfg, &rpc, err, sizeof err) != 0) {
     LOG_ERROR("agent", "--grpc-listen: %s", err);
     goto out;
   }
   struct http_route routes[8];
   size_t nroutes = agent_api_routes(&api, routes, 8);
+  struct metrics_ctx mctx = {&api, NULL, stats, !o->no_hostname_label};
+  routes[nroutes++] = (struct http_route){"/metrics", metrics_handle, &mctx};
   if (http_server_start(o->http_listen, routes, nroutes, &http, err, sizeof err) != 0) {
     LOG_ERROR("agent", "--http-listen: %s", err);
     goto out;
@@ -180,6 +192,7 @@ out:
     rpc_server_shutdown(rpc, (int)o->grace_ms);
   }
   sampler_stop(&smp);
+  stats_free(stats);
   history_free(hist);
   ops->close(col);
   profile_set_free(&profiles);

@@ -54,7 +54,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 
   const char *ae = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Accept-Encoding");
   struct http_request req = {method, url, ae && strstr(ae, "gzip")};
-  struct http_response resp = {200, "text/plain; charset=utf-8", {0}};
+  struct http_response resp = {200, "text/plain; charset=utf-8", {0}, NULL};
   buf_init(&resp.body, HTTP_BODY_MAX);
   route->handle(route->ud, &req, &resp);
   size_t len = resp.body.len;
@@ -66,6 +66,10 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
   }
   MHD_add_response_header(r, "Content-Type", resp.content_type);
   MHD_add_response_header(r, "Cache-Control", "no-store");
+  if (resp.content_encoding) {
+    MHD_add_response_header(r, "Content-Encoding", resp.content_encoding);
+    MHD_add_response_header(r, "Vary", "Accept-Encoding");
+  }
   enum MHD_Result ret = MHD_queue_response(c, (unsigned)resp.status, r);
   MHD_destroy_response(r);
   return ret;

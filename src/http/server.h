@@ -19,6 +19,9 @@ struct http_response {
   int status;               /* default 200 */
   const char *content_type; /* static string; default "text/plain; charset=utf-8" */
   struct buf body;          /* initialised with HTTP_BODY_MAX; the server frees it */
+  /* Static string sent as Content-Encoding (e.g. "gzip" when the handler compressed the body
+   * because req->accepts_gzip); NULL (the default) sends none. */
+  const char *content_encoding;
 };
 
 struct http_route {

@@ -1,0 +1,215 @@
+/* /metrics: snapshots the history, joins pods from the attribution table, renders the exposition
+ * and gzips it when the client accepts gzip. A scrape never reaches the collector. */
+#include "agent/metrics.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/err.h"
+#include "core/log.h"
+#include "core/timeutil.h"
+#include "http/exposition.h"
+#include "http/gzip.h"
+
+/* Sampler counters; a NULL sampler (bench, tests) shows none. */
+static bool read_collect(const struct agent_api *api, struct expo_collect *c) {
+  struct sampler *s = api->sampler;
+  if (!s)
+    return false;
+  c->passes = atomic_load(&s->passes);
+  c->reads = atomic_load(&s->reads);
+  c->read_errors = atomic_load(&s->read_errors);
+  c->lost = atomic_load(&s->lost);
+  c->reloads_ok = atomic_load(&s->reloads_ok);
+  c->reloads_failed = atomic_load(&s->reloads_failed);
+  return true;
+}
+
+int metrics_render(const struct metrics_ctx *m, struct buf *out) {
+  const struct agent_api *api = m->api;
+  /* Room for a few devices more than now, in case a reload grows the list meanwhile. */
+  size_t cap = history_count(api->hist) + 4, n = 0;
+  struct gpu_snapshot *snap = malloc(cap * sizeof *snap);
+  struct gpu_pods *pods = malloc(cap * sizeof *pods);
+  struct stats_snapshot *rpc = m->stats ? malloc(sizeof *rpc) : NULL;
+  int rc = GS_ENOMEM;
+  if (!snap || !pods || (m->stats && !rpc))
+    goto out;
+  history_snapshot(api->hist, snap, cap, &n);
+  if (n > cap)
+    n = cap;
+
+  int attribution = -1;
+  if (m->attrib) {
+    attribution = attrib_available(m->attrib) ? 1 : 0;
+    for (size_t i = 0; i < n; i++)
+      if (!attribution || !attrib_lookup(m->attrib, snap[i].info.uuid, &pods[i])) {
+        pods[i].n = 0;
+        pods[i].total = 0;
+        pods[i].shared = false;
+      }
+  }
+  if (rpc)
+    stats_snapshot(m->stats, rpc);
+  struct expo_collect collect;
+  bool have_collect = read_collect(api, &collect);
+
+  struct expo_input in = {
+      .gpus = snap,
+      .ngpus = n,
+      .pods = m->attrib ? pods : NULL,
+      .hostname = m->hostname_label ? api->node_name : NULL,
+      .driver_version = api->driver_version,
+      .now_mono_ms = time_mono_ms(),
+      .stale_ms = 3 * api->interval_ms,
+      .collect = have_collect ? &collect : NULL,
+      .attribution = attribution,
+      .rpc = rpc,
+      .version = GPUSCALE_VERSION,
+  };
+  rc = expo_render(out, &in);
+out:
+  free(snap);
+  free(pods);
+  free(rpc);
+  return rc;
+}
+
+void metrics_handle(void *ud, const struct http_request *req, struct http_response *resp) {
+  const struct metrics_ctx *m = ud;
+  int rc;
+  if (req->accepts_gzip) {
+    struct buf plain;
+    buf_init(&plain, HTTP_BODY_MAX);
+    rc = metrics_render(m, &plain);
+    if (!rc)
+      rc = gzip_compress(plain.data ? plain.data : "", plain.len, &resp->body);
+    buf_free(&plain);
+  } else {
+    rc = metrics_render(m, &resp->body);
+  }
+  if (rc) {
+    LOG_ERROR("metrics", "cannot render /metrics: %s", gs_strerror(rc));
+    buf_reset(&resp->body);
+    resp->status = 500;
+    buf_printf(&resp->body, "cannot render metrics: %s\n", gs_strerror(rc));
+    return;
+  }
+  resp->content_type = EXPO_CONTENT_TYPE;
+  if (req->accepts_gzip)
+    resp->content_encoding = "gzip";
+}
+
+/* --- bench support --- */
+
+struct metrics_mock {
+  struct history *hist;
+  struct attrib *attrib;
+  struct stats *stats;
+  struct agent_api api;
+  struct metrics_ctx ctx;
+  struct buf plain;
+};
+
+static void mock_pod(struct pod_ref *p, size_t gpu, size_t k) {
+  snprintf(p->ns, sizeof p->ns, "inference");
+  snprintf(p->pod, sizeof p->pod, "vllm-%zu-%zu", gpu, k);
+  snprintf(p->container, sizeof p->container, "server");
+}
+
+static int mock_fill(struct metrics_mock *mm, size_t ngpus) {
+  struct gpu_info *infos = calloc(ngpus ? ngpus : 1, sizeof *infos);
+  struct attrib_entry *ents = calloc(ngpus ? ngpus : 1, sizeof *ents);
+  size_t nents = 0;
+  int rc = GS_ENOMEM;
+  if (!infos || !ents)
+    goto out;
+  for (size_t i = 0; i < ngpus; i++) {
+    struct gpu_info *g = &infos[i];
+    g->index = (int)i;
+    snprintf(g->uuid, sizeof g->uuid, "GPU-%08zx-1111-4222-8333-%012zx", i, i * 7919);
+    snprintf(g->name, sizeof g->name, "NVIDIA H100 80GB HBM3");
+    snprintf(g->pci_bus_id, sizeof g->pci_bus_id, "00000000:%02zX:00.0", (i + 0x18) & 0xff);
+    g->minor = (int)i;
+    g->parent_index = -1;
+    g->gi_id = -1;
+  }
+  if ((rc = history_set_devices(mm->hist, infos, ngpus)) != 0)
+    goto out;
+  for (size_t i = 0; i < ngpus; i++) {
+    struct gpu_sample s;
+    memset(&s, 0, sizeof s);
+    s.ts_ms = time_wall_ms();
+    s.mono_ms = time_mono_ms();
+    sample_set(&s, GF_GPU_UTIL, (double)(i * 13 % 101));
+    sample_set(&s, GF_MEM_UTIL, (double)(i * 7 % 101));
+    sample_set(&s, GF_MEM_TOTAL_MIB, 81559);
+    sample_set(&s, GF_MEM_USED_MIB, (double)(i * 997 % 81559));
+    sample_set(&s, GF_MEM_FREE_MIB, 81559 - s.v[GF_MEM_USED_MIB]);
+    sample_set(&s, GF_TEMP_C, 30 + (double)(i % 50));
+    sample_set(&s, GF_POWER_W, 70.125 + (double)i);
+    sample_set(&s, GF_ENERGY_MJ, 1e9 + (double)i * 12345);
+    sample_derive(&s);
+    history_push(mm->hist, i, &s);
+    if (i % 2)
+      continue;
+    struct attrib_entry *e = &ents[nents++];
+    snprintf(e->uuid, sizeof e->uuid, "%s", infos[i].uuid);
+    e->pods.n = e->pods.total = i % 4 == 0 ? 2 : 1;
+    e->pods.shared = e->pods.n > 1;
+    for (size_t k = 0; k < e->pods.n; k++)
+      mock_pod(&e->pods.pods[k], i, k);
+  }
+  rc = attrib_replace(mm->attrib, ents, nents);
+  static const char *const methods[] = {"/externalscaler.ExternalScaler/GetMetrics",
+                                        "/externalscaler.ExternalScaler/IsActive",
+                                        "/grpc.health.v1.Health/Check"};
+  for (size_t k = 0; k < 300; k++)
+    stats_observe(mm->stats, methods[k % 3], k % 17 == 0 ? 14 : 0, 0.0002 * (double)(k % 50));
+out:
+  free(infos);
+  free(ents);
+  return rc;
+}
+
+struct metrics_mock *metrics_mock_new(size_t ngpus) {
+  struct metrics_mock *mm = calloc(1, sizeof *mm);
+  if (!mm)
+    return NULL;
+  mm->hist = history_new(4);
+  mm->attrib = attrib_new();
+  mm->stats = stats_new();
+  buf_init(&mm->plain, HTTP_BODY_MAX);
+  /* A one-hour interval keeps the samples fresh however long the bench runs. */
+  mm->api = (struct agent_api){NULL, mm->hist, "bench-node", "mock", "550.54.15", 3600000};
+  mm->ctx = (struct metrics_ctx){&mm->api, mm->attrib, mm->stats, true};
+  if (!mm->hist || !mm->attrib || !mm->stats || mock_fill(mm, ngpus) != 0) {
+    metrics_mock_free(mm);
+    return NULL;
+  }
+  return mm;
+}
+
+int metrics_mock_render(struct metrics_mock *mm, bool gz, struct buf *out) {
+  buf_reset(out);
+  if (!gz)
+    return metrics_render(&mm->ctx, out);
+  buf_reset(&mm->plain);
+  int rc = metrics_render(&mm->ctx, &mm->plain);
+  return rc ? rc : gzip_compress(mm->plain.data, mm->plain.len, out);
+}
+
+struct metrics_ctx *metrics_mock_ctx(struct metrics_mock *mm) {
+  return &mm->ctx;
+}
+
+void metrics_mock_free(struct metrics_mock *mm) {
+  if (!mm)
+    return;
+  history_free(mm->hist);
+  attrib_free(mm->attrib);
+  stats_free(mm->stats);
+  buf_free(&mm->plain);
+  free(mm);
+}

@@ -1,0 +1,41 @@
+/* The agent's /metrics route: dcgm-exporter-compatible exposition rendered from the history. */
+#ifndef GS_METRICS_H
+#define GS_METRICS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "agent/api.h"
+#include "core/attrib.h"
+#include "core/buf.h"
+#include "core/stats.h"
+#include "http/server.h"
+
+struct metrics_ctx {
+  const struct agent_api *api; /* history, sampler counters (sampler may be NULL), node name,
+                                  driver version, interval; must outlive the route */
+  struct attrib *attrib;       /* pod attribution; NULL when it is off (no pod labels) */
+  struct stats *stats;         /* gRPC self-metrics; NULL leaves them out */
+  bool hostname_label;         /* Hostname = api->node_name; false with --no-hostname-label */
+};
+
+/* The /metrics handler (an http_route's handle, ud = struct metrics_ctx *): renders, gzips when
+ * the client accepts it, answers 500 with a short text if rendering fails. Never calls NVML. */
+void metrics_handle(void *ud, const struct http_request *req, struct http_response *resp);
+/* Renders one scrape's body (uncompressed) into out, exactly as /metrics serves it. Returns 0,
+ * GS_ENOMEM or GS_ETOOBIG (out's cap). */
+int metrics_render(const struct metrics_ctx *m, struct buf *out);
+
+/* Bench support: ngpus mock GPUs (every 4th shared by two pods, every 2nd held by one pod) in a
+ * real history, attribution table and stats, so that metrics_mock_render times the same path
+ * as a scrape (snapshot, pod lookup, render). NULL on ENOMEM. */
+struct metrics_mock;
+struct metrics_mock *metrics_mock_new(size_t ngpus);
+/* One scrape's render into out (reset first); gzip as well when gz is true. Returns 0 or GS_E*. */
+int metrics_mock_render(struct metrics_mock *mm, bool gz, struct buf *out);
+/* The mock's context, to serve it with metrics_handle (scrapes-per-second bench). */
+struct metrics_ctx *metrics_mock_ctx(struct metrics_mock *mm);
+/* metrics_mock_free(NULL) is fine. */
+void metrics_mock_free(struct metrics_mock *mm);
+
+#endif

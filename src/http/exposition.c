@@ -1,0 +1,371 @@
+/* Prometheus text format writer: dcgm-exporter's names, HELP, label order and value formats for
+ * the GPU series, and gpuscale's own series, all rendered from a history snapshot. */
+#include "http/exposition.h"
+
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/err.h"
+#include "rpc/status.h"
+
+/* Identity labels (at most 10) + container, namespace, pod, shared + one per-family label. */
+#define EXPO_MAX_LABELS 16
+
+enum vfmt {
+  VF_INT,   /* DCGM int64 fields: "%d" */
+  VF_F6,    /* DCGM double fields: Go's "%f", six decimals */
+  VF_SHORT, /* ours: shortest round-trip text */
+};
+
+/* The DCGM series, in DESIGN.md's order, and our memory_used_percent with the same labels. */
+static const struct value_family {
+  enum gpu_field f;
+  const char *name, *type, *help;
+  enum vfmt fmt;
+} value_families[] = {
+    {GF_GPU_UTIL, "DCGM_FI_DEV_GPU_UTIL", "gauge", "GPU utilization (in %).", VF_INT},
+    {GF_MEM_UTIL, "DCGM_FI_DEV_MEM_COPY_UTIL", "gauge", "Memory utilization (in %).", VF_INT},
+    {GF_MEM_USED_MIB, "DCGM_FI_DEV_FB_USED", "gauge", "Framebuffer memory used (in MiB).", VF_INT},
+    {GF_MEM_FREE_MIB, "DCGM_FI_DEV_FB_FREE", "gauge", "Framebuffer memory free (in MiB).", VF_INT},
+    {GF_TEMP_C, "DCGM_FI_DEV_GPU_TEMP", "gauge", "GPU temperature (in C).", VF_INT},
+    {GF_POWER_W, "DCGM_FI_DEV_POWER_USAGE", "gauge", "Power draw (in W).", VF_F6},
+    {GF_ENERGY_MJ, "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION", "counter",
+     "Total energy consumption since boot (in mJ).", VF_INT},
+    {GF_MEM_USED_PCT, "gpuscale_memory_used_percent", "gauge",
+     "Framebuffer memory used as a percentage of the total (in %).", VF_SHORT},
+};
+
+/* A GPU's identity labels, built once per scrape, with storage for the formatted numbers. */
+struct gpu_ids {
+  struct expo_label l[EXPO_MAX_LABELS];
+  size_t n;
+  char gpu[24], device[32], gi_id[24];
+};
+
+int expo_escape_label(struct buf *b, const char *v) {
+  const char *run = v;
+  int rc = 0;
+  for (const char *p = v; *p && !rc; p++) {
+    const char *esc = *p == '\\' ? "\\\\" : *p == '"' ? "\\\"" : *p == '\n' ? "\\n" : NULL;
+    if (!esc)
+      continue;
+    if ((rc = buf_append(b, run, (size_t)(p - run))) == 0)
+      rc = buf_append(b, esc, 2);
+    run = p + 1;
+  }
+  return rc ? rc : buf_puts(b, run);
+}
+
+static int escape_help(struct buf *b, const char *v) {
+  const char *run = v;
+  int rc = 0;
+  for (const char *p = v; *p && !rc; p++) {
+    const char *esc = *p == '\\' ? "\\\\" : *p == '\n' ? "\\n" : NULL;
+    if (!esc)
+      continue;
+    if ((rc = buf_append(b, run, (size_t)(p - run))) == 0)
+      rc = buf_append(b, esc, 2);
+    run = p + 1;
+  }
+  return rc ? rc : buf_puts(b, run);
+}
+
+int expo_family(struct buf *b, const char *name, const char *type, const char *help) {
+  int rc = buf_printf(b, "# HELP %s ", name);
+  if (!rc)
+    rc = escape_help(b, help);
+  if (!rc)
+    rc = buf_printf(b, "\n# TYPE %s %s\n", name, type);
+  return rc;
+}
+
+int expo_sample(struct buf *b, const char *name, const struct expo_label *labels, size_t n,
+                const char *value) {
+  int rc = buf_puts(b, name);
+  for (size_t i = 0; i < n && !rc; i++) {
+    rc = buf_puts(b, i == 0 ? "{" : ",");
+    if (!rc)
+      rc = buf_puts(b, labels[i].name);
+    if (!rc)
+      rc = buf_puts(b, "=\"");
+    if (!rc)
+      rc = expo_escape_label(b, labels[i].value);
+    if (!rc)
+      rc = buf_puts(b, "\"");
+  }
+  if (!rc && n)
+    rc = buf_puts(b, "}");
+  if (!rc)
+    rc = buf_append(b, " ", 1);
+  if (!rc)
+    rc = buf_puts(b, value);
+  return rc ? rc : buf_append(b, "\n", 1);
+}
+
+void expo_format_double(double v, char *out, size_t len) {
+  if (isnan(v)) {
+    snprintf(out, len, "NaN");
+    return;
+  }
+  if (isinf(v)) {
+    snprintf(out, len, v > 0 ? "+Inf" : "-Inf");
+    return;
+  }
+  /* The shortest of %.15g .. %.17g that reads back exactly: 0.1 prints as "0.1", not as
+   * "0.10000000000000001". */
+  for (int prec = 15; prec <= 17; prec++) {
+    snprintf(out, len, "%.*g", prec, v);
+    if (strtod(out, NULL) == v)
+      return;
+  }
+}
+
+static void format_value(double v, enum vfmt fmt, char *out, size_t len) {
+  switch (fmt) {
+  case VF_INT: snprintf(out, len, "%lld", (long long)llround(v)); return;
+  case VF_F6: snprintf(out, len, "%f", v); return;
+  case VF_SHORT: expo_format_double(v, out, len); return;
+  }
+}
+
+static void add_label(struct gpu_ids *g, const char *name, const char *value) {
+  if (g->n < EXPO_MAX_LABELS)
+    g->l[g->n++] = (struct expo_label){name, value};
+}
+
+/* dcgm-exporter's identity labels. A MIG instance carries its parent GPU's index, UUID and model
+ * name (as dcgm-exporter does) and tells itself apart with GPU_I_PROFILE and GPU_I_ID. */
+static void gpu_ids_build(struct gpu_ids *g, const struct expo_input *in, size_t i) {
+  const struct gpu_info *d = &in->gpus[i].info;
+  const struct gpu_info *parent = NULL;
+  if (d->mig)
+    for (size_t j = 0; j < in->ngpus && !parent; j++)
+      if (!in->gpus[j].info.mig && in->gpus[j].info.index == d->parent_index)
+        parent = &in->gpus[j].info;
+  g->n = 0;
+  snprintf(g->gpu, sizeof g->gpu, "%d",
+           d->mig && d->parent_index >= 0 ? d->parent_index : d->index);
+  add_label(g, "gpu", g->gpu);
+  add_label(g, "UUID", parent ? parent->uuid : d->uuid);
+  if (d->pci_bus_id[0])
+    add_label(g, "pci_bus_id", d->pci_bus_id);
+  if (d->minor >= 0) {
+    snprintf(g->device, sizeof g->device, "nvidia%d", d->minor);
+    add_label(g, "device", g->device);
+  }
+  add_label(g, "modelName", parent ? parent->name : d->name);
+  if (d->mig) {
+    snprintf(g->gi_id, sizeof g->gi_id, "%d", d->gi_id);
+    add_label(g, "GPU_I_PROFILE", d->mig_profile);
+    add_label(g, "GPU_I_ID", g->gi_id);
+  }
+  if (in->hostname && in->hostname[0])
+    add_label(g, "Hostname", in->hostname);
+  if (in->driver_version && in->driver_version[0])
+    add_label(g, "DCGM_FI_DRIVER_VERSION", in->driver_version);
+}
+
+static bool gpu_fresh(const struct expo_input *in, const struct gpu_snapshot *g) {
+  return g->has_sample && in->now_mono_ms - g->latest.mono_ms <= in->stale_ms;
+}
+
+/* Value series are shown only for a healthy GPU with a fresh sample: never a stale or made-up
+ * reading. */
+static bool gpu_serves_values(const struct expo_input *in, const struct gpu_snapshot *g) {
+  return g->health == GPU_HEALTH_OK && gpu_fresh(in, g);
+}
+
+static const struct gpu_pods *pods_of(const struct expo_input *in, size_t i) {
+  return in->pods && in->pods[i].n > 0 ? &in->pods[i] : NULL;
+}
+
+/* One value line per pod holding the GPU (all of them when it is shared, each marked
+ * gpuscale_shared="true"), or one line without pod labels. */
+static int value_lines(struct buf *b, const struct value_family *vf, const struct gpu_ids *id,
+                       const struct gpu_pods *pods, const char *value) {
+  struct expo_label l[EXPO_MAX_LABELS];
+  memcpy(l, id->l, id->n * sizeof l[0]);
+  if (!pods)
+    return expo_sample(b, vf->name, l, id->n, value);
+  int rc = 0;
+  for (size_t p = 0; p < pods->n && !rc; p++) {
+    size_t n = id->n;
+    l[n++] = (struct expo_label){"container", pods->pods[p].container};
+    l[n++] = (struct expo_label){"namespace", pods->pods[p].ns};
+    l[n++] = (struct expo_label){"pod", pods->pods[p].pod};
+    if (pods->shared)
+      l[n++] = (struct expo_label){"gpuscale_shared", "true"};
+    rc = expo_sample(b, vf->name, l, n, value);
+  }
+  return rc;
+}
+
+static int render_values(struct buf *b, const struct expo_input *in, const struct gpu_ids *ids) {
+  int rc = 0;
+  for (size_t k = 0; k < sizeof value_families / sizeof value_families[0] && !rc; k++) {
+    const struct value_family *vf = &value_families[k];
+    rc = expo_family(b, vf->name, vf->type, vf->help);
+    for (size_t i = 0; i < in->ngpus && !rc; i++) {
+      const struct gpu_snapshot *g = &in->gpus[i];
+      if (!gpu_serves_values(in, g) || !sample_has(&g->latest, vf->f) ||
+          !isfinite(g->latest.v[vf->f]))
+        continue;
+      char value[64];
+      format_value(g->latest.v[vf->f], vf->fmt, value, sizeof value);
+      rc = value_lines(b, vf, &ids[i], pods_of(in, i), value);
+    }
+  }
+  return rc;
+}
+
+static const char *gpu_state(const struct expo_input *in, const struct gpu_snapshot *g) {
+  if (g->health != GPU_HEALTH_OK)
+    return gpu_health_name(g->health);
+  return gpu_fresh(in, g) ? "ok" : "stale";
+}
+
+/* Per-GPU series of our own: health as a state set, sample age, and pod count. */
+static int render_gpu_meta(struct buf *b, const struct expo_input *in, const struct gpu_ids *ids) {
+  static const char *const states[] = {"ok", "stale", "error", "lost"};
+  int rc = expo_family(b, "gpuscale_gpu_health", "gauge",
+                       "GPU health as a state set: 1 for the current state (ok, stale: no "
+                       "sample within 3 intervals, error: last read failed, lost), else 0.");
+  for (size_t i = 0; i < in->ngpus && !rc; i++) {
+    const char *cur = gpu_state(in, &in->gpus[i]);
+    struct expo_label l[EXPO_MAX_LABELS];
+    memcpy(l, ids[i].l, ids[i].n * sizeof l[0]);
+    for (size_t s = 0; s < sizeof states / sizeof states[0] && !rc; s++) {
+      l[ids[i].n] = (struct expo_label){"state", states[s]};
+      rc = expo_sample(b, "gpuscale_gpu_health", l, ids[i].n + 1,
+                       strcmp(cur, states[s]) == 0 ? "1" : "0");
+    }
+  }
+  if (!rc)
+    rc = expo_family(b, "gpuscale_gpu_sample_age_seconds", "gauge",
+                     "Age of the GPU's newest good sample (in s); absent before the first one.");
+  for (size_t i = 0; i < in->ngpus && !rc; i++) {
+    const struct gpu_snapshot *g = &in->gpus[i];
+    if (!g->has_sample)
+      continue;
+    char value[64];
+    int64_t age = in->now_mono_ms - g->latest.mono_ms;
+    expo_format_double((double)(age > 0 ? age : 0) / 1000.0, value, sizeof value);
+    rc = expo_sample(b, "gpuscale_gpu_sample_age_seconds", ids[i].l, ids[i].n, value);
+  }
+  if (rc || in->attribution < 0)
+    return rc;
+  rc = expo_family(b, "gpuscale_gpu_pods", "gauge",
+                   "Pods holding the GPU according to the kubelet (more than 1: shared).");
+  for (size_t i = 0; i < in->ngpus && !rc && in->attribution > 0; i++) {
+    char value[32];
+    snprintf(value, sizeof value, "%zu", in->pods ? in->pods[i].total : 0);
+    rc = expo_sample(b, "gpuscale_gpu_pods", ids[i].l, ids[i].n, value);
+  }
+  return rc;
+}
+
+static int counter_line(struct buf *b, const char *name, const char *type, const char *help,
+                        uint64_t v) {
+  char value[32];
+  snprintf(value, sizeof value, "%" PRIu64, v);
+  int rc = expo_family(b, name, type, help);
+  return rc ? rc : expo_sample(b, name, NULL, 0, value);
+}
+
+static int render_collect(struct buf *b, const struct expo_collect *c) {
+  int rc = counter_line(b, "gpuscale_collections_total", "counter",
+                        "Sampling passes over all GPUs completed.", c->passes);
+  if (!rc)
+    rc = counter_line(b, "gpuscale_device_reads_total", "counter",
+                      "Device reads attempted (one per GPU per pass).", c->reads);
+  if (!rc)
+    rc = expo_family(b, "gpuscale_collection_errors_total", "counter",
+                     "Collection errors by reason: lost (GPU fell off the bus or needs a reset), "
+                     "read_error (any other failed read), reload_failed (collector reload).");
+  const struct {
+    const char *reason;
+    uint64_t v;
+  } errs[] = {
+      {"lost", c->lost},
+      {"read_error", c->read_errors >= c->lost ? c->read_errors - c->lost : 0},
+      {"reload_failed", c->reloads_failed},
+  };
+  for (size_t i = 0; i < sizeof errs / sizeof errs[0] && !rc; i++) {
+    char value[32];
+    snprintf(value, sizeof value, "%" PRIu64, errs[i].v);
+    struct expo_label l = {"reason", errs[i].reason};
+    rc = expo_sample(b, "gpuscale_collection_errors_total", &l, 1, value);
+  }
+  if (!rc)
+    rc = counter_line(b, "gpuscale_collector_reloads_total", "counter",
+                      "Collector reloads (SIGHUP) that succeeded.", c->reloads_ok);
+  return rc;
+}
+
+static int render_rpc(struct buf *b, const struct stats_snapshot *s) {
+  int rc = expo_family(b, "gpuscale_grpc_requests_total", "counter",
+                       "Finished gRPC calls by full method path and status code.");
+  for (size_t i = 0; i < s->n && !rc; i++)
+    for (int c = 0; c < STATS_NCODES && !rc; c++) {
+      if (!s->m[i].codes[c])
+        continue;
+      char value[32];
+      snprintf(value, sizeof value, "%" PRIu64, s->m[i].codes[c]);
+      struct expo_label l[2] = {{"method", s->m[i].name}, {"code", rpc_code_name(c)}};
+      rc = expo_sample(b, "gpuscale_grpc_requests_total", l, 2, value);
+    }
+  if (!rc)
+    rc = expo_family(b, "gpuscale_grpc_request_duration_seconds", "histogram",
+                     "Duration of finished gRPC calls (in s); a stream counts its whole life.");
+  for (size_t i = 0; i < s->n && !rc; i++) {
+    const struct stats_method *m = &s->m[i];
+    char value[64], le[32];
+    struct expo_label l[2] = {{"method", m->name}, {"le", le}};
+    for (size_t k = 0; k <= STATS_NBUCKETS && !rc; k++) {
+      if (k < STATS_NBUCKETS)
+        expo_format_double(stats_buckets[k], le, sizeof le);
+      else
+        snprintf(le, sizeof le, "+Inf");
+      snprintf(value, sizeof value, "%" PRIu64, k < STATS_NBUCKETS ? m->buckets[k] : m->count);
+      rc = expo_sample(b, "gpuscale_grpc_request_duration_seconds_bucket", l, 2, value);
+    }
+    expo_format_double(m->sum, value, sizeof value);
+    if (!rc)
+      rc = expo_sample(b, "gpuscale_grpc_request_duration_seconds_sum", l, 1, value);
+    snprintf(value, sizeof value, "%" PRIu64, m->count);
+    if (!rc)
+      rc = expo_sample(b, "gpuscale_grpc_request_duration_seconds_count", l, 1, value);
+  }
+  return rc;
+}
+
+int expo_render(struct buf *b, const struct expo_input *in) {
+  struct gpu_ids *ids = in->ngpus ? calloc(in->ngpus, sizeof *ids) : NULL;
+  if (in->ngpus && !ids)
+    return GS_ENOMEM;
+  for (size_t i = 0; i < in->ngpus; i++)
+    gpu_ids_build(&ids[i], in, i);
+  int rc = render_values(b, in, ids);
+  if (!rc)
+    rc = render_gpu_meta(b, in, ids);
+  free(ids);
+  if (!rc && in->collect)
+    rc = render_collect(b, in->collect);
+  if (!rc && in->attribution >= 0)
+    rc = counter_line(b, "gpuscale_attribution_available", "gauge",
+                      "1 when the kubelet PodResources API answered the last refresh, else 0.",
+                      in->attribution > 0);
+  if (!rc && in->rpc)
+    rc = render_rpc(b, in->rpc);
+  if (!rc && in->version) {
+    struct expo_label l = {"version", in->version};
+    rc = expo_family(b, "gpuscale_build_info", "gauge",
+                     "Always 1; the version label is gpuscale's.");
+    if (!rc)
+      rc = expo_sample(b, "gpuscale_build_info", &l, 1, "1");
+  }
+  return rc;
+}

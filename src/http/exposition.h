@@ -1,0 +1,66 @@
+/* Prometheus text exposition (format 0.0.4): dcgm-exporter-compatible GPU series plus gpuscale's
+ * own, rendered from history snapshots into a struct buf. Pure: no clocks, locks or I/O. */
+#ifndef GS_EXPOSITION_H
+#define GS_EXPOSITION_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/attrib.h"
+#include "core/buf.h"
+#include "core/history.h"
+#include "core/stats.h"
+
+#define EXPO_CONTENT_TYPE "text/plain; version=0.0.4; charset=utf-8"
+
+/* One label; value is escaped by the writer. */
+struct expo_label {
+  const char *name;
+  const char *value;
+};
+
+/* The sampler's counters at render time. */
+struct expo_collect {
+  uint64_t passes;         /* completed sampling passes */
+  uint64_t reads;          /* device reads attempted */
+  uint64_t read_errors;    /* failed device reads, lost GPUs included */
+  uint64_t lost;           /* failed reads that reported a lost GPU */
+  uint64_t reloads_ok;     /* collector reloads (SIGHUP) that succeeded */
+  uint64_t reloads_failed; /* ... and that failed (the old devices keep serving) */
+};
+
+/* Everything one scrape shows. Pointers are borrowed for the call. */
+struct expo_input {
+  const struct gpu_snapshot *gpus; /* the history snapshot, in device order */
+  size_t ngpus;
+  const struct gpu_pods *pods;        /* parallel to gpus (n == 0: no pod holds it), or NULL */
+  const char *hostname;               /* Hostname label; NULL or "" leaves it out */
+  const char *driver_version;         /* DCGM_FI_DRIVER_VERSION label; NULL or "" leaves it out */
+  int64_t now_mono_ms;                /* the clock sample ages are measured against */
+  int64_t stale_ms;                   /* a newest sample older than this is stale (3 intervals) */
+  const struct expo_collect *collect; /* NULL leaves the collection series out */
+  int attribution; /* -1: attribution off (no series); 0: kubelet unavailable; 1: ok */
+  const struct stats_snapshot *rpc; /* NULL leaves the gRPC series out */
+  const char *version;              /* gpuscale_build_info{version}; NULL leaves it out */
+};
+
+/* Renders the whole exposition into b (appending). Returns 0, GS_ETOOBIG or GS_ENOMEM; on error
+ * b holds a truncated body that must not be served. */
+int expo_render(struct buf *b, const struct expo_input *in);
+
+/* Building blocks, exposed for tests and other exporters. */
+
+/* Appends v escaped as a label value (\\, \" and \n). Same returns as buf_append. */
+int expo_escape_label(struct buf *b, const char *v);
+/* Appends "# HELP name help\n# TYPE name type\n" (help escaped: \\ and \n). */
+int expo_family(struct buf *b, const char *name, const char *type, const char *help);
+/* Appends one sample line: name{labels} value\n ("name value\n" without labels). value is the
+ * text as printed. */
+int expo_sample(struct buf *b, const char *name, const struct expo_label *labels, size_t n,
+                const char *value);
+/* Formats v as the shortest text that reads back to the same double (integers without a
+ * fraction; "+Inf", "-Inf", "NaN" as the format spells them). */
+void expo_format_double(double v, char *out, size_t len);
+
+#endif

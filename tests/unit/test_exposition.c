@@ -1,0 +1,601 @@
+/* Unit tests for the /metrics exposition: golden files, promtool, escaping, gzip, gRPC stats. */
+#include <math.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include <cmocka.h>
+
+#include "agent/metrics.h"
+#include "core/err.h"
+#include "core/stats.h"
+#include "http/exposition.h"
+#include "http/gzip.h"
+
+#define NOW_MS 1000000
+#define GOLDEN_DIR TEST_FIXTURES "/exposition"
+
+/* --- fixed inputs --- */
+
+static struct gpu_snapshot gpu(int index, const char *uuid) {
+  struct gpu_snapshot g;
+  memset(&g, 0, sizeof g);
+  g.info.index = index;
+  snprintf(g.info.uuid, sizeof g.info.uuid, "%s", uuid);
+  snprintf(g.info.name, sizeof g.info.name, "NVIDIA A100-SXM4-80GB");
+  snprintf(g.info.pci_bus_id, sizeof g.info.pci_bus_id, "00000000:%02X:00.0", 0x10 + index);
+  g.info.minor = index;
+  g.info.parent_index = -1;
+  g.info.gi_id = -1;
+  g.health = GPU_HEALTH_OK;
+  g.has_sample = true;
+  g.latest.mono_ms = NOW_MS - 1000;
+  g.latest.ts_ms = 1700000000000;
+  return g;
+}
+
+/* Every field present: integers where DCGM prints integers, a fractional wattage. */
+static void all_fields(struct gpu_snapshot *g) {
+  sample_set(&g->latest, GF_GPU_UTIL, 87);
+  sample_set(&g->latest, GF_MEM_UTIL, 41);
+  sample_set(&g->latest, GF_MEM_TOTAL_MIB, 81920);
+  sample_set(&g->latest, GF_MEM_USED_MIB, 61440);
+  sample_set(&g->latest, GF_MEM_FREE_MIB, 20480);
+  sample_set(&g->latest, GF_TEMP_C, 64);
+  sample_set(&g->latest, GF_POWER_W, 312.457);
+  sample_set(&g->latest, GF_ENERGY_MJ, 123456789012);
+  sample_derive(&g->latest);
+}
+
+static struct expo_input base_input(const struct gpu_snapshot *gpus, size_t n) {
+  struct expo_input in = {
+      .gpus = gpus,
+      .ngpus = n,
+      .hostname = "gpu-node-1",
+      .driver_version = "550.54.15",
+      .now_mono_ms = NOW_MS,
+      .stale_ms = 3000,
+      .attribution = -1,
+  };
+  return in;
+}
+
+static void set_pod(struct gpu_pods *p, size_t k, const char *ns, const char *pod,
+                    const char *container) {
+  snprintf(p->pods[k].ns, sizeof p->pods[k].ns, "%s", ns);
+  snprintf(p->pods[k].pod, sizeof p->pods[k].pod, "%s", pod);
+  snprintf(p->pods[k].container, sizeof p->pods[k].container, "%s", container);
+}
+
+/* --- golden comparison and promtool --- */
+
+static char *read_file(const char *path, size_t *len) {
+  FILE *f = fopen(path, "rb");
+  if (!f)
+    return NULL;
+  struct buf b;
+  buf_init(&b, 1u << 24);
+  char chunk[4096];
+  size_t r;
+  while ((r = fread(chunk, 1, sizeof chunk, f)) > 0)
+    buf_append(&b, chunk, r);
+  fclose(f);
+  *len = b.len;
+  return b.data ? buf_steal(&b) : calloc(1, 1);
+}
+
+static void write_file(const char *path, const char *data, size_t len) {
+  FILE *f = fopen(path, "wb");
+  assert_non_null(f);
+  assert_int_equal(fwrite(data, 1, len, f), len);
+  fclose(f);
+}
+
+/* Returns promtool's exit status (printing its complaint when verbose), or -1 when promtool is not
+ * installed. */
+static int promtool_check(const char *body, size_t len, bool verbose) {
+  if (system("command -v promtool >/dev/null 2>&1") != 0)
+    return -1;
+  char path[] = "/tmp/gpuscale-expo-XXXXXX";
+  int fd = mkstemp(path);
+  assert_true(fd >= 0);
+  assert_int_equal(write(fd, body, len), (ssize_t)len);
+  close(fd);
+  char cmd[256];
+  snprintf(cmd, sizeof cmd, "promtool check metrics < %s > %s.out 2>&1", path, path);
+  int st = system(cmd);
+  int code = WIFEXITED(st) ? WEXITSTATUS(st) : 128;
+  if (verbose && code != 0 && code != 3) {
+    char out[300];
+    snprintf(out, sizeof out, "%s.out", path);
+    size_t olen = 0;
+    char *msg = read_file(out, &olen);
+    fprintf(stderr, "promtool check metrics exited %d:\n%s\n--- input ---\n%.*s\n", code,
+            msg ? msg : "", (int)len, body);
+    free(msg);
+  }
+  char out[300];
+  snprintf(out, sizeof out, "%s.out", path);
+  unlink(out);
+  unlink(path);
+  return code;
+}
+
+static void assert_promtool_ok(const char *body, size_t len) {
+  int code = promtool_check(body, len, true);
+  if (code < 0) {
+    fprintf(stderr, "SKIP promtool check: promtool is not installed (scripts/install-deps.sh "
+                    "installs Debian's prometheus package)\n");
+    return;
+  }
+  /* 0: clean; 3: lint warnings only (dcgm-exporter's camelCase labels, the energy counter
+   * without _total); 1 would be a parse error. */
+  assert_true(code == 0 || code == 3);
+}
+
+/* Renders in and compares it byte for byte with tests/fixtures/exposition/<name>.prom.
+ * GPUSCALE_UPDATE_GOLDEN=1 rewrites the file instead (then check it by eye and with promtool). */
+static void golden(const char *name, const struct expo_input *in) {
+  struct buf b;
+  buf_init(&b, 1u << 20);
+  assert_int_equal(expo_render(&b, in), 0);
+  char path[512];
+  snprintf(path, sizeof path, "%s/%s.prom", GOLDEN_DIR, name);
+  const char *upd = getenv("GPUSCALE_UPDATE_GOLDEN");
+  if (upd && strcmp(upd, "1") == 0)
+    write_file(path, b.data, b.len);
+  size_t elen = 0;
+  char *expect = read_file(path, &elen);
+  if (!expect)
+    fail_msg("missing golden file %s (run with GPUSCALE_UPDATE_GOLDEN=1 to create it)", path);
+  if (elen != b.len || memcmp(expect, b.data, b.len) != 0) {
+    size_t i = 0;
+    while (i < elen && i < b.len && expect[i] == b.data[i])
+      i++;
+    size_t from = i > 60 ? i - 60 : 0;
+    fprintf(stderr, "%s differs at byte %zu\n--- expected ---\n%.*s\n--- got ---\n%.*s\n", path, i,
+            (int)((elen - from) < 200 ? elen - from : 200), expect + from,
+            (int)((b.len - from) < 200 ? b.len - from : 200), b.data + from);
+    free(expect);
+    buf_free(&b);
+    fail_msg("golden mismatch: %s", name);
+  }
+  assert_promtool_ok(b.data, b.len);
+  free(expect);
+  buf_free(&b);
+}
+
+/* --- golden cases --- */
+
+/* A healthy GPU with every field, and every self-series (collection, attribution, gRPC, build). */
+static void test_golden_healthy(void **state) {
+  (void)state;
+  struct gpu_snapshot g = gpu(0, "GPU-0781f3bb-da15-f334-d5db-37b3f19542d0");
+  all_fields(&g);
+  struct expo_input in = base_input(&g, 1);
+  struct gpu_pods pods;
+  memset(&pods, 0, sizeof pods);
+  in.pods = &pods;
+  in.attribution = 1;
+  struct expo_collect c = {120, 240, 3, 1, 2, 1};
+  in.collect = &c;
+  struct stats *s = stats_new();
+  assert_non_null(s);
+  stats_observe(s, "/externalscaler.ExternalScaler/GetMetrics", 0, 0.0003);
+  stats_observe(s, "/externalscaler.ExternalScaler/GetMetrics", 0, 0.002);
+  stats_observe(s, "/externalscaler.ExternalScaler/GetMetrics", 14, 0.0001);
+  stats_observe(s, "/grpc.health.v1.Health/Check", 0, 2.5);
+  struct stats_snapshot snap;
+  stats_snapshot(s, &snap);
+  stats_free(s);
+  in.rpc = &snap;
+  in.version = "0.1.0";
+  golden("healthy", &in);
+}
+
+/* Utilisation, power and energy unsupported: those series are absent, never 0. */
+static void test_golden_unsupported(void **state) {
+  (void)state;
+  struct gpu_snapshot g = gpu(0, "GPU-11111111-2222-3333-4444-555555555555");
+  snprintf(g.info.name, sizeof g.info.name, "Tesla T4");
+  sample_set(&g.latest, GF_MEM_TOTAL_MIB, 15360);
+  sample_set(&g.latest, GF_MEM_USED_MIB, 0);
+  sample_set(&g.latest, GF_MEM_FREE_MIB, 15360);
+  sample_set(&g.latest, GF_TEMP_C, 38);
+  sample_derive(&g.latest);
+  struct expo_input in = base_input(&g, 1);
+  golden("unsupported", &in);
+}
+
+/* A lost GPU next to a healthy one: only the lost GPU's health (and age) series remain. */
+static void test_golden_lost(void **state) {
+  (void)state;
+  struct gpu_snapshot g[2] = {gpu(0, "GPU-aaaaaaaa-0000-0000-0000-000000000000"),
+                              gpu(1, "GPU-bbbbbbbb-0000-0000-0000-000000000000")};
+  all_fields(&g[0]);
+  all_fields(&g[1]);
+  g[1].health = GPU_HEALTH_LOST;
+  snprintf(g[1].reason, sizeof g[1].reason, "nvmlDeviceGetUtilizationRates: GPU is lost");
+  struct expo_input in = base_input(g, 2);
+  golden("lost", &in);
+}
+
+/* A GPU whose newest sample is older than 3 intervals, and one never read: no values. */
+static void test_golden_stale(void **state) {
+  (void)state;
+  struct gpu_snapshot g[2] = {gpu(0, "GPU-cccccccc-0000-0000-0000-000000000000"),
+                              gpu(1, "GPU-dddddddd-0000-0000-0000-000000000000")};
+  all_fields(&g[0]);
+  g[0].latest.mono_ms = NOW_MS - 3001;
+  g[1].has_sample = false;
+  struct expo_input in = base_input(g, 2);
+  golden("stale", &in);
+}
+
+/* A MIG-enabled A100 (utilisation absent on the parent) with two instances, one held by a pod:
+ * instances carry the parent's gpu, UUID and modelName plus GPU_I_PROFILE and GPU_I_ID. */
+static void test_golden_mig(void **state) {
+  (void)state;
+  struct gpu_snapshot g[3] = {gpu(0, "GPU-eeeeeeee-0000-0000-0000-000000000000"),
+                              gpu(1, "MIG-12345678-aaaa-bbbb-cccc-000000000001"),
+                              gpu(2, "MIG-12345678-aaaa-bbbb-cccc-000000000002")};
+  all_fields(&g[0]);
+  g[0].latest.valid &= ~(GF_BIT(GF_GPU_UTIL) | GF_BIT(GF_MEM_UTIL));
+  for (int i = 1; i <= 2; i++) {
+    snprintf(g[i].info.name, sizeof g[i].info.name, "NVIDIA A100-SXM4-80GB MIG %s",
+             i == 1 ? "3g.40gb" : "1g.10gb");
+    g[i].info.mig = true;
+    g[i].info.parent_index = 0;
+    g[i].info.gi_id = i == 1 ? 1 : 9;
+    snprintf(g[i].info.pci_bus_id, sizeof g[i].info.pci_bus_id, "00000000:10:00.0");
+    g[i].info.minor = 0;
+    snprintf(g[i].info.mig_profile, sizeof g[i].info.mig_profile, "%s",
+             i == 1 ? "3g.40gb" : "1g.10gb");
+    sample_set(&g[i].latest, GF_MEM_TOTAL_MIB, i == 1 ? 40192 : 9728);
+    sample_set(&g[i].latest, GF_MEM_USED_MIB, i == 1 ? 30144 : 0);
+    sample_set(&g[i].latest, GF_MEM_FREE_MIB, i == 1 ? 10048 : 9728);
+    sample_derive(&g[i].latest);
+  }
+  struct gpu_pods pods[3];
+  memset(pods, 0, sizeof pods);
+  pods[1].n = pods[1].total = 1;
+  set_pod(&pods[1], 0, "ml", "trainer-0", "trainer");
+  struct expo_input in = base_input(g, 3);
+  in.pods = pods;
+  in.attribution = 1;
+  golden("mig", &in);
+}
+
+static void test_golden_one_pod(void **state) {
+  (void)state;
+  struct gpu_snapshot g[2] = {gpu(0, "GPU-f0f0f0f0-0000-0000-0000-000000000000"),
+                              gpu(1, "GPU-f1f1f1f1-0000-0000-0000-000000000000")};
+  all_fields(&g[0]);
+  all_fields(&g[1]);
+  g[1].latest.v[GF_GPU_UTIL] = 3;
+  struct gpu_pods pods[2];
+  memset(pods, 0, sizeof pods);
+  pods[0].n = pods[0].total = 1;
+  set_pod(&pods[0], 0, "serving", "vllm-7d9f8b6c5-x2x4q", "vllm");
+  struct expo_input in = base_input(g, 2);
+  in.pods = pods;
+  in.attribution = 1;
+  golden("one_pod", &in);
+}
+
+/* Time-slicing: two pods hold one GPU; each gets its own series, marked shared. */
+static void test_golden_shared(void **state) {
+  (void)state;
+  struct gpu_snapshot g = gpu(0, "GPU-5a5a5a5a-0000-0000-0000-000000000000");
+  all_fields(&g);
+  struct gpu_pods pods;
+  memset(&pods, 0, sizeof pods);
+  pods.n = pods.total = 2;
+  pods.shared = true;
+  set_pod(&pods, 0, "serving", "triton-a", "triton");
+  set_pod(&pods, 1, "batch", "embedder-b", "worker");
+  struct expo_input in = base_input(&g, 1);
+  in.pods = &pods;
+  in.attribution = 1;
+  golden("shared", &in);
+}
+
+/* --no-hostname-label and an unknown driver version: both labels are left out; the kubelet is
+ * unavailable, so there are no pod labels and no gpuscale_gpu_pods samples. */
+static void test_golden_no_hostname(void **state) {
+  (void)state;
+  struct gpu_snapshot g = gpu(0, "GPU-0a0a0a0a-0000-0000-0000-000000000000");
+  all_fields(&g);
+  g.info.pci_bus_id[0] = '\0';
+  g.info.minor = -1;
+  struct gpu_pods pods;
+  memset(&pods, 0, sizeof pods);
+  struct expo_input in = base_input(&g, 1);
+  in.hostname = NULL;
+  in.driver_version = NULL;
+  in.pods = &pods;
+  in.attribution = 0;
+  golden("no_hostname", &in);
+}
+
+/* Label values with a quote, a backslash and a newline are escaped. */
+static void test_golden_escaping(void **state) {
+  (void)state;
+  struct gpu_snapshot g = gpu(0, "GPU-e5c0e5c0-0000-0000-0000-000000000000");
+  snprintf(g.info.name, sizeof g.info.name, "Odd \"GPU\" C:\\dev\nnext");
+  sample_set(&g.latest, GF_GPU_UTIL, 50);
+  struct expo_input in = base_input(&g, 1);
+  in.hostname = "node\\\"x";
+  golden("escaping", &in);
+}
+
+/* --- the golden test can fail --- */
+
+static void test_golden_detects_change(void **state) {
+  (void)state;
+  struct gpu_snapshot g = gpu(0, "GPU-0781f3bb-da15-f334-d5db-37b3f19542d0");
+  all_fields(&g);
+  g.latest.v[GF_GPU_UTIL] = 88; /* the golden file says 87 */
+  struct expo_input in = base_input(&g, 1);
+  struct buf b;
+  buf_init(&b, 1u << 20);
+  assert_int_equal(expo_render(&b, &in), 0);
+  size_t elen = 0;
+  char *expect = read_file(GOLDEN_DIR "/healthy.prom", &elen);
+  assert_non_null(expect);
+  assert_false(elen == b.len && memcmp(expect, b.data, b.len) == 0);
+  assert_non_null(strstr(b.data, "} 88\n"));
+  free(expect);
+  buf_free(&b);
+}
+
+/* The promtool check itself can fail: a malformed exposition is rejected with exit 1. */
+static void test_promtool_rejects_garbage(void **state) {
+  (void)state;
+  static const char bad[] = "# TYPE x gauge\nx{a=\"1\" 1\n";
+  int code = promtool_check(bad, sizeof bad - 1, false);
+  if (code < 0) {
+    fprintf(stderr, "SKIP promtool check: promtool is not installed\n");
+    return;
+  }
+  assert_int_equal(code, 1);
+}
+
+/* --- building blocks --- */
+
+static void test_format_double(void **state) {
+  (void)state;
+  static const struct {
+    double v;
+    const char *want;
+  } cases[] = {
+      {0, "0"},
+      {1, "1"},
+      {0.1, "0.1"},
+      {0.0001, "0.0001"},
+      {312.457, "312.457"},
+      {75.0, "75"},
+      {1e21, "1e+21"},
+      {-2.5, "-2.5"},
+      {INFINITY, "+Inf"},
+      {-INFINITY, "-Inf"},
+      {NAN, "NaN"},
+      {1.0 / 3, "0.3333333333333333"},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    char out[64];
+    expo_format_double(cases[i].v, out, sizeof out);
+    assert_string_equal(out, cases[i].want);
+  }
+}
+
+static void test_escape_label(void **state) {
+  (void)state;
+  struct buf b;
+  buf_init(&b, 1024);
+  assert_int_equal(expo_escape_label(&b, "a\"b\\c\nd"), 0);
+  assert_string_equal(b.data, "a\\\"b\\\\c\\nd");
+  buf_reset(&b);
+  assert_int_equal(expo_escape_label(&b, ""), 0);
+  assert_int_equal(b.len, 0);
+  buf_free(&b);
+}
+
+/* Non-finite readings are never printed as values. */
+static void test_nonfinite_skipped(void **state) {
+  (void)state;
+  struct gpu_snapshot g = gpu(0, "GPU-nan");
+  sample_set(&g.latest, GF_GPU_UTIL, NAN);
+  sample_set(&g.latest, GF_POWER_W, INFINITY);
+  struct expo_input in = base_input(&g, 1);
+  struct buf b;
+  buf_init(&b, 1u << 20);
+  assert_int_equal(expo_render(&b, &in), 0);
+  assert_null(strstr(b.data, "DCGM_FI_DEV_GPU_UTIL{"));
+  assert_null(strstr(b.data, "DCGM_FI_DEV_POWER_USAGE{"));
+  buf_free(&b);
+}
+
+/* A cap too small fails cleanly with GS_ETOOBIG. */
+static void test_too_big(void **state) {
+  (void)state;
+  struct gpu_snapshot g = gpu(0, "GPU-big");
+  all_fields(&g);
+  struct expo_input in = base_input(&g, 1);
+  struct buf b;
+  buf_init(&b, 200);
+  assert_int_equal(expo_render(&b, &in), GS_ETOOBIG);
+  buf_free(&b);
+}
+
+/* --- gzip --- */
+
+static char *gunzip(const struct buf *gz, size_t *outlen) {
+  z_stream z;
+  memset(&z, 0, sizeof z);
+  assert_int_equal(inflateInit2(&z, 31), Z_OK);
+  struct buf out;
+  buf_init(&out, 1u << 26);
+  z.next_in = (Bytef *)gz->data;
+  z.avail_in = (uInt)gz->len;
+  unsigned char chunk[8192];
+  int zrc;
+  do {
+    z.next_out = chunk;
+    z.avail_out = sizeof chunk;
+    zrc = inflate(&z, Z_NO_FLUSH);
+    assert_true(zrc == Z_OK || zrc == Z_STREAM_END);
+    buf_append(&out, chunk, sizeof chunk - z.avail_out);
+  } while (zrc != Z_STREAM_END);
+  inflateEnd(&z);
+  *outlen = out.len;
+  return out.data ? buf_steal(&out) : calloc(1, 1);
+}
+
+static void test_gzip_roundtrip(void **state) {
+  (void)state;
+  static const size_t sizes[] = {0, 1, 100, 70000, 300000};
+  for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++) {
+    size_t n = sizes[k];
+    char *in = malloc(n + 1);
+    assert_non_null(in);
+    for (size_t i = 0; i < n; i++)
+      in[i] = (char)("DCGM_FI_DEV_GPU_UTIL{gpu=\"0\"} 87\n"[i % 33] ^ (i % 251 == 0));
+    struct buf gz;
+    buf_init(&gz, 1u << 24);
+    assert_int_equal(gzip_compress(in, n, &gz), 0);
+    assert_true(gz.len >= 18);
+    assert_int_equal((unsigned char)gz.data[0], 0x1f); /* gzip magic */
+    assert_int_equal((unsigned char)gz.data[1], 0x8b);
+    size_t olen = 0;
+    char *out = gunzip(&gz, &olen);
+    assert_int_equal(olen, n);
+    assert_memory_equal(out, in, n);
+    free(out);
+    free(in);
+    buf_free(&gz);
+  }
+}
+
+static void test_gzip_cap(void **state) {
+  (void)state;
+  char in[4096];
+  for (size_t i = 0; i < sizeof in; i++)
+    in[i] = (char)(i * 2654435761u >> 13);
+  struct buf gz;
+  buf_init(&gz, 64);
+  assert_int_equal(gzip_compress(in, sizeof in, &gz), GS_ETOOBIG);
+  buf_free(&gz);
+}
+
+/* --- stats --- */
+
+static void *observe_many(void *arg) {
+  for (int i = 0; i < 10000; i++)
+    stats_observe(arg, i % 2 ? "/a" : "/b", i % 3 ? 0 : 14, 0.001);
+  return NULL;
+}
+
+static void test_stats_concurrent(void **state) {
+  (void)state;
+  struct stats *s = stats_new();
+  assert_non_null(s);
+  pthread_t t[4];
+  for (int i = 0; i < 4; i++)
+    assert_int_equal(pthread_create(&t[i], NULL, observe_many, s), 0);
+  for (int i = 0; i < 4; i++)
+    pthread_join(t[i], NULL);
+  struct stats_snapshot snap;
+  stats_snapshot(s, &snap);
+  assert_int_equal(snap.n, 2);
+  uint64_t total = 0;
+  for (size_t i = 0; i < snap.n; i++) {
+    total += snap.m[i].count;
+    assert_int_equal(snap.m[i].codes[0] + snap.m[i].codes[14], snap.m[i].count);
+    assert_int_equal(snap.m[i].buckets[3], snap.m[i].count); /* le 0.001 */
+    assert_int_equal(snap.m[i].buckets[2], 0);               /* le 0.0005 */
+  }
+  assert_int_equal(total, 40000);
+  stats_free(s);
+}
+
+/* The method table is bounded: beyond it, calls count under "other"; bad codes as UNKNOWN. */
+static void test_stats_bounded(void **state) {
+  (void)state;
+  struct stats *s = stats_new();
+  for (int i = 0; i < 100; i++) {
+    char m[32];
+    snprintf(m, sizeof m, "/m%d", i);
+    stats_observe(s, m, 99, -1);
+  }
+  stats_observe(NULL, "/ignored", 0, 1); /* no stats: ignored */
+  struct stats_snapshot snap;
+  stats_snapshot(s, &snap);
+  assert_int_equal(snap.n, STATS_MAX_METHODS);
+  assert_string_equal(snap.m[STATS_MAX_METHODS - 1].name, "other");
+  assert_int_equal(snap.m[STATS_MAX_METHODS - 1].count, 100 - (STATS_MAX_METHODS - 1));
+  assert_int_equal(snap.m[0].codes[2], 1);
+  assert_true(snap.m[0].sum == 0);
+  stats_free(s);
+  stats_free(NULL);
+}
+
+/* --- the /metrics route on a real history and attribution table --- */
+
+static void test_mock_scrape(void **state) {
+  (void)state;
+  struct metrics_mock *mm = metrics_mock_new(64);
+  assert_non_null(mm);
+  struct buf b, gz;
+  buf_init(&b, 8u << 20);
+  buf_init(&gz, 8u << 20);
+  assert_int_equal(metrics_mock_render(mm, false, &b), 0);
+  assert_non_null(strstr(b.data, "DCGM_FI_DEV_GPU_UTIL{gpu=\"63\""));
+  assert_non_null(strstr(b.data, "pod=\"vllm-4-1\",gpuscale_shared=\"true\"} "));
+  assert_non_null(strstr(b.data, "gpuscale_attribution_available 1\n"));
+  assert_promtool_ok(b.data, b.len);
+  assert_int_equal(metrics_mock_render(mm, true, &gz), 0);
+  size_t olen = 0;
+  char *plain = gunzip(&gz, &olen);
+  assert_true(gz.len * 4 < olen);
+  assert_memory_equal(plain, "# HELP DCGM_FI_DEV_GPU_UTIL ", 28);
+  free(plain);
+  buf_free(&b);
+  buf_free(&gz);
+  metrics_mock_free(mm);
+  metrics_mock_free(NULL);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_golden_healthy),
+      cmocka_unit_test(test_golden_unsupported),
+      cmocka_unit_test(test_golden_lost),
+      cmocka_unit_test(test_golden_stale),
+      cmocka_unit_test(test_golden_mig),
+      cmocka_unit_test(test_golden_one_pod),
+      cmocka_unit_test(test_golden_shared),
+      cmocka_unit_test(test_golden_no_hostname),
+      cmocka_unit_test(test_golden_escaping),
+      cmocka_unit_test(test_golden_detects_change),
+      cmocka_unit_test(test_promtool_rejects_garbage),
+      cmocka_unit_test(test_format_double),
+      cmocka_unit_test(test_escape_label),
+      cmocka_unit_test(test_nonfinite_skipped),
+      cmocka_unit_test(test_too_big),
+      cmocka_unit_test(test_gzip_roundtrip),
+      cmocka_unit_test(test_gzip_cap),
+      cmocka_unit_test(test_stats_concurrent),
+      cmocka_unit_test(test_stats_bounded),
+      cmocka_unit_test(test_mock_scrape),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
