@@ -1,5 +1,6 @@
 /* Pod attribution: which pods (namespace, pod, container) hold each GPU, keyed by device uuid.
- * Written by the kubelet PodResources refresher, read by /metrics, /api/v1/gpus and the node API. */
+ * Written by the kubelet PodResources refresher, read by /metrics, /api/v1/gpus and the node API.
+ */
 #ifndef GS_ATTRIB_H
 #define GS_ATTRIB_H
 
@@ -18,9 +19,9 @@ struct pod_ref {
 };
 
 struct gpu_pods {
-  size_t n;            /* pods listed in pods[] */
-  size_t total;        /* pods holding the device, >= n */
-  bool shared;         /* more than one pod holds the device (time-slicing, vGPU replicas) */
+  size_t n;     /* pods listed in pods[] */
+  size_t total; /* pods holding the device, >= n */
+  bool shared;  /* more than one pod holds the device (time-slicing, vGPU replicas) */
   struct pod_ref pods[ATTRIB_MAX_PODS];
 };
 
