@@ -1,0 +1,43 @@
+/* The node API's data model: one node's GPUs as an agent reports them and the gateway holds them.
+ * Plain structs, shared by the agent (producer), rpc/ (wire) and the gateway (cluster view). */
+#ifndef GS_NODE_H
+#define GS_NODE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/attrib.h"
+#include "core/sample.h"
+
+#define NODE_NAME_LEN 256
+#define NODE_MAX_GPUS 256
+
+/* One GPU (or MIG instance) with its newest sample and the pods holding it. */
+struct node_gpu {
+  struct gpu_info info;
+  enum gpu_health health;
+  char reason[128];         /* last error when health != OK */
+  bool has_sample;          /* false until the first good read */
+  struct gpu_sample latest; /* ts_ms is the agent's wall clock; mono_ms is meaningless off-node */
+  int64_t age_ms;           /* age of latest at the time the snapshot was taken (agent's clock) */
+  bool fresh;               /* latest is at most 3 agent intervals old */
+  struct gpu_pods pods;     /* empty when attribution is off or no pod holds it */
+};
+
+/* One node's report: ListGPUs answers one, WatchGPUs streams one per sampling pass. */
+struct node_snapshot {
+  char node[NODE_NAME_LEN];
+  char driver_version[GPU_STR_LEN]; /* empty when unknown */
+  int64_t interval_ms;              /* the agent's sampling interval */
+  uint64_t generation;              /* the agent's sampling pass counter */
+  int64_t taken_ms;                 /* agent wall clock when the snapshot was taken */
+  bool attribution;                 /* pod attribution is available on that node */
+  size_t n;
+  struct node_gpu *gpus; /* n entries, heap-allocated; released by node_snapshot_clear */
+};
+
+/* Frees gpus and zeroes the snapshot. NULL is fine. */
+void node_snapshot_clear(struct node_snapshot *s);
+
+#endif
