@@ -9,10 +9,12 @@
 #include <unistd.h>
 
 #include "agent/api.h"
+#include "agent/attribution.h"
 #include "agent/metrics.h"
 #include "agent/sampler.h"
 #include "agent/source.h"
 #include "collect/collector.h"
+#include "core/attrib.h"
 #include "core/config.h"
 #include "core/err.h"
 #include "core/history.h"
@@ -22,6 +24,7 @@
 #include "core/timeutil.h"
 #include "http/server.h"
 #include "keda/scaler.h"
+#include "rpc/podresources.h"
 #include "rpc/rpc.h"
 #include "rpc/server.h"
 
@@ -38,6 +41,8 @@ struct agent_opts {
   int64_t history_ms;
   int64_t grace_ms;
   char *node_name;
+  char *kubelet_socket;
+  int64_t kubelet_refresh_ms;
   bool no_hostname_label;
   char *log_format;
   char *log_level;
@@ -66,6 +71,10 @@ static const struct opt_def agent_opts_table[] = {
      "how much sample history to keep per GPU (bounds the trigger 'window')", O(history_ms)},
     {"shutdown-grace", 0, "GPUSCALE_SHUTDOWN_GRACE", OPT_DURATION, "5s", 100, 60000, NULL,
      "DURATION", "on SIGTERM, how long open calls get to finish", O(grace_ms)},
+    {"kubelet-socket", 0, "GPUSCALE_KUBELET_SOCKET", OPT_STRING, PODRES_DEFAULT_SOCKET, 0, 0, NULL,
+     "PATH", "kubelet PodResources socket, for the pods that hold each GPU", O(kubelet_socket)},
+    {"kubelet-refresh", 0, "GPUSCALE_KUBELET_REFRESH", OPT_DURATION, "10s", 100, 3600000, NULL,
+     "DURATION", "how often to ask the kubelet which pods hold the GPUs", O(kubelet_refresh_ms)},
     {"node-name", 0, "NODE_NAME", OPT_STRING, NULL, 0, 0, NULL, "NAME",
      "this node's name (default: the hostname); the Hostname label of /metrics", O(node_name)},
     {"no-hostname-label", 0, "GPUSCALE_NO_HOSTNAME_LABEL", OPT_BOOL, "false", 0, 0, NULL, NULL,
@@ -102,6 +111,9 @@ static int agent_run(struct agent_opts *o) {
   struct sampler smp;
   struct rpc_server *rpc = NULL;
   struct http_server *http = NULL;
+  struct attrib *pods = NULL;
+  struct attribution attr;
+  memset(&attr, 0, sizeof attr);
   struct stats *stats = stats_new();
   memset(&smp, 0, sizeof smp);
 
@@ -136,11 +148,16 @@ static int agent_run(struct agent_opts *o) {
     LOG_ERROR("agent", "cannot start the sampler (out of memory or threads)");
     goto out;
   }
+  pods = attrib_new();
+  if (!pods || attribution_start(&attr, o->kubelet_socket, o->kubelet_refresh_ms, hist, pods)) {
+    LOG_ERROR("agent", "cannot start pod attribution (out of memory or threads)");
+    goto out;
+  }
 
   struct history_source hs = {hist, o->interval_ms};
   struct scaler sc = {&profiles, history_source_make(&hs)};
-  struct agent_api api = {&smp,          hist, o->node_name, ops->name, ops->driver_version(col),
-                          o->interval_ms};
+  struct agent_api api = {&smp,           hist, o->node_name, ops->name, ops->driver_version(col),
+                          o->interval_ms, pods};
 
   struct rpc_server_config rc_cfg = {0};
   rc_cfg.listen = o->grpc_listen;
@@ -156,7 +173,7 @@ static int agent_run(struct agent_opts *o) {
   }
   struct http_route routes[8];
   size_t nroutes = agent_api_routes(&api, routes, 8);
-  struct metrics_ctx mctx = {&api, NULL, stats, !o->no_hostname_label};
+  struct metrics_ctx mctx = {&api, pods, stats, !o->no_hostname_label};
   routes[nroutes++] = (struct http_route){"/metrics", metrics_handle, &mctx};
   if (http_server_start(o->http_listen, routes, nroutes, &http, err, sizeof err) != 0) {
     LOG_ERROR("agent", "--http-listen: %s", err);
@@ -191,6 +208,8 @@ out:
     history_wake_all(hist);
     rpc_server_shutdown(rpc, (int)o->grace_ms);
   }
+  attribution_stop(&attr);
+  attrib_free(pods);
   sampler_stop(&smp);
   stats_free(stats);
   history_free(hist);

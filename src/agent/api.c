@@ -86,6 +86,18 @@ static json_object *gpu_json(const struct agent_api *api, const struct gpu_snaps
     else
       json_object_array_add(absent, json_object_new_string(gpu_field_name((enum gpu_field)f)));
   }
+  struct gpu_pods gp;
+  json_object *pods = json_object_new_array();
+  bool held = api->pods && attrib_lookup(api->pods, g->info.uuid, &gp);
+  for (size_t k = 0; held && k < gp.n; k++) {
+    json_object *p = json_object_new_object();
+    json_object_object_add(p, "namespace", json_object_new_string(gp.pods[k].ns));
+    json_object_object_add(p, "pod", json_object_new_string(gp.pods[k].pod));
+    json_object_object_add(p, "container", json_object_new_string(gp.pods[k].container));
+    json_object_array_add(pods, p);
+  }
+  json_object_object_add(o, "pods", pods);
+  json_object_object_add(o, "shared", json_object_new_boolean(held && gp.shared));
   json_object_object_add(o, "values", vals);
   json_object_object_add(o, "absent", absent);
   json_object_object_add(
@@ -111,6 +123,9 @@ static void handle_gpus(void *ud, const struct http_request *req, struct http_re
   json_object_object_add(root, "collector", json_object_new_string(api->collector_name));
   if (api->driver_version)
     json_object_object_add(root, "driver_version", json_object_new_string(api->driver_version));
+  if (api->pods)
+    json_object_object_add(root, "pod_attribution",
+                           json_object_new_boolean(attrib_available(api->pods)));
   json_object_object_add(root, "interval_seconds",
                          json_object_new_double((double)api->interval_ms / 1000.0));
   json_object *arr = json_object_new_array();

@@ -5,6 +5,8 @@
 #include <stddef.h>
 
 #include "agent/sampler.h"
+#include "core/attrib.h"
+#include "core/attrib.h"
 #include "http/server.h"
 
 struct agent_api {
@@ -14,6 +16,7 @@ struct agent_api {
   const char *collector_name;
   const char *driver_version; /* may be NULL */
   int64_t interval_ms;
+  struct attrib *pods; /* pod attribution table; may be NULL */
 };
 
 /* Fills routes (at least 3 entries) with the agent's endpoints; returns how many. */

@@ -182,7 +182,8 @@ struct metrics_mock *metrics_mock_new(size_t ngpus) {
   mm->stats = stats_new();
   buf_init(&mm->plain, HTTP_BODY_MAX);
   /* A one-hour interval keeps the samples fresh however long the bench runs. */
-  mm->api = (struct agent_api){NULL, mm->hist, "bench-node", "mock", "550.54.15", 3600000};
+  mm->api =
+      (struct agent_api){NULL, mm->hist, "bench-node", "mock", "550.54.15", 3600000, mm->attrib};
   mm->ctx = (struct metrics_ctx){&mm->api, mm->attrib, mm->stats, true};
   if (!mm->hist || !mm->attrib || !mm->stats || mock_fill(mm, ngpus) != 0) {
     metrics_mock_free(mm);

@@ -21,7 +21,7 @@ struct pod_ref {
 struct gpu_pods {
   size_t n;     /* pods listed in pods[] */
   size_t total; /* pods holding the device, >= n */
-  bool shared;  /* more than one pod holds the device (time-slicing, vGPU replicas) */
+  bool shared;  /* more than one container holds the device (time-slicing, vGPU) */
   struct pod_ref pods[ATTRIB_MAX_PODS];
 };
 

@@ -135,8 +135,8 @@ int devid_parse(const char *id, struct devid *d, const char **err) {
                    "optional ::N)");
 }
 
-static int find_whole(const struct gpu_info *infos, size_t n, bool (*match)(const struct gpu_info *,
-                                                                           const struct devid *),
+static int find_whole(const struct gpu_info *infos, size_t n,
+                      bool (*match)(const struct gpu_info *, const struct devid *),
                       const struct devid *d) {
   for (size_t i = 0; i < n; i++)
     if (!infos[i].mig && match(&infos[i], d))
@@ -176,8 +176,7 @@ int devid_resolve(const struct devid *d, const struct gpu_info *infos, size_t n)
   case DEVID_MIG_LEGACY:
     p = find_whole(infos, n, by_uuid, d);
     return p < 0 ? p : find_instance(infos, n, p, d->gi);
-  case DEVID_MINOR:
-    return find_whole(infos, n, by_minor, d);
+  case DEVID_MINOR: return find_whole(infos, n, by_minor, d);
   case DEVID_MINOR_GI:
     p = find_whole(infos, n, by_minor, d);
     if (p >= 0)
@@ -187,8 +186,7 @@ int devid_resolve(const struct devid *d, const struct gpu_info *infos, size_t n)
       if (infos[i].mig && infos[i].minor == d->minor && infos[i].gi_id == d->gi)
         return (int)i;
     return GS_ENOTFOUND;
-  case DEVID_INDEX:
-    return find_whole(infos, n, by_index, d);
+  case DEVID_INDEX: return find_whole(infos, n, by_index, d);
   }
   return GS_ENOTFOUND;
 }

@@ -1,0 +1,311 @@
+/* Pod attribution refresher: kubelet PodResources List on its own interval, joined to the agent's
+ * devices and swapped into the attrib table; a kubelet that is gone clears the table. */
+#include "agent/attribution.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "core/devid.h"
+#include "core/err.h"
+#include "core/timeutil.h"
+
+#define MOD "attribution"
+#define MAX_DEVICES 1024
+
+/* One (device, container) pair from the kubelet's answer; strings point into the podres_list. */
+struct hold {
+  size_t dev;
+  const char *ns, *pod, *container;
+};
+
+struct holds {
+  struct hold *v;
+  size_t n, cap;
+};
+
+static int holds_push(struct holds *h, struct hold x) {
+  if (h->n == h->cap) {
+    size_t cap = h->cap ? h->cap * 2 : 64;
+    struct hold *v = realloc(h->v, cap * sizeof *v);
+    if (!v)
+      return GS_ENOMEM;
+    h->v = v;
+    h->cap = cap;
+  }
+  h->v[h->n++] = x;
+  return 0;
+}
+
+static int cmp_hold(const void *x, const void *y) {
+  const struct hold *a = x, *b = y;
+  if (a->dev != b->dev)
+    return a->dev < b->dev ? -1 : 1;
+  int c = strcmp(a->ns, b->ns);
+  if (!c)
+    c = strcmp(a->pod, b->pod);
+  if (!c)
+    c = strcmp(a->container, b->container);
+  return c;
+}
+
+static void note_unknown(struct attribution_stats *st, const char *id) {
+  if (!st)
+    return;
+  if (st->unknown++ == 0)
+    snprintf(st->first_unknown, sizeof st->first_unknown, "%s", id);
+}
+
+/* Collects every GPU device id of every container as a hold on the device it names. */
+static int collect(const struct podres_list *l, const struct gpu_info *infos, size_t n,
+                   struct holds *h, struct attribution_stats *st) {
+  for (size_t p = 0; p < l->n_pods; p++) {
+    const struct podres_pod *pod = &l->pods[p];
+    for (size_t c = 0; c < pod->n_containers; c++) {
+      const struct podres_container *ct = &pod->containers[c];
+      for (size_t d = 0; d < ct->n_devices; d++) {
+        const struct podres_devices *dv = &ct->devices[d];
+        if (!devid_resource_is_gpu(dv->resource_name))
+          continue;
+        for (size_t k = 0; k < dv->n_ids; k++) {
+          if (st)
+            st->gpu_ids++;
+          struct devid id;
+          int idx = devid_parse(dv->ids[k], &id, NULL);
+          if (idx == 0)
+            idx = devid_resolve(&id, infos, n);
+          if (idx < 0) {
+            note_unknown(st, dv->ids[k]);
+            continue;
+          }
+          struct hold x = {(size_t)idx, pod->ns, pod->name, ct->name};
+          if (holds_push(h, x))
+            return GS_ENOMEM;
+        }
+      }
+    }
+  }
+  return 0;
+}
+
+static void fill_ref(struct pod_ref *r, const struct hold *x) {
+  snprintf(r->ns, sizeof r->ns, "%s", x->ns);
+  snprintf(r->pod, sizeof r->pod, "%s", x->pod);
+  snprintf(r->container, sizeof r->container, "%s", x->container);
+}
+
+int attribution_join(const struct podres_list *l, const struct gpu_info *infos, size_t n,
+                     struct attrib_entry **out, size_t *nout, struct attribution_stats *stats) {
+  *out = NULL;
+  *nout = 0;
+  if (stats)
+    memset(stats, 0, sizeof *stats);
+  struct holds h = {0};
+  int rc = collect(l, infos, n, &h, stats);
+  if (rc) {
+    free(h.v);
+    return rc;
+  }
+  if (h.n == 0)
+    return 0;
+  qsort(h.v, h.n, sizeof *h.v, cmp_hold);
+  size_t ndev = 1;
+  for (size_t i = 1; i < h.n; i++)
+    if (h.v[i].dev != h.v[i - 1].dev)
+      ndev++;
+  struct attrib_entry *e = calloc(ndev, sizeof *e);
+  if (!e) {
+    free(h.v);
+    return GS_ENOMEM;
+  }
+  size_t k = 0;
+  for (size_t i = 0; i < h.n; k++) {
+    struct attrib_entry *cur = &e[k];
+    size_t dev = h.v[i].dev;
+    snprintf(cur->uuid, sizeof cur->uuid, "%s", infos[dev].uuid);
+    const struct hold *prev = NULL;
+    for (; i < h.n && h.v[i].dev == dev; i++) {
+      if (prev && cmp_hold(prev, &h.v[i]) == 0)
+        continue; /* the same container holds two replicas of one device */
+      prev = &h.v[i];
+      if (cur->pods.n < ATTRIB_MAX_PODS)
+        fill_ref(&cur->pods.pods[cur->pods.n++], prev);
+      cur->pods.total++;
+    }
+    cur->pods.shared = cur->pods.total > 1;
+  }
+  free(h.v);
+  *out = e;
+  *nout = k;
+  return 0;
+}
+
+/* ---- the refresher ---- */
+
+/* The agent's current device list, from the history. Returns a malloc'd array or NULL. */
+static struct gpu_info *device_list(struct history *hist, size_t *n) {
+  *n = 0;
+  size_t cap = history_count(hist);
+  if (cap > MAX_DEVICES)
+    cap = MAX_DEVICES;
+  struct gpu_snapshot *snap = calloc(cap ? cap : 1, sizeof *snap);
+  struct gpu_info *infos = calloc(cap ? cap : 1, sizeof *infos);
+  if (!snap || !infos) {
+    free(snap);
+    free(infos);
+    return NULL;
+  }
+  size_t total = 0;
+  history_snapshot(hist, snap, cap, &total);
+  size_t m = total < cap ? total : cap;
+  for (size_t i = 0; i < m; i++)
+    infos[i] = snap[i].info;
+  free(snap);
+  *n = m;
+  return infos;
+}
+
+static void went_down(struct attribution *a, int rc, const struct rpc_status *st) {
+  atomic_fetch_add(&a->failures, 1);
+  attrib_clear(a->table);
+  podres_client_free(a->client);
+  a->client = NULL;
+  const char *why = st->msg[0] ? st->msg : gs_strerror(rc);
+  const char *code = rpc_code_name(st->code);
+  bool first = !a->down;
+  a->down = true;
+  if (!log_complain(&a->down_complain, time_mono_ms()))
+    return;
+  if (first)
+    LOG_WARN(MOD,
+             "kubelet PodResources at %s does not answer (%s: %s); pod attribution is off "
+             "until it does, everything else keeps serving",
+             a->socket_path, code, why);
+  else
+    LOG_DEBUG(MOD, "kubelet PodResources at %s still does not answer (%s: %s), %llu quiet tries",
+              a->socket_path, code, why, (unsigned long long)a->down_complain.suppressed);
+}
+
+int attribution_refresh(struct attribution *a) {
+  struct rpc_status st;
+  memset(&st, 0, sizeof st);
+  int rc = 0;
+  if (!a->client) {
+    char err[256] = "";
+    rc = podres_client_new(a->socket_path, &a->client, err, sizeof err);
+    if (rc) {
+      st.code = RPC_INTERNAL;
+      snprintf(st.msg, sizeof st.msg, "%s", err);
+      went_down(a, rc, &st);
+      return rc;
+    }
+  }
+  struct podres_list l;
+  rc = podres_list(a->client, a->deadline_ms, &l, &st);
+  if (rc) {
+    went_down(a, rc, &st);
+    return rc;
+  }
+  size_t n = 0;
+  struct gpu_info *infos = device_list(a->hist, &n);
+  struct attrib_entry *e = NULL;
+  size_t ne = 0;
+  struct attribution_stats stats;
+  memset(&stats, 0, sizeof stats);
+  rc = infos ? attribution_join(&l, infos, n, &e, &ne, &stats) : GS_ENOMEM;
+  if (!rc)
+    rc = attrib_replace(a->table, e, ne);
+  free(e);
+  free(infos);
+  podres_list_free(&l);
+  if (rc) {
+    /* Out of memory: keep the previous table rather than a wrong one, and try again later. */
+    LOG_ERROR(MOD, "cannot build the pod attribution table: %s", gs_strerror(rc));
+    return rc;
+  }
+  atomic_fetch_add(&a->refreshes, 1);
+  atomic_store(&a->last_ok_mono_ms, time_mono_ms());
+  atomic_store(&a->unknown_ids, stats.unknown);
+  if (a->down || atomic_load(&a->refreshes) == 1) {
+    log_complain_clear(&a->down_complain);
+    LOG_INFO(MOD, "kubelet PodResources at %s answers%s: %zu of %zu devices held by pods",
+             a->socket_path, a->down ? " again" : "", ne, n);
+  }
+  a->down = false;
+  if (stats.unknown == 0) {
+    log_complain_clear(&a->unknown_complain);
+  } else if (log_complain(&a->unknown_complain, time_mono_ms())) {
+    LOG_WARN(MOD,
+             "%zu of %zu GPU device ids from the kubelet match no device here (e.g. \"%s\"); "
+             "those pods are not attributed",
+             stats.unknown, stats.gpu_ids, stats.first_unknown);
+  }
+  return 0;
+}
+
+static void *attribution_main(void *arg) {
+  struct attribution *a = arg;
+  pthread_mutex_lock(&a->lock);
+  while (!a->stop) {
+    pthread_mutex_unlock(&a->lock);
+    attribution_refresh(a);
+    pthread_mutex_lock(&a->lock);
+    struct timespec dl;
+    clock_gettime(CLOCK_MONOTONIC, &dl);
+    dl.tv_sec += (time_t)(a->refresh_ms / 1000);
+    dl.tv_nsec += (long)(a->refresh_ms % 1000) * 1000000L;
+    if (dl.tv_nsec >= 1000000000L) {
+      dl.tv_sec++;
+      dl.tv_nsec -= 1000000000L;
+    }
+    while (!a->stop && pthread_cond_timedwait(&a->cond, &a->lock, &dl) == 0) {
+    }
+  }
+  pthread_mutex_unlock(&a->lock);
+  return NULL;
+}
+
+int attribution_start(struct attribution *a, const char *socket_path, int64_t refresh_ms,
+                      struct history *hist, struct attrib *table) {
+  memset(a, 0, sizeof *a);
+  a->socket_path = strdup(socket_path ? socket_path : PODRES_DEFAULT_SOCKET);
+  if (!a->socket_path)
+    return GS_ENOMEM;
+  a->refresh_ms = refresh_ms > 0 ? refresh_ms : 10000;
+  a->deadline_ms = ATTRIBUTION_DEADLINE_MS;
+  a->hist = hist;
+  a->table = table;
+  pthread_mutex_init(&a->lock, NULL);
+  pthread_condattr_t ca;
+  pthread_condattr_init(&ca);
+  pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+  pthread_cond_init(&a->cond, &ca);
+  pthread_condattr_destroy(&ca);
+  if (pthread_create(&a->thread, NULL, attribution_main, a) != 0) {
+    pthread_cond_destroy(&a->cond);
+    pthread_mutex_destroy(&a->lock);
+    free(a->socket_path);
+    a->socket_path = NULL;
+    return GS_EIO;
+  }
+  a->started = true;
+  return 0;
+}
+
+void attribution_stop(struct attribution *a) {
+  if (a->started) {
+    pthread_mutex_lock(&a->lock);
+    a->stop = true;
+    pthread_cond_signal(&a->cond);
+    pthread_mutex_unlock(&a->lock);
+    pthread_join(a->thread, NULL);
+    pthread_cond_destroy(&a->cond);
+    pthread_mutex_destroy(&a->lock);
+    a->started = false;
+  }
+  podres_client_free(a->client);
+  a->client = NULL;
+  free(a->socket_path);
+  a->socket_path = NULL;
+}

@@ -1,0 +1,77 @@
+/* Pod attribution refresher: a thread that asks the kubelet which pods hold which devices
+ * (PodResources List), joins the device ids to the agent's GPUs and MIG instances, and replaces the
+ * attrib table. */
+#ifndef GS_ATTRIBUTION_H
+#define GS_ATTRIBUTION_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/attrib.h"
+#include "core/history.h"
+#include "core/log.h"
+#include "core/sample.h"
+#include "rpc/podresources.h"
+
+/* Deadline of one List call: a kubelet slower than this counts as unresponsive. */
+#define ATTRIBUTION_DEADLINE_MS 2000
+
+struct attribution {
+  char *socket_path;    /* owned copy */
+  int64_t refresh_ms;   /* time between List calls */
+  int deadline_ms;      /* per call, ATTRIBUTION_DEADLINE_MS */
+  struct history *hist; /* device list source; owned by the caller */
+  struct attrib *table; /* the table this fills; owned by the caller */
+
+  pthread_t thread;
+  pthread_mutex_t lock;
+  pthread_cond_t cond;
+  bool stop; /* under lock */
+  bool started;
+
+  /* Thread-only state. */
+  struct podres_client *client;      /* dropped after a failure, so the next try reconnects */
+  bool down;                         /* the last List failed */
+  struct log_complain down_complain; /* one warning per outage, then debug reminders */
+  struct log_complain unknown_complain;
+
+  atomic_uint_fast64_t refreshes;      /* List calls that answered and were applied */
+  atomic_uint_fast64_t failures;       /* List calls that failed (absent, slow, bad answer) */
+  atomic_uint_fast64_t unknown_ids;    /* GPU device ids in the last answer that matched nothing */
+  atomic_int_fast64_t last_ok_mono_ms; /* 0 before the first good answer */
+};
+
+/* What a join saw, for logs and tests. */
+struct attribution_stats {
+  size_t gpu_ids;          /* device ids of GPU resources (nvidia.com/gpu, nvidia.com/mig-*) */
+  size_t unknown;          /* of those, ids that parse to nothing or name no device of ours */
+  char first_unknown[128]; /* one of them, for the log */
+};
+
+/* Starts the refresher: a first List at once, then one every refresh_ms (> 0) with a deadline of
+ * ATTRIBUTION_DEADLINE_MS. socket_path is a path or a gRPC target ("unix:/p"); it is copied.
+ * hist and table must outlive attribution_stop. Requires rpc_global_init; stop it before
+ * rpc_global_shutdown. Returns 0, GS_ENOMEM or GS_EIO (no thread). A kubelet that is absent at
+ * start is not an error: the table stays unavailable until it answers. */
+int attribution_start(struct attribution *a, const char *socket_path, int64_t refresh_ms,
+                      struct history *hist, struct attrib *table);
+/* Stops and joins the thread (waits at most one call deadline) and releases the client. Safe on
+ * a zeroed struct or one whose start failed. The table keeps its last contents. */
+void attribution_stop(struct attribution *a);
+
+/* One refresh now, on the calling thread: List, join, attrib_replace, or attrib_clear on failure.
+ * Returns 0 or the List error. For tests; never call it while the thread runs. */
+int attribution_refresh(struct attribution *a);
+
+/* Joins a List answer to devices infos[0..n): one entry (malloc'd array *out, caller frees; NULL
+ * when *nout is 0) per device held by at least one container, listing every distinct
+ * (namespace, pod, container) that holds it, sorted. A device held by more than one of them
+ * (time-slicing replicas, GKE vgpu ids, or the same id in two pods) has shared = true. Only GPU
+ * resources count; stats (may be NULL) counts ids that match nothing. Returns 0 or GS_ENOMEM. */
+int attribution_join(const struct podres_list *l, const struct gpu_info *infos, size_t n,
+                     struct attrib_entry **out, size_t *nout, struct attribution_stats *stats);
+
+#endif

@@ -1,0 +1,98 @@
+/* The pod attribution table: a sorted array of (device uuid, pods) swapped whole under a lock, so
+ * readers always see one complete kubelet answer, never a mix of two. */
+#include "core/attrib.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/err.h"
+
+struct attrib {
+  pthread_mutex_t lock;
+  struct attrib_entry *entries; /* sorted by uuid; owned */
+  size_t n;
+  bool available;
+};
+
+struct attrib *attrib_new(void) {
+  struct attrib *a = calloc(1, sizeof *a);
+  if (!a)
+    return NULL;
+  if (pthread_mutex_init(&a->lock, NULL) != 0) {
+    free(a);
+    return NULL;
+  }
+  return a;
+}
+
+void attrib_free(struct attrib *a) {
+  if (!a)
+    return;
+  pthread_mutex_destroy(&a->lock);
+  free(a->entries);
+  free(a);
+}
+
+static int cmp_entry(const void *x, const void *y) {
+  const struct attrib_entry *a = x, *b = y;
+  return strcmp(a->uuid, b->uuid);
+}
+
+static int cmp_key(const void *key, const void *e) {
+  return strcmp(key, ((const struct attrib_entry *)e)->uuid);
+}
+
+int attrib_replace(struct attrib *a, const struct attrib_entry *entries, size_t n) {
+  struct attrib_entry *copy = NULL;
+  if (n) {
+    copy = malloc(n * sizeof *copy);
+    if (!copy)
+      return GS_ENOMEM;
+    memcpy(copy, entries, n * sizeof *copy);
+    for (size_t i = 0; i < n; i++)
+      copy[i].uuid[sizeof copy[i].uuid - 1] = '\0';
+    qsort(copy, n, sizeof *copy, cmp_entry);
+  }
+  pthread_mutex_lock(&a->lock);
+  struct attrib_entry *old = a->entries;
+  a->entries = copy;
+  a->n = n;
+  a->available = true;
+  pthread_mutex_unlock(&a->lock);
+  free(old);
+  return 0;
+}
+
+void attrib_clear(struct attrib *a) {
+  pthread_mutex_lock(&a->lock);
+  struct attrib_entry *old = a->entries;
+  a->entries = NULL;
+  a->n = 0;
+  a->available = false;
+  pthread_mutex_unlock(&a->lock);
+  free(old);
+}
+
+bool attrib_lookup(struct attrib *a, const char *uuid, struct gpu_pods *out) {
+  memset(out, 0, sizeof *out);
+  if (!uuid)
+    return false;
+  bool found = false;
+  pthread_mutex_lock(&a->lock);
+  const struct attrib_entry *e =
+      a->n ? bsearch(uuid, a->entries, a->n, sizeof *a->entries, cmp_key) : NULL;
+  if (e && e->pods.n > 0) {
+    *out = e->pods;
+    found = true;
+  }
+  pthread_mutex_unlock(&a->lock);
+  return found;
+}
+
+bool attrib_available(struct attrib *a) {
+  pthread_mutex_lock(&a->lock);
+  bool v = a->available;
+  pthread_mutex_unlock(&a->lock);
+  return v;
+}

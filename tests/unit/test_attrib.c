@@ -1,0 +1,462 @@
+/* Unit tests for pod attribution: the attrib table (replace, clear, lookup, availability), the
+ * PodResources decoder, and the join of kubelet device ids to devices, time-slicing included. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "agent/attribution.h"
+#include "core/attrib.h"
+#include "core/err.h"
+#include "core/history.h"
+#include "podresources.pb-c.h"
+#include "rpc/podresources.h"
+#include "rpc/rpc.h"
+
+#define UA "GPU-aaaaaaaa-0000-4000-8000-000000000000"
+#define UB "GPU-bbbbbbbb-0000-4000-8000-000000000000"
+#define UC "GPU-cccccccc-0000-4000-8000-000000000000"
+#define UD "GPU-dddddddd-0000-4000-8000-000000000000"
+#define M1 "MIG-11111111-0000-4000-8000-000000000000"
+#define M2 "MIG-22222222-0000-4000-8000-000000000000"
+
+static struct gpu_info devs[6];
+
+static void set_dev(int i, const char *uuid, int minor, bool mig, int parent, int gi) {
+  memset(&devs[i], 0, sizeof devs[i]);
+  devs[i].index = i;
+  snprintf(devs[i].uuid, sizeof devs[i].uuid, "%s", uuid);
+  devs[i].minor = minor;
+  devs[i].mig = mig;
+  devs[i].parent_index = parent;
+  devs[i].gi_id = gi;
+}
+
+static int setup_devs(void **state) {
+  set_dev(0, UA, 0, false, -1, -1);
+  set_dev(1, UB, 1, false, -1, -1);
+  set_dev(2, UC, 2, false, -1, -1);
+  set_dev(3, UD, 3, false, -1, -1); /* MIG mode */
+  set_dev(4, M1, 3, true, 3, 7);
+  set_dev(5, M2, 3, true, 3, 2);
+  return 0;
+}
+
+/* ---- building a kubelet answer: protobuf-c messages, packed, then podres_decode ---- */
+
+struct dev_spec {
+  const char *resource;
+  const char *ids[4];
+};
+
+struct ctr_spec {
+  const char *ns, *pod, *container;
+  struct dev_spec devs[3];
+};
+
+/* Packs pods (one container each) into a ListPodResourcesResponse and decodes it. */
+static void build_list(const struct ctr_spec *specs, size_t n, struct podres_list *out) {
+  V1__PodResources *pods = calloc(n ? n : 1, sizeof *pods);
+  V1__PodResources **pp = calloc(n ? n : 1, sizeof *pp);
+  V1__ContainerResources *ctrs = calloc(n ? n : 1, sizeof *ctrs);
+  V1__ContainerResources **cp = calloc(n ? n : 1, sizeof *cp);
+  V1__ContainerDevices *dv = calloc((n ? n : 1) * 3, sizeof *dv);
+  V1__ContainerDevices **dp = calloc((n ? n : 1) * 3, sizeof *dp);
+  assert_true(pods && pp && ctrs && cp && dv && dp);
+  for (size_t i = 0; i < n; i++) {
+    v1__pod_resources__init(&pods[i]);
+    pods[i].name = (char *)specs[i].pod;
+    pods[i].namespace_ = (char *)specs[i].ns;
+    v1__container_resources__init(&ctrs[i]);
+    ctrs[i].name = (char *)specs[i].container;
+    cp[i] = &ctrs[i];
+    pods[i].n_containers = 1;
+    pods[i].containers = &cp[i];
+    size_t nd = 0;
+    for (size_t k = 0; k < 3 && specs[i].devs[k].resource; k++) {
+      V1__ContainerDevices *d = &dv[i * 3 + k];
+      v1__container_devices__init(d);
+      d->resource_name = (char *)specs[i].devs[k].resource;
+      size_t ni = 0;
+      while (ni < 4 && specs[i].devs[k].ids[ni])
+        ni++;
+      d->n_device_ids = ni;
+      d->device_ids = (char **)specs[i].devs[k].ids;
+      dp[i * 3 + k] = d;
+      nd++;
+    }
+    ctrs[i].n_devices = nd;
+    ctrs[i].devices = &dp[i * 3];
+    pp[i] = &pods[i];
+  }
+  V1__ListPodResourcesResponse resp = V1__LIST_POD_RESOURCES_RESPONSE__INIT;
+  resp.n_pod_resources = n;
+  resp.pod_resources = pp;
+  size_t len = v1__list_pod_resources_response__get_packed_size(&resp);
+  uint8_t *buf = malloc(len ? len : 1);
+  assert_non_null(buf);
+  v1__list_pod_resources_response__pack(&resp, buf);
+  assert_int_equal(podres_decode(buf, len, out), 0);
+  free(buf);
+  free(pods);
+  free(pp);
+  free(ctrs);
+  free(cp);
+  free(dv);
+  free(dp);
+}
+
+static const struct attrib_entry *find(const struct attrib_entry *e, size_t n, const char *uuid) {
+  for (size_t i = 0; i < n; i++)
+    if (strcmp(e[i].uuid, uuid) == 0)
+      return &e[i];
+  return NULL;
+}
+
+static void assert_ref(const struct pod_ref *r, const char *ns, const char *pod, const char *c) {
+  assert_string_equal(r->ns, ns);
+  assert_string_equal(r->pod, pod);
+  assert_string_equal(r->container, c);
+}
+
+/* ---- decoder ---- */
+
+static void test_decode(void **state) {
+  const struct ctr_spec specs[] = {
+      {"ml", "llm-0", "server", {{"nvidia.com/gpu", {UA, UB}}, {"cpu", {"3"}}}},
+      {"default", "web", "nginx", {{NULL, {NULL}}}},
+  };
+  struct podres_list l;
+  build_list(specs, 2, &l);
+  assert_int_equal(l.n_pods, 2);
+  assert_string_equal(l.pods[0].name, "llm-0");
+  assert_string_equal(l.pods[0].ns, "ml");
+  assert_int_equal(l.pods[0].n_containers, 1);
+  assert_string_equal(l.pods[0].containers[0].name, "server");
+  assert_int_equal(l.pods[0].containers[0].n_devices, 2);
+  assert_string_equal(l.pods[0].containers[0].devices[0].resource_name, "nvidia.com/gpu");
+  assert_int_equal(l.pods[0].containers[0].devices[0].n_ids, 2);
+  assert_string_equal(l.pods[0].containers[0].devices[0].ids[1], UB);
+  assert_int_equal(l.pods[1].containers[0].n_devices, 0);
+  podres_list_free(&l);
+  assert_int_equal(l.n_pods, 0);
+  podres_list_free(&l); /* twice is fine */
+  podres_list_free(NULL);
+
+  /* An empty answer (no pods) is valid; garbage is not. */
+  assert_int_equal(podres_decode((const uint8_t *)"", 0, &l), 0);
+  assert_int_equal(l.n_pods, 0);
+  const uint8_t bad[] = {0x0a, 0x10, 0x0a}; /* pod_resources of 16 bytes, 1 present */
+  assert_int_equal(podres_decode(bad, sizeof bad, &l), GS_EPARSE);
+}
+
+static void test_decode_skips_unknown_fields(void **state) {
+  /* A real kubelet sends cpu_ids (3), memory (4) and topology (3 in ContainerDevices): fields
+   * our proto leaves out must be skipped. Hand-encoded: pod{name "p", namespace "n",
+   * containers{name "c", devices{resource "r", ids "i", topology{...}}, cpu_ids [1,2]}}. */
+  const uint8_t msg[] = {
+      0x0a, 0x1f,                                     /* pod_resources, 31 bytes */
+      0x0a, 0x01, 'p',  0x12, 0x01, 'n',              /* name, namespace */
+      0x1a, 0x17,                                     /* containers, 23 bytes */
+      0x0a, 0x01, 'c',                                /* name */
+      0x12, 0x0e,                                     /* devices, 14 bytes */
+      0x0a, 0x01, 'r',  0x12, 0x01, 'i',              /* resource_name, device_ids */
+      0x1a, 0x06, 0x0a, 0x04, 0x08, 0x01, 0x08, 0x00, /* topology{nodes{ID 1}} (2 ID fields) */
+      0x1a, 0x02, 0x01, 0x02,                         /* cpu_ids packed [1, 2] */
+  };
+  struct podres_list l;
+  assert_int_equal(podres_decode(msg, sizeof msg, &l), 0);
+  assert_int_equal(l.n_pods, 1);
+  assert_string_equal(l.pods[0].containers[0].devices[0].ids[0], "i");
+  podres_list_free(&l);
+}
+
+/* ---- join ---- */
+
+static void test_join_forms_and_sharing(void **state) {
+  const struct ctr_spec specs[] = {
+      /* exclusive whole GPU */
+      {"ml", "train-0", "trainer", {{"nvidia.com/gpu", {UA}}}},
+      /* time-slicing: three pods on GPU B through ::N replicas; one holds two replicas */
+      {"ml", "infer-b", "server", {{"nvidia.com/gpu", {UB "::0"}}}},
+      {"ml", "infer-a", "server", {{"nvidia.com/gpu", {UB "::1", UB "::2"}}}},
+      {"batch", "job-1", "work", {{"nvidia.com/gpu.shared", {UB "::3"}}}},
+      /* GKE time-sharing on GPU C (minor 2) */
+      {"gke", "v0", "c", {{"nvidia.com/gpu", {"nvidia2/vgpu0"}}}},
+      {"gke", "v1", "c", {{"nvidia.com/gpu", {"nvidia2/vgpu1"}}}},
+      /* MIG instances by uuid, by legacy id and by GKE id */
+      {"mig", "small", "c", {{"nvidia.com/mig-1g.10gb", {M1}}}},
+      {"mig", "legacy", "c", {{"nvidia.com/mig-3g.40gb", {"MIG-" UD "/2/0"}}}},
+      {"mig", "gke", "c", {{"nvidia.com/mig-1g.10gb", {"nvidia3/gi7"}}}},
+      /* unknown ids, and a foreign resource that happens to use a GPU uuid */
+      {"x", "lost", "c", {{"nvidia.com/gpu", {"GPU-99999999-0000-4000-8000-000000000000"}}}},
+      {"x", "weird", "c", {{"nvidia.com/gpu", {"garbage"}}, {"example.com/thing", {UC}}}},
+  };
+  struct podres_list l;
+  build_list(specs, sizeof specs / sizeof specs[0], &l);
+  struct attrib_entry *e = NULL;
+  size_t n = 0;
+  struct attribution_stats st;
+  assert_int_equal(attribution_join(&l, devs, 6, &e, &n, &st), 0);
+  podres_list_free(&l);
+
+  assert_int_equal(n, 5); /* A, B, C, M1, M2; never the MIG parent D */
+  const struct attrib_entry *a = find(e, n, UA);
+  assert_non_null(a);
+  assert_int_equal(a->pods.n, 1);
+  assert_int_equal(a->pods.total, 1);
+  assert_false(a->pods.shared);
+  assert_ref(&a->pods.pods[0], "ml", "train-0", "trainer");
+
+  const struct attrib_entry *b = find(e, n, UB);
+  assert_non_null(b);
+  assert_int_equal(b->pods.n, 3); /* infer-a's two replicas count once */
+  assert_int_equal(b->pods.total, 3);
+  assert_true(b->pods.shared);
+  assert_ref(&b->pods.pods[0], "batch", "job-1", "work"); /* sorted: namespace, pod, container */
+  assert_ref(&b->pods.pods[1], "ml", "infer-a", "server");
+  assert_ref(&b->pods.pods[2], "ml", "infer-b", "server");
+
+  const struct attrib_entry *c = find(e, n, UC);
+  assert_non_null(c);
+  assert_int_equal(c->pods.n, 2);
+  assert_true(c->pods.shared);
+  assert_ref(&c->pods.pods[0], "gke", "v0", "c");
+  assert_ref(&c->pods.pods[1], "gke", "v1", "c");
+
+  const struct attrib_entry *m1 = find(e, n, M1);
+  assert_non_null(m1);
+  assert_int_equal(m1->pods.n, 2); /* by uuid and by GKE id: two pods name the same instance */
+  assert_true(m1->pods.shared);
+  assert_ref(&m1->pods.pods[0], "mig", "gke", "c");
+  assert_ref(&m1->pods.pods[1], "mig", "small", "c");
+
+  const struct attrib_entry *m2 = find(e, n, M2);
+  assert_non_null(m2);
+  assert_int_equal(m2->pods.n, 1);
+  assert_false(m2->pods.shared);
+  assert_ref(&m2->pods.pods[0], "mig", "legacy", "c");
+  assert_null(find(e, n, UD));
+
+  assert_int_equal(st.gpu_ids, 12);
+  assert_int_equal(st.unknown, 2);
+  assert_string_equal(st.first_unknown, "GPU-99999999-0000-4000-8000-000000000000");
+  free(e);
+}
+
+static void test_join_same_id_two_pods(void **state) {
+  /* Without a replica suffix, two pods naming one GPU still both get it, and it is shared. */
+  const struct ctr_spec specs[] = {
+      {"a", "p1", "c", {{"nvidia.com/gpu", {UA}}}},
+      {"a", "p2", "c", {{"nvidia.com/gpu", {UA}}}},
+  };
+  struct podres_list l;
+  build_list(specs, 2, &l);
+  struct attrib_entry *e = NULL;
+  size_t n = 0;
+  assert_int_equal(attribution_join(&l, devs, 6, &e, &n, NULL), 0);
+  podres_list_free(&l);
+  assert_int_equal(n, 1);
+  assert_int_equal(e[0].pods.total, 2);
+  assert_true(e[0].pods.shared);
+  free(e);
+}
+
+static void test_join_many_pods_capped(void **state) {
+  enum { N = ATTRIB_MAX_PODS + 4 };
+  struct ctr_spec specs[N];
+  char names[N][16];
+  static char ids[N][GPU_STR_LEN];
+  for (int i = 0; i < N; i++) {
+    snprintf(names[i], sizeof names[i], "p%02d", N - 1 - i); /* reverse order: join sorts */
+    snprintf(ids[i], sizeof ids[i], "%s::%d", UC, i);
+    memset(&specs[i], 0, sizeof specs[i]);
+    specs[i].ns = "ts";
+    specs[i].pod = names[i];
+    specs[i].container = "c";
+    specs[i].devs[0].resource = "nvidia.com/gpu";
+    specs[i].devs[0].ids[0] = ids[i];
+  }
+  struct podres_list l;
+  build_list(specs, N, &l);
+  struct attrib_entry *e = NULL;
+  size_t n = 0;
+  assert_int_equal(attribution_join(&l, devs, 6, &e, &n, NULL), 0);
+  podres_list_free(&l);
+  assert_int_equal(n, 1);
+  assert_int_equal(e[0].pods.n, ATTRIB_MAX_PODS);
+  assert_int_equal(e[0].pods.total, N);
+  assert_true(e[0].pods.shared);
+  assert_string_equal(e[0].pods.pods[0].pod, "p00");
+  assert_string_equal(e[0].pods.pods[ATTRIB_MAX_PODS - 1].pod, "p15");
+  free(e);
+}
+
+static void test_join_empty(void **state) {
+  struct podres_list l = {0};
+  struct attrib_entry *e = (struct attrib_entry *)&l; /* must be reset */
+  size_t n = 9;
+  assert_int_equal(attribution_join(&l, devs, 6, &e, &n, NULL), 0);
+  assert_null(e);
+  assert_int_equal(n, 0);
+  /* No devices at all: every GPU id is unknown. */
+  const struct ctr_spec specs[] = {{"a", "p", "c", {{"nvidia.com/gpu", {UA}}}}};
+  build_list(specs, 1, &l);
+  struct attribution_stats st;
+  assert_int_equal(attribution_join(&l, devs, 0, &e, &n, &st), 0);
+  assert_int_equal(n, 0);
+  assert_int_equal(st.unknown, 1);
+  podres_list_free(&l);
+}
+
+/* ---- the table ---- */
+
+static struct attrib_entry mk(const char *uuid, size_t npods, bool shared) {
+  struct attrib_entry e;
+  memset(&e, 0, sizeof e);
+  snprintf(e.uuid, sizeof e.uuid, "%s", uuid);
+  for (size_t i = 0; i < npods; i++) {
+    snprintf(e.pods.pods[i].ns, sizeof e.pods.pods[i].ns, "ns");
+    snprintf(e.pods.pods[i].pod, sizeof e.pods.pods[i].pod, "pod-%zu", i);
+    snprintf(e.pods.pods[i].container, sizeof e.pods.pods[i].container, "c");
+  }
+  e.pods.n = e.pods.total = npods;
+  e.pods.shared = shared;
+  return e;
+}
+
+static void test_table_replace_clear_lookup(void **state) {
+  struct attrib *t = attrib_new();
+  assert_non_null(t);
+  struct gpu_pods out;
+  assert_false(attrib_available(t));
+  assert_false(attrib_lookup(t, UA, &out));
+  assert_int_equal(out.n, 0);
+
+  struct attrib_entry e[3] = {mk(UC, 1, false), mk(UA, 2, true), mk(M1, 0, false)};
+  assert_int_equal(attrib_replace(t, e, 3), 0);
+  assert_true(attrib_available(t));
+  assert_true(attrib_lookup(t, UA, &out));
+  assert_int_equal(out.n, 2);
+  assert_true(out.shared);
+  assert_string_equal(out.pods[1].pod, "pod-1");
+  assert_true(attrib_lookup(t, UC, &out));
+  assert_false(out.shared);
+  assert_false(attrib_lookup(t, M1, &out)); /* an entry without pods holds nothing */
+  assert_false(attrib_lookup(t, UB, &out));
+  assert_false(attrib_lookup(t, NULL, &out));
+  assert_false(attrib_lookup(t, "", &out));
+
+  /* Whole-table replace: UA is gone, UB appears. The caller's array is copied. */
+  e[0] = mk(UB, 1, false);
+  assert_int_equal(attrib_replace(t, e, 1), 0);
+  memset(e, 0, sizeof e);
+  assert_false(attrib_lookup(t, UA, &out));
+  assert_true(attrib_lookup(t, UB, &out));
+  assert_string_equal(out.pods[0].pod, "pod-0");
+
+  /* An empty answer is available with nothing held; clear makes it unavailable. */
+  assert_int_equal(attrib_replace(t, NULL, 0), 0);
+  assert_true(attrib_available(t));
+  assert_false(attrib_lookup(t, UB, &out));
+  e[0] = mk(UB, 1, false);
+  assert_int_equal(attrib_replace(t, e, 1), 0);
+  attrib_clear(t);
+  assert_false(attrib_available(t));
+  assert_false(attrib_lookup(t, UB, &out));
+  attrib_clear(t);
+  attrib_free(t);
+  attrib_free(NULL);
+}
+
+static void test_table_many_entries(void **state) {
+  enum { N = 300 };
+  struct attrib_entry *e = calloc(N, sizeof *e);
+  assert_non_null(e);
+  for (int i = 0; i < N; i++) {
+    char u[64];
+    snprintf(u, sizeof u, "GPU-%08x-0000-4000-8000-000000000000", (unsigned)(N - i) * 7919u);
+    e[i] = mk(u, 1 + (size_t)i % 3, i % 3 != 0);
+  }
+  struct attrib *t = attrib_new();
+  assert_int_equal(attrib_replace(t, e, N), 0);
+  for (int i = 0; i < N; i++) {
+    struct gpu_pods out;
+    assert_true(attrib_lookup(t, e[i].uuid, &out));
+    assert_int_equal(out.n, 1 + (size_t)i % 3);
+  }
+  attrib_free(t);
+  free(e);
+}
+
+/* ---- the refresher against an absent kubelet ---- */
+
+static void test_refresh_absent_socket_clears(void **state) {
+  rpc_global_init();
+  struct history *h = history_new(4);
+  assert_non_null(h);
+  assert_int_equal(history_set_devices(h, devs, 6), 0);
+  struct attrib *t = attrib_new();
+  struct attrib_entry e = mk(UA, 1, false);
+  assert_int_equal(attrib_replace(t, &e, 1), 0);
+
+  struct attribution a;
+  memset(&a, 0, sizeof a);
+  a.socket_path = strdup("/nonexistent/gpuscale-test/kubelet.sock");
+  a.deadline_ms = 2000;
+  a.hist = h;
+  a.table = t;
+  assert_int_equal(attribution_refresh(&a), GS_EUNAVAIL);
+  assert_false(attrib_available(t));
+  struct gpu_pods out;
+  assert_false(attrib_lookup(t, UA, &out));
+  assert_true(a.down);
+  assert_int_equal(atomic_load(&a.failures), 1);
+  assert_int_equal(attribution_refresh(&a), GS_EUNAVAIL); /* still down, no second warning */
+  assert_int_equal(atomic_load(&a.failures), 2);
+  attribution_stop(&a); /* never started: releases the client and the path */
+  attrib_free(t);
+  history_free(h);
+  rpc_global_shutdown();
+}
+
+static void test_start_stop(void **state) {
+  rpc_global_init();
+  struct history *h = history_new(4);
+  assert_int_equal(history_set_devices(h, devs, 6), 0);
+  struct attrib *t = attrib_new();
+  struct attribution a;
+  assert_int_equal(attribution_start(&a, "unix:/nonexistent/gpuscale-test/k.sock", 50, h, t), 0);
+  for (int i = 0; i < 200 && atomic_load(&a.failures) < 2; i++) {
+    struct timespec ts = {0, 10 * 1000 * 1000};
+    nanosleep(&ts, NULL);
+  }
+  assert_true(atomic_load(&a.failures) >= 2);
+  attribution_stop(&a);
+  attribution_stop(&a); /* twice is fine */
+  assert_false(attrib_available(t));
+  attrib_free(t);
+  history_free(h);
+  rpc_global_shutdown();
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_decode),
+      cmocka_unit_test(test_decode_skips_unknown_fields),
+      cmocka_unit_test_setup(test_join_forms_and_sharing, setup_devs),
+      cmocka_unit_test_setup(test_join_same_id_two_pods, setup_devs),
+      cmocka_unit_test_setup(test_join_many_pods_capped, setup_devs),
+      cmocka_unit_test_setup(test_join_empty, setup_devs),
+      cmocka_unit_test(test_table_replace_clear_lookup),
+      cmocka_unit_test(test_table_many_entries),
+      cmocka_unit_test_setup(test_refresh_absent_socket_clears, setup_devs),
+      cmocka_unit_test_setup(test_start_stop, setup_devs),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
