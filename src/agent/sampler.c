@@ -70,6 +70,7 @@ void sampler_pass(struct sampler *s) {
       smp.mono_ms = now;
       history_push(s->hist, i, &smp);
       atomic_store(&s->any_good, true);
+      atomic_store(&s->last_good_mono_ms, now);
       if (i < s->ncomplain && log_complain_clear(&s->complain[i]))
         LOG_INFO("sampler", "GPU %zu reads again", i);
       continue;
@@ -98,6 +99,7 @@ static void *sampler_main(void *arg) {
       pthread_mutex_unlock(&s->lock);
       do_reload(s);
       pthread_mutex_lock(&s->lock);
+      next = time_mono_ms(); /* sample the new devices at once, not an interval later */
       continue;
     }
     int64_t now = time_mono_ms();

@@ -31,6 +31,7 @@ struct sampler {
   atomic_uint_fast64_t reloads_ok, reloads_failed;
   atomic_int_fast64_t last_pass_mono_ms; /* 0 before the first pass */
   atomic_bool any_good;                  /* at least one good sample was stored */
+  atomic_int_fast64_t last_good_mono_ms; /* when the newest good sample of any GPU was stored */
   struct log_complain *complain;         /* one per device, for repeating read errors */
   size_t ncomplain;
 };

@@ -1,0 +1,211 @@
+#!/usr/bin/env bash
+# gpuscale benchmark: GetMetrics latency and throughput against the agent on the mock collector,
+# each figure beside the transport's ceiling (grpc.health.v1/Check on the same server), plus RSS
+# and the sampler's CPU cost per GPU. Prints one table. See docs/bench.md.
+#
+#   bash bench/run.sh [BUILD_DIR]        (`make bench` runs it with BUILD_DIR=build)
+#
+# Loopback only, bounded in calls and time. No Python: the load client is bench/load.c (C-core).
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+BUILD=${1:-build}
+case $BUILD in /*) ;; *) BUILD=$ROOT/$BUILD ;; esac
+
+# Bounds: calls per run and seconds per run (whichever comes first).
+CALLS_1=${BENCH_CALLS_1:-10000}
+CALLS_64=${BENCH_CALLS_64:-40000}
+REPS=${BENCH_REPS:-3} # each figure is the median of REPS runs, GetMetrics and Check alternating
+MAX_SECONDS=${BENCH_MAX_SECONDS:-15}
+CPU_SECONDS=${BENCH_CPU_SECONDS:-10}
+CPU_GPUS=64
+
+GPUSCALE=$BUILD/gpuscale
+LOAD=$BUILD/bench/gs_load
+if [[ ! -x $GPUSCALE || ! -x $LOAD ]]; then
+  cmake --build "$BUILD" --target gpuscale gs_load >/dev/null
+fi
+
+WORK=$(mktemp -d /tmp/gs-bench.XXXXXX)
+PIDS=()
+cleanup() {
+  for p in "${PIDS[@]:-}"; do
+    [[ -n $p ]] || continue
+    kill -TERM "$p" 2>/dev/null || true
+  done
+  for p in "${PIDS[@]:-}"; do
+    [[ -n $p ]] || continue
+    for _ in $(seq 50); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
+    kill -KILL "$p" 2>/dev/null || true
+  done
+  rm -rf "$WORK"
+}
+trap cleanup EXIT INT TERM
+
+say() { printf '%s\n' "$*" >&2; }
+
+# A port nothing answers on (connection refused). The agent start is retried if it loses a race.
+free_port() {
+  local p
+  for _ in $(seq 100); do
+    p=$((20000 + RANDOM % 40000))
+    if ! (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then
+      echo "$p"
+      return 0
+    fi
+  done
+  return 1
+}
+
+# scenario FILE N: N GPUs with constant readings (constants keep every run comparable).
+scenario() {
+  local f=$1 n=$2 i
+  {
+    echo "# bench scenario: $n GPUs, constant readings"
+    echo "gpus:"
+    for ((i = 0; i < n; i++)); do
+      echo "  - model: NVIDIA Bench"
+      echo "    memory_total_mib: 81920"
+      echo "    memory_used_mib: $((8192 + (i * 977) % 65536))"
+      echo "    gpu_utilization: $(((i * 37 + 11) % 101))"
+      echo "    memory_utilization: $(((i * 17) % 100))"
+      echo "    temperature: $((30 + i % 50))"
+      echo "    power_draw: $((100 + i * 3)).5"
+    done
+  } >"$f"
+}
+
+# start_agent NAME SCENARIO INTERVAL: starts an agent, waits for /readyz; sets AGENT_PID, AGENT_GRPC.
+start_agent() {
+  local name=$1 sc=$2 interval=$3 try gp hp
+  for try in 1 2 3; do
+    gp=$(free_port) && hp=$(free_port)
+    "$GPUSCALE" agent --collector mock --scenario "$sc" --interval "$interval" \
+      --grpc-listen "127.0.0.1:$gp" --http-listen "127.0.0.1:$hp" --log-level warn \
+      >"$WORK/$name.log" 2>&1 &
+    AGENT_PID=$!
+    PIDS+=("$AGENT_PID")
+    for _ in $(seq 200); do
+      if ! kill -0 "$AGENT_PID" 2>/dev/null; then break; fi
+      if curl -sf --noproxy '*' -o /dev/null --max-time 1 "http://127.0.0.1:$hp/readyz"; then
+        AGENT_GRPC=127.0.0.1:$gp
+        return 0
+      fi
+      sleep 0.1
+    done
+    kill -KILL "$AGENT_PID" 2>/dev/null || true
+  done
+  say "bench: agent $name did not become ready:"
+  cat "$WORK/$name.log" >&2
+  exit 1
+}
+
+rss_kib() { awk '/^VmRSS:/ {print $2}' "/proc/$1/status"; }
+# utime + stime of a process, in clock ticks
+cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+# CPU time of all of a process's threads in ns (/proc/PID/task/*/schedstat, field 1): finer than
+# the 10 ms ticks of utime + stime, which matters for an idle agent.
+cpu_ns() { cat /proc/"$1"/task/*/schedstat 2>/dev/null | awk '{s += $1} END {printf "%.0f", s}'; }
+median() { tr ' ' '\n' | sort -n | awk '{v[NR] = $1} END {print v[int((NR + 1) / 2)]}'; }
+field() { tr ' ' '\n' <<<"$1" | sed -n "s/^$2=//p"; }
+
+load() { # load METHOD CONCURRENCY CALLS
+  local out
+  if ! out=$(timeout $((MAX_SECONDS + 30)) "$LOAD" --target "$AGENT_GRPC" --method "$1" \
+    --concurrency "$2" --calls "$3" --max-seconds "$MAX_SECONDS" -m profile=vllm-inference \
+    -m scalerAddress="$AGENT_GRPC" 2>"$WORK/load.err"); then
+    say "bench: gs_load $1 c=$2 failed:"
+    cat "$WORK/load.err" >&2
+    exit 1
+  fi
+  echo "$out"
+}
+
+# ---- latency, throughput, RSS on one agent -------------------------------------------------
+NGPU=8
+scenario "$WORK/bench.yaml" $NGPU
+start_agent main "$WORK/bench.yaml" 1s
+MAIN_PID=$AGENT_PID
+sleep 1
+RSS_IDLE=$(rss_kib "$MAIN_PID")
+
+say "bench: warm-up"
+load getmetrics 4 2000 >/dev/null
+load health 4 2000 >/dev/null
+
+declare -A R # R[method.concurrency.figure] = "v1 v2 v3"
+TOTAL_CALLS=4000
+GM_CALLS=2000
+for c in 1 64; do
+  calls=$CALLS_1
+  [[ $c == 64 ]] && calls=$CALLS_64
+  for ((rep = 1; rep <= REPS; rep++)); do
+    for m in getmetrics health; do
+      say "bench: $m, $c concurrent client(s), up to $calls calls / ${MAX_SECONDS}s, run $rep/$REPS"
+      out=$(load "$m" "$c" "$calls")
+      for f in p50_us p99_us rps; do R[$m.$c.$f]+="$(field "$out" $f) "; done
+      n=$(field "$out" calls)
+      TOTAL_CALLS=$((TOTAL_CALLS + n))
+      [[ $m == getmetrics ]] && GM_CALLS=$((GM_CALLS + n))
+    done
+  done
+done
+fig() { median <<<"${R[$1]}"; }
+RSS_AFTER=$(rss_kib "$MAIN_PID")
+kill -TERM "$MAIN_PID"
+
+# ---- sampler CPU: 64 GPUs vs 1 GPU at 100ms, idle, measured side by side -------------------
+say "bench: sampler CPU, idle ${CPU_SECONDS}s, $CPU_GPUS GPUs and 1 GPU at --interval 100ms"
+scenario "$WORK/cpu64.yaml" $CPU_GPUS
+scenario "$WORK/cpu1.yaml" 1
+start_agent cpu64 "$WORK/cpu64.yaml" 100ms
+P64=$AGENT_PID
+start_agent cpu1 "$WORK/cpu1.yaml" 100ms
+P1=$AGENT_PID
+sleep 1
+A64=$(cpu_ticks "$P64") A1=$(cpu_ticks "$P1") N64=$(cpu_ns "$P64") N1=$(cpu_ns "$P1")
+T0=$(date +%s.%N)
+sleep "$CPU_SECONDS"
+B64=$(cpu_ticks "$P64") B1=$(cpu_ticks "$P1") M64=$(cpu_ns "$P64") M1=$(cpu_ns "$P1")
+T1=$(date +%s.%N)
+HZ=$(getconf CLK_TCK)
+
+# ---- the table -----------------------------------------------------------------------------
+us() { printf '%s us' "$1"; }
+rps() { printf '%s calls/s' "$1"; }
+mib() { awk -v k="$1" 'BEGIN {printf "%.1f MiB", k / 1024}'; }
+
+CPU_LINE=$(awk -v a64="$A64" -v b64="$B64" -v a1="$A1" -v b1="$B1" -v hz="$HZ" -v t0="$T0" \
+  -v t1="$T1" -v n="$CPU_GPUS" -v n64="$N64" -v m64="$M64" -v n1="$N1" -v m1="$M1" 'BEGIN {
+    s = t1 - t0
+    tick = (b64 - a64) / hz / (n * s) * 1e6   # utime+stime: us of CPU per GPU per second
+    per = (m64 - n64) / 1e3 / (n * s)         # schedstat: the same, ns resolution
+    base = (m1 - n1) / 1e3 / s                # 1-GPU agent: us of CPU per second
+    marg = (per * n - base) / (n - 1)         # what each extra GPU adds
+    printf "%.1f us CPU/(GPU*s) (utime+stime: %.0f)|1-GPU agent: %.0f us CPU/s; marginal: %.1f us/(GPU*s)", per, tick, base, marg }')
+
+NCPU=$(nproc)
+printf '\n'
+printf 'gpuscale bench: agent on the mock (%d GPUs, constant), load client bench/gs_load (C-core),\n' $NGPU
+printf 'loopback, client and agent share %d CPUs. Python is not used. Ceiling = grpc.health.v1/Check\n' "$NCPU"
+printf 'on the same server (no policy work), same client, same concurrency. Latency and throughput\n'
+printf 'are the median of %d runs each; 64 concurrent calls = 2 client threads x 32 calls in flight.\n\n' "$REPS"
+row() { printf '| %-44s | %-38s | %-56s |\n' "$1" "$2" "$3"; }
+row "figure" "gpuscale" "baseline / ceiling"
+printf '|%s|%s|%s|\n' "$(printf -- '-%.0s' {1..46})" "$(printf -- '-%.0s' {1..40})" \
+  "$(printf -- '-%.0s' {1..58})"
+for c in 1 64; do
+  label="1 client"
+  [[ $c != 1 ]] && label="$c concurrent calls"
+  row "GetMetrics latency p50, $label" "$(us "$(fig getmetrics.$c.p50_us)")" \
+    "Health/Check: $(us "$(fig health.$c.p50_us)")"
+  row "GetMetrics latency p99, $label" "$(us "$(fig getmetrics.$c.p99_us)")" \
+    "Health/Check: $(us "$(fig health.$c.p99_us)")"
+  row "GetMetrics throughput, $label" "$(rps "$(fig getmetrics.$c.rps)")" \
+    "Health/Check: $(rps "$(fig health.$c.rps)")"
+done
+row "RSS idle" "$(mib "$RSS_IDLE")" "-"
+row "RSS after $GM_CALLS GetMetrics calls" "$(mib "$RSS_AFTER")" \
+  "idle: $(mib "$RSS_IDLE") (plus $((TOTAL_CALLS - GM_CALLS)) Check calls)"
+row "sampler CPU, $CPU_GPUS GPUs @100ms, idle" "${CPU_LINE%%|*}" "${CPU_LINE#*|}"
+printf '\n'

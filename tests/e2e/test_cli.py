@@ -1,0 +1,125 @@
+"""`gpuscale query` against a live agent, and the agent's command-line errors."""
+
+import re
+import subprocess
+
+import helpers
+from conftest import main_gpus
+from helpers import PROFILES, Scenario, c_round
+
+SC = Scenario(main_gpus())
+CLI_TIMEOUT = 30
+
+
+def run(*args, timeout=CLI_TIMEOUT):
+    return subprocess.run([helpers.binary()] + list(args), capture_output=True, text=True,
+                          timeout=timeout)
+
+
+def parse_table(out):
+    """The query table: a header line of column names, then one row per metric."""
+    lines = [ln for ln in out.splitlines() if ln.strip()]
+    for k, ln in enumerate(lines):
+        cols = ln.split()
+        if "METRIC" in cols and "TARGET" in cols:
+            rows = [dict(zip(cols, r.split())) for r in lines[k + 1:] if len(r.split()) == len(cols)]
+            assert rows, out
+            return rows
+    raise AssertionError("no table in output:\n" + out)
+
+
+def test_query_prints_target_value_and_activity(main_agent):
+    metric, target, activation, agg = PROFILES["vllm-inference"]
+    p = run("query", "--address", main_agent.grpc_address, "--profile", "vllm-inference")
+    assert p.returncode == 0, p.stderr
+    row = parse_table(p.stdout)[0]
+    want = SC.expected(metric, agg)
+    assert float(row["TARGET"]) == target == 80
+    assert row["VALUE"] == str(c_round(want))
+    assert abs(float(row["VALUE_FLOAT"]) - want) <= 1e-3 * max(1.0, abs(want))
+    assert row["ACTIVE"] == ("true" if want > activation else "false")
+
+
+def test_query_idle_gpu_is_inactive(main_agent):
+    from conftest import IDLE_GPU
+    p = run("query", "--address", main_agent.grpc_address, "--profile", "triton-inference",
+            "-m", "gpuIndex=%d" % IDLE_GPU)
+    assert p.returncode == 0, p.stderr
+    row = parse_table(p.stdout)[0]
+    assert float(row["VALUE_FLOAT"]) == SC.value(IDLE_GPU, "gpu_utilization") == 0
+    assert row["ACTIVE"] == "false"
+
+
+def test_query_bad_metadata_exits_nonzero_with_status_name(main_agent):
+    p = run("query", "--address", main_agent.grpc_address, "--profile", "vllm-inference",
+            "-m", "aggregation=bogus")
+    assert p.returncode != 0
+    assert "INVALID_ARGUMENT" in p.stdout + p.stderr
+    assert "aggregation" in p.stdout + p.stderr
+
+
+def test_query_not_found_exits_nonzero_with_status_name(main_agent):
+    p = run("query", "--address", main_agent.grpc_address, "--profile", "triton-inference",
+            "-m", "gpuIndex=%d" % len(SC.gpus))
+    assert p.returncode != 0
+    assert "NOT_FOUND" in p.stdout + p.stderr
+
+
+def test_query_bad_address_exits_nonzero_with_status_name():
+    port = helpers.free_port()  # nothing listens there
+    p = run("query", "--address", "127.0.0.1:%d" % port, "--profile", "vllm-inference",
+            "--timeout", "2s")
+    assert p.returncode != 0
+    assert re.search(r"UNAVAILABLE|DEADLINE_EXCEEDED", p.stdout + p.stderr), p.stderr
+
+
+def test_query_without_address_is_usage_error():
+    p = run("query", "--profile", "vllm-inference", timeout=CLI_TIMEOUT)
+    assert p.returncode == 2, (p.stdout, p.stderr)
+    assert "address" in p.stderr
+
+
+def test_agent_bad_interval_exits_2_naming_option():
+    p = run("agent", "--collector", "mock", "--interval", "0s")
+    assert p.returncode == 2, p.stderr
+    assert "--interval" in p.stderr and "0s" in p.stderr
+
+
+def test_agent_bad_grpc_listen_exits_2_naming_option():
+    p = run("agent", "--collector", "mock", "--grpc-listen", "nope")
+    assert p.returncode == 2, p.stderr
+    assert "--grpc-listen" in p.stderr and "nope" in p.stderr
+
+
+def test_agent_unknown_flag_exits_2():
+    p = run("agent", "--no-such-flag")
+    assert p.returncode == 2, p.stderr
+    assert "no-such-flag" in p.stderr
+
+
+def test_agent_env_override_is_validated_too():
+    import os
+    env = dict(os.environ, GPUSCALE_INTERVAL="0s")
+    p = subprocess.run([helpers.binary(), "agent", "--collector", "mock"], capture_output=True,
+                       text=True, timeout=CLI_TIMEOUT, env=env)
+    assert p.returncode == 2, p.stderr
+    assert "GPUSCALE_INTERVAL" in p.stderr
+
+
+def test_help_exits_0():
+    for cmd in ("agent", "query"):
+        p = run(cmd, "--help")
+        assert p.returncode == 0, (cmd, p.stderr)
+        assert "--" in p.stdout
+    p = run("agent", "--help")
+    for opt in ("--collector", "--scenario", "--grpc-listen", "--http-listen", "--interval"):
+        assert opt in p.stdout, opt
+
+
+def test_agent_missing_scenario_file_fails_with_message(tmp_path):
+    missing = str(tmp_path / "nope.yaml")
+    p = run("agent", "--collector", "mock", "--scenario", missing, "--grpc-listen",
+            "127.0.0.1:%d" % helpers.free_port(), "--http-listen",
+            "127.0.0.1:%d" % helpers.free_port())
+    assert p.returncode != 0
+    assert "nope.yaml" in p.stdout + p.stderr
