@@ -11,6 +11,7 @@
 #include "agent/api.h"
 #include "agent/attribution.h"
 #include "agent/metrics.h"
+#include "agent/node_source.h"
 #include "agent/sampler.h"
 #include "agent/source.h"
 #include "collect/collector.h"
@@ -159,6 +160,7 @@ static int agent_run(struct agent_opts *o) {
   struct agent_api api = {&smp,           hist, o->node_name, ops->name, ops->driver_version(col),
                           o->interval_ms, pods};
 
+  struct node_source nsrc = {hist, pods, o->node_name, ops->driver_version(col), o->interval_ms};
   struct rpc_server_config rc_cfg = {0};
   rc_cfg.listen = o->grpc_listen;
   rc_cfg.scaler = &sc;
@@ -167,6 +169,8 @@ static int agent_run(struct agent_opts *o) {
   rc_cfg.tick_ms = (int)o->interval_ms;
   rc_cfg.observe = stats_observe;
   rc_cfg.observe_ud = stats;
+  rc_cfg.node_snapshot = node_source_snapshot;
+  rc_cfg.node_ud = &nsrc;
   if (rpc_server_start(&rc_cfg, &rpc, err, sizeof err) != 0) {
     LOG_ERROR("agent", "--grpc-listen: %s", err);
     goto out;

@@ -1,5 +1,6 @@
-/* KEDA ExternalScaler and grpc.health.v1 server on gRPC C-core: call lifecycle, streams, shutdown.
- * See docs/internals/rpc.md for the reference counting and shutdown sequence. */
+/* KEDA ExternalScaler, grpc.health.v1 and gpuscale.v1.Node server on gRPC C-core: call
+ * lifecycle, streams, shutdown. See docs/internals/rpc.md for the reference counting and shutdown
+ * sequence, docs/internals/node-api.md for the Node service. */
 #include "rpc/server.h"
 
 #include <errno.h>
@@ -20,6 +21,8 @@
 #include "core/timeutil.h"
 #include "externalscaler.pb-c.h"
 #include "health.pb-c.h"
+#include "node.pb-c.h"
+#include "rpc/node_wire.h"
 #include "rpc/status.h"
 #include "rpc/wire.h"
 
@@ -34,6 +37,8 @@ enum method {
   M_STREAM_METRIC_SPEC,
   M_HEALTH_CHECK,
   M_HEALTH_WATCH,
+  M_NODE_LIST,
+  M_NODE_WATCH,
   M_UNKNOWN, /* the generic request: any path we did not register */
   M__COUNT
 };
@@ -46,6 +51,8 @@ static const char *const method_path[M__COUNT] = {
     "/externalscaler.ExternalScaler/StreamMetricSpec",
     "/grpc.health.v1.Health/Check",
     "/grpc.health.v1.Health/Watch",
+    NODE_METHOD_LIST_GPUS,
+    NODE_METHOD_WATCH_GPUS,
     "unknown",
 };
 
@@ -88,8 +95,10 @@ struct call {
   /* Streams: the request kept for re-evaluation, and the value last sent / wanted. */
   bool listed;
   struct call *prev, *next;
-  int last_sent; /* -1: nothing sent yet */
-  int want;      /* -1: state unknown, send nothing */
+  int last_sent;  /* -1: nothing sent yet */
+  int want;       /* -1: state unknown, send nothing */
+  bool node_sent; /* WatchGPUs: a snapshot went out; node_gen is its generation */
+  uint64_t node_gen;
   Externalscaler__ScaledObjectRef *ref;
   Grpc__Health__V1__HealthCheckRequest *hreq;
   struct kv *kv;
@@ -114,6 +123,12 @@ struct rpc_server {
   bool shutdown_done;
   bool ticker_stop;
   bool poked;
+  /* gpuscale.v1.Node: the newest encoded snapshot, shared (refcounted) by every WatchGPUs send. */
+  size_t nwatch;
+  bool has_node;
+  uint64_t node_gen;
+  grpc_slice node_slice;
+  struct log_complain node_complain; /* ticker thread only */
 
   pthread_t *workers;
   int nworkers;
@@ -208,6 +223,8 @@ static void list_add_locked(struct call *c) {
   c->listed = true;
   c->refs++;
   s->nstreams++;
+  if (c->m == M_NODE_WATCH)
+    s->nwatch++;
 }
 
 /* Takes c off the stream list; the list's reference is dropped by the caller's unref count. */
@@ -219,13 +236,15 @@ static bool list_remove_locked(struct call *c) {
   c->prev = c->next = NULL;
   c->listed = false;
   c->srv->nstreams--;
+  if (c->m == M_NODE_WATCH)
+    c->srv->nwatch--;
   return call_unref_locked(c);
 }
 
-/* Starts one send batch: initial metadata if not yet sent, the message if any, the status if
- * with_status. Returns 0, or GS_EIO when C-core refused the batch (logged). Under s->mu. */
-static int send_locked(struct call *c, const void *msg, size_t len, bool has_msg,
-                       bool with_status) {
+/* Starts one send batch: initial metadata if not yet sent, the message bb if not NULL (the call
+ * takes it over), the status if with_status. Returns 0, or GS_EIO when C-core refused the batch
+ * (logged). Under s->mu. */
+static int send_bb_locked(struct call *c, grpc_byte_buffer *bb, bool with_status) {
   grpc_op ops[3];
   size_t n = 0;
   memset(ops, 0, sizeof(ops));
@@ -234,10 +253,8 @@ static int send_locked(struct call *c, const void *msg, size_t len, bool has_msg
     ops[n].data.send_initial_metadata.count = 0;
     n++;
   }
-  if (has_msg) {
-    c->send_bb = rpc_wire_buffer(msg, len);
-    if (!c->send_bb)
-      return GS_ENOMEM;
+  if (bb) {
+    c->send_bb = bb;
     ops[n].op = GRPC_OP_SEND_MESSAGE;
     ops[n].data.send_message.send_message = c->send_bb;
     n++;
@@ -270,6 +287,18 @@ static int send_locked(struct call *c, const void *msg, size_t len, bool has_msg
   return 0;
 }
 
+/* send_bb_locked with a copy of msg[0..len) when has_msg. Returns 0, GS_ENOMEM or GS_EIO. */
+static int send_locked(struct call *c, const void *msg, size_t len, bool has_msg,
+                       bool with_status) {
+  grpc_byte_buffer *bb = NULL;
+  if (has_msg) {
+    bb = rpc_wire_buffer(msg, len);
+    if (!bb)
+      return GS_ENOMEM;
+  }
+  return send_bb_locked(c, bb, with_status);
+}
+
 /* Packs the stream message that carries value v (IsActiveResponse or HealthCheckResponse). */
 static uint8_t *stream_message(const struct call *c, int v, size_t *len) {
   if (c->m == M_HEALTH_WATCH) {
@@ -289,6 +318,18 @@ static void pump_locked(struct call *c) {
     return;
   if (c->finishing) {
     send_locked(c, NULL, 0, false, true);
+    return;
+  }
+  if (c->m == M_NODE_WATCH) {
+    struct rpc_server *s = c->srv;
+    if (!s->has_node || (c->node_sent && c->node_gen == s->node_gen))
+      return;
+    /* The byte buffer takes its own reference on the shared slice: no copy per stream. */
+    grpc_byte_buffer *bb = grpc_raw_byte_buffer_create(&s->node_slice, 1);
+    if (bb && send_bb_locked(c, bb, false) == 0) {
+      c->node_sent = true;
+      c->node_gen = s->node_gen;
+    }
     return;
   }
   if (c->want < 0 || c->want == c->last_sent)
@@ -458,8 +499,9 @@ static uint8_t *unary_keda(struct call *c, size_t *len, int *code, char *msg, si
 
 /* HealthCheckResponse status for a requested service name. */
 static int health_status(const struct rpc_server *s, const char *service) {
+  bool node = s->cfg.node_snapshot && service && strcmp(service, "gpuscale.v1.Node") == 0;
   if (service && service[0] && strcmp(service, "externalscaler.ExternalScaler") != 0 &&
-      strcmp(service, "grpc.health.v1.Health") != 0)
+      strcmp(service, "grpc.health.v1.Health") != 0 && !node)
     return GRPC__HEALTH__V1__HEALTH_CHECK_RESPONSE__SERVING_STATUS__SERVICE_UNKNOWN;
   if (s->cfg.healthy && !s->cfg.healthy(s->cfg.health_ud))
     return GRPC__HEALTH__V1__HEALTH_CHECK_RESPONSE__SERVING_STATUS__NOT_SERVING;
@@ -490,6 +532,109 @@ static uint8_t *unary_health(struct call *c, size_t *len, int *code, char *msg, 
   return out;
 }
 
+/* ---- gpuscale.v1.Node ---- */
+
+/* Asks the hook for a snapshot and packs it. Returns the packed bytes (caller frees) with *gen,
+ * or NULL with a gRPC code and msg. No lock held. */
+static uint8_t *node_pack(struct rpc_server *s, size_t *len, uint64_t *gen, int *code, char *msg,
+                          size_t msglen) {
+  struct node_snapshot snap;
+  memset(&snap, 0, sizeof snap);
+  int r = s->cfg.node_snapshot(s->cfg.node_ud, &snap);
+  uint8_t *out = NULL;
+  if (!r)
+    r = node_wire_encode(&snap, NODE_WIRE_MAX_BYTES, &out, len);
+  *gen = snap.generation;
+  node_snapshot_clear(&snap);
+  if (r) {
+    *code = rpc_code_from_gs(r);
+    if (r == GS_ETOOBIG)
+      snprintf(msg, msglen, "node snapshot over %d bytes", NODE_WIRE_MAX_BYTES);
+    else
+      snprintf(msg, msglen, "node snapshot: %s", gs_strerror(r));
+    return NULL;
+  }
+  *code = 0;
+  return out;
+}
+
+/* Takes a fresh snapshot into the shared WatchGPUs slot unless a newer generation is already
+ * there. Returns 0, or a gRPC code with msg set. No lock held. */
+static int node_refresh(struct rpc_server *s, char *msg, size_t msglen) {
+  size_t len = 0;
+  uint64_t gen = 0;
+  int code = 0;
+  uint8_t *bytes = node_pack(s, &len, &gen, &code, msg, msglen);
+  if (!bytes)
+    return code;
+  grpc_slice fresh = grpc_slice_from_copied_buffer((const char *)bytes, len);
+  free(bytes);
+  grpc_slice old = grpc_empty_slice();
+  pthread_mutex_lock(&s->mu);
+  if (!s->has_node || gen >= s->node_gen) {
+    old = s->has_node ? s->node_slice : grpc_empty_slice();
+    s->node_slice = fresh;
+    s->node_gen = gen;
+    s->has_node = true;
+  } else {
+    old = fresh; /* a racing refresh already installed a newer pass */
+  }
+  pthread_mutex_unlock(&s->mu);
+  grpc_slice_unref(old);
+  return 0;
+}
+
+static const char node_off_msg[] = "gpuscale.v1.Node is not served here";
+
+static uint8_t *unary_node(struct call *c, size_t *len, int *code, char *msg, size_t msglen) {
+  if (!c->srv->cfg.node_snapshot) {
+    *code = RPC_UNIMPLEMENTED;
+    copy_msg(msg, msglen, node_off_msg);
+    return NULL;
+  }
+  ProtobufCMessage *in = NULL;
+  *code = decode(c, &gpuscale__v1__list_gpus_request__descriptor, &in, msg, msglen);
+  if (*code)
+    return NULL;
+  protobuf_c_message_free_unpacked(in, NULL);
+  uint64_t gen = 0;
+  return node_pack(c->srv, len, &gen, code, msg, msglen);
+}
+
+/* WatchGPUs: registers the stream and sends the newest snapshot; the ticker sends the rest. */
+static void handle_node_watch(struct call *c) {
+  struct rpc_server *s = c->srv;
+  char msg[256] = "";
+  int code = 0;
+  if (!s->cfg.node_snapshot) {
+    code = RPC_UNIMPLEMENTED;
+    copy_msg(msg, sizeof(msg), node_off_msg);
+  } else {
+    ProtobufCMessage *in = NULL;
+    code = decode(c, &gpuscale__v1__watch_gpus_request__descriptor, &in, msg, sizeof(msg));
+    if (in)
+      protobuf_c_message_free_unpacked(in, NULL);
+  }
+  if (!code)
+    code = node_refresh(s, msg, sizeof(msg));
+  pthread_mutex_lock(&s->mu);
+  if (code) {
+    c->final_code = code;
+    copy_msg(c->final_msg, sizeof(c->final_msg), msg);
+    send_locked(c, NULL, 0, false, true);
+  } else if (s->shutting) {
+    c->final_code = RPC_UNAVAILABLE;
+    copy_msg(c->final_msg, sizeof(c->final_msg), "server shutting down");
+    send_locked(c, NULL, 0, false, true);
+  } else if (!c->closed) {
+    list_add_locked(c);
+    pump_locked(c);
+    if (c->broken) /* never the last reference: the handler still holds one */
+      list_remove_locked(c);
+  }
+  pthread_mutex_unlock(&s->mu);
+}
+
 static void handle_unary(struct call *c) {
   int code = 0;
   char msg[256] = "";
@@ -501,6 +646,8 @@ static void handle_unary(struct call *c) {
              (const char *)GRPC_SLICE_START_PTR(c->details.method));
   } else if (c->m == M_HEALTH_CHECK) {
     out = unary_health(c, &len, &code, msg, sizeof(msg));
+  } else if (c->m == M_NODE_LIST) {
+    out = unary_node(c, &len, &code, msg, sizeof(msg));
   } else {
     out = unary_keda(c, &len, &code, msg, sizeof(msg));
   }
@@ -660,6 +807,7 @@ static void on_request(struct call *c, bool ok) {
   case M_STREAM_IS_ACTIVE:
   case M_STREAM_METRIC_SPEC:
   case M_HEALTH_WATCH: handle_stream(c); break;
+  case M_NODE_WATCH: handle_node_watch(c); break;
   default: handle_unary(c); break;
   }
   call_unref(c);
@@ -730,7 +878,9 @@ static void tick_streams(struct rpc_server *s) {
   struct call *c = s->streams.next;
   while (c != &s->streams) {
     struct call *next = c->next;
-    if (c->m != M_STREAM_METRIC_SPEC && !c->finishing) {
+    if (c->m == M_NODE_WATCH) {
+      pump_locked(c); /* sends the shared snapshot when its generation is new to this stream */
+    } else if (c->m != M_STREAM_METRIC_SPEC && !c->finishing) {
       int v = -1;
       int code = stream_eval(c, &v, msg, sizeof(msg));
       bool last = false;
@@ -750,6 +900,24 @@ static void tick_streams(struct rpc_server *s) {
     c = next;
   }
   pthread_mutex_unlock(&s->mu);
+}
+
+/* Refreshes the shared snapshot once per pass while a WatchGPUs stream is open (one hook call
+ * and one encode per pass, however many streams). A failing hook keeps the streams open and is
+ * logged once per outage. */
+static void tick_node(struct rpc_server *s) {
+  pthread_mutex_lock(&s->mu);
+  size_t n = s->nwatch;
+  pthread_mutex_unlock(&s->mu);
+  if (n == 0 || !s->cfg.node_snapshot)
+    return;
+  char msg[256];
+  if (node_refresh(s, msg, sizeof(msg)) != 0) {
+    if (log_complain(&s->node_complain, time_mono_ms()))
+      LOG_WARN(MOD, "WatchGPUs: %s", msg);
+  } else if (log_complain_clear(&s->node_complain)) {
+    LOG_INFO(MOD, "WatchGPUs: node snapshots are back");
+  }
 }
 
 static void *ticker_main(void *arg) {
@@ -784,6 +952,7 @@ static void *ticker_main(void *arg) {
       due = true;
     if (due) {
       last_eval = now;
+      tick_node(s);
       tick_streams(s);
     }
   }
@@ -793,6 +962,8 @@ static void *ticker_main(void *arg) {
 /* ---- lifecycle ---- */
 
 static void server_free(struct rpc_server *s) {
+  if (s->has_node)
+    grpc_slice_unref(s->node_slice);
   free(s->workers);
   pthread_cond_destroy(&s->cond);
   pthread_mutex_destroy(&s->mu);
@@ -849,7 +1020,7 @@ int rpc_server_start(const struct rpc_server_config *cfg, struct rpc_server **ou
     return GS_ENOMEM;
   }
 
-  grpc_arg args[2];
+  grpc_arg args[4];
   memset(args, 0, sizeof(args));
   args[0].type = GRPC_ARG_INTEGER;
   args[0].key = (char *)GRPC_ARG_MAX_RECEIVE_MESSAGE_LENGTH;
@@ -859,7 +1030,15 @@ int rpc_server_start(const struct rpc_server_config *cfg, struct rpc_server **ou
   args[1].type = GRPC_ARG_INTEGER;
   args[1].key = (char *)GRPC_ARG_ALLOW_REUSEPORT;
   args[1].value.integer = 0;
-  grpc_channel_args cargs = {2, args};
+  /* Gateways hold WatchGPUs streams with 10 s keepalive pings; C-core's default would answer
+   * pings more often than every 5 min (or without calls) with GOAWAY too_many_pings. */
+  args[2].type = GRPC_ARG_INTEGER;
+  args[2].key = (char *)GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS;
+  args[2].value.integer = 5000;
+  args[3].type = GRPC_ARG_INTEGER;
+  args[3].key = (char *)GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS;
+  args[3].value.integer = 1;
+  grpc_channel_args cargs = {4, args};
   s->server = grpc_server_create(&cargs, NULL);
   s->cq = grpc_completion_queue_create_for_next(NULL);
   grpc_server_register_completion_queue(s->server, s->cq, NULL);

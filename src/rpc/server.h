@@ -1,11 +1,12 @@
 /* The gRPC server: KEDA ExternalScaler and grpc.health.v1 over gRPC C-core, answered by the
- * scaler policy. */
+ * scaler policy, plus the optional gpuscale.v1.Node API (ListGPUs, WatchGPUs). */
 #ifndef GS_RPC_SERVER_H
 #define GS_RPC_SERVER_H
 
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "core/node.h"
 #include "keda/scaler.h"
 
 /* Largest request message accepted; bigger ones are refused with RESOURCE_EXHAUSTED. */
@@ -32,6 +33,14 @@ struct rpc_server_config {
    * it ended with (CANCELLED when the client went away first) and its duration. May be NULL. */
   void (*observe)(void *ud, const char *method, int grpc_code, double seconds);
   void *observe_ud;
+  /* gpuscale.v1.Node: fills *out (zeroed) with this node's snapshot and returns 0, or a GS_E*
+   * code (the call's status, mapped at the edge). The server releases *out with
+   * node_snapshot_clear. Called from server threads, concurrently: on ListGPUs, on each WatchGPUs
+   * open, and once per sampling pass (see tick_ms) while a WatchGPUs stream is open; must not
+   * block. out->generation must grow with each pass: WatchGPUs sends a snapshot only when it
+   * grew. NULL: ListGPUs and WatchGPUs answer UNIMPLEMENTED. */
+  int (*node_snapshot)(void *ud, struct node_snapshot *out);
+  void *node_ud;
 };
 
 struct rpc_server;
@@ -44,7 +53,7 @@ int rpc_server_start(const struct rpc_server_config *cfg, struct rpc_server **ou
                      size_t errlen);
 /* The TCP port actually bound (useful with port 0); 0 for unix sockets. */
 int rpc_server_port(const struct rpc_server *s);
-/* Number of streams currently open (StreamIsActive, StreamMetricSpec, Health/Watch). */
+/* Number of streams currently open (StreamIsActive, StreamMetricSpec, Health/Watch, WatchGPUs). */
 size_t rpc_server_stream_count(struct rpc_server *s);
 /* Asks the ticker to re-evaluate every open stream now (e.g. after health changed) instead of
  * waiting for the next sampling pass. Thread-safe; never blocks. */

@@ -1,0 +1,265 @@
+/* Encoding and decoding of gpuscale.v1.NodeSnapshot with protobuf-c; presence bits map one to one
+ * between struct gpu_sample.valid and Sample.valid through an explicit table. */
+#include "rpc/node_wire.h"
+
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/err.h"
+#include "node.pb-c.h"
+
+/* Where each reading lives: our field, its stable wire bit, and its Sample member. */
+static const struct {
+  enum gpu_field f;
+  unsigned bit;
+  size_t off;
+} field_map[] = {
+    {GF_GPU_UTIL, GPUSCALE__V1__FIELD__FIELD_GPU_UTILIZATION,
+     offsetof(Gpuscale__V1__Sample, gpu_utilization)},
+    {GF_MEM_UTIL, GPUSCALE__V1__FIELD__FIELD_MEMORY_UTILIZATION,
+     offsetof(Gpuscale__V1__Sample, memory_utilization)},
+    {GF_MEM_USED_MIB, GPUSCALE__V1__FIELD__FIELD_MEMORY_USED_MIB,
+     offsetof(Gpuscale__V1__Sample, memory_used_mib)},
+    {GF_MEM_FREE_MIB, GPUSCALE__V1__FIELD__FIELD_MEMORY_FREE_MIB,
+     offsetof(Gpuscale__V1__Sample, memory_free_mib)},
+    {GF_MEM_TOTAL_MIB, GPUSCALE__V1__FIELD__FIELD_MEMORY_TOTAL_MIB,
+     offsetof(Gpuscale__V1__Sample, memory_total_mib)},
+    {GF_MEM_USED_PCT, GPUSCALE__V1__FIELD__FIELD_MEMORY_USED_PERCENT,
+     offsetof(Gpuscale__V1__Sample, memory_used_percent)},
+    {GF_TEMP_C, GPUSCALE__V1__FIELD__FIELD_TEMPERATURE,
+     offsetof(Gpuscale__V1__Sample, temperature)},
+    {GF_POWER_W, GPUSCALE__V1__FIELD__FIELD_POWER_DRAW, offsetof(Gpuscale__V1__Sample, power_draw)},
+    {GF_ENERGY_MJ, GPUSCALE__V1__FIELD__FIELD_ENERGY, offsetof(Gpuscale__V1__Sample, energy)},
+};
+#define NFIELDS (sizeof field_map / sizeof field_map[0])
+
+static double *sample_slot(Gpuscale__V1__Sample *m, size_t off) {
+  return (double *)(void *)((char *)m + off);
+}
+
+/* protobuf-c wants char * even for strings it only reads while packing. */
+static char *wire_str(const char *s) {
+  return (char *)(uintptr_t)s;
+}
+
+/* Everything one encode allocates, released in one place. */
+struct enc {
+  Gpuscale__V1__GPU *gpus;
+  Gpuscale__V1__GPU **gpu_ptrs;
+  Gpuscale__V1__Sample *samples;
+  Gpuscale__V1__Mig *migs;
+  Gpuscale__V1__PodRef *pods;
+  Gpuscale__V1__PodRef **pod_ptrs;
+};
+
+static void enc_free(struct enc *e) {
+  free(e->gpus);
+  free(e->gpu_ptrs);
+  free(e->samples);
+  free(e->migs);
+  free(e->pods);
+  free(e->pod_ptrs);
+}
+
+static void encode_sample(const struct gpu_sample *s, Gpuscale__V1__Sample *m) {
+  *m = (Gpuscale__V1__Sample)GPUSCALE__V1__SAMPLE__INIT;
+  m->timestamp_ms = s->ts_ms;
+  for (size_t k = 0; k < NFIELDS; k++) {
+    if (!sample_has(s, field_map[k].f))
+      continue;
+    m->valid |= 1u << field_map[k].bit;
+    *sample_slot(m, field_map[k].off) = s->v[field_map[k].f];
+  }
+}
+
+static void encode_gpu(const struct node_gpu *g, Gpuscale__V1__GPU *m, struct enc *e, size_t i,
+                       size_t *next_pod) {
+  *m = (Gpuscale__V1__GPU)GPUSCALE__V1__GPU__INIT;
+  m->index = g->info.index;
+  m->uuid = wire_str(g->info.uuid);
+  m->name = wire_str(g->info.name);
+  m->pci_bus_id = wire_str(g->info.pci_bus_id);
+  m->minor = g->info.minor;
+  if (g->info.mig) {
+    Gpuscale__V1__Mig *mig = &e->migs[i];
+    *mig = (Gpuscale__V1__Mig)GPUSCALE__V1__MIG__INIT;
+    mig->parent_index = g->info.parent_index;
+    mig->gpu_instance_id = g->info.gi_id;
+    mig->profile = wire_str(g->info.mig_profile);
+    m->mig = mig;
+  }
+  switch (g->health) {
+  case GPU_HEALTH_OK: m->health = GPUSCALE__V1__HEALTH__HEALTH_OK; break;
+  case GPU_HEALTH_LOST: m->health = GPUSCALE__V1__HEALTH__HEALTH_LOST; break;
+  default: m->health = GPUSCALE__V1__HEALTH__HEALTH_ERROR; break;
+  }
+  m->reason = wire_str(g->reason);
+  if (g->has_sample) {
+    encode_sample(&g->latest, &e->samples[i]);
+    m->latest = &e->samples[i];
+    m->age_ms = g->age_ms;
+  }
+  m->fresh = g->fresh;
+  size_t np = g->pods.n < ATTRIB_MAX_PODS ? g->pods.n : ATTRIB_MAX_PODS;
+  m->n_pods = np;
+  m->pods = np ? &e->pod_ptrs[*next_pod] : NULL;
+  for (size_t k = 0; k < np; k++) {
+    Gpuscale__V1__PodRef *p = &e->pods[*next_pod];
+    *p = (Gpuscale__V1__PodRef)GPUSCALE__V1__POD_REF__INIT;
+    p->namespace_ = wire_str(g->pods.pods[k].ns);
+    p->pod = wire_str(g->pods.pods[k].pod);
+    p->container = wire_str(g->pods.pods[k].container);
+    e->pod_ptrs[*next_pod] = p;
+    (*next_pod)++;
+  }
+  size_t total = g->pods.total > np ? g->pods.total : np;
+  m->pods_total = total > UINT32_MAX ? UINT32_MAX : (uint32_t)total;
+  m->shared = g->pods.shared;
+}
+
+int node_wire_encode(const struct node_snapshot *s, size_t max, uint8_t **out, size_t *len) {
+  *out = NULL;
+  *len = 0;
+  if (s->n > NODE_MAX_GPUS)
+    return GS_ETOOBIG;
+  size_t npods = 0;
+  for (size_t i = 0; i < s->n; i++)
+    npods += s->gpus[i].pods.n < ATTRIB_MAX_PODS ? s->gpus[i].pods.n : ATTRIB_MAX_PODS;
+  struct enc e = {0};
+  size_t ng = s->n ? s->n : 1;
+  e.gpus = calloc(ng, sizeof *e.gpus);
+  e.gpu_ptrs = calloc(ng, sizeof *e.gpu_ptrs);
+  e.samples = calloc(ng, sizeof *e.samples);
+  e.migs = calloc(ng, sizeof *e.migs);
+  e.pods = calloc(npods ? npods : 1, sizeof *e.pods);
+  e.pod_ptrs = calloc(npods ? npods : 1, sizeof *e.pod_ptrs);
+  if (!e.gpus || !e.gpu_ptrs || !e.samples || !e.migs || !e.pods || !e.pod_ptrs) {
+    enc_free(&e);
+    return GS_ENOMEM;
+  }
+  Gpuscale__V1__NodeSnapshot m = GPUSCALE__V1__NODE_SNAPSHOT__INIT;
+  m.node = wire_str(s->node);
+  m.driver_version = wire_str(s->driver_version);
+  m.interval_ms = s->interval_ms;
+  m.generation = s->generation;
+  m.taken_ms = s->taken_ms;
+  m.attribution = s->attribution;
+  size_t next_pod = 0;
+  for (size_t i = 0; i < s->n; i++) {
+    encode_gpu(&s->gpus[i], &e.gpus[i], &e, i, &next_pod);
+    e.gpu_ptrs[i] = &e.gpus[i];
+  }
+  m.n_gpus = s->n;
+  m.gpus = s->n ? e.gpu_ptrs : NULL;
+  int rc = 0;
+  size_t n = protobuf_c_message_get_packed_size(&m.base);
+  if (n > max) {
+    rc = GS_ETOOBIG;
+  } else {
+    *out = malloc(n ? n : 1);
+    if (!*out)
+      rc = GS_ENOMEM;
+    else
+      *len = protobuf_c_message_pack(&m.base, *out);
+  }
+  enc_free(&e);
+  return rc;
+}
+
+/* ---- decoding ---- */
+
+static void copy_str(char *dst, size_t cap, const char *src) {
+  size_t n = src ? strnlen(src, cap - 1) : 0;
+  if (n)
+    memcpy(dst, src, n);
+  dst[n] = '\0';
+}
+
+static void decode_gpu(const Gpuscale__V1__GPU *m, struct node_gpu *g) {
+  memset(g, 0, sizeof *g);
+  g->info.index = m->index;
+  copy_str(g->info.uuid, sizeof g->info.uuid, m->uuid);
+  copy_str(g->info.name, sizeof g->info.name, m->name);
+  copy_str(g->info.pci_bus_id, sizeof g->info.pci_bus_id, m->pci_bus_id);
+  g->info.minor = m->minor;
+  g->info.parent_index = -1;
+  g->info.gi_id = -1;
+  if (m->mig) {
+    g->info.mig = true;
+    g->info.parent_index = m->mig->parent_index;
+    g->info.gi_id = m->mig->gpu_instance_id;
+    copy_str(g->info.mig_profile, sizeof g->info.mig_profile, m->mig->profile);
+  }
+  switch (m->health) {
+  case GPUSCALE__V1__HEALTH__HEALTH_OK: g->health = GPU_HEALTH_OK; break;
+  case GPUSCALE__V1__HEALTH__HEALTH_LOST: g->health = GPU_HEALTH_LOST; break;
+  default: g->health = GPU_HEALTH_ERROR; break; /* HEALTH_ERROR, or a value from a newer agent */
+  }
+  copy_str(g->reason, sizeof g->reason, m->reason);
+  if (m->latest) {
+    g->has_sample = true;
+    g->latest.ts_ms = m->latest->timestamp_ms;
+    for (size_t k = 0; k < NFIELDS; k++) {
+      if (!(m->latest->valid & (1u << field_map[k].bit)))
+        continue;
+      sample_set(&g->latest, field_map[k].f,
+                 *sample_slot((Gpuscale__V1__Sample *)m->latest, field_map[k].off));
+    }
+    g->age_ms = m->age_ms;
+  }
+  g->fresh = m->fresh;
+  size_t np = m->n_pods < ATTRIB_MAX_PODS ? m->n_pods : ATTRIB_MAX_PODS;
+  for (size_t k = 0; k < np; k++) {
+    const Gpuscale__V1__PodRef *p = m->pods[k];
+    copy_str(g->pods.pods[k].ns, sizeof g->pods.pods[k].ns, p->namespace_);
+    copy_str(g->pods.pods[k].pod, sizeof g->pods.pods[k].pod, p->pod);
+    copy_str(g->pods.pods[k].container, sizeof g->pods.pods[k].container, p->container);
+  }
+  g->pods.n = np;
+  g->pods.total = m->pods_total > m->n_pods ? m->pods_total : m->n_pods;
+  g->pods.shared = m->shared;
+}
+
+static int fail(const char **err, const char *msg, int rc) {
+  if (err)
+    *err = msg;
+  return rc;
+}
+
+int node_wire_decode(const uint8_t *p, size_t len, size_t max, struct node_snapshot *out,
+                     const char **err) {
+  memset(out, 0, sizeof *out);
+  if (err)
+    *err = NULL;
+  if (len > max)
+    return fail(err, "NodeSnapshot over its size cap", GS_ETOOBIG);
+  Gpuscale__V1__NodeSnapshot *m =
+      gpuscale__v1__node_snapshot__unpack(NULL, len, len ? p : (const uint8_t *)"");
+  if (!m)
+    return fail(err, "not a valid gpuscale.v1.NodeSnapshot message", GS_EPARSE);
+  if (m->n_gpus > NODE_MAX_GPUS) {
+    gpuscale__v1__node_snapshot__free_unpacked(m, NULL);
+    return fail(err, "NodeSnapshot lists more than 256 GPUs", GS_ETOOBIG);
+  }
+  struct node_gpu *gpus = NULL;
+  if (m->n_gpus) {
+    gpus = calloc(m->n_gpus, sizeof *gpus);
+    if (!gpus) {
+      gpuscale__v1__node_snapshot__free_unpacked(m, NULL);
+      return fail(err, "out of memory", GS_ENOMEM);
+    }
+  }
+  copy_str(out->node, sizeof out->node, m->node);
+  copy_str(out->driver_version, sizeof out->driver_version, m->driver_version);
+  out->interval_ms = m->interval_ms;
+  out->generation = m->generation;
+  out->taken_ms = m->taken_ms;
+  out->attribution = m->attribution;
+  for (size_t i = 0; i < m->n_gpus; i++)
+    decode_gpu(m->gpus[i], &gpus[i]);
+  out->n = m->n_gpus;
+  out->gpus = gpus;
+  gpuscale__v1__node_snapshot__free_unpacked(m, NULL);
+  return 0;
+}

@@ -1,0 +1,32 @@
+/* gpuscale.v1.NodeSnapshot <-> struct node_snapshot, as flat protobuf bytes with a size cap. */
+#ifndef GS_RPC_NODE_WIRE_H
+#define GS_RPC_NODE_WIRE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/node.h"
+
+/* Largest NodeSnapshot message sent or accepted (256 GPUs with 16 pods each is about 1.6 MB). */
+#define NODE_WIRE_MAX_BYTES (16 * 1024 * 1024)
+
+/* Method paths of gpuscale.v1.Node (protobuf-c generates no service stubs). */
+#define NODE_METHOD_LIST_GPUS "/gpuscale.v1.Node/ListGPUs"
+#define NODE_METHOD_WATCH_GPUS "/gpuscale.v1.Node/WatchGPUs"
+
+/* Packs s into a malloc'd block (*out, caller frees; never NULL on success). Only readings whose
+ * valid bit is set are written; a GPU without has_sample has no `latest`. Returns 0, GS_ETOOBIG
+ * when the message would exceed max bytes or s->n > NODE_MAX_GPUS, or GS_ENOMEM. */
+int node_wire_encode(const struct node_snapshot *s, size_t max, uint8_t **out, size_t *len);
+
+/* Unpacks len bytes into *out, which must be zeroed or cleared; on success the caller releases it
+ * with node_snapshot_clear. Strings longer than their struct field are truncated; more than
+ * ATTRIB_MAX_PODS pods are counted in pods.total, not listed; unknown presence bits are dropped;
+ * an unknown health value reads as GPU_HEALTH_ERROR. latest.mono_ms is 0 (the sender's monotonic
+ * clock means nothing here). Returns 0, or GS_ETOOBIG (len > max, or more than NODE_MAX_GPUS
+ * GPUs), GS_EPARSE (not a NodeSnapshot) or GS_ENOMEM, with *err set to a static message and *out
+ * left zeroed. err may be NULL. */
+int node_wire_decode(const uint8_t *p, size_t len, size_t max, struct node_snapshot *out,
+                     const char **err);
+
+#endif

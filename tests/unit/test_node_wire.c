@@ -1,0 +1,322 @@
+/* node_wire: NodeSnapshot round trips, presence bits, absent readings, caps and bad input. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/err.h"
+#include "core/node.h"
+#include "node.pb-c.h"
+#include "rpc/node_wire.h"
+
+static void fill_info(struct gpu_info *in, int i) {
+  memset(in, 0, sizeof *in);
+  in->index = i;
+  snprintf(in->uuid, sizeof in->uuid, "GPU-%08d-0000-4000-8000-000000000000", i);
+  snprintf(in->name, sizeof in->name, "NVIDIA Test-%d", i);
+  in->minor = i;
+  in->parent_index = -1;
+  in->gi_id = -1;
+}
+
+/* Three GPUs: full readings with pods, a MIG instance with some readings absent, a lost GPU
+ * that never read. */
+static struct node_snapshot *make_snapshot(void) {
+  struct node_snapshot *s = calloc(1, sizeof *s);
+  assert_non_null(s);
+  snprintf(s->node, sizeof s->node, "node-a");
+  snprintf(s->driver_version, sizeof s->driver_version, "550.54.15");
+  s->interval_ms = 1000;
+  s->generation = 42;
+  s->taken_ms = 1700000000123;
+  s->attribution = true;
+  s->n = 3;
+  s->gpus = calloc(3, sizeof *s->gpus);
+  assert_non_null(s->gpus);
+
+  struct node_gpu *g = &s->gpus[0];
+  fill_info(&g->info, 0);
+  snprintf(g->info.pci_bus_id, sizeof g->info.pci_bus_id, "00000000:3B:00.0");
+  g->has_sample = true;
+  g->latest.ts_ms = 1700000000000;
+  g->latest.mono_ms = 99999; /* never leaves the node */
+  for (int f = 0; f < GF__COUNT; f++)
+    sample_set(&g->latest, (enum gpu_field)f, 10.5 + f);
+  sample_set(&g->latest, GF_GPU_UTIL, 0); /* a real 0 reading stays present */
+  g->age_ms = 123;
+  g->fresh = true;
+  g->pods.n = 2;
+  g->pods.total = 2;
+  g->pods.shared = true;
+  snprintf(g->pods.pods[0].ns, sizeof g->pods.pods[0].ns, "prod");
+  snprintf(g->pods.pods[0].pod, sizeof g->pods.pods[0].pod, "vllm-0");
+  snprintf(g->pods.pods[0].container, sizeof g->pods.pods[0].container, "server");
+  snprintf(g->pods.pods[1].ns, sizeof g->pods.pods[1].ns, "prod");
+  snprintf(g->pods.pods[1].pod, sizeof g->pods.pods[1].pod, "vllm-1");
+  snprintf(g->pods.pods[1].container, sizeof g->pods.pods[1].container, "server");
+
+  g = &s->gpus[1];
+  fill_info(&g->info, 1);
+  g->info.minor = -1;
+  g->info.mig = true;
+  g->info.parent_index = 0;
+  g->info.gi_id = 7;
+  snprintf(g->info.mig_profile, sizeof g->info.mig_profile, "1g.10gb");
+  g->health = GPU_HEALTH_ERROR;
+  snprintf(g->reason, sizeof g->reason, "NVML_ERROR_TIMEOUT");
+  g->has_sample = true;
+  g->latest.ts_ms = 1699999990000;
+  sample_set(&g->latest, GF_MEM_USED_MIB, 5000);
+  sample_set(&g->latest, GF_MEM_TOTAL_MIB, 10000);
+  g->age_ms = 10000;
+  g->fresh = false;
+
+  g = &s->gpus[2];
+  fill_info(&g->info, 2);
+  g->health = GPU_HEALTH_LOST;
+  snprintf(g->reason, sizeof g->reason, "GPU is lost");
+  return s;
+}
+
+static void free_snapshot(struct node_snapshot *s) {
+  node_snapshot_clear(s);
+  free(s);
+}
+
+static void roundtrip(const struct node_snapshot *in, struct node_snapshot *out) {
+  uint8_t *bytes = NULL;
+  size_t len = 0;
+  assert_int_equal(node_wire_encode(in, NODE_WIRE_MAX_BYTES, &bytes, &len), 0);
+  assert_non_null(bytes);
+  const char *err = "unset";
+  assert_int_equal(node_wire_decode(bytes, len, NODE_WIRE_MAX_BYTES, out, &err), 0);
+  assert_null(err);
+  free(bytes);
+}
+
+static void test_roundtrip(void **state) {
+  struct node_snapshot *in = make_snapshot();
+  struct node_snapshot out;
+  roundtrip(in, &out);
+  assert_string_equal(out.node, "node-a");
+  assert_string_equal(out.driver_version, "550.54.15");
+  assert_int_equal(out.interval_ms, 1000);
+  assert_int_equal(out.generation, 42);
+  assert_int_equal(out.taken_ms, 1700000000123);
+  assert_true(out.attribution);
+  assert_int_equal(out.n, 3);
+
+  const struct node_gpu *g = &out.gpus[0];
+  assert_string_equal(g->info.uuid, in->gpus[0].info.uuid);
+  assert_string_equal(g->info.name, "NVIDIA Test-0");
+  assert_string_equal(g->info.pci_bus_id, "00000000:3B:00.0");
+  assert_int_equal(g->info.minor, 0);
+  assert_false(g->info.mig);
+  assert_int_equal(g->info.parent_index, -1);
+  assert_int_equal(g->health, GPU_HEALTH_OK);
+  assert_true(g->has_sample);
+  assert_int_equal(g->latest.ts_ms, 1700000000000);
+  assert_int_equal(g->latest.mono_ms, 0);
+  assert_int_equal(g->latest.valid, (1u << GF__COUNT) - 1);
+  assert_true(g->latest.v[GF_GPU_UTIL] == 0);
+  for (int f = 1; f < GF__COUNT; f++)
+    assert_true(g->latest.v[f] == 10.5 + f);
+  assert_int_equal(g->age_ms, 123);
+  assert_true(g->fresh);
+  assert_int_equal(g->pods.n, 2);
+  assert_int_equal(g->pods.total, 2);
+  assert_true(g->pods.shared);
+  assert_string_equal(g->pods.pods[1].ns, "prod");
+  assert_string_equal(g->pods.pods[1].pod, "vllm-1");
+  assert_string_equal(g->pods.pods[1].container, "server");
+
+  g = &out.gpus[1];
+  assert_true(g->info.mig);
+  assert_int_equal(g->info.minor, -1);
+  assert_int_equal(g->info.parent_index, 0);
+  assert_int_equal(g->info.gi_id, 7);
+  assert_string_equal(g->info.mig_profile, "1g.10gb");
+  assert_int_equal(g->health, GPU_HEALTH_ERROR);
+  assert_string_equal(g->reason, "NVML_ERROR_TIMEOUT");
+  assert_false(g->fresh);
+  assert_int_equal(g->pods.n, 0);
+  assert_false(g->pods.shared);
+
+  g = &out.gpus[2];
+  assert_int_equal(g->health, GPU_HEALTH_LOST);
+  assert_false(g->has_sample);
+  assert_int_equal(g->latest.valid, 0);
+  assert_int_equal(g->age_ms, 0);
+  node_snapshot_clear(&out);
+  free_snapshot(in);
+}
+
+/* Absent stays absent: only set bits travel, and a value left behind a cleared bit is not sent. */
+static void test_absent_stays_absent(void **state) {
+  struct node_snapshot *in = make_snapshot();
+  struct node_gpu *g = &in->gpus[1];
+  g->latest.v[GF_TEMP_C] = 77; /* stale value behind a clear bit */
+  struct node_snapshot out;
+  roundtrip(in, &out);
+  const struct gpu_sample *s = &out.gpus[1].latest;
+  assert_int_equal(s->valid, GF_BIT(GF_MEM_USED_MIB) | GF_BIT(GF_MEM_TOTAL_MIB));
+  assert_true(s->v[GF_MEM_USED_MIB] == 5000);
+  assert_true(s->v[GF_MEM_TOTAL_MIB] == 10000);
+  assert_true(s->v[GF_TEMP_C] == 0);
+  assert_false(sample_has(s, GF_GPU_UTIL));
+  assert_false(sample_has(s, GF_MEM_USED_PCT));
+  node_snapshot_clear(&out);
+
+  /* On the wire too: the Sample's valid mask has exactly those bits. */
+  uint8_t *bytes = NULL;
+  size_t len = 0;
+  assert_int_equal(node_wire_encode(in, NODE_WIRE_MAX_BYTES, &bytes, &len), 0);
+  Gpuscale__V1__NodeSnapshot *m = gpuscale__v1__node_snapshot__unpack(NULL, len, bytes);
+  assert_non_null(m);
+  assert_non_null(m->gpus[1]->latest);
+  assert_int_equal(m->gpus[1]->latest->valid,
+                   (1u << GPUSCALE__V1__FIELD__FIELD_MEMORY_USED_MIB) |
+                       (1u << GPUSCALE__V1__FIELD__FIELD_MEMORY_TOTAL_MIB));
+  assert_true(m->gpus[1]->latest->temperature == 0);
+  assert_null(m->gpus[2]->latest);
+  assert_null(m->gpus[0]->mig);
+  assert_non_null(m->gpus[1]->mig);
+  gpuscale__v1__node_snapshot__free_unpacked(m, NULL);
+  free(bytes);
+  free_snapshot(in);
+}
+
+/* Unknown presence bits (a newer agent's metric) are dropped; an unknown health is an error. */
+static void test_forward_compatible(void **state) {
+  Gpuscale__V1__Sample smp = GPUSCALE__V1__SAMPLE__INIT;
+  smp.valid = (1u << GPUSCALE__V1__FIELD__FIELD_POWER_DRAW) | (1u << 20);
+  smp.power_draw = 250.5;
+  Gpuscale__V1__GPU gpu = GPUSCALE__V1__GPU__INIT;
+  gpu.uuid = "GPU-x";
+  gpu.health = (Gpuscale__V1__Health)9;
+  gpu.latest = &smp;
+  gpu.pods_total = 40; /* more than listed */
+  Gpuscale__V1__GPU *gl[1] = {&gpu};
+  Gpuscale__V1__NodeSnapshot m = GPUSCALE__V1__NODE_SNAPSHOT__INIT;
+  m.node = "n";
+  m.n_gpus = 1;
+  m.gpus = gl;
+  uint8_t buf[512];
+  size_t len = gpuscale__v1__node_snapshot__pack(&m, buf);
+  struct node_snapshot out;
+  assert_int_equal(node_wire_decode(buf, len, sizeof buf, &out, NULL), 0);
+  assert_int_equal(out.gpus[0].latest.valid, GF_BIT(GF_POWER_W));
+  assert_true(out.gpus[0].latest.v[GF_POWER_W] == 250.5);
+  assert_int_equal(out.gpus[0].health, GPU_HEALTH_ERROR);
+  assert_int_equal(out.gpus[0].pods.n, 0);
+  assert_int_equal(out.gpus[0].pods.total, 40);
+  node_snapshot_clear(&out);
+}
+
+/* More pods than the struct lists: ATTRIB_MAX_PODS listed, total kept. Long strings truncate. */
+static void test_pods_cap_and_truncation(void **state) {
+  Gpuscale__V1__PodRef pods[ATTRIB_MAX_PODS + 4];
+  Gpuscale__V1__PodRef *pl[ATTRIB_MAX_PODS + 4];
+  char long_ns[200];
+  memset(long_ns, 'n', sizeof long_ns - 1);
+  long_ns[sizeof long_ns - 1] = '\0';
+  for (size_t i = 0; i < ATTRIB_MAX_PODS + 4; i++) {
+    pods[i] = (Gpuscale__V1__PodRef)GPUSCALE__V1__POD_REF__INIT;
+    pods[i].namespace_ = long_ns;
+    pods[i].pod = "p";
+    pl[i] = &pods[i];
+  }
+  Gpuscale__V1__GPU gpu = GPUSCALE__V1__GPU__INIT;
+  gpu.n_pods = ATTRIB_MAX_PODS + 4;
+  gpu.pods = pl;
+  gpu.shared = true;
+  Gpuscale__V1__GPU *gl[1] = {&gpu};
+  Gpuscale__V1__NodeSnapshot m = GPUSCALE__V1__NODE_SNAPSHOT__INIT;
+  m.n_gpus = 1;
+  m.gpus = gl;
+  size_t len = gpuscale__v1__node_snapshot__get_packed_size(&m);
+  uint8_t *buf = malloc(len);
+  assert_non_null(buf);
+  gpuscale__v1__node_snapshot__pack(&m, buf);
+  struct node_snapshot out;
+  assert_int_equal(node_wire_decode(buf, len, len, &out, NULL), 0);
+  assert_int_equal(out.gpus[0].pods.n, ATTRIB_MAX_PODS);
+  assert_int_equal(out.gpus[0].pods.total, ATTRIB_MAX_PODS + 4);
+  assert_int_equal(strlen(out.gpus[0].pods.pods[0].ns), sizeof out.gpus[0].pods.pods[0].ns - 1);
+  assert_true(out.gpus[0].pods.shared);
+  node_snapshot_clear(&out);
+  free(buf);
+}
+
+static void test_size_caps(void **state) {
+  struct node_snapshot *in = make_snapshot();
+  uint8_t *bytes = NULL;
+  size_t len = 0;
+  assert_int_equal(node_wire_encode(in, 64, &bytes, &len), GS_ETOOBIG);
+  assert_null(bytes);
+  assert_int_equal(node_wire_encode(in, NODE_WIRE_MAX_BYTES, &bytes, &len), 0);
+  struct node_snapshot out;
+  const char *err = NULL;
+  assert_int_equal(node_wire_decode(bytes, len, len - 1, &out, &err), GS_ETOOBIG);
+  assert_non_null(err);
+  assert_int_equal(out.n, 0);
+  assert_null(out.gpus);
+  free(bytes);
+
+  /* More GPUs than NODE_MAX_GPUS: refused both ways. */
+  size_t saved = in->n;
+  in->n = NODE_MAX_GPUS + 1;
+  assert_int_equal(node_wire_encode(in, NODE_WIRE_MAX_BYTES, &bytes, &len), GS_ETOOBIG);
+  in->n = saved;
+  Gpuscale__V1__GPU gpu = GPUSCALE__V1__GPU__INIT;
+  Gpuscale__V1__GPU *gl[NODE_MAX_GPUS + 1];
+  for (size_t i = 0; i < NODE_MAX_GPUS + 1; i++)
+    gl[i] = &gpu;
+  Gpuscale__V1__NodeSnapshot m = GPUSCALE__V1__NODE_SNAPSHOT__INIT;
+  m.n_gpus = NODE_MAX_GPUS + 1;
+  m.gpus = gl;
+  len = gpuscale__v1__node_snapshot__get_packed_size(&m);
+  bytes = malloc(len);
+  assert_non_null(bytes);
+  gpuscale__v1__node_snapshot__pack(&m, bytes);
+  assert_int_equal(node_wire_decode(bytes, len, NODE_WIRE_MAX_BYTES, &out, &err), GS_ETOOBIG);
+  assert_null(out.gpus);
+  free(bytes);
+  free_snapshot(in);
+}
+
+static void test_garbage_and_empty(void **state) {
+  static const uint8_t junk[] = {0xff, 0xff, 0xff, 0xff, 0x0f, 0x01};
+  struct node_snapshot out;
+  const char *err = NULL;
+  assert_int_equal(node_wire_decode(junk, sizeof junk, 1024, &out, &err), GS_EPARSE);
+  assert_non_null(err);
+  assert_null(out.gpus);
+  /* An empty message is a valid snapshot of a node with no GPUs. */
+  assert_int_equal(node_wire_decode(NULL, 0, 1024, &out, &err), 0);
+  assert_int_equal(out.n, 0);
+  assert_null(out.gpus);
+  node_snapshot_clear(&out);
+  struct node_snapshot empty;
+  memset(&empty, 0, sizeof empty);
+  uint8_t *bytes = NULL;
+  size_t len = 99;
+  assert_int_equal(node_wire_encode(&empty, 1024, &bytes, &len), 0);
+  assert_non_null(bytes);
+  assert_int_equal(len, 0);
+  free(bytes);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_roundtrip),          cmocka_unit_test(test_absent_stays_absent),
+      cmocka_unit_test(test_forward_compatible), cmocka_unit_test(test_pods_cap_and_truncation),
+      cmocka_unit_test(test_size_caps),          cmocka_unit_test(test_garbage_and_empty),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
