@@ -48,7 +48,6 @@ trap cleanup EXIT INT TERM
 
 say() { printf '%s\n' "$*" >&2; }
 rss_kib() { awk '/^VmRSS:/ {print $2}' "/proc/$1/status"; }
-hwm_kib() { awk '/^VmHWM:/ {print $2}' "/proc/$1/status"; }
 mib() { awk -v k="$1" 'BEGIN {printf "%.1f MiB", k / 1024}'; }
 kb() { awk -v b="$1" 'BEGIN {printf "%.1f KB", b / 1000}'; }
 get() { awk -v k="$1" '$1 == k {print $2}' "$2"; }
@@ -176,17 +175,16 @@ for n in 8 64; do
     scrape "http://$STATIC_HTTP/metrics" "$mode" "$STATIC_PID" "$WORK/s-$n-$mode"
     a=$WORK/a-$n-$mode s=$WORK/s-$n-$mode
     [[ $(get failures "$a") == 0 && $(get failures "$s") == 0 ]] || say "warning: failed scrapes ($n GPUs, $mode)"
-    label="gzip, as Prometheus asks"
+    label="gzip"
     [[ $mode == plain ]] && label="uncompressed"
     row "scrapes/s, agent, $n GPUs, $label" \
       "$(get scrapes_per_s "$a")/s ($(kb "$(get bytes_per_scrape "$a")")/scrape)" \
       "static body, same server: $(get scrapes_per_s "$s")/s"
   done
-  hwm_agent=$(hwm_kib "$AGENT_PID")
   max_agent=$(awk '$1 == "rss_max" {if ($2 > m) m = $2} END {print m + 0}' "$WORK"/a-$n-*)
   max_static=$(awk '$1 == "rss_max" {if ($2 > m) m = $2} END {print m + 0}' "$WORK"/s-$n-*)
   row "agent RSS while scraped, $n GPUs (max)" \
-    "$(mib "$max_agent") (idle $(mib "$rss_agent_idle"), peak $(mib "$hwm_agent"))" \
+    "$(mib "$max_agent") (idle $(mib "$rss_agent_idle"))" \
     "static server: $(mib "$max_static") (idle $(mib "$rss_static_idle"))"
   stop_pid "$AGENT_PID"
   stop_pid "$STATIC_PID"
@@ -195,7 +193,8 @@ done
 if ((ROWS_ONLY == 0)); then
   printf '\ngpuscale /metrics bench: %s CPUs, loopback, one kept-alive libcurl connection scraping in\n' "$(nproc)"
   printf 'a loop for %ss per figure; baseline = the same bytes served as a static body by the same\n' "$SECS"
-  printf 'HTTP server in another process. Agent: mock collector, constant readings, no kubelet.\n\n'
+  printf 'HTTP server in another process. Agent: mock collector, constant readings, no kubelet (no pod\n'
+  printf 'labels). gzip = Accept-Encoding: gzip, what Prometheus sends. Render: mock GPUs with pods.\n\n'
   printf '| %-44s | %-38s | %-56s |\n' "figure" "value" "baseline"
   printf '|%s|%s|%s|\n' "$(printf -- '-%.0s' {1..46})" "$(printf -- '-%.0s' {1..40})" \
     "$(printf -- '-%.0s' {1..58})"

@@ -208,4 +208,6 @@ row "RSS idle" "$(mib "$RSS_IDLE")" "-"
 row "RSS after $GM_CALLS GetMetrics calls" "$(mib "$RSS_AFTER")" \
   "idle: $(mib "$RSS_IDLE") (plus $((TOTAL_CALLS - GM_CALLS)) Check calls)"
 row "sampler CPU, $CPU_GPUS GPUs @100ms, idle" "${CPU_LINE%%|*}" "${CPU_LINE#*|}"
+# /metrics: render time, scrapes per second and RSS, beside a static body of the same size.
+bash "$(dirname "$0")/metrics.sh" --rows "$BUILD"
 printf '\n'

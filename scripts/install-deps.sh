@@ -8,9 +8,9 @@ PKGS=(
   libgrpc-dev libprotobuf-c-dev protobuf-c-compiler
   libmicrohttpd-dev libcurl4-openssl-dev libjson-c-dev libyaml-dev
   libcmocka-dev
-  python3 python3-pytest python3-grpcio python3-protobuf protobuf-compiler protobuf-compiler-grpc
+  python3 python3-pytest python3-yaml python3-grpcio python3-protobuf protobuf-compiler protobuf-compiler-grpc
   clang libclang-rt-14-dev clang-format valgrind
-  curl procps zlib1g-dev prometheus
+  curl procps zlib1g-dev prometheus openssl
 )
 
 missing=()

@@ -157,10 +157,14 @@ static int agent_run(struct agent_opts *o) {
 
   struct history_source hs = {hist, o->interval_ms};
   struct scaler sc = {&profiles, history_source_make(&hs)};
-  struct agent_api api = {&smp,           hist, o->node_name, ops->name, ops->driver_version(col),
-                          o->interval_ms, pods};
+  /* Our own copy: a reload frees the collector's string (the mock's scenario owns it). */
+  char driver[GPU_STR_LEN] = "";
+  if (ops->driver_version(col))
+    snprintf(driver, sizeof driver, "%s", ops->driver_version(col));
+  const char *drv = driver[0] ? driver : NULL;
+  struct agent_api api = {&smp, hist, o->node_name, ops->name, drv, o->interval_ms, pods};
 
-  struct node_source nsrc = {hist, pods, o->node_name, ops->driver_version(col), o->interval_ms};
+  struct node_source nsrc = {hist, pods, o->node_name, drv, o->interval_ms};
   struct rpc_server_config rc_cfg = {0};
   rc_cfg.listen = o->grpc_listen;
   rc_cfg.scaler = &sc;

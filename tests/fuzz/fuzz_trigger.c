@@ -65,6 +65,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     for (size_t i = 0; i < t.n_indices; i++)
       if (t.indices[i] < 0)
         abort();
+    trigger_free(&t); /* compiled pods/nodes/gpuModel regexes */
   } else if (rc != GS_EINVAL || !err[0] || strlen(err) >= sizeof err) {
     abort();
   }
