@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "core/err.h"
 #include "core/timeutil.h"
@@ -95,8 +96,234 @@ static bool valid_metric_name(const char *s) {
   return true;
 }
 
+static const char *scope_names[] = {"auto", "node", "cluster", "workload"};
+
+const char *trigger_scope_name(enum trigger_scope s) {
+  return (unsigned)s < sizeof scope_names / sizeof scope_names[0] ? scope_names[s] : "?";
+}
+
+bool trigger_selects_pods(const struct trigger *t) {
+  return t->scope == TRIGGER_SCOPE_WORKLOAD || t->ns[0] || t->pods.set;
+}
+
+void trigger_free(struct trigger *t) {
+  if (!t)
+    return;
+  struct trigger_regex *rs[] = {&t->pods, &t->nodes, &t->gpu_model};
+  for (size_t i = 0; i < sizeof rs / sizeof rs[0]; i++) {
+    if (rs[i]->set)
+      regfree(&rs[i]->re);
+    rs[i]->set = false;
+  }
+}
+
+bool trigger_regex_match(const struct trigger_regex *r, const char *s) {
+  if (!r->set)
+    return true;
+  /* POSIX leftmost-longest: a whole-string match exists iff the leftmost-longest one spans s.
+   * Checking the span (instead of wrapping the pattern in ^( )$) keeps "a|b" and odd parentheses
+   * meaning what the user wrote. */
+  regmatch_t m;
+  if (regexec(&r->re, s, 1, &m, 0) != 0)
+    return false;
+  return m.rm_so == 0 && (size_t)m.rm_eo == strlen(s);
+}
+
+static int compile_regex(const char *key, const char *v, struct trigger_regex *r, char *err,
+                         size_t errlen) {
+  char rule[384];
+  size_t len = strlen(v);
+  if (len == 0 || len > TRIGGER_REGEX_MAX) {
+    snprintf(rule, sizeof rule,
+             "must be a POSIX extended regular expression of 1..%d characters, matched against "
+             "the whole name, e.g. \"vllm-deployment-.*\"",
+             TRIGGER_REGEX_MAX);
+    return bad(err, errlen, key, v, rule);
+  }
+  int rc = regcomp(&r->re, v, REG_EXTENDED);
+  if (rc != 0) {
+    char why[160];
+    regerror(rc, &r->re, why, sizeof why);
+    snprintf(rule, sizeof rule,
+             "not a valid POSIX extended regular expression (%s); it is matched against the whole "
+             "name, e.g. \"vllm-deployment-.*\"",
+             why);
+    return bad(err, errlen, key, v, rule);
+  }
+  r->set = true;
+  return 0;
+}
+
+/* DNS-1123 label (a Kubernetes namespace): 1..63 of [a-z0-9-], alphanumeric at both ends. */
+static bool valid_label(const char *s, size_t max) {
+  size_t n = strlen(s);
+  if (n == 0 || n > max || s[0] == '-' || s[n - 1] == '-')
+    return false;
+  for (const char *p = s; *p; p++)
+    if (!(islower((unsigned char)*p) || isdigit((unsigned char)*p) || *p == '-'))
+      return false;
+  return true;
+}
+
+/* A node name: DNS-1123 subdomain, 1..253 of [a-z0-9.-], alphanumeric at both ends. */
+static bool valid_node_name(const char *s) {
+  size_t n = strlen(s);
+  if (n == 0 || n > 253 || !isalnum((unsigned char)s[0]) || !isalnum((unsigned char)s[n - 1]))
+    return false;
+  for (const char *p = s; *p; p++)
+    if (!(islower((unsigned char)*p) || isdigit((unsigned char)*p) || *p == '-' || *p == '.'))
+      return false;
+  return true;
+}
+
+static int parse_bool(const char *s, bool *out) {
+  if (strcasecmp(s, "true") == 0)
+    *out = true;
+  else if (strcasecmp(s, "false") == 0)
+    *out = false;
+  else
+    return GS_EINVAL;
+  return 0;
+}
+
+static int parse_scope_keys(const struct kv *md, size_t n, struct trigger *t, char *err,
+                            size_t errlen) {
+  const char *v;
+  if ((v = md_get(md, n, "scope"))) {
+    if (strcmp(v, "node") == 0)
+      t->scope = TRIGGER_SCOPE_NODE;
+    else if (strcmp(v, "cluster") == 0)
+      t->scope = TRIGGER_SCOPE_CLUSTER;
+    else if (strcmp(v, "workload") == 0)
+      t->scope = TRIGGER_SCOPE_WORKLOAD;
+    else
+      return bad(err, errlen, "scope", v,
+                 "allowed: node, cluster, workload (default: workload when pods is given, else "
+                 "node at the agent and cluster at the gateway)");
+  }
+  if ((v = md_get(md, n, "namespace"))) {
+    if (!valid_label(v, TRIGGER_NS_LEN - 1))
+      return bad(err, errlen, "namespace", v,
+                 "must be a Kubernetes namespace name: 1..63 characters of a-z, 0-9 and '-'");
+    snprintf(t->ns, sizeof t->ns, "%s", v);
+    t->gateway_keys = true;
+  }
+  if ((v = md_get(md, n, "node"))) {
+    if (!valid_node_name(v))
+      return bad(err, errlen, "node", v,
+                 "must be a Kubernetes node name: 1..253 characters of a-z, 0-9, '-' and '.'");
+    snprintf(t->node, sizeof t->node, "%s", v);
+    t->gateway_keys = true;
+  }
+  if ((v = md_get(md, n, "value"))) {
+    if (strcmp(v, "sum") == 0)
+      t->value = TRIGGER_VALUE_SUM;
+    else if (strcmp(v, "average") == 0)
+      t->value = TRIGGER_VALUE_AVERAGE;
+    else
+      return bad(err, errlen, "value", v,
+                 "allowed: sum (the default, for metricType AverageValue), average (for "
+                 "metricType Value)");
+  }
+  if ((v = md_get(md, n, "allowPartial"))) {
+    if (parse_bool(v, &t->allow_partial))
+      return bad(err, errlen, "allowPartial", v, "allowed: true, false");
+  }
+  if ((v = md_get(md, n, "minCoverage"))) {
+    if (parse_number(v, &t->min_coverage) || t->min_coverage <= 0 || t->min_coverage > 1)
+      return bad(err, errlen, "minCoverage", v,
+                 "must be a fraction greater than 0 and at most 1, e.g. \"0.75\"");
+    t->has_min_coverage = true;
+  }
+  return 0;
+}
+
+static int parse_selectors(const struct kv *md, size_t n, struct trigger *t, char *err,
+                           size_t errlen) {
+  static const struct {
+    const char *key;
+    size_t off;
+  } keys[] = {{"pods", offsetof(struct trigger, pods)},
+              {"nodes", offsetof(struct trigger, nodes)},
+              {"gpuModel", offsetof(struct trigger, gpu_model)}};
+  for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
+    const char *v = md_get(md, n, keys[i].key);
+    if (!v)
+      continue;
+    int rc = compile_regex(keys[i].key, v, (struct trigger_regex *)((char *)t + keys[i].off), err,
+                           errlen);
+    if (rc)
+      return rc;
+    if (i > 0)
+      t->gateway_keys = true;
+  }
+  return 0;
+}
+
+/* Resolves the default scope and checks the keys that only make sense together. */
+static int check_scope(const struct kv *md, size_t n, const char *ref_ns, struct trigger *t,
+                       char *err, size_t errlen) {
+  bool explicit_scope = md_get(md, n, "scope") != NULL;
+  if (!explicit_scope)
+    t->scope = t->pods.set  ? TRIGGER_SCOPE_WORKLOAD
+               : t->node[0] ? TRIGGER_SCOPE_NODE
+                            : TRIGGER_SCOPE_AUTO;
+  const char *sc = trigger_scope_name(t->scope);
+  char rule[256];
+  if (md_get(md, n, "value") && t->scope != TRIGGER_SCOPE_WORKLOAD) {
+    snprintf(rule, sizeof rule,
+             "applies to workload scope only (scope: workload, or pods given), not scope %s, "
+             "where aggregation decides the value",
+             sc);
+    return bad(err, errlen, "value", md_get(md, n, "value"), rule);
+  }
+  if (t->node[0] && t->scope != TRIGGER_SCOPE_NODE) {
+    snprintf(rule, sizeof rule,
+             "names the one node of scope node, not scope %s; use nodes (a regex) to filter", sc);
+    return bad(err, errlen, "node", t->node, rule);
+  }
+  if (t->n_indices > 0 &&
+      (t->scope == TRIGGER_SCOPE_CLUSTER || t->scope == TRIGGER_SCOPE_WORKLOAD)) {
+    snprintf(rule, sizeof rule,
+             "picks GPUs of one node and applies to scope node only, not scope %s; filter with "
+             "nodes, gpuModel or pods instead",
+             sc);
+    return bad(err, errlen, "gpuIndex", md_get(md, n, "gpuIndex"), rule);
+  }
+  if (t->has_min_coverage && md_get(md, n, "allowPartial") && !t->allow_partial &&
+      t->min_coverage < 1)
+    return bad(err, errlen, "minCoverage", md_get(md, n, "minCoverage"),
+               "allows a partial answer, which contradicts allowPartial: \"false\"; drop one");
+  if (!t->has_min_coverage)
+    t->min_coverage = 1;
+  if (t->scope == TRIGGER_SCOPE_WORKLOAD && !t->ns[0] && ref_ns && *ref_ns) {
+    if (!valid_label(ref_ns, TRIGGER_NS_LEN - 1))
+      return bad(err, errlen, "namespace", ref_ns,
+                 "the ScaledObject's namespace is not a valid namespace name; set namespace");
+    snprintf(t->ns, sizeof t->ns, "%s", ref_ns);
+  }
+  return 0;
+}
+
+static int parse_gateway_keys(const struct kv *md, size_t n, const char *ref_ns, struct trigger *t,
+                              char *err, size_t errlen) {
+  int rc = parse_scope_keys(md, n, t, err, errlen);
+  if (!rc)
+    rc = parse_selectors(md, n, t, err, errlen);
+  if (!rc)
+    rc = check_scope(md, n, ref_ns, t, err, errlen);
+  if (rc)
+    trigger_free(t);
+  return rc;
+}
+
 int trigger_parse(const struct kv *md, size_t n, const struct profile_set *ps, struct trigger *out,
                   char *err, size_t errlen) {
+  return trigger_parse_ref(md, n, ps, NULL, out, err, errlen);
+}
+
+int trigger_parse_ref(const struct kv *md, size_t n, const struct profile_set *ps,
+                      const char *ref_ns, struct trigger *out, char *err, size_t errlen) {
   struct trigger t;
   memset(&t, 0, sizeof t);
   t.agg = AGG_MAX;
@@ -170,6 +397,9 @@ int trigger_parse(const struct kv *md, size_t n, const struct profile_set *ps, s
              "invalid trigger metadata: targetValue is required when no profile is given");
     return GS_EINVAL;
   }
+  /* Last, so that an error above never leaves a compiled regex behind. */
+  if (parse_gateway_keys(md, n, ref_ns, &t, err, errlen))
+    return GS_EINVAL;
   if (!t.metric_name[0]) {
     /* Kubernetes-friendly default: gpuscale-memory-used-percent */
     int w = snprintf(t.metric_name, sizeof t.metric_name, "gpuscale-%s", gpu_field_name(t.metric));

@@ -2,6 +2,7 @@
 #ifndef GS_TRIGGER_H
 #define GS_TRIGGER_H
 
+#include <regex.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -12,6 +13,27 @@
 
 #define TRIGGER_MAX_INDICES 64
 #define TRIGGER_NAME_LEN 128
+#define TRIGGER_REGEX_MAX 256 /* longest pods/nodes/gpuModel pattern accepted */
+#define TRIGGER_NS_LEN 64
+#define TRIGGER_NODE_LEN 254
+
+/* Which GPUs one value stands for. AUTO (no scope key, no pods key) is resolved by the policy:
+ * node at the agent, cluster at the gateway. */
+enum trigger_scope {
+  TRIGGER_SCOPE_AUTO = 0,
+  TRIGGER_SCOPE_NODE,
+  TRIGGER_SCOPE_CLUSTER,
+  TRIGGER_SCOPE_WORKLOAD,
+};
+
+/* Workload scope: how per-pod values combine. SUM suits AverageValue, AVERAGE suits Value. */
+enum trigger_value { TRIGGER_VALUE_SUM = 0, TRIGGER_VALUE_AVERAGE };
+
+/* A compiled selector regex; matches only the whole string (POSIX ERE). */
+struct trigger_regex {
+  bool set;
+  regex_t re;
+};
 
 struct kv {
   const char *key;
@@ -28,13 +50,39 @@ struct trigger {
   int indices[TRIGGER_MAX_INDICES];
   int64_t window_ms; /* 0 = newest sample only */
   char metric_name[TRIGGER_NAME_LEN];
+  /* Gateway keys (selectors, scope, partial failure). The regexes own memory: trigger_free. */
+  enum trigger_scope scope;
+  enum trigger_value value;
+  char ns[TRIGGER_NS_LEN];     /* namespace selector; empty = any */
+  char node[TRIGGER_NODE_LEN]; /* scope node at the gateway: the one node; empty = unset */
+  struct trigger_regex pods, nodes, gpu_model;
+  bool allow_partial;  /* allowPartial: aggregate whatever is fresh */
+  double min_coverage; /* minCoverage in (0,1]; 1 (the default) = every selected GPU fresh */
+  bool has_min_coverage;
+  bool gateway_keys; /* node, nodes or gpuModel was given: only the gateway can honour them */
 };
 
 /* Parses metadata. Keys: profile, metricType, targetValue, activationThreshold, aggregation,
- * gpuIndex, window, metricName; all others are ignored. Without a profile, metricType and
+ * gpuIndex, window, metricName, and the gateway's scope, namespace, pods, nodes, gpuModel, node,
+ * value, allowPartial, minCoverage; all others are ignored. Without a profile, metricType and
  * targetValue are required. Returns 0, or GS_EINVAL with a message naming the key, the bad
- * value and what is allowed in err. */
+ * value and what is allowed in err. On success *out may own compiled regexes: release them with
+ * trigger_free (on failure nothing is owned). Same as trigger_parse_ref with ref_ns NULL. */
 int trigger_parse(const struct kv *md, size_t n, const struct profile_set *ps, struct trigger *out,
                   char *err, size_t errlen);
+/* As trigger_parse; ref_ns is the ScaledObjectRef's namespace, the default namespace selector in
+ * workload scope (NULL or empty: any namespace). */
+int trigger_parse_ref(const struct kv *md, size_t n, const struct profile_set *ps,
+                      const char *ref_ns, struct trigger *out, char *err, size_t errlen);
+/* Frees the compiled regexes of a parsed trigger (a struct copy shares them: free one copy).
+ * NULL, a zeroed trigger and a second call are fine. */
+void trigger_free(struct trigger *t);
+/* True when s matches the whole of r, or r is unset. */
+bool trigger_regex_match(const struct trigger_regex *r, const char *s);
+/* "auto", "node", "cluster", "workload". */
+const char *trigger_scope_name(enum trigger_scope s);
+/* True when the trigger selects GPUs by the pods holding them (namespace or pods, or workload
+ * scope): nodes without pod attribution cannot answer it. */
+bool trigger_selects_pods(const struct trigger *t);
 
 #endif

@@ -1,24 +1,192 @@
-/* The scaler policy shared by agent and gateway: trigger -> per-GPU values -> aggregate ->
- * activity. */
+/* The scaler policy shared by agent and gateway: trigger -> selected values -> aggregate ->
+ * activity, with scope resolution, workload (per-pod) arithmetic and the partial-failure rules. */
 #include "keda/scaler.h"
 
+#include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "core/err.h"
 
 #define SCALER_MAX_VALUES 1024
+#define GATEWAY_HINT "gpuscale-gateway.gpuscale.svc.cluster.local:6000"
 
-static int parse(const struct scaler *s, const struct scaler_request *r, struct trigger *t,
-                 struct scaler_error *e) {
-  int rc = trigger_parse(r->md, r->nmd, s->profiles, t, e->msg, sizeof e->msg);
-  e->code = rc;
+/* ---- selections ---- */
+
+int scaler_selection_add(struct scaler_selection *sel, double v, uint32_t group) {
+  if (sel->n == sel->cap) {
+    if (sel->cap >= SCALER_SEL_MAX_VALUES)
+      return GS_ETOOBIG;
+    size_t cap = sel->cap ? sel->cap * 2 : 256;
+    if (cap > SCALER_SEL_MAX_VALUES)
+      cap = SCALER_SEL_MAX_VALUES;
+    double *nv = realloc(sel->vals, cap * sizeof *nv);
+    if (!nv)
+      return GS_ENOMEM;
+    sel->vals = nv;
+    uint32_t *ng = realloc(sel->group, cap * sizeof *ng);
+    if (!ng)
+      return GS_ENOMEM;
+    sel->group = ng;
+    sel->cap = cap;
+  }
+  sel->vals[sel->n] = v;
+  sel->group[sel->n] = group;
+  sel->n++;
+  return 0;
+}
+
+void scaler_selection_note(struct scaler_selection *sel, const char *fmt, ...) {
+  size_t used = strlen(sel->missing), cap = sizeof sel->missing;
+  static const char more[] = "...";
+  if (used + sizeof more > cap ||
+      (used >= sizeof more - 1 && strcmp(sel->missing + used - (sizeof more - 1), more) == 0))
+    return; /* already cut */
+  char note[256];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(note, sizeof note, fmt, ap);
+  va_end(ap);
+  const char *sep = used ? "; " : "";
+  if (used + strlen(sep) + strlen(note) + sizeof more <= cap)
+    snprintf(sel->missing + used, cap - used, "%s%s", sep, note);
+  else
+    snprintf(sel->missing + used, cap - used, "%s%s", sep, more);
+}
+
+void scaler_selection_release(struct scaler_selection *sel) {
+  if (!sel)
+    return;
+  free(sel->vals);
+  free(sel->group);
+  sel->vals = NULL;
+  sel->group = NULL;
+  sel->n = sel->cap = 0;
+}
+
+/* values() on a wrapped selector: the flat list of selected values, errors for anything less. */
+static int selector_values(void *ud, const struct trigger *t, double *vals, size_t cap, size_t *n,
+                           char *err, size_t errlen) {
+  struct scaler_selector *s = ud;
+  struct scaler_selection sel;
+  memset(&sel, 0, sizeof sel);
+  struct trigger rt = *t;
+  if (rt.scope == TRIGGER_SCOPE_AUTO)
+    rt.scope = TRIGGER_SCOPE_CLUSTER;
+  int rc = s->select(s->ud, &rt, &sel, err, errlen);
+  *n = 0;
+  if (rc == 0 && (sel.fresh < sel.selected || sel.unknown)) {
+    snprintf(err, errlen, "no fresh reading: %s", sel.missing);
+    rc = GS_EUNAVAIL;
+  }
+  for (size_t i = 0; rc == 0 && i < sel.n && i < cap; i++)
+    vals[(*n)++] = sel.vals[i];
+  scaler_selection_release(&sel);
   return rc;
 }
 
-/* Evaluates the trigger: aggregated value over the selected GPUs. */
-static int evaluate(const struct scaler *s, const struct trigger *t, double *value,
-                    struct scaler_error *e) {
+static uint64_t selector_wait_tick(void *ud, uint64_t seen, int timeout_ms) {
+  struct scaler_selector *s = ud;
+  return s->wait_tick ? s->wait_tick(s->ud, seen, timeout_ms) : seen;
+}
+
+struct scaler_source scaler_source_from_selector(struct scaler_selector *sel) {
+  struct scaler_source s = {selector_values, selector_wait_tick, sel};
+  return s;
+}
+
+static const struct scaler_selector *selector_of(const struct scaler_source *src) {
+  return src->values == selector_values ? src->ud : NULL;
+}
+
+/* ---- parsing and scope resolution ---- */
+
+static const char *md_value(const struct scaler_request *r, const char *key) {
+  const char *v = NULL;
+  for (size_t i = 0; i < r->nmd; i++)
+    if (r->md[i].key && strcmp(r->md[i].key, key) == 0)
+      v = r->md[i].value ? r->md[i].value : "";
+  return v;
+}
+
+static unsigned scope_bit(enum trigger_scope sc) {
+  switch (sc) {
+  case TRIGGER_SCOPE_CLUSTER: return SCALER_SCOPE_CLUSTER;
+  case TRIGGER_SCOPE_WORKLOAD: return SCALER_SCOPE_WORKLOAD;
+  default: return SCALER_SCOPE_NODE;
+  }
+}
+
+/* Resolves AUTO and refuses what this source cannot honour. */
+static int resolve_scope(const struct scaler *s, const struct scaler_request *r, struct trigger *t,
+                         struct scaler_error *e) {
+  const struct scaler_selector *sel = selector_of(&s->src);
+  unsigned scopes = sel ? sel->scopes : SCALER_SCOPE_NODE;
+  bool gateway = (scopes & SCALER_SCOPE_CLUSTER) != 0;
+  if (t->scope == TRIGGER_SCOPE_AUTO)
+    t->scope = gateway ? TRIGGER_SCOPE_CLUSTER : TRIGGER_SCOPE_NODE;
+  const char *sc = trigger_scope_name(t->scope);
+  e->code = GS_EINVAL;
+  if (!(scopes & scope_bit(t->scope))) {
+    const char *given = md_value(r, "scope");
+    snprintf(e->msg, sizeof e->msg,
+             "invalid trigger metadata: scope=\"%s\"%s: scopes cluster and workload are served by "
+             "the gpuscale gateway, not by the agent, which serves node scope for its own GPUs; "
+             "point scalerAddress at the gateway Service (e.g. %s)",
+             sc, given ? "" : " (the default when pods is given)", GATEWAY_HINT);
+    return e->code;
+  }
+  if (!gateway && t->gateway_keys) {
+    const char *key = t->node[0]         ? "node"
+                      : t->nodes.set     ? "nodes"
+                      : t->gpu_model.set ? "gpuModel"
+                                         : "namespace";
+    const char *v = md_value(r, key);
+    snprintf(e->msg, sizeof e->msg,
+             "invalid trigger metadata: %s=\"%.80s\": selects GPUs across nodes and is served by "
+             "the gpuscale gateway (e.g. %s); the agent serves node scope for its own GPUs "
+             "(use gpuIndex there)",
+             key, v ? v : "", GATEWAY_HINT);
+    return e->code;
+  }
+  if (gateway && t->scope != TRIGGER_SCOPE_NODE && t->n_indices > 0) {
+    const char *v = md_value(r, "gpuIndex");
+    snprintf(e->msg, sizeof e->msg,
+             "invalid trigger metadata: gpuIndex=\"%.80s\": picks GPUs of one node and applies to "
+             "scope node only (set node: <name>), not scope %s; filter with nodes, gpuModel or "
+             "pods instead",
+             v ? v : "", sc);
+    return e->code;
+  }
+  if (gateway && t->scope == TRIGGER_SCOPE_NODE && !t->node[0]) {
+    snprintf(e->msg, sizeof e->msg,
+             "invalid trigger metadata: scope=\"node\": at the gateway, node scope needs node "
+             "(the Kubernetes node name); use scope cluster or workload for several nodes");
+    return e->code;
+  }
+  e->code = 0;
+  return 0;
+}
+
+/* Parses and resolves; on success the caller owns *t and must trigger_free it. */
+static int parse(const struct scaler *s, const struct scaler_request *r, struct trigger *t,
+                 struct scaler_error *e) {
+  int rc = trigger_parse_ref(r->md, r->nmd, s->profiles, r->ns, t, e->msg, sizeof e->msg);
+  e->code = rc;
+  if (rc)
+    return rc;
+  rc = resolve_scope(s, r, t, e);
+  if (rc)
+    trigger_free(t);
+  return rc;
+}
+
+/* ---- evaluation ---- */
+
+/* Node-scope sources: one flat list of values, errors decided by the source. */
+static int evaluate_values(const struct scaler *s, const struct trigger *t,
+                           struct scaler_result *out, struct scaler_error *e) {
   double vals[SCALER_MAX_VALUES];
   size_t n = 0;
   int rc = s->src.values(s->src.ud, t, vals, SCALER_MAX_VALUES, &n, e->msg, sizeof e->msg);
@@ -26,13 +194,141 @@ static int evaluate(const struct scaler *s, const struct trigger *t, double *val
     rc = GS_EUNAVAIL;
     snprintf(e->msg, sizeof e->msg, "no GPU readings for %s", gpu_field_name(t->metric));
   }
-  if (rc == 0 && aggregate(t->agg, vals, n, value) != 0) {
+  if (rc == 0 && aggregate(t->agg, vals, n, &out->value) != 0) {
     rc = GS_EINVAL;
     snprintf(e->msg, sizeof e->msg, "cannot aggregate %zu values", n);
   }
+  out->selected = out->fresh = n;
+  out->coverage = 1;
   e->code = rc;
   return rc;
 }
+
+/* Workload scope: aggregation over each pod's values, then summed (or averaged) over pods. The
+ * values are bucketed by pod with a counting sort so that each pod's slice can be aggregated. */
+static int workload_value(const struct trigger *t, struct scaler_selection *sel, double *value,
+                          size_t *pods) {
+  size_t ng = sel->n_groups;
+  size_t *start = calloc(ng + 1, sizeof *start);
+  double *sorted = malloc(sel->n * sizeof *sorted);
+  if (!start || !sorted) {
+    free(start);
+    free(sorted);
+    return GS_ENOMEM;
+  }
+  for (size_t i = 0; i < sel->n; i++)
+    if (sel->group[i] < ng)
+      start[sel->group[i] + 1]++;
+  for (size_t g = 0; g < ng; g++)
+    start[g + 1] += start[g];
+  for (size_t i = 0; i < sel->n; i++) /* stable scatter; start[g] ends at g's end */
+    if (sel->group[i] < ng)
+      sorted[start[sel->group[i]]++] = sel->vals[i];
+  double total = 0;
+  size_t counted = 0, begin = 0;
+  for (size_t g = 0; g < ng; g++) {
+    size_t end = start[g];
+    double v;
+    if (end > begin && aggregate(t->agg, sorted + begin, end - begin, &v) == 0) {
+      total += v;
+      counted++;
+    }
+    begin = end;
+  }
+  free(start);
+  free(sorted);
+  *pods = counted;
+  if (counted == 0)
+    return GS_EUNAVAIL;
+  *value = t->value == TRIGGER_VALUE_AVERAGE ? total / (double)counted : total;
+  return 0;
+}
+
+static int coverage_error(const struct trigger *t, const struct scaler_selection *sel,
+                          struct scaler_result *out, struct scaler_error *e) {
+  e->code = GS_EUNAVAIL;
+  e->has_coverage = true;
+  e->selected = out->selected;
+  e->fresh = out->fresh;
+  e->coverage = out->coverage;
+  char unk[96] = "";
+  if (sel->unknown)
+    snprintf(unk, sizeof unk, ", %zu agent(s) of unknown GPUs", sel->unknown);
+  if (t->has_min_coverage)
+    snprintf(e->msg, sizeof e->msg,
+             "coverage %.0f%% (%zu of %zu selected GPUs fresh%s) is below minCoverage %g: %.280s",
+             out->coverage * 100, out->fresh, out->selected, unk, t->min_coverage, sel->missing);
+  else
+    snprintf(e->msg, sizeof e->msg,
+             "%zu of %zu selected GPUs have no fresh reading%s; refusing a partial value (set "
+             "allowPartial: \"true\" or minCoverage to aggregate what is there): %.280s",
+             out->selected - out->fresh, out->selected, unk, sel->missing);
+  return e->code;
+}
+
+/* Applies the partial-failure rules and the arithmetic to a selection. */
+static int judge(const struct trigger *t, struct scaler_selection *sel, struct scaler_result *out,
+                 struct scaler_error *e) {
+  out->selected = sel->selected;
+  out->fresh = sel->fresh;
+  out->coverage = sel->selected ? (double)sel->fresh / (double)sel->selected : 1.0;
+  if (sel->matched == 0 && sel->unknown == 0) {
+    out->empty_selection = true; /* no pod holds a GPU: 0 is the truth */
+    out->value = 0;
+    return 0;
+  }
+  bool complete = sel->fresh == sel->selected && sel->unknown == 0;
+  if (!complete) {
+    bool allowed = t->allow_partial || t->has_min_coverage;
+    if (!allowed || (t->has_min_coverage && out->coverage < t->min_coverage))
+      return coverage_error(t, sel, out, e);
+    out->partial = true;
+  }
+  if (sel->matched > 0 && sel->selected == 0) {
+    e->code = GS_EUNAVAIL;
+    snprintf(e->msg, sizeof e->msg,
+             "%zu GPUs match the selection but none reports %s (lost, or the field is not "
+             "supported, e.g. utilisation on MIG)",
+             sel->matched, gpu_field_name(t->metric));
+    return e->code;
+  }
+  if (sel->n == 0) {
+    if (!sel->selected && !sel->matched) {
+      out->empty_selection = true; /* only unknown agents, and partial answers are allowed */
+      out->value = 0;
+      return 0;
+    }
+    e->code = GS_EUNAVAIL;
+    snprintf(e->msg, sizeof e->msg, "no fresh %s reading among %zu selected GPUs: %.320s",
+             gpu_field_name(t->metric), sel->selected, sel->missing);
+    return e->code;
+  }
+  int rc = t->scope == TRIGGER_SCOPE_WORKLOAD ? workload_value(t, sel, &out->value, &out->pods)
+                                              : aggregate(t->agg, sel->vals, sel->n, &out->value);
+  if (rc) {
+    e->code = rc == GS_ENOMEM ? GS_ENOMEM : GS_EUNAVAIL;
+    snprintf(e->msg, sizeof e->msg, "cannot aggregate %zu values", sel->n);
+    return e->code;
+  }
+  return 0;
+}
+
+static int evaluate(const struct scaler *s, const struct trigger *t, struct scaler_result *out,
+                    struct scaler_error *e) {
+  const struct scaler_selector *sr = selector_of(&s->src);
+  if (!sr)
+    return evaluate_values(s, t, out, e);
+  struct scaler_selection sel;
+  memset(&sel, 0, sizeof sel);
+  int rc = sr->select(sr->ud, t, &sel, e->msg, sizeof e->msg);
+  if (rc == 0)
+    rc = judge(t, &sel, out, e);
+  scaler_selection_release(&sel);
+  e->code = rc;
+  return rc;
+}
+
+/* ---- entry points ---- */
 
 int scaler_get_spec(const struct scaler *s, const struct scaler_request *r, struct scaler_spec *out,
                     struct scaler_error *e) {
@@ -42,6 +338,7 @@ int scaler_get_spec(const struct scaler *s, const struct scaler_request *r, stru
     return rc;
   memcpy(out->metric_name, t.metric_name, sizeof out->metric_name);
   out->target = t.target;
+  trigger_free(&t);
   return 0;
 }
 
@@ -56,17 +353,21 @@ int scaler_get_metrics(const struct scaler *s, const struct scaler_request *r,
     snprintf(e->msg, sizeof e->msg,
              "metric \"%.100s\" is not served by this trigger; GetMetricSpec named \"%s\"",
              metric_name, t.metric_name);
+    trigger_free(&t);
     return e->code;
   }
-  double v;
-  rc = evaluate(s, &t, &v, e);
-  if (rc)
-    return rc;
-  memcpy(out->metric_name, t.metric_name, sizeof out->metric_name);
-  out->value = v;
-  out->activation = t.activation;
-  out->active = v > t.activation;
-  return 0;
+  struct scaler_result res;
+  memset(&res, 0, sizeof res);
+  res.scope = t.scope;
+  rc = evaluate(s, &t, &res, e);
+  if (rc == 0) {
+    memcpy(res.metric_name, t.metric_name, sizeof res.metric_name);
+    res.activation = t.activation;
+    res.active = res.value > t.activation;
+    *out = res;
+  }
+  trigger_free(&t);
+  return rc;
 }
 
 int scaler_is_active(const struct scaler *s, const struct scaler_request *r, bool *active,

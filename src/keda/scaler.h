@@ -1,5 +1,5 @@
 /* The scaler policy: metadata -> trigger -> value and activity. Plain structs, no gRPC.
- * One policy serves the agent (samples from the local history) and, later, the gateway. */
+ * One policy serves the agent (samples from the local history) and the gateway (cluster view). */
 #ifndef GS_SCALER_H
 #define GS_SCALER_H
 
@@ -10,17 +10,73 @@
 #include "core/profile.h"
 #include "core/trigger.h"
 
-/* Where per-GPU values come from. The agent's source reads struct history. */
+/* Scopes a source serves (scaler_source.scopes). */
+#define SCALER_SCOPE_NODE (1u << 0)
+#define SCALER_SCOPE_CLUSTER (1u << 1)
+#define SCALER_SCOPE_WORKLOAD (1u << 2)
+#define SCALER_SCOPES_GATEWAY (SCALER_SCOPE_NODE | SCALER_SCOPE_CLUSTER | SCALER_SCOPE_WORKLOAD)
+
+#define SCALER_SEL_MAX_VALUES 65536 /* values one selection may hold (GPU x pod pairs) */
+
+/* What a selecting source (the gateway's) found for a trigger. The source only selects and
+ * counts; the policy does all the arithmetic and decides about partial failure. */
+struct scaler_selection {
+  double *vals;      /* n values: one per fresh selected GPU, or per (pod, GPU) in workload scope */
+  uint32_t *group;   /* workload scope: the pod (0..n_groups-1) vals[i] belongs to; else 0 */
+  size_t n, cap;     /* grown by scaler_selection_add, freed by scaler_selection_release */
+  size_t n_groups;   /* workload scope: pods found holding selected GPUs */
+  size_t matched;    /* GPUs matching the selectors, fresh or not */
+  size_t selected;   /* matched GPUs that count: lost GPUs and unsupported fields are left out */
+  size_t fresh;      /* selected GPUs with a fresh reading from a fresh agent */
+  size_t unknown;    /* agents whose GPUs cannot be known: never reported, or no pod attribution
+                        for a pod selection */
+  char missing[448]; /* what is stale, disconnected or unknown, by node, with ages */
+};
+
+/* Appends one value (of pod `group`). Returns 0, GS_ENOMEM, or GS_ETOOBIG past
+ * SCALER_SEL_MAX_VALUES. */
+int scaler_selection_add(struct scaler_selection *sel, double v, uint32_t group);
+/* Appends a "; "-separated note to sel->missing, cut with "..." when full. */
+void scaler_selection_note(struct scaler_selection *sel, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+/* Frees vals and group; the struct may be reused after zeroing. NULL is fine. */
+void scaler_selection_release(struct scaler_selection *sel);
+
+/* Where per-GPU values come from. The agent's source reads struct history and serves node scope
+ * only. A selecting source (the gateway's) is built with scaler_source_from_selector. */
 struct scaler_source {
   /* Fills vals with one value per selected GPU for t (honouring t->indices and t->window_ms).
    * Returns 0 with *n >= 1; GS_ENOTFOUND for an index that does not exist; GS_EUNAVAIL when a
-   * selected GPU has no fresh reading. err gets the reason. */
+   * selected GPU has no fresh reading. err gets the reason. rc 0 with *n == 0 breaks this
+   * contract and is answered UNAVAILABLE (the agent's source never does it). */
   int (*values)(void *ud, const struct trigger *t, double *vals, size_t cap, size_t *n, char *err,
                 size_t errlen);
   /* Blocks until the next sampling pass after `seen`, or timeout_ms; returns the new generation. */
   uint64_t (*wait_tick)(void *ud, uint64_t seen, int timeout_ms);
   void *ud;
 };
+
+/* A source that selects across nodes and reports coverage (the gateway's cluster view). */
+struct scaler_selector {
+  unsigned scopes; /* SCALER_SCOPE_* bits served */
+  /* t->scope is resolved (never AUTO). Fills sel (zeroed by the caller, who releases it) and
+   * returns 0; staleness is reported in the counts, not as an error. rc 0 with matched == 0 and
+   * unknown == 0 means "nothing matches": the policy answers value 0, inactive and sets
+   * empty_selection. Errors: GS_ENOTFOUND (named node or gpuIndex absent), GS_ENOMEM,
+   * GS_ETOOBIG, with err filled. */
+  int (*select)(void *ud, const struct trigger *t, struct scaler_selection *sel, char *err,
+                size_t errlen);
+  uint64_t (*wait_tick)(void *ud, uint64_t seen, int timeout_ms);
+  void *ud;
+};
+
+/* Wraps sel (which must outlive the result) as a scaler_source. The policy recognises it and uses
+ * select, scopes and coverage; any other source serves node scope only, and the policy refuses
+ * scope cluster/workload and the gateway selectors for it with INVALID_ARGUMENT. Calling
+ * values() on the wrapper directly returns the flattened selection (for tools and tests).
+ * (A wrapper rather than new scaler_source fields, so that the positional initialisers
+ * {values, wait_tick, ud} used across the tree stay warning-free.) */
+struct scaler_source scaler_source_from_selector(struct scaler_selector *sel);
 
 struct scaler_request {
   const char *name;    /* ScaledObject name */
@@ -32,6 +88,10 @@ struct scaler_request {
 struct scaler_error {
   int code; /* GS_EINVAL, GS_ENOTFOUND, GS_EUNAVAIL ... */
   char msg[512];
+  /* Set when the error is a coverage failure (stale/disconnected agents), for metrics and logs. */
+  bool has_coverage;
+  size_t selected, fresh;
+  double coverage;
 };
 
 struct scaler_spec {
@@ -43,7 +103,15 @@ struct scaler_result {
   char metric_name[TRIGGER_NAME_LEN];
   double value;
   double activation;
-  bool active; /* value > activation */
+  bool active;              /* value > activation */
+  enum trigger_scope scope; /* as resolved for this source */
+  /* Nothing matches the selection (no pod holds a GPU): the one case where value 0 is a true
+   * reading rather than an error. The transport should log it. */
+  bool empty_selection;
+  size_t selected, fresh; /* GPUs selected and fresh among them */
+  double coverage;        /* fresh / selected; 1 when complete or empty */
+  bool partial;           /* aggregated over less than the whole selection (allowPartial) */
+  size_t pods;            /* workload scope: pods that contributed a value */
 };
 
 struct scaler {
@@ -51,7 +119,8 @@ struct scaler {
   struct scaler_source src;
 };
 
-/* Each returns 0, or a GS_E* code with e filled. They never block on I/O. */
+/* Each returns 0, or a GS_E* code with e filled. They never block on I/O. r->ns is the default
+ * namespace selector of workload scope. */
 int scaler_get_spec(const struct scaler *s, const struct scaler_request *r, struct scaler_spec *out,
                     struct scaler_error *e);
 /* metric_name is what KEDA sends in GetMetricsRequest; it must be the trigger's metric name

@@ -511,6 +511,84 @@ static const struct bad_case bad_cases[] = {
      "metricName",
      "a/b",
      "letters, digits"},
+    /* Gateway keys. */
+    {"scope unknown",
+     {{"profile", "batch"}, {"scope", "global"}},
+     "scope",
+     "global",
+     "node, cluster, workload"},
+    {"scope case", {{"profile", "batch"}, {"scope", "Cluster"}}, "scope", "Cluster", "workload"},
+    {"namespace upper case",
+     {{"profile", "batch"}, {"namespace", "Prod"}},
+     "namespace",
+     "Prod",
+     "namespace name"},
+    {"namespace too long",
+     {{"profile", "batch"},
+      {"namespace", "a234567890123456789012345678901234567890123456789012345678901234"}},
+     "namespace",
+     "a234567890123456789012345678901234567890123456789012345678901234",
+     "1..63"},
+    {"node with slash", {{"profile", "batch"}, {"node", "a/b"}}, "node", "a/b", "node name"},
+    {"pods bad regex", {{"profile", "batch"}, {"pods", "vllm-("}}, "pods", "vllm-(", "regular"},
+    {"pods empty", {{"profile", "batch"}, {"pods", ""}}, "pods", "", "1..256"},
+    {"nodes bad regex", {{"profile", "batch"}, {"nodes", "[a-"}}, "nodes", "[a-", "regular"},
+    {"gpuModel bad regex",
+     {{"profile", "batch"}, {"gpuModel", "*A100"}},
+     "gpuModel",
+     "*A100",
+     "POSIX extended"},
+    {"value unknown",
+     {{"profile", "batch"}, {"pods", "x-.*"}, {"value", "mean"}},
+     "value",
+     "mean",
+     "sum"},
+    {"value outside workload scope",
+     {{"profile", "batch"}, {"scope", "cluster"}, {"value", "average"}},
+     "value",
+     "average",
+     "workload scope only"},
+    {"value without pods", {{"profile", "batch"}, {"value", "sum"}}, "value", "sum", "workload"},
+    {"node outside node scope",
+     {{"profile", "batch"}, {"scope", "cluster"}, {"node", "n1"}},
+     "node",
+     "n1",
+     "nodes (a regex)"},
+    {"gpuIndex in cluster scope",
+     {{"profile", "batch"}, {"scope", "cluster"}, {"gpuIndex", "0"}},
+     "gpuIndex",
+     "0",
+     "scope node only"},
+    {"gpuIndex in workload scope",
+     {{"profile", "batch"}, {"pods", "a.*"}, {"gpuIndex", "1"}},
+     "gpuIndex",
+     "1",
+     "scope node only"},
+    {"allowPartial yes",
+     {{"profile", "batch"}, {"allowPartial", "yes"}},
+     "allowPartial",
+     "yes",
+     "true, false"},
+    {"minCoverage 0",
+     {{"profile", "batch"}, {"minCoverage", "0"}},
+     "minCoverage",
+     "0",
+     "greater than 0 and at most 1"},
+    {"minCoverage 1.5",
+     {{"profile", "batch"}, {"minCoverage", "1.5"}},
+     "minCoverage",
+     "1.5",
+     "at most 1"},
+    {"minCoverage percent",
+     {{"profile", "batch"}, {"minCoverage", "75%"}},
+     "minCoverage",
+     "75%",
+     "fraction"},
+    {"minCoverage against allowPartial false",
+     {{"profile", "batch"}, {"allowPartial", "false"}, {"minCoverage", "0.5"}},
+     "minCoverage",
+     "0.5",
+     "allowPartial"},
     {"no profile, no metricType", {TV_50}, "metricType", NULL, "gpu_utilization"},
     {"no profile, no targetValue", {MT_GPU}, "targetValue", NULL, "required"},
     {"nothing at all", {{"scalerAddress", "x:1"}}, "profile", NULL, "metricType"},
@@ -628,6 +706,244 @@ static void test_too_many_indices(void **state) {
   assert_non_null(strstr(err, "gpuIndex"));
 }
 
+/* ---- gateway keys: scope, selectors, value, partial failure ---- */
+
+struct gw_case {
+  const char *label;
+  struct kv md[MAXKV];
+  const char *ref_ns;
+  enum trigger_scope scope;
+  enum trigger_value value;
+  const char *ns, *node;
+  bool pods, nodes, model, gateway_keys, allow_partial;
+  double min_coverage;
+};
+
+#define BATCH                                                                                      \
+  { "profile", "batch" }
+
+static const struct gw_case gw_cases[] = {
+    {"no keys: auto", {BATCH}, "prod", TRIGGER_SCOPE_AUTO, 0, "", "", 0, 0, 0, 0, 0, 1},
+    {"pods: workload, namespace from the ref",
+     {BATCH, {"pods", "vllm-.*"}},
+     "prod",
+     TRIGGER_SCOPE_WORKLOAD,
+     TRIGGER_VALUE_SUM,
+     "prod",
+     "",
+     1,
+     0,
+     0,
+     0,
+     0,
+     1},
+    {"pods with an explicit namespace",
+     {BATCH, {"pods", "vllm-.*"}, {"namespace", "ml-serving"}, {"value", "average"}},
+     "prod",
+     TRIGGER_SCOPE_WORKLOAD,
+     TRIGGER_VALUE_AVERAGE,
+     "ml-serving",
+     "",
+     1,
+     0,
+     0,
+     1,
+     0,
+     1},
+    {"workload without pods: the whole namespace",
+     {BATCH, {"scope", "workload"}},
+     "team-a",
+     TRIGGER_SCOPE_WORKLOAD,
+     0,
+     "team-a",
+     "",
+     0,
+     0,
+     0,
+     0,
+     0,
+     1},
+    {"pods without a ref namespace: any namespace",
+     {BATCH, {"pods", "x"}},
+     NULL,
+     TRIGGER_SCOPE_WORKLOAD,
+     0,
+     "",
+     "",
+     1,
+     0,
+     0,
+     0,
+     0,
+     1},
+    {"cluster scope keeps no namespace default",
+     {BATCH, {"scope", "cluster"}, {"nodes", "gpu-a-.*"}, {"gpuModel", ".*A100.*"}},
+     "prod",
+     TRIGGER_SCOPE_CLUSTER,
+     0,
+     "",
+     "",
+     0,
+     1,
+     1,
+     1,
+     0,
+     1},
+    {"cluster scope with pods filter",
+     {BATCH, {"scope", "cluster"}, {"pods", "train-.*"}, {"allowPartial", "true"}},
+     "prod",
+     TRIGGER_SCOPE_CLUSTER,
+     0,
+     "",
+     "",
+     1,
+     0,
+     0,
+     0,
+     1,
+     1},
+    {"node key: node scope",
+     {BATCH, {"node", "gpu-node-1.example"}, {"gpuIndex", "0,1"}},
+     "prod",
+     TRIGGER_SCOPE_NODE,
+     0,
+     "",
+     "gpu-node-1.example",
+     0,
+     0,
+     0,
+     1,
+     0,
+     1},
+    {"explicit node scope without a node (the agent's case)",
+     {BATCH, {"scope", "node"}},
+     "prod",
+     TRIGGER_SCOPE_NODE,
+     0,
+     "",
+     "",
+     0,
+     0,
+     0,
+     0,
+     0,
+     1},
+    {"minCoverage",
+     {BATCH, {"scope", "cluster"}, {"minCoverage", "0.75"}},
+     "prod",
+     TRIGGER_SCOPE_CLUSTER,
+     0,
+     "",
+     "",
+     0,
+     0,
+     0,
+     0,
+     0,
+     0.75},
+    {"allowPartial FALSE and minCoverage 1",
+     {BATCH, {"allowPartial", "FALSE"}, {"minCoverage", "1"}},
+     "prod",
+     TRIGGER_SCOPE_AUTO,
+     0,
+     "",
+     "",
+     0,
+     0,
+     0,
+     0,
+     0,
+     1},
+};
+
+static void test_gateway_keys(void **state) {
+  const struct profile_set *ps = *state;
+  for (size_t i = 0; i < sizeof gw_cases / sizeof gw_cases[0]; i++) {
+    const struct gw_case *c = &gw_cases[i];
+    struct trigger t;
+    char err[512] = "";
+    int rc = trigger_parse_ref(c->md, kv_count(c->md), ps, c->ref_ns, &t, err, sizeof err);
+    if (rc != 0 || t.scope != c->scope || strcmp(t.ns, c->ns) || strcmp(t.node, c->node) ||
+        t.pods.set != c->pods || t.gateway_keys != c->gateway_keys)
+      print_error("case \"%s\": rc %d (%s) scope %s ns \"%s\" node \"%s\" pods %d gw %d\n",
+                  c->label, rc, err, trigger_scope_name(t.scope), t.ns, t.node, t.pods.set,
+                  t.gateway_keys);
+    assert_int_equal(rc, 0);
+    assert_int_equal(t.scope, c->scope);
+    assert_int_equal(t.value, c->value);
+    assert_string_equal(t.ns, c->ns);
+    assert_string_equal(t.node, c->node);
+    assert_int_equal(t.pods.set, c->pods);
+    assert_int_equal(t.nodes.set, c->nodes);
+    assert_int_equal(t.gpu_model.set, c->model);
+    assert_int_equal(t.gateway_keys, c->gateway_keys);
+    assert_int_equal(t.allow_partial, c->allow_partial);
+    assert_true(t.min_coverage == c->min_coverage);
+    trigger_free(&t);
+    trigger_free(&t); /* twice is fine */
+  }
+}
+
+struct match_case {
+  const char *pattern, *subject;
+  bool match;
+};
+
+/* Whole-name matching, whatever the pattern's own anchors and alternations. */
+static const struct match_case match_cases[] = {
+    {"vllm-deployment-.*", "vllm-deployment-5d8f7-abcde", true},
+    {"vllm-deployment-.*", "my-vllm-deployment-1", false}, /* no substring match */
+    {"vllm", "vllm-deployment-1", false},
+    {"a|ab", "ab", true}, /* leftmost-longest finds the whole-string alternative */
+    {"a|b", "ab", false},
+    {"^web-[0-9]+$", "web-12", true},
+    {"web-[0-9]+", "web-12x", false},
+    {".*A100.*", "NVIDIA A100-SXM4-80GB", true},
+    {"NVIDIA (A100|H100).*", "NVIDIA H100 80GB HBM3", true},
+    {"NVIDIA (A100|H100).*", "NVIDIA L4", false},
+    {"x*", "", true},
+};
+
+static void test_regex_whole_match(void **state) {
+  const struct profile_set *ps = *state;
+  for (size_t i = 0; i < sizeof match_cases / sizeof match_cases[0]; i++) {
+    const struct match_case *c = &match_cases[i];
+    const struct kv md[] = {BATCH, {"pods", c->pattern}};
+    struct trigger t;
+    char err[256];
+    assert_int_equal(trigger_parse(md, 2, ps, &t, err, sizeof err), 0);
+    if (trigger_regex_match(&t.pods, c->subject) != c->match)
+      print_error("pattern %s subject %s: want %d\n", c->pattern, c->subject, c->match);
+    assert_int_equal(trigger_regex_match(&t.pods, c->subject), c->match);
+    assert_true(trigger_regex_match(&t.nodes, "anything")); /* unset matches all */
+    trigger_free(&t);
+  }
+}
+
+/* A pattern over the cap is refused, and a failure after a compiled regex leaks nothing
+ * (valgrind checks the latter). */
+static void test_regex_cap_and_cleanup(void **state) {
+  const struct profile_set *ps = *state;
+  char big[TRIGGER_REGEX_MAX + 2];
+  memset(big, 'a', sizeof big - 1);
+  big[sizeof big - 1] = '\0';
+  const struct kv md[] = {BATCH, {"pods", big}};
+  struct trigger t;
+  char err[512];
+  assert_int_equal(trigger_parse(md, 2, ps, &t, err, sizeof err), GS_EINVAL);
+  assert_non_null(strstr(err, "pods=\"aaa"));
+  assert_non_null(strstr(err, "1..256"));
+  big[TRIGGER_REGEX_MAX] = '\0'; /* exactly at the cap: fine */
+  assert_int_equal(trigger_parse(md, 2, ps, &t, err, sizeof err), 0);
+  trigger_free(&t);
+  const struct kv md2[] = {BATCH, {"pods", "ok-.*"}, {"nodes", "n.*"}, {"gpuModel", "("}};
+  assert_int_equal(trigger_parse(md2, 4, ps, &t, err, sizeof err), GS_EINVAL);
+  assert_non_null(strstr(err, "gpuModel=\"(\""));
+  const struct kv md3[] = {BATCH, {"pods", "ok-.*"}, {"scope", "cluster"}, {"value", "sum"}};
+  assert_int_equal(trigger_parse(md3, 4, ps, &t, err, sizeof err), GS_EINVAL);
+  assert_non_null(strstr(err, "value=\"sum\""));
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_good_cases),
@@ -635,6 +951,9 @@ int main(void) {
       cmocka_unit_test(test_repeated_and_null_keys),
       cmocka_unit_test(test_long_value_message),
       cmocka_unit_test(test_too_many_indices),
+      cmocka_unit_test(test_gateway_keys),
+      cmocka_unit_test(test_regex_whole_match),
+      cmocka_unit_test(test_regex_cap_and_cleanup),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }

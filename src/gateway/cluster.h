@@ -1,0 +1,96 @@
+/* The gateway's in-memory cluster view: every agent's last node snapshot, its freshness and a
+ * short ring of received samples per GPU, shared by the watcher threads (writers, one per agent)
+ * and the KEDA handlers (readers, under a read lock, no copies). */
+#ifndef GS_CLUSTER_H
+#define GS_CLUSTER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/node.h"
+#include "core/sample.h"
+
+#define CLUSTER_ADDR_LEN 256
+#define CLUSTER_REASON_LEN 160
+#define CLUSTER_RING 64 /* received samples kept per GPU, for window */
+#define CLUSTER_DEFAULT_DROP_MS (5 * 60 * 1000)
+#define CLUSTER_DEFAULT_INTERVAL_MS 1000 /* used while an agent has not said its interval */
+#define CLUSTER_STALE_INTERVALS 3
+
+struct cluster;
+struct cluster_gpu_ring; /* opaque: received samples of one GPU */
+
+/* What a reader sees of one agent, valid only inside the visitor call (read lock held). */
+struct cluster_node_view {
+  const char *addr;                     /* the agent's gRPC address (the key) */
+  const char *node;                     /* node name from its last snapshot; "" before the first */
+  const struct node_snapshot *snap;     /* last snapshot; snap->n == 0 once dropped or never sent */
+  bool reported;                        /* at least one snapshot received */
+  bool connected;                       /* the watch stream is up */
+  bool fresh;                           /* connected and updated within 3 of its own intervals */
+  bool dropped;                         /* no update for drop_after_ms: its GPUs are forgotten */
+  int64_t age_ms;                       /* since the last update (or since it was added) */
+  int64_t stale_after_ms;               /* 3 x its interval */
+  const char *reason;                   /* why it is disconnected ("" when connected) */
+  const struct cluster_gpu_ring *rings; /* internal, for cluster_gpu_window_mean */
+};
+
+/* Per-agent state for /metrics and logs (copied). */
+struct cluster_agent_info {
+  char addr[CLUSTER_ADDR_LEN];
+  char node[NODE_NAME_LEN];
+  char reason[CLUSTER_REASON_LEN];
+  bool reported, connected, fresh, dropped;
+  int64_t age_ms;      /* since the last update, or since the agent was added if none */
+  int64_t interval_ms; /* the agent's sampling interval (0 before the first snapshot) */
+  size_t gpus;         /* GPUs currently held (0 once dropped) */
+  uint64_t updates;    /* snapshots received */
+};
+
+/* A view dropping an agent's GPUs after drop_after_ms without an update (<= 0: the default, 5m).
+ * NULL on ENOMEM. */
+struct cluster *cluster_new(int64_t drop_after_ms);
+/* Frees everything; no reader or writer may be running. NULL is fine. */
+void cluster_free(struct cluster *c);
+/* Replaces the clock (monotonic ms) for tests; NULL restores time_mono_ms. Not thread-safe. */
+void cluster_set_clock(struct cluster *c, int64_t (*now_ms)(void *ud), void *ud);
+
+/* Stores a deep copy of snap as agent addr's state (adding the agent if new), marks it connected,
+ * appends each GPU's newest sample to its ring and wakes cluster_wait. Returns 0, GS_ENOMEM
+ * (previous state kept) or GS_EINVAL (more than NODE_MAX_GPUS GPUs). */
+int cluster_update(struct cluster *c, const char *addr, const struct node_snapshot *snap);
+/* Records the watch stream's state (adding the agent if new, e.g. discovered but unreachable);
+ * reason explains a disconnection (may be NULL). Wakes cluster_wait. Returns 0 or GS_ENOMEM. */
+int cluster_set_state(struct cluster *c, const char *addr, bool connected, const char *reason);
+/* Forgets agent addr (discovery no longer lists it). Returns 0 or GS_ENOTFOUND. */
+int cluster_remove(struct cluster *c, const char *addr);
+/* Frees the GPUs of agents past drop_after_ms (readers already ignore them); call it from a
+ * periodic thread. Returns how many agents were dropped by this call. */
+size_t cluster_sweep(struct cluster *c);
+
+/* Copies up to cap agents' state into out, sorted by address; *n gets the agent count (which may
+ * exceed cap). Returns 0. */
+int cluster_snapshot_agents(struct cluster *c, struct cluster_agent_info *out, size_t cap,
+                            size_t *n);
+size_t cluster_agent_count(struct cluster *c);
+
+/* Calls fn for every agent under the read lock, in address order, stopping at the first
+ * non-zero return, which it returns (0 when all were visited). fn must not call back into c,
+ * except cluster_gpu_window_mean. *now_ms gets the clock reading the views are relative to. */
+int cluster_visit(struct cluster *c, int (*fn)(void *ud, const struct cluster_node_view *v),
+                  void *ud, int64_t *now_ms);
+/* Mean of field f over GPU i of view v (index into v->snap->gpus) among the received samples
+ * taken at or after now_ms - window_ms (sample time = receive time - the agent's reported age).
+ * Only inside cluster_visit. Returns 0, or GS_EUNAVAIL when no such sample has f. */
+int cluster_gpu_window_mean(const struct cluster_node_view *v, size_t i, enum gpu_field f,
+                            int64_t window_ms, int64_t now_ms, double *out, size_t *nsamples);
+
+/* Bumped on every update, state change and removal. */
+uint64_t cluster_generation(struct cluster *c);
+/* Waits until the generation passes seen or timeout_ms elapses; returns the generation. */
+uint64_t cluster_wait(struct cluster *c, uint64_t seen, int timeout_ms);
+/* Wakes every waiter (shutdown). */
+void cluster_wake_all(struct cluster *c);
+
+#endif

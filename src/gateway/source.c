@@ -1,0 +1,293 @@
+/* Selects a trigger's GPUs from the cluster view under its read lock and hands the policy the
+ * values (grouped by pod in workload scope), the selected/fresh counts and what is missing. */
+#include "gateway/source.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "core/err.h"
+
+#define UNKNOWN_NOTES 4 /* unknown agents named in a message; the rest are counted */
+
+/* One (namespace, pod) on the node being visited, and its group id. */
+struct pod_slot {
+  const struct pod_ref *ref;
+  uint32_t id;
+};
+
+struct pick {
+  const struct trigger *t;
+  struct scaler_selection *sel;
+  int64_t now;
+  bool pod_sel;    /* GPUs are selected through the pods holding them */
+  bool node_found; /* scope node: the named node was seen */
+  size_t unknown;  /* agents that never reported */
+  char unknown_notes[UNKNOWN_NOTES][CLUSTER_ADDR_LEN + CLUSTER_REASON_LEN + 64];
+  struct pod_slot *pods; /* this node's pods seen so far (reset per node) */
+  size_t npods, cap;
+  uint32_t next_group;
+  char *err;
+  size_t errlen;
+};
+
+static bool pod_matches(const struct trigger *t, const struct pod_ref *p) {
+  return (!t->ns[0] || strcmp(t->ns, p->ns) == 0) && trigger_regex_match(&t->pods, p->pod);
+}
+
+static bool same_pod(const struct pod_ref *a, const struct pod_ref *b) {
+  return strcmp(a->pod, b->pod) == 0 && strcmp(a->ns, b->ns) == 0;
+}
+
+/* The group id of pod p on this node; a pod lives on one node, so the table is per node. */
+static int pod_group(struct pick *k, const struct pod_ref *p, uint32_t *id) {
+  for (size_t i = 0; i < k->npods; i++)
+    if (same_pod(k->pods[i].ref, p)) {
+      *id = k->pods[i].id;
+      return 0;
+    }
+  if (k->npods == k->cap) {
+    size_t cap = k->cap ? k->cap * 2 : 32;
+    struct pod_slot *np = realloc(k->pods, cap * sizeof *np);
+    if (!np)
+      return GS_ENOMEM;
+    k->pods = np;
+    k->cap = cap;
+  }
+  k->pods[k->npods].ref = p;
+  k->pods[k->npods].id = k->next_group++;
+  *id = k->pods[k->npods++].id;
+  k->sel->n_groups = k->next_group;
+  return 0;
+}
+
+/* True when some pod holding g is selected. */
+static bool gpu_has_selected_pod(const struct trigger *t, const struct node_gpu *g) {
+  for (size_t i = 0; i < g->pods.n; i++)
+    if (pod_matches(t, &g->pods.pods[i]))
+      return true;
+  return false;
+}
+
+/* Adds g's value once per selected pod holding it (a shared GPU counts for each pod). */
+static int add_per_pod(struct pick *k, const struct node_gpu *g, double v) {
+  for (size_t i = 0; i < g->pods.n; i++) {
+    const struct pod_ref *p = &g->pods.pods[i];
+    if (!pod_matches(k->t, p))
+      continue;
+    bool dup = false; /* the same pod listed twice (two containers) counts once */
+    for (size_t j = 0; j < i && !dup; j++)
+      dup = same_pod(&g->pods.pods[j], p);
+    if (dup)
+      continue;
+    uint32_t id;
+    int rc = pod_group(k, p, &id);
+    if (!rc)
+      rc = scaler_selection_add(k->sel, v, id);
+    if (rc)
+      return rc;
+  }
+  return 0;
+}
+
+/* The value of a selected GPU, or why it has none (returns false and writes why). */
+static bool gpu_value(const struct pick *k, const struct cluster_node_view *v, size_t i,
+                      double *out, char *why, size_t whylen) {
+  const struct node_gpu *g = &v->snap->gpus[i];
+  enum gpu_field f = k->t->metric;
+  if (g->health == GPU_HEALTH_LOST) {
+    snprintf(why, whylen, "GPU %d is lost: %s", g->info.index, g->reason);
+    return false;
+  }
+  if (!g->has_sample || !g->fresh) {
+    snprintf(why, whylen, "GPU %d has no fresh reading (age %.1fs)%s%s", g->info.index,
+             (double)g->age_ms / 1000.0, g->reason[0] ? ": " : "", g->reason);
+    return false;
+  }
+  if (!sample_has(&g->latest, f)) {
+    snprintf(why, whylen, "GPU %d does not report %s", g->info.index, gpu_field_name(f));
+    return false;
+  }
+  if (k->t->window_ms <= 0) {
+    *out = g->latest.v[f];
+    return true;
+  }
+  size_t ns;
+  if (cluster_gpu_window_mean(v, i, f, k->t->window_ms, k->now, out, &ns) != 0) {
+    snprintf(why, whylen, "GPU %d has no %s readings in the last %lldms", g->info.index,
+             gpu_field_name(f), (long long)k->t->window_ms);
+    return false;
+  }
+  return true;
+}
+
+/* One GPU of a visited node: counts it and adds its value(s). explicit_pick: named by gpuIndex,
+ * so lost GPUs and unsupported fields count as missing instead of being left out. Returns 0, 1
+ * when selected but not fresh, or a GS_E* code. */
+static int visit_gpu(struct pick *k, const struct cluster_node_view *v, size_t i,
+                     bool explicit_pick) {
+  const struct node_gpu *g = &v->snap->gpus[i];
+  const struct trigger *t = k->t;
+  if (!trigger_regex_match(&t->gpu_model, g->info.name))
+    return 0;
+  if (k->pod_sel && !gpu_has_selected_pod(t, g))
+    return 0;
+  k->sel->matched++;
+  bool unsupported = g->has_sample && !sample_has(&g->latest, t->metric);
+  if (!explicit_pick && (g->health == GPU_HEALTH_LOST || unsupported))
+    return 0; /* as on the agent: lost GPUs and absent fields are left out */
+  k->sel->selected++;
+  if (!v->fresh)
+    return 1; /* the node's note says why */
+  double val;
+  char why[224];
+  if (!gpu_value(k, v, i, &val, why, sizeof why)) {
+    scaler_selection_note(k->sel, "node %s: %s", v->node, why);
+    return 1;
+  }
+  k->sel->fresh++;
+  if (t->scope == TRIGGER_SCOPE_WORKLOAD)
+    return add_per_pod(k, g, val);
+  return scaler_selection_add(k->sel, val, 0);
+}
+
+static void note_unknown(struct pick *k, const struct cluster_node_view *v, const char *what) {
+  if (k->unknown < UNKNOWN_NOTES)
+    snprintf(k->unknown_notes[k->unknown], sizeof k->unknown_notes[0], "agent %s %s for %.1fs%s%s",
+             v->addr, what, (double)v->age_ms / 1000.0, v->reason[0] ? ": " : "", v->reason);
+  k->unknown++;
+}
+
+static int visit_gpus(struct pick *k, const struct cluster_node_view *v, size_t *stale) {
+  const struct trigger *t = k->t;
+  const struct node_snapshot *s = v->snap;
+  if (t->scope != TRIGGER_SCOPE_NODE || t->n_indices == 0) {
+    for (size_t i = 0; i < s->n; i++) {
+      int rc = visit_gpu(k, v, i, false);
+      if (rc < 0)
+        return rc;
+      *stale += (size_t)rc;
+    }
+    return 0;
+  }
+  for (size_t x = 0; x < t->n_indices; x++) {
+    size_t i = 0;
+    while (i < s->n && s->gpus[i].info.index != t->indices[x])
+      i++;
+    if (i == s->n) {
+      snprintf(k->err, k->errlen, "gpuIndex %d does not exist on node %s (%zu GPUs)", t->indices[x],
+               v->node, s->n);
+      return GS_ENOTFOUND;
+    }
+    int rc = visit_gpu(k, v, i, true);
+    if (rc < 0)
+      return rc;
+    *stale += (size_t)rc;
+  }
+  return 0;
+}
+
+static int visit_node(void *ud, const struct cluster_node_view *v) {
+  struct pick *k = ud;
+  const struct trigger *t = k->t;
+  if (v->dropped)
+    return 0; /* forgotten after drop_after_ms: it no longer holds anything */
+  if (!v->reported) {
+    note_unknown(k, v, v->connected ? "has not reported yet" : "unreachable, never reported");
+    return 0;
+  }
+  if (t->scope == TRIGGER_SCOPE_NODE) {
+    if (strcmp(v->node, t->node) != 0)
+      return 0;
+    k->node_found = true;
+  }
+  if (!trigger_regex_match(&t->nodes, v->node))
+    return 0;
+  if (k->pod_sel && !v->snap->attribution) {
+    for (size_t i = 0; i < v->snap->n; i++)
+      if (trigger_regex_match(&t->gpu_model, v->snap->gpus[i].info.name)) {
+        k->sel->unknown++;
+        scaler_selection_note(k->sel,
+                              "node %s: no pod attribution (kubelet PodResources unavailable), "
+                              "cannot tell which of its %zu GPUs the pods hold",
+                              v->node, v->snap->n);
+        break;
+      }
+    return 0;
+  }
+  k->npods = 0;
+  size_t stale = 0;
+  int rc = visit_gpus(k, v, &stale);
+  if (rc == 0 && stale && !v->fresh) {
+    if (!v->connected)
+      scaler_selection_note(k->sel,
+                            "node %s (%s): disconnected%s%s, last update %.1fs ago, %zu selected "
+                            "GPUs",
+                            v->node, v->addr, v->reason[0] ? ": " : "", v->reason,
+                            (double)v->age_ms / 1000.0, stale);
+    else
+      scaler_selection_note(k->sel,
+                            "node %s (%s): stale, last update %.1fs ago (stale after %.1fs), %zu "
+                            "selected GPUs",
+                            v->node, v->addr, (double)v->age_ms / 1000.0,
+                            (double)v->stale_after_ms / 1000.0, stale);
+  }
+  return rc;
+}
+
+int gwsource_select(struct cluster *c, const struct trigger *t, struct scaler_selection *sel,
+                    char *err, size_t errlen) {
+  struct pick k;
+  memset(&k, 0, sizeof k);
+  k.t = t;
+  k.sel = sel;
+  k.pod_sel = trigger_selects_pods(t);
+  k.err = err;
+  k.errlen = errlen;
+  int rc = cluster_visit(c, visit_node, &k, &k.now);
+  free(k.pods);
+  if (rc)
+    return rc;
+  bool named_node = t->scope == TRIGGER_SCOPE_NODE;
+  if (named_node && k.node_found)
+    k.unknown = 0; /* the named node answered: unknown agents are other nodes */
+  if (named_node && !k.node_found && k.unknown == 0) {
+    snprintf(err, errlen,
+             "node \"%s\" is not known to the gateway (%zu agents); check the node name and "
+             "that a gpuscale agent runs there",
+             t->node, cluster_agent_count(c));
+    return GS_ENOTFOUND;
+  }
+  for (size_t i = 0; i < k.unknown && i < UNKNOWN_NOTES; i++)
+    scaler_selection_note(sel, "%s", k.unknown_notes[i]);
+  if (k.unknown > UNKNOWN_NOTES)
+    scaler_selection_note(sel, "%zu more agents never reported", k.unknown - UNKNOWN_NOTES);
+  sel->unknown += k.unknown;
+  return 0;
+}
+
+static int gw_select(void *ud, const struct trigger *t, struct scaler_selection *sel, char *err,
+                     size_t errlen) {
+  struct gwsource *gs = ud;
+  return gwsource_select(gs->cluster, t, sel, err, errlen);
+}
+
+static uint64_t gw_wait_tick(void *ud, uint64_t seen, int timeout_ms) {
+  struct gwsource *gs = ud;
+  uint64_t g = cluster_wait(gs->cluster, seen, timeout_ms);
+  if (g != seen && gs->coalesce_ms > 0) {
+    struct timespec ts = {gs->coalesce_ms / 1000, (long)(gs->coalesce_ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+    g = cluster_generation(gs->cluster);
+  }
+  return g;
+}
+
+struct scaler_source gwsource_make(struct gwsource *gs) {
+  gs->sel.scopes = SCALER_SCOPES_GATEWAY;
+  gs->sel.select = gw_select;
+  gs->sel.wait_tick = gw_wait_tick;
+  gs->sel.ud = gs;
+  return scaler_source_from_selector(&gs->sel);
+}

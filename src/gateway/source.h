@@ -1,0 +1,29 @@
+/* The gateway's scaler source: selects GPUs (and the pods holding them) from the cluster view
+ * for node, cluster and workload scope, and reports coverage to the policy. */
+#ifndef GS_GATEWAY_SOURCE_H
+#define GS_GATEWAY_SOURCE_H
+
+#include "gateway/cluster.h"
+#include "keda/scaler.h"
+
+#define GWSOURCE_DEFAULT_COALESCE_MS 50
+
+struct gwsource {
+  struct cluster *cluster;
+  /* wait_tick: after a change, wait this long so that a burst of agent updates (every agent
+   * reports once per interval) costs one evaluation of the open streams, not one per agent.
+   * Keep it well under the agents' interval; 0 disables. */
+  int coalesce_ms;
+  struct scaler_selector sel; /* filled by gwsource_make */
+};
+
+/* Returns a scaler_source (node, cluster and workload scope) over gs->cluster; gs must outlive
+ * it and must not move. Fill cluster and coalesce_ms first. */
+struct scaler_source gwsource_make(struct gwsource *gs);
+
+/* The selection itself (what the source's select does), for tests and tools: t->scope must be
+ * resolved (not AUTO). See struct scaler_selector for the contract. */
+int gwsource_select(struct cluster *c, const struct trigger *t, struct scaler_selection *sel,
+                    char *err, size_t errlen);
+
+#endif

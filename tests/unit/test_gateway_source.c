@@ -1,0 +1,592 @@
+/* Unit tests for the gateway's scaler source through the policy: workload arithmetic (the HPA
+ * example), cluster averages over GPUs, selectors, empty selections and partial failure. */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+/* Table rows leave trailing expectations (empty, partial, messages) out when false or NULL. */
+#pragma GCC diagnostic ignored "-Wmissing-field-initializers"
+
+#include "core/err.h"
+#include "core/profile.h"
+#include "gateway/cluster.h"
+#include "gateway/source.h"
+#include "keda/scaler.h"
+
+#define MAXKV 8
+#define MAXGPU 4
+
+static struct profile_set profiles;
+static int64_t fake_now;
+
+static int64_t fake_clock(void *ud) {
+  (void)ud;
+  return fake_now;
+}
+
+/* One agent of the fixture: GPUs with a model, a utilisation and "ns/pod" holders. */
+struct gpu_def {
+  double util;
+  const char *pods[3];
+};
+
+struct agent_def {
+  const char *addr, *node, *model;
+  size_t n;
+  struct gpu_def g[MAXGPU];
+};
+
+/* 10 GPUs on 4 nodes of unequal size (3, 2, 4, 1).
+ * Cluster average over GPUs: (5*90 + 80 + 40 + 60 + 10 + 0) / 10 = 64; the average of node
+ * averages would be (90 + 90 + 47.5 + 0) / 4 = 56.875. */
+static const struct agent_def fixture[] = {
+    {"10.0.0.1:6000",
+     "gpu-a-1",
+     "NVIDIA A100-SXM4-80GB",
+     3,
+     {{90, {"prod/vllm-1"}}, {90, {"prod/vllm-2"}}, {90, {"prod/vllm-3"}}}},
+    {"10.0.0.2:6000",
+     "gpu-a-2",
+     "NVIDIA A100-SXM4-80GB",
+     2,
+     {{90, {"prod/vllm-4"}}, {90, {"prod/vllm-5"}}}},
+    {"10.0.0.3:6000",
+     "gpu-h-1",
+     "NVIDIA H100 80GB HBM3",
+     4,
+     {{80, {"prod/train-0"}},
+      {40, {"prod/train-0"}},
+      {60, {"staging/chat-a", "staging/chat-b"}}, /* time-slicing: shared */
+      {10, {"other/vllm-1"}}}},
+    {"10.0.0.4:6000", "gpu-l-1", "NVIDIA L4", 1, {{0, {NULL}}}},
+};
+#define NAGENTS (sizeof fixture / sizeof fixture[0])
+
+static void build(const struct agent_def *a, struct node_snapshot *s) {
+  memset(s, 0, sizeof *s);
+  snprintf(s->node, sizeof s->node, "%s", a->node);
+  s->interval_ms = 1000;
+  s->attribution = true;
+  s->n = a->n;
+  s->gpus = calloc(a->n, sizeof *s->gpus);
+  assert_non_null(s->gpus);
+  for (size_t i = 0; i < a->n; i++) {
+    struct node_gpu *g = &s->gpus[i];
+    g->info.index = (int)i;
+    snprintf(g->info.uuid, sizeof g->info.uuid, "GPU-%s-%zu", a->node, i);
+    snprintf(g->info.name, sizeof g->info.name, "%s", a->model);
+    g->has_sample = g->fresh = true;
+    g->latest.ts_ms = fake_now;
+    sample_set(&g->latest, GF_GPU_UTIL, a->g[i].util);
+    for (size_t p = 0; p < 3 && a->g[i].pods[p]; p++) {
+      struct pod_ref *r = &g->pods.pods[g->pods.n++];
+      const char *slash = strchr(a->g[i].pods[p], '/');
+      snprintf(r->ns, sizeof r->ns, "%.*s", (int)(slash - a->g[i].pods[p]), a->g[i].pods[p]);
+      snprintf(r->pod, sizeof r->pod, "%s", slash + 1);
+      snprintf(r->container, sizeof r->container, "main");
+    }
+    g->pods.total = g->pods.n;
+    g->pods.shared = g->pods.n > 1;
+  }
+}
+
+struct rig {
+  struct cluster *c;
+  struct gwsource gs;
+  struct scaler s;
+};
+
+enum variant {
+  V_ALL_FRESH = 0,
+  V_A2_STALE,        /* gpu-a-2 has not updated for 10 s */
+  V_A2_DISCONNECTED, /* gpu-a-2's stream broke just now */
+  V_UNKNOWN_AGENT,   /* a fifth agent never reported */
+  V_A2_NO_ATTRIB,    /* gpu-a-2 has no pod attribution */
+  V_H1_LOST_GPU3,    /* gpu-h-1's GPU 3 is lost */
+};
+
+static void rig_init(struct rig *r, enum variant v) {
+  fake_now = 1000000;
+  r->c = cluster_new(300000);
+  assert_non_null(r->c);
+  cluster_set_clock(r->c, fake_clock, NULL);
+  for (size_t i = 0; i < NAGENTS; i++) {
+    bool a2 = strcmp(fixture[i].node, "gpu-a-2") == 0;
+    if (v == V_A2_STALE && !a2)
+      continue; /* the stale agent first, then the clock moves, then the others */
+    struct node_snapshot s;
+    build(&fixture[i], &s);
+    assert_int_equal(cluster_update(r->c, fixture[i].addr, &s), 0);
+    node_snapshot_clear(&s);
+  }
+  if (v == V_A2_STALE) {
+    fake_now += 10000;
+    for (size_t i = 0; i < NAGENTS; i++) {
+      if (strcmp(fixture[i].node, "gpu-a-2") == 0)
+        continue;
+      struct node_snapshot s;
+      build(&fixture[i], &s);
+      assert_int_equal(cluster_update(r->c, fixture[i].addr, &s), 0);
+      node_snapshot_clear(&s);
+    }
+  }
+  if (v == V_A2_DISCONNECTED)
+    cluster_set_state(r->c, "10.0.0.2:6000", false, "connection refused");
+  if (v == V_UNKNOWN_AGENT)
+    cluster_set_state(r->c, "10.0.0.9:6000", false, "deadline exceeded");
+  if (v == V_A2_NO_ATTRIB || v == V_H1_LOST_GPU3) {
+    size_t i = v == V_A2_NO_ATTRIB ? 1 : 2;
+    struct node_snapshot s;
+    build(&fixture[i], &s);
+    if (v == V_A2_NO_ATTRIB) {
+      s.attribution = false;
+      for (size_t k = 0; k < s.n; k++)
+        memset(&s.gpus[k].pods, 0, sizeof s.gpus[k].pods);
+    } else {
+      s.gpus[3].health = GPU_HEALTH_LOST;
+    }
+    assert_int_equal(cluster_update(r->c, fixture[i].addr, &s), 0);
+    node_snapshot_clear(&s);
+  }
+  r->gs.cluster = r->c;
+  r->gs.coalesce_ms = 0;
+  r->s.profiles = &profiles;
+  r->s.src = gwsource_make(&r->gs);
+}
+
+static size_t kv_count(const struct kv *md) {
+  size_t n = 0;
+  while (n < MAXKV && md[n].key)
+    n++;
+  return n;
+}
+
+/* What the HPA makes of an External metric under AverageValue: ceil(usage / target). */
+static long hpa_desired_average_value(double usage, double target) {
+  return (long)ceil(usage / target);
+}
+
+struct gw_case {
+  const char *label;
+  enum variant v;
+  struct kv md[MAXKV];
+  int rc;
+  double value;
+  size_t pods;     /* workload scope: pods counted */
+  size_t selected; /* GPUs selected */
+  size_t fresh;
+  bool empty, partial;
+  const char *msg, *msg2; /* fragments of the error message */
+};
+
+#define UTIL                                                                                       \
+  {"metricType", "gpu_utilization"}, {                                                             \
+    "targetValue", "75"                                                                            \
+  }
+#define AVG                                                                                        \
+  { "aggregation", "avg" }
+
+static const struct gw_case cases[] = {
+    /* Workload scope: per pod, then summed. The example: 5 pods at 90 %. */
+    {"5 pods at 90 sum", V_ALL_FRESH, {UTIL, {"pods", "vllm-.*"}}, 0, 450, 5, 5, 5},
+    {"5 pods at 90 average",
+     V_ALL_FRESH,
+     {UTIL, {"pods", "vllm-.*"}, {"value", "average"}},
+     0,
+     90,
+     5,
+     5,
+     5},
+    {"namespace selector beats the ref",
+     V_ALL_FRESH,
+     {UTIL, {"pods", "vllm-.*"}, {"namespace", "other"}},
+     0,
+     10,
+     1,
+     1,
+     1},
+    {"pods regex is anchored", V_ALL_FRESH, {UTIL, {"pods", "vllm"}}, 0, 0, 0, 0, 0, true},
+    {"a pod's own GPUs: max", V_ALL_FRESH, {UTIL, {"pods", "train-.*"}}, 0, 80, 1, 2, 2},
+    {"a pod's own GPUs: avg", V_ALL_FRESH, {UTIL, {"pods", "train-.*"}, AVG}, 0, 60, 1, 2, 2},
+    {"a pod's own GPUs: sum",
+     V_ALL_FRESH,
+     {UTIL, {"pods", "train-.*"}, {"aggregation", "sum"}},
+     0,
+     120,
+     1,
+     2,
+     2},
+    /* Time-slicing: a shared GPU counts for each pod in workload scope, once in cluster scope. */
+    {"shared GPU, workload",
+     V_ALL_FRESH,
+     {UTIL, {"scope", "workload"}, {"namespace", "staging"}},
+     0,
+     120,
+     2,
+     1,
+     1},
+    {"shared GPU, cluster",
+     V_ALL_FRESH,
+     {UTIL, {"scope", "cluster"}, {"namespace", "staging"}},
+     0,
+     60,
+     0,
+     1,
+     1},
+    {"workload = the ref's namespace",
+     V_ALL_FRESH,
+     {UTIL, {"scope", "workload"}, AVG},
+     0,
+     90 * 5 + 60,
+     6,
+     7,
+     7},
+    /* Cluster scope: the average over GPUs, not over nodes. */
+    {"cluster avg over GPUs", V_ALL_FRESH, {UTIL, AVG}, 0, 64, 0, 10, 10},
+    {"cluster max", V_ALL_FRESH, {UTIL, {"scope", "cluster"}}, 0, 90, 0, 10, 10},
+    {"nodes selector", V_ALL_FRESH, {UTIL, AVG, {"nodes", "gpu-a-.*"}}, 0, 90, 0, 5, 5},
+    {"gpuModel selector", V_ALL_FRESH, {UTIL, AVG, {"gpuModel", ".*H100.*"}}, 0, 47.5, 0, 4, 4},
+    {"gpuModel and nodes",
+     V_ALL_FRESH,
+     {UTIL, AVG, {"gpuModel", "NVIDIA (A100|L4).*"}, {"nodes", "gpu-(a-2|l-1)"}},
+     0,
+     60,
+     0,
+     3,
+     3},
+    {"window at the gateway", V_ALL_FRESH, {UTIL, AVG, {"window", "1m"}}, 0, 64, 0, 10, 10},
+    /* Node scope at the gateway. */
+    {"node scope", V_ALL_FRESH, {UTIL, AVG, {"node", "gpu-h-1"}}, 0, 47.5, 0, 4, 4},
+    {"node scope gpuIndex",
+     V_ALL_FRESH,
+     {UTIL, {"node", "gpu-h-1"}, {"gpuIndex", "2"}},
+     0,
+     60,
+     0,
+     1,
+     1},
+    {"node scope unknown node",
+     V_ALL_FRESH,
+     {UTIL, {"node", "gpu-z-9"}},
+     GS_ENOTFOUND,
+     0,
+     0,
+     0,
+     0,
+     false,
+     false,
+     "gpu-z-9",
+     "4 agents"},
+    {"node scope gpuIndex absent",
+     V_ALL_FRESH,
+     {UTIL, {"node", "gpu-l-1"}, {"gpuIndex", "3"}},
+     GS_ENOTFOUND,
+     0,
+     0,
+     0,
+     0,
+     false,
+     false,
+     "gpuIndex 3",
+     "gpu-l-1"},
+    {"node scope needs node",
+     V_ALL_FRESH,
+     {UTIL, {"scope", "node"}},
+     GS_EINVAL,
+     0,
+     0,
+     0,
+     0,
+     false,
+     false,
+     "scope=\"node\"",
+     "needs node"},
+    {"gpuIndex with the default cluster scope",
+     V_ALL_FRESH,
+     {UTIL, {"gpuIndex", "0"}},
+     GS_EINVAL,
+     0,
+     0,
+     0,
+     0,
+     false,
+     false,
+     "gpuIndex",
+     "scope node"},
+    /* Nothing matches: 0 is the truth. */
+    {"no pod matches", V_ALL_FRESH, {UTIL, {"pods", "nothing-.*"}}, 0, 0, 0, 0, 0, true},
+    {"no GPU model matches", V_ALL_FRESH, {UTIL, {"gpuModel", ".*B200.*"}}, 0, 0, 0, 0, 0, true},
+    /* Partial failure: a stale agent holding selected GPUs is UNAVAILABLE by default. */
+    {"stale agent",
+     V_A2_STALE,
+     {UTIL, {"pods", "vllm-.*"}},
+     GS_EUNAVAIL,
+     0,
+     0,
+     5,
+     3,
+     false,
+     false,
+     "node gpu-a-2 (10.0.0.2:6000): stale, last update 10.0s ago",
+     "allowPartial"},
+    {"stale agent, allowPartial",
+     V_A2_STALE,
+     {UTIL, {"pods", "vllm-.*"}, {"allowPartial", "true"}},
+     0,
+     270,
+     3,
+     5,
+     3,
+     false,
+     true},
+    {"stale agent, minCoverage met",
+     V_A2_STALE,
+     {UTIL, {"pods", "vllm-.*"}, {"minCoverage", "0.6"}},
+     0,
+     270,
+     3,
+     5,
+     3,
+     false,
+     true},
+    {"stale agent, minCoverage missed",
+     V_A2_STALE,
+     {UTIL, {"pods", "vllm-.*"}, {"minCoverage", "0.7"}},
+     GS_EUNAVAIL,
+     0,
+     0,
+     5,
+     3,
+     false,
+     false,
+     "coverage 60% (3 of 5",
+     "below minCoverage 0.7"},
+    {"stale agent holds none of the selection",
+     V_A2_STALE,
+     {UTIL, {"pods", "train-.*"}},
+     0,
+     80,
+     1,
+     2,
+     2},
+    {"stale agent in cluster scope",
+     V_A2_STALE,
+     {UTIL, AVG},
+     GS_EUNAVAIL,
+     0,
+     0,
+     10,
+     8,
+     false,
+     false,
+     "2 of 10 selected GPUs",
+     "gpu-a-2"},
+    {"disconnected agent",
+     V_A2_DISCONNECTED,
+     {UTIL, {"pods", "vllm-.*"}},
+     GS_EUNAVAIL,
+     0,
+     0,
+     5,
+     3,
+     false,
+     false,
+     "gpu-a-2 (10.0.0.2:6000): disconnected: connection refused",
+     "last update 0.0s ago"},
+    {"agent never reported",
+     V_UNKNOWN_AGENT,
+     {UTIL, AVG},
+     GS_EUNAVAIL,
+     0,
+     0,
+     10,
+     10,
+     false,
+     false,
+     "10.0.0.9:6000",
+     "never reported"},
+    {"agent never reported, allowPartial",
+     V_UNKNOWN_AGENT,
+     {UTIL, AVG, {"allowPartial", "true"}},
+     0,
+     64,
+     0,
+     10,
+     10,
+     false,
+     true},
+    {"agent never reported, named node answers",
+     V_UNKNOWN_AGENT,
+     {UTIL, AVG, {"node", "gpu-a-1"}},
+     0,
+     90,
+     0,
+     3,
+     3},
+    {"no attribution on a node",
+     V_A2_NO_ATTRIB,
+     {UTIL, {"pods", "vllm-.*"}},
+     GS_EUNAVAIL,
+     0,
+     0,
+     3,
+     3,
+     false,
+     false,
+     "gpu-a-2: no pod attribution",
+     NULL},
+    {"no attribution is fine without pod selectors", V_A2_NO_ATTRIB, {UTIL, AVG}, 0, 64, 0, 10, 10},
+    {"lost GPU left out", V_H1_LOST_GPU3, {UTIL, AVG, {"node", "gpu-h-1"}}, 0, 60, 0, 3, 3},
+    {"lost GPU picked",
+     V_H1_LOST_GPU3,
+     {UTIL, {"node", "gpu-h-1"}, {"gpuIndex", "3"}},
+     GS_EUNAVAIL,
+     0,
+     0,
+     1,
+     0,
+     false,
+     false,
+     "GPU 3 is lost",
+     NULL},
+};
+
+static void test_cases(void **state) {
+  (void)state;
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    const struct gw_case *k = &cases[i];
+    struct rig r;
+    rig_init(&r, k->v);
+    struct scaler_request req = {"my-app", "prod", k->md, kv_count(k->md)};
+    struct scaler_result res;
+    memset(&res, 0, sizeof res);
+    res.value = -1;
+    struct scaler_error e;
+    memset(&e, 0, sizeof e);
+    int rc = scaler_get_metrics(&r.s, &req, NULL, &res, &e);
+    bool ok = rc == k->rc;
+    if (rc == 0)
+      ok = ok && fabs(res.value - k->value) < 1e-9 && res.pods == k->pods &&
+           res.selected == k->selected && res.fresh == k->fresh &&
+           res.empty_selection == k->empty && res.partial == k->partial;
+    else
+      ok = ok && (!k->msg || strstr(e.msg, k->msg)) && (!k->msg2 || strstr(e.msg, k->msg2));
+    if (!ok)
+      print_error("case \"%s\": rc %d value %g pods %zu selected %zu fresh %zu empty %d partial "
+                  "%d cov %g msg \"%s\"\n",
+                  k->label, rc, res.value, res.pods, res.selected, res.fresh, res.empty_selection,
+                  res.partial, res.coverage, e.msg);
+    assert_true(ok);
+    if (rc == GS_EUNAVAIL && k->selected) { /* coverage is reported with the error */
+      assert_true(e.has_coverage);
+      assert_int_equal(e.selected, k->selected);
+      assert_int_equal(e.fresh, k->fresh);
+    }
+    if (rc == 0 && k->selected)
+      assert_true(fabs(res.coverage - (double)k->fresh / (double)k->selected) < 1e-9);
+    cluster_free(r.c);
+  }
+}
+
+/* The issue's example through KEDA's arithmetic: 5 pods at 90 % with target 75 give 6 replicas
+ * in workload scope; one cluster-wide aggregate caps the deployment at 2. */
+static void test_hpa_proportional(void **state) {
+  (void)state;
+  struct rig r;
+  rig_init(&r, V_ALL_FRESH);
+  const struct kv wl[] = {UTIL, {"pods", "vllm-.*"}};
+  struct scaler_request req = {"vllm", "prod", wl, 3};
+  struct scaler_spec spec;
+  struct scaler_result res;
+  struct scaler_error e = {0};
+  assert_int_equal(scaler_get_spec(&r.s, &req, &spec, &e), 0);
+  assert_int_equal(scaler_get_metrics(&r.s, &req, spec.metric_name, &res, &e), 0);
+  assert_int_equal(res.scope, TRIGGER_SCOPE_WORKLOAD);
+  assert_int_equal(hpa_desired_average_value(res.value, spec.target), 6);
+  const struct kv one[] = {UTIL, {"nodes", "gpu-a-.*"}, {"aggregation", "avg"}};
+  struct scaler_request req1 = {"vllm", "prod", one, 4};
+  assert_int_equal(scaler_get_metrics(&r.s, &req1, NULL, &res, &e), 0);
+  assert_int_equal(res.scope, TRIGGER_SCOPE_CLUSTER);
+  assert_int_equal(hpa_desired_average_value(res.value, spec.target), 2);
+  cluster_free(r.c);
+}
+
+/* Empty selection: IsActive false, GetMetrics 0, and the result says why. */
+static void test_empty_is_inactive(void **state) {
+  (void)state;
+  struct rig r;
+  rig_init(&r, V_ALL_FRESH);
+  const struct kv md[] = {UTIL, {"pods", "gone-.*"}, {"activationThreshold", "0"}};
+  struct scaler_request req = {"gone", "prod", md, 4};
+  struct scaler_error e = {0};
+  bool active = true;
+  assert_int_equal(scaler_is_active(&r.s, &req, &active, &e), 0);
+  assert_false(active);
+  struct scaler_result res;
+  assert_int_equal(scaler_get_metrics(&r.s, &req, NULL, &res, &e), 0);
+  assert_true(res.value == 0);
+  assert_true(res.empty_selection);
+  assert_true(res.coverage == 1);
+  /* The same workload with its pods is active. */
+  const struct kv md2[] = {UTIL, {"pods", "vllm-.*"}, {"activationThreshold", "0"}};
+  struct scaler_request req2 = {"vllm", "prod", md2, 4};
+  assert_int_equal(scaler_is_active(&r.s, &req2, &active, &e), 0);
+  assert_true(active);
+  cluster_free(r.c);
+}
+
+/* The source's values() (without the policy) flattens a complete selection, refuses a partial
+ * one; wait_tick wakes on an update. */
+static void test_raw_values_and_tick(void **state) {
+  (void)state;
+  struct rig r;
+  rig_init(&r, V_A2_STALE);
+  struct trigger t;
+  char err[512];
+  const struct kv md[] = {UTIL, {"nodes", "gpu-h-1"}};
+  assert_int_equal(trigger_parse(md, 3, &profiles, &t, err, sizeof err), 0);
+  double vals[16];
+  size_t n = 0;
+  assert_int_equal(r.s.src.values(r.s.src.ud, &t, vals, 16, &n, err, sizeof err), 0);
+  assert_int_equal(n, 4);
+  trigger_free(&t);
+  assert_int_equal(trigger_parse(md, 2, &profiles, &t, err, sizeof err), 0);
+  assert_int_equal(r.s.src.values(r.s.src.ud, &t, vals, 16, &n, err, sizeof err), GS_EUNAVAIL);
+  assert_non_null(strstr(err, "gpu-a-2"));
+  trigger_free(&t);
+
+  r.gs.coalesce_ms = 5;
+  uint64_t g = cluster_generation(r.c);
+  assert_int_equal(r.s.src.wait_tick(r.s.src.ud, g, 10), g);
+  cluster_set_state(r.c, "10.0.0.1:6000", true, NULL);
+  assert_true(r.s.src.wait_tick(r.s.src.ud, g, 1000) > g);
+  cluster_free(r.c);
+}
+
+static int setup(void **state) {
+  (void)state;
+  return profile_set_init(&profiles);
+}
+
+static int teardown(void **state) {
+  (void)state;
+  profile_set_free(&profiles);
+  return 0;
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_cases),
+      cmocka_unit_test(test_hpa_proportional),
+      cmocka_unit_test(test_empty_is_inactive),
+      cmocka_unit_test(test_raw_values_and_tick),
+  };
+  return cmocka_run_group_tests(tests, setup, teardown);
+}
