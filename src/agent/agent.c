@@ -28,6 +28,7 @@
 #include "rpc/podresources.h"
 #include "rpc/rpc.h"
 #include "rpc/server.h"
+#include "rpc/tls.h"
 
 #define HISTORY_MAX_SAMPLES 100000
 
@@ -37,6 +38,10 @@ struct agent_opts {
   char *nvml_library;
   char *profiles;
   char *grpc_listen;
+  char *tls_cert;
+  char *tls_key;
+  char *tls_ca;
+  bool tls_require_client_cert;
   char *http_listen;
   int64_t interval_ms;
   int64_t history_ms;
@@ -64,6 +69,18 @@ static const struct opt_def agent_opts_table[] = {
      "YAML file with extra scaling profiles (see docs/profiles.md)", O(profiles)},
     {"grpc-listen", 0, "GPUSCALE_GRPC_LISTEN", OPT_ADDR, "0.0.0.0:6000", 0, 0, NULL, "ADDR",
      "KEDA ExternalScaler and grpc.health.v1 address", O(grpc_listen)},
+    {"tls-cert", 0, "GPUSCALE_TLS_CERT", OPT_STRING, NULL, 0, 0, NULL, "FILE",
+     "serve gRPC over TLS with this PEM certificate chain (reloaded when the file changes)",
+     O(tls_cert)},
+    {"tls-key", 0, "GPUSCALE_TLS_KEY", OPT_STRING, NULL, 0, 0, NULL, "FILE",
+     "PEM private key of --tls-cert (unencrypted)", O(tls_key)},
+    {"tls-ca", 0, "GPUSCALE_TLS_CA", OPT_STRING, NULL, 0, 0, NULL, "FILE",
+     "PEM CA bundle that client certificates must chain to (a client certificate is optional "
+     "unless --tls-require-client-cert)",
+     O(tls_ca)},
+    {"tls-require-client-cert", 0, "GPUSCALE_TLS_REQUIRE_CLIENT_CERT", OPT_BOOL, "false", 0, 0,
+     NULL, NULL, "mTLS: refuse gRPC clients without a certificate signed by --tls-ca",
+     O(tls_require_client_cert)},
     {"http-listen", 0, "GPUSCALE_HTTP_LISTEN", OPT_ADDR, "0.0.0.0:9400", 0, 0, NULL, "ADDR",
      "HTTP address for /metrics, /healthz, /readyz and /api/v1/gpus", O(http_listen)},
     {"interval", 0, "GPUSCALE_INTERVAL", OPT_DURATION, "1s", 100, 300000, NULL, "DURATION",
@@ -166,7 +183,10 @@ static int agent_run(struct agent_opts *o) {
 
   struct node_source nsrc = {hist, pods, o->node_name, drv, o->interval_ms};
   struct rpc_server_config rc_cfg = {0};
+  struct rpc_tls_server tls = {o->tls_cert, o->tls_key, o->tls_ca, o->tls_require_client_cert,
+                               "tls"};
   rc_cfg.listen = o->grpc_listen;
+  rc_cfg.tls = &tls;
   rc_cfg.scaler = &sc;
   rc_cfg.healthy = rpc_healthy;
   rc_cfg.health_ud = &api;
@@ -239,6 +259,12 @@ int agent_main(int argc, char **argv) {
     return 0;
   }
   if (rc) {
+    fprintf(stderr, "gpuscale agent: %s\n", err);
+    config_free(agent_opts_table, NOPTS, &o);
+    return 2;
+  }
+  struct rpc_tls_server tls = {o.tls_cert, o.tls_key, o.tls_ca, o.tls_require_client_cert, "tls"};
+  if (rpc_tls_server_check(&tls, err, sizeof err) != 0) {
     fprintf(stderr, "gpuscale agent: %s\n", err);
     config_free(agent_opts_table, NOPTS, &o);
     return 2;

@@ -18,6 +18,7 @@
 #include "core/timeutil.h"
 #include "rpc/client.h"
 #include "rpc/rpc.h"
+#include "rpc/tls.h"
 
 #define QUERY_MAX_METRICS 16
 
@@ -29,6 +30,11 @@ struct query_opts {
   char *ns;
   int64_t timeout_ms;
   bool watch;
+  bool tls;
+  char *tls_ca;
+  char *tls_cert;
+  char *tls_key;
+  char *tls_server_name;
 };
 
 static const struct opt_def query_defs[] = {
@@ -50,6 +56,21 @@ static const struct opt_def query_defs[] = {
     {"watch", 'w', NULL, OPT_BOOL, "false", 0, 0, NULL, NULL,
      "follow StreamIsActive (external-push) and print each message until interrupted",
      offsetof(struct query_opts, watch)},
+    {"tls", 0, NULL, OPT_BOOL, "false", 0, 0, NULL, NULL,
+     "connect over TLS, trusting the system roots unless --tls-ca (KEDA's enableTLS)",
+     offsetof(struct query_opts, tls)},
+    {"tls-ca", 0, NULL, OPT_STRING, NULL, 0, 0, NULL, "FILE",
+     "PEM CA bundle the server certificate must chain to (KEDA's caCert); implies --tls",
+     offsetof(struct query_opts, tls_ca)},
+    {"tls-cert", 0, NULL, OPT_STRING, NULL, 0, 0, NULL, "FILE",
+     "mTLS: PEM client certificate to present (KEDA's tlsClientCert); needs --tls-key",
+     offsetof(struct query_opts, tls_cert)},
+    {"tls-key", 0, NULL, OPT_STRING, NULL, 0, 0, NULL, "FILE",
+     "mTLS: PEM private key of --tls-cert (KEDA's tlsClientKey)",
+     offsetof(struct query_opts, tls_key)},
+    {"tls-server-name", 0, NULL, OPT_STRING, NULL, 0, 0, NULL, "NAME",
+     "TLS: name the server certificate must carry, instead of the address's host",
+     offsetof(struct query_opts, tls_server_name)},
 };
 #define NDEFS (sizeof(query_defs) / sizeof(query_defs[0]))
 
@@ -229,6 +250,9 @@ int query_main(int argc, char **argv) {
     snprintf(err, sizeof(err), "--address is required (or GPUSCALE_QUERY_ADDRESS)");
     rc = GS_EINVAL;
   }
+  struct rpc_tls_client tls = {o.tls, o.tls_ca, o.tls_cert, o.tls_key, o.tls_server_name, "tls"};
+  if (rc == 0)
+    rc = rpc_tls_client_check(&tls, err, sizeof(err));
   if (rc) {
     fprintf(stderr, "gpuscale query: %s\n", err);
     config_free(query_defs, NDEFS, &o);
@@ -250,7 +274,7 @@ int query_main(int argc, char **argv) {
     pthread_sigmask(SIG_BLOCK, &stop, &old);
   rpc_global_init();
   struct rpc_client *c = NULL;
-  if (rpc_client_new(o.address, &c, err, sizeof(err))) {
+  if (rpc_client_new_tls(o.address, &tls, &c, err, sizeof(err))) {
     fprintf(stderr, "gpuscale query: %s\n", err);
     rc = 1;
   } else if (o.watch) {

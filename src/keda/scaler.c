@@ -254,15 +254,20 @@ static int coverage_error(const struct trigger *t, const struct scaler_selection
   char unk[96] = "";
   if (sel->unknown)
     snprintf(unk, sizeof unk, ", %zu agent(s) of unknown GPUs", sel->unknown);
+  /* The list of missing nodes may be cut short; the counts before it never are. */
+  int w;
   if (t->has_min_coverage)
-    snprintf(e->msg, sizeof e->msg,
-             "coverage %.0f%% (%zu of %zu selected GPUs fresh%s) is below minCoverage %g: %.280s",
-             out->coverage * 100, out->fresh, out->selected, unk, t->min_coverage, sel->missing);
+    w = snprintf(
+        e->msg, sizeof e->msg,
+        "coverage %.0f%% (%zu of %zu selected GPUs fresh%s) is below minCoverage %g: %.280s",
+        out->coverage * 100, out->fresh, out->selected, unk, t->min_coverage, sel->missing);
   else
-    snprintf(e->msg, sizeof e->msg,
-             "%zu of %zu selected GPUs have no fresh reading%s; refusing a partial value (set "
-             "allowPartial: \"true\" or minCoverage to aggregate what is there): %.280s",
-             out->selected - out->fresh, out->selected, unk, sel->missing);
+    w = snprintf(e->msg, sizeof e->msg,
+                 "%zu of %zu selected GPUs have no fresh reading%s; refusing a partial value (set "
+                 "allowPartial: \"true\" or minCoverage to aggregate what is there): %.280s",
+                 out->selected - out->fresh, out->selected, unk, sel->missing);
+  if (w >= (int)sizeof e->msg)
+    memcpy(e->msg + sizeof e->msg - 4, "...", 4);
   return e->code;
 }
 

@@ -61,22 +61,37 @@ static void drain_and_destroy_cq(grpc_completion_queue *cq) {
 }
 
 int rpc_client_new(const char *target, struct rpc_client **out, char *err, size_t errlen) {
+  return rpc_client_new_tls(target, NULL, out, err, errlen);
+}
+
+int rpc_client_new_tls(const char *target, const struct rpc_tls_client *tls,
+                       struct rpc_client **out, char *err, size_t errlen) {
   *out = NULL;
+  grpc_channel_credentials *creds = NULL;
+  int rc = rpc_tls_client_credentials(tls, &creds, err, errlen);
+  if (rc)
+    return rc;
   struct rpc_client *c = calloc(1, sizeof(*c));
   if (!c) {
+    grpc_channel_credentials_release(creds);
     snprintf(err, errlen, "rpc client %s: out of memory", target);
     return GS_ENOMEM;
   }
-  grpc_arg args[2];
+  grpc_arg args[3];
   memset(args, 0, sizeof(args));
-  args[0].type = GRPC_ARG_INTEGER;
-  args[0].key = (char *)GRPC_ARG_ENABLE_HTTP_PROXY;
-  args[0].value.integer = 0;
-  args[1].type = GRPC_ARG_INTEGER;
-  args[1].key = (char *)GRPC_ARG_MAX_RECEIVE_MESSAGE_LENGTH;
-  args[1].value.integer = RPC_CLIENT_MAX_RESPONSE;
-  grpc_channel_args cargs = {2, args};
-  grpc_channel_credentials *creds = grpc_insecure_credentials_create();
+  size_t nargs = 0;
+  args[nargs].type = GRPC_ARG_INTEGER;
+  args[nargs].key = (char *)GRPC_ARG_ENABLE_HTTP_PROXY;
+  args[nargs++].value.integer = 0;
+  args[nargs].type = GRPC_ARG_INTEGER;
+  args[nargs].key = (char *)GRPC_ARG_MAX_RECEIVE_MESSAGE_LENGTH;
+  args[nargs++].value.integer = RPC_CLIENT_MAX_RESPONSE;
+  if (rpc_tls_client_enabled(tls) && tls->server_name_override && tls->server_name_override[0]) {
+    args[nargs].type = GRPC_ARG_STRING;
+    args[nargs].key = (char *)GRPC_SSL_TARGET_NAME_OVERRIDE_ARG;
+    args[nargs++].value.string = (char *)tls->server_name_override;
+  }
+  grpc_channel_args cargs = {nargs, args};
   c->ch = grpc_channel_create(target, creds, &cargs);
   grpc_channel_credentials_release(creds);
   c->cq = grpc_completion_queue_create_for_next(NULL);

@@ -9,6 +9,7 @@
 
 #include "keda/scaler.h" /* struct scaler_request doubles as the ScaledObjectRef */
 #include "rpc/status.h"
+#include "rpc/tls.h"
 
 /* Largest response message a client accepts. */
 #define RPC_CLIENT_MAX_RESPONSE (4 * 1024 * 1024)
@@ -20,6 +21,11 @@ struct rpc_client;
  * proxies disabled. Connecting is lazy, so an unreachable address shows up as UNAVAILABLE on
  * the first call. Returns 0 and *out, or GS_ENOMEM with err set. Requires rpc_global_init. */
 int rpc_client_new(const char *target, struct rpc_client **out, char *err, size_t errlen);
+/* rpc_client_new over TLS when rpc_tls_client_enabled(tls) (NULL: plaintext). The files are read
+ * now, so a client created after a rotation uses the new ones. Returns 0 and *out, or a GS_E*
+ * code with err naming the flag (see rpc_tls_client_credentials). */
+int rpc_client_new_tls(const char *target, const struct rpc_tls_client *tls,
+                       struct rpc_client **out, char *err, size_t errlen);
 /* Closes the channel. Every stream opened on it must be freed first. NULL is fine. */
 void rpc_client_free(struct rpc_client *c);
 

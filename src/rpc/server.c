@@ -24,6 +24,7 @@
 #include "node.pb-c.h"
 #include "rpc/node_wire.h"
 #include "rpc/status.h"
+#include "rpc/tls.h"
 #include "rpc/wire.h"
 
 #define MOD "rpc"
@@ -134,6 +135,7 @@ struct rpc_server {
   int nworkers;
   pthread_t ticker;
   bool ticker_started;
+  struct rpc_tls_reloader *tls; /* NULL without TLS; freed after grpc_server_destroy */
 };
 
 static void copy_msg(char *dst, size_t len, const char *src) {
@@ -962,6 +964,7 @@ static void *ticker_main(void *arg) {
 /* ---- lifecycle ---- */
 
 static void server_free(struct rpc_server *s) {
+  rpc_tls_reloader_free(s->tls); /* C-core calls its fetcher until the server is destroyed */
   if (s->has_node)
     grpc_slice_unref(s->node_slice);
   free(s->workers);
@@ -1045,11 +1048,17 @@ int rpc_server_start(const struct rpc_server_config *cfg, struct rpc_server **ou
   for (int m = 0; m < M_UNKNOWN; m++)
     s->registered[m] = grpc_server_register_method(s->server, method_path[m], NULL,
                                                    GRPC_SRM_PAYLOAD_READ_INITIAL_BYTE_BUFFER, 0);
-  grpc_server_credentials *creds = grpc_insecure_server_credentials_create();
+  grpc_server_credentials *creds = NULL;
+  int trc = rpc_tls_server_credentials(cfg->tls, &s->tls, &creds, err, errlen);
+  if (trc) {
+    abort_unstarted(s);
+    return trc;
+  }
   int port = grpc_server_add_http2_port(s->server, s->listen, creds);
   grpc_server_credentials_release(creds);
   if (port <= 0) {
-    snprintf(err, errlen, "rpc server: cannot listen on %s (address in use or invalid)", s->listen);
+    snprintf(err, errlen, "rpc server: cannot listen on %s (address in use or invalid%s)",
+             s->listen, s->tls ? ", or the TLS key does not match its certificate" : "");
     abort_unstarted(s);
     return GS_EIO;
   }
@@ -1074,7 +1083,8 @@ int rpc_server_start(const struct rpc_server_config *cfg, struct rpc_server **ou
     return GS_EIO;
   }
   s->ticker_started = true;
-  LOG_INFO(MOD, "listening on %s (port %d, %d workers)", s->listen, s->port, s->nworkers);
+  LOG_INFO(MOD, "listening on %s (port %d, %d workers, %s)", s->listen, s->port, s->nworkers,
+           rpc_tls_server_mode(cfg->tls));
   *out = s;
   return 0;
 }

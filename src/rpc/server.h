@@ -8,6 +8,7 @@
 
 #include "core/node.h"
 #include "keda/scaler.h"
+#include "rpc/tls.h"
 
 /* Largest request message accepted; bigger ones are refused with RESOURCE_EXHAUSTED. */
 #define RPC_SERVER_MAX_REQUEST (1024 * 1024)
@@ -15,6 +16,9 @@
 struct rpc_server_config {
   /* "HOST:PORT" (port 0 picks a free one, see rpc_server_port) or "unix:PATH". Required. */
   const char *listen;
+  /* TLS for the listener; NULL (or no file set) serves plaintext. Read during rpc_server_start
+   * only (paths are copied); the files are reloaded when they change (see rpc/tls.h). */
+  const struct rpc_tls_server *tls;
   /* The policy that answers every ExternalScaler call. Required; must outlive the server.
    * Its functions are called from the server's worker and ticker threads, concurrently. */
   const struct scaler *scaler;
