@@ -4,6 +4,7 @@
 
 #include "agent/agent.h"
 #include "cli/query.h"
+#include "gateway/gateway.h"
 
 static void usage(FILE *f) {
   fprintf(
@@ -27,6 +28,8 @@ int main(int argc, char **argv) {
   const char *cmd = argv[1];
   if (!strcmp(cmd, "agent"))
     return agent_main(argc - 1, argv + 1);
+  if (!strcmp(cmd, "gateway"))
+    return gateway_main(argc - 1, argv + 1);
   if (!strcmp(cmd, "query"))
     return query_main(argc - 1, argv + 1);
   if (!strcmp(cmd, "version") || !strcmp(cmd, "--version")) {

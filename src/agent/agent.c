@@ -14,6 +14,7 @@
 #include "agent/node_source.h"
 #include "agent/sampler.h"
 #include "agent/source.h"
+#include "cli/serve.h"
 #include "collect/collector.h"
 #include "core/attrib.h"
 #include "core/config.h"
@@ -37,21 +38,13 @@ struct agent_opts {
   char *scenario;
   char *nvml_library;
   char *profiles;
-  char *grpc_listen;
-  char *tls_cert;
-  char *tls_key;
-  char *tls_ca;
-  bool tls_require_client_cert;
-  char *http_listen;
+  struct serve_opts serve;
   int64_t interval_ms;
   int64_t history_ms;
-  int64_t grace_ms;
   char *node_name;
   char *kubelet_socket;
   int64_t kubelet_refresh_ms;
   bool no_hostname_label;
-  char *log_format;
-  char *log_level;
 };
 
 #define O(f) offsetof(struct agent_opts, f)
@@ -67,28 +60,10 @@ static const struct opt_def agent_opts_table[] = {
      "nvml collector: load this library instead of libnvidia-ml.so.1", O(nvml_library)},
     {"profiles", 0, "GPUSCALE_PROFILES", OPT_STRING, NULL, 0, 0, NULL, "FILE",
      "YAML file with extra scaling profiles (see docs/profiles.md)", O(profiles)},
-    {"grpc-listen", 0, "GPUSCALE_GRPC_LISTEN", OPT_ADDR, "0.0.0.0:6000", 0, 0, NULL, "ADDR",
-     "KEDA ExternalScaler and grpc.health.v1 address", O(grpc_listen)},
-    {"tls-cert", 0, "GPUSCALE_TLS_CERT", OPT_STRING, NULL, 0, 0, NULL, "FILE",
-     "serve gRPC over TLS with this PEM certificate chain (reloaded when the file changes)",
-     O(tls_cert)},
-    {"tls-key", 0, "GPUSCALE_TLS_KEY", OPT_STRING, NULL, 0, 0, NULL, "FILE",
-     "PEM private key of --tls-cert (unencrypted)", O(tls_key)},
-    {"tls-ca", 0, "GPUSCALE_TLS_CA", OPT_STRING, NULL, 0, 0, NULL, "FILE",
-     "PEM CA bundle that client certificates must chain to (a client certificate is optional "
-     "unless --tls-require-client-cert)",
-     O(tls_ca)},
-    {"tls-require-client-cert", 0, "GPUSCALE_TLS_REQUIRE_CLIENT_CERT", OPT_BOOL, "false", 0, 0,
-     NULL, NULL, "mTLS: refuse gRPC clients without a certificate signed by --tls-ca",
-     O(tls_require_client_cert)},
-    {"http-listen", 0, "GPUSCALE_HTTP_LISTEN", OPT_ADDR, "0.0.0.0:9400", 0, 0, NULL, "ADDR",
-     "HTTP address for /metrics, /healthz, /readyz and /api/v1/gpus", O(http_listen)},
     {"interval", 0, "GPUSCALE_INTERVAL", OPT_DURATION, "1s", 100, 300000, NULL, "DURATION",
      "sampling interval; a GPU is stale after 3 intervals", O(interval_ms)},
     {"history", 0, "GPUSCALE_HISTORY", OPT_DURATION, "10m", 1000, 86400000, NULL, "DURATION",
      "how much sample history to keep per GPU (bounds the trigger 'window')", O(history_ms)},
-    {"shutdown-grace", 0, "GPUSCALE_SHUTDOWN_GRACE", OPT_DURATION, "5s", 100, 60000, NULL,
-     "DURATION", "on SIGTERM, how long open calls get to finish", O(grace_ms)},
     {"kubelet-socket", 0, "GPUSCALE_KUBELET_SOCKET", OPT_STRING, PODRES_DEFAULT_SOCKET, 0, 0, NULL,
      "PATH", "kubelet PodResources socket, for the pods that hold each GPU", O(kubelet_socket)},
     {"kubelet-refresh", 0, "GPUSCALE_KUBELET_REFRESH", OPT_DURATION, "10s", 100, 3600000, NULL,
@@ -98,10 +73,8 @@ static const struct opt_def agent_opts_table[] = {
     {"no-hostname-label", 0, "GPUSCALE_NO_HOSTNAME_LABEL", OPT_BOOL, "false", 0, 0, NULL, NULL,
      "leave the Hostname label out of /metrics (when Prometheus adds the node itself)",
      O(no_hostname_label)},
-    {"log-format", 0, "GPUSCALE_LOG_FORMAT", OPT_ENUM, "logfmt", 0, 0, "logfmt|json", "FORMAT",
-     "log line format", O(log_format)},
-    {"log-level", 0, "GPUSCALE_LOG_LEVEL", OPT_ENUM, "info", 0, 0, "debug|info|warn|error", "LEVEL",
-     "lowest level logged", O(log_level)},
+    SERVE_OPT_ROWS(struct agent_opts, serve,
+                   "HTTP address for /metrics, /healthz, /readyz and /api/v1/gpus"),
 };
 #undef O
 #define NOPTS (sizeof agent_opts_table / sizeof agent_opts_table[0])
@@ -118,6 +91,11 @@ static const char agent_desc[] =
 
 static bool rpc_healthy(void *ud) {
   return agent_api_ready(ud);
+}
+
+static void on_hup(void *ud) {
+  LOG_INFO("agent", "SIGHUP: reloading the collector");
+  sampler_request_reload(ud);
 }
 
 static int agent_run(struct agent_opts *o) {
@@ -183,9 +161,8 @@ static int agent_run(struct agent_opts *o) {
 
   struct node_source nsrc = {hist, pods, o->node_name, drv, o->interval_ms};
   struct rpc_server_config rc_cfg = {0};
-  struct rpc_tls_server tls = {o->tls_cert, o->tls_key, o->tls_ca, o->tls_require_client_cert,
-                               "tls"};
-  rc_cfg.listen = o->grpc_listen;
+  struct rpc_tls_server tls = serve_tls(&o->serve);
+  rc_cfg.listen = o->serve.grpc_listen;
   rc_cfg.tls = &tls;
   rc_cfg.scaler = &sc;
   rc_cfg.healthy = rpc_healthy;
@@ -203,38 +180,21 @@ static int agent_run(struct agent_opts *o) {
   size_t nroutes = agent_api_routes(&api, routes, 8);
   struct metrics_ctx mctx = {&api, pods, stats, !o->no_hostname_label};
   routes[nroutes++] = (struct http_route){"/metrics", metrics_handle, &mctx};
-  if (http_server_start(o->http_listen, routes, nroutes, &http, err, sizeof err) != 0) {
+  if (http_server_start(o->serve.http_listen, routes, nroutes, &http, err, sizeof err) != 0) {
     LOG_ERROR("agent", "--http-listen: %s", err);
     goto out;
   }
   LOG_INFO("agent", "serving gRPC (KEDA ExternalScaler, grpc.health.v1) on %s, HTTP on %s",
-           o->grpc_listen, o->http_listen);
+           o->serve.grpc_listen, o->serve.http_listen);
 
-  sigset_t set;
-  sigemptyset(&set);
-  sigaddset(&set, SIGTERM);
-  sigaddset(&set, SIGINT);
-  sigaddset(&set, SIGHUP);
-  for (;;) {
-    int sig = 0;
-    if (sigwait(&set, &sig) != 0)
-      continue;
-    if (sig == SIGHUP) {
-      LOG_INFO("agent", "SIGHUP: reloading the collector");
-      sampler_request_reload(&smp);
-      continue;
-    }
-    LOG_INFO("agent", "%s: shutting down (grace %lldms)", sig == SIGTERM ? "SIGTERM" : "SIGINT",
-             (long long)o->grace_ms);
-    break;
-  }
+  serve_wait("agent", o->serve.grace_ms, on_hup, NULL, 60000, &smp);
   exit_code = 0;
 
 out:
   http_server_stop(http);
   if (rpc) {
     history_wake_all(hist);
-    rpc_server_shutdown(rpc, (int)o->grace_ms);
+    rpc_server_shutdown(rpc, (int)o->serve.grace_ms);
   }
   attribution_stop(&attr);
   attrib_free(pods);
@@ -251,29 +211,12 @@ out:
 int agent_main(int argc, char **argv) {
   struct agent_opts o;
   memset(&o, 0, sizeof o);
-  char err[512];
-  int rc = config_parse(agent_opts_table, NOPTS, argc, argv, 1, &o, err, sizeof err);
-  if (rc == 1) {
-    config_help(stdout, agent_usage, agent_desc, agent_opts_table, NOPTS);
+  int code = 0;
+  if (!serve_parse("agent", agent_opts_table, NOPTS, argc, argv, &o, &o.serve, agent_usage,
+                   agent_desc, &code)) {
     config_free(agent_opts_table, NOPTS, &o);
-    return 0;
+    return code;
   }
-  if (rc) {
-    fprintf(stderr, "gpuscale agent: %s\n", err);
-    config_free(agent_opts_table, NOPTS, &o);
-    return 2;
-  }
-  struct rpc_tls_server tls = {o.tls_cert, o.tls_key, o.tls_ca, o.tls_require_client_cert, "tls"};
-  if (rpc_tls_server_check(&tls, err, sizeof err) != 0) {
-    fprintf(stderr, "gpuscale agent: %s\n", err);
-    config_free(agent_opts_table, NOPTS, &o);
-    return 2;
-  }
-  enum log_level lvl = LOG_LVL_INFO;
-  enum log_format fmt = LOG_FMT_LOGFMT;
-  log_level_parse(o.log_level, &lvl);
-  log_format_parse(o.log_format, &fmt);
-  log_setup(lvl, fmt);
   if (!o.node_name) {
     char host[256] = "unknown";
     gethostname(host, sizeof host - 1);
@@ -285,17 +228,9 @@ int agent_main(int argc, char **argv) {
   LOG_INFO("agent", "gpuscale %s starting", GPUSCALE_VERSION);
   config_log("agent", agent_opts_table, NOPTS, &o);
 
-  /* gRPC's and our threads inherit this mask; the main thread takes signals with sigwait. */
-  sigset_t set;
-  sigemptyset(&set);
-  sigaddset(&set, SIGTERM);
-  sigaddset(&set, SIGINT);
-  sigaddset(&set, SIGHUP);
-  pthread_sigmask(SIG_BLOCK, &set, NULL);
-  signal(SIGPIPE, SIG_IGN);
-
+  serve_block_signals(); /* before gRPC's threads and ours, which inherit the mask */
   rpc_global_init();
-  int code = agent_run(&o);
+  code = agent_run(&o);
   rpc_global_shutdown();
   config_free(agent_opts_table, NOPTS, &o);
   return code;

@@ -358,10 +358,17 @@ int expo_render(struct buf *b, const struct expo_input *in) {
     rc = counter_line(b, "gpuscale_attribution_available", "gauge",
                       "1 when the kubelet PodResources API answered the last refresh, else 0.",
                       in->attribution > 0);
-  if (!rc && in->rpc)
-    rc = render_rpc(b, in->rpc);
-  if (!rc && in->version) {
-    struct expo_label l = {"version", in->version};
+  if (!rc)
+    rc = expo_render_process(b, in->rpc, in->version);
+  return rc;
+}
+
+int expo_render_process(struct buf *b, const struct stats_snapshot *rpc, const char *version) {
+  int rc = 0;
+  if (rpc)
+    rc = render_rpc(b, rpc);
+  if (!rc && version) {
+    struct expo_label l = {"version", version};
     rc = expo_family(b, "gpuscale_build_info", "gauge",
                      "Always 1; the version label is gpuscale's.");
     if (!rc)

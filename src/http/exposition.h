@@ -49,6 +49,10 @@ struct expo_input {
  * b holds a truncated body that must not be served. */
 int expo_render(struct buf *b, const struct expo_input *in);
 
+/* The series every gpuscale process has: gRPC calls (when rpc is set) and build info (when
+ * version is set). expo_render includes them; the gateway renders them beside its own. */
+int expo_render_process(struct buf *b, const struct stats_snapshot *rpc, const char *version);
+
 /* Building blocks, exposed for tests and other exporters. */
 
 /* Appends v escaped as a label value (\\, \" and \n). Same returns as buf_append. */

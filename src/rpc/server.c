@@ -475,6 +475,9 @@ static uint8_t *unary_keda(struct call *c, size_t *len, int *code, char *msg, si
     struct scaler_result res;
     const char *want = ((Externalscaler__GetMetricsRequest *)in)->metricname;
     r = scaler_get_metrics(sc, &req, want ? want : "", &res, &e);
+    if (c->srv->cfg.on_metrics)
+      c->srv->cfg.on_metrics(c->srv->cfg.on_metrics_ud, &req, want ? want : "", r ? NULL : &res,
+                             r ? &e : NULL);
     if (!r) {
       Externalscaler__MetricValue mv = EXTERNALSCALER__METRIC_VALUE__INIT;
       Externalscaler__MetricValue *list[1] = {&mv};

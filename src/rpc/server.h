@@ -37,6 +37,12 @@ struct rpc_server_config {
    * it ended with (CANCELLED when the client went away first) and its duration. May be NULL. */
   void (*observe)(void *ud, const char *method, int grpc_code, double seconds);
   void *observe_ud;
+  /* Called after every unary GetMetrics with the request, the metric name asked for, and either the
+   * result (e == NULL) or the error (res == NULL), from a server thread; must not block. The
+   * gateway records coverage per ScaledObject with it. May be NULL. */
+  void (*on_metrics)(void *ud, const struct scaler_request *req, const char *metric_name,
+                     const struct scaler_result *res, const struct scaler_error *e);
+  void *on_metrics_ud;
   /* gpuscale.v1.Node: fills *out (zeroed) with this node's snapshot and returns 0, or a GS_E*
    * code (the call's status, mapped at the edge). The server releases *out with
    * node_snapshot_clear. Called from server threads, concurrently: on ListGPUs, on each WatchGPUs

@@ -90,8 +90,18 @@ const char *watch_state_name(enum watch_state st) {
 
 /* The channel credentials of every agent channel. TLS: the lead switches this one function to
  * the rpc/tls.h client credentials; nothing else here depends on them. */
-static grpc_channel_credentials *make_creds(void) {
-  return grpc_insecure_credentials_create();
+/* Channel credentials for the agents: TLS when configured, else plaintext. NULL when the TLS
+ * files cannot be read (logged; the target is retried on the next set_targets). */
+static grpc_channel_credentials *make_creds(const struct watcher *w) {
+  if (!w->cfg.tls || !rpc_tls_client_enabled(w->cfg.tls))
+    return grpc_insecure_credentials_create();
+  grpc_channel_credentials *creds = NULL;
+  char err[512];
+  if (rpc_tls_client_credentials(w->cfg.tls, &creds, err, sizeof err) != 0) {
+    LOG_ERROR("watch", "agent TLS: %s", err);
+    return NULL;
+  }
+  return creds;
 }
 
 static gpr_timespec at_mono_ms(int64_t when) {
@@ -147,7 +157,18 @@ static grpc_channel *channel_new(const struct watcher *w, const char *addr) {
     args[i].value.integer = vals[i];
   }
   grpc_channel_args cargs = {10, args};
-  grpc_channel_credentials *creds = make_creds();
+  grpc_arg all[11];
+  memcpy(all, args, sizeof args);
+  if (w->cfg.tls && w->cfg.tls->server_name_override && *w->cfg.tls->server_name_override) {
+    all[10].type = GRPC_ARG_STRING;
+    all[10].key = (char *)(uintptr_t)GRPC_SSL_TARGET_NAME_OVERRIDE_ARG;
+    all[10].value.string = (char *)(uintptr_t)w->cfg.tls->server_name_override;
+    cargs.num_args = 11;
+    cargs.args = all;
+  }
+  grpc_channel_credentials *creds = make_creds(w);
+  if (!creds)
+    return NULL;
   grpc_channel *ch = grpc_channel_create(addr, creds, &cargs);
   grpc_channel_credentials_release(creds);
   return ch;

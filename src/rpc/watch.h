@@ -6,6 +6,7 @@
 #include <stddef.h>
 
 #include "core/node.h"
+#include "rpc/tls.h"
 
 enum watch_state {
   WATCH_CONNECTING = 0, /* a WatchGPUs call was started and no snapshot has arrived on it yet */
@@ -31,6 +32,9 @@ struct watcher_config {
   int keepalive_ms;         /* HTTP/2 keepalive ping period; <= 0 means 10000 */
   int keepalive_timeout_ms; /* ping ack timeout before the connection counts as dead; <= 0: 5000 */
   size_t max_message;       /* largest snapshot accepted; 0 means NODE_WIRE_MAX_BYTES (16 MiB) */
+  /* TLS towards the agents; NULL or !enabled: plaintext. Must outlive the watcher. The files
+   * are read when a target's channel is created (a new agent address). */
+  const struct rpc_tls_client *tls;
 };
 
 struct watcher;

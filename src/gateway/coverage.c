@@ -1,0 +1,158 @@
+/* Remembers each trigger's last answer so /metrics and logs always show coverage. */
+#include "gateway/coverage.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/err.h"
+#include "core/log.h"
+#include "core/timeutil.h"
+#include "http/exposition.h"
+
+struct coverage_entry {
+  char ns[64];
+  char name[254];
+  char metric[TRIGGER_NAME_LEN];
+  bool ok;         /* last answer was a value (else an error) */
+  double value;    /* last value when ok */
+  double coverage; /* fresh / selected GPUs */
+  size_t selected, fresh;
+  bool partial, empty;
+  int64_t updated_ms;
+};
+
+struct coverage {
+  pthread_mutex_t lock;
+  struct coverage_entry *e;
+  size_t n;
+};
+
+struct coverage *coverage_new(void) {
+  struct coverage *c = calloc(1, sizeof *c);
+  if (!c)
+    return NULL;
+  c->e = calloc(COVERAGE_MAX_ENTRIES, sizeof *c->e);
+  if (!c->e) {
+    free(c);
+    return NULL;
+  }
+  pthread_mutex_init(&c->lock, NULL);
+  return c;
+}
+
+void coverage_free(struct coverage *c) {
+  if (!c)
+    return;
+  pthread_mutex_destroy(&c->lock);
+  free(c->e);
+  free(c);
+}
+
+/* The entry for (ns, name, metric): found, or a new one, or the least recently updated. */
+static struct coverage_entry *slot(struct coverage *c, const char *ns, const char *name,
+                                   const char *metric, bool *fresh_slot) {
+  size_t oldest = 0;
+  for (size_t i = 0; i < c->n; i++) {
+    if (!strcmp(c->e[i].ns, ns) && !strcmp(c->e[i].name, name) && !strcmp(c->e[i].metric, metric))
+      return &c->e[i];
+    if (c->e[i].updated_ms < c->e[oldest].updated_ms)
+      oldest = i;
+  }
+  *fresh_slot = true;
+  struct coverage_entry *s = c->n < COVERAGE_MAX_ENTRIES ? &c->e[c->n++] : &c->e[oldest];
+  memset(s, 0, sizeof *s);
+  snprintf(s->ns, sizeof s->ns, "%s", ns);
+  snprintf(s->name, sizeof s->name, "%s", name);
+  snprintf(s->metric, sizeof s->metric, "%s", metric);
+  return s;
+}
+
+void coverage_record(void *ud, const struct scaler_request *req, const char *metric_name,
+                     const struct scaler_result *res, const struct scaler_error *e) {
+  struct coverage *c = ud;
+  if (!c || (!res && !e))
+    return;
+  const char *metric = res ? res->metric_name : metric_name;
+  pthread_mutex_lock(&c->lock);
+  bool created = false;
+  struct coverage_entry *s = slot(c, req->ns, req->name, metric, &created);
+  bool was_ok = s->ok, was_partial = s->partial, was_empty = s->empty;
+  double was_cov = s->coverage;
+  s->updated_ms = time_mono_ms();
+  if (res) {
+    s->ok = true;
+    s->value = res->value;
+    s->coverage = res->coverage;
+    s->selected = res->selected;
+    s->fresh = res->fresh;
+    s->partial = res->partial;
+    s->empty = res->empty_selection;
+  } else {
+    s->ok = false;
+    if (e->has_coverage) {
+      s->coverage = e->coverage;
+      s->selected = e->selected;
+      s->fresh = e->fresh;
+    }
+  }
+  bool changed = created || was_ok != s->ok || was_partial != s->partial || was_empty != s->empty ||
+                 was_cov != s->coverage;
+  struct coverage_entry copy = *s;
+  pthread_mutex_unlock(&c->lock);
+  if (!changed)
+    return;
+  if (copy.ok && copy.empty)
+    LOG_INFO("gateway", "%s/%s: no GPU matches the selection: answering 0 (no pod holds a GPU)",
+             copy.ns, copy.name);
+  else if (copy.ok && copy.partial)
+    LOG_WARN("gateway", "%s/%s %s: partial value %g from %zu of %zu GPUs (coverage %.0f%%)",
+             copy.ns, copy.name, copy.metric, copy.value, copy.fresh, copy.selected,
+             copy.coverage * 100);
+  else if (copy.ok)
+    LOG_INFO("gateway", "%s/%s %s: value %g from %zu GPUs (coverage 100%%)", copy.ns, copy.name,
+             copy.metric, copy.value, copy.selected);
+  else
+    LOG_WARN("gateway", "%s/%s: UNAVAILABLE or error: %s", copy.ns, copy.name, e->msg);
+}
+
+int coverage_render(struct coverage *c, struct buf *b) {
+  pthread_mutex_lock(&c->lock);
+  size_t n = c->n;
+  struct coverage_entry *copy = malloc((n ? n : 1) * sizeof *copy);
+  if (copy)
+    memcpy(copy, c->e, n * sizeof *copy);
+  pthread_mutex_unlock(&c->lock);
+  if (!copy)
+    return GS_ENOMEM;
+  static const struct {
+    const char *name, *help;
+  } fam[] = {
+      {"gpuscale_gateway_trigger_coverage",
+       "Fraction of the trigger's selected GPUs with a fresh reading at its last GetMetrics."},
+      {"gpuscale_gateway_trigger_value", "Value of the trigger's last successful GetMetrics."},
+      {"gpuscale_gateway_trigger_ok", "1 when the trigger's last GetMetrics answered a value."},
+      {"gpuscale_gateway_trigger_partial",
+       "1 when the last value was aggregated over part of the selection (allowPartial)."},
+  };
+  int rc = 0;
+  for (size_t f = 0; f < sizeof fam / sizeof fam[0] && !rc; f++) {
+    rc = expo_family(b, fam[f].name, "gauge", fam[f].help);
+    for (size_t i = 0; i < n && !rc; i++) {
+      if (f == 1 && !copy[i].ok)
+        continue;
+      struct expo_label l[3] = {
+          {"namespace", copy[i].ns}, {"scaledobject", copy[i].name}, {"metric", copy[i].metric}};
+      double v = f == 0   ? copy[i].coverage
+                 : f == 1 ? copy[i].value
+                 : f == 2 ? copy[i].ok
+                          : copy[i].partial;
+      char txt[64];
+      expo_format_double(v, txt, sizeof txt);
+      rc = expo_sample(b, fam[f].name, l, 3, txt);
+    }
+  }
+  free(copy);
+  return rc;
+}

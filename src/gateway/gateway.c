@@ -1,0 +1,423 @@
+/* `gpuscale gateway`: options, discovery -> watcher -> cluster view -> policy -> gRPC, and HTTP. */
+#include "gateway/gateway.h"
+
+#include <json-c/json.h>
+#include <pthread.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/serve.h"
+#include "core/config.h"
+#include "core/err.h"
+#include "core/log.h"
+#include "core/profile.h"
+#include "core/stats.h"
+#include "core/timeutil.h"
+#include "gateway/cluster.h"
+#include "gateway/coverage.h"
+#include "gateway/discovery.h"
+#include "gateway/source.h"
+#include "http/exposition.h"
+#include "http/server.h"
+#include "keda/scaler.h"
+#include "rpc/rpc.h"
+#include "rpc/server.h"
+#include "rpc/watch.h"
+
+#define GW_MAX_AGENTS 4096
+
+struct gateway_opts {
+  char *agents;
+  char *agents_dns;
+  int64_t dns_refresh_ms;
+  int64_t drop_after_ms;
+  int64_t tick_ms;
+  char *profiles;
+  bool agent_tls;
+  char *agent_tls_ca;
+  char *agent_tls_cert;
+  char *agent_tls_key;
+  char *agent_tls_server_name;
+  struct serve_opts serve;
+};
+
+#define O(f) offsetof(struct gateway_opts, f)
+static const struct opt_def gw_opts_table[] = {
+    {"agents", 0, "GPUSCALE_AGENTS", OPT_STRING, NULL, 0, 0, NULL, "ADDR,ADDR...",
+     "static list of agent gRPC addresses (HOST:PORT)", O(agents)},
+    {"agents-dns", 0, "GPUSCALE_AGENTS_DNS", OPT_STRING, NULL, 0, 0, NULL, "NAME:PORT",
+     "headless Service of the agents: every A/AAAA record is one agent, re-resolved",
+     O(agents_dns)},
+    {"dns-refresh", 0, "GPUSCALE_DNS_REFRESH", OPT_DURATION, "15s", 100, 3600000, NULL, "DURATION",
+     "how often --agents-dns is resolved again, so agents come and go", O(dns_refresh_ms)},
+    {"drop-after", 0, "GPUSCALE_DROP_AFTER", OPT_DURATION, "5m", 1000, 86400000, NULL, "DURATION",
+     "forget an agent's GPUs after this long without an update (stale after 3 of its "
+     "intervals)",
+     O(drop_after_ms)},
+    {"tick", 0, "GPUSCALE_TICK", OPT_DURATION, "1s", 100, 60000, NULL, "DURATION",
+     "how often open StreamIsActive streams are re-checked when no agent update arrives",
+     O(tick_ms)},
+    {"profiles", 0, "GPUSCALE_PROFILES", OPT_STRING, NULL, 0, 0, NULL, "FILE",
+     "YAML file with extra scaling profiles (see docs/profiles.md)", O(profiles)},
+    {"agent-tls", 0, "GPUSCALE_AGENT_TLS", OPT_BOOL, "false", 0, 0, NULL, NULL,
+     "connect to the agents over TLS (system roots unless --agent-tls-ca)", O(agent_tls)},
+    {"agent-tls-ca", 0, "GPUSCALE_AGENT_TLS_CA", OPT_STRING, NULL, 0, 0, NULL, "FILE",
+     "PEM CA bundle that signs the agents' certificates (implies --agent-tls)", O(agent_tls_ca)},
+    {"agent-tls-cert", 0, "GPUSCALE_AGENT_TLS_CERT", OPT_STRING, NULL, 0, 0, NULL, "FILE",
+     "client certificate chain for agents that require mTLS", O(agent_tls_cert)},
+    {"agent-tls-key", 0, "GPUSCALE_AGENT_TLS_KEY", OPT_STRING, NULL, 0, 0, NULL, "FILE",
+     "private key of --agent-tls-cert", O(agent_tls_key)},
+    {"agent-tls-server-name", 0, "GPUSCALE_AGENT_TLS_SERVER_NAME", OPT_STRING, NULL, 0, 0, NULL,
+     "NAME",
+     "name checked in the agents' certificates (the gateway dials pod IPs), e.g. "
+     "gpuscale-agent.gpuscale.svc",
+     O(agent_tls_server_name)},
+    SERVE_OPT_ROWS(struct gateway_opts, serve,
+                   "HTTP address for /metrics, /healthz, /readyz and /api/v1/agents"),
+};
+#undef O
+#define NOPTS (sizeof gw_opts_table / sizeof gw_opts_table[0])
+
+static const char gw_usage[] =
+    "gpuscale gateway (--agents ADDR,ADDR... | --agents-dns NAME:PORT) [OPTIONS]";
+static const char gw_desc[] =
+    "Keeps a WatchGPUs stream open to every agent, holds the cluster's GPUs in memory, and\n"
+    "serves KEDA's ExternalScaler in node, cluster and workload scope (docs/gateway.md). It is\n"
+    "stateless: run two or more replicas side by side. A stale or disconnected agent holding\n"
+    "selected GPUs makes an answer UNAVAILABLE, never a lower number, unless the trigger sets\n"
+    "allowPartial or minCoverage.\n\n"
+    "Example:  gpuscale gateway --agents-dns gpuscale-agent-headless.gpuscale.svc:6000";
+
+struct gateway {
+  struct cluster *cluster;
+  struct watcher *watcher;
+  struct coverage *coverage;
+  struct stats *stats;
+  pthread_mutex_t lock; /* guards targets */
+  char **targets;
+  size_t ntargets;
+};
+
+static void on_snapshot(void *ud, const char *addr, const struct node_snapshot *snap) {
+  struct gateway *g = ud;
+  cluster_update(g->cluster, addr, snap);
+}
+
+static void on_state(void *ud, const char *addr, enum watch_state st, const char *reason) {
+  struct gateway *g = ud;
+  if (st == WATCH_CONNECTED) {
+    cluster_set_state(g->cluster, addr, true, NULL);
+    LOG_INFO("gateway", "agent %s connected", addr);
+  } else if (st == WATCH_BACKOFF) {
+    cluster_set_state(g->cluster, addr, false, reason ? reason : "disconnected");
+    LOG_WARN("gateway", "agent %s: %s", addr, reason ? reason : "disconnected");
+  }
+}
+
+static bool listed(char *const *list, size_t n, const char *s) {
+  for (size_t i = 0; i < n; i++)
+    if (strcmp(list[i], s) == 0)
+      return true;
+  return false;
+}
+
+/* Makes targets the watched set: new agents count as unknown until they report (so an agent that
+ * never answers blocks cluster answers instead of silently lowering them), removed ones leave the
+ * cluster view. */
+static void set_targets(void *ud, const char *const *targets, size_t n) {
+  struct gateway *g = ud;
+  char **copy = calloc(n ? n : 1, sizeof *copy);
+  if (!copy)
+    return;
+  for (size_t i = 0; i < n; i++)
+    if (!(copy[i] = strdup(targets[i]))) {
+      discovery_targets_free(copy, i);
+      return;
+    }
+  pthread_mutex_lock(&g->lock);
+  for (size_t i = 0; i < g->ntargets; i++)
+    if (!listed(copy, n, g->targets[i])) {
+      cluster_remove(g->cluster, g->targets[i]);
+      LOG_INFO("gateway", "agent %s left the discovery list", g->targets[i]);
+    }
+  for (size_t i = 0; i < n; i++)
+    if (!listed(g->targets, g->ntargets, copy[i]))
+      cluster_set_state(g->cluster, copy[i], false, "connecting");
+  discovery_targets_free(g->targets, g->ntargets);
+  g->targets = copy;
+  g->ntargets = n;
+  pthread_mutex_unlock(&g->lock);
+  if (watcher_set_targets(g->watcher, targets, n) != 0)
+    LOG_ERROR("gateway", "cannot watch %zu agents (out of memory or a bad address)", n);
+}
+
+/* Ready when at least one agent has reported and is fresh. */
+static bool gw_ready(void *ud) {
+  struct gateway *g = ud;
+  struct cluster_agent_info *a = malloc(GW_MAX_AGENTS * sizeof *a);
+  if (!a)
+    return false;
+  size_t n = 0;
+  cluster_snapshot_agents(g->cluster, a, GW_MAX_AGENTS, &n);
+  bool ready = false;
+  for (size_t i = 0; i < n && i < GW_MAX_AGENTS && !ready; i++)
+    ready = a[i].reported && a[i].fresh;
+  free(a);
+  return ready;
+}
+
+static void handle_healthz(void *ud, const struct http_request *req, struct http_response *resp) {
+  buf_puts(&resp->body, "ok\n");
+}
+
+static void handle_readyz(void *ud, const struct http_request *req, struct http_response *resp) {
+  if (gw_ready(ud)) {
+    buf_puts(&resp->body, "ready\n");
+  } else {
+    resp->status = 503;
+    buf_puts(&resp->body, "not ready: no agent has reported fresh GPUs yet\n");
+  }
+}
+
+static int render_agents(struct buf *b, const struct cluster_agent_info *a, size_t n) {
+  static const char *const fam[][2] = {
+      {"gpuscale_gateway_agent_connected", "1 when the WatchGPUs stream to the agent is up."},
+      {"gpuscale_gateway_agent_fresh",
+       "1 when the agent reported within 3 of its sampling intervals."},
+      {"gpuscale_gateway_agent_last_update_age_seconds",
+       "Seconds since the agent's last snapshot (since it was added when it never reported)."},
+      {"gpuscale_gateway_agent_gpus", "GPUs the gateway holds for the agent."},
+      {"gpuscale_gateway_agent_updates_total", "Snapshots received from the agent."},
+  };
+  int rc = 0;
+  for (size_t f = 0; f < 5 && !rc; f++) {
+    rc = expo_family(b, fam[f][0], f == 4 ? "counter" : "gauge", fam[f][1]);
+    for (size_t i = 0; i < n && !rc; i++) {
+      struct expo_label l[2] = {{"agent", a[i].addr}, {"node", a[i].node}};
+      double v = f == 0   ? a[i].connected
+                 : f == 1 ? a[i].fresh
+                 : f == 2 ? (double)a[i].age_ms / 1000.0
+                 : f == 3 ? (double)a[i].gpus
+                          : (double)a[i].updates;
+      char txt[64];
+      expo_format_double(v, txt, sizeof txt);
+      rc = expo_sample(b, fam[f][0], l, 2, txt);
+    }
+  }
+  if (!rc)
+    rc = expo_family(b, "gpuscale_gateway_agents", "gauge", "Agents known to the gateway.");
+  if (!rc) {
+    char txt[32];
+    snprintf(txt, sizeof txt, "%zu", n);
+    rc = expo_sample(b, "gpuscale_gateway_agents", NULL, 0, txt);
+  }
+  return rc;
+}
+
+static void handle_metrics(void *ud, const struct http_request *req, struct http_response *resp) {
+  struct gateway *g = ud;
+  struct cluster_agent_info *a = malloc(GW_MAX_AGENTS * sizeof *a);
+  struct stats_snapshot *rpc = malloc(sizeof *rpc);
+  int rc = GS_ENOMEM;
+  if (a && rpc) {
+    size_t n = 0;
+    cluster_snapshot_agents(g->cluster, a, GW_MAX_AGENTS, &n);
+    stats_snapshot(g->stats, rpc);
+    rc = render_agents(&resp->body, a, n < GW_MAX_AGENTS ? n : GW_MAX_AGENTS);
+    if (!rc)
+      rc = coverage_render(g->coverage, &resp->body);
+    if (!rc)
+      rc = expo_render_process(&resp->body, rpc, GPUSCALE_VERSION);
+  }
+  free(a);
+  free(rpc);
+  if (rc) {
+    buf_reset(&resp->body);
+    resp->status = 500;
+    buf_printf(&resp->body, "cannot render metrics: %s\n", gs_strerror(rc));
+    return;
+  }
+  resp->content_type = EXPO_CONTENT_TYPE;
+}
+
+static void handle_agents(void *ud, const struct http_request *req, struct http_response *resp) {
+  struct gateway *g = ud;
+  struct cluster_agent_info *a = malloc(GW_MAX_AGENTS * sizeof *a);
+  if (!a) {
+    resp->status = 500;
+    buf_puts(&resp->body, "out of memory\n");
+    return;
+  }
+  size_t n = 0;
+  cluster_snapshot_agents(g->cluster, a, GW_MAX_AGENTS, &n);
+  if (n > GW_MAX_AGENTS)
+    n = GW_MAX_AGENTS;
+  json_object *arr = json_object_new_array();
+  for (size_t i = 0; i < n; i++) {
+    json_object *o = json_object_new_object();
+    json_object_object_add(o, "address", json_object_new_string(a[i].addr));
+    json_object_object_add(o, "node", json_object_new_string(a[i].node));
+    json_object_object_add(o, "connected", json_object_new_boolean(a[i].connected));
+    json_object_object_add(o, "reported", json_object_new_boolean(a[i].reported));
+    json_object_object_add(o, "fresh", json_object_new_boolean(a[i].fresh));
+    json_object_object_add(o, "dropped", json_object_new_boolean(a[i].dropped));
+    json_object_object_add(o, "age_seconds", json_object_new_double((double)a[i].age_ms / 1e3));
+    json_object_object_add(o, "gpus", json_object_new_int64((int64_t)a[i].gpus));
+    json_object_object_add(o, "updates", json_object_new_int64((int64_t)a[i].updates));
+    if (a[i].reason[0])
+      json_object_object_add(o, "reason", json_object_new_string(a[i].reason));
+    json_object_array_add(arr, o);
+  }
+  free(a);
+  json_object *root = json_object_new_object();
+  json_object_object_add(root, "agents", arr);
+  resp->content_type = "application/json";
+  buf_puts(&resp->body, json_object_to_json_string_ext(root, JSON_C_TO_STRING_PLAIN));
+  buf_puts(&resp->body, "\n");
+  json_object_put(root);
+}
+
+static void on_idle(void *ud) {
+  struct gateway *g = ud;
+  cluster_sweep(g->cluster);
+}
+
+static int gateway_run(struct gateway_opts *o) {
+  char err[1024] = "";
+  int exit_code = 1;
+  struct profile_set profiles = {0};
+  struct gateway g;
+  memset(&g, 0, sizeof g);
+  pthread_mutex_init(&g.lock, NULL);
+  struct discovery disc;
+  memset(&disc, 0, sizeof disc);
+  struct rpc_server *rpc = NULL;
+  struct http_server *http = NULL;
+
+  if (profile_set_init(&profiles) ||
+      (o->profiles && profile_set_load(&profiles, o->profiles, err, sizeof err))) {
+    LOG_ERROR("gateway", "--profiles: %s", err[0] ? err : "out of memory");
+    exit_code = 2;
+    goto out;
+  }
+  struct rpc_tls_client atls = {
+      o->agent_tls || o->agent_tls_ca, o->agent_tls_ca, o->agent_tls_cert, o->agent_tls_key,
+      o->agent_tls_server_name,        "agent-tls"};
+  g.cluster = cluster_new(o->drop_after_ms);
+  g.coverage = coverage_new();
+  g.stats = stats_new();
+  struct watcher_config wc = {0};
+  wc.on_snapshot = on_snapshot;
+  wc.on_state = on_state;
+  wc.ud = &g;
+  wc.tls = &atls;
+  if (!g.cluster || !g.coverage || !g.stats || !(g.watcher = watcher_new(&wc))) {
+    LOG_ERROR("gateway", "cannot start (out of memory or threads)");
+    goto out;
+  }
+
+  struct gwsource gs = {g.cluster, GWSOURCE_DEFAULT_COALESCE_MS, {0}};
+  struct scaler sc = {&profiles, gwsource_make(&gs)};
+  struct rpc_tls_server tls = serve_tls(&o->serve);
+  struct rpc_server_config rc_cfg = {0};
+  rc_cfg.listen = o->serve.grpc_listen;
+  rc_cfg.tls = &tls;
+  rc_cfg.scaler = &sc;
+  rc_cfg.healthy = gw_ready;
+  rc_cfg.health_ud = &g;
+  rc_cfg.tick_ms = (int)o->tick_ms;
+  rc_cfg.observe = stats_observe;
+  rc_cfg.observe_ud = g.stats;
+  rc_cfg.on_metrics = coverage_record;
+  rc_cfg.on_metrics_ud = g.coverage;
+  if (rpc_server_start(&rc_cfg, &rpc, err, sizeof err) != 0) {
+    LOG_ERROR("gateway", "--grpc-listen: %s", err);
+    goto out;
+  }
+  const struct http_route routes[] = {
+      {"/healthz", handle_healthz, &g},
+      {"/readyz", handle_readyz, &g},
+      {"/metrics", handle_metrics, &g},
+      {"/api/v1/agents", handle_agents, &g},
+  };
+  if (http_server_start(o->serve.http_listen, routes, sizeof routes / sizeof routes[0], &http, err,
+                        sizeof err) != 0) {
+    LOG_ERROR("gateway", "--http-listen: %s", err);
+    goto out;
+  }
+
+  if (o->agents_dns) {
+    if (discovery_start(&disc, o->agents_dns, o->dns_refresh_ms, set_targets, &g) != 0) {
+      LOG_ERROR("gateway", "cannot start DNS discovery");
+      goto out;
+    }
+  } else {
+    char **t = NULL;
+    size_t n = 0;
+    if (discovery_parse_static(o->agents, &t, &n, err, sizeof err) != 0) {
+      LOG_ERROR("gateway", "%s", err);
+      exit_code = 2;
+      goto out;
+    }
+    set_targets(&g, (const char *const *)t, n);
+    discovery_targets_free(t, n);
+  }
+  LOG_INFO("gateway", "serving gRPC (KEDA ExternalScaler, grpc.health.v1) on %s, HTTP on %s",
+           o->serve.grpc_listen, o->serve.http_listen);
+  serve_wait("gateway", o->serve.grace_ms, NULL, on_idle, 5000, &g);
+  exit_code = 0;
+
+out:
+  discovery_stop(&disc);
+  http_server_stop(http);
+  if (g.cluster)
+    cluster_wake_all(g.cluster);
+  rpc_server_shutdown(rpc, (int)o->serve.grace_ms);
+  watcher_free(g.watcher);
+  discovery_targets_free(g.targets, g.ntargets);
+  cluster_free(g.cluster);
+  coverage_free(g.coverage);
+  stats_free(g.stats);
+  pthread_mutex_destroy(&g.lock);
+  profile_set_free(&profiles);
+  if (exit_code == 0)
+    LOG_INFO("gateway", "stopped");
+  return exit_code;
+}
+
+int gateway_main(int argc, char **argv) {
+  struct gateway_opts o;
+  memset(&o, 0, sizeof o);
+  int code = 0;
+  if (!serve_parse("gateway", gw_opts_table, NOPTS, argc, argv, &o, &o.serve, gw_usage, gw_desc,
+                   &code)) {
+    config_free(gw_opts_table, NOPTS, &o);
+    return code;
+  }
+  char err[512];
+  struct rpc_tls_client atls = {
+      o.agent_tls || o.agent_tls_ca, o.agent_tls_ca, o.agent_tls_cert, o.agent_tls_key,
+      o.agent_tls_server_name,       "agent-tls"};
+  if (!o.agents == !o.agents_dns) {
+    fprintf(stderr, "gpuscale gateway: give exactly one of --agents (GPUSCALE_AGENTS) and "
+                    "--agents-dns (GPUSCALE_AGENTS_DNS)\n");
+    code = 2;
+  } else if (rpc_tls_client_check(&atls, err, sizeof err) != 0) {
+    fprintf(stderr, "gpuscale gateway: %s\n", err);
+    code = 2;
+  }
+  if (code) {
+    config_free(gw_opts_table, NOPTS, &o);
+    return code;
+  }
+  LOG_INFO("gateway", "gpuscale %s starting", GPUSCALE_VERSION);
+  config_log("gateway", gw_opts_table, NOPTS, &o);
+  serve_block_signals();
+  rpc_global_init();
+  code = gateway_run(&o);
+  rpc_global_shutdown();
+  config_free(gw_opts_table, NOPTS, &o);
+  return code;
+}
