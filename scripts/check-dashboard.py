@@ -1,0 +1,983 @@
+#!/usr/bin/env python3
+"""Checks a Grafana dashboard against the series gpuscale really exports.
+
+    scripts/check-dashboard.py [--dashboard deploy/grafana/gpuscale.json] [--bin build/gpuscale]
+                               [--honor-labels] [--no-kubelet] [--list-series] [-v]
+
+What it does (python3 standard library only):
+
+1. Parses the dashboard JSON and collects every PromQL expression: panels[].targets[].expr (rows
+   and nested panels included), templating query variables (label_values(), query_result(),
+   label_names(), metrics()) and annotations[].expr. Grafana variables ($x, ${x}, [[x]]) are
+   substituted first: $__rate_interval, $__interval and $__range by a duration, number-valued
+   variables (textbox/constant/custom) by their current value; a variable the dashboard does not
+   define is an error.
+2. Runs the real binary on loopback: `gpuscale agent --collector mock` (its built-in 4-GPU
+   scenario), with a fake kubelet (tests/e2e/fake_kubelet.py, needs a python3 with grpcio and
+   protoc) holding pods on two GPUs, one of them shared, so the pod labels are real; and a
+   `gpuscale gateway` in front of it. `gpuscale query` calls both once so the gRPC and trigger
+   series have samples. It scrapes both /metrics and takes every `# TYPE` family (histograms
+   also as _bucket, _sum and _count) with the union of the label names of its samples.
+3. Models the scrape of the shipped ServiceMonitor (examples/prometheus/servicemonitor.yaml):
+   target labels job, instance, namespace, pod, container, node, service and endpoint are added,
+   and with honorLabels: false (the default; --honor-labels models true) a scraped label that
+   clashes with one of them is renamed exported_<label>.
+4. Parses each expression (a PromQL parser covering selectors, range/subqueries, functions,
+   aggregations with by/without, binary operators with on/ignoring/group_left/group_right) and
+   fails when a metric name is not one gpuscale exports, or a label used in a matcher, by (...),
+   without (...), on (...), group_left (...), histogram_quantile (le), label_replace/label_join
+   sources or label_values() does not exist on the series it is applied to.
+
+Exit status 0 when everything checks, 1 with one line per problem naming the panel, 2 when the
+binary or the dashboard cannot be used at all.
+"""
+
+import argparse
+import difflib
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+
+# Labels Prometheus attaches to every series scraped through the shipped ServiceMonitor
+# (examples/prometheus/servicemonitor.yaml adds `node` with a relabeling; the operator adds the
+# rest; examples/prometheus/scrape-config.yaml adds a subset of them).
+TARGET_LABELS = ("job", "instance", "namespace", "pod", "container", "node", "service", "endpoint")
+
+# What the pods own when the fake kubelet cannot run: docs/metrics.md, "Labels, in this order".
+DOC_ATTRIBUTION_LABELS = ("container", "namespace", "pod", "gpuscale_shared")
+
+AGGREGATORS = {"sum", "min", "max", "avg", "group", "stddev", "stdvar", "count", "count_values",
+               "bottomk", "topk", "quantile", "limitk", "limit_ratio"}
+PARAM_AGGREGATORS = {"count_values", "bottomk", "topk", "quantile", "limitk", "limit_ratio"}
+FUNCTIONS = {
+    "abs", "absent", "absent_over_time", "acos", "acosh", "asin", "asinh", "atan", "atanh",
+    "avg_over_time", "ceil", "changes", "clamp", "clamp_max", "clamp_min", "cos", "cosh",
+    "count_over_time", "days_in_month", "day_of_month", "day_of_week", "day_of_year", "deg",
+    "delta", "deriv", "exp", "floor", "histogram_avg", "histogram_count", "histogram_fraction",
+    "histogram_quantile", "histogram_stddev", "histogram_stdvar", "histogram_sum",
+    "double_exponential_smoothing", "holt_winters", "hour", "idelta", "increase", "irate",
+    "label_join", "label_replace", "last_over_time", "ln", "log10", "log2", "mad_over_time",
+    "max_over_time", "min_over_time", "minute", "month", "pi", "predict_linear",
+    "present_over_time", "quantile_over_time", "rad", "rate", "resets", "round", "scalar", "sgn",
+    "sin", "sinh", "sort", "sort_desc", "sort_by_label", "sort_by_label_desc", "sqrt",
+    "stddev_over_time", "stdvar_over_time", "sum_over_time", "tan", "tanh", "time", "timestamp",
+    "vector", "year"}
+SCALAR_FUNCTIONS = {"time", "pi", "scalar"}
+# Functions that return time parts; with no argument they are scalars-as-vectors of vector(time()).
+TIME_FUNCTIONS = {"days_in_month", "day_of_month", "day_of_week", "day_of_year", "hour",
+                  "minute", "month", "year"}
+KEYWORDS = {"and", "or", "unless", "by", "without", "on", "ignoring", "group_left",
+            "group_right", "bool", "offset", "atan2"}
+# Grafana's global variables that stand for a duration inside [...] or a number elsewhere.
+DURATION_VARS = {"__rate_interval", "__interval", "__range", "__auto_interval"}
+NUMBER_VARS = {"__range_s", "__range_ms", "__interval_ms", "__rate_interval_ms"}
+TEXT_VARS = {"__dashboard", "__user", "__org", "__name", "__timeFilter", "__from", "__to"}
+
+
+class CheckError(Exception):
+    pass
+
+
+# ---------------------------------------------------------------------------------------------
+# The real series: run the binary, scrape it.
+
+
+def free_port():
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def http_get(url, timeout=3):
+    with urllib.request.urlopen(url, timeout=timeout) as r:
+        return r.status, r.read().decode("utf-8", "replace")
+
+
+def wait_for(pred, timeout, what):
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        try:
+            if pred():
+                return
+        except OSError:
+            pass
+        time.sleep(0.1)
+    raise CheckError("timed out waiting for " + what)
+
+
+def parse_exposition(text):
+    """{family: {"type": t, "labels": set, "samples": n}} from the Prometheus text format."""
+    fams = {}
+    sample_re = re.compile(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{(.*)\})?\s+\S+')
+    label_re = re.compile(r'\s*([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"\s*,?')
+    for line in text.splitlines():
+        if line.startswith("# TYPE "):
+            parts = line.split()
+            if len(parts) >= 4:
+                fams.setdefault(parts[2], {"type": parts[3], "labels": set(), "samples": 0})
+                fams[parts[2]]["type"] = parts[3]
+            continue
+        if not line or line.startswith("#"):
+            continue
+        m = sample_re.match(line)
+        if not m:
+            continue
+        name, body = m.group(1), m.group(3) or ""
+        labels = set()
+        pos = 0
+        while pos < len(body):
+            lm = label_re.match(body, pos)
+            if not lm:
+                break
+            labels.add(lm.group(1))
+            pos = lm.end()
+        fam = name
+        if name not in fams:
+            for suffix in ("_bucket", "_sum", "_count"):
+                base = name[:-len(suffix)] if name.endswith(suffix) else None
+                if base and base in fams and fams[base]["type"] in ("histogram", "summary"):
+                    fam = base
+                    break
+        f = fams.setdefault(fam, {"type": "untyped", "labels": set(), "samples": 0})
+        f["samples"] += 1
+        f["labels"] |= labels
+        if fam != name:
+            f.setdefault("series_labels", {}).setdefault(name, set()).update(labels)
+    return fams
+
+
+def series_catalog(fams, source, honor_labels, extra_attribution=False):
+    """{series name: {"labels": set or None, "source": str, "type": str}} after the scrape."""
+    out = {}
+    for fam, f in fams.items():
+        names = {fam: set(f["labels"])}
+        if f["type"] == "histogram":
+            sl = f.get("series_labels", {})
+            base = {l for l in f["labels"] if l != "le"}
+            names = {fam + "_bucket": sl.get(fam + "_bucket", base | {"le"}),
+                     fam + "_sum": sl.get(fam + "_sum", base),
+                     fam + "_count": sl.get(fam + "_count", base)}
+        elif f["type"] == "summary":
+            names = {fam: set(f["labels"]), fam + "_sum": set(), fam + "_count": set()}
+        for name, labels in names.items():
+            known = f["samples"] > 0
+            if extra_attribution and (fam.startswith("DCGM_FI_DEV_") or
+                                      fam == "gpuscale_memory_used_percent"):
+                labels = labels | set(DOC_ATTRIBUTION_LABELS)
+            scraped = set()
+            for l in labels:
+                scraped.add("exported_" + l if (not honor_labels and l in TARGET_LABELS) else l)
+            entry = out.setdefault(name, {"labels": set(), "known": False, "source": set(),
+                                          "type": f["type"]})
+            entry["source"].add(source)
+            if known:
+                entry["known"] = True
+                entry["labels"] |= scraped | set(TARGET_LABELS) | {"__name__"}
+    return out
+
+
+def merge_catalogs(*cats):
+    out = {}
+    for cat in cats:
+        for name, e in cat.items():
+            m = out.setdefault(name, {"labels": set(), "known": False, "source": set(),
+                                      "type": e["type"]})
+            m["labels"] |= e["labels"]
+            m["known"] = m["known"] or e["known"]
+            m["source"] |= e["source"]
+    return out
+
+
+def fake_kubelet_python():
+    for py in (sys.executable, "/usr/bin/python3"):
+        if py and os.path.exists(py) and shutil.which("protoc"):
+            r = subprocess.run([py, "-c", "import grpc"], capture_output=True)
+            if r.returncode == 0:
+                return py
+    return None
+
+
+def mock_pods():
+    """Pods on the built-in mock scenario's GPUs: GPU 0 shared by two pods, GPU 1 held by one."""
+    def uuid(i):
+        return "GPU-00000000-0000-4000-8000-%012d" % i
+
+    def pod(ns, name, container, ids):
+        return {"namespace": ns, "name": name, "containers": [{"name": container, "devices": [
+            {"resource_name": "nvidia.com/gpu", "device_ids": ids}]}]}
+
+    return [pod("serving", "vllm-0", "vllm", [uuid(0)]),
+            pod("serving", "vllm-1", "vllm", [uuid(0)]),
+            pod("batch", "train-0", "trainer", [uuid(1)])]
+
+
+class Stack:
+    """The agent (mock), optionally a fake kubelet, and a gateway, all on loopback."""
+
+    def __init__(self, binary, use_kubelet, verbose=False):
+        self.binary = binary
+        self.use_kubelet = use_kubelet
+        self.verbose = verbose
+        self.procs = []
+        self.tmp = tempfile.mkdtemp(prefix="gs-dash-", dir="/tmp")
+        self.attribution = False
+
+    def _spawn(self, name, argv):
+        log = open(os.path.join(self.tmp, name + ".log"), "wb")
+        p = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT,
+                             stdin=subprocess.DEVNULL)
+        self.procs.append((name, p, log))
+        return p
+
+    def log(self, name):
+        try:
+            with open(os.path.join(self.tmp, name + ".log")) as f:
+                return f.read()[-4000:]
+        except OSError:
+            return ""
+
+    def start(self):
+        sock = "/nonexistent"
+        py = fake_kubelet_python() if self.use_kubelet else None
+        if py:
+            sock = os.path.join(self.tmp, "kubelet.sock")
+            pods = os.path.join(self.tmp, "pods.json")
+            with open(pods, "w") as f:
+                json.dump({"pods": mock_pods()}, f)
+            k = self._spawn("kubelet", [py, os.path.join(ROOT, "tests", "e2e", "fake_kubelet.py"),
+                                        "--socket", sock, "--pods", pods,
+                                        "--proto-dir", os.path.join(ROOT, "proto")])
+            wait_for(lambda: os.path.exists(sock) or k.poll() is not None, 30,
+                     "the fake kubelet's socket")
+            if k.poll() is not None:
+                raise CheckError("fake kubelet exited:\n" + self.log("kubelet"))
+            self.attribution = True
+        self.agent_grpc, self.agent_http = free_port(), free_port()
+        self.gw_grpc, self.gw_http = free_port(), free_port()
+        agent = self._spawn("agent", [
+            self.binary, "agent", "--collector", "mock", "--interval", "200ms",
+            "--grpc-listen", "127.0.0.1:%d" % self.agent_grpc,
+            "--http-listen", "127.0.0.1:%d" % self.agent_http,
+            "--kubelet-socket", sock, "--kubelet-refresh", "200ms", "--node-name", "gpu-node-1"])
+
+        def agent_ready():
+            if agent.poll() is not None:
+                raise CheckError("the agent exited:\n" + self.log("agent"))
+            st, body = http_get("http://127.0.0.1:%d/metrics" % self.agent_http)
+            if st != 200 or "DCGM_FI_DEV_GPU_UTIL{" not in body:
+                return False
+            return not self.attribution or ('gpuscale_shared="true"' in body and
+                                            "gpuscale_gpu_pods{" in body)
+
+        wait_for(agent_ready, 30, "the agent's GPU series (and pod attribution)")
+        gw = self._spawn("gateway", [
+            self.binary, "gateway", "--agents", "127.0.0.1:%d" % self.agent_grpc,
+            "--grpc-listen", "127.0.0.1:%d" % self.gw_grpc,
+            "--http-listen", "127.0.0.1:%d" % self.gw_http])
+
+        def gw_ready():
+            if gw.poll() is not None:
+                raise CheckError("the gateway exited:\n" + self.log("gateway"))
+            st, body = http_get("http://127.0.0.1:%d/metrics" % self.gw_http)
+            return st == 200 and re.search(r"^gpuscale_gateway_agent_fresh\{.*\} 1$", body, re.M)
+
+        wait_for(gw_ready, 30, "the gateway to hold the agent's GPUs")
+        # One KEDA-style round against each, so the gRPC and trigger series have samples.
+        for port, extra in ((self.agent_grpc, []), (self.gw_grpc, ["-m", "scope=cluster"])):
+            r = subprocess.run([self.binary, "query", "-a", "127.0.0.1:%d" % port,
+                                "-p", "vllm-inference", "--name", "vllm", "--namespace",
+                                "serving"] + extra, capture_output=True, text=True, timeout=30)
+            if r.returncode != 0:
+                raise CheckError("gpuscale query failed against 127.0.0.1:%d:\n%s%s"
+                                 % (port, r.stdout, r.stderr))
+
+    def scrape(self):
+        out = {}
+        for name, port in (("agent", self.agent_http), ("gateway", self.gw_http)):
+            st, body = http_get("http://127.0.0.1:%d/metrics" % port)
+            if st != 200:
+                raise CheckError("%s /metrics answered %d" % (name, st))
+            out[name] = body
+        return out
+
+    def stop(self):
+        for name, p, log in reversed(self.procs):
+            if p.poll() is None:
+                p.send_signal(signal.SIGTERM)
+                try:
+                    p.wait(timeout=10)
+                except subprocess.TimeoutExpired:
+                    p.kill()
+                    p.wait(timeout=10)
+            log.close()
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+
+def real_series(binary, honor_labels, use_kubelet, verbose=False):
+    st = Stack(binary, use_kubelet, verbose)
+    try:
+        st.start()
+        bodies = st.scrape()
+        attribution = st.attribution
+    finally:
+        st.stop()
+    cats = []
+    for source, body in bodies.items():
+        fams = parse_exposition(body)
+        if not fams:
+            raise CheckError("%s /metrics has no # TYPE lines" % source)
+        cats.append(series_catalog(fams, source, honor_labels,
+                                   extra_attribution=(source == "agent" and not attribution)))
+    return merge_catalogs(*cats), attribution
+
+
+# ---------------------------------------------------------------------------------------------
+# PromQL
+
+
+TOKEN_RE = re.compile(r"""
+    (?P<ws>\s+)
+  | (?P<comment>\#[^\n]*)
+  | (?P<string>"(?:[^"\\]|\\.)*"|'(?:[^'\\]|\\.)*'|`[^`]*`)
+  | (?P<duration>(?:\d+(?:ms|s|m|h|d|w|y))+(?![a-zA-Z0-9_]))
+  | (?P<number>(?:0[xX][0-9a-fA-F]+|(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?|[iI]nf|NaN)(?![a-zA-Z0-9_]))
+  | (?P<ident>[a-zA-Z_][a-zA-Z0-9_:]*)
+  | (?P<op>=~|!~|==|!=|<=|>=|[-+*/%^<>=(){}\[\],:@])
+""", re.X)
+
+
+class Tok:
+    __slots__ = ("kind", "text", "pos")
+
+    def __init__(self, kind, text, pos):
+        self.kind, self.text, self.pos = kind, text, pos
+
+    def __repr__(self):
+        return "%s(%r)" % (self.kind, self.text)
+
+
+def tokenize(src):
+    toks, pos = [], 0
+    while pos < len(src):
+        m = TOKEN_RE.match(src, pos)
+        if not m:
+            raise CheckError("cannot tokenise at %r" % src[pos:pos + 20])
+        kind = m.lastgroup
+        if kind not in ("ws", "comment"):
+            toks.append(Tok(kind, m.group(), pos))
+        pos = m.end()
+    toks.append(Tok("eof", "", pos))
+    return toks
+
+
+class Value:
+    """What an expression evaluates to: kind (vector, matrix, scalar, string) and the label names
+    its series can carry (None: unknown, nothing is checked against it), plus the metrics used."""
+
+    def __init__(self, kind, labels=None, metrics=()):
+        self.kind, self.labels, self.metrics = kind, labels, tuple(metrics)
+        self.text = None  # a string literal's value
+
+
+BIN_PREC = [({"or"}, 1), ({"and", "unless"}, 2), ({"==", "!=", "<=", "<", ">=", ">"}, 3),
+            ({"+", "-"}, 4), ({"*", "/", "%", "atan2"}, 5), ({"^"}, 6)]
+
+
+def bin_prec(text):
+    for ops, p in BIN_PREC:
+        if text in ops:
+            return p
+    return None
+
+
+class Parser:
+    def __init__(self, src, catalog, problems):
+        self.src = src
+        self.toks = tokenize(src)
+        self.i = 0
+        self.catalog = catalog
+        self.problems = problems   # list of strings, appended to
+        self.metrics = []
+
+    # --- helpers
+    def peek(self, k=0):
+        return self.toks[min(self.i + k, len(self.toks) - 1)]
+
+    def next(self):
+        t = self.toks[self.i]
+        self.i = min(self.i + 1, len(self.toks) - 1)
+        return t
+
+    def accept(self, text):
+        if self.peek().text == text and self.peek().kind != "string":
+            return self.next()
+        return None
+
+    def expect(self, text):
+        t = self.next()
+        if t.text != text or t.kind == "string":
+            raise CheckError("expected %r at offset %d, found %r" % (text, t.pos, t.text or "end"))
+        return t
+
+    def problem(self, msg):
+        if msg not in self.problems:
+            self.problems.append(msg)
+
+    def need_labels(self, value, labels, where):
+        """Every label in labels must exist on the series behind value."""
+        if value.labels is None:
+            return
+        for l in labels:
+            if l in TARGET_LABELS and "exported_" + l in value.labels:
+                self.problem("label %r in %s is the scrape target's (the gpuscale pod's) on %s; "
+                             "the series' own %s is exported_%s (honorLabels: false)" % (
+                                 l, where, " / ".join(sorted(set(value.metrics))), l, l))
+            elif l not in value.labels:
+                self.problem("label %r in %s does not exist on the series it is applied to "
+                             "(from %s; labels there: %s)" % (
+                    l, where, " / ".join(sorted(set(value.metrics))) or "this expression",
+                    ", ".join(sorted(value.labels - {"__name__"})) or "none"))
+
+    # --- grammar
+    def parse(self):
+        v = self.expr(0)
+        if self.peek().kind != "eof":
+            raise CheckError("unexpected %r at offset %d" % (self.peek().text, self.peek().pos))
+        return v
+
+    def expr(self, min_prec):
+        left = self.unary()
+        while True:
+            t = self.peek()
+            p = bin_prec(t.text) if t.kind in ("op", "ident") else None
+            if p is None or p < min_prec:
+                break
+            self.next()
+            left = self.binary(t.text, left, p)
+        return left
+
+    def binary(self, op, left, prec):
+        self.accept("bool")
+        on = ignoring = None
+        group, extra = None, ()
+        if self.peek().text in ("on", "ignoring"):
+            kw = self.next().text
+            lst = self.label_list()
+            on, ignoring = (lst, None) if kw == "on" else (None, lst)
+            if self.peek().text in ("group_left", "group_right"):
+                group = self.next().text
+                extra = self.label_list() if self.peek().text == "(" else ()
+        # ^ is right-associative, the others left-associative.
+        right = self.expr(prec if op == "^" else prec + 1)
+        metrics = left.metrics + right.metrics
+        if left.kind == "scalar" or right.kind == "scalar":
+            keep = right if left.kind == "scalar" else left
+            return Value("scalar" if keep.kind == "scalar" else "vector", keep.labels, metrics)
+        if on is not None:
+            self.need_labels(left, on, "on (...)")
+            self.need_labels(right, on, "on (...)")
+        if ignoring is not None and left.labels is not None and right.labels is not None:
+            for l in ignoring:
+                if l not in left.labels and l not in right.labels:
+                    self.need_labels(left, [l], "ignoring (...)")
+        if group == "group_left":
+            self.need_labels(right, extra, "group_left (...)")
+            labels = None if left.labels is None else left.labels | set(extra)
+        elif group == "group_right":
+            self.need_labels(left, extra, "group_right (...)")
+            labels = None if right.labels is None else right.labels | set(extra)
+        elif op == "or":
+            labels = None if left.labels is None or right.labels is None else \
+                left.labels | right.labels
+        else:
+            labels = left.labels
+        return Value("vector", labels, metrics)
+
+    def label_list(self):
+        self.expect("(")
+        out = []
+        while not self.accept(")"):
+            t = self.next()
+            if t.kind not in ("ident", "string"):
+                raise CheckError("expected a label name at offset %d, found %r" % (t.pos, t.text))
+            out.append(t.text.strip("\"'`") if t.kind == "string" else t.text)
+            if not self.accept(","):
+                self.expect(")")
+                break
+        return out
+
+    def unary(self):
+        if self.peek().text in ("-", "+") and self.peek().kind == "op":
+            self.next()
+            return self.unary()
+        return self.postfix(self.primary())
+
+    def postfix(self, v):
+        while True:
+            if self.peek().text == "[":
+                self.next()
+                self.duration()
+                if self.accept(":"):
+                    if self.peek().text != "]":
+                        self.duration()
+                    self.expect("]")
+                    v = Value("matrix", v.labels, v.metrics)  # subquery
+                else:
+                    self.expect("]")
+                    if v.kind != "vector":
+                        raise CheckError("a range [..] needs a series selector")
+                    v = Value("matrix", v.labels, v.metrics)
+            elif self.peek().text == "offset":
+                self.next()
+                self.accept("-")
+                self.duration()
+            elif self.peek().text == "@":
+                self.next()
+                t = self.next()
+                if t.text in ("start", "end"):
+                    self.expect("(")
+                    self.expect(")")
+            else:
+                return v
+
+    def duration(self):
+        t = self.next()
+        if t.kind not in ("duration", "number"):
+            raise CheckError("expected a duration at offset %d, found %r" % (t.pos, t.text))
+
+    def primary(self):
+        t = self.peek()
+        if t.kind == "number":
+            self.next()
+            return Value("scalar", set())
+        if t.kind == "duration":  # a bare duration is a number of seconds in newer PromQL
+            self.next()
+            return Value("scalar", set())
+        if t.kind == "string":
+            self.next()
+            v = Value("string", set())
+            v.text = t.text[1:-1]
+            return v
+        if t.text == "(":
+            self.next()
+            v = self.expr(0)
+            self.expect(")")
+            return v
+        if t.text == "{":
+            return self.selector(None)
+        if t.kind == "ident":
+            name = t.text
+            if name in AGGREGATORS and self.peek(1).text in ("(", "by", "without"):
+                return self.aggregation()
+            if name in FUNCTIONS and self.peek(1).text == "(":
+                return self.function()
+            if self.peek(1).text == "(":
+                raise CheckError("unknown function %r" % name)
+            if name in KEYWORDS:
+                raise CheckError("unexpected keyword %r at offset %d" % (name, t.pos))
+            self.next()
+            return self.selector(name)
+        raise CheckError("unexpected %r at offset %d" % (t.text or "end", t.pos))
+
+    def selector(self, name):
+        matchers = []
+        if self.accept("{"):
+            while not self.accept("}"):
+                lt = self.next()
+                if lt.kind not in ("ident", "string"):
+                    raise CheckError("expected a label name at offset %d, found %r"
+                                     % (lt.pos, lt.text))
+                op = self.next()
+                if op.text not in ("=", "!=", "=~", "!~"):
+                    raise CheckError("expected a matcher operator at offset %d" % op.pos)
+                val = self.next()
+                if val.kind != "string":
+                    raise CheckError("expected a quoted label value at offset %d" % val.pos)
+                matchers.append((lt.text.strip("\"'`"), op.text, val.text[1:-1]))
+                if not self.accept(","):
+                    self.expect("}")
+                    break
+        for l, op, val in matchers:
+            if l == "__name__":
+                if op == "=" and name is None:
+                    name = val
+                elif name is None:
+                    self.problem("a selector matches __name__ %s %r: its series cannot be "
+                                 "verified; name the metric" % (op, val))
+                    return Value("vector", None)
+        if name is None:
+            self.problem("a selector without a metric name: its series cannot be verified")
+            return Value("vector", None)
+        self.metrics.append(name)
+        info = self.catalog.get(name)
+        if info is None:
+            close = difflib.get_close_matches(name, list(self.catalog), n=1)
+            self.problem("unknown series %s: gpuscale does not export it%s" % (
+                name, " (did you mean %s?)" % close[0] if close else ""))
+            return Value("vector", None, [name])
+        labels = info["labels"] if info["known"] else None
+        v = Value("vector", labels, [name])
+        if labels is None:
+            used = [l for l, _, _ in matchers if l != "__name__"]
+            if used:
+                self.problem("series %s has no sample in the mock scrape, so its labels (%s) "
+                             "cannot be verified" % (name, ", ".join(used)))
+        else:
+            # A matcher that can match the empty string (l="", l!~".+", l=~".*") also selects
+            # series without the label: still, the label must exist on the series at all.
+            self.need_labels(v, [l for l, _, _ in matchers], "a matcher")
+        return v
+
+    def args(self):
+        self.expect("(")
+        out = []
+        if self.accept(")"):
+            return out
+        while True:
+            out.append(self.expr(0))
+            if self.accept(")"):
+                return out
+            self.expect(",")
+
+    def function(self):
+        name = self.next().text
+        args = self.args()
+        strs = [getattr(a, "text", "") for a in args if a.kind == "string"]
+        vec = next((a for a in args if a.kind in ("vector", "matrix")), None)
+        metrics = tuple(m for a in args for m in a.metrics)
+        if name in SCALAR_FUNCTIONS:
+            return Value("scalar", set(), metrics)
+        if name == "vector":
+            return Value("vector", set(), metrics)
+        if name in ("absent", "absent_over_time"):
+            return Value("vector", None, metrics)
+        if vec is None:
+            return Value("vector", set(), metrics)
+        if name == "histogram_quantile" or name == "histogram_fraction":
+            if vec.kind == "vector" and vec.labels is not None:
+                self.need_labels(vec, ["le"], name + "()")
+            labels = None if vec.labels is None else vec.labels - {"le"}
+            return Value("vector", labels, metrics)
+        if name == "label_replace":
+            # label_replace(v, dst, replacement, src, regex)
+            if len(strs) >= 3 and strs[2]:
+                self.need_labels(vec, [strs[2]], "label_replace() source")
+            labels = None if vec.labels is None else vec.labels | {strs[0]}
+            return Value("vector", labels, metrics)
+        if name == "label_join":
+            if len(strs) >= 3:
+                self.need_labels(vec, strs[2:], "label_join() sources")
+            labels = None if vec.labels is None else vec.labels | {strs[0]}
+            return Value("vector", labels, metrics)
+        if name in ("sort_by_label", "sort_by_label_desc"):
+            self.need_labels(vec, strs, name + "()")
+        return Value("vector", vec.labels, metrics)
+
+    def aggregation(self):
+        name = self.next().text
+        clause, lst = None, None
+        if self.peek().text in ("by", "without"):
+            clause = self.next().text
+            lst = self.label_list()
+        self.expect("(")
+        param = None
+        if name in PARAM_AGGREGATORS:
+            param = self.expr(0)
+            self.expect(",")
+        inner = self.expr(0)
+        self.expect(")")
+        if clause is None and self.peek().text in ("by", "without"):
+            clause = self.next().text
+            lst = self.label_list()
+        if inner.kind not in ("vector",):
+            raise CheckError("%s() needs an instant vector" % name)
+        metrics = inner.metrics
+        if clause == "by":
+            self.need_labels(inner, lst, "%s by (...)" % name)
+            labels = set(lst)
+        elif clause == "without":
+            self.need_labels(inner, lst, "%s without (...)" % name)
+            labels = None if inner.labels is None else inner.labels - set(lst) - {"__name__"}
+        else:
+            labels = set()
+        if name in ("topk", "bottomk", "limitk", "limit_ratio"):
+            labels = inner.labels
+        if name == "count_values" and param is not None:
+            labels = None if labels is None else labels | {"__count_values__"}
+        return Value("vector", labels, metrics)
+
+
+def check_promql(expr, catalog):
+    """(metrics used, problems) for one expression."""
+    problems = []
+    try:
+        p = Parser(expr, catalog, problems)
+        p.parse()
+    except CheckError as e:
+        problems.append("cannot parse %r: %s" % (expr, e))
+        return [], problems
+    return p.metrics, problems
+
+
+# ---------------------------------------------------------------------------------------------
+# The dashboard
+
+
+VAR_RE = re.compile(r"\$\{([a-zA-Z0-9_]+)(?::[a-zA-Z0-9_]+)?\}|\$([a-zA-Z_][a-zA-Z0-9_]*)"
+                    r"|\[\[([a-zA-Z0-9_]+)(?::[a-zA-Z0-9_]+)?\]\]")
+STR_RE = re.compile(r'"(?:[^"\\]|\\.)*"|\'(?:[^\'\\]|\\.)*\'|`[^`]*`')
+
+
+def dashboard_vars(dash):
+    out = {}
+    for v in (dash.get("templating") or {}).get("list") or []:
+        name = v.get("name")
+        if name:
+            out[name] = v
+    return out
+
+
+def numeric_value(var):
+    cur = var.get("current") or {}
+    vals = [cur.get("value"), var.get("query")]
+    for opt in var.get("options") or []:
+        vals.append(opt.get("value"))
+    for v in vals:
+        if isinstance(v, list):
+            v = v[0] if v else None
+        try:
+            float(str(v))
+            return str(v)
+        except (TypeError, ValueError):
+            continue
+    return None
+
+
+def substitute(expr, variables, problems):
+    """Replaces Grafana variables outside string literals; inside strings they stay (they are
+    label values there). Undefined variables are problems."""
+    out, pos = [], 0
+
+    def repl(m):
+        name = m.group(1) or m.group(2) or m.group(3)
+        if name in DURATION_VARS:
+            return "5m"
+        if name in NUMBER_VARS:
+            return "300"
+        var = variables.get(name)
+        if var is None:
+            problems.append("uses $%s, which the dashboard does not define" % name)
+            return "1"
+        num = numeric_value(var)
+        if num is not None:
+            return num
+        if var.get("type") == "interval":
+            return "5m"
+        problems.append("uses $%s (a %s variable) outside a quoted label value; only number-"
+                        "valued variables can stand there" % (name, var.get("type")))
+        return "1"
+
+    for m in STR_RE.finditer(expr):
+        out.append(VAR_RE.sub(repl, expr[pos:m.start()]))
+        s = m.group()
+        for vm in VAR_RE.finditer(s):
+            name = vm.group(1) or vm.group(2) or vm.group(3)
+            if name not in variables and name not in DURATION_VARS | NUMBER_VARS | TEXT_VARS:
+                problems.append("uses $%s, which the dashboard does not define" % name)
+        out.append(s)
+        pos = m.end()
+    out.append(VAR_RE.sub(repl, expr[pos:]))
+    return "".join(out)
+
+
+def walk_panels(panels, parent=""):
+    for p in panels or []:
+        yield p
+        yield from walk_panels(p.get("panels"), p.get("title", ""))
+
+
+def collect_exprs(dash):
+    """[(where, kind, text)]: kind is "expr" (PromQL) or "var" (a templating query)."""
+    out = []
+    for p in walk_panels(dash.get("panels")):
+        title = p.get("title") or "(untitled)"
+        for t in p.get("targets") or []:
+            e = t.get("expr")
+            if e:
+                out.append(("panel %r (id %s) target %s" % (title, p.get("id"), t.get("refId")),
+                            "expr", e))
+    for v in dashboard_vars(dash).values():
+        if v.get("type") != "query":
+            continue
+        q = v.get("query")
+        if isinstance(q, dict):
+            q = q.get("query") or ""
+        if q:
+            out.append(("variable $%s" % v.get("name"), "var", q))
+    for a in (dash.get("annotations") or {}).get("list") or []:
+        e = a.get("expr")
+        if e:
+            out.append(("annotation %r" % a.get("name"), "expr", e))
+    return out
+
+
+LABEL_VALUES_RE = re.compile(r"^\s*label_values\s*\((.*?)(?:,\s*([a-zA-Z_][a-zA-Z0-9_]*))?\s*\)\s*$",
+                             re.S)
+
+
+def check_variable_query(q, catalog):
+    """label_values(expr, label) / label_values(label) / query_result(expr) / metrics(re) /
+    label_names()."""
+    m = LABEL_VALUES_RE.match(q)
+    if m:
+        inner, label = m.group(1).strip(), m.group(2)
+        if label is None:  # label_values(label): any series
+            if not any(inner in e["labels"] for e in catalog.values()):
+                return [], ["label %r exists on no gpuscale series" % inner]
+            return [], []
+        metrics, problems = check_promql(inner, catalog)
+        if not problems:
+            p = Parser(inner, catalog, problems)
+            p.need_labels(p.parse(), [label], "label_values()")
+        return metrics, problems
+    m = re.match(r"^\s*query_result\s*\((.*)\)\s*$", q, re.S)
+    if m:
+        return check_promql(m.group(1), catalog)
+    if re.match(r"^\s*(label_names|metrics)\s*\(", q):
+        return [], []
+    return check_promql(q, catalog)
+
+
+def check_structure(dash):
+    problems = []
+    if not isinstance(dash.get("schemaVersion"), int):
+        problems.append("dashboard: schemaVersion missing")
+    if not dash.get("uid") or not dash.get("title"):
+        problems.append("dashboard: uid and title are required")
+    variables = dashboard_vars(dash)
+    ds = variables.get("datasource")
+    if not ds or ds.get("type") != "datasource" or ds.get("query") != "prometheus":
+        problems.append("dashboard: needs a templating variable 'datasource' of type datasource "
+                        "with query 'prometheus'")
+    ids = {}
+    for p in walk_panels(dash.get("panels")):
+        title = p.get("title") or "(untitled)"
+        pid = p.get("id")
+        if pid in ids:
+            problems.append("panel %r: id %s is also panel %r" % (title, pid, ids[pid]))
+        ids[pid] = title
+        if "gridPos" not in p:
+            problems.append("panel %r: no gridPos" % title)
+        if p.get("type") == "row":
+            continue
+        for t in p.get("targets") or []:
+            d = t.get("datasource") or p.get("datasource") or {}
+            uid = d.get("uid") if isinstance(d, dict) else d
+            if uid != "${datasource}":
+                problems.append("panel %r target %s: datasource is %r, not ${datasource}"
+                                % (title, t.get("refId"), uid))
+            if not t.get("expr"):
+                problems.append("panel %r target %s: no expr" % (title, t.get("refId")))
+    for v in variables.values():
+        if v.get("type") == "query":
+            d = v.get("datasource") or {}
+            if (d.get("uid") if isinstance(d, dict) else d) != "${datasource}":
+                problems.append("variable $%s: datasource is not ${datasource}" % v.get("name"))
+    return problems
+
+
+def check_dashboard(dash, catalog):
+    """(problems, {series: [where...]})."""
+    problems = check_structure(dash)
+    used = {}
+    variables = dashboard_vars(dash)
+    for where, kind, text in collect_exprs(dash):
+        sub_problems = []
+        expr = substitute(text, variables, sub_problems)
+        if kind == "var":
+            metrics, p = check_variable_query(expr, catalog)
+        else:
+            metrics, p = check_promql(expr, catalog)
+        for m in metrics:
+            used.setdefault(m, []).append(where)
+        for msg in sub_problems + p:
+            problems.append("%s: %s" % (where, msg))
+        if kind == "expr" and not metrics and not p:
+            problems.append("%s: names no gpuscale series" % where)
+    return problems, used
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--dashboard", default=os.path.join(ROOT, "deploy", "grafana", "gpuscale.json"))
+    ap.add_argument("--bin", default=os.environ.get("GPUSCALE_BIN"),
+                    help="the gpuscale binary (default $GPUSCALE_BIN, else build/gpuscale)")
+    ap.add_argument("--honor-labels", action="store_true",
+                    help="model a ServiceMonitor with honorLabels: true (pod labels keep their "
+                         "names) instead of the shipped false (exported_pod...)")
+    ap.add_argument("--no-kubelet", action="store_true",
+                    help="do not run the fake kubelet; take the pod labels from docs/metrics.md")
+    ap.add_argument("--list-series", action="store_true",
+                    help="print the series the dashboard uses and where")
+    ap.add_argument("-v", "--verbose", action="store_true", help="print the real series too")
+    args = ap.parse_args(argv)
+
+    binary = args.bin or os.path.join(ROOT, "build", "gpuscale")
+    if not os.access(binary, os.X_OK):
+        print("check-dashboard: no gpuscale binary at %s (build it, or give --bin / GPUSCALE_BIN)"
+              % binary, file=sys.stderr)
+        return 2
+    try:
+        with open(args.dashboard) as f:
+            dash = json.load(f)
+    except (OSError, ValueError) as e:
+        print("check-dashboard: cannot read %s: %s" % (args.dashboard, e), file=sys.stderr)
+        return 2
+    try:
+        catalog, attribution = real_series(binary, args.honor_labels, not args.no_kubelet,
+                                           args.verbose)
+    except CheckError as e:
+        print("check-dashboard: cannot derive the real series from %s: %s" % (binary, e),
+              file=sys.stderr)
+        return 2
+    if not attribution:
+        print("check-dashboard: NOTE: no fake kubelet (needs a python3 with grpcio, and protoc): "
+              "pod labels %s are taken from docs/metrics.md, not from a scrape"
+              % ", ".join(DOC_ATTRIBUTION_LABELS))
+    if args.verbose:
+        for name in sorted(catalog):
+            e = catalog[name]
+            print("series %s [%s] %s: %s" % (name, e["type"], "+".join(sorted(e["source"])),
+                                             ", ".join(sorted(e["labels"])) if e["known"]
+                                             else "(no sample)"))
+    problems, used = check_dashboard(dash, catalog)
+    if args.list_series:
+        for name in sorted(used):
+            print("uses %s (%s)" % (name, "+".join(sorted(catalog.get(name, {}).get(
+                "source", {"UNKNOWN"})))))
+    rel = os.path.relpath(args.dashboard)
+    if problems:
+        for p in problems:
+            print("check-dashboard: %s: %s" % (rel, p))
+        print("check-dashboard: %s: %d problem(s)" % (rel, len(problems)))
+        return 1
+    n_exprs = len(collect_exprs(dash))
+    print("check-dashboard: %s: OK: %d expressions, %d series, all exported by %s "
+          "(labels as scraped with honorLabels: %s)" % (
+              rel, n_exprs, len(used), os.path.relpath(binary),
+              "true" if args.honor_labels else "false"))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,336 @@
+"""The Grafana dashboard (deploy/grafana/gpuscale.json) against the real binary.
+
+- scripts/check-dashboard.py passes on the shipped dashboard: every PromQL expression names only
+  series that the agent and the gateway (GPUSCALE_BIN, mock collector, fake kubelet) export, with
+  labels that exist on them as the shipped ServiceMonitor scrapes them (honorLabels: false).
+- Negative tests: a copy with a made-up series, a made-up label, the scrape target's `namespace`
+  where the series' own is `exported_namespace`, or an undefined variable fails, naming the panel.
+- Every expression is evaluated by a real Prometheus (Debian's /usr/bin/prometheus) scraping the
+  agent and the gateway with the shipped labelling: no query errors (many-to-many matches, bad
+  syntax), and every panel that should show data does.
+"""
+
+import importlib.util
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+
+import pytest
+
+import helpers
+import prom_helpers as ph
+from helpers import wait_for
+
+SRC = helpers.source_root()
+SCRIPT = os.path.join(SRC, "scripts", "check-dashboard.py")
+DASHBOARD = os.path.join(SRC, "deploy", "grafana", "gpuscale.json")
+NO_PROMETHEUS = not os.path.exists(ph.PROMETHEUS)
+
+
+def load_check():
+    spec = importlib.util.spec_from_file_location("check_dashboard", SCRIPT)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+check = load_check()
+
+
+def run_check(*args, dashboard=DASHBOARD):
+    r = subprocess.run([sys.executable, SCRIPT, "--bin", helpers.binary(), "--dashboard", dashboard]
+                       + list(args), capture_output=True, text=True, timeout=120)
+    return r.returncode, r.stdout + r.stderr
+
+
+def load_dashboard():
+    with open(DASHBOARD) as f:
+        return json.load(f)
+
+
+def panels(dash):
+    return [p for p in check.walk_panels(dash["panels"]) if p.get("type") != "row"]
+
+
+def panel_titled(dash, title):
+    (p,) = [p for p in panels(dash) if p["title"] == title]
+    return p
+
+
+def write(tmp_path, dash, name="dash.json"):
+    path = os.path.join(str(tmp_path), name)
+    with open(path, "w") as f:
+        json.dump(dash, f)
+    return path
+
+
+# --------------------------------------------------------------------------------------------
+# The check, on the shipped dashboard and on broken copies
+
+
+def test_shipped_dashboard_passes():
+    rc, out = run_check("--list-series")
+    assert rc == 0, out
+    assert "OK:" in out, out
+    # the pod labels came from a real scrape (fake kubelet), not from the docs fallback
+    assert "NOTE: no fake kubelet" not in out, out
+    used = set(re.findall(r"^uses (\S+) ", out, re.M))
+    for s in ("DCGM_FI_DEV_GPU_UTIL", "DCGM_FI_DEV_FB_USED", "DCGM_FI_DEV_FB_FREE",
+              "DCGM_FI_DEV_POWER_USAGE", "DCGM_FI_DEV_GPU_TEMP", "gpuscale_memory_used_percent",
+              "gpuscale_gpu_health", "gpuscale_gateway_agent_connected",
+              "gpuscale_gateway_trigger_value", "gpuscale_gateway_trigger_coverage",
+              "gpuscale_grpc_requests_total", "gpuscale_grpc_request_duration_seconds_bucket"):
+        assert s in used, (s, out)
+
+
+def test_made_up_series_fails_naming_the_panel(tmp_path):
+    dash = load_dashboard()
+    p = panel_titled(dash, "GPU utilisation per pod")
+    p["targets"].append({"datasource": {"type": "prometheus", "uid": "${datasource}"},
+                         "refId": "Z",
+                         "expr": 'avg by (exported_pod) (DCGM_FI_DEV_SM_ACTIVE{Hostname=~"$Hostname"})'})
+    rc, out = run_check(dashboard=write(tmp_path, dash))
+    assert rc == 1, out
+    line = [l for l in out.splitlines() if "DCGM_FI_DEV_SM_ACTIVE" in l]
+    assert line and "panel 'GPU utilisation per pod'" in line[0] and "target Z" in line[0], out
+    assert "unknown series DCGM_FI_DEV_SM_ACTIVE" in line[0], out
+
+
+def test_made_up_series_in_a_variable_fails(tmp_path):
+    dash = load_dashboard()
+    (v,) = [v for v in dash["templating"]["list"] if v["name"] == "Hostname"]
+    v["query"]["query"] = "label_values(gpuscale_gpu_made_up, Hostname)"
+    rc, out = run_check(dashboard=write(tmp_path, dash))
+    assert rc == 1 and "variable $Hostname: unknown series gpuscale_gpu_made_up" in out, out
+
+
+def test_made_up_label_fails(tmp_path):
+    dash = load_dashboard()
+    p = panel_titled(dash, "Framebuffer used per pod")
+    p["targets"][0]["expr"] = p["targets"][0]["expr"].replace(
+        "by (exported_namespace, exported_pod)", "by (exported_namespace, workload)")
+    rc, out = run_check(dashboard=write(tmp_path, dash))
+    assert rc == 1, out
+    assert re.search(r"panel 'Framebuffer used per pod'.*label 'workload' in sum by", out), out
+
+
+def test_label_lost_by_aggregation_fails(tmp_path):
+    dash = load_dashboard()
+    p = panel_titled(dash, "gRPC latency p99")
+    p["targets"][0]["expr"] = p["targets"][0]["expr"].replace("sum by (le, job, method)",
+                                                              "sum by (job, method)")
+    rc, out = run_check(dashboard=write(tmp_path, dash))
+    assert rc == 1 and "label 'le' in histogram_quantile()" in out, out
+
+
+def test_target_namespace_instead_of_exported_namespace_fails(tmp_path):
+    dash = load_dashboard()
+    p = panel_titled(dash, "Trigger value per ScaledObject")
+    p["targets"][0]["expr"] = p["targets"][0]["expr"].replace(
+        'exported_namespace=~"$namespace"', 'namespace=~"$namespace"')
+    rc, out = run_check(dashboard=write(tmp_path, dash))
+    assert rc == 1, out
+    assert "label 'namespace' in a matcher is the scrape target's" in out, out
+
+
+def test_undefined_variable_fails(tmp_path):
+    dash = load_dashboard()
+    p = panel_titled(dash, "Idle cost rate")
+    p["targets"][0]["expr"] = p["targets"][0]["expr"].replace("$cost_per_gpu_hour", "$price")
+    rc, out = run_check(dashboard=write(tmp_path, dash))
+    assert rc == 1 and "uses $price, which the dashboard does not define" in out, out
+
+
+def test_honor_labels_true_would_need_other_labels():
+    """The dashboard is written for the shipped honorLabels: false; with true the exported_*
+    labels do not exist and the check says so."""
+    rc, out = run_check("--honor-labels")
+    assert rc == 1, out
+    assert "label 'exported_pod'" in out, out
+
+
+def test_parser_cases():
+    """The PromQL reader on its own, against a small hand-written catalogue."""
+    gpu = {"gpu", "UUID", "Hostname", "modelName", "exported_pod", "exported_namespace", "pod",
+           "namespace", "job", "instance", "__name__"}
+    cat = {"DCGM_FI_DEV_GPU_UTIL": {"labels": gpu, "known": True},
+           "DCGM_FI_DEV_FB_USED": {"labels": gpu, "known": True},
+           "h_bucket": {"labels": {"le", "method", "job"}, "known": True}}
+    ok = [
+        'sum by (exported_pod) (rate(DCGM_FI_DEV_GPU_UTIL{exported_pod!=""}[5m]))',
+        "sum(sum_over_time((max by (Hostname, UUID) (DCGM_FI_DEV_GPU_UTIL) < bool 5)[1h:1m])) / 60",
+        "DCGM_FI_DEV_FB_USED / on (UUID) group_left (modelName) DCGM_FI_DEV_GPU_UTIL",
+        "histogram_quantile(0.99, sum by (le) (rate(h_bucket[5m])))",
+        'label_replace(DCGM_FI_DEV_GPU_UTIL, "node", "$1", "Hostname", "(.*)")',
+        "count(DCGM_FI_DEV_GPU_UTIL) or vector(0)",
+        "topk(3, avg without (gpu) (DCGM_FI_DEV_GPU_UTIL))",
+        "-2 ^ 2 + time()",
+        "sum(DCGM_FI_DEV_GPU_UTIL offset 5m) by (Hostname)",
+    ]
+    for e in ok:
+        metrics, problems = check.check_promql(e, cat)
+        assert not problems, (e, problems)
+        assert all(m in cat for m in metrics), (e, metrics)
+    bad = {
+        "sum by (nope) (DCGM_FI_DEV_GPU_UTIL)": "label 'nope'",
+        "max by (Hostname) (sum by (UUID) (DCGM_FI_DEV_GPU_UTIL))": "label 'Hostname'",
+        "DCGM_FI_DEV_NOT_THERE": "unknown series DCGM_FI_DEV_NOT_THERE",
+        'DCGM_FI_DEV_GPU_UTIL{foo="1"}': "label 'foo'",
+        "rate(h_bucket[5m]) / on (gpu) DCGM_FI_DEV_GPU_UTIL": "label 'gpu' in on",
+        'label_join(DCGM_FI_DEV_GPU_UTIL, "x", ",", "nope")': "label 'nope'",
+        "sum(DCGM_FI_DEV_GPU_UTIL": "cannot parse",
+        '{__name__=~"DCGM.*"}': "cannot be verified",
+    }
+    for e, want in bad.items():
+        _, problems = check.check_promql(e, cat)
+        assert any(want in p for p in problems), (e, problems)
+
+
+def test_dashboard_shape():
+    dash = load_dashboard()
+    assert dash["schemaVersion"] >= 36 and dash["uid"] == "gpuscale-overview"
+    names = {v["name"]: v for v in dash["templating"]["list"]}
+    assert names["datasource"]["type"] == "datasource"
+    assert names["datasource"]["query"] == "prometheus"
+    for v in ("Hostname", "namespace", "pod", "scaledobject", "cost_per_gpu_hour",
+              "idle_threshold"):
+        assert v in names, v
+    ids = [p["id"] for p in check.walk_panels(dash["panels"])]
+    assert len(ids) == len(set(ids))
+    # panels never overlap
+    cells = set()
+    for p in check.walk_panels(dash["panels"]):
+        g = p["gridPos"]
+        assert g["x"] + g["w"] <= 24, p["title"]
+        for x in range(g["x"], g["x"] + g["w"]):
+            for y in range(g["y"], g["y"] + g["h"]):
+                assert (x, y) not in cells, p["title"]
+                cells.add((x, y))
+    assert check.check_structure(dash) == []
+
+
+# --------------------------------------------------------------------------------------------
+# Every expression in a real Prometheus
+
+# Panels that can rightly be empty on a healthy mock: nothing is broken, nothing errs.
+MAY_BE_EMPTY = {"GPUs not ok", "gRPC errors"}
+
+
+def prom_expr(expr, variables):
+    """The expression as Grafana would send it with every variable on All / its default."""
+    def repl(m):
+        name = m.group(1) or m.group(2) or m.group(3)
+        if name == "__rate_interval":
+            return "10s"
+        if name in ("__range", "__interval"):
+            return "2m"
+        var = variables[name]
+        num = check.numeric_value(var)
+        return num if num is not None else ".*"
+    out = check.VAR_RE.sub(repl, expr)
+    # 1-minute subquery steps would land before the first scrape of a seconds-old Prometheus
+    return out.replace(":1m]", ":1s]")
+
+
+@pytest.fixture(scope="module")
+def live(tmp_path_factory):
+    if NO_PROMETHEUS:
+        pytest.skip("Debian's prometheus is not installed (scripts/install-deps.sh installs it)")
+    if check.fake_kubelet_python() is None:
+        pytest.skip("no python3 with grpcio and protoc for the fake kubelet")
+    d = str(tmp_path_factory.mktemp("dashboard"))
+    stack = check.Stack(helpers.binary(), use_kubelet=True)
+    prom = None
+    try:
+        stack.start()
+        assert stack.attribution
+
+        def job(name, port, pod):
+            return {"job_name": name, "scrape_interval": "1s", "scrape_timeout": "1s",
+                    "honor_labels": False,
+                    "static_configs": [{"targets": ["127.0.0.1:%d" % port], "labels": {
+                        "namespace": "gpuscale", "pod": pod, "container": name,
+                        "node": "gpu-node-1"}}]}
+
+        config = {"global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
+                  "scrape_configs": [job("gpuscale-agent", stack.agent_http, "gpuscale-agent-x1"),
+                                     job("gpuscale-gateway", stack.gw_http, "gpuscale-gateway-y2")]}
+        last = None
+        for _ in range(3):
+            prom = ph.Prometheus(config, d, helpers.free_port())
+            try:
+                prom.start()
+                break
+            except RuntimeError as e:
+                last, prom = e, (prom.stop() or None)
+        if prom is None:
+            raise last
+
+        def query_gateway():
+            subprocess.run([helpers.binary(), "query", "-a", "127.0.0.1:%d" % stack.gw_grpc,
+                            "-p", "vllm-inference", "--name", "vllm", "--namespace", "serving",
+                            "-m", "scope=cluster"], capture_output=True, timeout=30, check=True)
+
+        def ready():
+            query_gateway()  # gRPC counters keep moving, so rate() has something to show
+            a = prom.query('count(DCGM_FI_DEV_GPU_UTIL{exported_pod!=""})')
+            b = prom.query("count(gpuscale_gateway_trigger_value)")
+            c = prom.query("count(count_over_time(DCGM_FI_DEV_GPU_UTIL[10s]) >= 5)")
+            return a and a[0][1] == 3 and b and c and c[0][1] >= 4
+
+        wait_for(ready, timeout=60, interval=0.5, what="Prometheus to hold both scrapes")
+        query_gateway()
+        time.sleep(1.5)
+        yield prom
+    finally:
+        if prom is not None:
+            prom.stop()
+        stack.stop()
+
+
+def test_every_expression_evaluates_in_prometheus(live):
+    dash = load_dashboard()
+    variables = check.dashboard_vars(dash)
+    failures = []
+    for p in panels(dash):
+        for t in p["targets"]:
+            expr = prom_expr(t["expr"], variables)
+            try:
+                data = live.api("query", {"query": expr})
+            except Exception as e:  # an HTTP 400 carries Prometheus's parse/eval error
+                body = getattr(e, "read", lambda: b"")().decode("utf-8", "replace")
+                failures.append("%s/%s: %s: %s %s" % (p["title"], t["refId"], expr, e, body))
+                continue
+            if data["resultType"] == "vector" and not data["result"] and \
+                    p["title"] not in MAY_BE_EMPTY:
+                failures.append("%s/%s: empty: %s" % (p["title"], t["refId"], expr))
+    assert not failures, "\n".join(failures)
+
+
+def test_variable_queries_find_values(live):
+    dash = load_dashboard()
+    variables = check.dashboard_vars(dash)
+    want = {"Hostname": {"gpu-node-1"}, "namespace": {"serving", "batch"},
+            "pod": {"vllm-0", "vllm-1", "train-0"}, "scaledobject": {"vllm"}}
+    for name, values in want.items():
+        q = variables[name]["query"]["query"]
+        m = check.LABEL_VALUES_RE.match(q)
+        sel, label = prom_expr(m.group(1), variables), m.group(2)
+        got = {r["metric"].get(label) for r in live.api("query", {"query": sel})["result"]}
+        assert values <= got, (name, q, got)
+
+
+def test_idle_cost_panels_count_the_idle_gpu(live):
+    """The built-in mock scenario has one GPU at 3 % (L4): idle below 5 %, priced at 2.50."""
+    dash = load_dashboard()
+    variables = check.dashboard_vars(dash)
+    for title, want in (("Idle GPUs now", 1.0), ("Idle cost rate", 2.5)):
+        expr = prom_expr(panel_titled(dash, title)["targets"][0]["expr"], variables)
+        (r,) = live.query(expr)
+        assert r[1] == pytest.approx(want), (title, expr, r)
+    expr = prom_expr(panel_titled(dash, "Unallocated GPUs")["targets"][0]["expr"], variables)
+    (r,) = live.query(expr)
+    assert r[1] == 2.0, (expr, r)  # GPUs 2 and 3: no pod holds them
