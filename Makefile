@@ -2,9 +2,10 @@
 BUILD ?= build
 ASAN_BUILD ?= build-asan
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
+MAKEFLAGS += --no-print-directory
 CMAKE_FLAGS ?=
 
-.PHONY: all deps build run check test unit e2e asan valgrind format checksrc bench clean
+.PHONY: all deps build run check test unit e2e asan valgrind format checksrc bench clean image
 
 all: build
 
@@ -49,6 +50,14 @@ format:
 
 bench: deps build
 	@bash bench/run.sh $(BUILD)
+
+# The container image (Dockerfile). Needs Docker or another builder with a daemon: not available on the
+# project's CI machines, where scripts/validate-deploy.sh lints the Dockerfile offline instead.
+IMAGE ?= gpuscale:$(shell grep -o -m1 'gpuscale VERSION [0-9.]*' CMakeLists.txt | cut -d' ' -f3)
+DOCKER ?= docker
+image:
+	@command -v $(DOCKER) >/dev/null 2>&1 || { echo "make image: $(DOCKER) not found (set DOCKER=podman, or build where Docker runs)" >&2; exit 1; }
+	$(DOCKER) build -t $(IMAGE) .
 
 clean:
 	rm -rf $(BUILD) $(ASAN_BUILD)
