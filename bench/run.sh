@@ -210,4 +210,5 @@ row "RSS after $GM_CALLS GetMetrics calls" "$(mib "$RSS_AFTER")" \
 row "sampler CPU, $CPU_GPUS GPUs @100ms, idle" "${CPU_LINE%%|*}" "${CPU_LINE#*|}"
 # /metrics: render time, scrapes per second and RSS, beside a static body of the same size.
 bash "$(dirname "$0")/metrics.sh" --rows "$BUILD"
+bash "$(dirname "$0")/gateway.sh" --rows "$BUILD" # the gateway: 200 simulated agents (docs/bench.md)
 printf '\n'

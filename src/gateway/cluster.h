@@ -12,7 +12,7 @@
 #include "core/sample.h"
 
 #define CLUSTER_ADDR_LEN 256
-#define CLUSTER_REASON_LEN 160
+#define CLUSTER_REASON_LEN 512
 #define CLUSTER_RING 64 /* received samples kept per GPU, for window */
 #define CLUSTER_DEFAULT_DROP_MS (5 * 60 * 1000)
 #define CLUSTER_DEFAULT_INTERVAL_MS 1000 /* used while an agent has not said its interval */

@@ -16,6 +16,7 @@
 struct rpc_client {
   grpc_channel *ch;
   grpc_completion_queue *cq;
+  size_t max_response;
 };
 
 struct rpc_stream {
@@ -66,6 +67,16 @@ int rpc_client_new(const char *target, struct rpc_client **out, char *err, size_
 
 int rpc_client_new_tls(const char *target, const struct rpc_tls_client *tls,
                        struct rpc_client **out, char *err, size_t errlen) {
+  struct rpc_client_opts o = {tls, 0, false};
+  return rpc_client_new_opts(target, &o, out, err, errlen);
+}
+
+int rpc_client_new_opts(const char *target, const struct rpc_client_opts *opts,
+                        struct rpc_client **out, char *err, size_t errlen) {
+  static const struct rpc_client_opts defaults = {NULL, 0, false};
+  if (!opts)
+    opts = &defaults;
+  const struct rpc_tls_client *tls = opts->tls;
   *out = NULL;
   grpc_channel_credentials *creds = NULL;
   int rc = rpc_tls_client_credentials(tls, &creds, err, errlen);
@@ -77,7 +88,8 @@ int rpc_client_new_tls(const char *target, const struct rpc_tls_client *tls,
     snprintf(err, errlen, "rpc client %s: out of memory", target);
     return GS_ENOMEM;
   }
-  grpc_arg args[3];
+  c->max_response = opts->max_response ? opts->max_response : RPC_CLIENT_MAX_RESPONSE;
+  grpc_arg args[4];
   memset(args, 0, sizeof(args));
   size_t nargs = 0;
   args[nargs].type = GRPC_ARG_INTEGER;
@@ -85,7 +97,12 @@ int rpc_client_new_tls(const char *target, const struct rpc_tls_client *tls,
   args[nargs++].value.integer = 0;
   args[nargs].type = GRPC_ARG_INTEGER;
   args[nargs].key = (char *)GRPC_ARG_MAX_RECEIVE_MESSAGE_LENGTH;
-  args[nargs++].value.integer = RPC_CLIENT_MAX_RESPONSE;
+  args[nargs++].value.integer = (int)c->max_response;
+  if (opts->local_subchannel_pool) {
+    args[nargs].type = GRPC_ARG_INTEGER;
+    args[nargs].key = (char *)GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL;
+    args[nargs++].value.integer = 1;
+  }
   if (rpc_tls_client_enabled(tls) && tls->server_name_override && tls->server_name_override[0]) {
     args[nargs].type = GRPC_ARG_STRING;
     args[nargs].key = (char *)GRPC_SSL_TARGET_NAME_OVERRIDE_ARG;
@@ -179,7 +196,7 @@ int rpc_client_unary(struct rpc_client *c, const char *method, const void *req, 
       set_status(st, RPC_INTERNAL, "server sent no response message");
       rc = GS_EPARSE;
     } else {
-      rc = rpc_wire_read(recv_bb, RPC_CLIENT_MAX_RESPONSE, resp, resplen);
+      rc = rpc_wire_read(recv_bb, c->max_response, resp, resplen);
       if (rc)
         set_status(st, RPC_RESOURCE_EXHAUSTED, gs_strerror(rc));
     }

@@ -26,6 +26,17 @@ int rpc_client_new(const char *target, struct rpc_client **out, char *err, size_
  * code with err naming the flag (see rpc_tls_client_credentials). */
 int rpc_client_new_tls(const char *target, const struct rpc_tls_client *tls,
                        struct rpc_client **out, char *err, size_t errlen);
+/* Channel settings beyond the defaults of rpc_client_new. */
+struct rpc_client_opts {
+  const struct rpc_tls_client *tls; /* NULL: plaintext */
+  size_t max_response;              /* 0: RPC_CLIENT_MAX_RESPONSE */
+  /* A private subchannel pool: a channel made after a failure reconnects at once instead of
+   * inheriting a shared subchannel's reconnect backoff (up to 2 min). */
+  bool local_subchannel_pool;
+};
+/* rpc_client_new with opts (NULL: defaults). Same returns as rpc_client_new_tls. */
+int rpc_client_new_opts(const char *target, const struct rpc_client_opts *opts,
+                        struct rpc_client **out, char *err, size_t errlen);
 /* Closes the channel. Every stream opened on it must be freed first. NULL is fine. */
 void rpc_client_free(struct rpc_client *c);
 
