@@ -215,9 +215,9 @@ int main(int argc, char **argv) {
       return 2;
     }
     if (!strcmp(argv[i], "--count"))
-      count = atoi(v);
+      count = (int)strtol(v, NULL, 10);
     else if (!strcmp(argv[i], "--gpus"))
-      ngpus = atoi(v);
+      ngpus = (int)strtol(v, NULL, 10);
     else if (!strcmp(argv[i], "--interval")) {
       if (parse_ms(v, &interval_ms)) {
         usage();
