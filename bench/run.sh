@@ -211,4 +211,5 @@ row "sampler CPU, $CPU_GPUS GPUs @100ms, idle" "${CPU_LINE%%|*}" "${CPU_LINE#*|}
 # /metrics: render time, scrapes per second and RSS, beside a static body of the same size.
 bash "$(dirname "$0")/metrics.sh" --rows "$BUILD"
 bash "$(dirname "$0")/gateway.sh" --rows "$BUILD" # the gateway: 200 simulated agents (docs/bench.md)
+bash "$(dirname "$0")/rightsize_bench.sh" --rows "$BUILD" # rightsize: 1000 GPUs x 7d (docs/bench.md)
 printf '\n'

@@ -10,11 +10,18 @@ PKGS=(
   libcmocka-dev
   python3 python3-pytest python3-yaml python3-grpcio python3-protobuf protobuf-compiler protobuf-compiler-grpc
   clang libclang-rt-14-dev clang-format valgrind
-  curl procps zlib1g-dev prometheus openssl
+  curl procps zlib1g-dev prometheus openssl chromium
+  nodejs npm unzip
 )
 
 missing=()
 for p in "${PKGS[@]}"; do
+  # Node.js from another source (e.g. NodeSource's nodejs, which bundles npm and conflicts with Debian's
+  # npm package) counts: installing Debian's npm there would try to replace it.
+  case "$p" in
+    nodejs) command -v node >/dev/null 2>&1 && continue ;;
+    npm) command -v npm >/dev/null 2>&1 && continue ;;
+  esac
   if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
     missing+=("$p")
   fi

@@ -1,10 +1,12 @@
-/* gpuscale: command dispatch for agent, query and version. */
+/* gpuscale: command dispatch for agent, gateway, query, rightsize and version. */
 #include <stdio.h>
 #include <string.h>
 
 #include "agent/agent.h"
 #include "cli/query.h"
 #include "gateway/gateway.h"
+#include "rightsize/drain.h"
+#include "rightsize/rightsize.h"
 
 static void usage(FILE *f) {
   fprintf(
@@ -13,7 +15,9 @@ static void usage(FILE *f) {
       "Usage: gpuscale <command> [options]\n\n"
       "Commands:\n"
       "  agent     per-node agent: samples GPUs, serves KEDA ExternalScaler (gRPC) and HTTP\n"
+      "  gateway   one ExternalScaler for the cluster or a workload, fed by every agent\n"
       "  query     call an ExternalScaler exactly as KEDA does and print spec, value, activity\n"
+      "  rightsize find idle and oversized GPUs in Prometheus history, price them, report\n"
       "  version   print the version\n\n"
       "Run 'gpuscale <command> --help' for a command's options.\n"
       "Quick try without a GPU:  gpuscale agent --collector mock\n",
@@ -30,6 +34,10 @@ int main(int argc, char **argv) {
     return agent_main(argc - 1, argv + 1);
   if (!strcmp(cmd, "gateway"))
     return gateway_main(argc - 1, argv + 1);
+  if (!strcmp(cmd, "rightsize"))
+    return rightsize_main(argc - 1, argv + 1);
+  if (!strcmp(cmd, "rightsize-drain")) /* developer entry: drain named nodes (docs/rightsize.md) */
+    return rightsize_drain_main(argc - 1, argv + 1);
   if (!strcmp(cmd, "query"))
     return query_main(argc - 1, argv + 1);
   if (!strcmp(cmd, "version") || !strcmp(cmd, "--version")) {

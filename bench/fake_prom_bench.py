@@ -1,0 +1,181 @@
+#!/usr/bin/env python3
+"""A synthetic GPU fleet for the rightsize benchmark (bench/rightsize_bench.sh).
+
+  fake_prom_bench.py serve --gpus N --port P [--ready-file F]
+      A fake Prometheus on 127.0.0.1 that answers /api/v1/query_range for the four DCGM series
+      (DCGM_FI_DEV_GPU_UTIL, _FB_USED, _FB_FREE, _POWER_USAGE) of N GPUs, 8 per node, at whatever
+      start/end/step is asked. Each answer is built once and kept by its exact URL, so a warm-up
+      run fills the cache and the timed run measures gpuscale, not Python. GET /stats tells
+      the cache hits and misses and the paths served.
+  fake_prom_bench.py openmetrics --gpus N --end T --days D --out FILE
+      The same fleet as an OpenMetrics file for `promtool tsdb create-blocks-from openmetrics`,
+      for the real-Prometheus floor.
+
+The fleet: GPU g is idle when g % 10 == 0, a small inference pod (5..20 %, ~8 GiB) when
+g % 10 in (1, 2), else busy (40..100 %, ~60 GiB). Values depend only on (g, step index since the
+epoch), so the fake and the real Prometheus hold the same numbers. Loopback only; standard
+library only.
+"""
+
+import argparse
+import http.server
+import json
+import socketserver
+import sys
+import threading
+import urllib.parse
+
+METRICS = ("DCGM_FI_DEV_GPU_UTIL", "DCGM_FI_DEV_FB_USED", "DCGM_FI_DEV_FB_FREE",
+           "DCGM_FI_DEV_POWER_USAGE")
+FB_TOTAL = 81559  # MiB, an H100 80GB as dcgm-exporter reports FB_USED + FB_FREE
+STEP = 300
+
+
+def labels(g):
+    kind = g % 10
+    lab = {"Hostname": "bench-node-%04d" % (g // 8), "gpu": str(g % 8),
+           "UUID": "GPU-%08x-0000-4000-8000-%012d" % (g, g),
+           "modelName": "NVIDIA H100 80GB HBM3"}
+    if kind != 0:
+        lab.update({"namespace": "bench", "pod": "job-%04d-7d9f8c6b5-x%04d" % (g, g),
+                    "container": "main"})
+    return lab
+
+
+def value(metric, g, i):
+    """Value of metric for GPU g at absolute step index i (seconds // STEP)."""
+    kind = g % 10
+    h = (g * 7919 + i * 104729) % 1000
+    if kind == 0:
+        util, used, power = 0, 0, 70
+    elif kind in (1, 2):
+        util, used, power = 5 + h % 16, 7800 + h % 400, 120 + h % 40
+    else:
+        util, used, power = 40 + h % 61, 58000 + h * 4, 300 + h % 400
+    if metric == "DCGM_FI_DEV_GPU_UTIL":
+        return util
+    if metric == "DCGM_FI_DEV_FB_USED":
+        return used
+    if metric == "DCGM_FI_DEV_FB_FREE":
+        return FB_TOTAL - used
+    return power
+
+
+def fmt_ts(t):
+    """Prometheus writes timestamps as seconds with up to 3 decimals."""
+    s = "%.3f" % t
+    return s.rstrip("0").rstrip(".") if "." in s else s
+
+
+def answer(metric, gpus, start, end, step):
+    """The query_range body for metric over [start, end] (seconds) at step, as bytes."""
+    n = int((end - start) // step) + 1 if end >= start else 0
+    ts = [start + k * step for k in range(n)]
+    tstr = [fmt_ts(t) for t in ts]
+    idx = [int(t // STEP) for t in ts]
+    parts = []
+    for g in range(gpus):
+        lab = dict(labels(g), __name__=metric)
+        pts = ",".join('[%s,"%d"]' % (tstr[k], value(metric, g, idx[k])) for k in range(n))
+        parts.append('{"metric":%s,"values":[%s]}' % (json.dumps(lab, separators=(",", ":")), pts))
+    body = '{"status":"success","data":{"resultType":"matrix","result":[%s]}}' % ",".join(parts)
+    return body.encode()
+
+
+class Handler(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, fmt, *args):  # quiet: the bench prints its own table
+        pass
+
+    def do_GET(self):
+        u = urllib.parse.urlsplit(self.path)
+        if u.path == "/stats":  # for the bench script: cache use and what was asked
+            srv = self.server
+            with srv.lock:
+                st = {"hits": srv.hits, "misses": srv.misses, "served": srv.served[-64:]}
+            return self.send(200, json.dumps(st).encode())
+        if u.path != "/api/v1/query_range":
+            return self.send(404, b'{"status":"error","errorType":"not_found","error":"no"}')
+        q = urllib.parse.parse_qs(u.query)
+        try:
+            query = q["query"][0]
+            start, end, step = (float(q[k][0]) for k in ("start", "end", "step"))
+        except (KeyError, ValueError):
+            return self.send(400, b'{"status":"error","errorType":"bad_data","error":"params"}')
+        metric = query.split("{", 1)[0].strip()
+        if metric not in METRICS or step <= 0:
+            return self.send(200, b'{"status":"success","data":{"resultType":"matrix",'
+                                  b'"result":[]}}')
+        srv = self.server
+        with srv.lock:
+            body = srv.cache.get(self.path)
+            if body is None:
+                srv.misses += 1
+                body = answer(metric, srv.gpus, start, end, step)
+                srv.cache[self.path] = body
+            else:
+                srv.hits += 1
+            srv.served.append([self.path, len(body)])
+        self.send(200, body)
+
+    def send(self, code, body):
+        self.send_response(code)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+
+class Server(socketserver.ThreadingMixIn, http.server.HTTPServer):
+    daemon_threads = True
+
+
+def serve(args):
+    srv = Server(("127.0.0.1", args.port), Handler)
+    srv.gpus = args.gpus
+    srv.cache = {}
+    srv.lock = threading.Lock()
+    srv.hits = srv.misses = 0
+    srv.served = []
+    if args.ready_file:
+        with open(args.ready_file, "w") as f:
+            f.write("%d\n" % srv.server_address[1])
+    srv.serve_forever()
+
+
+def openmetrics(args):
+    start = args.end - args.days * 86400
+    ts = list(range(start - start % STEP, args.end + 1, STEP))
+    with open(args.out, "w") as f:
+        for m in METRICS:
+            f.write("# TYPE %s gauge\n" % m)
+            for g in range(args.gpus):
+                lab = ",".join('%s="%s"' % kv for kv in labels(g).items())
+                f.write("".join("%s{%s} %d %d\n" % (m, lab, value(m, g, t // STEP), t)
+                                for t in ts))
+        f.write("# EOF\n")
+
+
+def main():
+    p = argparse.ArgumentParser()
+    sub = p.add_subparsers(dest="cmd", required=True)
+    s = sub.add_parser("serve")
+    s.add_argument("--gpus", type=int, default=1000)
+    s.add_argument("--port", type=int, default=0)
+    s.add_argument("--ready-file")
+    o = sub.add_parser("openmetrics")
+    o.add_argument("--gpus", type=int, default=100)
+    o.add_argument("--end", type=int, required=True)
+    o.add_argument("--days", type=int, default=7)
+    o.add_argument("--out", required=True)
+    args = p.parse_args()
+    if args.cmd == "serve":
+        serve(args)
+    else:
+        openmetrics(args)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,258 @@
+#!/usr/bin/env bash
+# gpuscale rightsize benchmark: wall time, CPU and peak RSS of `gpuscale rightsize` analysing 7
+# days x 1000 GPUs at 5-minute steps, served by a fake Prometheus with pre-built answers
+# (bench/fake_prom_bench.py), beside the time to merely download the same answers; then, on a
+# smaller history held by a real Prometheus (Debian's, TSDB built by promtool), rightsize's wall
+# time beside the time Prometheus takes just to answer the same queries: the floor.
+#
+#   bash bench/rightsize_bench.sh [BUILD_DIR]          a table with its header
+#   bash bench/rightsize_bench.sh --rows [BUILD_DIR]   only the rows, for bench/run.sh
+#
+# Loopback only. Bounded: one warm-up and RS_BENCH_REPS timed runs (default 3, median shown).
+# RS_BENCH_GPUS (default 1000) and RS_BENCH_FLOOR_GPUS (default 100) size the two fleets.
+set -euo pipefail
+
+ROWS_ONLY=0
+if [[ ${1:-} == --rows ]]; then
+  ROWS_ONLY=1
+  shift
+fi
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+BUILD=${1:-build}
+case $BUILD in /*) ;; *) BUILD=$ROOT/$BUILD ;; esac
+GPUS=${RS_BENCH_GPUS:-1000}
+FLOOR_GPUS=${RS_BENCH_FLOOR_GPUS:-100}
+REPS=${RS_BENCH_REPS:-3}
+PROMETHEUS=${PROMETHEUS:-/usr/bin/prometheus}
+PROMTOOL=${PROMTOOL:-/usr/bin/promtool}
+PY=/usr/bin/python3
+FAKE=$ROOT/bench/fake_prom_bench.py
+
+GPUSCALE=$BUILD/gpuscale
+if [[ ! -x $GPUSCALE ]]; then
+  cmake --build "$BUILD" --target gpuscale >/dev/null
+fi
+
+WORK=$(mktemp -d /tmp/gs-rsbench.XXXXXX)
+PIDS=()
+cleanup() {
+  local p
+  for p in "${PIDS[@]:-}"; do
+    [[ -n $p ]] && kill -TERM "$p" 2>/dev/null || true
+  done
+  for p in "${PIDS[@]:-}"; do
+    [[ -n $p ]] || continue
+    for _ in $(seq 100); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
+    kill -KILL "$p" 2>/dev/null || true
+  done
+  rm -rf "$WORK"
+}
+trap cleanup EXIT INT TERM
+
+say() { printf '%s\n' "$*" >&2; }
+median() { tr ' ' '\n' | sed '/^$/d' | sort -n | awk '{v[NR] = $1} END {print v[int((NR + 1) / 2)]}'; }
+mib() { awk -v k="$1" 'BEGIN {printf "%.1f MiB", k / 1024}'; }
+mb() { awk -v b="$1" 'BEGIN {printf "%.1f MB", b / 1e6}'; }
+secs() { awk -v s="$1" 'BEGIN {printf "%.2f s", s}'; }
+curl_() { curl -sf --noproxy '*' "$@"; }
+
+free_port() {
+  local p
+  for _ in $(seq 100); do
+    p=$((20000 + RANDOM % 40000))
+    if ! (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then
+      echo "$p"
+      return 0
+    fi
+  done
+  return 1
+}
+
+wait_http() { # wait_http URL PID SECONDS
+  local i
+  for ((i = 0; i < $3 * 10; i++)); do
+    kill -0 "$2" 2>/dev/null || return 1
+    curl_ -o /dev/null --max-time 2 "$1" && return 0
+    sleep 0.1
+  done
+  return 1
+}
+
+# timed OUT_PREFIX ARGS...: runs gpuscale rightsize under /usr/bin/time; leaves wall, peak RSS
+# (KiB) and user+sys seconds in OUT_PREFIX.time, the report in OUT_PREFIX.json.
+timed() {
+  local pfx=$1
+  shift
+  if ! /usr/bin/time -f 'wall=%e rss_kib=%M user=%U sys=%S' -o "$pfx.time" \
+    "$GPUSCALE" rightsize "$@" --window 7d --step 5m --format json --output "$pfx.json" \
+    >"$pfx.out" 2>"$pfx.err"; then
+    say "bench: gpuscale rightsize $* failed:"
+    cat "$pfx.err" >&2
+    exit 1
+  fi
+}
+tfield() { tr ' ' '\n' <"$1.time" | sed -n "s/^$2=//p" | tail -1; }
+
+# fetch_all URL_FILE: downloads every URL in the file once, to /dev/null; prints seconds, bytes.
+fetch_all() {
+  local t0 t1 bytes=0 n u
+  t0=$(date +%s.%N)
+  while read -r u; do
+    n=$(curl_ -o /dev/null -w '%{size_download}' "$u") || {
+      say "bench: GET $u failed"
+      exit 1
+    }
+    bytes=$((bytes + n))
+  done <"$1"
+  t1=$(date +%s.%N)
+  awk -v a="$t0" -v b="$t1" -v n="$bytes" 'BEGIN {printf "%.3f %d\n", b - a, n}'
+}
+
+# ---- 1. 1000 GPUs x 7 days against the fake Prometheus --------------------------------------
+say "bench: rightsize, $GPUS GPUs x 7d @5m, fake Prometheus (answers built on the warm-up run)"
+"$PY" "$FAKE" serve --gpus "$GPUS" --port 0 --ready-file "$WORK/fake.port" \
+  >"$WORK/fake.log" 2>&1 &
+PIDS+=($!)
+FAKE_PID=$!
+for _ in $(seq 100); do [[ -s $WORK/fake.port ]] && break; sleep 0.1; done
+FAKE_URL=http://127.0.0.1:$(cat "$WORK/fake.port")
+wait_http "$FAKE_URL/stats" "$FAKE_PID" 20 || {
+  say "bench: fake Prometheus did not start"
+  cat "$WORK/fake.log" >&2
+  exit 1
+}
+
+misses() { curl_ "$FAKE_URL/stats" | "$PY" -c 'import json, sys; print(json.load(sys.stdin)["misses"])'; }
+# A fixed --end keeps every run's queries identical, so the timed runs hit the fake's cache.
+END=$(($(date +%s) / 300 * 300))
+timed "$WORK/warm" --prometheus "$FAKE_URL" --end "$END"
+m0=$(misses)
+WALLS="" CPUS="" RSS=""
+for ((rep = 1; rep <= REPS; rep++)); do
+  timed "$WORK/run$rep" --prometheus "$FAKE_URL" --end "$END"
+  WALLS+="$(tfield "$WORK/run$rep" wall) "
+  CPUS+="$(awk -v u="$(tfield "$WORK/run$rep" user)" -v s="$(tfield "$WORK/run$rep" sys)" \
+    'BEGIN {print u + s}') "
+  RSS+="$(tfield "$WORK/run$rep" rss_kib) "
+done
+if [[ $(misses) != "$m0" ]]; then
+  say "bench: the timed runs missed the fake's cache (their queries differed from the warm-up)"
+  exit 1
+fi
+WALL=$(median <<<"$WALLS")
+CPU=$(median <<<"$CPUS")
+PEAK=$(median <<<"$RSS")
+# The transport floor: the very answers of the last run, downloaded with curl.
+curl_ "$FAKE_URL/stats" | "$PY" -c '
+import json, sys
+st = json.load(sys.stdin)
+for path, _ in st["served"][-4:]:
+    print(sys.argv[1] + path)' "$FAKE_URL" >"$WORK/fake.urls"
+read -r FETCH FETCH_BYTES < <(fetch_all "$WORK/fake.urls")
+read -r FETCH2 _ < <(fetch_all "$WORK/fake.urls")
+FETCH=$(printf '%s\n%s\n' "$FETCH" "$FETCH2" | sort -n | head -1)
+BIGGEST=$(curl_ "$FAKE_URL/stats" | "$PY" -c '
+import json, sys
+print(max(n for _, n in json.load(sys.stdin)["served"]))')
+NREC=$("$PY" -c '
+import json, sys
+d = json.load(open(sys.argv[1]))
+print(len(d["recommendations"]))' "$WORK/run1.json" 2>/dev/null || echo "?")
+# Peak RSS with 1-day chunks (--max-points 288): one answer, parsed whole, is most of the RSS.
+timed "$WORK/cwarm" --prometheus "$FAKE_URL" --end "$END" --max-points 288
+timed "$WORK/chunked" --prometheus "$FAKE_URL" --end "$END" --max-points 288
+CHUNK_RSS=$(tfield "$WORK/chunked" rss_kib)
+CHUNK_WALL=$(tfield "$WORK/chunked" wall)
+kill -TERM "$FAKE_PID" 2>/dev/null || true
+
+# ---- 2. the floor: a real Prometheus answering the same queries on a smaller history -------
+FLOOR_ROWS=0
+if [[ -x $PROMETHEUS && -x $PROMTOOL ]]; then
+  say "bench: real Prometheus, $FLOOR_GPUS GPUs x 7d: building the TSDB with promtool"
+  "$PY" "$FAKE" openmetrics --gpus "$FLOOR_GPUS" --end "$END" --days 8 --out "$WORK/h.om"
+  "$PROMTOOL" tsdb create-blocks-from openmetrics -q --max-block-duration=168h "$WORK/h.om" \
+    "$WORK/tsdb" >"$WORK/promtool.log" 2>&1 || {
+    say "bench: promtool failed"
+    cat "$WORK/promtool.log" >&2
+    exit 1
+  }
+  rm -f "$WORK/h.om"
+  printf 'global:\n  scrape_interval: 1h\n' >"$WORK/prometheus.yml"
+  for try in 1 2 3; do
+    PP=$(free_port)
+    "$PROMETHEUS" --config.file="$WORK/prometheus.yml" --storage.tsdb.path="$WORK/tsdb" \
+      --storage.tsdb.retention.time=30d --web.listen-address="127.0.0.1:$PP" --log.level=warn \
+      >"$WORK/prometheus.log" 2>&1 &
+    PROM_PID=$!
+    PIDS+=("$PROM_PID")
+    wait_http "http://127.0.0.1:$PP/-/ready" "$PROM_PID" 60 && break
+    kill -KILL "$PROM_PID" 2>/dev/null || true
+    PROM_PID=
+  done
+  if [[ -z ${PROM_PID:-} ]]; then
+    say "bench: prometheus did not start:"
+    tail -20 "$WORK/prometheus.log" >&2
+    exit 1
+  fi
+  PROM_URL=http://127.0.0.1:$PP
+  say "bench: rightsize against the real Prometheus, then the same queries with curl"
+  timed "$WORK/pwarm" --prometheus "$PROM_URL" --end "$END"
+  PWALLS=""
+  for ((rep = 1; rep <= REPS; rep++)); do
+    timed "$WORK/prun$rep" --prometheus "$PROM_URL" --end "$END"
+    PWALLS+="$(tfield "$WORK/prun$rep" wall) "
+  done
+  PWALL=$(median <<<"$PWALLS")
+  PRSS=$(tfield "$WORK/prun1" rss_kib)
+  # The same queries rightsize sends (one chunk of <= 11000 steps per metric), from the
+  # report's window.
+  "$PY" -c '
+import datetime, json, sys, urllib.parse
+d = json.load(open(sys.argv[1]))
+def ts(v):
+    return datetime.datetime.fromisoformat(v.replace("Z", "+00:00")).timestamp()
+s, e = ts(d["start"]), ts(d["end"])
+for m in ("DCGM_FI_DEV_FB_FREE", "DCGM_FI_DEV_FB_USED", "DCGM_FI_DEV_GPU_UTIL",
+          "DCGM_FI_DEV_POWER_USAGE"):
+    print("%s/api/v1/query_range?%s" % (sys.argv[2], urllib.parse.urlencode(
+        {"query": m, "start": "%.3f" % s, "end": "%.3f" % e, "step": "300.000"})))' \
+    "$WORK/prun1.json" "$PROM_URL" >"$WORK/prom.urls"
+  FLS=""
+  for ((rep = 1; rep <= REPS; rep++)); do
+    read -r f b < <(fetch_all "$WORK/prom.urls")
+    FLS+="$f "
+    PBYTES=$b
+  done
+  PFLOOR=$(median <<<"$FLS")
+  FLOOR_ROWS=1
+fi
+
+# ---- the rows -----------------------------------------------------------------------------
+ROWS=()
+row() { ROWS+=("$(printf '| %-44s | %-38s | %-56s |' "$1" "$2" "$3")"); }
+row "rightsize $GPUS GPUs x 7d: wall, fake Prom" "$(secs "$WALL") ($NREC recs)" \
+  "curl of the same 4 answers: $(secs "$FETCH"), $(mb "$FETCH_BYTES")"
+row "rightsize $GPUS GPUs x 7d: CPU user+sys" "$(secs "$CPU")" "-"
+row "rightsize $GPUS GPUs x 7d: peak RSS" "$(mib "$PEAK")" \
+  "largest single answer: $(mb "$BIGGEST")"
+row "  same, --max-points 288: peak RSS, wall" "$(mib "$CHUNK_RSS"), $(secs "$CHUNK_WALL")" \
+  "7 chunks x 4 queries instead of 1 x 4"
+if [[ $FLOOR_ROWS == 1 ]]; then
+  row "rightsize $FLOOR_GPUS GPUs x 7d: wall, real Prom" \
+    "$(secs "$PWALL"), peak RSS $(mib "$PRSS")" \
+    "floor, Prometheus answering the same 4 queries: $(secs "$PFLOOR")"
+else
+  row "rightsize against a real Prometheus" "skipped" "no $PROMETHEUS / $PROMTOOL"
+fi
+
+if [[ $ROWS_ONLY == 0 ]]; then
+  printf '\ngpuscale rightsize bench: %s CPUs, loopback. %d GPUs x 7 days at 5 min = %d steps per\n' \
+    "$(nproc)" "$GPUS" 2017
+  printf 'series, 4 series per GPU; median of %d runs after a warm-up. The fake Prometheus serves\n' \
+    "$REPS"
+  printf 'pre-built answers; the real one (%d GPUs) reads a promtool-built TSDB.\n\n' "$FLOOR_GPUS"
+  printf '| %-44s | %-38s | %-56s |\n' "figure" "value" "baseline"
+  printf '|%s|%s|%s|\n' "$(printf -- '-%.0s' {1..46})" "$(printf -- '-%.0s' {1..40})" \
+    "$(printf -- '-%.0s' {1..58})"
+fi
+printf '%s\n' "${ROWS[@]}"

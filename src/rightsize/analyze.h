@@ -1,0 +1,44 @@
+/* Streaming analysis of GPU history: series in, per-GPU/node/workload summaries out.
+ *
+ * Memory is bounded by the number of GPUs and workloads, not by the window: each GPU keeps
+ * fixed-bin histograms (quantiles), two bits per step (data present, busy) for gaps, idle time
+ * and the idle streak, a fixed number of timeline buckets, and a scratch of one chunk's memory
+ * readings so that utilisation can be paired with memory at the same step. */
+#ifndef GS_RS_ANALYZE_H
+#define GS_RS_ANALYZE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "rightsize/model.h"
+#include "rightsize/prom.h"
+
+struct rs_analyzer;
+
+/* A new analyser for the steps start_ms, start_ms + step, ... <= end_ms (p->step_ms). p is
+ * copied. NULL on ENOMEM or a bad range. Free with rs_analyzer_free. */
+struct rs_analyzer *rs_analyzer_new(const struct rs_params *p, int64_t start_ms, int64_t end_ms);
+/* rs_analyzer_free(NULL) is fine. */
+void rs_analyzer_free(struct rs_analyzer *a);
+
+/* Starts a chunk covering [start_ms, end_ms]: clears the memory scratch. Feed the chunk's
+ * FB_FREE and FB_USED before its GPU_UTIL so that idle can use memory (rs_prom_fetch does).
+ * Returns 0 or GS_ENOMEM. Matches struct rs_chunk_hook.begin (ud = the analyser). */
+int rs_analyzer_begin_chunk(void *ud, int64_t start_ms, int64_t end_ms);
+/* Adds one series. Points off the step grid snap to the nearest step; points outside the
+ * window are ignored. Returns 0 or GS_ENOMEM. Matches struct rs_sink.series (ud = analyser). */
+int rs_analyzer_add(void *ud, enum rs_metric m, const struct rs_series *s);
+
+/* Builds GPUs, nodes, workloads and notes into r (which must be rs_report_init'ed; params,
+ * window and timeline are set here). Prices, recommendations and the summary are filled later
+ * by rs_cost_apply, rs_recommend and rs_cost_summarize. Returns 0 or GS_ENOMEM. */
+int rs_analyzer_finish(struct rs_analyzer *a, struct rs_report *r);
+
+/* Guesses a pod's owner from its name: "<deploy>-<rs hash>-<5>" -> deploy, "<sts>-<N>" -> sts,
+ * "<ds or job>-<5>" -> name. Writes the owner into out and the kind of guess into *src. */
+void rs_owner_from_pod(const char *pod, char *out, size_t outlen, enum rs_owner_source *src);
+
+/* Fraction-of-window confidence helper shared with recommend.c: hours / window hours in 0..1. */
+double rs_window_fraction(const struct rs_report *r, double hours);
+
+#endif

@@ -1,0 +1,1178 @@
+/* A small Kubernetes REST client: access config (in-cluster or kubeconfig), libcurl transport with
+ * capped answers and Status-aware errors, and the node, pod, eviction and event calls of a drain.
+ */
+#include "rightsize/kube.h"
+
+#include <curl/curl.h>
+#include <errno.h>
+#include <stdarg.h>
+#include <json-c/json.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <yaml.h>
+
+#include "core/buf.h"
+#include "core/err.h"
+#include "core/log.h"
+#include "core/timeutil.h"
+
+#define KUBE_MOD "kube"
+#define KUBE_FILE_MAX (4u * 1024u * 1024u) /* kubeconfig, token and CA files */
+#define KUBE_JSON_DEPTH 128
+
+/* ------------------------------------------------------------------------------------------ */
+/* Small helpers */
+
+static void seterr(char *err, size_t errlen, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void seterr(char *err, size_t errlen, const char *fmt, ...) {
+  if (!err || !errlen)
+    return;
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(err, errlen, fmt, ap);
+  va_end(ap);
+}
+
+/* Reads a whole file (at most max bytes) into a NUL-terminated string. */
+static int read_file(const char *path, size_t max, char **out, size_t *len) {
+  *out = NULL;
+  FILE *f = fopen(path, "rb");
+  if (!f)
+    return GS_EIO;
+  struct buf b;
+  buf_init(&b, max);
+  char chunk[4096];
+  size_t n;
+  int rc = 0;
+  while ((n = fread(chunk, 1, sizeof(chunk), f)) > 0)
+    if ((rc = buf_append(&b, chunk, n)) != 0)
+      break;
+  if (!rc && ferror(f))
+    rc = GS_EIO;
+  fclose(f);
+  if (!rc && !b.data)
+    rc = buf_append(&b, "", 0);
+  if (rc) {
+    buf_free(&b);
+    return rc;
+  }
+  if (len)
+    *len = b.len;
+  *out = buf_steal(&b);
+  return 0;
+}
+
+static void trim_right(char *s) {
+  size_t n = strlen(s);
+  while (n && (s[n - 1] == '\n' || s[n - 1] == '\r' || s[n - 1] == ' ' || s[n - 1] == '\t'))
+    s[--n] = '\0';
+}
+
+static int b64_value(unsigned char c) {
+  if (c >= 'A' && c <= 'Z')
+    return c - 'A';
+  if (c >= 'a' && c <= 'z')
+    return c - 'a' + 26;
+  if (c >= '0' && c <= '9')
+    return c - '0' + 52;
+  if (c == '+' || c == '-')
+    return 62;
+  if (c == '/' || c == '_')
+    return 63;
+  return -1;
+}
+
+/* Decodes standard base64 (whitespace ignored, padding optional). Returns a NUL-terminated copy,
+ * or NULL when the input is not base64 or memory ran out. */
+static char *b64_decode(const char *in) {
+  size_t n = strlen(in);
+  char *out = malloc(n / 4 * 3 + 4);
+  if (!out)
+    return NULL;
+  size_t o = 0;
+  unsigned acc = 0;
+  int bits = 0;
+  bool pad = false;
+  for (size_t i = 0; i < n; i++) {
+    unsigned char c = (unsigned char)in[i];
+    if (c == ' ' || c == '\n' || c == '\r' || c == '\t')
+      continue;
+    if (c == '=') {
+      pad = true;
+      continue;
+    }
+    int v = b64_value(c);
+    if (v < 0 || pad) {
+      free(out);
+      return NULL;
+    }
+    acc = (acc << 6) | (unsigned)v;
+    bits += 6;
+    if (bits >= 8) {
+      bits -= 8;
+      out[o++] = (char)((acc >> bits) & 0xff);
+    }
+  }
+  out[o] = '\0';
+  return out;
+}
+
+bool kube_name_valid(const char *s) {
+  size_t n = s ? strlen(s) : 0;
+  if (n == 0 || n > 253)
+    return false;
+  for (size_t i = 0; i < n; i++) {
+    char c = s[i];
+    bool alnum = (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9');
+    if (!alnum && c != '-' && c != '.')
+      return false;
+    if ((i == 0 || i == n - 1) && !alnum)
+      return false;
+  }
+  return true;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Config */
+
+void kube_config_free(struct kube_config *c) {
+  if (!c)
+    return;
+  char **fields[] = {&c->server,    &c->token,     &c->token_file, &c->ca_file,  &c->ca_data,
+                     &c->cert_file, &c->cert_data, &c->key_file,   &c->key_data, &c->source};
+  for (size_t i = 0; i < sizeof(fields) / sizeof(fields[0]); i++) {
+    free(*fields[i]);
+    *fields[i] = NULL;
+  }
+  c->insecure = false;
+}
+
+static yaml_node_t *ymap_get(yaml_document_t *d, yaml_node_t *map, const char *key) {
+  if (!map || map->type != YAML_MAPPING_NODE)
+    return NULL;
+  for (yaml_node_pair_t *p = map->data.mapping.pairs.start; p < map->data.mapping.pairs.top; p++) {
+    yaml_node_t *k = yaml_document_get_node(d, p->key);
+    if (k && k->type == YAML_SCALAR_NODE && !strcmp((const char *)k->data.scalar.value, key))
+      return yaml_document_get_node(d, p->value);
+  }
+  return NULL;
+}
+
+static const char *yscalar(yaml_node_t *n) {
+  if (!n || n->type != YAML_SCALAR_NODE)
+    return NULL;
+  return (const char *)n->data.scalar.value;
+}
+
+static const char *ymap_str(yaml_document_t *d, yaml_node_t *map, const char *key) {
+  const char *s = yscalar(ymap_get(d, map, key));
+  return s && s[0] ? s : NULL;
+}
+
+/* In a list of {name: X, <field>: {...}} (kubeconfig's clusters, users, contexts), the <field>
+ * map of the entry named `name`. */
+static yaml_node_t *named_entry(yaml_document_t *d, yaml_node_t *root, const char *list,
+                                const char *field, const char *name) {
+  yaml_node_t *seq = ymap_get(d, root, list);
+  if (!seq || seq->type != YAML_SEQUENCE_NODE)
+    return NULL;
+  for (yaml_node_item_t *it = seq->data.sequence.items.start; it < seq->data.sequence.items.top;
+       it++) {
+    yaml_node_t *e = yaml_document_get_node(d, *it);
+    const char *n = ymap_str(d, e, "name");
+    if (n && !strcmp(n, name)) {
+      yaml_node_t *m = ymap_get(d, e, field);
+      return m && m->type == YAML_MAPPING_NODE ? m : NULL;
+    }
+  }
+  return NULL;
+}
+
+/* A path from the kubeconfig, made absolute against its directory. */
+static char *kc_path(const char *dir, const char *p) {
+  if (p[0] == '/' || !dir || !dir[0])
+    return strdup(p);
+  size_t n = strlen(dir) + strlen(p) + 2;
+  char *s = malloc(n);
+  if (s)
+    snprintf(s, n, "%s/%s", dir, p);
+  return s;
+}
+
+/* Sets *file from `key` or *data from `key`-data (base64). Data wins, as in kubectl. */
+static int kc_file_or_data(yaml_document_t *d, yaml_node_t *m, const char *key, const char *dir,
+                           char **file, char **data, char *err, size_t errlen) {
+  char dkey[64];
+  snprintf(dkey, sizeof(dkey), "%s-data", key);
+  const char *v = ymap_str(d, m, dkey);
+  if (v) {
+    *data = b64_decode(v);
+    if (!*data) {
+      seterr(err, errlen, "%s is not valid base64", dkey);
+      return GS_EPARSE;
+    }
+    return 0;
+  }
+  v = ymap_str(d, m, key);
+  if (v && !(*file = kc_path(dir, v)))
+    return GS_ENOMEM;
+  return 0;
+}
+
+static int kc_user(yaml_document_t *d, yaml_node_t *user, const char *uname, const char *dir,
+                   struct kube_config *out, char *err, size_t errlen) {
+  if (ymap_get(d, user, "exec") || ymap_get(d, user, "auth-provider")) {
+    seterr(err, errlen,
+           "user \"%s\" uses an exec or auth-provider plugin, which gpuscale does not run; use a "
+           "token or a client certificate (e.g. a ServiceAccount token)",
+           uname);
+    return GS_ENOTSUP;
+  }
+  if (ymap_get(d, user, "username") || ymap_get(d, user, "password")) {
+    seterr(err, errlen, "user \"%s\" uses basic auth, which gpuscale does not support", uname);
+    return GS_ENOTSUP;
+  }
+  const char *tok = ymap_str(d, user, "token");
+  if (tok && !(out->token = strdup(tok)))
+    return GS_ENOMEM;
+  const char *tf = ymap_str(d, user, "tokenFile");
+  if (!tok && tf && !(out->token_file = kc_path(dir, tf)))
+    return GS_ENOMEM;
+  int rc = kc_file_or_data(d, user, "client-certificate", dir, &out->cert_file, &out->cert_data,
+                           err, errlen);
+  if (!rc)
+    rc = kc_file_or_data(d, user, "client-key", dir, &out->key_file, &out->key_data, err, errlen);
+  if (rc)
+    return rc;
+  bool has_cert = out->cert_file || out->cert_data, has_key = out->key_file || out->key_data;
+  if (has_cert != has_key) {
+    seterr(err, errlen, "user \"%s\": client-certificate and client-key must come together", uname);
+    return GS_EPARSE;
+  }
+  return 0;
+}
+
+static int kc_document(yaml_document_t *d, const char *dir, const char *context,
+                       struct kube_config *out, char *err, size_t errlen) {
+  yaml_node_t *root = yaml_document_get_root_node(d);
+  if (!root || root->type != YAML_MAPPING_NODE) {
+    seterr(err, errlen, "not a kubeconfig: the document is not a mapping");
+    return GS_EPARSE;
+  }
+  const char *ctx = context ? context : ymap_str(d, root, "current-context");
+  if (!ctx) {
+    seterr(err, errlen, "no current-context set and no context given");
+    return GS_EPARSE;
+  }
+  yaml_node_t *cm = named_entry(d, root, "contexts", "context", ctx);
+  if (!cm) {
+    seterr(err, errlen, "context \"%s\" not found in contexts", ctx);
+    return GS_EPARSE;
+  }
+  const char *cname = ymap_str(d, cm, "cluster"), *uname = ymap_str(d, cm, "user");
+  yaml_node_t *cl = cname ? named_entry(d, root, "clusters", "cluster", cname) : NULL;
+  if (!cl) {
+    seterr(err, errlen, "context \"%s\": cluster \"%s\" not found in clusters", ctx,
+           cname ? cname : "");
+    return GS_EPARSE;
+  }
+  const char *server = ymap_str(d, cl, "server");
+  if (!server || (strncmp(server, "https://", 8) && strncmp(server, "http://", 7))) {
+    seterr(err, errlen, "cluster \"%s\": server must be an http(s):// URL", cname);
+    return GS_EPARSE;
+  }
+  if (!(out->server = strdup(server)))
+    return GS_ENOMEM;
+  size_t sl = strlen(out->server);
+  while (sl > 0 && out->server[sl - 1] == '/')
+    out->server[--sl] = '\0';
+  const char *insecure = ymap_str(d, cl, "insecure-skip-tls-verify");
+  out->insecure = insecure && !strcmp(insecure, "true");
+  int rc = kc_file_or_data(d, cl, "certificate-authority", dir, &out->ca_file, &out->ca_data, err,
+                           errlen);
+  if (rc)
+    return rc;
+  if (uname) {
+    yaml_node_t *um = named_entry(d, root, "users", "user", uname);
+    if (!um) {
+      seterr(err, errlen, "context \"%s\": user \"%s\" not found in users", ctx, uname);
+      return GS_EPARSE;
+    }
+    if ((rc = kc_user(d, um, uname, dir, out, err, errlen)) != 0)
+      return rc;
+  }
+  return 0;
+}
+
+int kube_config_from_yaml(const char *text, size_t len, const char *dir, const char *context,
+                          struct kube_config *out, char *err, size_t errlen) {
+  memset(out, 0, sizeof(*out));
+  yaml_parser_t p;
+  yaml_document_t d;
+  if (!yaml_parser_initialize(&p))
+    return GS_ENOMEM;
+  yaml_parser_set_input_string(&p, (const unsigned char *)text, len);
+  if (!yaml_parser_load(&p, &d)) {
+    seterr(err, errlen, "YAML error at line %lu: %s", (unsigned long)p.problem_mark.line + 1,
+           p.problem ? p.problem : "malformed");
+    yaml_parser_delete(&p);
+    return GS_EPARSE;
+  }
+  int rc = kc_document(&d, dir, context, out, err, errlen);
+  yaml_document_delete(&d);
+  yaml_parser_delete(&p);
+  if (!rc && !(out->source = strdup("kubeconfig")))
+    return GS_ENOMEM;
+  return rc;
+}
+
+int kube_config_from_kubeconfig(const char *path, const char *context, struct kube_config *out,
+                                char *err, size_t errlen) {
+  memset(out, 0, sizeof(*out));
+  char *text = NULL;
+  size_t len = 0;
+  int rc = read_file(path, KUBE_FILE_MAX, &text, &len);
+  if (rc) {
+    seterr(err, errlen, "kubeconfig %s: %s", path,
+           rc == GS_ETOOBIG ? "file too big" : strerror(errno));
+    return rc;
+  }
+  char *dir = strdup(path);
+  if (!dir) {
+    free(text);
+    return GS_ENOMEM;
+  }
+  char *slash = strrchr(dir, '/');
+  if (slash)
+    *slash = '\0';
+  else
+    dir[0] = '\0';
+  char msg[384];
+  msg[0] = '\0';
+  rc = kube_config_from_yaml(text, len, slash ? (dir[0] ? dir : "/") : NULL, context, out, msg,
+                             sizeof(msg));
+  free(text);
+  free(dir);
+  if (rc) {
+    seterr(err, errlen, "kubeconfig %s: %s", path, msg);
+    return rc;
+  }
+  free(out->source);
+  size_t n = strlen(path) + 16;
+  if (!(out->source = malloc(n)))
+    return GS_ENOMEM;
+  snprintf(out->source, n, "kubeconfig %s", path);
+  return 0;
+}
+
+int kube_config_in_cluster(const char *sa_dir, struct kube_config *out, char *err, size_t errlen) {
+  memset(out, 0, sizeof(*out));
+  const char *host = getenv("KUBERNETES_SERVICE_HOST"), *port = getenv("KUBERNETES_SERVICE_PORT");
+  if (!host || !host[0] || !port || !port[0]) {
+    seterr(err, errlen, "not in a cluster: KUBERNETES_SERVICE_HOST/PORT are not set");
+    return GS_EUNAVAIL;
+  }
+  if (!sa_dir)
+    sa_dir = KUBE_SA_DIR;
+  size_t n = strlen(host) + strlen(port) + 16;
+  if (!(out->server = malloc(n)))
+    return GS_ENOMEM;
+  /* An IPv6 service address needs brackets in a URL. */
+  snprintf(out->server, n, strchr(host, ':') ? "https://[%s]:%s" : "https://%s:%s", host, port);
+  size_t pl = strlen(sa_dir) + 16;
+  out->token_file = malloc(pl);
+  out->ca_file = malloc(pl);
+  out->source = strdup("in-cluster service account");
+  if (!out->token_file || !out->ca_file || !out->source)
+    return GS_ENOMEM;
+  snprintf(out->token_file, pl, "%s/token", sa_dir);
+  snprintf(out->ca_file, pl, "%s/ca.crt", sa_dir);
+  char *tok = NULL;
+  int rc = read_file(out->token_file, KUBE_FILE_MAX, &tok, NULL);
+  if (rc) {
+    seterr(err, errlen, "in-cluster: cannot read the service account token %s: %s", out->token_file,
+           strerror(errno));
+    return GS_EIO;
+  }
+  free(tok);
+  FILE *f = fopen(out->ca_file, "rb");
+  if (!f) {
+    seterr(err, errlen, "in-cluster: cannot read the cluster CA %s: %s", out->ca_file,
+           strerror(errno));
+    return GS_EIO;
+  }
+  fclose(f);
+  return 0;
+}
+
+int kube_config_load(const char *kubeconfig, struct kube_config *out, char *err, size_t errlen) {
+  if (kubeconfig && kubeconfig[0])
+    return kube_config_from_kubeconfig(kubeconfig, NULL, out, err, errlen);
+  const char *host = getenv("KUBERNETES_SERVICE_HOST");
+  if (host && host[0]) {
+    const char *sa = getenv("GPUSCALE_KUBE_SA_DIR");
+    return kube_config_in_cluster(sa && sa[0] ? sa : NULL, out, err, errlen);
+  }
+  const char *env = getenv("KUBECONFIG");
+  if (env && env[0]) {
+    char first[1024];
+    snprintf(first, sizeof(first), "%s", env);
+    char *colon = strchr(first, ':');
+    if (colon)
+      *colon = '\0';
+    return kube_config_from_kubeconfig(first, NULL, out, err, errlen);
+  }
+  const char *home = getenv("HOME");
+  if (home && home[0]) {
+    char path[1024];
+    snprintf(path, sizeof(path), "%s/.kube/config", home);
+    FILE *f = fopen(path, "rb");
+    if (f) {
+      fclose(f);
+      return kube_config_from_kubeconfig(path, NULL, out, err, errlen);
+    }
+  }
+  memset(out, 0, sizeof(*out));
+  seterr(err, errlen,
+         "no Kubernetes access: give --kubeconfig, run in a pod with a service account, or set "
+         "KUBECONFIG");
+  return GS_EUNAVAIL;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Transport */
+
+struct kube_client {
+  CURL *curl;
+  struct kube_config cfg;
+  struct buf body;
+  bool too_big; /* the answer hit body.max */
+  int64_t retry_after_ms;
+};
+
+static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
+static void curl_init_once(void) {
+  curl_global_init(CURL_GLOBAL_DEFAULT);
+}
+
+static int config_copy(const struct kube_config *s, struct kube_config *d) {
+  memset(d, 0, sizeof(*d));
+  const char *src[] = {s->server,    s->token,     s->token_file, s->ca_file,  s->ca_data,
+                       s->cert_file, s->cert_data, s->key_file,   s->key_data, s->source};
+  char **dst[] = {&d->server,    &d->token,     &d->token_file, &d->ca_file,  &d->ca_data,
+                  &d->cert_file, &d->cert_data, &d->key_file,   &d->key_data, &d->source};
+  for (size_t i = 0; i < sizeof(src) / sizeof(src[0]); i++)
+    if (src[i] && !(*dst[i] = strdup(src[i])))
+      return GS_ENOMEM;
+  d->insecure = s->insecure;
+  d->timeout_ms = s->timeout_ms > 0 ? s->timeout_ms : 30000;
+  d->max_body = s->max_body ? s->max_body : KUBE_MAX_BODY;
+  return 0;
+}
+
+int kube_client_new(const struct kube_config *cfg, struct kube_client **out) {
+  *out = NULL;
+  if (!cfg || !cfg->server || !cfg->server[0])
+    return GS_EINVAL;
+  pthread_once(&curl_once, curl_init_once);
+  struct kube_client *c = calloc(1, sizeof(*c));
+  if (!c)
+    return GS_ENOMEM;
+  if (config_copy(cfg, &c->cfg) != 0 || !(c->curl = curl_easy_init())) {
+    kube_client_free(c);
+    return GS_ENOMEM;
+  }
+  buf_init(&c->body, c->cfg.max_body);
+  if (c->cfg.insecure)
+    LOG_WARN(KUBE_MOD, "insecure-skip-tls-verify is set for %s: the server is not verified",
+             c->cfg.server);
+  *out = c;
+  return 0;
+}
+
+void kube_client_free(struct kube_client *c) {
+  if (!c)
+    return;
+  if (c->curl)
+    curl_easy_cleanup(c->curl);
+  kube_config_free(&c->cfg);
+  buf_free(&c->body);
+  free(c);
+}
+
+static size_t on_body(char *p, size_t size, size_t n, void *ud) {
+  struct kube_client *c = ud;
+  int rc = buf_append(&c->body, p, size * n);
+  if (rc == GS_ETOOBIG)
+    c->too_big = true;
+  return rc == 0 ? size * n : 0;
+}
+
+static size_t on_header(char *p, size_t size, size_t n, void *ud) {
+  struct kube_client *c = ud;
+  size_t len = size * n;
+  static const char name[] = "retry-after:";
+  if (len > sizeof(name) - 1 && !strncasecmp(p, name, sizeof(name) - 1)) {
+    char tmp[32];
+    size_t vl = len - (sizeof(name) - 1);
+    if (vl >= sizeof(tmp))
+      vl = sizeof(tmp) - 1;
+    memcpy(tmp, p + sizeof(name) - 1, vl);
+    tmp[vl] = '\0';
+    char *end;
+    long s = strtol(tmp, &end, 10);
+    if (end != tmp && s > 0 && s < 3600)
+      c->retry_after_ms = (int64_t)s * 1000;
+  }
+  return len;
+}
+
+/* The bearer token, re-read from token_file each time (service account tokens rotate). */
+static int current_token(struct kube_client *c, char **tok) {
+  *tok = NULL;
+  if (c->cfg.token_file) {
+    int rc = read_file(c->cfg.token_file, KUBE_FILE_MAX, tok, NULL);
+    if (rc)
+      return rc;
+    trim_right(*tok);
+    return 0;
+  }
+  if (c->cfg.token && !(*tok = strdup(c->cfg.token)))
+    return GS_ENOMEM;
+  if (*tok)
+    trim_right(*tok);
+  return 0;
+}
+
+static int set_tls(struct kube_client *c) {
+  CURL *h = c->curl;
+  CURLcode e = CURLE_OK;
+  if (c->cfg.insecure) {
+    curl_easy_setopt(h, CURLOPT_SSL_VERIFYPEER, 0L);
+    curl_easy_setopt(h, CURLOPT_SSL_VERIFYHOST, 0L);
+  }
+  if (c->cfg.ca_data) {
+    struct curl_blob b = {c->cfg.ca_data, strlen(c->cfg.ca_data), CURL_BLOB_COPY};
+    e = curl_easy_setopt(h, CURLOPT_CAINFO_BLOB, &b);
+  } else if (c->cfg.ca_file) {
+    e = curl_easy_setopt(h, CURLOPT_CAINFO, c->cfg.ca_file);
+  }
+  if (e == CURLE_OK && c->cfg.cert_data) {
+    struct curl_blob b = {c->cfg.cert_data, strlen(c->cfg.cert_data), CURL_BLOB_COPY};
+    e = curl_easy_setopt(h, CURLOPT_SSLCERT_BLOB, &b);
+  } else if (e == CURLE_OK && c->cfg.cert_file) {
+    e = curl_easy_setopt(h, CURLOPT_SSLCERT, c->cfg.cert_file);
+  }
+  if (e == CURLE_OK && c->cfg.key_data) {
+    struct curl_blob b = {c->cfg.key_data, strlen(c->cfg.key_data), CURL_BLOB_COPY};
+    e = curl_easy_setopt(h, CURLOPT_SSLKEY_BLOB, &b);
+  } else if (e == CURLE_OK && c->cfg.key_file) {
+    e = curl_easy_setopt(h, CURLOPT_SSLKEY, c->cfg.key_file);
+  }
+  return e == CURLE_OK ? 0 : GS_ENOTSUP;
+}
+
+static const char *status_text(long code) {
+  switch (code) {
+  case 400: return "Bad Request";
+  case 401: return "Unauthorized";
+  case 403: return "Forbidden";
+  case 404: return "Not Found";
+  case 409: return "Conflict";
+  case 422: return "Unprocessable Entity";
+  case 429: return "Too Many Requests";
+  case 500: return "Internal Server Error";
+  case 503: return "Service Unavailable";
+  default: return "";
+  }
+}
+
+static json_object *json_parse(const char *s, size_t len) {
+  if (len > (size_t)INT32_MAX)
+    return NULL;
+  json_tokener *tok = json_tokener_new_ex(KUBE_JSON_DEPTH);
+  if (!tok)
+    return NULL;
+  json_object *o = json_tokener_parse_ex(tok, s, (int)len);
+  if (o && json_tokener_get_error(tok) == json_tokener_success) {
+    /* Only whitespace may follow the value. */
+    for (size_t i = json_tokener_get_parse_end(tok); i < len; i++)
+      if (s[i] != ' ' && s[i] != '\n' && s[i] != '\r' && s[i] != '\t') {
+        json_object_put(o);
+        o = NULL;
+        break;
+      }
+  } else if (o) {
+    json_object_put(o);
+    o = NULL;
+  }
+  json_tokener_free(tok);
+  return o;
+}
+
+static const char *jstr(json_object *o, const char *key) {
+  json_object *v;
+  if (!o || !json_object_is_type(o, json_type_object) || !json_object_object_get_ex(o, key, &v) ||
+      !json_object_is_type(v, json_type_string))
+    return NULL;
+  return json_object_get_string(v);
+}
+
+/* Fills res->message (and reason) for a non-2xx answer, from a Status body when there is one. */
+static void describe_failure(struct kube_client *c, const char *method, const char *path,
+                             struct kube_result *res) {
+  json_object *st = c->body.data ? json_parse(c->body.data, c->body.len) : NULL;
+  const char *msg = jstr(st, "message"), *reason = jstr(st, "reason");
+  if (reason)
+    snprintf(res->reason, sizeof(res->reason), "%s", reason);
+  char clean[300];
+  if (!msg && c->body.data) {
+    /* Not a Status: show the start of the body, on one line. */
+    size_t n = 0;
+    for (size_t i = 0; i < c->body.len && n < sizeof(clean) - 1 && n < 200; i++)
+      clean[n++] = (c->body.data[i] == '\n' || c->body.data[i] == '\r') ? ' ' : c->body.data[i];
+    clean[n] = '\0';
+    msg = clean;
+  }
+  snprintf(res->message, sizeof(res->message), "%s %s: %ld %s%s%s", method, path, res->http_status,
+           status_text(res->http_status), msg && msg[0] ? ": " : "", msg ? msg : "");
+  json_object_put(st);
+}
+
+static int status_to_rc(long code) {
+  if (code >= 200 && code < 300)
+    return 0;
+  if (code == 404)
+    return GS_ENOTFOUND;
+  if (code == 429 || code >= 500)
+    return GS_EUNAVAIL;
+  return GS_EINVAL;
+}
+
+static int do_request(struct kube_client *c, const char *method, const char *path, const char *body,
+                      const char *ctype, struct kube_result *res) {
+  CURL *h = c->curl;
+  curl_easy_reset(h); /* keeps the connection cache */
+  buf_reset(&c->body);
+  c->retry_after_ms = 0;
+  c->too_big = false;
+  size_t ul = strlen(c->cfg.server) + strlen(path) + 1;
+  char *url = malloc(ul);
+  char *tok = NULL;
+  struct curl_slist *hdrs = NULL;
+  int rc = url ? current_token(c, &tok) : GS_ENOMEM;
+  if (rc) {
+    snprintf(res->message, sizeof(res->message), "%s %s: cannot read the token file %s", method,
+             path, c->cfg.token_file ? c->cfg.token_file : "");
+    free(url);
+    return rc;
+  }
+  snprintf(url, ul, "%s%s", c->cfg.server, path);
+  char line[8192];
+  hdrs = curl_slist_append(hdrs, "Accept: application/json");
+  snprintf(line, sizeof(line), "User-Agent: gpuscale/%s", GPUSCALE_VERSION);
+  hdrs = curl_slist_append(hdrs, line);
+  if (ctype) {
+    snprintf(line, sizeof(line), "Content-Type: %s", ctype);
+    hdrs = curl_slist_append(hdrs, line);
+  }
+  if (tok && tok[0]) {
+    snprintf(line, sizeof(line), "Authorization: Bearer %s", tok);
+    hdrs = curl_slist_append(hdrs, line);
+    memset(line, 0, sizeof(line));
+  }
+  free(tok);
+  curl_easy_setopt(h, CURLOPT_URL, url);
+  curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
+  curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdrs);
+  curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+  curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, (long)c->cfg.timeout_ms);
+  curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS,
+                   (long)(c->cfg.timeout_ms < 10000 ? c->cfg.timeout_ms : 10000));
+  curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body);
+  curl_easy_setopt(h, CURLOPT_WRITEDATA, c);
+  curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, on_header);
+  curl_easy_setopt(h, CURLOPT_HEADERDATA, c);
+  char errbuf[CURL_ERROR_SIZE];
+  errbuf[0] = '\0';
+  curl_easy_setopt(h, CURLOPT_ERRORBUFFER, errbuf);
+  if (body) {
+    curl_easy_setopt(h, CURLOPT_POSTFIELDS, body);
+    curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE, (long)strlen(body));
+  }
+  if (strcmp(method, "GET") && strcmp(method, "POST"))
+    curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, method);
+  if (set_tls(c) != 0) {
+    snprintf(res->message, sizeof(res->message),
+             "%s %s: this libcurl cannot take the TLS material from %s", method, path,
+             c->cfg.source ? c->cfg.source : "the config");
+    rc = GS_ENOTSUP;
+  } else {
+    CURLcode e = curl_easy_perform(h);
+    if (e == CURLE_WRITE_ERROR && c->too_big) {
+      snprintf(res->message, sizeof(res->message), "%s %s: answer over %zu bytes, refused", method,
+               path, c->body.max);
+      rc = GS_ETOOBIG;
+    } else if (e != CURLE_OK) {
+      snprintf(res->message, sizeof(res->message), "%s %s%s: %s", method, c->cfg.server, path,
+               errbuf[0] ? errbuf : curl_easy_strerror(e));
+      rc = GS_EUNAVAIL;
+    } else {
+      curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &res->http_status);
+      res->retry_after_ms = c->retry_after_ms;
+      rc = status_to_rc(res->http_status);
+      if (rc)
+        describe_failure(c, method, path, res);
+      else
+        snprintf(res->message, sizeof(res->message), "%s %s: %ld", method, path, res->http_status);
+    }
+  }
+  curl_slist_free_all(hdrs);
+  free(url);
+  return rc;
+}
+
+int kube_request(struct kube_client *c, const char *method, const char *path, const char *body,
+                 const char *content_type, char **resp, size_t *resp_len, struct kube_result *res) {
+  struct kube_result local;
+  if (!res)
+    res = &local;
+  memset(res, 0, sizeof(*res));
+  if (resp)
+    *resp = NULL;
+  if (resp_len)
+    *resp_len = 0;
+  int rc = do_request(c, method, path, body, content_type, res);
+  LOG_DEBUG(KUBE_MOD, "%s", res->message);
+  if (rc == 0 && resp) {
+    if (!c->body.data && buf_append(&c->body, "", 0) != 0)
+      return GS_ENOMEM;
+    if (resp_len)
+      *resp_len = c->body.len;
+    *resp = buf_steal(&c->body);
+    buf_init(&c->body, c->cfg.max_body);
+  }
+  return rc;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* JSON shapes */
+
+const char *kube_annotation(const struct kube_kv *a, size_t n, const char *key) {
+  for (size_t i = 0; i < n; i++)
+    if (!strcmp(a[i].key, key))
+      return a[i].value;
+  return NULL;
+}
+
+static void kv_free(struct kube_kv *a, size_t n) {
+  for (size_t i = 0; i < n; i++) {
+    free(a[i].key);
+    free(a[i].value);
+  }
+  free(a);
+}
+
+static json_object *jget(json_object *o, const char *key) {
+  json_object *v;
+  if (!o || !json_object_is_type(o, json_type_object) || !json_object_object_get_ex(o, key, &v))
+    return NULL;
+  return v;
+}
+
+static int parse_annotations(json_object *meta, struct kube_kv **out, size_t *n, const char **err) {
+  *out = NULL;
+  *n = 0;
+  json_object *a = jget(meta, "annotations");
+  if (!a || json_object_is_type(a, json_type_null))
+    return 0;
+  if (!json_object_is_type(a, json_type_object)) {
+    *err = "metadata.annotations is not an object";
+    return GS_EPARSE;
+  }
+  size_t cnt = (size_t)json_object_object_length(a);
+  if (!cnt)
+    return 0;
+  if (!(*out = calloc(cnt, sizeof(**out))))
+    return GS_ENOMEM;
+  json_object_object_foreach(a, k, v) {
+    if (!json_object_is_type(v, json_type_string)) {
+      *err = "metadata.annotations has a value that is not a string";
+      return GS_EPARSE;
+    }
+    struct kube_kv *kv = &(*out)[(*n)++];
+    kv->key = strdup(k);
+    kv->value = strdup(json_object_get_string(v));
+    if (!kv->key || !kv->value)
+      return GS_ENOMEM;
+  }
+  return 0;
+}
+
+/* Checks `kind` when present: the API always sends it, a wrong one is a wrong answer. */
+static int check_kind(json_object *o, const char *want, const char **err) {
+  if (!json_object_is_type(o, json_type_object)) {
+    *err = "answer is not a JSON object";
+    return GS_EPARSE;
+  }
+  json_object *k = jget(o, "kind");
+  if (k && (!json_object_is_type(k, json_type_string) || strcmp(json_object_get_string(k), want))) {
+    *err = !strcmp(want, "Node") ? "answer is not a Node (wrong kind)"
+                                 : "answer is not a PodList (wrong kind)";
+    return GS_EPARSE;
+  }
+  return 0;
+}
+
+static int dup_opt(json_object *o, const char *key, char **out) {
+  const char *s = jstr(o, key);
+  *out = NULL;
+  if (s && !(*out = strdup(s)))
+    return GS_ENOMEM;
+  return 0;
+}
+
+int kube_node_parse(const char *json, size_t len, struct kube_node *out, const char **err) {
+  memset(out, 0, sizeof(*out));
+  static const char *dummy;
+  if (!err)
+    err = &dummy;
+  json_object *o = json_parse(json, len);
+  if (!o) {
+    *err = "answer is not valid JSON";
+    return GS_EPARSE;
+  }
+  int rc = check_kind(o, "Node", err);
+  json_object *meta = jget(o, "metadata");
+  const char *name = jstr(meta, "name");
+  if (!rc && !kube_name_valid(name)) {
+    *err = "Node has no valid metadata.name";
+    rc = GS_EPARSE;
+  }
+  json_object *spec = jget(o, "spec");
+  json_object *u = jget(spec, "unschedulable");
+  if (!rc && spec && !json_object_is_type(spec, json_type_object)) {
+    *err = "Node spec is not an object";
+    rc = GS_EPARSE;
+  }
+  if (!rc && u && !json_object_is_type(u, json_type_boolean) &&
+      !json_object_is_type(u, json_type_null)) {
+    *err = "Node spec.unschedulable is not a boolean";
+    rc = GS_EPARSE;
+  }
+  if (!rc) {
+    out->unschedulable =
+        u && json_object_is_type(u, json_type_boolean) && json_object_get_boolean(u);
+    if (!(out->name = strdup(name)) || dup_opt(meta, "uid", &out->uid))
+      rc = GS_ENOMEM;
+  }
+  if (!rc)
+    rc = parse_annotations(meta, &out->annotations, &out->n_annotations, err);
+  json_object_put(o);
+  return rc;
+}
+
+void kube_node_free(struct kube_node *n) {
+  if (!n)
+    return;
+  free(n->name);
+  free(n->uid);
+  kv_free(n->annotations, n->n_annotations);
+  memset(n, 0, sizeof(*n));
+}
+
+static int parse_owner(json_object *meta, struct kube_pod *p, const char **err) {
+  json_object *refs = jget(meta, "ownerReferences");
+  if (!refs || json_object_is_type(refs, json_type_null))
+    return 0;
+  if (!json_object_is_type(refs, json_type_array)) {
+    *err = "Pod metadata.ownerReferences is not an array";
+    return GS_EPARSE;
+  }
+  for (size_t i = 0; i < json_object_array_length(refs); i++) {
+    json_object *r = json_object_array_get_idx(refs, i);
+    json_object *ctl = jget(r, "controller");
+    if (!ctl || !json_object_is_type(ctl, json_type_boolean) || !json_object_get_boolean(ctl))
+      continue;
+    const char *kind = jstr(r, "kind"), *name = jstr(r, "name");
+    if (!kind || !name) {
+      *err = "Pod controller ownerReference has no kind or name";
+      return GS_EPARSE;
+    }
+    if (!(p->owner_kind = strdup(kind)) || !(p->owner_name = strdup(name)))
+      return GS_ENOMEM;
+    return 0;
+  }
+  return 0;
+}
+
+static int parse_pod(json_object *o, struct kube_pod *p, const char **err) {
+  if (!json_object_is_type(o, json_type_object)) {
+    *err = "PodList item is not an object";
+    return GS_EPARSE;
+  }
+  json_object *meta = jget(o, "metadata");
+  const char *name = jstr(meta, "name"), *ns = jstr(meta, "namespace");
+  if (!kube_name_valid(name) || !kube_name_valid(ns)) {
+    *err = "Pod has no valid metadata.name or metadata.namespace";
+    return GS_EPARSE;
+  }
+  if (!(p->name = strdup(name)) || !(p->ns = strdup(ns)) || dup_opt(meta, "uid", &p->uid))
+    return GS_ENOMEM;
+  const char *phase = jstr(jget(o, "status"), "phase");
+  if (!(p->phase = strdup(phase ? phase : "")))
+    return GS_ENOMEM;
+  json_object *del = jget(meta, "deletionTimestamp");
+  p->terminating = del && !json_object_is_type(del, json_type_null);
+  int rc = parse_owner(meta, p, err);
+  if (!rc)
+    rc = parse_annotations(meta, &p->annotations, &p->n_annotations, err);
+  return rc;
+}
+
+int kube_pod_list_parse(const char *json, size_t len, struct kube_pod_list *out, const char **err) {
+  memset(out, 0, sizeof(*out));
+  static const char *dummy;
+  if (!err)
+    err = &dummy;
+  json_object *o = json_parse(json, len);
+  if (!o) {
+    *err = "answer is not valid JSON";
+    return GS_EPARSE;
+  }
+  int rc = check_kind(o, "PodList", err);
+  json_object *items = jget(o, "items");
+  if (!rc && !items) {
+    *err = "PodList has no items";
+    rc = GS_EPARSE;
+  }
+  if (!rc && !json_object_is_type(items, json_type_array) &&
+      !json_object_is_type(items, json_type_null)) {
+    *err = "PodList items is not an array";
+    rc = GS_EPARSE;
+  }
+  size_t n =
+      !rc && json_object_is_type(items, json_type_array) ? json_object_array_length(items) : 0;
+  if (n && !(out->items = calloc(n, sizeof(*out->items))))
+    rc = GS_ENOMEM;
+  for (size_t i = 0; !rc && i < n; i++) {
+    out->n++;
+    rc = parse_pod(json_object_array_get_idx(items, i), &out->items[i], err);
+  }
+  json_object_put(o);
+  return rc;
+}
+
+void kube_pod_list_free(struct kube_pod_list *l) {
+  if (!l)
+    return;
+  for (size_t i = 0; i < l->n; i++) {
+    struct kube_pod *p = &l->items[i];
+    free(p->ns);
+    free(p->name);
+    free(p->uid);
+    free(p->phase);
+    free(p->owner_kind);
+    free(p->owner_name);
+    kv_free(p->annotations, p->n_annotations);
+  }
+  free(l->items);
+  memset(l, 0, sizeof(*l));
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Calls */
+
+static int check_name(const char *what, const char *name, struct kube_result *res) {
+  memset(res, 0, sizeof(*res));
+  if (kube_name_valid(name))
+    return 0;
+  snprintf(res->message, sizeof(res->message), "invalid %s name \"%.200s\"", what,
+           name ? name : "");
+  return GS_EINVAL;
+}
+
+static void parse_failed(struct kube_result *res, const char *method, const char *path,
+                         const char *err) {
+  snprintf(res->message, sizeof(res->message), "%s %s: malformed answer: %s", method, path, err);
+}
+
+int kube_get_node(struct kube_client *c, const char *name, struct kube_node *out,
+                  struct kube_result *res) {
+  memset(out, 0, sizeof(*out));
+  int rc = check_name("node", name, res);
+  if (rc)
+    return rc;
+  char path[320];
+  snprintf(path, sizeof(path), "/api/v1/nodes/%s", name);
+  char *body = NULL;
+  size_t len = 0;
+  if ((rc = kube_request(c, "GET", path, NULL, NULL, &body, &len, res)) != 0)
+    return rc;
+  const char *err = "";
+  rc = kube_node_parse(body, len, out, &err);
+  free(body);
+  if (rc == GS_EPARSE)
+    parse_failed(res, "GET", path, err);
+  else if (!rc && strcmp(out->name, name)) {
+    parse_failed(res, "GET", path, "the Node's name differs from the one asked for");
+    rc = GS_EPARSE;
+  }
+  return rc;
+}
+
+static json_object *annotations_json(const struct kube_kv *ann, size_t n) {
+  json_object *a = json_object_new_object();
+  for (size_t i = 0; a && i < n; i++)
+    json_object_object_add(a, ann[i].key,
+                           ann[i].value ? json_object_new_string(ann[i].value) : NULL);
+  return a;
+}
+
+static int patch_node(struct kube_client *c, const char *name, bool cordon,
+                      const struct kube_kv *ann, size_t n_ann, struct kube_result *res) {
+  int rc = check_name("node", name, res);
+  if (rc)
+    return rc;
+  json_object *o = json_object_new_object();
+  if (!o)
+    return GS_ENOMEM;
+  if (cordon) {
+    json_object *spec = json_object_new_object();
+    json_object_object_add(spec, "unschedulable", json_object_new_boolean(1));
+    json_object_object_add(o, "spec", spec);
+  }
+  if (n_ann) {
+    json_object *meta = json_object_new_object();
+    json_object_object_add(meta, "annotations", annotations_json(ann, n_ann));
+    json_object_object_add(o, "metadata", meta);
+  }
+  char path[320];
+  snprintf(path, sizeof(path), "/api/v1/nodes/%s", name);
+  const char *body = json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN);
+  rc = body ? kube_request(c, "PATCH", path, body,
+                           cordon ? "application/strategic-merge-patch+json"
+                                  : "application/merge-patch+json",
+                           NULL, NULL, res)
+            : GS_ENOMEM;
+  json_object_put(o);
+  return rc;
+}
+
+int kube_cordon_node(struct kube_client *c, const char *name, const struct kube_kv *ann,
+                     size_t n_ann, struct kube_result *res) {
+  return patch_node(c, name, true, ann, n_ann, res);
+}
+
+int kube_annotate_node(struct kube_client *c, const char *name, const struct kube_kv *ann,
+                       size_t n_ann, struct kube_result *res) {
+  return patch_node(c, name, false, ann, n_ann, res);
+}
+
+int kube_list_pods_on_node(struct kube_client *c, const char *node, struct kube_pod_list *out,
+                           struct kube_result *res) {
+  memset(out, 0, sizeof(*out));
+  int rc = check_name("node", node, res);
+  if (rc)
+    return rc;
+  char path[384];
+  snprintf(path, sizeof(path), "/api/v1/pods?fieldSelector=spec.nodeName%%3D%s", node);
+  char *body = NULL;
+  size_t len = 0;
+  if ((rc = kube_request(c, "GET", path, NULL, NULL, &body, &len, res)) != 0)
+    return rc;
+  const char *err = "";
+  rc = kube_pod_list_parse(body, len, out, &err);
+  free(body);
+  if (rc == GS_EPARSE)
+    parse_failed(res, "GET", path, err);
+  return rc;
+}
+
+int kube_evict_pod(struct kube_client *c, const char *ns, const char *name,
+                   struct kube_result *res) {
+  int rc = check_name("namespace", ns, res);
+  if (!rc)
+    rc = check_name("pod", name, res);
+  if (rc)
+    return rc;
+  char path[600];
+  snprintf(path, sizeof(path), "/api/v1/namespaces/%s/pods/%s/eviction", ns, name);
+  json_object *o = json_object_new_object(), *meta = json_object_new_object();
+  if (!o || !meta) {
+    json_object_put(o);
+    json_object_put(meta);
+    return GS_ENOMEM;
+  }
+  json_object_object_add(o, "apiVersion", json_object_new_string("policy/v1"));
+  json_object_object_add(o, "kind", json_object_new_string("Eviction"));
+  json_object_object_add(meta, "name", json_object_new_string(name));
+  json_object_object_add(meta, "namespace", json_object_new_string(ns));
+  json_object_object_add(o, "metadata", meta);
+  const char *body = json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN);
+  rc = body ? kube_request(c, "POST", path, body, "application/json", NULL, NULL, res) : GS_ENOMEM;
+  json_object_put(o);
+  return rc;
+}
+
+static void rfc3339(int64_t ms, char *buf, size_t len) {
+  time_t t = (time_t)(ms / 1000);
+  struct tm tm;
+  gmtime_r(&t, &tm);
+  strftime(buf, len, "%Y-%m-%dT%H:%M:%SZ", &tm);
+}
+
+char *kube_event_json(const struct kube_event *ev, int64_t now_ms) {
+  static unsigned seq; /* atomic: events may be posted from several threads */
+  char name[300], ts[32];
+  /* Unique per call: the node, the time in ms and a counter, in hex (as client-go does). */
+  snprintf(name, sizeof(name), "%.220s.%llx%04x", ev->node, (unsigned long long)now_ms,
+           __atomic_fetch_add(&seq, 1u, __ATOMIC_RELAXED) & 0xffffu);
+  rfc3339(now_ms, ts, sizeof(ts));
+  json_object *o = json_object_new_object();
+  if (!o)
+    return NULL;
+  json_object *meta = json_object_new_object(), *inv = json_object_new_object(),
+              *src = json_object_new_object();
+  json_object_object_add(o, "apiVersion", json_object_new_string("v1"));
+  json_object_object_add(o, "kind", json_object_new_string("Event"));
+  json_object_object_add(meta, "name", json_object_new_string(name));
+  json_object_object_add(meta, "namespace", json_object_new_string("default"));
+  json_object_object_add(o, "metadata", meta);
+  json_object_object_add(inv, "apiVersion", json_object_new_string("v1"));
+  json_object_object_add(inv, "kind", json_object_new_string("Node"));
+  json_object_object_add(inv, "name", json_object_new_string(ev->node));
+  if (ev->node_uid && ev->node_uid[0])
+    json_object_object_add(inv, "uid", json_object_new_string(ev->node_uid));
+  json_object_object_add(o, "involvedObject", inv);
+  json_object_object_add(o, "reason", json_object_new_string(ev->reason));
+  json_object_object_add(o, "message", json_object_new_string(ev->message ? ev->message : ""));
+  json_object_object_add(o, "type", json_object_new_string(ev->type ? ev->type : "Normal"));
+  json_object_object_add(src, "component", json_object_new_string("gpuscale"));
+  json_object_object_add(o, "source", src);
+  json_object_object_add(o, "reportingComponent", json_object_new_string("gpuscale"));
+  json_object_object_add(o, "firstTimestamp", json_object_new_string(ts));
+  json_object_object_add(o, "lastTimestamp", json_object_new_string(ts));
+  json_object_object_add(o, "count", json_object_new_int(1));
+  const char *s = json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN);
+  char *out = s ? strdup(s) : NULL;
+  json_object_put(o);
+  return out;
+}
+
+int kube_post_event(struct kube_client *c, const struct kube_event *ev, struct kube_result *res) {
+  int rc = check_name("node", ev->node, res);
+  if (rc)
+    return rc;
+  char *body = kube_event_json(ev, time_wall_ms());
+  if (!body)
+    return GS_ENOMEM;
+  rc = kube_request(c, "POST", "/api/v1/namespaces/default/events", body, "application/json", NULL,
+                    NULL, res);
+  free(body);
+  return rc;
+}

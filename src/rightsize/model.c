@@ -1,0 +1,121 @@
+/* Lifetime and naming helpers for the rightsize data model (model.h). */
+#include "rightsize/model.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/err.h"
+
+void rs_params_default(struct rs_params *p) {
+  memset(p, 0, sizeof(*p));
+  p->window_ms = 7LL * 24 * 3600 * 1000;
+  p->step_ms = 5LL * 60 * 1000;
+  p->min_idle_ms = 2LL * 3600 * 1000;
+  p->idle_util_pct = 5.0;
+  p->idle_mem_pct = 5.0;
+  p->low_util_pct = 30.0;
+  p->pack_util_pct = 80.0;
+  p->pack_mem_pct = 90.0;
+  p->min_coverage = 0.5;
+}
+
+void rs_report_init(struct rs_report *r) {
+  memset(r, 0, sizeof(*r));
+  snprintf(r->schema, sizeof(r->schema), "%s", RS_SCHEMA);
+  snprintf(r->currency, sizeof(r->currency), "USD");
+  rs_params_default(&r->params);
+}
+
+void rs_report_free(struct rs_report *r) {
+  if (!r)
+    return;
+  for (size_t i = 0; i < r->n_gpus; i++) {
+    free(r->gpus[i].workloads);
+    free(r->gpus[i].timeline);
+  }
+  for (size_t i = 0; i < r->n_nodes; i++) {
+    free(r->nodes[i].gpus);
+    free(r->nodes[i].timeline);
+  }
+  for (size_t i = 0; i < r->n_workloads; i++)
+    free(r->workloads[i].gpus);
+  for (size_t i = 0; i < r->n_recs; i++) {
+    free(r->recs[i].workloads);
+    free(r->recs[i].nodes);
+    free(r->recs[i].gpus);
+  }
+  free(r->gpus);
+  free(r->nodes);
+  free(r->workloads);
+  free(r->recs);
+  free(r->notes);
+  r->gpus = NULL;
+  r->nodes = NULL;
+  r->workloads = NULL;
+  r->recs = NULL;
+  r->notes = NULL;
+  r->n_gpus = r->n_nodes = r->n_workloads = r->n_recs = r->n_notes = 0;
+}
+
+int rs_report_note(struct rs_report *r, const char *fmt, ...) {
+  struct rs_note *n = realloc(r->notes, (r->n_notes + 1) * sizeof(*n));
+  if (!n)
+    return GS_ENOMEM;
+  r->notes = n;
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(n[r->n_notes].text, sizeof(n[r->n_notes].text), fmt, ap);
+  va_end(ap);
+  r->n_notes++;
+  return 0;
+}
+
+const char *rs_rec_kind_name(enum rs_rec_kind k) {
+  switch (k) {
+  case RS_REC_IDLE_NODE: return "idle_node";
+  case RS_REC_CONSOLIDATE: return "consolidate";
+  case RS_REC_MIG: return "mig";
+  case RS_REC_TIMESLICE: return "timeslice";
+  case RS_REC_CHEAPER_GPU: return "cheaper_gpu";
+  case RS_REC_KIND_COUNT: break;
+  }
+  return "unknown";
+}
+
+const char *rs_confidence_name(enum rs_confidence c) {
+  switch (c) {
+  case RS_CONF_LOW: return "low";
+  case RS_CONF_MEDIUM: return "medium";
+  case RS_CONF_HIGH: return "high";
+  }
+  return "low";
+}
+
+const char *rs_owner_source_name(enum rs_owner_source s) {
+  switch (s) {
+  case RS_OWNER_POD: return "pod";
+  case RS_OWNER_HEURISTIC: return "heuristic";
+  case RS_OWNER_KUBE: return "kubernetes";
+  }
+  return "pod";
+}
+
+const char *rs_price_source_name(enum rs_price_source s) {
+  switch (s) {
+  case RS_PRICE_NONE: return "none";
+  case RS_PRICE_FILE_MODEL: return "file:model";
+  case RS_PRICE_FILE_INSTANCE: return "file:instance";
+  case RS_PRICE_BUILTIN: return "builtin";
+  }
+  return "none";
+}
+
+enum rs_confidence rs_confidence_level(double score) {
+  if (score >= 0.8)
+    return RS_CONF_HIGH;
+  if (score >= 0.5)
+    return RS_CONF_MEDIUM;
+  return RS_CONF_LOW;
+}

@@ -1,0 +1,477 @@
+/* Prometheus query_range client: chunking, auth, retries, a size cap, and per-series parsing. */
+#include "rightsize/prom.h"
+
+#include <curl/curl.h>
+#include <errno.h>
+#include <json-c/json.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "core/buf.h"
+#include "core/err.h"
+#include "core/log.h"
+
+#define PROM_SECRET_MAX 4096 /* token and password files are small */
+
+static const char *const metric_names[RS_M_COUNT] = {
+    "DCGM_FI_DEV_FB_FREE",
+    "DCGM_FI_DEV_FB_USED",
+    "DCGM_FI_DEV_GPU_UTIL",
+    "DCGM_FI_DEV_POWER_USAGE",
+};
+
+const char *rs_metric_name(enum rs_metric m) {
+  return (unsigned)m < RS_M_COUNT ? metric_names[m] : "unknown";
+}
+
+static void seterr(char *err, size_t errlen, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void seterr(char *err, size_t errlen, const char *fmt, ...) {
+  if (!err || !errlen)
+    return;
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(err, errlen, fmt, ap);
+  va_end(ap);
+}
+
+/* ---- parsing ------------------------------------------------------------------------------ */
+
+static const char *label(struct json_object *metric, const char *name) {
+  struct json_object *v;
+  if (metric && json_object_object_get_ex(metric, name, &v) &&
+      json_object_is_type(v, json_type_string))
+    return json_object_get_string(v);
+  return NULL;
+}
+
+static const char *first_label(struct json_object *metric, const char *a, const char *b,
+                               const char *c) {
+  const char *v = label(metric, a);
+  if ((!v || !*v) && b)
+    v = label(metric, b);
+  if ((!v || !*v) && c)
+    v = label(metric, c);
+  return v ? v : "";
+}
+
+/* A Prometheus sample value is a JSON string ("12", "NaN", "+Inf"); timestamps are numbers. */
+static bool parse_point(struct json_object *pair, struct rs_point *out) {
+  if (!json_object_is_type(pair, json_type_array) || json_object_array_length(pair) != 2)
+    return false;
+  struct json_object *t = json_object_array_get_idx(pair, 0);
+  struct json_object *v = json_object_array_get_idx(pair, 1);
+  if (!(json_object_is_type(t, json_type_double) || json_object_is_type(t, json_type_int)))
+    return false;
+  if (!json_object_is_type(v, json_type_string))
+    return false;
+  double ts = json_object_get_double(t);
+  if (!isfinite(ts) || ts < 0 || ts > 1e11)
+    return false;
+  out->t_ms = (int64_t)llround(ts * 1000.0);
+  const char *s = json_object_get_string(v);
+  char *end = NULL;
+  errno = 0;
+  out->v = strtod(s, &end);
+  if (end == s || *end != '\0' || errno == ERANGE)
+    out->v = NAN;
+  return true;
+}
+
+int rs_prom_parse(const char *body, size_t len, enum rs_metric m, const struct rs_sink *sink,
+                  size_t *n_series, char *err, size_t errlen) {
+  if (n_series)
+    *n_series = 0;
+  if (!body || len == 0) {
+    seterr(err, errlen, "empty answer (expected Prometheus JSON)");
+    return GS_EPARSE;
+  }
+  struct json_tokener *tok = json_tokener_new_ex(64);
+  if (!tok)
+    return GS_ENOMEM;
+  if (len > (size_t)INT32_MAX) {
+    json_tokener_free(tok);
+    seterr(err, errlen, "answer too large to parse");
+    return GS_ETOOBIG;
+  }
+  struct json_object *root = json_tokener_parse_ex(tok, body, (int)len);
+  enum json_tokener_error jerr = json_tokener_get_error(tok);
+  size_t used = tok->char_offset;
+  json_tokener_free(tok);
+  if (!root || jerr != json_tokener_success) {
+    seterr(err, errlen, "malformed JSON at byte %zu: %s", used,
+           jerr == json_tokener_continue ? "unexpected end of input"
+                                         : json_tokener_error_desc(jerr));
+    json_object_put(root);
+    return GS_EPARSE;
+  }
+  int rc = 0;
+  struct rs_point *pts = NULL;
+  struct json_object *status, *data, *rtype, *result;
+  if (!json_object_is_type(root, json_type_object) ||
+      !json_object_object_get_ex(root, "status", &status) ||
+      !json_object_is_type(status, json_type_string)) {
+    seterr(err, errlen, "not a Prometheus API answer (no \"status\")");
+    rc = GS_EPARSE;
+    goto out;
+  }
+  if (strcmp(json_object_get_string(status), "success") != 0) {
+    const char *et = label(root, "errorType");
+    const char *e = label(root, "error");
+    seterr(err, errlen, "Prometheus answered status \"%s\": %s: %s", json_object_get_string(status),
+           et ? et : "unknown", e ? e : "(no message)");
+    rc = GS_EUNAVAIL;
+    goto out;
+  }
+  if (!json_object_object_get_ex(root, "data", &data) ||
+      !json_object_is_type(data, json_type_object) ||
+      !json_object_object_get_ex(data, "result", &result) ||
+      !json_object_is_type(result, json_type_array)) {
+    seterr(err, errlen, "Prometheus answer has no data.result array");
+    rc = GS_EPARSE;
+    goto out;
+  }
+  if (json_object_object_get_ex(data, "resultType", &rtype) &&
+      (!json_object_is_type(rtype, json_type_string) ||
+       strcmp(json_object_get_string(rtype), "matrix") != 0)) {
+    seterr(err, errlen, "expected resultType \"matrix\" from query_range, got \"%s\"",
+           json_object_get_string(rtype));
+    rc = GS_EPARSE;
+    goto out;
+  }
+  size_t n = json_object_array_length(result);
+  for (size_t i = 0; i < n; i++) {
+    struct json_object *s = json_object_array_get_idx(result, i);
+    struct json_object *metric = NULL, *values;
+    if (!json_object_is_type(s, json_type_object) ||
+        !json_object_object_get_ex(s, "values", &values) ||
+        !json_object_is_type(values, json_type_array)) {
+      seterr(err, errlen, "series %zu has no \"values\" array", i);
+      rc = GS_EPARSE;
+      goto out;
+    }
+    json_object_object_get_ex(s, "metric", &metric);
+    if (metric && !json_object_is_type(metric, json_type_object)) {
+      seterr(err, errlen, "series %zu: \"metric\" is not an object", i);
+      rc = GS_EPARSE;
+      goto out;
+    }
+    if (n_series)
+      (*n_series)++;
+    struct rs_series ser = {0};
+    ser.labels.node = first_label(metric, "node", "kubernetes_node", "Hostname");
+    ser.labels.gpu = first_label(metric, "gpu", NULL, NULL);
+    ser.labels.uuid = first_label(metric, "UUID", "uuid", NULL);
+    ser.labels.model = first_label(metric, "modelName", NULL, NULL);
+    ser.labels.pod = first_label(metric, "exported_pod", "pod", NULL);
+    ser.labels.namespace_ = first_label(metric, "exported_namespace", "namespace", NULL);
+    ser.labels.container = first_label(metric, "exported_container", "container", NULL);
+    if (!*ser.labels.node || (!*ser.labels.gpu && !*ser.labels.uuid))
+      continue; /* no GPU identity: not a GPU series we can place */
+    size_t nv = json_object_array_length(values);
+    struct rs_point *np = realloc(pts, (nv ? nv : 1) * sizeof(*pts));
+    if (!np) {
+      rc = GS_ENOMEM;
+      goto out;
+    }
+    pts = np;
+    size_t k = 0;
+    int64_t last = INT64_MIN;
+    for (size_t j = 0; j < nv; j++) {
+      struct rs_point p;
+      if (!parse_point(json_object_array_get_idx(values, j), &p)) {
+        seterr(err, errlen, "series %zu, value %zu: expected [<unix seconds>, \"<number>\"]", i, j);
+        rc = GS_EPARSE;
+        goto out;
+      }
+      if (!isfinite(p.v) || p.t_ms <= last)
+        continue; /* NaN/Inf are not readings; out-of-order points are dropped */
+      last = p.t_ms;
+      pts[k++] = p;
+    }
+    ser.points = pts;
+    ser.n = k;
+    if (k && sink && sink->series) {
+      rc = sink->series(sink->ud, m, &ser);
+      if (rc)
+        goto out;
+    }
+  }
+out:
+  free(pts);
+  json_object_put(root);
+  return rc;
+}
+
+/* ---- HTTP ---------------------------------------------------------------------------------- */
+
+static int read_secret(const char *path, char *out, size_t outlen, char *err, size_t errlen) {
+  FILE *f = fopen(path, "rb");
+  if (!f) {
+    seterr(err, errlen, "cannot read %s: %s", path, strerror(errno));
+    return GS_EIO;
+  }
+  size_t n = fread(out, 1, outlen - 1, f);
+  bool more = fgetc(f) != EOF;
+  fclose(f);
+  if (more) {
+    seterr(err, errlen, "%s is larger than %zu bytes", path, outlen - 1);
+    return GS_ETOOBIG;
+  }
+  out[n] = '\0';
+  while (n > 0 &&
+         (out[n - 1] == '\n' || out[n - 1] == '\r' || out[n - 1] == ' ' || out[n - 1] == '\t'))
+    out[--n] = '\0';
+  if (n == 0) {
+    seterr(err, errlen, "%s is empty", path);
+    return GS_EIO;
+  }
+  return 0;
+}
+
+struct prom_conn {
+  const struct rs_prom_opts *o;
+  CURL *curl;
+  struct curl_slist *headers;
+  char token[PROM_SECRET_MAX];
+  char password[PROM_SECRET_MAX];
+  struct buf body;
+  bool too_big; /* the last answer hit the cap */
+};
+
+static size_t on_body(char *p, size_t size, size_t nmemb, void *ud) {
+  struct prom_conn *c = ud;
+  size_t n = size * nmemb;
+  int rc = buf_append(&c->body, p, n);
+  if (rc == GS_ETOOBIG)
+    c->too_big = true;
+  return rc == 0 ? n : 0;
+}
+
+static int conn_open(struct prom_conn *c, const struct rs_prom_opts *o, char *err, size_t errlen) {
+  memset(c, 0, sizeof(*c));
+  c->o = o;
+  buf_init(&c->body, o->max_answer_bytes ? o->max_answer_bytes : (size_t)256 << 20);
+  int rc;
+  if (o->bearer_token_file &&
+      (rc = read_secret(o->bearer_token_file, c->token, sizeof(c->token), err, errlen)))
+    return rc;
+  if (o->basic_password_file &&
+      (rc = read_secret(o->basic_password_file, c->password, sizeof(c->password), err, errlen)))
+    return rc;
+  static bool curl_ready;
+  if (!curl_ready) {
+    if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
+      seterr(err, errlen, "libcurl initialisation failed");
+      return GS_EIO;
+    }
+    curl_ready = true;
+  }
+  c->curl = curl_easy_init();
+  if (!c->curl)
+    return GS_ENOMEM;
+  c->headers = curl_slist_append(NULL, "Accept: application/json");
+  if (c->token[0]) {
+    struct buf h;
+    buf_init(&h, PROM_SECRET_MAX + 64);
+    if (buf_printf(&h, "Authorization: Bearer %s", c->token) != 0) {
+      buf_free(&h);
+      return GS_ENOMEM;
+    }
+    struct curl_slist *n = curl_slist_append(c->headers, h.data);
+    buf_free(&h);
+    if (!n)
+      return GS_ENOMEM;
+    c->headers = n;
+  }
+  CURL *k = c->curl;
+  curl_easy_setopt(k, CURLOPT_NOSIGNAL, 1L);
+  curl_easy_setopt(k, CURLOPT_HTTPHEADER, c->headers);
+  curl_easy_setopt(k, CURLOPT_WRITEFUNCTION, on_body);
+  curl_easy_setopt(k, CURLOPT_WRITEDATA, c);
+  curl_easy_setopt(k, CURLOPT_USERAGENT, "gpuscale-rightsize/" GPUSCALE_VERSION);
+  curl_easy_setopt(k, CURLOPT_ACCEPT_ENCODING, "");
+  curl_easy_setopt(k, CURLOPT_TIMEOUT_MS, (long)(o->timeout_ms > 0 ? o->timeout_ms : 30000));
+  curl_easy_setopt(k, CURLOPT_CONNECTTIMEOUT_MS,
+                   (long)(o->timeout_ms > 0 && o->timeout_ms < 10000 ? o->timeout_ms : 10000));
+  if (o->ca_file)
+    curl_easy_setopt(k, CURLOPT_CAINFO, o->ca_file);
+  if (o->basic_user) {
+    curl_easy_setopt(k, CURLOPT_HTTPAUTH, (long)CURLAUTH_BASIC);
+    curl_easy_setopt(k, CURLOPT_USERNAME, o->basic_user);
+    curl_easy_setopt(k, CURLOPT_PASSWORD, c->password);
+  }
+  return 0;
+}
+
+static void conn_close(struct prom_conn *c) {
+  if (c->curl)
+    curl_easy_cleanup(c->curl);
+  curl_slist_free_all(c->headers);
+  buf_free(&c->body);
+  memset(c->token, 0, sizeof(c->token));
+  memset(c->password, 0, sizeof(c->password));
+}
+
+static void sleep_ms(int64_t ms) {
+  struct timespec ts = {(time_t)(ms / 1000), (long)(ms % 1000) * 1000000L};
+  while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+  }
+}
+
+/* Builds the query text: NAME or NAME{selector}. */
+static int query_text(const struct rs_prom_opts *o, enum rs_metric m, struct buf *q) {
+  if (o->selector && *o->selector)
+    return buf_printf(q, "%s{%s}", rs_metric_name(m), o->selector);
+  return buf_puts(q, rs_metric_name(m));
+}
+
+/* One GET with retries; leaves the answer in c->body. */
+static int get_range(struct prom_conn *c, const char *query, int64_t s_ms, int64_t e_ms,
+                     int64_t step_ms, char *err, size_t errlen) {
+  const struct rs_prom_opts *o = c->o;
+  char *q = curl_easy_escape(c->curl, query, 0);
+  if (!q)
+    return GS_ENOMEM;
+  struct buf url;
+  buf_init(&url, 16384);
+  const char *base = o->url;
+  size_t bl = strlen(base);
+  while (bl > 0 && base[bl - 1] == '/')
+    bl--;
+  int rc =
+      buf_printf(&url, "%.*s/api/v1/query_range?query=%s&start=%.3f&end=%.3f&step=%.3f", (int)bl,
+                 base, q, (double)s_ms / 1000.0, (double)e_ms / 1000.0, (double)step_ms / 1000.0);
+  curl_free(q);
+  if (rc) {
+    buf_free(&url);
+    return rc;
+  }
+  curl_easy_setopt(c->curl, CURLOPT_URL, url.data);
+  int64_t backoff = 500;
+  for (int attempt = 0;; attempt++) {
+    buf_reset(&c->body);
+    c->too_big = false;
+    char cerr[CURL_ERROR_SIZE] = "";
+    curl_easy_setopt(c->curl, CURLOPT_ERRORBUFFER, cerr);
+    CURLcode cc = curl_easy_perform(c->curl);
+    curl_easy_setopt(c->curl, CURLOPT_ERRORBUFFER, NULL);
+    long code = 0;
+    curl_easy_getinfo(c->curl, CURLINFO_RESPONSE_CODE, &code);
+    bool retry = false;
+    if (cc == CURLE_WRITE_ERROR && c->too_big) {
+      seterr(err, errlen,
+             "answer of %s for %s is over the %zu-byte cap (--max-answer); use a smaller "
+             "--chunk or a --selector",
+             o->url, query, c->body.max);
+      rc = GS_ETOOBIG;
+    } else if (cc != CURLE_OK) {
+      seterr(err, errlen, "cannot reach Prometheus at %s (query %s): %s", o->url, query,
+             cerr[0] ? cerr : curl_easy_strerror(cc));
+      rc = GS_EUNAVAIL;
+      retry = true;
+    } else if (code >= 200 && code < 300) {
+      rc = 0;
+    } else {
+      /* Prometheus puts its reason in a JSON body even on 4xx/5xx. */
+      char perr[512] = "";
+      if (c->body.len)
+        rs_prom_parse(c->body.data, c->body.len, RS_M_UTIL, NULL, NULL, perr, sizeof(perr));
+      seterr(err, errlen, "Prometheus at %s answered HTTP %ld to query %s%s%s", o->url, code, query,
+             perr[0] ? ": " : "", perr);
+      rc = GS_EUNAVAIL;
+      retry = code == 429 || code >= 500;
+    }
+    if (!retry || attempt >= o->retries)
+      break;
+    LOG_WARN("rightsize", "attempt %d failed, retrying in %lld ms: %s", attempt + 1,
+             (long long)backoff, err);
+    sleep_ms(backoff);
+    backoff = backoff * 2 > 30000 ? 30000 : backoff * 2;
+  }
+  buf_free(&url);
+  return rc;
+}
+
+/* Counts series per metric so that "no GPU series" can be told apart from an empty answer. */
+struct count_sink {
+  const struct rs_sink *inner;
+  size_t placed;
+};
+
+static int count_series(void *ud, enum rs_metric m, const struct rs_series *s) {
+  struct count_sink *cs = ud;
+  cs->placed++;
+  return cs->inner && cs->inner->series ? cs->inner->series(cs->inner->ud, m, s) : 0;
+}
+
+int rs_prom_fetch(const struct rs_prom_opts *o, int64_t start_ms, int64_t end_ms, int64_t step_ms,
+                  const struct rs_chunk_hook *hook, const struct rs_sink *sink,
+                  const struct rs_progress *progress, char *err, size_t errlen) {
+  if (!o || !o->url || !*o->url || step_ms <= 0 || end_ms < start_ms) {
+    seterr(err, errlen, "bad query range");
+    return GS_EINVAL;
+  }
+  int64_t maxp = o->max_points > 0 ? o->max_points : 11000;
+  int64_t steps = (end_ms - start_ms) / step_ms + 1;
+  int64_t chunk_steps = steps < maxp ? steps : maxp;
+  unsigned nchunks = (unsigned)((steps + chunk_steps - 1) / chunk_steps);
+  unsigned total = nchunks * RS_M_COUNT, done = 0;
+  struct prom_conn c;
+  int rc = conn_open(&c, o, err, errlen);
+  struct buf q;
+  buf_init(&q, 8192);
+  size_t placed[RS_M_COUNT] = {0}, seen[RS_M_COUNT] = {0};
+  if (rc)
+    goto out;
+  if (progress && progress->fn)
+    progress->fn(progress->ud, 0, total);
+  for (unsigned ci = 0; ci < nchunks && !rc; ci++) {
+    int64_t cs = start_ms + (int64_t)ci * chunk_steps * step_ms;
+    int64_t ce = cs + (chunk_steps - 1) * step_ms;
+    if (ce > end_ms)
+      ce = end_ms;
+    if (hook && hook->begin && (rc = hook->begin(hook->ud, cs, ce)) != 0)
+      break;
+    for (int m = 0; m < RS_M_COUNT && !rc; m++) {
+      buf_reset(&q);
+      if ((rc = query_text(o, (enum rs_metric)m, &q)) != 0)
+        break;
+      if ((rc = get_range(&c, q.data, cs, ce, step_ms, err, errlen)) != 0)
+        break;
+      struct count_sink cnt = {sink, 0};
+      struct rs_sink wrap = {count_series, &cnt};
+      size_t ns = 0;
+      char perr[512] = "";
+      rc =
+          rs_prom_parse(c.body.data, c.body.len, (enum rs_metric)m, &wrap, &ns, perr, sizeof(perr));
+      if (rc == GS_EPARSE || rc == GS_EUNAVAIL)
+        seterr(err, errlen, "query %s at %s: %s", q.data, o->url, perr);
+      placed[m] += cnt.placed;
+      seen[m] += ns;
+      done++;
+      if (progress && progress->fn)
+        progress->fn(progress->ud, done, total);
+    }
+  }
+  if (!rc && placed[RS_M_UTIL] == 0 && placed[RS_M_FB_USED] == 0) {
+    buf_reset(&q);
+    query_text(o, RS_M_UTIL, &q);
+    seterr(err, errlen,
+           "no GPU series found at %s: query %s over the last %lld s at step %lld s returned %zu "
+           "series%s",
+           o->url, q.data ? q.data : "", (long long)((end_ms - start_ms) / 1000),
+           (long long)(step_ms / 1000), seen[RS_M_UTIL],
+           seen[RS_M_UTIL] ? " but none had a Hostname/node and a gpu/UUID label" : "");
+    rc = GS_ENOTFOUND;
+  }
+out:
+  buf_free(&q);
+  conn_close(&c);
+  return rc;
+}

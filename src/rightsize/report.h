@@ -1,0 +1,18 @@
+/* Report writers for `gpuscale rightsize`: text (terminal table), JSON (schema
+ * gpuscale.rightsize/v1, docs/rightsize.md) and HTML (self-contained, inline SVG). */
+#ifndef GS_RS_REPORT_H
+#define GS_RS_REPORT_H
+
+#include "core/buf.h"
+#include "rightsize/model.h"
+
+/* Appends an aligned plain-text report to out. Returns 0, GS_ETOOBIG or GS_ENOMEM. */
+int report_text(const struct rs_report *r, struct buf *out);
+/* Appends the JSON document (schema RS_SCHEMA) to out. Absent numbers are left out of the
+ * document, never written as 0. Returns 0, GS_ETOOBIG or GS_ENOMEM. */
+int report_json(const struct rs_report *r, struct buf *out);
+/* Appends one self-contained HTML page with inline SVG charts to out (report_html.c).
+ * Returns 0, GS_ETOOBIG or GS_ENOMEM. */
+int report_html(const struct rs_report *r, struct buf *out);
+
+#endif

@@ -1,0 +1,390 @@
+/* JSON report, schema gpuscale.rightsize/v1 (docs/rightsize.md): absent numbers are left out. */
+#include <json-c/json.h>
+#include <math.h>
+#include <stdlib.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "core/err.h"
+#include "rightsize/report.h"
+
+static int add(struct json_object *o, const char *k, struct json_object *v) {
+  if (!v)
+    return GS_ENOMEM;
+  return json_object_object_add(o, k, v) == 0 ? 0 : GS_ENOMEM;
+}
+
+/* Doubles with a fixed number of decimals, so that 40179.2 is not 40179.199999999997. */
+static int num(struct json_object *o, const char *k, double v, int decimals) {
+  if (!isfinite(v))
+    return 0;
+  char t[64];
+  snprintf(t, sizeof(t), "%.*f", decimals, v);
+  /* trim trailing zeros but keep one decimal digit */
+  char *dot = strchr(t, '.');
+  if (dot) {
+    char *e = t + strlen(t) - 1;
+    while (e > dot + 1 && *e == '0')
+      *e-- = '\0';
+  }
+  return add(o, k, json_object_new_double_s(strtod(t, NULL), t));
+}
+
+static int str(struct json_object *o, const char *k, const char *v) {
+  return add(o, k, json_object_new_string(v));
+}
+
+static int i64(struct json_object *o, const char *k, int64_t v) {
+  return add(o, k, json_object_new_int64(v));
+}
+
+static int iso(struct json_object *o, const char *k, int64_t ms) {
+  time_t s = (time_t)(ms / 1000);
+  struct tm tm;
+  char t[32];
+  gmtime_r(&s, &tm);
+  strftime(t, sizeof(t), "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return str(o, k, t);
+}
+
+static struct json_object *dist(const struct rs_dist *d, int dec) {
+  struct json_object *o = json_object_new_object();
+  if (!o)
+    return NULL;
+  int rc = i64(o, "samples", (int64_t)d->n);
+  if (!rc && (d->valid & RS_HAS_P50))
+    rc = num(o, "p50", d->p50, dec);
+  if (!rc && (d->valid & RS_HAS_P95))
+    rc = num(o, "p95", d->p95, dec);
+  if (!rc && (d->valid & RS_HAS_MAX))
+    rc = num(o, "max", d->max, dec);
+  if (!rc && (d->valid & RS_HAS_MEAN))
+    rc = num(o, "mean", d->mean, dec);
+  if (rc) {
+    json_object_put(o);
+    return NULL;
+  }
+  return o;
+}
+
+static struct json_object *idx_array(const size_t *v, size_t n) {
+  struct json_object *a = json_object_new_array();
+  for (size_t i = 0; a && i < n; i++)
+    if (json_object_array_add(a, json_object_new_int64((int64_t)v[i]))) {
+      json_object_put(a);
+      return NULL;
+    }
+  return a;
+}
+
+static struct json_object *price(const struct rs_price *p) {
+  struct json_object *o = json_object_new_object();
+  if (!o)
+    return NULL;
+  int rc = str(o, "source", rs_price_source_name(p->source));
+  if (!rc && p->source != RS_PRICE_NONE)
+    rc = num(o, "per_gpu_hour", p->per_gpu_hour, 4);
+  if (!rc && p->instance_type[0])
+    rc = str(o, "instance_type", p->instance_type);
+  if (!rc && p->gpus_per_instance)
+    rc = i64(o, "gpus_per_instance", p->gpus_per_instance);
+  if (rc) {
+    json_object_put(o);
+    return NULL;
+  }
+  return o;
+}
+
+static struct json_object *gaps(const struct rs_gap *g, size_t n) {
+  struct json_object *a = json_object_new_array();
+  for (size_t i = 0; a && i < n && i < RS_GAPS_MAX; i++) {
+    struct json_object *o = json_object_new_object();
+    if (!o || iso(o, "start", g[i].start_ms) || iso(o, "end", g[i].end_ms) ||
+        json_object_array_add(a, o)) {
+      json_object_put(o);
+      json_object_put(a);
+      return NULL;
+    }
+  }
+  return a;
+}
+
+static int gpu_obj(const struct rs_gpu *g, struct json_object *o) {
+  int rc = str(o, "node", g->node);
+  rc = rc ? rc : str(o, "gpu", g->gpu);
+  if (!rc && g->uuid[0])
+    rc = str(o, "uuid", g->uuid);
+  if (!rc && g->model[0])
+    rc = str(o, "model", g->model);
+  if (!rc && g->model_key[0])
+    rc = str(o, "model_key", g->model_key);
+  rc = rc ? rc : i64(o, "node_index", (int64_t)g->node_idx);
+  rc = rc ? rc : num(o, "hours_observed", g->hours_observed, 3);
+  rc = rc ? rc : num(o, "hours_span", g->hours_span, 3);
+  rc = rc ? rc : num(o, "coverage", g->coverage, 4);
+  rc = rc ? rc : add(o, "util_pct", dist(&g->util, 2));
+  rc = rc ? rc : add(o, "mem_used_mib", dist(&g->mem_mib, 1));
+  rc = rc ? rc : add(o, "mem_used_pct", dist(&g->mem_pct, 2));
+  rc = rc ? rc : add(o, "power_w", dist(&g->power_w, 1));
+  if (!rc && (g->valid & RS_HAS_MEM_TOTAL))
+    rc = num(o, "mem_total_mib", g->mem_total_mib, 1);
+  if (!rc && (g->valid & RS_HAS_IDLE)) {
+    rc = num(o, "idle_fraction", g->idle_fraction, 4);
+    rc = rc ? rc : num(o, "idle_hours", g->idle_hours, 3);
+  }
+  if (!rc && (g->valid & RS_HAS_USED_HOURS))
+    rc = num(o, "used_gpu_hours", g->used_gpu_hours, 3);
+  if (!rc && (g->valid & RS_HAS_STREAK))
+    rc = num(o, "idle_streak_hours", (double)g->idle_streak_ms / 3600000.0, 3);
+  rc = rc ? rc : i64(o, "gaps_total", (int64_t)g->n_gaps);
+  rc = rc ? rc : num(o, "gap_hours", (double)g->gap_ms / 3600000.0, 3);
+  rc = rc ? rc : add(o, "gaps", gaps(g->gaps, g->n_gaps));
+  rc = rc ? rc : add(o, "workloads", idx_array(g->workloads, g->n_workloads));
+  rc = rc ? rc : add(o, "price", price(&g->price));
+  if (!rc && (g->valid & RS_HAS_COST)) {
+    rc = num(o, "cost_window", g->cost_window, 2);
+    rc = rc ? rc : num(o, "idle_cost_window", g->idle_cost_window, 2);
+  }
+  return rc;
+}
+
+static int node_obj(const struct rs_node *n, struct json_object *o) {
+  int rc = str(o, "name", n->name);
+  if (!rc && n->model[0])
+    rc = str(o, "model", n->model);
+  if (!rc && n->model_key[0])
+    rc = str(o, "model_key", n->model_key);
+  rc = rc ? rc : add(o, "gpus", idx_array(n->gpus, n->n_gpus));
+  rc = rc ? rc : num(o, "hours_observed", n->hours_observed, 3);
+  rc = rc ? rc : num(o, "coverage", n->coverage, 4);
+  rc = rc ? rc : add(o, "util_pct", dist(&n->util, 2));
+  rc = rc ? rc : add(o, "mem_used_mib", dist(&n->mem_mib, 1));
+  if (!rc && (n->valid & RS_HAS_IDLE))
+    rc = num(o, "idle_fraction", n->idle_fraction, 4);
+  if (!rc && (n->valid & RS_HAS_USED_HOURS))
+    rc = num(o, "used_gpu_hours", n->used_gpu_hours, 3);
+  if (!rc && (n->valid & RS_HAS_STREAK))
+    rc = num(o, "idle_streak_hours", (double)n->idle_streak_ms / 3600000.0, 3);
+  rc = rc ? rc : i64(o, "gaps_total", (int64_t)n->n_gaps);
+  rc = rc ? rc : num(o, "gap_hours", (double)n->gap_ms / 3600000.0, 3);
+  rc = rc ? rc : add(o, "price", price(&n->price));
+  if (!rc && (n->valid & RS_HAS_COST)) {
+    rc = num(o, "price_per_hour", n->price.per_gpu_hour * (double)n->n_gpus, 4);
+    rc = rc ? rc : num(o, "cost_window", n->cost_window, 2);
+    rc = rc ? rc : num(o, "idle_cost_window", n->idle_cost_window, 2);
+  }
+  return rc;
+}
+
+static int wl_obj(const struct rs_workload *w, struct json_object *o) {
+  int rc = str(o, "namespace", w->namespace_);
+  rc = rc ? rc : str(o, "pod", w->pod);
+  if (!rc && w->container[0])
+    rc = str(o, "container", w->container);
+  rc = rc ? rc : str(o, "owner", w->owner);
+  rc = rc ? rc : str(o, "owner_source", rs_owner_source_name(w->owner_source));
+  rc = rc ? rc : add(o, "gpus", idx_array(w->gpus, w->n_gpus));
+  rc = rc ? rc : i64(o, "nodes", (int64_t)w->n_nodes);
+  rc = rc ? rc : num(o, "hours_observed", w->hours_observed, 3);
+  rc = rc ? rc : add(o, "util_pct", dist(&w->util, 2));
+  rc = rc ? rc : add(o, "mem_used_mib", dist(&w->mem_mib, 1));
+  if (!rc && (w->valid & RS_HAS_IDLE))
+    rc = num(o, "idle_fraction", w->idle_fraction, 4);
+  if (!rc && (w->valid & RS_HAS_USED_HOURS))
+    rc = num(o, "used_gpu_hours", w->used_gpu_hours, 3);
+  return rc;
+}
+
+static struct json_object *evidence(const struct rs_evidence *e, const char *text) {
+  struct json_object *o = json_object_new_object();
+  if (!o)
+    return NULL;
+  int rc = str(o, "text", text);
+  if (!rc && (e->valid & RS_EV_UTIL_P95))
+    rc = num(o, "util_p95", e->util_p95, 2);
+  if (!rc && (e->valid & RS_EV_UTIL_MAX))
+    rc = num(o, "util_max", e->util_max, 2);
+  if (!rc && (e->valid & RS_EV_MEM_P95))
+    rc = num(o, "mem_p95_mib", e->mem_p95_mib, 1);
+  if (!rc && (e->valid & RS_EV_MEM_MAX))
+    rc = num(o, "mem_max_mib", e->mem_max_mib, 1);
+  if (!rc && (e->valid & RS_EV_IDLE_FRACTION))
+    rc = num(o, "idle_fraction", e->idle_fraction, 4);
+  if (!rc && (e->valid & RS_EV_IDLE_STREAK))
+    rc = num(o, "idle_streak_hours", (double)e->idle_streak_ms / 3600000.0, 3);
+  if (!rc && (e->valid & RS_EV_HOURS))
+    rc = num(o, "hours_observed", e->hours_observed, 3);
+  if (!rc && (e->valid & RS_EV_COVERAGE))
+    rc = num(o, "coverage", e->coverage, 4);
+  rc = rc ? rc : i64(o, "gaps", (int64_t)e->n_gaps);
+  if (rc) {
+    json_object_put(o);
+    return NULL;
+  }
+  return o;
+}
+
+static int rec_obj(const struct rs_report *r, const struct rs_rec *c, struct json_object *o) {
+  int rc = str(o, "kind", rs_rec_kind_name(c->kind));
+  if (c->kind == RS_REC_IDLE_NODE) {
+    rc = rc ? rc : str(o, "node", r->nodes[c->node_idx].name);
+    rc = rc ? rc : i64(o, "node_index", (int64_t)c->node_idx);
+  } else if (c->kind != RS_REC_CONSOLIDATE && c->workload_idx < r->n_workloads) {
+    const struct rs_workload *w = &r->workloads[c->workload_idx];
+    rc = rc ? rc : str(o, "namespace", w->namespace_);
+    rc = rc ? rc : str(o, "pod", w->pod);
+    rc = rc ? rc : str(o, "owner", w->owner);
+    rc = rc ? rc : i64(o, "workload_index", (int64_t)c->workload_idx);
+    if (c->node_idx < r->n_nodes)
+      rc = rc ? rc : str(o, "node", r->nodes[c->node_idx].name);
+  }
+  if (c->n_nodes) {
+    struct json_object *a = json_object_new_array();
+    for (size_t i = 0; a && i < c->n_nodes; i++)
+      json_object_array_add(a, json_object_new_string(r->nodes[c->nodes[i]].name));
+    rc = rc ? rc : add(o, c->kind == RS_REC_IDLE_NODE ? "nodes" : "nodes_freed", a);
+  }
+  if (!rc && c->kind == RS_REC_CONSOLIDATE) {
+    rc = add(o, "workloads", idx_array(c->workloads, c->n_workloads));
+    rc = rc ? rc : add(o, "gpus_freed", idx_array(c->gpus, c->n_gpus));
+    rc = rc ? rc : i64(o, "gpus_before", (int64_t)c->gpus_before);
+    rc = rc ? rc : i64(o, "gpus_after", (int64_t)c->gpus_after);
+  }
+  if (!rc && c->kind == RS_REC_MIG) {
+    rc = str(o, "mig_profile", c->mig_profile);
+    rc = rc ? rc : i64(o, "mig_compute_sevenths", c->mig_compute_sevenths);
+    rc = rc ? rc : num(o, "mig_mem_gb", c->mig_mem_gb, 1);
+  }
+  if (!rc && (c->kind == RS_REC_MIG || c->kind == RS_REC_TIMESLICE))
+    rc = i64(o, "share_ways", c->share_ways);
+  if (!rc && c->kind == RS_REC_CHEAPER_GPU)
+    rc = str(o, "target_model", c->target_model);
+  rc = rc ? rc : str(o, "reason", c->reason);
+  rc = rc ? rc : add(o, "evidence", evidence(&c->evidence, c->evidence_text));
+  if (!rc && (c->valid & RS_REC_HAS_SAVINGS))
+    rc = num(o, "savings_month", c->savings_month, 2);
+  rc = rc ? rc : num(o, "confidence", c->confidence, 3);
+  rc = rc ? rc : str(o, "confidence_level", rs_confidence_name(c->confidence_level));
+  return rc;
+}
+
+static struct json_object *summary(const struct rs_report *r) {
+  const struct rs_summary *s = &r->summary;
+  struct json_object *o = json_object_new_object();
+  if (!o)
+    return NULL;
+  int rc = i64(o, "nodes", (int64_t)s->n_nodes);
+  rc = rc ? rc : i64(o, "gpus", (int64_t)s->n_gpus);
+  rc = rc ? rc : i64(o, "workloads", (int64_t)s->n_workloads);
+  rc = rc ? rc : i64(o, "recommendations", (int64_t)s->n_recs);
+  rc = rc ? rc : i64(o, "gpus_unpriced", (int64_t)s->n_gpus_unpriced);
+  rc = rc ? rc : num(o, "gpu_hours_paid", s->gpu_hours_paid, 3);
+  rc = rc ? rc : num(o, "gpu_hours_observed", s->gpu_hours_observed, 3);
+  rc = rc ? rc : num(o, "gpu_hours_used", s->gpu_hours_used, 3);
+  rc = rc ? rc : num(o, "gpu_hours_idle", s->gpu_hours_idle, 3);
+  if (!rc && (s->valid & RS_SUM_HAS_COST)) {
+    rc = num(o, "cost_window", s->cost_window, 2);
+    rc = rc ? rc : num(o, "idle_cost_window", s->idle_cost_window, 2);
+    rc = rc ? rc : num(o, "cost_month", s->cost_month, 2);
+    rc = rc ? rc : num(o, "idle_cost_month", s->idle_cost_month, 2);
+  }
+  if (!rc && (s->valid & RS_SUM_HAS_SAVINGS)) {
+    rc = num(o, "savings_month", s->savings_month, 2);
+    struct json_object *k = json_object_new_object();
+    for (int i = 0; !rc && k && i < RS_REC_KIND_COUNT; i++)
+      rc = num(k, rs_rec_kind_name((enum rs_rec_kind)i), s->savings_month_by_kind[i], 2);
+    rc = rc ? rc : add(o, "savings_month_by_kind", k);
+  }
+  struct json_object *k = json_object_new_object();
+  for (int i = 0; !rc && k && i < RS_REC_KIND_COUNT; i++)
+    rc = i64(k, rs_rec_kind_name((enum rs_rec_kind)i), (int64_t)s->recs_by_kind[i]);
+  rc = rc ? rc : add(o, "recommendations_by_kind", k);
+  if (rc) {
+    json_object_put(o);
+    return NULL;
+  }
+  return o;
+}
+
+static struct json_object *params(const struct rs_report *r) {
+  const struct rs_params *p = &r->params;
+  struct json_object *o = json_object_new_object();
+  if (!o)
+    return NULL;
+  int rc = num(o, "window_hours", (double)p->window_ms / 3600000.0, 3);
+  rc = rc ? rc : num(o, "step_seconds", (double)p->step_ms / 1000.0, 3);
+  rc = rc ? rc : num(o, "min_idle_hours", (double)p->min_idle_ms / 3600000.0, 3);
+  rc = rc ? rc : num(o, "idle_util_pct", p->idle_util_pct, 2);
+  rc = rc ? rc : num(o, "idle_mem_pct", p->idle_mem_pct, 2);
+  rc = rc ? rc : num(o, "low_util_pct", p->low_util_pct, 2);
+  rc = rc ? rc : num(o, "pack_util_pct", p->pack_util_pct, 2);
+  rc = rc ? rc : num(o, "pack_mem_pct", p->pack_mem_pct, 2);
+  rc = rc ? rc : num(o, "min_coverage", p->min_coverage, 3);
+  rc = rc ? rc : num(o, "hours_per_month", RS_HOURS_PER_MONTH, 1);
+  if (rc) {
+    json_object_put(o);
+    return NULL;
+  }
+  return o;
+}
+
+int report_json(const struct rs_report *r, struct buf *out) {
+  struct json_object *root = json_object_new_object();
+  if (!root)
+    return GS_ENOMEM;
+  int rc = str(root, "schema", RS_SCHEMA);
+  rc = rc ? rc : iso(root, "generated", r->generated_ms);
+  rc = rc ? rc : str(root, "prometheus", r->source_url);
+  rc = rc ? rc : iso(root, "start", r->start_ms);
+  rc = rc ? rc : iso(root, "end", r->end_ms);
+  rc = rc ? rc : str(root, "currency", r->currency);
+  rc = rc ? rc : str(root, "prices", r->price_source);
+  rc = rc ? rc : add(root, "params", params(r));
+  rc = rc ? rc : add(root, "summary", summary(r));
+  struct json_object *a = rc ? NULL : json_object_new_array();
+  for (size_t i = 0; !rc && a && i < r->n_recs; i++) {
+    struct json_object *o = json_object_new_object();
+    rc = o ? rec_obj(r, &r->recs[i], o) : GS_ENOMEM;
+    if (!rc && json_object_array_add(a, o))
+      rc = GS_ENOMEM;
+  }
+  rc = rc ? rc : add(root, "recommendations", a);
+  a = rc ? NULL : json_object_new_array();
+  for (size_t i = 0; !rc && a && i < r->n_nodes; i++) {
+    struct json_object *o = json_object_new_object();
+    rc = o ? node_obj(&r->nodes[i], o) : GS_ENOMEM;
+    if (!rc && json_object_array_add(a, o))
+      rc = GS_ENOMEM;
+  }
+  rc = rc ? rc : add(root, "nodes", a);
+  a = rc ? NULL : json_object_new_array();
+  for (size_t i = 0; !rc && a && i < r->n_gpus; i++) {
+    struct json_object *o = json_object_new_object();
+    rc = o ? gpu_obj(&r->gpus[i], o) : GS_ENOMEM;
+    if (!rc && json_object_array_add(a, o))
+      rc = GS_ENOMEM;
+  }
+  rc = rc ? rc : add(root, "gpus", a);
+  a = rc ? NULL : json_object_new_array();
+  for (size_t i = 0; !rc && a && i < r->n_workloads; i++) {
+    struct json_object *o = json_object_new_object();
+    rc = o ? wl_obj(&r->workloads[i], o) : GS_ENOMEM;
+    if (!rc && json_object_array_add(a, o))
+      rc = GS_ENOMEM;
+  }
+  rc = rc ? rc : add(root, "workloads", a);
+  a = rc ? NULL : json_object_new_array();
+  for (size_t i = 0; !rc && a && i < r->n_notes; i++)
+    if (json_object_array_add(a, json_object_new_string(r->notes[i].text)))
+      rc = GS_ENOMEM;
+  rc = rc ? rc : add(root, "notes", a);
+  if (!rc) {
+    const char *s = json_object_to_json_string_ext(
+        root, JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_SPACED | JSON_C_TO_STRING_NOSLASHESCAPE);
+    rc = s ? buf_puts(out, s) : GS_ENOMEM;
+    rc = rc ? rc : buf_puts(out, "\n");
+  }
+  json_object_put(root);
+  return rc;
+}

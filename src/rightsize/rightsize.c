@@ -1,0 +1,331 @@
+/* `gpuscale rightsize`: flags, the fetch-analyse-recommend pipeline, progress and output. */
+#include "rightsize/rightsize.h"
+
+#include <errno.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "core/buf.h"
+#include "core/config.h"
+#include "core/err.h"
+#include "core/log.h"
+#include "core/timeutil.h"
+#include "rightsize/analyze.h"
+#include "rightsize/cost.h"
+#include "rightsize/recommend.h"
+#include "rightsize/apply.h"
+#include "rightsize/report.h"
+
+#define RS_REPORT_MAX ((size_t)1 << 30)
+
+struct rs_opts {
+  char *prometheus;
+  int64_t window_ms;
+  int64_t step_ms;
+  char *end;
+  char *prices;
+  char *format;
+  char *output;
+  int64_t min_idle_ms;
+  double idle_util;
+  double idle_mem;
+  double low_util;
+  double pack_util;
+  double pack_mem;
+  double min_coverage;
+  char *selector;
+  char *bearer_token_file;
+  char *ca_file;
+  char *basic_user;
+  char *basic_password_file;
+  int64_t timeout_ms;
+  long long retries;
+  long long max_points;
+  long long max_answer_mib;
+  char *log_level;
+  bool apply;
+  bool force;
+  long long max_nodes;
+  int64_t eviction_timeout_ms;
+  char *kubeconfig;
+  char *audit;
+};
+
+static const struct opt_def rs_defs[] = {
+    {"prometheus", 0, "GPUSCALE_PROMETHEUS", OPT_STRING, NULL, 0, 0, NULL, "URL",
+     "Prometheus base URL (http or https), required", offsetof(struct rs_opts, prometheus)},
+    {"window", 0, NULL, OPT_DURATION, "7d", 60000, 90.0 * 86400000, NULL, "DURATION",
+     "history to analyse, ending at --end", offsetof(struct rs_opts, window_ms)},
+    {"step", 0, NULL, OPT_DURATION, "5m", 1000, 86400000, NULL, "DURATION",
+     "query_range resolution", offsetof(struct rs_opts, step_ms)},
+    {"end", 0, NULL, OPT_STRING, "now", 0, 0, NULL, "TIME",
+     "end of the window: now or Unix seconds (reproducible reports)",
+     offsetof(struct rs_opts, end)},
+    {"prices", 0, "GPUSCALE_PRICES", OPT_STRING, NULL, 0, 0, NULL, "FILE",
+     "price file (YAML: currency, models, instances, nodes); default: built-in examples",
+     offsetof(struct rs_opts, prices)},
+    {"format", 'f', NULL, OPT_ENUM, "text", 0, 0, "text|json|html", "FORMAT", "report format",
+     offsetof(struct rs_opts, format)},
+    {"output", 'o', NULL, OPT_STRING, "-", 0, 0, NULL, "FILE", "write the report here (- = stdout)",
+     offsetof(struct rs_opts, output)},
+    {"min-idle", 0, NULL, OPT_DURATION, "2h", 60000, 90.0 * 86400000, NULL, "DURATION",
+     "a node is idle when every GPU has been idle this long, up to the window end",
+     offsetof(struct rs_opts, min_idle_ms)},
+    {"idle-util", 0, NULL, OPT_DOUBLE, "5", 0, 100, NULL, "PCT",
+     "a sample is idle when GPU utilisation <= this", offsetof(struct rs_opts, idle_util)},
+    {"idle-mem", 0, NULL, OPT_DOUBLE, "5", 0, 100, NULL, "PCT",
+     "... and framebuffer used <= this % of the GPU", offsetof(struct rs_opts, idle_mem)},
+    {"low-util", 0, NULL, OPT_DOUBLE, "30", 0, 100, NULL, "PCT",
+     "a GPU is low-use (a consolidation candidate) when p95 utilisation <= this",
+     offsetof(struct rs_opts, low_util)},
+    {"pack-util", 0, NULL, OPT_DOUBLE, "80", 1, 100, NULL, "PCT",
+     "packing and fitting target for summed p95 utilisation", offsetof(struct rs_opts, pack_util)},
+    {"pack-mem", 0, NULL, OPT_DOUBLE, "90", 1, 100, NULL, "PCT",
+     "packing and fitting target for summed p95 memory", offsetof(struct rs_opts, pack_mem)},
+    {"min-coverage", 0, NULL, OPT_DOUBLE, "0.5", 0, 1, NULL, "FRACTION",
+     "no sharing, consolidation or model advice below this share of the window observed",
+     offsetof(struct rs_opts, min_coverage)},
+    {"selector", 0, NULL, OPT_STRING, NULL, 0, 0, NULL, "MATCHERS",
+     "extra label matchers for every query, e.g. 'Hostname=~\"gpu-.*\"'",
+     offsetof(struct rs_opts, selector)},
+    {"bearer-token-file", 0, NULL, OPT_STRING, NULL, 0, 0, NULL, "FILE",
+     "send Authorization: Bearer with this file's contents",
+     offsetof(struct rs_opts, bearer_token_file)},
+    {"ca-file", 0, NULL, OPT_STRING, NULL, 0, 0, NULL, "FILE",
+     "CA bundle for an https Prometheus (default: system roots)",
+     offsetof(struct rs_opts, ca_file)},
+    {"basic-auth-user", 0, NULL, OPT_STRING, NULL, 0, 0, NULL, "USER", "basic auth user",
+     offsetof(struct rs_opts, basic_user)},
+    {"basic-auth-password-file", 0, NULL, OPT_STRING, NULL, 0, 0, NULL, "FILE",
+     "basic auth password, read from this file", offsetof(struct rs_opts, basic_password_file)},
+    {"timeout", 0, NULL, OPT_DURATION, "30s", 100, 600000, NULL, "DURATION",
+     "per request to Prometheus", offsetof(struct rs_opts, timeout_ms)},
+    {"retries", 0, NULL, OPT_INT, "3", 0, 10, NULL, "N",
+     "extra attempts on connection errors, 429 and 5xx (backoff 0.5 s doubling)",
+     offsetof(struct rs_opts, retries)},
+    {"max-points", 0, NULL, OPT_INT, "1000", 10, 11000, NULL, "N",
+     "steps per request; longer windows are fetched in chunks, which bounds memory (each answer "
+     "is parsed whole; Prometheus allows 11000)",
+     offsetof(struct rs_opts, max_points)},
+    {"max-answer", 0, NULL, OPT_INT, "256", 1, 4096, NULL, "MiB", "cap on one Prometheus answer",
+     offsetof(struct rs_opts, max_answer_mib)},
+    {"log-level", 0, "GPUSCALE_LOG_LEVEL", OPT_ENUM, "warn", 0, 0, "debug|info|warn|error", "LEVEL",
+     "log threshold (stderr)", offsetof(struct rs_opts, log_level)},
+    {"apply", 0, NULL, OPT_BOOL, "false", 0, 0, NULL, NULL,
+     "drain idle nodes (recommendation a) for real; without it the drain plan is only printed",
+     offsetof(struct rs_opts, apply)},
+    {"max-nodes", 0, NULL, OPT_INT, "1", 1, 100, NULL, "N", "nodes drained per run at most",
+     offsetof(struct rs_opts, max_nodes)},
+    {"force", 0, NULL, OPT_BOOL, "false", 0, 0, NULL, NULL,
+     "also evict pods that no controller owns (they will not come back)",
+     offsetof(struct rs_opts, force)},
+    {"eviction-timeout", 0, NULL, OPT_DURATION, "2m", 1000, 3600000, NULL, "DURATION",
+     "per pod: how long an eviction refused by a PodDisruptionBudget (429) is retried",
+     offsetof(struct rs_opts, eviction_timeout_ms)},
+    {"kubeconfig", 0, "KUBECONFIG", OPT_STRING, NULL, 0, 0, NULL, "FILE",
+     "Kubernetes access (default: in-cluster service account, then ~/.kube/config)",
+     offsetof(struct rs_opts, kubeconfig)},
+    {"audit", 0, "GPUSCALE_AUDIT", OPT_STRING, NULL, 0, 0, NULL, "FILE",
+     "append every drain action as a JSON line here (default with --apply: stderr)",
+     offsetof(struct rs_opts, audit)},
+};
+#define NDEFS (sizeof(rs_defs) / sizeof(rs_defs[0]))
+
+int rs_build_report(const struct rs_prom_opts *po, const struct rs_params *params, int64_t end_ms,
+                    const char *prices_path, const struct rs_progress *progress,
+                    struct rs_report *r, char *err, size_t errlen) {
+  struct rs_prices *prices = NULL;
+  int rc = prices_path ? rs_prices_load(prices_path, &prices, err, errlen) : 0;
+  if (rc)
+    return rc;
+  if (!prices && !(prices = rs_prices_builtin()))
+    return GS_ENOMEM;
+  /* align the window on the step grid so that chunks and steps agree */
+  int64_t end = end_ms - end_ms % params->step_ms;
+  int64_t start = end - params->window_ms + params->step_ms;
+  struct rs_analyzer *a = rs_analyzer_new(params, start, end);
+  if (!a) {
+    rs_prices_free(prices);
+    return GS_ENOMEM;
+  }
+  struct rs_chunk_hook hook = {rs_analyzer_begin_chunk, a};
+  struct rs_sink sink = {rs_analyzer_add, a};
+  rc = rs_prom_fetch(po, start, end, params->step_ms, &hook, &sink, progress, err, errlen);
+  if (!rc)
+    rc = rs_analyzer_finish(a, r);
+  rs_analyzer_free(a);
+  if (!rc) {
+    r->params.window_ms = params->window_ms;
+    snprintf(r->source_url, sizeof(r->source_url), "%s", po->url);
+    r->generated_ms = time_wall_ms();
+    if (prices_path)
+      snprintf(r->price_source, sizeof(r->price_source), "%s, then built-in examples", prices_path);
+    else
+      snprintf(r->price_source, sizeof(r->price_source),
+               "built-in examples: AWS us-east-1 on-demand, Karpenter's price list, 2026");
+    rs_cost_apply(r, prices);
+    rc = rs_recommend(r, prices);
+    if (!rc)
+      rs_cost_summarize(r);
+  }
+  if (rc == GS_ENOMEM)
+    snprintf(err, errlen, "out of memory");
+  rs_prices_free(prices);
+  return rc;
+}
+
+static void progress_bar(void *ud, unsigned done, unsigned total) {
+  (void)ud;
+  const int width = 30;
+  int fill = total ? (int)((long)width * done / total) : width;
+  fprintf(stderr, "\rquerying Prometheus [%.*s%*s] %u/%u", fill, "##############################",
+          width - fill, "", done, total);
+  if (done == total)
+    fputc('\n', stderr);
+  fflush(stderr);
+}
+
+static int parse_end(const char *s, int64_t *out_ms) {
+  if (!s || !strcmp(s, "now")) {
+    *out_ms = time_wall_ms();
+    return 0;
+  }
+  char *e = NULL;
+  errno = 0;
+  double v = strtod(s, &e);
+  if (e == s || *e || errno || !(v > 0) || v > 1e11)
+    return GS_EINVAL;
+  *out_ms = (int64_t)(v * 1000.0);
+  return 0;
+}
+
+static int write_out(const char *path, const struct buf *b) {
+  if (!strcmp(path, "-")) {
+    if (fwrite(b->data, 1, b->len, stdout) != b->len || fflush(stdout) != 0)
+      return GS_EIO;
+    return 0;
+  }
+  FILE *f = fopen(path, "wb");
+  if (!f) {
+    fprintf(stderr, "gpuscale rightsize: cannot write %s: %s\n", path, strerror(errno));
+    return GS_EIO;
+  }
+  bool ok = fwrite(b->data, 1, b->len, f) == b->len;
+  ok &= fclose(f) == 0;
+  if (!ok)
+    fprintf(stderr, "gpuscale rightsize: writing %s failed: %s\n", path, strerror(errno));
+  return ok ? 0 : GS_EIO;
+}
+
+int rightsize_main(int argc, char **argv) {
+  static const char *usage_line =
+      "gpuscale rightsize --prometheus URL [--window 7d] [--step 5m] [--prices FILE] "
+      "[--format text|json|html] [--output FILE] [--apply [--max-nodes N]]";
+  static const char *description =
+      "Reads GPU history (DCGM series from gpuscale or dcgm-exporter) from Prometheus, finds idle "
+      "and underused GPUs and nodes, prices them and writes a report. See docs/rightsize.md.";
+  struct rs_opts o;
+  memset(&o, 0, sizeof(o));
+  char err[1024] = "";
+  int rc = config_parse(rs_defs, NDEFS, argc, argv, 1, &o, err, sizeof(err));
+  if (rc == 1) {
+    config_help(stdout, usage_line, description, rs_defs, NDEFS);
+    config_free(rs_defs, NDEFS, &o);
+    return 0;
+  }
+  int status = 2;
+  int64_t end_ms = 0;
+  if (rc) {
+    fprintf(stderr, "gpuscale rightsize: %s\n", err);
+    goto done;
+  }
+  enum log_level lvl = LOG_LVL_WARN;
+  log_level_parse(o.log_level, &lvl);
+  log_setup(lvl, LOG_FMT_LOGFMT);
+  if (!o.prometheus || !*o.prometheus) {
+    fprintf(stderr, "gpuscale rightsize: --prometheus URL is required (env GPUSCALE_PROMETHEUS)\n");
+    goto done;
+  }
+  if (strncmp(o.prometheus, "http://", 7) && strncmp(o.prometheus, "https://", 8)) {
+    fprintf(stderr,
+            "gpuscale rightsize: --prometheus \"%s\": expected an http:// or https:// URL\n",
+            o.prometheus);
+    goto done;
+  }
+  if (parse_end(o.end, &end_ms)) {
+    fprintf(stderr, "gpuscale rightsize: --end \"%s\": expected now or Unix seconds\n", o.end);
+    goto done;
+  }
+  if (o.step_ms > o.window_ms || o.min_idle_ms > o.window_ms) {
+    fprintf(stderr, "gpuscale rightsize: --step and --min-idle must not exceed --window\n");
+    goto done;
+  }
+  if (!!o.basic_user != !!o.basic_password_file) {
+    fprintf(stderr, "gpuscale rightsize: --basic-auth-user and --basic-auth-password-file go "
+                    "together\n");
+    goto done;
+  }
+  status = 1;
+  struct rs_params p;
+  rs_params_default(&p);
+  p.window_ms = o.window_ms;
+  p.step_ms = o.step_ms;
+  p.min_idle_ms = o.min_idle_ms;
+  p.idle_util_pct = o.idle_util;
+  p.idle_mem_pct = o.idle_mem;
+  p.low_util_pct = o.low_util;
+  p.pack_util_pct = o.pack_util;
+  p.pack_mem_pct = o.pack_mem;
+  p.min_coverage = o.min_coverage;
+  struct rs_prom_opts po = {
+      .url = o.prometheus,
+      .bearer_token_file = o.bearer_token_file,
+      .ca_file = o.ca_file,
+      .basic_user = o.basic_user,
+      .basic_password_file = o.basic_password_file,
+      .selector = o.selector,
+      .timeout_ms = o.timeout_ms,
+      .retries = (int)o.retries,
+      .max_answer_bytes = (size_t)o.max_answer_mib << 20,
+      .max_points = o.max_points,
+  };
+  struct rs_progress prog = {progress_bar, NULL};
+  struct rs_report r;
+  rs_report_init(&r);
+  rc = rs_build_report(&po, &p, end_ms, o.prices, isatty(STDERR_FILENO) ? &prog : NULL, &r, err,
+                       sizeof(err));
+  if (rc) {
+    fprintf(stderr, "gpuscale rightsize: %s\n", err[0] ? err : gs_strerror(rc));
+    rs_report_free(&r);
+    goto done;
+  }
+  struct buf out;
+  buf_init(&out, RS_REPORT_MAX);
+  if (!strcmp(o.format, "json"))
+    rc = report_json(&r, &out);
+  else if (!strcmp(o.format, "html"))
+    rc = report_html(&r, &out);
+  else
+    rc = report_text(&r, &out);
+  if (rc)
+    fprintf(stderr, "gpuscale rightsize: building the %s report failed: %s\n", o.format,
+            gs_strerror(rc));
+  else if (write_out(o.output, &out) == 0)
+    status = 0;
+  buf_free(&out);
+  if (status == 0) {
+    struct rs_apply_opts ao = {
+        o.apply, o.force, (int)o.max_nodes, o.eviction_timeout_ms, o.kubeconfig, o.audit,
+        &po,     &p,      o.prices};
+    if (rs_apply(&r, &ao) != 0)
+      status = 1;
+  }
+  rs_report_free(&r);
+done:
+  config_free(rs_defs, NDEFS, &o);
+  return status;
+}

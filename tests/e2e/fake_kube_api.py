@@ -1,0 +1,346 @@
+#!/usr/bin/python3
+"""A fake Kubernetes API server for the drain tests: Python stdlib http.server speaking the real
+REST paths, JSON shapes and status codes of the calls a drain makes.
+
+No real API server can run in this environment, so gpuscale's Kubernetes client is tested against
+this one. Paths:
+
+    GET   /api/v1/nodes/{name}                                  200 Node | 404 Status
+    GET   /api/v1/nodes                                         200 NodeList
+    PATCH /api/v1/nodes/{name}                                  200 Node (merge / strategic merge)
+    GET   /api/v1/pods?fieldSelector=spec.nodeName%3D{name}     200 PodList
+    GET   /api/v1/namespaces/{ns}/pods                          200 PodList
+    POST  /api/v1/namespaces/{ns}/pods/{name}/eviction          201 Status | 429 (PDB) | 404
+    POST  /api/v1/namespaces/{ns}/events                        201 Event | 409 AlreadyExists
+
+State comes from a JSON fixture:
+
+    {
+      "nodes": [<v1 Node>...],
+      "pods":  [<v1 Pod>...],                 # spec.nodeName places a pod
+      "pdb":   {"ns/pod": N},                 # eviction answers 429 N times, then 201
+      "pdb_retry_after": S,                   # optional: a Retry-After: S header on those 429s
+      "faults": [{"method": "GET", "path": "/api/v1/nodes/a", "status": 500,
+                  "body": <JSON or null>, "raw": "<text sent verbatim>", "times": 1}]
+    }
+
+A fault matches a request by method and by path (with or without the query string); `times`
+(default: always) limits how often. Every request is recorded (method, path, query, content type,
+authorization present, JSON body) in memory and, with a log path, as JSON lines the test reads.
+An evicted pod disappears from the state; a PATCH updates the node, so a test can assert the
+cluster's state after a run. With a token, requests without "Authorization: Bearer <token>" get
+401. With a certificate and key the server speaks TLS, and with a client CA it requires mTLS.
+
+In-process:   api = FakeKubeAPI(state, log_path); api.start(); ...; api.stop()
+Stand-alone:  python3 fake_kube_api.py --state FILE [--port 0] [--log FILE] [--token T]
+                  [--tls-cert F --tls-key F [--client-ca F]]      prints "listening PORT"
+"""
+
+import argparse
+import copy
+import json
+import ssl
+import sys
+import threading
+import urllib.parse
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+PATCH_TYPES = ("application/strategic-merge-patch+json", "application/merge-patch+json")
+
+
+def status_body(code, reason, message, details=None):
+    """A metav1 Status, as the API server sends with every error."""
+    b = {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+         "message": message, "reason": reason, "code": code}
+    if details is not None:
+        b["details"] = details
+    return b
+
+
+def merge_patch(target, patch):
+    """RFC 7386 JSON merge patch (strategic merge is the same for the maps a drain patches)."""
+    if not isinstance(patch, dict):
+        return copy.deepcopy(patch)
+    if not isinstance(target, dict):
+        target = {}
+    out = dict(target)
+    for k, v in patch.items():
+        if v is None:
+            out.pop(k, None)
+        else:
+            out[k] = merge_patch(out.get(k), v)
+    return out
+
+
+class FakeKubeAPI:
+    def __init__(self, state, log_path=None, token=None, tls_cert=None, tls_key=None,
+                 client_ca=None, host="127.0.0.1", port=0):
+        self.lock = threading.Lock()
+        self.nodes = {n["metadata"]["name"]: copy.deepcopy(n) for n in state.get("nodes", [])}
+        self.pods = [copy.deepcopy(p) for p in state.get("pods", [])]
+        self.pdb = dict(state.get("pdb", {}))
+        self.pdb_retry_after = state.get("pdb_retry_after")
+        self.faults = [dict(f) for f in state.get("faults", [])]
+        self.events = []
+        self.requests = []
+        self.log_path = log_path
+        self.token = token
+        self.rv = 1000
+        api = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, fmt, *args):
+                pass
+
+            def do_GET(self):
+                api.handle(self, "GET")
+
+            def do_POST(self):
+                api.handle(self, "POST")
+
+            def do_PATCH(self):
+                api.handle(self, "PATCH")
+
+            def do_PUT(self):
+                api.handle(self, "PUT")
+
+            def do_DELETE(self):
+                api.handle(self, "DELETE")
+
+        self.httpd = ThreadingHTTPServer((host, port), Handler)
+        self.httpd.daemon_threads = True
+        self.scheme = "http"
+        if tls_cert:
+            ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+            ctx.load_cert_chain(tls_cert, tls_key)
+            if client_ca:
+                ctx.verify_mode = ssl.CERT_REQUIRED
+                ctx.load_verify_locations(client_ca)
+            self.httpd.socket = ctx.wrap_socket(self.httpd.socket, server_side=True)
+            self.scheme = "https"
+        self.port = self.httpd.server_address[1]
+        self.thread = None
+
+    @property
+    def url(self):
+        return "%s://127.0.0.1:%d" % (self.scheme, self.port)
+
+    def start(self):
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+        self.thread.start()
+        return self
+
+    def stop(self):
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+    # -- state views for tests ---------------------------------------------------------------
+
+    def node(self, name):
+        with self.lock:
+            return copy.deepcopy(self.nodes.get(name))
+
+    def pod_names(self):
+        with self.lock:
+            return ["%s/%s" % (p["metadata"]["namespace"], p["metadata"]["name"])
+                    for p in self.pods]
+
+    def calls(self, include_events=True):
+        """[(method, path with query)] in order."""
+        with self.lock:
+            return [(r["method"], r["path"]) for r in self.requests
+                    if include_events or not r["path"].endswith("/events")]
+
+    def writes(self):
+        with self.lock:
+            return [r for r in self.requests if r["method"] != "GET"]
+
+    # -- request handling --------------------------------------------------------------------
+
+    def record(self, entry):
+        with self.lock:
+            self.requests.append(entry)
+            if self.log_path:
+                with open(self.log_path, "a") as f:
+                    f.write(json.dumps(entry) + "\n")
+
+    def send(self, h, code, body, raw=None, headers=None):
+        data = raw.encode() if raw is not None else json.dumps(body).encode()
+        h.send_response(code)
+        for k, v in (headers or {}).items():
+            h.send_header(k, v)
+        h.send_header("Content-Type", "application/json")
+        h.send_header("Content-Length", str(len(data)))
+        h.end_headers()
+        h.wfile.write(data)
+
+    def fault_for(self, method, full, path):
+        with self.lock:
+            for f in self.faults:
+                if f.get("method", method) != method or f.get("path") not in (full, path):
+                    continue
+                if "times" in f:
+                    if f["times"] <= 0:
+                        continue
+                    f["times"] -= 1
+                return f
+        return None
+
+    def handle(self, h, method):
+        n = int(h.headers.get("Content-Length") or 0)
+        raw = h.rfile.read(n) if n else b""
+        parsed = urllib.parse.urlsplit(h.path)
+        path, query = parsed.path, urllib.parse.parse_qs(parsed.query)
+        try:
+            body = json.loads(raw) if raw else None
+        except ValueError:
+            body = {"_unparsable": raw.decode(errors="replace")}
+        auth = h.headers.get("Authorization")
+        self.record({"method": method, "path": h.path, "query": query,
+                     "content_type": h.headers.get("Content-Type"), "auth": auth is not None,
+                     "body": body})
+        if self.token is not None and auth != "Bearer " + self.token:
+            return self.send(h, 401, status_body(401, "Unauthorized", "Unauthorized"))
+        f = self.fault_for(method, h.path, path)
+        if f:
+            return self.send(h, f.get("status", 500), f.get("body", status_body(
+                f.get("status", 500), "InternalError", "injected fault")), raw=f.get("raw"))
+        if body is not None and "_unparsable" in body:
+            return self.send(h, 400, status_body(400, "BadRequest", "request body is not JSON"))
+        parts = [p for p in path.split("/") if p]
+        with self.lock:
+            code, out = self.route(method, parts, query, body, h.headers.get("Content-Type"))
+        headers = None
+        if code == 429 and self.pdb_retry_after is not None:
+            headers = {"Retry-After": str(self.pdb_retry_after)}
+        self.send(h, code, out, headers=headers)
+
+    def route(self, method, parts, query, body, ctype):
+        if parts[:2] != ["api", "v1"]:
+            return 404, status_body(404, "NotFound", "the server could not find the requested "
+                                    "resource")
+        rest = parts[2:]
+        if rest == ["nodes"] and method == "GET":
+            return 200, {"kind": "NodeList", "apiVersion": "v1",
+                         "metadata": {"resourceVersion": str(self.rv)},
+                         "items": list(self.nodes.values())}
+        if len(rest) == 2 and rest[0] == "nodes":
+            return self.node_call(method, rest[1], body, ctype)
+        if rest == ["pods"] and method == "GET":
+            return self.list_pods(query, None)
+        if len(rest) == 3 and rest[0] == "namespaces" and rest[2] == "pods" and method == "GET":
+            return self.list_pods(query, rest[1])
+        if (len(rest) == 5 and rest[0] == "namespaces" and rest[2] == "pods" and
+                rest[4] == "eviction" and method == "POST"):
+            return self.evict(rest[1], rest[3], body)
+        if len(rest) == 3 and rest[0] == "namespaces" and rest[2] == "events" and method == "POST":
+            return self.event(rest[1], body)
+        return 405 if rest else 404, status_body(405, "MethodNotAllowed",
+                                                 "the server does not allow this method")
+
+    def node_call(self, method, name, body, ctype):
+        node = self.nodes.get(name)
+        if node is None:
+            return 404, status_body(404, "NotFound", 'nodes "%s" not found' % name,
+                                    {"name": name, "kind": "nodes"})
+        if method == "GET":
+            return 200, node
+        if method == "PATCH":
+            if ctype not in PATCH_TYPES:
+                return 415, status_body(415, "UnsupportedMediaType",
+                                        "the body of the request was in an unknown format")
+            if not isinstance(body, dict):
+                return 400, status_body(400, "BadRequest", "patch is not a JSON object")
+            patched = merge_patch(node, body)
+            self.rv += 1
+            patched["metadata"]["resourceVersion"] = str(self.rv)
+            self.nodes[name] = patched
+            return 200, patched
+        return 405, status_body(405, "MethodNotAllowed", "the server does not allow this method")
+
+    def list_pods(self, query, ns):
+        sel = query.get("fieldSelector", [""])[0]
+        node = None
+        if sel:
+            key, _, val = sel.partition("=")
+            if key != "spec.nodeName":
+                return 400, status_body(400, "BadRequest",
+                                        '"%s" is not a known field selector' % key)
+            node = val
+        items = [p for p in self.pods
+                 if (node is None or p.get("spec", {}).get("nodeName") == node) and
+                 (ns is None or p["metadata"]["namespace"] == ns)]
+        return 200, {"kind": "PodList", "apiVersion": "v1",
+                     "metadata": {"resourceVersion": str(self.rv)}, "items": items}
+
+    def evict(self, ns, name, body):
+        if (not isinstance(body, dict) or body.get("apiVersion") != "policy/v1" or
+                body.get("kind") != "Eviction" or
+                body.get("metadata", {}).get("name") != name or
+                body.get("metadata", {}).get("namespace") not in (None, ns)):
+            return 400, status_body(400, "BadRequest", "body is not a policy/v1 Eviction for "
+                                    "this pod")
+        pod = next((p for p in self.pods if p["metadata"]["namespace"] == ns and
+                    p["metadata"]["name"] == name), None)
+        if pod is None:
+            return 404, status_body(404, "NotFound", 'pods "%s" not found' % name,
+                                    {"name": name, "kind": "pods"})
+        key = "%s/%s" % (ns, name)
+        if self.pdb.get(key, 0) > 0:
+            self.pdb[key] -= 1
+            return 429, status_body(
+                429, "TooManyRequests",
+                "Cannot evict pod as it would violate the pod's disruption budget.",
+                {"causes": [{"reason": "DisruptionBudget",
+                             "message": "The disruption budget %s-pdb needs 1 healthy pods and "
+                                        "has 1 currently" % name}]})
+        self.pods.remove(pod)
+        return 201, {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success",
+                     "code": 201}
+
+    def event(self, ns, body):
+        if (not isinstance(body, dict) or body.get("kind") != "Event" or
+                body.get("apiVersion") != "v1"):
+            return 400, status_body(400, "BadRequest", "body is not a v1 Event")
+        meta = body.get("metadata", {})
+        if meta.get("namespace", ns) != ns:
+            return 400, status_body(400, "BadRequest", "the namespace of the object does not "
+                                    "match the namespace on the request")
+        inv = body.get("involvedObject", {})
+        if not inv.get("kind") or not inv.get("name") or not body.get("reason"):
+            return 422, status_body(422, "Invalid", "Event is invalid: involvedObject and "
+                                    "reason are required")
+        if any(e["metadata"].get("name") == meta.get("name") for e in self.events):
+            return 409, status_body(409, "AlreadyExists",
+                                    'events "%s" already exists' % meta.get("name"))
+        ev = copy.deepcopy(body)
+        ev["metadata"]["namespace"] = ns
+        self.events.append(ev)
+        return 201, ev
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--state", required=True)
+    ap.add_argument("--port", type=int, default=0)
+    ap.add_argument("--log")
+    ap.add_argument("--token")
+    ap.add_argument("--tls-cert")
+    ap.add_argument("--tls-key")
+    ap.add_argument("--client-ca")
+    a = ap.parse_args()
+    with open(a.state) as f:
+        state = json.load(f)
+    api = FakeKubeAPI(state, a.log, a.token, a.tls_cert, a.tls_key, a.client_ca, port=a.port)
+    print("listening %d" % api.port, flush=True)
+    try:
+        api.httpd.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

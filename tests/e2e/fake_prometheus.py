@@ -1,0 +1,110 @@
+#!/usr/bin/python3
+"""A tiny fake Prometheus for the rightsize end-to-end tests: serves /api/v1/query_range from a
+JSON description of series with patterns, and can answer with errors, malformed JSON or delays.
+
+Description (JSON file given as argv[1]):
+  {"mode": "ok" | "error_status" | "malformed" | "http_500" | "empty" | "huge",
+   "delay_s": 0,                      # sleep before answering
+   "series": [{"metric": "DCGM_FI_DEV_GPU_UTIL", "labels": {...},
+               "pattern": {"const": 5} | {"square": [lo, hi, period_s]},
+               "gaps": [[from_unix_s, to_unix_s], ...]}]}   # no points inside [from, to)
+Prints "PORT <n>" on stdout once listening on 127.0.0.1. Requests are logged to argv[2] (JSON
+lines) when given, so tests can assert what was asked.
+"""
+
+import json
+import sys
+import threading
+import time
+import urllib.parse
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+
+def value_at(pattern, t):
+    if "const" in pattern:
+        return float(pattern["const"])
+    if "square" in pattern:
+        lo, hi, period = pattern["square"]
+        return float(hi if (t % period) < period / 2 else lo)
+    raise ValueError("unknown pattern %r" % pattern)
+
+
+def fmt(v):
+    if v != v:
+        return "NaN"
+    return repr(int(v)) if v == int(v) else repr(v)
+
+
+class Handler(BaseHTTPRequestHandler):
+    desc = {}
+    log_path = None
+    lock = threading.Lock()
+
+    def log_message(self, *args):
+        pass
+
+    def reply(self, code, body):
+        data = body.encode() if isinstance(body, str) else body
+        self.send_response(code)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def do_GET(self):
+        u = urllib.parse.urlparse(self.path)
+        q = urllib.parse.parse_qs(u.query)
+        if Handler.log_path:
+            with Handler.lock, open(Handler.log_path, "a") as f:
+                f.write(json.dumps({"path": u.path, "query": {k: v[0] for k, v in q.items()},
+                                    "auth": self.headers.get("Authorization")}) + "\n")
+        d = Handler.desc
+        if d.get("delay_s"):
+            time.sleep(d["delay_s"])
+        if u.path != "/api/v1/query_range":
+            return self.reply(404, '{"status":"error","errorType":"not_found","error":"no route"}')
+        mode = d.get("mode", "ok")
+        if mode == "error_status":
+            return self.reply(400, json.dumps({"status": "error", "errorType": "bad_data",
+                                               "error": "invalid parameter \"query\": parse error"}))
+        if mode == "http_500":
+            return self.reply(500, "internal error")
+        if mode == "malformed":
+            return self.reply(200, '{"status":"success","data":{"resultType":"matrix","result":[{')
+        if mode == "huge":
+            pad = "x" * (3 << 20)
+            return self.reply(200, json.dumps({"status": "success", "data": {
+                "resultType": "matrix", "result": [], "pad": pad}}))
+        name = q["query"][0].split("{")[0]
+        start, end, step = float(q["start"][0]), float(q["end"][0]), float(q["step"][0])
+        result = []
+        if mode != "empty":
+            for s in d.get("series", []):
+                if s["metric"] != name:
+                    continue
+                vals = []
+                n = int(round((end - start) / step))
+                for k in range(n + 1):
+                    t = start + k * step
+                    if any(a <= t < b for a, b in s.get("gaps", [])):
+                        continue
+                    vals.append([t, fmt(value_at(s["pattern"], t))])
+                if vals:
+                    m = dict(s["labels"])
+                    m["__name__"] = name
+                    result.append({"metric": m, "values": vals})
+        self.reply(200, json.dumps({"status": "success",
+                                    "data": {"resultType": "matrix", "result": result}}))
+
+
+def main():
+    with open(sys.argv[1]) as f:
+        Handler.desc = json.load(f)
+    Handler.log_path = sys.argv[2] if len(sys.argv) > 2 else None
+    srv = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    print("PORT %d" % srv.server_address[1], flush=True)
+    srv.serve_forever()
+
+
+if __name__ == "__main__":
+    main()

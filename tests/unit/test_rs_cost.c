@@ -1,0 +1,173 @@
+/* Unit tests of the GPU catalogue and prices: model names, the built-in table, price files and
+ * their errors, and window/month costs. */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "core/err.h"
+#include "rightsize/cost.h"
+
+static void test_model_key(void **state) {
+  (void)state;
+  static const struct {
+    const char *name, *key;
+  } cases[] = {
+      {"NVIDIA H100 80GB HBM3", "H100-80GB"},
+      {"NVIDIA H100 PCIe", "H100-80GB"},
+      {"NVIDIA H200", "H200-141GB"},
+      {"NVIDIA A100-SXM4-40GB", "A100-40GB"},
+      {"NVIDIA A100-SXM4-80GB", "A100-80GB"},
+      {"NVIDIA A100 80GB PCIe", "A100-80GB"},
+      {"NVIDIA L4", "L4"},
+      {"Tesla T4", "T4"},
+      {"NVIDIA L40S", ""},
+      {"", ""},
+      {"H100-80GB", "H100-80GB"},
+  };
+  for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+    char k[RS_SHORT_MAX];
+    rs_model_key(cases[i].name, k, sizeof(k));
+    assert_string_equal(k, cases[i].key);
+  }
+  assert_non_null(rs_gpu_spec_find("L4"));
+  assert_null(rs_gpu_spec_find("L40S"));
+}
+
+static void test_builtin(void **state) {
+  (void)state;
+  struct rs_prices *p = rs_prices_builtin();
+  static const struct {
+    const char *key, *inst;
+    double per_gpu;
+  } cases[] = {
+      {"H100-80GB", "p5.48xlarge", 55.04 / 8},
+      {"H200-141GB", "p5en.48xlarge", 63.296 / 8},
+      {"A100-40GB", "p4d.24xlarge", 21.96 / 8},
+      {"A100-80GB", "p4de.24xlarge", 27.45 / 8},
+      {"L4", "g6.xlarge", 0.8048},
+      {"T4", "g4dn.xlarge", 0.526},
+  };
+  for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+    struct rs_price pr;
+    assert_int_equal(rs_price_lookup(p, "any", cases[i].key, "", &pr), 0);
+    assert_int_equal(pr.source, RS_PRICE_BUILTIN);
+    assert_string_equal(pr.instance_type, cases[i].inst);
+    assert_true(fabs(pr.per_gpu_hour - cases[i].per_gpu) < 1e-12);
+  }
+  struct rs_price pr;
+  assert_int_equal(rs_price_lookup(p, "n", "", "Mystery", &pr), GS_ENOTFOUND);
+  assert_int_equal(pr.source, RS_PRICE_NONE);
+  assert_string_equal(rs_prices_currency(p), "USD");
+  rs_prices_free(p);
+  rs_prices_free(NULL);
+}
+
+static void test_file(void **state) {
+  (void)state;
+  struct rs_prices *p;
+  char err[256] = "";
+  assert_int_equal(rs_prices_load(TEST_FIXTURES "/rightsize/prices.yaml", &p, err, sizeof(err)), 0);
+  struct rs_price pr;
+  assert_int_equal(rs_price_lookup(p, "x", "L4", "NVIDIA L4", &pr), 0);
+  assert_int_equal(pr.source, RS_PRICE_FILE_MODEL);
+  assert_true(pr.per_gpu_hour == 0.70);
+  /* node -> instance type from the file */
+  assert_int_equal(rs_price_lookup(p, "gke-h100-1", "H100-80GB", "", &pr), 0);
+  assert_int_equal(pr.source, RS_PRICE_FILE_INSTANCE);
+  assert_string_equal(pr.instance_type, "a3-highgpu-8g");
+  assert_true(fabs(pr.per_gpu_hour - 88.25 / 8) < 1e-12);
+  /* file instances come before the built-in ones for the same model */
+  assert_int_equal(rs_price_lookup(p, "other", "H100-80GB", "", &pr), 0);
+  assert_string_equal(pr.instance_type, "a3-highgpu-8g");
+  /* T4 still from the built-in table */
+  assert_int_equal(rs_price_lookup(p, "other", "T4", "", &pr), 0);
+  assert_int_equal(pr.source, RS_PRICE_BUILTIN);
+  rs_prices_free(p);
+}
+
+static void test_file_errors(void **state) {
+  (void)state;
+  static const struct {
+    const char *text;
+    int rc;
+    const char *words;
+  } cases[] = {
+      {"models:\n  H100-80GB: cheap\n", GS_EINVAL, "H100-80GB"},
+      {"models:\n  H100-80GB: -1\n", GS_EINVAL, "price"},
+      {"instances:\n  x: {price: 1}\n", GS_EINVAL, "gpus"},
+      {"instances:\n  x: {price: 1, gpus: 0}\n", GS_EINVAL, "gpus"},
+      {"instances:\n  x: {price: 1, gpus: 1, colour: red}\n", GS_EINVAL, "colour"},
+      {"regions: {}\n", GS_EPARSE, "regions"},
+      {"models: [\n", GS_EPARSE, "line"},
+      {"- a\n- b\n", GS_EPARSE, "mapping"},
+  };
+  for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+    struct rs_prices *p = (struct rs_prices *)1;
+    char err[256] = "";
+    assert_int_equal(rs_prices_parse(cases[i].text, strlen(cases[i].text), &p, err, sizeof(err)),
+                     cases[i].rc);
+    assert_null(p);
+    assert_non_null(strstr(err, cases[i].words));
+  }
+  struct rs_prices *p;
+  char err[256];
+  assert_int_equal(rs_prices_load("/nonexistent/prices.yaml", &p, err, sizeof(err)), GS_EIO);
+  assert_non_null(strstr(err, "/nonexistent/prices.yaml"));
+}
+
+static void test_costs(void **state) {
+  (void)state;
+  struct rs_report r;
+  rs_report_init(&r);
+  r.start_ms = 0;
+  r.end_ms = 10 * 3600000LL;
+  r.gpus = calloc(2, sizeof(*r.gpus));
+  r.n_gpus = 2;
+  r.nodes = calloc(1, sizeof(*r.nodes));
+  r.n_nodes = 1;
+  r.nodes[0].gpus = calloc(2, sizeof(size_t));
+  r.nodes[0].gpus[1] = 1;
+  r.nodes[0].n_gpus = 2;
+  for (int i = 0; i < 2; i++) {
+    struct rs_gpu *g = &r.gpus[i];
+    snprintf(g->node, sizeof(g->node), "n");
+    snprintf(g->model_key, sizeof(g->model_key), "%s", i ? "Mystery" : "T4");
+    g->hours_span = 10;
+    g->hours_observed = 10;
+    g->idle_hours = 4;
+    g->used_gpu_hours = 3;
+    g->valid = RS_HAS_IDLE | RS_HAS_USED_HOURS;
+  }
+  struct rs_prices *p = rs_prices_builtin();
+  rs_cost_apply(&r, p);
+  rs_cost_summarize(&r);
+  assert_true(r.gpus[0].valid & RS_HAS_COST);
+  assert_true(fabs(r.gpus[0].cost_window - 5.26) < 1e-9);
+  assert_true(fabs(r.gpus[0].idle_cost_window - 4 * 0.526) < 1e-9);
+  assert_false(r.gpus[1].valid & RS_HAS_COST);
+  assert_false(r.nodes[0].valid & RS_HAS_COST); /* a node is priced only when every GPU is */
+  assert_int_equal(r.summary.n_gpus_unpriced, 1);
+  assert_true(fabs(r.summary.gpu_hours_paid - 20) < 1e-9);
+  assert_true(fabs(r.summary.gpu_hours_used - 6) < 1e-9);
+  assert_true(fabs(r.summary.gpu_hours_idle - 8) < 1e-9);
+  assert_true(fabs(r.summary.cost_month - 5.26 / 10 * 730) < 1e-9);
+  assert_true(r.summary.valid & RS_SUM_HAS_COST);
+  rs_prices_free(p);
+  rs_report_free(&r);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_model_key), cmocka_unit_test(test_builtin),
+      cmocka_unit_test(test_file),      cmocka_unit_test(test_file_errors),
+      cmocka_unit_test(test_costs),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}

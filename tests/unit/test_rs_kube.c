@@ -1,0 +1,432 @@
+/* Unit tests for the Kubernetes client and drain plan: kubeconfig and in-cluster config fixtures,
+ * Node/PodList/Event JSON shapes, malformed answers, pod classification and the dry-run plan. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "core/err.h"
+#include "rightsize/drain.h"
+#include "rightsize/kube.h"
+
+#define FIX TEST_FIXTURES "/kube/"
+
+static char *slurp(const char *path, size_t *len) {
+  FILE *f = fopen(path, "rb");
+  assert_non_null(f);
+  fseek(f, 0, SEEK_END);
+  long n = ftell(f);
+  fseek(f, 0, SEEK_SET);
+  char *s = malloc((size_t)n + 1);
+  assert_non_null(s);
+  assert_int_equal(fread(s, 1, (size_t)n, f), (size_t)n);
+  s[n] = '\0';
+  fclose(f);
+  *len = (size_t)n;
+  return s;
+}
+
+/* ---- kubeconfig ---- */
+
+static void test_kubeconfig_current_context(void **state) {
+  struct kube_config c;
+  char err[256] = "";
+  assert_int_equal(
+      kube_config_from_kubeconfig(FIX "kubeconfig-multi.yaml", NULL, &c, err, sizeof(err)), 0);
+  assert_string_equal(c.server, "https://prod.example.com:6443"); /* trailing slash dropped */
+  assert_string_equal(c.token, "eyJhbGciOiJSUzI1NiJ9.test-token");
+  assert_non_null(c.ca_data);
+  assert_non_null(strstr(c.ca_data, "-----BEGIN CERTIFICATE-----\nMIIBfakeCAfortests\n"));
+  assert_null(c.ca_file);
+  assert_null(c.cert_file);
+  assert_false(c.insecure);
+  assert_non_null(strstr(c.source, "kubeconfig-multi.yaml"));
+  kube_config_free(&c);
+  kube_config_free(NULL);
+}
+
+static void test_kubeconfig_named_context_relative_paths(void **state) {
+  struct kube_config c;
+  char err[256] = "";
+  assert_int_equal(
+      kube_config_from_kubeconfig(FIX "kubeconfig-multi.yaml", "dev", &c, err, sizeof(err)), 0);
+  assert_string_equal(c.server, "https://10.0.0.1:6443");
+  assert_null(c.token);
+  assert_string_equal(c.ca_file, FIX "certs/dev-ca.crt"); /* relative to the kubeconfig */
+  assert_string_equal(c.cert_file, FIX "certs/admin.crt");
+  assert_string_equal(c.key_file, "/etc/abs/admin.key"); /* absolute stays */
+  kube_config_free(&c);
+}
+
+static void test_kubeconfig_cert_data(void **state) {
+  struct kube_config c;
+  char err[256] = "";
+  assert_int_equal(
+      kube_config_from_kubeconfig(FIX "kubeconfig-certdata.yaml", NULL, &c, err, sizeof(err)), 0);
+  assert_string_equal(c.server, "https://127.0.0.1:39457");
+  assert_non_null(strstr(c.cert_data, "MIIBfakeclient"));
+  assert_non_null(strstr(c.key_data, "BEGIN EC PRIVATE KEY"));
+  assert_null(c.cert_file);
+  kube_config_free(&c);
+}
+
+struct kc_bad_case {
+  const char *file;
+  const char *context;
+  int rc;
+  const char *msg; /* substring of err */
+};
+
+static const struct kc_bad_case kc_bad[] = {
+    {"kubeconfig-exec.yaml", NULL, GS_ENOTSUP, "exec or auth-provider plugin"},
+    {"kubeconfig-missing-context.yaml", NULL, GS_EPARSE, "context \"nowhere\" not found"},
+    {"kubeconfig-multi.yaml", "staging", GS_EPARSE, "context \"staging\" not found"},
+    {"kubeconfig-malformed.yaml", NULL, GS_EPARSE, "YAML error at line"},
+    {"kubeconfig-bad-base64.yaml", NULL, GS_EPARSE, "certificate-authority-data is not valid"},
+    {"does-not-exist.yaml", NULL, GS_EIO, "does-not-exist.yaml"},
+};
+
+static void test_kubeconfig_errors(void **state) {
+  for (size_t i = 0; i < sizeof(kc_bad) / sizeof(kc_bad[0]); i++) {
+    char path[512], err[512] = "";
+    snprintf(path, sizeof(path), FIX "%s", kc_bad[i].file);
+    struct kube_config c;
+    int rc = kube_config_from_kubeconfig(path, kc_bad[i].context, &c, err, sizeof(err));
+    if (rc != kc_bad[i].rc || !strstr(err, kc_bad[i].msg))
+      fail_msg("%s: rc %d err \"%s\"", kc_bad[i].file, rc, err);
+    kube_config_free(&c);
+  }
+}
+
+static void test_kubeconfig_yaml_inline(void **state) {
+  static const char y[] = "current-context: a\n"
+                          "clusters: [{name: a, cluster: {server: 'ftp://x'}}]\n"
+                          "contexts: [{name: a, context: {cluster: a}}]\n";
+  struct kube_config c;
+  char err[256] = "";
+  assert_int_equal(kube_config_from_yaml(y, sizeof(y) - 1, NULL, NULL, &c, err, sizeof(err)),
+                   GS_EPARSE);
+  assert_non_null(strstr(err, "http(s)://"));
+  kube_config_free(&c);
+  static const char y2[] = "current-context: a\n"
+                           "clusters: [{name: a, cluster: {server: 'https://h:1',"
+                           " insecure-skip-tls-verify: true}}]\n"
+                           "contexts: [{name: a, context: {cluster: a, user: u}}]\n"
+                           "users: [{name: u, user: {client-certificate: /c.pem}}]\n";
+  assert_int_equal(kube_config_from_yaml(y2, sizeof(y2) - 1, NULL, NULL, &c, err, sizeof(err)),
+                   GS_EPARSE);
+  assert_non_null(strstr(err, "must come together"));
+  kube_config_free(&c);
+}
+
+static void test_in_cluster(void **state) {
+  char dir[] = "/tmp/gs-sa-XXXXXX";
+  assert_non_null(mkdtemp(dir));
+  char tok[128], ca[128];
+  snprintf(tok, sizeof(tok), "%s/token", dir);
+  snprintf(ca, sizeof(ca), "%s/ca.crt", dir);
+  struct kube_config c;
+  char err[256] = "";
+  unsetenv("KUBERNETES_SERVICE_HOST");
+  assert_int_equal(kube_config_in_cluster(dir, &c, err, sizeof(err)), GS_EUNAVAIL);
+  kube_config_free(&c);
+  setenv("KUBERNETES_SERVICE_HOST", "fd00::1", 1);
+  setenv("KUBERNETES_SERVICE_PORT", "443", 1);
+  assert_int_equal(kube_config_in_cluster(dir, &c, err, sizeof(err)), GS_EIO);
+  assert_non_null(strstr(err, "token"));
+  kube_config_free(&c);
+  FILE *f = fopen(tok, "w");
+  fputs("sa-token\n", f);
+  fclose(f);
+  f = fopen(ca, "w");
+  fputs("pem\n", f);
+  fclose(f);
+  assert_int_equal(kube_config_in_cluster(dir, &c, err, sizeof(err)), 0);
+  assert_string_equal(c.server, "https://[fd00::1]:443");
+  assert_string_equal(c.token_file, tok);
+  assert_string_equal(c.ca_file, ca);
+  kube_config_free(&c);
+  /* kube_config_load prefers an explicit kubeconfig, then in-cluster. */
+  setenv("GPUSCALE_KUBE_SA_DIR", dir, 1);
+  assert_int_equal(kube_config_load(NULL, &c, err, sizeof(err)), 0);
+  assert_string_equal(c.source, "in-cluster service account");
+  kube_config_free(&c);
+  assert_int_equal(kube_config_load(FIX "kubeconfig-certdata.yaml", &c, err, sizeof(err)), 0);
+  assert_string_equal(c.server, "https://127.0.0.1:39457");
+  kube_config_free(&c);
+  unsetenv("KUBERNETES_SERVICE_HOST");
+  unsetenv("GPUSCALE_KUBE_SA_DIR");
+  unlink(tok);
+  unlink(ca);
+  rmdir(dir);
+}
+
+/* ---- JSON shapes ---- */
+
+static void test_node_parse(void **state) {
+  size_t len;
+  char *s = slurp(FIX "node.json", &len);
+  struct kube_node n;
+  const char *err = NULL;
+  assert_int_equal(kube_node_parse(s, len, &n, &err), 0);
+  assert_string_equal(n.name, "gpu-idle-a");
+  assert_string_equal(n.uid, "uid-gpu-idle-a");
+  assert_false(n.unschedulable);
+  assert_string_equal(
+      kube_annotation(n.annotations, n.n_annotations, "node.alpha.kubernetes.io/ttl"), "0");
+  assert_null(kube_annotation(n.annotations, n.n_annotations, "karpenter.sh/do-not-disrupt"));
+  kube_node_free(&n);
+  kube_node_free(NULL);
+  free(s);
+}
+
+struct json_bad_case {
+  const char *json;
+  bool node; /* else PodList */
+  const char *err;
+};
+
+static const struct json_bad_case json_bad[] = {
+    {"", true, "not valid JSON"},
+    {"<html>502 Bad Gateway</html>", true, "not valid JSON"},
+    {"{\"kind\":\"Node\",\"metadata\":{\"name\":\"a\"}} trailing", true, "not valid JSON"},
+    {"[1,2]", true, "not a JSON object"},
+    {"{\"kind\":\"Pod\",\"metadata\":{\"name\":\"a\"}}", true, "not a Node"},
+    {"{\"kind\":\"Node\",\"metadata\":{}}", true, "no valid metadata.name"},
+    {"{\"kind\":\"Node\",\"metadata\":{\"name\":\"A_B\"}}", true, "no valid metadata.name"},
+    {"{\"kind\":\"Node\",\"metadata\":{\"name\":\"a\"},\"spec\":{\"unschedulable\":\"yes\"}}", true,
+     "unschedulable is not a boolean"},
+    {"{\"kind\":\"Node\",\"metadata\":{\"name\":\"a\",\"annotations\":{\"k\":1}}}", true,
+     "not a string"},
+    {"{\"kind\":\"Node\",\"metadata\":{\"name\":\"a\",\"annotations\":[]}}", true,
+     "annotations is not an object"},
+    {"{\"kind\":\"PodList\",\"metadata\":{}}", false, "PodList has no items"},
+    {"{\"kind\":\"NodeList\",\"items\":[]}", false, "not a PodList"},
+    {"{\"kind\":\"PodList\",\"items\":[{\"metadata\":{\"name\":\"p\"}}]}", false,
+     "no valid metadata.name or metadata.namespace"},
+    {"{\"kind\":\"PodList\",\"items\":[3]}", false, "item is not an object"},
+    {"{\"kind\":\"PodList\",\"items\":[{\"metadata\":{\"name\":\"p\",\"namespace\":\"n\","
+     "\"ownerReferences\":{}}}]}",
+     false, "ownerReferences is not an array"},
+    {"{\"kind\":\"PodList\",\"items\":[{\"metadata\":{\"name\":\"p\",\"namespace\":\"n\","
+     "\"ownerReferences\":[{\"controller\":true}]}}]}",
+     false, "no kind or name"},
+};
+
+static void test_json_malformed(void **state) {
+  for (size_t i = 0; i < sizeof(json_bad) / sizeof(json_bad[0]); i++) {
+    const struct json_bad_case *c = &json_bad[i];
+    const char *err = "";
+    int rc;
+    if (c->node) {
+      struct kube_node n;
+      rc = kube_node_parse(c->json, strlen(c->json), &n, &err);
+      kube_node_free(&n);
+    } else {
+      struct kube_pod_list l;
+      rc = kube_pod_list_parse(c->json, strlen(c->json), &l, &err);
+      kube_pod_list_free(&l);
+    }
+    if (rc != GS_EPARSE || !strstr(err, c->err))
+      fail_msg("case %zu (%s): rc %d err \"%s\"", i, c->json, rc, err);
+  }
+  size_t len;
+  char *s = slurp(FIX "node-truncated.json", &len);
+  struct kube_node n;
+  const char *err = "";
+  assert_int_equal(kube_node_parse(s, len, &n, &err), GS_EPARSE);
+  kube_node_free(&n);
+  free(s);
+  s = slurp(FIX "pods-items-object.json", &len);
+  struct kube_pod_list l;
+  assert_int_equal(kube_pod_list_parse(s, len, &l, &err), GS_EPARSE);
+  assert_string_equal(err, "PodList items is not an array");
+  kube_pod_list_free(&l);
+  free(s);
+}
+
+static const struct kube_pod *find_pod(const struct kube_pod_list *l, const char *name) {
+  for (size_t i = 0; i < l->n; i++)
+    if (!strcmp(l->items[i].name, name))
+      return &l->items[i];
+  fail_msg("pod %s missing", name);
+  return NULL;
+}
+
+static void test_pods_and_classification(void **state) {
+  size_t len;
+  char *s = slurp(FIX "pods.json", &len);
+  struct kube_pod_list l;
+  const char *err = NULL;
+  assert_int_equal(kube_pod_list_parse(s, len, &l, &err), 0);
+  free(s);
+  assert_int_equal(l.n, 5);
+  char why[160];
+  const struct kube_pod *p = find_pod(&l, "llm-7f9c-abcde");
+  assert_string_equal(p->ns, "ml");
+  assert_string_equal(p->owner_kind, "ReplicaSet");
+  assert_string_equal(p->phase, "Running");
+  assert_int_equal(drain_classify_pod(p, false, why, sizeof(why)), DRAIN_POD_EVICT);
+  assert_string_equal(why, "ReplicaSet llm-7f9c");
+  p = find_pod(&l, "nvidia-device-plugin-x1");
+  assert_int_equal(drain_classify_pod(p, true, why, sizeof(why)), DRAIN_POD_SKIP);
+  assert_non_null(strstr(why, "DaemonSet"));
+  p = find_pod(&l, "kube-proxy-gpu-idle-a");
+  assert_int_equal(drain_classify_pod(p, true, why, sizeof(why)), DRAIN_POD_SKIP);
+  assert_non_null(strstr(why, "mirror"));
+  p = find_pod(&l, "debug-shell"); /* no controller, but already terminating */
+  assert_null(p->owner_kind);
+  assert_true(p->terminating);
+  assert_int_equal(drain_classify_pod(p, false, why, sizeof(why)), DRAIN_POD_SKIP);
+
+  /* A bare pod: refused unless force; protected pods block even with force. */
+  struct kube_kv ann[1] = {{"gpuscale.io/do-not-disrupt", "true"}};
+  struct kube_pod bare = {.ns = "default", .name = "bare", .phase = "Running"};
+  assert_int_equal(drain_classify_pod(&bare, false, why, sizeof(why)), DRAIN_POD_BLOCK);
+  assert_non_null(strstr(why, "--force"));
+  assert_int_equal(drain_classify_pod(&bare, true, why, sizeof(why)), DRAIN_POD_EVICT);
+  bare.annotations = ann;
+  bare.n_annotations = 1;
+  assert_int_equal(drain_classify_pod(&bare, true, why, sizeof(why)), DRAIN_POD_BLOCK);
+  assert_string_equal(why, "annotated gpuscale.io/do-not-disrupt=true");
+  kube_pod_list_free(&l);
+}
+
+static void test_protected_by(void **state) {
+  struct kube_kv a[2] = {{"x", "y"}, {NULL, NULL}};
+  static const char *const keys[] = {"karpenter.sh/do-not-disrupt",
+                                     "cluster-autoscaler.kubernetes.io/scale-down-disabled",
+                                     "gpuscale.io/do-not-disrupt"};
+  for (size_t i = 0; i < 3; i++) {
+    a[1].key = (char *)keys[i];
+    a[1].value = "true";
+    assert_string_equal(drain_protected_by(a, 2, false), keys[i]);
+    a[1].value = "false";
+    assert_null(drain_protected_by(a, 2, false));
+  }
+  a[1].key = "cluster-autoscaler.kubernetes.io/safe-to-evict";
+  a[1].value = "false";
+  assert_null(drain_protected_by(a, 2, false)); /* a pod-level annotation only */
+  assert_non_null(drain_protected_by(a, 2, true));
+}
+
+static void test_names_and_event_json(void **state) {
+  assert_true(kube_name_valid("gpu-node-1.ec2.internal"));
+  assert_false(kube_name_valid(""));
+  assert_false(kube_name_valid("-a"));
+  assert_false(kube_name_valid("a/../b"));
+  assert_false(kube_name_valid("Node"));
+  assert_false(kube_name_valid(NULL));
+  struct kube_event ev = {"gpu-a", "uid-1", "Warning", "GpuscaleDrainIncomplete", "say \"why\""};
+  char *j = kube_event_json(&ev, 1767225600123LL); /* 2026-01-01T00:00:00.123Z */
+  assert_non_null(j);
+  assert_non_null(strstr(j, "\"kind\":\"Event\""));
+  assert_non_null(strstr(j, "\"namespace\":\"default\""));
+  assert_non_null(strstr(j, "\"involvedObject\":{\"apiVersion\":\"v1\",\"kind\":\"Node\","
+                            "\"name\":\"gpu-a\",\"uid\":\"uid-1\"}"));
+  assert_non_null(strstr(j, "\"reason\":\"GpuscaleDrainIncomplete\""));
+  assert_non_null(strstr(j, "\"message\":\"say \\\"why\\\"\""));
+  assert_non_null(strstr(j, "\"type\":\"Warning\""));
+  assert_non_null(strstr(j, "\"firstTimestamp\":\"2026-01-01T00:00:00Z\""));
+  assert_non_null(strstr(j, "\"name\":\"gpu-a.19b76daa87b"));
+  free(j);
+}
+
+/* ---- client without a server ---- */
+
+static void test_client_unreachable(void **state) {
+  struct kube_config cfg = {0};
+  struct kube_client *c = NULL;
+  assert_int_equal(kube_client_new(&cfg, &c), GS_EINVAL);
+  cfg.server = "http://127.0.0.1:1";
+  cfg.token = "t";
+  cfg.timeout_ms = 2000;
+  assert_int_equal(kube_client_new(&cfg, &c), 0);
+  struct kube_node n;
+  struct kube_result res;
+  assert_int_equal(kube_get_node(c, "gpu-a", &n, &res), GS_EUNAVAIL);
+  assert_int_equal(res.http_status, 0);
+  assert_non_null(strstr(res.message, "GET http://127.0.0.1:1/api/v1/nodes/gpu-a"));
+  kube_node_free(&n);
+  assert_int_equal(kube_get_node(c, "../etc", &n, &res), GS_EINVAL);
+  assert_non_null(strstr(res.message, "invalid node name"));
+  kube_node_free(&n);
+  kube_client_free(c);
+  kube_client_free(NULL);
+}
+
+/* ---- dry-run plan without API access ---- */
+
+static int busy_b(void *ud, const char *node, char *why, size_t whylen) {
+  (*(int *)ud)++;
+  if (!strcmp(node, "b")) {
+    snprintf(why, whylen, "GPU 3 at 45%%");
+    return 0;
+  }
+  return strcmp(node, "err") ? 1 : GS_EUNAVAIL;
+}
+
+static void test_dry_run_plan(void **state) {
+  const char *nodes[] = {"err", "b", "a", "c", "Bad_Name"};
+  struct drain_opts o;
+  drain_opts_init(&o);
+  assert_int_equal(o.max_nodes, 1);
+  int calls = 0;
+  o.recheck = busy_b;
+  o.recheck_ud = &calls;
+  o.max_nodes = 2;
+  char *text = NULL;
+  size_t tlen = 0;
+  o.out = open_memstream(&text, &tlen);
+  struct drain_result r;
+  assert_int_equal(drain_run(NULL, nodes, 5, &o, &r), 0);
+  fclose(o.out);
+  assert_int_equal(r.n, 5);
+  assert_int_equal(r.nodes[0].state, DRAIN_NODE_SKIPPED); /* re-check failed */
+  assert_int_equal(r.nodes[1].state, DRAIN_NODE_SKIPPED); /* busy again */
+  assert_non_null(strstr(r.nodes[1].reason, "GPU 3 at 45%"));
+  assert_int_equal(r.nodes[2].state, DRAIN_NODE_PLANNED);
+  assert_int_equal(r.nodes[3].state, DRAIN_NODE_PLANNED);
+  assert_int_equal(r.nodes[4].state, DRAIN_NODE_NOT_REACHED); /* --max-nodes 2 */
+  assert_int_equal(r.drained, 2);
+  assert_int_equal(calls, 4);
+  assert_non_null(strstr(text, "dry run"));
+  assert_non_null(strstr(text, "node c: planned"));
+  free(text);
+  drain_result_free(&r);
+  /* apply needs a client; bad options are refused before anything happens. */
+  o.out = stdout;
+  o.apply = true;
+  assert_int_equal(drain_run(NULL, nodes, 1, &o, &r), GS_EINVAL);
+  o.apply = false;
+  o.max_nodes = 0;
+  assert_int_equal(drain_run(NULL, nodes, 1, &o, &r), GS_EINVAL);
+  drain_result_free(&r);
+  drain_result_free(NULL);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_kubeconfig_current_context),
+      cmocka_unit_test(test_kubeconfig_named_context_relative_paths),
+      cmocka_unit_test(test_kubeconfig_cert_data),
+      cmocka_unit_test(test_kubeconfig_errors),
+      cmocka_unit_test(test_kubeconfig_yaml_inline),
+      cmocka_unit_test(test_in_cluster),
+      cmocka_unit_test(test_node_parse),
+      cmocka_unit_test(test_json_malformed),
+      cmocka_unit_test(test_pods_and_classification),
+      cmocka_unit_test(test_protected_by),
+      cmocka_unit_test(test_names_and_event_json),
+      cmocka_unit_test(test_client_unreachable),
+      cmocka_unit_test(test_dry_run_plan),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,190 @@
+/* Unit tests of the Prometheus answer parser: good answers, exported_* labels, NaN values, error
+ * status, malformed JSON, empty and wrong-shaped results. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "core/err.h"
+#include "rightsize/prom.h"
+
+#define MAXS 8
+
+struct got {
+  size_t n;
+  char node[MAXS][64], gpu[MAXS][16], uuid[MAXS][32], pod[MAXS][64], ns[MAXS][64],
+      container[MAXS][64], model[MAXS][64];
+  size_t npts[MAXS];
+  struct rs_point pts[MAXS][8];
+};
+
+static int collect(void *ud, enum rs_metric m, const struct rs_series *s) {
+  struct got *g = ud;
+  (void)m;
+  if (g->n >= MAXS)
+    return GS_EINVAL;
+  size_t i = g->n++;
+  snprintf(g->node[i], 64, "%s", s->labels.node);
+  snprintf(g->gpu[i], 16, "%s", s->labels.gpu);
+  snprintf(g->uuid[i], 32, "%s", s->labels.uuid);
+  snprintf(g->pod[i], 64, "%s", s->labels.pod);
+  snprintf(g->ns[i], 64, "%s", s->labels.namespace_);
+  snprintf(g->container[i], 64, "%s", s->labels.container);
+  snprintf(g->model[i], 64, "%s", s->labels.model);
+  g->npts[i] = s->n;
+  for (size_t k = 0; k < s->n && k < 8; k++)
+    g->pts[i][k] = s->points[k];
+  return 0;
+}
+
+static char *slurp(const char *name, size_t *len) {
+  char path[512];
+  snprintf(path, sizeof(path), "%s/rightsize/%s", TEST_FIXTURES, name);
+  FILE *f = fopen(path, "rb");
+  assert_non_null(f);
+  char *b = malloc(1 << 16);
+  *len = fread(b, 1, 1 << 16, f);
+  fclose(f);
+  return b;
+}
+
+static int parse_file(const char *name, struct got *g, char *err, size_t errlen, size_t *seen) {
+  size_t len;
+  char *b = slurp(name, &len);
+  memset(g, 0, sizeof(*g));
+  struct rs_sink sink = {collect, g};
+  int rc = rs_prom_parse(b, len, RS_M_UTIL, &sink, seen, err, errlen);
+  free(b);
+  return rc;
+}
+
+static void test_good(void **state) {
+  (void)state;
+  struct got g;
+  char err[256];
+  size_t seen;
+  assert_int_equal(parse_file("good.json", &g, err, sizeof(err), &seen), 0);
+  assert_int_equal(seen, 2);
+  assert_int_equal(g.n, 2);
+  assert_string_equal(g.node[0], "node-a");
+  assert_string_equal(g.pod[0], "web-5d8f7c9b4-abcde");
+  assert_string_equal(g.ns[0], "prod");
+  assert_string_equal(g.container[0], "web");
+  assert_string_equal(g.uuid[0], "GPU-aaaa");
+  assert_string_equal(g.model[0], "NVIDIA H100 80GB HBM3");
+  assert_int_equal(g.npts[0], 3);
+  assert_int_equal(g.pts[0][2].t_ms, 1767225600000LL);
+  assert_true(g.pts[0][1].v == 20.0);
+  /* `node` wins over Hostname */
+  assert_string_equal(g.node[1], "node-a.k8s");
+  assert_string_equal(g.pod[1], "");
+}
+
+static void test_exported(void **state) {
+  (void)state;
+  struct got g;
+  char err[256];
+  assert_int_equal(parse_file("exported.json", &g, err, sizeof(err), NULL), 0);
+  assert_int_equal(g.n, 1);
+  assert_string_equal(g.pod[0], "llm-0");
+  assert_string_equal(g.ns[0], "ai");
+  assert_string_equal(g.container[0], "server");
+  assert_string_equal(g.node[0], "node-k"); /* kubernetes_node before Hostname */
+  assert_int_equal(g.pts[0][0].t_ms, 1767225000500LL);
+}
+
+static void test_nan(void **state) {
+  (void)state;
+  struct got g;
+  char err[256];
+  size_t seen;
+  assert_int_equal(parse_file("nan.json", &g, err, sizeof(err), &seen), 0);
+  assert_int_equal(seen, 2);
+  assert_int_equal(g.n, 1);       /* the series without a node is skipped */
+  assert_int_equal(g.npts[0], 1); /* NaN, +Inf, -Inf and the duplicate timestamp dropped */
+  assert_true(g.pts[0][0].v == 7.0);
+}
+
+static void test_errors(void **state) {
+  (void)state;
+  static const struct {
+    const char *file;
+    int rc;
+    const char *words;
+  } cases[] = {
+      {"error.json", GS_EUNAVAIL, "bad_data"},
+      {"malformed.json", GS_EPARSE, "malformed JSON"},
+      {"vector.json", GS_EPARSE, "matrix"},
+  };
+  for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+    struct got g;
+    char err[256] = "";
+    assert_int_equal(parse_file(cases[i].file, &g, err, sizeof(err), NULL), cases[i].rc);
+    assert_non_null(strstr(err, cases[i].words));
+  }
+  char err[256];
+  assert_int_equal(rs_prom_parse("", 0, RS_M_UTIL, NULL, NULL, err, sizeof(err)), GS_EPARSE);
+  assert_int_equal(rs_prom_parse("[1]", 3, RS_M_UTIL, NULL, NULL, err, sizeof(err)), GS_EPARSE);
+  const char *badv = "{\"status\":\"success\",\"data\":{\"result\":[{\"metric\":{\"gpu\":\"0\","
+                     "\"Hostname\":\"h\"},\"values\":[[1,2]]}]}}";
+  assert_int_equal(rs_prom_parse(badv, strlen(badv), RS_M_UTIL, NULL, NULL, err, sizeof(err)),
+                   GS_EPARSE);
+  assert_non_null(strstr(err, "expected [<unix seconds>"));
+}
+
+static void test_empty(void **state) {
+  (void)state;
+  struct got g;
+  char err[256];
+  size_t seen = 99;
+  assert_int_equal(parse_file("empty.json", &g, err, sizeof(err), &seen), 0);
+  assert_int_equal(seen, 0);
+  assert_int_equal(g.n, 0);
+}
+
+static int stop(void *ud, enum rs_metric m, const struct rs_series *s) {
+  (void)ud, (void)m, (void)s;
+  return GS_EINVAL;
+}
+
+static void test_sink_stops(void **state) {
+  (void)state;
+  size_t len;
+  char *b = slurp("good.json", &len);
+  struct rs_sink sink = {stop, NULL};
+  char err[64];
+  assert_int_equal(rs_prom_parse(b, len, RS_M_UTIL, &sink, NULL, err, sizeof(err)), GS_EINVAL);
+  free(b);
+}
+
+static void test_fetch_unreachable(void **state) {
+  (void)state;
+  struct rs_prom_opts o = {
+      .url = "http://127.0.0.1:1", .timeout_ms = 500, .retries = 0, .max_answer_bytes = 1 << 20};
+  char err[512] = "";
+  assert_int_equal(rs_prom_fetch(&o, 0, 600000, 300000, NULL, NULL, NULL, err, sizeof(err)),
+                   GS_EUNAVAIL);
+  assert_non_null(strstr(err, "cannot reach Prometheus"));
+  o.bearer_token_file = "/nonexistent/token";
+  assert_int_equal(rs_prom_fetch(&o, 0, 600000, 300000, NULL, NULL, NULL, err, sizeof(err)),
+                   GS_EIO);
+  assert_non_null(strstr(err, "/nonexistent/token"));
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_good),
+      cmocka_unit_test(test_exported),
+      cmocka_unit_test(test_nan),
+      cmocka_unit_test(test_errors),
+      cmocka_unit_test(test_empty),
+      cmocka_unit_test(test_sink_stops),
+      cmocka_unit_test(test_fetch_unreachable),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
