@@ -38,39 +38,12 @@ if [[ ! -x $GPUSCALE || ! -x $LOAD || ! -x $SIM ]]; then
 fi
 
 WORK=$(mktemp -d /tmp/gs-gwbench.XXXXXX)
-PIDS=()
-cleanup() {
-  local p
-  for p in "${PIDS[@]:-}"; do
-    [[ -n $p ]] && kill -TERM "$p" 2>/dev/null || true
-  done
-  for p in "${PIDS[@]:-}"; do
-    [[ -n $p ]] || continue
-    for _ in $(seq 100); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
-    kill -KILL "$p" 2>/dev/null || true
-  done
-  rm -rf "$WORK"
-}
-trap cleanup EXIT INT TERM
+# shellcheck source=bench/lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
-say() { printf '%s\n' "$*" >&2; }
-rss_kib() { awk '/^VmRSS:/ {print $2}' "/proc/$1/status"; }
 # CPU time of all of a process's threads in ns (schedstat field 1)
-cpu_ns() { cat /proc/"$1"/task/*/schedstat 2>/dev/null | awk '{s += $1} END {printf "%.0f", s}'; }
-field() { tr ' ' '\n' <<<"$1" | sed -n "s/^$2=//p"; }
 http() { curl -sf --noproxy '*' --max-time 5 "http://$1"; }
 
-free_port() {
-  local p
-  for _ in $(seq 100); do
-    p=$((20000 + RANDOM % 40000))
-    if ! (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then
-      echo "$p"
-      return 0
-    fi
-  done
-  return 1
-}
 
 # start NAME READY_PATH CMD...: starts a gpuscale server with --grpc-listen/--http-listen on free
 # ports and waits until READY_PATH answers 200 (or just HTTP, for READY_PATH "-"); sets PID, GRPC,
@@ -217,11 +190,6 @@ RSS_AFTER=$(rss_kib "$GW_PID")
 [[ $(fresh) -ge $NAGENTS ]] || say "bench: warning: some agents went stale during the load"
 
 # ---- the rows ------------------------------------------------------------------------------
-ROWS=()
-row() { ROWS+=("$(printf '| %-44s | %-38s | %-56s |' "$1" "$2" "$3")"); }
-us() { printf '%s us' "$1"; }
-rps() { printf '%s calls/s' "$1"; }
-mib() { awk -v k="$1" 'BEGIN {printf "%.1f MiB", k / 1024}'; }
 
 for scope in cluster workload; do
   for c in 1 64; do

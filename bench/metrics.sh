@@ -31,38 +31,12 @@ if [[ ! -x $GPUSCALE || ! -x $MB ]]; then
 fi
 
 WORK=$(mktemp -d /tmp/gs-mbench.XXXXXX)
-PIDS=()
-cleanup() {
-  local p
-  for p in "${PIDS[@]:-}"; do
-    [[ -n $p ]] && kill -TERM "$p" 2>/dev/null || true
-  done
-  for p in "${PIDS[@]:-}"; do
-    [[ -n $p ]] || continue
-    for _ in $(seq 50); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
-    kill -KILL "$p" 2>/dev/null || true
-  done
-  rm -rf "$WORK"
-}
-trap cleanup EXIT INT TERM
+# shellcheck source=bench/lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
-say() { printf '%s\n' "$*" >&2; }
-rss_kib() { awk '/^VmRSS:/ {print $2}' "/proc/$1/status"; }
-mib() { awk -v k="$1" 'BEGIN {printf "%.1f MiB", k / 1024}'; }
 kb() { awk -v b="$1" 'BEGIN {printf "%.1f KB", b / 1000}'; }
 get() { awk -v k="$1" '$1 == k {print $2}' "$2"; }
 
-free_port() {
-  local p
-  for _ in $(seq 100); do
-    p=$((20000 + RANDOM % 40000))
-    if ! (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then
-      echo "$p"
-      return 0
-    fi
-  done
-  return 1
-}
 
 # scenario FILE N: N GPUs with constant readings.
 scenario() {
@@ -147,8 +121,6 @@ stop_pid() {
   for _ in $(seq 50); do kill -0 "$1" 2>/dev/null || break; sleep 0.1; done
 }
 
-ROWS=()
-row() { ROWS+=("$(printf '| %-44s | %-38s | %-56s |' "$1" "$2" "$3")"); }
 
 for n in 8 64; do
   say "metrics bench: render, $n GPUs"

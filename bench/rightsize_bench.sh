@@ -34,39 +34,13 @@ if [[ ! -x $GPUSCALE ]]; then
 fi
 
 WORK=$(mktemp -d /tmp/gs-rsbench.XXXXXX)
-PIDS=()
-cleanup() {
-  local p
-  for p in "${PIDS[@]:-}"; do
-    [[ -n $p ]] && kill -TERM "$p" 2>/dev/null || true
-  done
-  for p in "${PIDS[@]:-}"; do
-    [[ -n $p ]] || continue
-    for _ in $(seq 100); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
-    kill -KILL "$p" 2>/dev/null || true
-  done
-  rm -rf "$WORK"
-}
-trap cleanup EXIT INT TERM
+# shellcheck source=bench/lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
-say() { printf '%s\n' "$*" >&2; }
-median() { tr ' ' '\n' | sed '/^$/d' | sort -n | awk '{v[NR] = $1} END {print v[int((NR + 1) / 2)]}'; }
-mib() { awk -v k="$1" 'BEGIN {printf "%.1f MiB", k / 1024}'; }
 mb() { awk -v b="$1" 'BEGIN {printf "%.1f MB", b / 1e6}'; }
 secs() { awk -v s="$1" 'BEGIN {printf "%.2f s", s}'; }
 curl_() { curl -sf --noproxy '*' "$@"; }
 
-free_port() {
-  local p
-  for _ in $(seq 100); do
-    p=$((20000 + RANDOM % 40000))
-    if ! (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then
-      echo "$p"
-      return 0
-    fi
-  done
-  return 1
-}
 
 wait_http() { # wait_http URL PID SECONDS
   local i
@@ -127,6 +101,8 @@ misses() { curl_ "$FAKE_URL/stats" | "$PY" -c 'import json, sys; print(json.load
 END=$(($(date +%s) / 300 * 300))
 timed "$WORK/warm" --prometheus "$FAKE_URL" --end "$END"
 m0=$(misses)
+served() { curl_ "$FAKE_URL/stats" | "$PY" -c 'import json, sys; print(len(json.load(sys.stdin)["served"]))'; }
+S0=$(served)
 WALLS="" CPUS="" RSS=""
 for ((rep = 1; rep <= REPS; rep++)); do
   timed "$WORK/run$rep" --prometheus "$FAKE_URL" --end "$END"
@@ -142,12 +118,14 @@ fi
 WALL=$(median <<<"$WALLS")
 CPU=$(median <<<"$CPUS")
 PEAK=$(median <<<"$RSS")
-# The transport floor: the very answers of the last run, downloaded with curl.
+# The transport floor: the very answers of the last run (every chunk of the 4 queries),
+# downloaded with curl.
+PER_RUN=$((($(served) - S0) / REPS))
 curl_ "$FAKE_URL/stats" | "$PY" -c '
 import json, sys
 st = json.load(sys.stdin)
-for path, _ in st["served"][-4:]:
-    print(sys.argv[1] + path)' "$FAKE_URL" >"$WORK/fake.urls"
+for path, _ in st["served"][-int(sys.argv[2]):]:
+    print(sys.argv[1] + path)' "$FAKE_URL" "$PER_RUN" >"$WORK/fake.urls"
 read -r FETCH FETCH_BYTES < <(fetch_all "$WORK/fake.urls")
 read -r FETCH2 _ < <(fetch_all "$WORK/fake.urls")
 FETCH=$(printf '%s\n%s\n' "$FETCH" "$FETCH2" | sort -n | head -1)
@@ -204,8 +182,8 @@ if [[ -x $PROMETHEUS && -x $PROMTOOL ]]; then
   done
   PWALL=$(median <<<"$PWALLS")
   PRSS=$(tfield "$WORK/prun1" rss_kib)
-  # The same queries rightsize sends (one chunk of <= 11000 steps per metric), from the
-  # report's window.
+  # The same metrics over the report's window, one request each (Prometheus allows 11000 steps):
+  # the least Prometheus itself must do.
   "$PY" -c '
 import datetime, json, sys, urllib.parse
 d = json.load(open(sys.argv[1]))
@@ -228,15 +206,13 @@ for m in ("DCGM_FI_DEV_FB_FREE", "DCGM_FI_DEV_FB_USED", "DCGM_FI_DEV_GPU_UTIL",
 fi
 
 # ---- the rows -----------------------------------------------------------------------------
-ROWS=()
-row() { ROWS+=("$(printf '| %-44s | %-38s | %-56s |' "$1" "$2" "$3")"); }
 row "rightsize $GPUS GPUs x 7d: wall, fake Prom" "$(secs "$WALL") ($NREC recs)" \
-  "curl of the same 4 answers: $(secs "$FETCH"), $(mb "$FETCH_BYTES")"
+  "curl of the same $PER_RUN answers: $(secs "$FETCH"), $(mb "$FETCH_BYTES")"
 row "rightsize $GPUS GPUs x 7d: CPU user+sys" "$(secs "$CPU")" "-"
 row "rightsize $GPUS GPUs x 7d: peak RSS" "$(mib "$PEAK")" \
   "largest single answer: $(mb "$BIGGEST")"
 row "  same, --max-points 288: peak RSS, wall" "$(mib "$CHUNK_RSS"), $(secs "$CHUNK_WALL")" \
-  "7 chunks x 4 queries instead of 1 x 4"
+  "7 chunks x 4 queries instead of $((PER_RUN / 4)) x 4"
 if [[ $FLOOR_ROWS == 1 ]]; then
   row "rightsize $FLOOR_GPUS GPUs x 7d: wall, real Prom" \
     "$(secs "$PWALL"), peak RSS $(mib "$PRSS")" \

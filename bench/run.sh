@@ -27,35 +27,12 @@ if [[ ! -x $GPUSCALE || ! -x $LOAD ]]; then
 fi
 
 WORK=$(mktemp -d /tmp/gs-bench.XXXXXX)
-PIDS=()
-cleanup() {
-  for p in "${PIDS[@]:-}"; do
-    [[ -n $p ]] || continue
-    kill -TERM "$p" 2>/dev/null || true
-  done
-  for p in "${PIDS[@]:-}"; do
-    [[ -n $p ]] || continue
-    for _ in $(seq 50); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
-    kill -KILL "$p" 2>/dev/null || true
-  done
-  rm -rf "$WORK"
-}
-trap cleanup EXIT INT TERM
+# shellcheck source=bench/lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+row() { row_fmt "$@"; printf '\n'; } # this table prints as it goes; the sub-scripts collect rows
 
-say() { printf '%s\n' "$*" >&2; }
 
 # A port nothing answers on (connection refused). The agent start is retried if it loses a race.
-free_port() {
-  local p
-  for _ in $(seq 100); do
-    p=$((20000 + RANDOM % 40000))
-    if ! (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then
-      echo "$p"
-      return 0
-    fi
-  done
-  return 1
-}
 
 # scenario FILE N: N GPUs with constant readings (constants keep every run comparable).
 scenario() {
@@ -100,14 +77,10 @@ start_agent() {
   exit 1
 }
 
-rss_kib() { awk '/^VmRSS:/ {print $2}' "/proc/$1/status"; }
 # utime + stime of a process, in clock ticks
 cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 # CPU time of all of a process's threads in ns (/proc/PID/task/*/schedstat, field 1): finer than
 # the 10 ms ticks of utime + stime, which matters for an idle agent.
-cpu_ns() { cat /proc/"$1"/task/*/schedstat 2>/dev/null | awk '{s += $1} END {printf "%.0f", s}'; }
-median() { tr ' ' '\n' | sort -n | awk '{v[NR] = $1} END {print v[int((NR + 1) / 2)]}'; }
-field() { tr ' ' '\n' <<<"$1" | sed -n "s/^$2=//p"; }
 
 load() { # load METHOD CONCURRENCY CALLS
   local out
@@ -171,9 +144,6 @@ T1=$(date +%s.%N)
 HZ=$(getconf CLK_TCK)
 
 # ---- the table -----------------------------------------------------------------------------
-us() { printf '%s us' "$1"; }
-rps() { printf '%s calls/s' "$1"; }
-mib() { awk -v k="$1" 'BEGIN {printf "%.1f MiB", k / 1024}'; }
 
 CPU_LINE=$(awk -v a64="$A64" -v b64="$B64" -v a1="$A1" -v b1="$B1" -v hz="$HZ" -v t0="$T0" \
   -v t1="$T1" -v n="$CPU_GPUS" -v n64="$N64" -v m64="$M64" -v n1="$N1" -v m1="$M1" 'BEGIN {
@@ -190,7 +160,6 @@ printf 'gpuscale bench: agent on the mock (%d GPUs, constant), load client bench
 printf 'loopback, client and agent share %d CPUs. Python is not used. Ceiling = grpc.health.v1/Check\n' "$NCPU"
 printf 'on the same server (no policy work), same client, same concurrency. Latency and throughput\n'
 printf 'are the median of %d runs each; 64 concurrent calls = 2 client threads x 32 calls in flight.\n\n' "$REPS"
-row() { printf '| %-44s | %-38s | %-56s |\n' "$1" "$2" "$3"; }
 row "figure" "gpuscale" "baseline / ceiling"
 printf '|%s|%s|%s|\n' "$(printf -- '-%.0s' {1..46})" "$(printf -- '-%.0s' {1..40})" \
   "$(printf -- '-%.0s' {1..58})"
