@@ -929,6 +929,8 @@ static int parse_pod(json_object *o, struct kube_pod *p, const char **err) {
   json_object *del = jget(meta, "deletionTimestamp");
   p->terminating = del && !json_object_is_type(del, json_type_null);
   int rc = parse_owner(meta, p, err);
+  if (!rc && dup_opt(jget(meta, "labels"), "pod-template-hash", &p->template_hash))
+    rc = GS_ENOMEM;
   if (!rc)
     rc = parse_annotations(meta, &p->annotations, &p->n_annotations, err);
   return rc;
@@ -978,6 +980,7 @@ void kube_pod_list_free(struct kube_pod_list *l) {
     free(p->phase);
     free(p->owner_kind);
     free(p->owner_name);
+    free(p->template_hash);
     kv_free(p->annotations, p->n_annotations);
   }
   free(l->items);

@@ -90,10 +90,11 @@ struct kube_pod {
   char *ns;
   char *name;
   char *uid;
-  char *phase;      /* "Running", "Succeeded"... or "" */
-  char *owner_kind; /* kind of the ownerReference with controller=true, or NULL */
-  char *owner_name; /* its name, or NULL */
-  bool terminating; /* metadata.deletionTimestamp is set */
+  char *phase;         /* "Running", "Succeeded"... or "" */
+  char *owner_kind;    /* kind of the ownerReference with controller=true, or NULL */
+  char *owner_name;    /* its name, or NULL */
+  char *template_hash; /* label pod-template-hash (set by the Deployment controller), or NULL */
+  bool terminating;    /* metadata.deletionTimestamp is set */
   struct kube_kv *annotations;
   size_t n_annotations;
 };

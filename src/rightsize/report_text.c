@@ -172,9 +172,11 @@ static int workloads(const struct rs_report *r, struct buf *o) {
   rc = rc ? rc
           : buf_printf(o, "  %-20s %-36s %-28s %4s %8s %8s %10s %7s %9s\n", "NAMESPACE", "POD",
                        "OWNER", "GPUS", "UTIL50", "UTIL95", "MEM95MiB", "IDLE%", "OBSERVEDh");
+  bool guessed = false;
   for (size_t i = 0; !rc && i < r->n_workloads; i++) {
     const struct rs_workload *w = &r->workloads[i];
     char u50[16], u95[16], m95[16], idle[16], own[RS_NAME_MAX + 2];
+    guessed |= w->owner_source == RS_OWNER_HEURISTIC;
     pct(&w->util, RS_HAS_P50, w->util.p50, u50, sizeof(u50));
     pct(&w->util, RS_HAS_P95, w->util.p95, u95, sizeof(u95));
     if (w->mem_mib.valid & RS_HAS_P95)
@@ -189,7 +191,9 @@ static int workloads(const struct rs_report *r, struct buf *o) {
     rc = buf_printf(o, "  %-20.20s %-36.36s %-28.28s %4zu %8s %8s %10s %7s %9.1f\n", w->namespace_,
                     w->pod, own, w->n_gpus, u50, u95, m95, idle, w->hours_observed);
   }
-  return rc ? rc : buf_puts(o, "  (* owner guessed from the pod name)\n\n");
+  if (rc)
+    return rc;
+  return buf_puts(o, guessed ? "  (* owner guessed from the pod name)\n\n" : "\n");
 }
 
 int report_text(const struct rs_report *r, struct buf *out) {

@@ -18,6 +18,8 @@
 #include "rightsize/cost.h"
 #include "rightsize/recommend.h"
 #include "rightsize/apply.h"
+#include "rightsize/kube.h"
+#include "rightsize/owners.h"
 #include "rightsize/report.h"
 
 #define RS_REPORT_MAX ((size_t)1 << 30)
@@ -221,6 +223,22 @@ static int write_out(const char *path, const struct buf *b) {
   return ok ? 0 : GS_EIO;
 }
 
+/* Workload owners from the Kubernetes API when access is configured (in a pod, or a kubeconfig);
+ * without access the owners stay guessed from pod names, as the report says, and nothing is
+ * printed. */
+static void fill_owners(struct rs_report *r, const char *kubeconfig) {
+  struct kube_config kcfg;
+  char kerr[512];
+  if (kube_config_load(kubeconfig, &kcfg, kerr, sizeof(kerr)) == 0) {
+    struct kube_client *kc = NULL;
+    if (kube_client_new(&kcfg, &kc) == 0 && rs_owners_fill(r, kc, kerr, sizeof(kerr)) != 0)
+      fprintf(stderr, "gpuscale rightsize: warning: %s; owners stay guessed from pod names\n",
+              kerr);
+    kube_client_free(kc);
+  }
+  kube_config_free(&kcfg);
+}
+
 int rightsize_main(int argc, char **argv) {
   static const char *usage_line =
       "gpuscale rightsize --prometheus URL [--window 7d] [--step 5m] [--prices FILE] "
@@ -303,6 +321,7 @@ int rightsize_main(int argc, char **argv) {
     rs_report_free(&r);
     goto done;
   }
+  fill_owners(&r, o.kubeconfig);
   struct buf out;
   buf_init(&out, RS_REPORT_MAX);
   if (!strcmp(o.format, "json"))

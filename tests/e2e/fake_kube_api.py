@@ -9,7 +9,9 @@ this one. Paths:
     GET   /api/v1/nodes                                         200 NodeList
     PATCH /api/v1/nodes/{name}                                  200 Node (merge / strategic merge)
     GET   /api/v1/pods?fieldSelector=spec.nodeName%3D{name}     200 PodList
+    GET   /api/v1/pods                                          200 PodList (every namespace)
     GET   /api/v1/namespaces/{ns}/pods                          200 PodList
+          (the pod lists page with ?limit=N&continue=TOKEN, as the API server does)
     POST  /api/v1/namespaces/{ns}/pods/{name}/eviction          201 Status | 429 (PDB) | 404
     POST  /api/v1/namespaces/{ns}/events                        201 Event | 409 AlreadyExists
 
@@ -272,8 +274,16 @@ class FakeKubeAPI:
         items = [p for p in self.pods
                  if (node is None or p.get("spec", {}).get("nodeName") == node) and
                  (ns is None or p["metadata"]["namespace"] == ns)]
-        return 200, {"kind": "PodList", "apiVersion": "v1",
-                     "metadata": {"resourceVersion": str(self.rv)}, "items": items}
+        meta = {"resourceVersion": str(self.rv)}
+        limit = query.get("limit", [""])[0]
+        if limit:
+            # Paging as the API server does it: `limit` items, then an opaque continue token.
+            start = int(query.get("continue", ["0"])[0] or 0)
+            end = start + max(int(limit), 1)
+            if end < len(items):
+                meta["continue"] = str(end)
+            items = items[start:end]
+        return 200, {"kind": "PodList", "apiVersion": "v1", "metadata": meta, "items": items}
 
     def evict(self, ns, name, body):
         if (not isinstance(body, dict) or body.get("apiVersion") != "policy/v1" or

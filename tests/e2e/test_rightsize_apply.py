@@ -72,6 +72,7 @@ def test_apply_drains_exactly_the_idle_node(prom, api, tmp_path):
             if x["kind"] == "idle_node"] == [("idle_node", "gpu-idle-a")]
     node = "/api/v1/nodes/gpu-idle-a"
     assert api.calls() == [
+        ("GET", "/api/v1/pods?limit=500"),  # workload owners for the report
         ("GET", node), ("GET", pods_path("gpu-idle-a")),
         ("PATCH", node), ("POST", EVENTS),
         ("GET", pods_path("gpu-idle-a")),
