@@ -121,3 +121,23 @@ def test_grpc_request_counter_counts_our_calls(main_agent, main_client):
     for _ in range(5):
         main_client.spec({"profile": "batch"})
     assert count() >= before + 5
+
+
+@pytest.mark.parametrize("accept,gzipped", [
+    ("gzip", True), ("deflate, gzip;q=0.5", True), ("*", True), ("br;q=1, GZIP", True),
+    ("gzip;q=0", False), ("identity", False), ("deflate", False), (None, False)])
+def test_gzip_only_when_the_client_accepts_it(main_agent, accept, gzipped):
+    """A scrape is gzipped exactly when Accept-Encoding allows gzip (q=0 refuses it), and the
+    compressed body is the same exposition."""
+    import gzip
+    import urllib.request
+    req = urllib.request.Request("http://127.0.0.1:%d/metrics" % main_agent.http_port)
+    if accept is not None:
+        req.add_header("Accept-Encoding", accept)
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+    with opener.open(req, timeout=5) as r:
+        body = r.read()
+        enc = r.headers.get("Content-Encoding")
+    assert (enc == "gzip") == gzipped, (accept, enc)
+    text = gzip.decompress(body).decode() if gzipped else body.decode()
+    assert "# TYPE DCGM_FI_DEV_GPU_UTIL gauge" in text
