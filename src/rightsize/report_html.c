@@ -18,32 +18,7 @@
 #define TIMELINE_MAX_NODES 200
 #define BARS_MAX 40
 
-/* Sticky-error writer, as in svg.c: check once at the end. */
-struct w {
-  struct buf *b;
-  int rc;
-};
-
-__attribute__((format(printf, 2, 3))) static void wf(struct w *o, const char *fmt, ...) {
-  if (o->rc)
-    return;
-  va_list ap;
-  va_start(ap, fmt);
-  o->rc = buf_vprintf(o->b, fmt, ap);
-  va_end(ap);
-}
-
-static void ws(struct w *o, const char *s) {
-  if (!o->rc)
-    o->rc = buf_puts(o->b, s);
-}
-
-static void wesc(struct w *o, const char *s) {
-  if (!o->rc)
-    o->rc = svg_escape(o->b, s);
-}
-
-static void wrc(struct w *o, int rc) {
+static void wrc(struct svg_out *o, int rc) {
   if (!o->rc)
     o->rc = rc;
 }
@@ -51,11 +26,11 @@ static void wrc(struct w *o, int rc) {
 /* ---- formatting ---------------------------------------------------------------------------- */
 
 /* "$12,345.67" for USD, "12,345.67 EUR" otherwise; escaped (the currency comes from a file). */
-static void wmoney(struct w *o, const struct rs_report *r, double v) {
+static void wmoney(struct svg_out *o, const struct rs_report *r, double v) {
   char digits[64], grouped[96];
   int usd = !strcmp(r->currency, "USD") || !r->currency[0];
   if (!isfinite(v)) {
-    ws(o, "?");
+    svg_outs(o, "?");
     return;
   }
   snprintf(digits, sizeof digits, "%.2f", fabs(v));
@@ -66,27 +41,27 @@ static void wmoney(struct w *o, const struct rs_report *r, double v) {
     grouped[g++] = digits[i];
   }
   grouped[g] = '\0';
-  wf(o, "%s%s%s", v < 0 ? "-" : "", usd ? "$" : "", grouped);
+  svg_outf(o, "%s%s%s", v < 0 ? "-" : "", usd ? "$" : "", grouped);
   if (!usd) {
-    ws(o, " ");
-    wesc(o, r->currency);
+    svg_outs(o, " ");
+    svg_outesc(o, r->currency);
   }
 }
 
-static void wtime(struct w *o, int64_t ms) {
+static void wtime(struct svg_out *o, int64_t ms) {
   char t[32];
   svg_format_time(ms / 1000, t, sizeof t);
-  wf(o, "%s UTC", t);
+  svg_outf(o, "%s UTC", t);
 }
 
-static void wduration(struct w *o, int64_t ms) {
+static void wduration(struct svg_out *o, int64_t ms) {
   double h = (double)ms / 3600000.0;
   if (h >= 48)
-    wf(o, "%.1f d", h / 24);
+    svg_outf(o, "%.1f d", h / 24);
   else if (h >= 1)
-    wf(o, "%.1f h", h);
+    svg_outf(o, "%.1f h", h);
   else
-    wf(o, "%.0f min", (double)ms / 60000.0);
+    svg_outf(o, "%.0f min", (double)ms / 60000.0);
 }
 
 static const char *kind_label(enum rs_rec_kind k) {
@@ -108,46 +83,46 @@ static const char *kind_color(enum rs_rec_kind k) {
 }
 
 /* The subject of a recommendation in a few words, written escaped: a node, a pod or a group. */
-static void wsubject(struct w *o, const struct rs_report *r, const struct rs_rec *rec) {
+static void wsubject(struct svg_out *o, const struct rs_report *r, const struct rs_rec *rec) {
   if (rec->kind == RS_REC_IDLE_NODE) {
-    wesc(o, rec->node_idx < r->n_nodes ? r->nodes[rec->node_idx].name : "?");
+    svg_outesc(o, rec->node_idx < r->n_nodes ? r->nodes[rec->node_idx].name : "?");
   } else if (rec->kind == RS_REC_CONSOLIDATE) {
-    wf(o, "%zu workload%s; frees ", rec->n_workloads, rec->n_workloads == 1 ? "" : "s");
+    svg_outf(o, "%zu workload%s; frees ", rec->n_workloads, rec->n_workloads == 1 ? "" : "s");
     if (!rec->n_nodes)
-      wf(o, "%zu GPU%s", rec->n_gpus, rec->n_gpus == 1 ? "" : "s");
+      svg_outf(o, "%zu GPU%s", rec->n_gpus, rec->n_gpus == 1 ? "" : "s");
     for (size_t i = 0; i < rec->n_nodes && i < 8; i++) {
-      ws(o, i ? ", " : "");
-      wesc(o, rec->nodes[i] < r->n_nodes ? r->nodes[rec->nodes[i]].name : "?");
+      svg_outs(o, i ? ", " : "");
+      svg_outesc(o, rec->nodes[i] < r->n_nodes ? r->nodes[rec->nodes[i]].name : "?");
     }
     if (rec->n_nodes > 8)
-      wf(o, " and %zu more", rec->n_nodes - 8);
+      svg_outf(o, " and %zu more", rec->n_nodes - 8);
   } else if (rec->workload_idx < r->n_workloads) {
     const struct rs_workload *wl = &r->workloads[rec->workload_idx];
-    wesc(o, wl->namespace_);
-    ws(o, "/");
-    wesc(o, wl->pod);
+    svg_outesc(o, wl->namespace_);
+    svg_outs(o, "/");
+    svg_outesc(o, wl->pod);
   } else {
-    ws(o, "?");
+    svg_outs(o, "?");
   }
 }
 
 /* The proposed change, e.g. "MIG 1g.10gb (3 per GPU)" or "8 → 5 GPUs". */
-static void wtarget(struct w *o, const struct rs_rec *rec) {
+static void wtarget(struct svg_out *o, const struct rs_rec *rec) {
   switch (rec->kind) {
-  case RS_REC_IDLE_NODE: ws(o, "cordon and drain; the autoscaler removes the node"); break;
+  case RS_REC_IDLE_NODE: svg_outs(o, "cordon and drain; the autoscaler removes the node"); break;
   case RS_REC_CONSOLIDATE:
-    wf(o, "%zu \xE2\x86\x92 %zu GPUs", rec->gpus_before, rec->gpus_after);
+    svg_outf(o, "%zu \xE2\x86\x92 %zu GPUs", rec->gpus_before, rec->gpus_after);
     break;
   case RS_REC_MIG:
-    ws(o, "MIG ");
-    wesc(o, rec->mig_profile);
+    svg_outs(o, "MIG ");
+    svg_outesc(o, rec->mig_profile);
     if (rec->share_ways)
-      wf(o, " (%u per GPU)", rec->share_ways);
+      svg_outf(o, " (%u per GPU)", rec->share_ways);
     break;
-  case RS_REC_TIMESLICE: wf(o, "time-slicing, %u per GPU", rec->share_ways); break;
+  case RS_REC_TIMESLICE: svg_outf(o, "time-slicing, %u per GPU", rec->share_ways); break;
   case RS_REC_CHEAPER_GPU:
-    ws(o, "move to ");
-    wesc(o, rec->target_model);
+    svg_outs(o, "move to ");
+    svg_outesc(o, rec->target_model);
     break;
   case RS_REC_KIND_COUNT: break;
   }
@@ -176,91 +151,96 @@ static const char css[] =
     ".muted{color:#666}ul.notes{background:#fff;border:1px solid #ddd;padding:8px 28px}"
     "@media print{body{background:#fff}.chart,.card{break-inside:avoid}}";
 
-static void head(struct w *o, const struct rs_report *r) {
-  ws(o,
-     "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\"/>\n"
-     /* Nothing may load or run: the file must read the same offline, and a label that
-      * escaped escaping still could not execute. */
-     "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; "
-     "style-src 'unsafe-inline'; img-src data:\"/>\n"
-     "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\"/>\n"
-     "<meta name=\"generator\" content=\"gpuscale rightsize\"/>\n<title>GPU rightsizing report, ");
+static void head(struct svg_out *o, const struct rs_report *r) {
+  svg_outs(
+      o,
+      "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\"/>\n"
+      /* Nothing may load or run: the file must read the same offline, and a label that
+       * escaped escaping still could not execute. */
+      "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; "
+      "style-src 'unsafe-inline'; img-src data:\"/>\n"
+      "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\"/>\n"
+      "<meta name=\"generator\" content=\"gpuscale rightsize\"/>\n<title>GPU rightsizing report, ");
   wtime(o, r->end_ms);
-  ws(o, "</title>\n<style>");
-  ws(o, css);
-  ws(o, "</style>\n</head>\n<body>\n<main>\n<h1>GPU rightsizing report</h1>\n<p class=\"meta\">");
-  ws(o, "Window ");
+  svg_outs(o, "</title>\n<style>");
+  svg_outs(o, css);
+  svg_outs(
+      o, "</style>\n</head>\n<body>\n<main>\n<h1>GPU rightsizing report</h1>\n<p class=\"meta\">");
+  svg_outs(o, "Window ");
   wtime(o, r->start_ms);
-  ws(o, " \xE2\x80\x93 ");
+  svg_outs(o, " \xE2\x80\x93 ");
   wtime(o, r->end_ms);
-  ws(o, " (");
+  svg_outs(o, " (");
   wduration(o, r->end_ms - r->start_ms);
-  ws(o, ", step ");
+  svg_outs(o, ", step ");
   wduration(o, r->params.step_ms);
-  ws(o, ") from <code>");
-  wesc(o, r->source_url);
-  ws(o, "</code>. Prices: ");
-  wesc(o, r->price_source[0] ? r->price_source : "none");
-  ws(o, ". Generated ");
+  svg_outs(o, ") from <code>");
+  svg_outesc(o, r->source_url);
+  svg_outs(o, "</code>. Prices: ");
+  svg_outesc(o, r->price_source[0] ? r->price_source : "none");
+  svg_outs(o, ". Generated ");
   wtime(o, r->generated_ms);
-  ws(o, " by gpuscale " GPUSCALE_VERSION ", schema ");
-  wesc(o, r->schema);
-  ws(o, ".</p>\n");
+  svg_outs(o, " by gpuscale " GPUSCALE_VERSION ", schema ");
+  svg_outesc(o, r->schema);
+  svg_outs(o, ".</p>\n");
 }
 
-static void card(struct w *o, const char *cls, const char *key) {
-  wf(o, "<div class=\"card%s%s\"><div class=\"k\">%s</div><div class=\"v\">", cls ? " " : "",
-     cls ? cls : "", key);
+static void card(struct svg_out *o, const char *cls, const char *key) {
+  svg_outf(o, "<div class=\"card%s%s\"><div class=\"k\">%s</div><div class=\"v\">", cls ? " " : "",
+           cls ? cls : "", key);
 }
 
-static void summary(struct w *o, const struct rs_report *r) {
+static void summary(struct svg_out *o, const struct rs_report *r) {
   const struct rs_summary *s = &r->summary;
   int cost = (s->valid & RS_SUM_HAS_COST) != 0, sav = (s->valid & RS_SUM_HAS_SAVINGS) != 0;
-  ws(o, "<h2 id=\"summary\">Summary</h2>\n<div class=\"cards\">\n");
+  svg_outs(o, "<h2 id=\"summary\">Summary</h2>\n<div class=\"cards\">\n");
   card(o, NULL, "GPU-hours paid");
-  wf(o, "%.1f</div><div class=\"k\">%zu GPUs on %zu nodes, %zu workloads</div></div>\n",
-     s->gpu_hours_paid, s->n_gpus, s->n_nodes, s->n_workloads);
+  svg_outf(o, "%.1f</div><div class=\"k\">%zu GPUs on %zu nodes, %zu workloads</div></div>\n",
+           s->gpu_hours_paid, s->n_gpus, s->n_nodes, s->n_workloads);
   card(o, NULL, "GPU-hours used (utilisation-weighted)");
-  wf(o, "%.1f</div><div class=\"k\">%.1f %% of paid; %.1f h observed, %.1f h idle</div></div>\n",
-     s->gpu_hours_used, s->gpu_hours_paid > 0 ? 100 * s->gpu_hours_used / s->gpu_hours_paid : 0,
-     s->gpu_hours_observed, s->gpu_hours_idle);
+  svg_outf(
+      o, "%.1f</div><div class=\"k\">%.1f %% of paid; %.1f h observed, %.1f h idle</div></div>\n",
+      s->gpu_hours_used, s->gpu_hours_paid > 0 ? 100 * s->gpu_hours_used / s->gpu_hours_paid : 0,
+      s->gpu_hours_observed, s->gpu_hours_idle);
   card(o, "idle", "Idle cost over the window");
   if (cost) {
     wmoney(o, r, s->idle_cost_window);
-    ws(o, "</div><div class=\"k\">");
+    svg_outs(o, "</div><div class=\"k\">");
     wmoney(o, r, s->idle_cost_month);
-    ws(o, " a month, of ");
+    svg_outs(o, " a month, of ");
     wmoney(o, r, s->cost_month);
-    ws(o, " paid a month</div></div>\n");
+    svg_outs(o, " paid a month</div></div>\n");
   } else {
-    ws(o, "\xE2\x80\x94</div><div class=\"k\">no prices known</div></div>\n");
+    svg_outs(o, "\xE2\x80\x94</div><div class=\"k\">no prices known</div></div>\n");
   }
   card(o, "save", "Projected savings a month");
   if (sav)
     wmoney(o, r, s->savings_month);
   else
-    ws(o, "\xE2\x80\x94");
-  wf(o, "</div><div class=\"k\">%zu recommendation%s</div></div>\n</div>\n", s->n_recs,
-     s->n_recs == 1 ? "" : "s");
+    svg_outs(o, "\xE2\x80\x94");
+  svg_outf(o, "</div><div class=\"k\">%zu recommendation%s</div></div>\n</div>\n", s->n_recs,
+           s->n_recs == 1 ? "" : "s");
   if (s->n_gpus_unpriced)
-    wf(o, "<p class=\"muted\">%zu GPU%s had no price and are left out of every $ figure.</p>\n",
-       s->n_gpus_unpriced, s->n_gpus_unpriced == 1 ? "" : "s");
+    svg_outf(o,
+             "<p class=\"muted\">%zu GPU%s had no price and are left out of every $ figure.</p>\n",
+             s->n_gpus_unpriced, s->n_gpus_unpriced == 1 ? "" : "s");
 
-  ws(o,
-     "<h2 id=\"by-kind\">Savings by kind</h2>\n<table>\n<tr><th>kind</th><th>recommendations</th>"
-     "<th>savings a month</th></tr>\n");
+  svg_outs(
+      o,
+      "<h2 id=\"by-kind\">Savings by kind</h2>\n<table>\n<tr><th>kind</th><th>recommendations</th>"
+      "<th>savings a month</th></tr>\n");
   for (int k = 0; k < RS_REC_KIND_COUNT; k++) {
-    wf(o,
-       "<tr><td><span class=\"kind\" style=\"background:%s\"></span>%s</td><td class=\"n\">"
-       "%zu</td><td class=\"n\">",
-       kind_color((enum rs_rec_kind)k), kind_label((enum rs_rec_kind)k), s->recs_by_kind[k]);
+    svg_outf(o,
+             "<tr><td><span class=\"kind\" style=\"background:%s\"></span>%s</td><td class=\"n\">"
+             "%zu</td><td class=\"n\">",
+             kind_color((enum rs_rec_kind)k), kind_label((enum rs_rec_kind)k), s->recs_by_kind[k]);
     if (sav)
       wmoney(o, r, s->savings_month_by_kind[k]);
     else
-      ws(o, "\xE2\x80\x94");
-    ws(o, "</td></tr>\n");
+      svg_outs(o, "\xE2\x80\x94");
+    svg_outs(o, "</td></tr>\n");
   }
-  ws(o, "</table>\n");
+  svg_outs(o, "</table>\n");
 }
 
 static int cmp_savings_desc(const void *a, const void *b) {
@@ -272,7 +252,7 @@ static int cmp_savings_desc(const void *a, const void *b) {
 
 /* One bar per recommendation (the largest BARS_MAX), coloured by kind. Labels and texts are
  * built into one buffer and referenced by offset, then pointed at once it stops moving. */
-static void savings_chart(struct w *o, const struct rs_report *r) {
+static void savings_chart(struct svg_out *o, const struct rs_report *r) {
   size_t n = r->n_recs < BARS_MAX ? r->n_recs : BARS_MAX;
   const struct rs_rec **order = r->n_recs ? calloc(r->n_recs, sizeof *order) : NULL;
   struct svg_bar *bars = n ? calloc(n, sizeof *bars) : NULL;
@@ -287,27 +267,27 @@ static void savings_chart(struct w *o, const struct rs_report *r) {
     order[i] = &r->recs[i];
   if (r->n_recs)
     qsort(order, r->n_recs, sizeof *order, cmp_savings_desc);
-  struct w t = {&text, 0};
+  struct svg_out t = {&text, 0};
   for (size_t i = 0; i < n; i++) {
     /* Labels are raw text here: svg_barchart escapes them. */
     off[2 * i] = text.len;
-    wf(&t, "%s: ", kind_label(order[i]->kind));
+    svg_outf(&t, "%s: ", kind_label(order[i]->kind));
     const struct rs_rec *rec = order[i];
     if (rec->kind == RS_REC_IDLE_NODE)
-      ws(&t, rec->node_idx < r->n_nodes ? r->nodes[rec->node_idx].name : "?");
+      svg_outs(&t, rec->node_idx < r->n_nodes ? r->nodes[rec->node_idx].name : "?");
     else if (rec->kind == RS_REC_CONSOLIDATE)
-      wf(&t, "%zu workloads, %zu \xE2\x86\x92 %zu GPUs", rec->n_workloads, rec->gpus_before,
-         rec->gpus_after);
+      svg_outf(&t, "%zu workloads, %zu \xE2\x86\x92 %zu GPUs", rec->n_workloads, rec->gpus_before,
+               rec->gpus_after);
     else if (rec->workload_idx < r->n_workloads)
-      wf(&t, "%s/%s", r->workloads[rec->workload_idx].namespace_,
-         r->workloads[rec->workload_idx].pod);
+      svg_outf(&t, "%s/%s", r->workloads[rec->workload_idx].namespace_,
+               r->workloads[rec->workload_idx].pod);
     wrc(&t, buf_append(&text, "", 1));
     off[2 * i + 1] = text.len;
     if (rec->valid & RS_REC_HAS_SAVINGS) {
       wmoney(&t, r, rec->savings_month);
-      ws(&t, "/mo");
+      svg_outs(&t, "/mo");
     } else {
-      ws(&t, "no price");
+      svg_outs(&t, "no price");
     }
     wrc(&t, buf_append(&text, "", 1));
     bars[i].value = (rec->valid & RS_REC_HAS_SAVINGS) ? rec->savings_month : 0;
@@ -318,14 +298,14 @@ static void savings_chart(struct w *o, const struct rs_report *r) {
     bars[i].label = text.data + off[2 * i];
     bars[i].text = text.data + off[2 * i + 1];
   }
-  ws(o, "<h2 id=\"savings\">Savings by recommendation</h2>\n<div class=\"chart\">\n");
+  svg_outs(o, "<h2 id=\"savings\">Savings by recommendation</h2>\n<div class=\"chart\">\n");
   struct svg_barchart c = {"Projected savings a month, largest first", bars, n};
   if (!o->rc)
     wrc(o, svg_barchart(o->b, &c));
-  ws(o, "</div>\n");
+  svg_outs(o, "</div>\n");
   if (r->n_recs > n)
-    wf(o, "<p class=\"muted\">The %zu smaller recommendations are in the table below.</p>\n",
-       r->n_recs - n);
+    svg_outf(o, "<p class=\"muted\">The %zu smaller recommendations are in the table below.</p>\n",
+             r->n_recs - n);
 out:
   buf_free(&text);
   free(off);
@@ -333,48 +313,50 @@ out:
   free(order);
 }
 
-static void evidence_cell(struct w *o, const struct rs_rec *rec) {
+static void evidence_cell(struct svg_out *o, const struct rs_rec *rec) {
   const struct rs_evidence *e = &rec->evidence;
-  wesc(o, rec->evidence_text);
+  svg_outesc(o, rec->evidence_text);
   if (e->valid & RS_EV_COVERAGE) {
-    wf(o, "<br/><span class=\"muted\">coverage %.0f %%", 100 * e->coverage);
+    svg_outf(o, "<br/><span class=\"muted\">coverage %.0f %%", 100 * e->coverage);
     if (e->valid & RS_EV_HOURS)
-      wf(o, ", %.1f h observed", e->hours_observed);
-    wf(o, ", %zu gap%s</span>", e->n_gaps, e->n_gaps == 1 ? "" : "s");
+      svg_outf(o, ", %.1f h observed", e->hours_observed);
+    svg_outf(o, ", %zu gap%s</span>", e->n_gaps, e->n_gaps == 1 ? "" : "s");
   }
 }
 
-static void recs_table(struct w *o, const struct rs_report *r) {
-  ws(o, "<h2 id=\"recommendations\">Recommendations</h2>\n");
+static void recs_table(struct svg_out *o, const struct rs_report *r) {
+  svg_outs(o, "<h2 id=\"recommendations\">Recommendations</h2>\n");
   if (!r->n_recs) {
-    ws(o, "<p>No recommendations: every GPU with enough data is in use, or too little data was "
-          "found to decide.</p>\n");
+    svg_outs(o,
+             "<p>No recommendations: every GPU with enough data is in use, or too little data was "
+             "found to decide.</p>\n");
     return;
   }
-  ws(o, "<table>\n<tr><th>#</th><th>kind</th><th>subject</th><th>change</th><th>reason</th>"
-        "<th>evidence</th><th>savings a month</th><th>confidence</th></tr>\n");
+  svg_outs(o, "<table>\n<tr><th>#</th><th>kind</th><th>subject</th><th>change</th><th>reason</th>"
+              "<th>evidence</th><th>savings a month</th><th>confidence</th></tr>\n");
   for (size_t i = 0; i < r->n_recs && !o->rc; i++) {
     const struct rs_rec *rec = &r->recs[i];
     const char *lvl = rs_confidence_name(rec->confidence_level);
-    wf(o,
-       "<tr><td class=\"n\">%zu</td><td><span class=\"kind\" style=\"background:%s\"></span>%s"
-       "</td><td>",
-       i + 1, kind_color(rec->kind), kind_label(rec->kind));
+    svg_outf(
+        o,
+        "<tr><td class=\"n\">%zu</td><td><span class=\"kind\" style=\"background:%s\"></span>%s"
+        "</td><td>",
+        i + 1, kind_color(rec->kind), kind_label(rec->kind));
     wsubject(o, r, rec);
-    ws(o, "</td><td>");
+    svg_outs(o, "</td><td>");
     wtarget(o, rec);
-    ws(o, "</td><td>");
-    wesc(o, rec->reason);
-    ws(o, "</td><td>");
+    svg_outs(o, "</td><td>");
+    svg_outesc(o, rec->reason);
+    svg_outs(o, "</td><td>");
     evidence_cell(o, rec);
-    ws(o, "</td><td class=\"n\">");
+    svg_outs(o, "</td><td class=\"n\">");
     if (rec->valid & RS_REC_HAS_SAVINGS)
       wmoney(o, r, rec->savings_month);
     else
-      ws(o, "no price");
-    wf(o, "</td><td class=\"conf-%s\">%s (%.2f)</td></tr>\n", lvl, lvl, rec->confidence);
+      svg_outs(o, "no price");
+    svg_outf(o, "</td><td class=\"conf-%s\">%s (%.2f)</td></tr>\n", lvl, lvl, rec->confidence);
   }
-  ws(o, "</table>\n");
+  svg_outs(o, "</table>\n");
 }
 
 /* ---- heatmap ------------------------------------------------------------------------------- */
@@ -391,10 +373,10 @@ static double bucket_util(const struct rs_bucket *tl, size_t b0, size_t b1) {
   return n > 0 ? sum / n : NAN;
 }
 
-static void heatmap(struct w *o, const struct rs_report *r) {
-  ws(o, "<h2 id=\"heatmap\">Utilisation heatmap, GPU \xC3\x97 time</h2>\n");
+static void heatmap(struct svg_out *o, const struct rs_report *r) {
+  svg_outs(o, "<h2 id=\"heatmap\">Utilisation heatmap, GPU \xC3\x97 time</h2>\n");
   if (!r->n_gpus || !r->n_buckets || r->bucket_ms <= 0) {
-    ws(o, "<p>No GPU time series to draw.</p>\n");
+    svg_outs(o, "<p>No GPU time series to draw.</p>\n");
     return;
   }
   size_t rows = r->n_gpus < HEAT_MAX_ROWS ? r->n_gpus : HEAT_MAX_ROWS;
@@ -432,15 +414,15 @@ static void heatmap(struct w *o, const struct rs_report *r) {
       .t0 = r->start_ms / 1000,
       .step = step_s > 0 ? step_s : 1,
   };
-  ws(o, "<div class=\"chart\">\n");
+  svg_outs(o, "<div class=\"chart\">\n");
   if (!o->rc)
     wrc(o, svg_heatmap(o->b, &h));
-  ws(o, "</div>\n<p class=\"muted\">One row per GPU (node, then GPU index), one column per ");
+  svg_outs(o, "</div>\n<p class=\"muted\">One row per GPU (node, then GPU index), one column per ");
   wduration(o, r->bucket_ms * (int64_t)merge);
-  ws(o, ". Grey is a gap in the data: unknown, never counted as idle.");
+  svg_outs(o, ". Grey is a gap in the data: unknown, never counted as idle.");
   if (r->n_gpus > rows)
-    wf(o, " The first %zu of %zu GPUs are drawn.", rows, r->n_gpus);
-  ws(o, "</p>\n");
+    svg_outf(o, " The first %zu of %zu GPUs are drawn.", rows, r->n_gpus);
+  svg_outs(o, "</p>\n");
 out:
   free(lp);
   free(labels);
@@ -461,7 +443,7 @@ static int node_has_rec(const struct rs_report *r, size_t node) {
   return 0;
 }
 
-static void node_chart(struct w *o, const struct rs_report *r, const struct rs_node *nd,
+static void node_chart(struct svg_out *o, const struct rs_report *r, const struct rs_node *nd,
                        double *y) {
   size_t nb = r->n_buckets;
   double *util = y, *mem = y + nb;
@@ -495,7 +477,7 @@ static void node_chart(struct w *o, const struct rs_report *r, const struct rs_n
                             r->bucket_ms >= 1000 ? r->bucket_ms / 1000 : 1,
                             s,
                             have_pct ? 2 : 1};
-  ws(o, "<div class=\"chart\">\n");
+  svg_outs(o, "<div class=\"chart\">\n");
   if (!o->rc)
     wrc(o, svg_linechart(o->b, &c));
   if (!have_pct && have_mib) {
@@ -505,13 +487,13 @@ static void node_chart(struct w *o, const struct rs_report *r, const struct rs_n
     if (!o->rc)
       wrc(o, svg_linechart(o->b, &m));
   }
-  ws(o, "</div>\n");
+  svg_outs(o, "</div>\n");
 }
 
-static void timelines(struct w *o, const struct rs_report *r) {
-  ws(o, "<h2 id=\"timelines\">Node timelines: utilisation and memory</h2>\n");
+static void timelines(struct svg_out *o, const struct rs_report *r) {
+  svg_outs(o, "<h2 id=\"timelines\">Node timelines: utilisation and memory</h2>\n");
   if (!r->n_nodes || !r->n_buckets || r->bucket_ms <= 0) {
-    ws(o, "<p>No node time series to draw.</p>\n");
+    svg_outs(o, "<p>No node time series to draw.</p>\n");
     return;
   }
   double *y = calloc(2 * r->n_buckets, sizeof *y);
@@ -519,8 +501,10 @@ static void timelines(struct w *o, const struct rs_report *r) {
     wrc(o, GS_ENOMEM);
     return;
   }
-  ws(o, "<p class=\"muted\">Mean over each node's GPUs per time bucket; a break in a line is a gap "
-        "in the data. Nodes named by a recommendation come first.</p>\n");
+  svg_outs(
+      o,
+      "<p class=\"muted\">Mean over each node's GPUs per time bucket; a break in a line is a gap "
+      "in the data. Nodes named by a recommendation come first.</p>\n");
   size_t drawn = 0;
   /* Two passes: nodes with a recommendation, then the rest, up to TIMELINE_MAX_NODES. */
   for (int pass = 0; pass < 2; pass++) {
@@ -532,116 +516,119 @@ static void timelines(struct w *o, const struct rs_report *r) {
     }
   }
   if (drawn < r->n_nodes)
-    wf(o, "<p class=\"muted\">%zu of %zu nodes drawn.</p>\n", drawn, r->n_nodes);
+    svg_outf(o, "<p class=\"muted\">%zu of %zu nodes drawn.</p>\n", drawn, r->n_nodes);
   free(y);
 }
 
 /* ---- node table, notes, parameters --------------------------------------------------------- */
 
-static void wdist(struct w *o, const struct rs_dist *d, unsigned bit, double v, int decimals,
+static void wdist(struct svg_out *o, const struct rs_dist *d, unsigned bit, double v, int decimals,
                   const char *unit) {
-  ws(o, "<td class=\"n\">");
+  svg_outs(o, "<td class=\"n\">");
   if (d->valid & bit)
-    wf(o, "%.*f %s", decimals, v, unit);
+    svg_outf(o, "%.*f %s", decimals, v, unit);
   else
-    ws(o, "\xE2\x80\x94");
-  ws(o, "</td>");
+    svg_outs(o, "\xE2\x80\x94");
+  svg_outs(o, "</td>");
 }
 
-static void nodes_table(struct w *o, const struct rs_report *r) {
-  ws(o, "<h2 id=\"nodes\">Nodes</h2>\n<table>\n<tr><th>node</th><th>GPUs</th><th>model</th>"
-        "<th>util p50</th><th>util p95</th><th>util max</th><th>memory p95</th><th>idle</th>"
-        "<th>observed</th><th>coverage</th><th>gaps</th><th>idle cost</th></tr>\n");
+static void nodes_table(struct svg_out *o, const struct rs_report *r) {
+  svg_outs(o, "<h2 id=\"nodes\">Nodes</h2>\n<table>\n<tr><th>node</th><th>GPUs</th><th>model</th>"
+              "<th>util p50</th><th>util p95</th><th>util max</th><th>memory p95</th><th>idle</th>"
+              "<th>observed</th><th>coverage</th><th>gaps</th><th>idle cost</th></tr>\n");
   for (size_t i = 0; i < r->n_nodes && !o->rc; i++) {
     const struct rs_node *nd = &r->nodes[i];
-    ws(o, "<tr><td>");
-    wesc(o, nd->name);
-    wf(o, "</td><td class=\"n\">%zu</td><td>", nd->n_gpus);
-    wesc(o, nd->model);
-    ws(o, "</td>");
+    svg_outs(o, "<tr><td>");
+    svg_outesc(o, nd->name);
+    svg_outf(o, "</td><td class=\"n\">%zu</td><td>", nd->n_gpus);
+    svg_outesc(o, nd->model);
+    svg_outs(o, "</td>");
     wdist(o, &nd->util, RS_HAS_P50, nd->util.p50, 1, "%");
     wdist(o, &nd->util, RS_HAS_P95, nd->util.p95, 1, "%");
     wdist(o, &nd->util, RS_HAS_MAX, nd->util.max, 1, "%");
     wdist(o, &nd->mem_mib, RS_HAS_P95, nd->mem_mib.p95, 0, "MiB");
     if (nd->valid & RS_HAS_IDLE)
-      wf(o, "<td class=\"n\">%.0f %%</td>", 100 * nd->idle_fraction);
+      svg_outf(o, "<td class=\"n\">%.0f %%</td>", 100 * nd->idle_fraction);
     else
-      ws(o, "<td class=\"n\">\xE2\x80\x94</td>");
-    wf(o, "<td class=\"n\">%.1f h</td><td class=\"n\">%.0f %%</td><td class=\"n\">%zu",
-       nd->hours_observed, 100 * nd->coverage, nd->n_gaps);
+      svg_outs(o, "<td class=\"n\">\xE2\x80\x94</td>");
+    svg_outf(o, "<td class=\"n\">%.1f h</td><td class=\"n\">%.0f %%</td><td class=\"n\">%zu",
+             nd->hours_observed, 100 * nd->coverage, nd->n_gaps);
     if (nd->gap_ms > 0) {
-      ws(o, " (");
+      svg_outs(o, " (");
       wduration(o, nd->gap_ms);
-      ws(o, ")");
+      svg_outs(o, ")");
     }
-    ws(o, "</td><td class=\"n\">");
+    svg_outs(o, "</td><td class=\"n\">");
     if (nd->valid & RS_HAS_COST)
       wmoney(o, r, nd->idle_cost_window);
     else
-      ws(o, "\xE2\x80\x94");
-    ws(o, "</td></tr>\n");
+      svg_outs(o, "\xE2\x80\x94");
+    svg_outs(o, "</td></tr>\n");
   }
-  ws(o, "</table>\n");
+  svg_outs(o, "</table>\n");
 }
 
-static void workloads_table(struct w *o, const struct rs_report *r) {
+static void workloads_table(struct svg_out *o, const struct rs_report *r) {
   if (!r->n_workloads)
     return;
-  ws(o, "<h2 id=\"workloads\">Workloads</h2>\n<table>\n<tr><th>namespace/pod</th><th>owner</th>"
-        "<th>GPUs</th><th>nodes</th><th>util p95</th><th>util max</th><th>memory p95</th>"
-        "<th>memory max</th><th>idle</th><th>observed</th></tr>\n");
+  svg_outs(o,
+           "<h2 id=\"workloads\">Workloads</h2>\n<table>\n<tr><th>namespace/pod</th><th>owner</th>"
+           "<th>GPUs</th><th>nodes</th><th>util p95</th><th>util max</th><th>memory p95</th>"
+           "<th>memory max</th><th>idle</th><th>observed</th></tr>\n");
   for (size_t i = 0; i < r->n_workloads && !o->rc; i++) {
     const struct rs_workload *wl = &r->workloads[i];
-    ws(o, "<tr><td>");
-    wesc(o, wl->namespace_);
-    ws(o, "/");
-    wesc(o, wl->pod);
-    ws(o, "</td><td>");
-    wesc(o, wl->owner);
+    svg_outs(o, "<tr><td>");
+    svg_outesc(o, wl->namespace_);
+    svg_outs(o, "/");
+    svg_outesc(o, wl->pod);
+    svg_outs(o, "</td><td>");
+    svg_outesc(o, wl->owner);
     if (wl->owner_source == RS_OWNER_HEURISTIC)
-      ws(o, " <span class=\"muted\">(guessed)</span>");
-    wf(o, "</td><td class=\"n\">%zu</td><td class=\"n\">%zu</td>", wl->n_gpus, wl->n_nodes);
+      svg_outs(o, " <span class=\"muted\">(guessed)</span>");
+    svg_outf(o, "</td><td class=\"n\">%zu</td><td class=\"n\">%zu</td>", wl->n_gpus, wl->n_nodes);
     wdist(o, &wl->util, RS_HAS_P95, wl->util.p95, 1, "%");
     wdist(o, &wl->util, RS_HAS_MAX, wl->util.max, 1, "%");
     wdist(o, &wl->mem_mib, RS_HAS_P95, wl->mem_mib.p95, 0, "MiB");
     wdist(o, &wl->mem_mib, RS_HAS_MAX, wl->mem_mib.max, 0, "MiB");
     if (wl->valid & RS_HAS_IDLE)
-      wf(o, "<td class=\"n\">%.0f %%</td>", 100 * wl->idle_fraction);
+      svg_outf(o, "<td class=\"n\">%.0f %%</td>", 100 * wl->idle_fraction);
     else
-      ws(o, "<td class=\"n\">\xE2\x80\x94</td>");
-    wf(o, "<td class=\"n\">%.1f h</td></tr>\n", wl->hours_observed);
+      svg_outs(o, "<td class=\"n\">\xE2\x80\x94</td>");
+    svg_outf(o, "<td class=\"n\">%.1f h</td></tr>\n", wl->hours_observed);
   }
-  ws(o, "</table>\n");
+  svg_outs(o, "</table>\n");
 }
 
-static void footer(struct w *o, const struct rs_report *r) {
+static void footer(struct svg_out *o, const struct rs_report *r) {
   const struct rs_params *p = &r->params;
   if (r->n_notes) {
-    ws(o, "<h2 id=\"notes\">Notes</h2>\n<ul class=\"notes\">\n");
+    svg_outs(o, "<h2 id=\"notes\">Notes</h2>\n<ul class=\"notes\">\n");
     for (size_t i = 0; i < r->n_notes; i++) {
-      ws(o, "<li>");
-      wesc(o, r->notes[i].text);
-      ws(o, "</li>\n");
+      svg_outs(o, "<li>");
+      svg_outesc(o, r->notes[i].text);
+      svg_outs(o, "</li>\n");
     }
-    ws(o, "</ul>\n");
+    svg_outs(o, "</ul>\n");
   }
-  ws(o, "<h2 id=\"thresholds\">Thresholds</h2>\n<p class=\"meta\">A sample is idle when "
-        "utilisation \xE2\x89\xA4 ");
-  wf(o, "%g %% and memory used \xE2\x89\xA4 %g %% of the GPU; a node is drained after ",
-     p->idle_util_pct, p->idle_mem_pct);
+  svg_outs(o, "<h2 id=\"thresholds\">Thresholds</h2>\n<p class=\"meta\">A sample is idle when "
+              "utilisation \xE2\x89\xA4 ");
+  svg_outf(o, "%g %% and memory used \xE2\x89\xA4 %g %% of the GPU; a node is drained after ",
+           p->idle_util_pct, p->idle_mem_pct);
   wduration(o, p->min_idle_ms);
-  wf(o,
-     " of continuous idleness; low use is p95 utilisation \xE2\x89\xA4 %g %%; packing targets "
-     "%g %% utilisation and %g %% memory per GPU; no recommendation below %.0f %% coverage. "
-     "Savings a month = $/hour \xC3\x97 %.0f h.</p>\n",
-     p->low_util_pct, p->pack_util_pct, p->pack_mem_pct, 100 * p->min_coverage, RS_HOURS_PER_MONTH);
-  ws(o, "</main>\n</body>\n</html>\n");
+  svg_outf(
+      o,
+      " of continuous idleness; low use is p95 utilisation \xE2\x89\xA4 %g %%; packing targets "
+      "%g %% utilisation and %g %% memory per GPU; no recommendation below %.0f %% coverage. "
+      "Savings a month = $/hour \xC3\x97 %.0f h.</p>\n",
+      p->low_util_pct, p->pack_util_pct, p->pack_mem_pct, 100 * p->min_coverage,
+      RS_HOURS_PER_MONTH);
+  svg_outs(o, "</main>\n</body>\n</html>\n");
 }
 
 int report_html(const struct rs_report *r, struct buf *out) {
   if (!r || !out)
     return GS_EINVAL;
-  struct w o = {out, 0};
+  struct svg_out o = {out, 0};
   head(&o, r);
   summary(&o, r);
   savings_chart(&o, r);

@@ -18,14 +18,7 @@
 #define GRID_COLOR "#e6e6e6"
 #define TEXT_COLOR "#333333"
 
-/* A sticky-error writer: after the first failure every later write is skipped, so chart code
- * reads straight through and checks once. */
-struct out {
-  struct buf *b;
-  int rc;
-};
-
-__attribute__((format(printf, 2, 3))) static void outf(struct out *o, const char *fmt, ...) {
+void svg_outf(struct svg_out *o, const char *fmt, ...) {
   if (o->rc)
     return;
   va_list ap;
@@ -34,12 +27,12 @@ __attribute__((format(printf, 2, 3))) static void outf(struct out *o, const char
   va_end(ap);
 }
 
-static void outs(struct out *o, const char *s) {
+void svg_outs(struct svg_out *o, const char *s) {
   if (!o->rc)
     o->rc = buf_puts(o->b, s);
 }
 
-static void outesc(struct out *o, const char *s) {
+void svg_outesc(struct svg_out *o, const char *s) {
   if (!o->rc)
     o->rc = svg_escape(o->b, s);
 }
@@ -127,7 +120,7 @@ int svg_escape(struct buf *b, const char *s) {
 
 /* Writes at most max_chars code points of s, escaped, with "…" when cut. Cuts only at code-point
  * boundaries, so a truncated label stays valid UTF-8. */
-static void outesc_trunc(struct out *o, const char *s, size_t max_chars) {
+static void outesc_trunc(struct svg_out *o, const char *s, size_t max_chars) {
   if (!s || o->rc)
     return;
   size_t n = strlen(s), i = 0, chars = 0;
@@ -138,7 +131,7 @@ static void outesc_trunc(struct out *o, const char *s, size_t max_chars) {
   }
   o->rc = svg_escape_n(o->b, s, i);
   if (i < n)
-    outs(o, "\xE2\x80\xA6");
+    svg_outs(o, "\xE2\x80\xA6");
 }
 
 /* ---- shared pieces ------------------------------------------------------------------------- */
@@ -190,29 +183,29 @@ void svg_color(double v, double vmin, double vmax, char out[8]) {
 static const char *const palette[] = {"#1f77b4", "#ff7f0e", "#2ca02c", "#d62728",
                                       "#9467bd", "#8c564b", "#e377c2", "#17becf"};
 
-static void svg_open(struct out *o, double h, const char *title) {
-  outf(o,
-       "<svg xmlns=\"http://www.w3.org/2000/svg\" viewBox=\"0 0 %.0f %.0f\" width=\"100%%\" "
-       "role=\"img\" " SVG_FONT " font-size=\"11\" fill=\"" TEXT_COLOR "\"",
-       SVG_W, h);
+static void svg_open(struct svg_out *o, double h, const char *title) {
+  svg_outf(o,
+           "<svg xmlns=\"http://www.w3.org/2000/svg\" viewBox=\"0 0 %.0f %.0f\" width=\"100%%\" "
+           "role=\"img\" " SVG_FONT " font-size=\"11\" fill=\"" TEXT_COLOR "\"",
+           SVG_W, h);
   if (title) {
-    outs(o, " aria-label=\"");
-    outesc(o, title);
-    outs(o, "\"><title>");
-    outesc(o, title);
-    outs(o, "</title>");
+    svg_outs(o, " aria-label=\"");
+    svg_outesc(o, title);
+    svg_outs(o, "\"><title>");
+    svg_outesc(o, title);
+    svg_outs(o, "</title>");
   } else {
-    outs(o, ">");
+    svg_outs(o, ">");
   }
-  outs(o, "\n");
+  svg_outs(o, "\n");
 }
 
-static void caption(struct out *o, const char *title) {
+static void caption(struct svg_out *o, const char *title) {
   if (!title)
     return;
-  outs(o, "<text x=\"0\" y=\"14\" font-size=\"13\" font-weight=\"600\">");
-  outesc(o, title);
-  outs(o, "</text>\n");
+  svg_outs(o, "<text x=\"0\" y=\"14\" font-size=\"13\" font-weight=\"600\">");
+  svg_outesc(o, title);
+  svg_outs(o, "</text>\n");
 }
 
 /* Picks a tick spacing that gives at most about 8 labelled ticks over span seconds. */
@@ -227,21 +220,22 @@ static int64_t tick_step(int64_t span) {
 }
 
 /* Vertical time ticks and labels under a plot spanning x0..x1 for times t0..t1, at y (axis). */
-static void time_axis(struct out *o, double x0, double x1, double ytop, double y, int64_t t0,
+static void time_axis(struct svg_out *o, double x0, double x1, double ytop, double y, int64_t t0,
                       int64_t t1) {
   if (t1 <= t0)
     return;
   int64_t st = tick_step(t1 - t0);
   int64_t first = (t0 / st + (t0 % st != 0)) * st;
-  outf(o, "<g stroke=\"" AXIS_COLOR "\"><line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\"/>",
-       x0, y, x1, y);
+  svg_outf(o,
+           "<g stroke=\"" AXIS_COLOR "\"><line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\"/>",
+           x0, y, x1, y);
   for (int64_t t = first; t <= t1; t += st) {
     double x = x0 + (x1 - x0) * (double)(t - t0) / (double)(t1 - t0);
-    outf(o, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"" GRID_COLOR "\"/>", x,
-         ytop, x, y);
-    outf(o, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\"/>", x, y, x, y + 4);
+    svg_outf(o, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"" GRID_COLOR "\"/>",
+             x, ytop, x, y);
+    svg_outf(o, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\"/>", x, y, x, y + 4);
   }
-  outs(o, "</g>\n<g font-size=\"10\" text-anchor=\"middle\">");
+  svg_outs(o, "</g>\n<g font-size=\"10\" text-anchor=\"middle\">");
   for (int64_t t = first; t <= t1; t += st) {
     double x = x0 + (x1 - x0) * (double)(t - t0) / (double)(t1 - t0);
     char ts[32];
@@ -250,9 +244,9 @@ static void time_axis(struct out *o, double x0, double x1, double ytop, double y
     const char *label = st % 86400 == 0 ? ts : ts + 5;
     if (st % 86400 == 0)
       ts[10] = '\0';
-    outf(o, "<text x=\"%.1f\" y=\"%.1f\">%s</text>", x, y + 15, label);
+    svg_outf(o, "<text x=\"%.1f\" y=\"%.1f\">%s</text>", x, y + 15, label);
   }
-  outs(o, "</g>\n");
+  svg_outs(o, "</g>\n");
 }
 
 /* ---- heatmap ------------------------------------------------------------------------------- */
@@ -267,28 +261,28 @@ static double heat_row_height(size_t rows) {
   return 2;
 }
 
-static void heat_legend(struct out *o, const struct svg_heatmap *h, double lx, double y) {
+static void heat_legend(struct svg_out *o, const struct svg_heatmap *h, double lx, double y) {
   double lw = 200, n = 20;
   for (int i = 0; i < (int)n; i++) {
     char col[8];
     svg_color(h->vmin + (h->vmax - h->vmin) * (i + 0.5) / n, h->vmin, h->vmax, col);
-    outf(o, "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.2f\" height=\"10\" fill=\"%s\"/>",
-         lx + lw * i / n, y, lw / n + 0.3, col);
+    svg_outf(o, "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.2f\" height=\"10\" fill=\"%s\"/>",
+             lx + lw * i / n, y, lw / n + 0.3, col);
   }
-  outf(o, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"end\">%g", lx - 4, y + 9, h->vmin);
-  outesc(o, h->unit);
-  outf(o, "</text><text x=\"%.1f\" y=\"%.1f\">%g", lx + lw + 4, y + 9, h->vmax);
-  outesc(o, h->unit);
-  outf(o,
-       "</text><rect x=\"%.1f\" y=\"%.1f\" width=\"14\" height=\"10\" fill=\"" GAP_COLOR
-       "\"/><text x=\"%.1f\" y=\"%.1f\">no data (a gap, never counted as idle)</text>\n",
-       lx + lw + 50, y, lx + lw + 68, y + 9);
+  svg_outf(o, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"end\">%g", lx - 4, y + 9, h->vmin);
+  svg_outesc(o, h->unit);
+  svg_outf(o, "</text><text x=\"%.1f\" y=\"%.1f\">%g", lx + lw + 4, y + 9, h->vmax);
+  svg_outesc(o, h->unit);
+  svg_outf(o,
+           "</text><rect x=\"%.1f\" y=\"%.1f\" width=\"14\" height=\"10\" fill=\"" GAP_COLOR
+           "\"/><text x=\"%.1f\" y=\"%.1f\">no data (a gap, never counted as idle)</text>\n",
+           lx + lw + 50, y, lx + lw + 68, y + 9);
 }
 
 int svg_heatmap(struct buf *b, const struct svg_heatmap *h) {
   if (!h || !h->rows || !h->cols || !h->values || !(h->vmax > h->vmin) || h->step <= 0)
     return GS_EINVAL;
-  struct out o = {b, 0};
+  struct svg_out o = {b, 0};
   const double lw = 190, top = h->title ? 24 : 4, right = 10;
   const double rh = heat_row_height(h->rows);
   const double pw = SVG_W - lw - right, ph = rh * (double)h->rows;
@@ -297,17 +291,17 @@ int svg_heatmap(struct buf *b, const struct svg_heatmap *h) {
   caption(&o, h->title);
   /* Labels are drawn only when a row is tall enough to read them. */
   if (h->row_labels && rh >= 10) {
-    outf(&o, "<g font-size=\"%.0f\" text-anchor=\"end\">", rh - 5);
+    svg_outf(&o, "<g font-size=\"%.0f\" text-anchor=\"end\">", rh - 5);
     for (size_t r = 0; r < h->rows; r++) {
       if (!h->row_labels[r])
         continue;
-      outf(&o, "<text x=\"%.1f\" y=\"%.1f\">", lw - 6, top + rh * (double)r + rh - 4);
+      svg_outf(&o, "<text x=\"%.1f\" y=\"%.1f\">", lw - 6, top + rh * (double)r + rh - 4);
       outesc_trunc(&o, h->row_labels[r], 30);
-      outs(&o, "</text>");
+      svg_outs(&o, "</text>");
     }
-    outs(&o, "</g>\n");
+    svg_outs(&o, "</g>\n");
   }
-  outs(&o, "<g shape-rendering=\"crispEdges\">");
+  svg_outs(&o, "<g shape-rendering=\"crispEdges\">");
   for (size_t r = 0; r < h->rows && !o.rc; r++) {
     const double *row = h->values + r * h->cols;
     size_t c0 = 0;
@@ -322,16 +316,16 @@ int svg_heatmap(struct buf *b, const struct svg_heatmap *h) {
       }
       double x0 = lw + pw * (double)c0 / (double)h->cols;
       double x1 = lw + pw * (double)c / (double)h->cols;
-      outf(&o, "<rect x=\"%.2f\" y=\"%.2f\" width=\"%.2f\" height=\"%.2f\" fill=\"%s\"/>", x0,
-           top + rh * (double)r, x1 - x0, rh, col0);
+      svg_outf(&o, "<rect x=\"%.2f\" y=\"%.2f\" width=\"%.2f\" height=\"%.2f\" fill=\"%s\"/>", x0,
+               top + rh * (double)r, x1 - x0, rh, col0);
       c0 = c;
       memcpy(col0, col, sizeof col0);
     }
   }
-  outs(&o, "</g>\n");
+  svg_outs(&o, "</g>\n");
   time_axis(&o, lw, lw + pw, top, top + ph, h->t0, h->t0 + h->step * (int64_t)h->cols);
   heat_legend(&o, h, lw + 30, top + ph + 26);
-  outs(&o, "</svg>\n");
+  svg_outs(&o, "</svg>\n");
   return o.rc;
 }
 
@@ -340,7 +334,7 @@ int svg_heatmap(struct buf *b, const struct svg_heatmap *h) {
 int svg_barchart(struct buf *b, const struct svg_barchart *c) {
   if (!c || (c->n && !c->bars))
     return GS_EINVAL;
-  struct out o = {b, 0};
+  struct svg_out o = {b, 0};
   const double lw = 300, tw = 130, top = c->title ? 26 : 4, bh = 18, gap = 6;
   const double pw = SVG_W - lw - tw;
   const double height = top + (double)(c->n ? c->n : 1) * (bh + gap) + 4;
@@ -351,49 +345,50 @@ int svg_barchart(struct buf *b, const struct svg_barchart *c) {
   svg_open(&o, height, c->title);
   caption(&o, c->title);
   if (!c->n) {
-    outf(&o, "<text x=\"%.1f\" y=\"%.1f\" fill=\"" AXIS_COLOR "\">nothing to show</text>\n", lw,
-         top + 14);
+    svg_outf(&o, "<text x=\"%.1f\" y=\"%.1f\" fill=\"" AXIS_COLOR "\">nothing to show</text>\n", lw,
+             top + 14);
   }
   for (size_t i = 0; i < c->n && !o.rc; i++) {
     const struct svg_bar *bar = &c->bars[i];
     double y = top + (double)i * (bh + gap);
     double w = (bar->value > 0 && vmax > 0) ? pw * bar->value / vmax : 0;
-    outs(&o, "<g>");
+    svg_outs(&o, "<g>");
     if (bar->label) {
-      outs(&o, "<title>");
-      outesc(&o, bar->label);
-      outs(&o, "</title>");
-      outf(&o, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"end\">", lw - 8, y + bh - 5);
+      svg_outs(&o, "<title>");
+      svg_outesc(&o, bar->label);
+      svg_outs(&o, "</title>");
+      svg_outf(&o, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"end\">", lw - 8, y + bh - 5);
       outesc_trunc(&o, bar->label, 44);
-      outs(&o, "</text>");
+      svg_outs(&o, "</text>");
     }
-    outf(&o, "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.2f\" height=\"%.1f\" fill=\"", lw, y, w, bh);
-    outesc(&o, bar->color ? bar->color : "#2b8cbe");
-    outf(&o, "\"/><text x=\"%.1f\" y=\"%.1f\">", lw + w + 6, y + bh - 5);
+    svg_outf(&o, "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.2f\" height=\"%.1f\" fill=\"", lw, y, w,
+             bh);
+    svg_outesc(&o, bar->color ? bar->color : "#2b8cbe");
+    svg_outf(&o, "\"/><text x=\"%.1f\" y=\"%.1f\">", lw + w + 6, y + bh - 5);
     if (bar->text)
-      outesc(&o, bar->text);
+      svg_outesc(&o, bar->text);
     else
-      outf(&o, "%.0f", isfinite(bar->value) ? bar->value : 0.0);
-    outs(&o, "</text></g>\n");
+      svg_outf(&o, "%.0f", isfinite(bar->value) ? bar->value : 0.0);
+    svg_outs(&o, "</text></g>\n");
   }
-  outs(&o, "</svg>\n");
+  svg_outs(&o, "</svg>\n");
   return o.rc;
 }
 
 /* ---- line chart ---------------------------------------------------------------------------- */
 
-static void line_path(struct out *o, const struct svg_linechart *c, const struct svg_series *s,
+static void line_path(struct svg_out *o, const struct svg_linechart *c, const struct svg_series *s,
                       const char *color, double x0, double pw, double y0, double ph, size_t npts) {
-  outs(o, "<path fill=\"none\" stroke-width=\"1.5\" stroke-linejoin=\"round\" "
-          "stroke-linecap=\"round\" stroke=\"");
-  outesc(o, color);
-  outs(o, "\" d=\"");
+  svg_outs(o, "<path fill=\"none\" stroke-width=\"1.5\" stroke-linejoin=\"round\" "
+              "stroke-linecap=\"round\" stroke=\"");
+  svg_outesc(o, color);
+  svg_outs(o, "\" d=\"");
   size_t piece = 0; /* points in the current unbroken piece of line */
   for (size_t i = 0; i <= s->n && !o->rc; i++) {
     double v = i < s->n ? s->y[i] : NAN;
     if (!isfinite(v)) {
       if (piece == 1)
-        outs(o, "h0.5"); /* a lone point between gaps: draw a dot so it is not lost */
+        svg_outs(o, "h0.5"); /* a lone point between gaps: draw a dot so it is not lost */
       piece = 0;
       continue;
     }
@@ -403,10 +398,10 @@ static void line_path(struct out *o, const struct svg_linechart *c, const struct
       v = c->ymax;
     double x = x0 + (npts > 1 ? pw * (double)i / (double)(npts - 1) : pw / 2);
     double y = y0 + ph - ph * (v - c->ymin) / (c->ymax - c->ymin);
-    outf(o, "%s%.1f %.1f", piece ? "L" : "M", x, y);
+    svg_outf(o, "%s%.1f %.1f", piece ? "L" : "M", x, y);
     piece++;
   }
-  outs(o, "\"/>\n");
+  svg_outs(o, "\"/>\n");
 }
 
 int svg_linechart(struct buf *b, const struct svg_linechart *c) {
@@ -415,7 +410,7 @@ int svg_linechart(struct buf *b, const struct svg_linechart *c) {
   for (size_t i = 0; i < c->nseries; i++)
     if (c->series[i].n && !c->series[i].y)
       return GS_EINVAL;
-  struct out o = {b, 0};
+  struct svg_out o = {b, 0};
   const double x0 = 52, right = 12, top = 30, ph = 130;
   const double pw = SVG_W - x0 - right, height = top + ph + 24;
   size_t npts = 0;
@@ -429,24 +424,25 @@ int svg_linechart(struct buf *b, const struct svg_linechart *c) {
   for (size_t i = 0; i < c->nseries; i++) {
     const struct svg_series *s = &c->series[i];
     const char *color = s->color ? s->color : palette[i % (sizeof palette / sizeof palette[0])];
-    outf(&o, "<rect x=\"%.1f\" y=\"6\" width=\"14\" height=\"4\" fill=\"", lx + 190.0 * (double)i);
-    outesc(&o, color);
-    outf(&o, "\"/><text x=\"%.1f\" y=\"12\">", lx + 190.0 * (double)i + 18);
+    svg_outf(&o, "<rect x=\"%.1f\" y=\"6\" width=\"14\" height=\"4\" fill=\"",
+             lx + 190.0 * (double)i);
+    svg_outesc(&o, color);
+    svg_outf(&o, "\"/><text x=\"%.1f\" y=\"12\">", lx + 190.0 * (double)i + 18);
     outesc_trunc(&o, s->name ? s->name : "", 28);
-    outs(&o, "</text>\n");
+    svg_outs(&o, "</text>\n");
   }
   /* Horizontal grid with y labels at 0, 25, 50, 75 and 100% of the range. */
-  outs(&o, "<g font-size=\"10\" text-anchor=\"end\">");
+  svg_outs(&o, "<g font-size=\"10\" text-anchor=\"end\">");
   for (int k = 0; k <= 4; k++) {
     double y = top + ph - ph * k / 4.0;
-    outf(&o,
-         "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"" GRID_COLOR "\"/>"
-         "<text x=\"%.1f\" y=\"%.1f\">%g",
-         x0, y, x0 + pw, y, x0 - 6, y + 3, c->ymin + (c->ymax - c->ymin) * k / 4.0);
-    outesc(&o, c->y_unit);
-    outs(&o, "</text>");
+    svg_outf(&o,
+             "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"" GRID_COLOR "\"/>"
+             "<text x=\"%.1f\" y=\"%.1f\">%g",
+             x0, y, x0 + pw, y, x0 - 6, y + 3, c->ymin + (c->ymax - c->ymin) * k / 4.0);
+    svg_outesc(&o, c->y_unit);
+    svg_outs(&o, "</text>");
   }
-  outs(&o, "</g>\n");
+  svg_outs(&o, "</g>\n");
   int64_t span = c->step * (int64_t)(npts > 1 ? npts - 1 : 1);
   time_axis(&o, x0, x0 + pw, top, top + ph, c->t0, c->t0 + span);
   for (size_t i = 0; i < c->nseries; i++) {
@@ -454,6 +450,6 @@ int svg_linechart(struct buf *b, const struct svg_linechart *c) {
     const char *color = s->color ? s->color : palette[i % (sizeof palette / sizeof palette[0])];
     line_path(&o, c, s, color, x0, pw, top, ph, npts);
   }
-  outs(&o, "</svg>\n");
+  svg_outs(&o, "</svg>\n");
   return o.rc;
 }

@@ -13,6 +13,17 @@ struct buf;
  * carriage return) and invalid UTF-8 come out as U+FFFD. NULL appends nothing. Returns 0 or the
  * buf_append error (GS_ETOOBIG, GS_ENOMEM); on error part of s may have been appended. */
 int svg_escape(struct buf *b, const char *s);
+
+/* A sticky-error writer: after the first failure every later write is skipped, so chart and page
+ * code reads straight through and checks rc once at the end. */
+struct svg_out {
+  struct buf *b;
+  int rc; /* 0, or the first buf error */
+};
+void svg_outf(struct svg_out *o, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void svg_outs(struct svg_out *o, const char *s);
+/* Appends s escaped for XML text and attribute values. */
+void svg_outesc(struct svg_out *o, const char *s);
 /* The same, for the first n bytes of s (which need not be NUL-terminated). */
 int svg_escape_n(struct buf *b, const char *s, size_t n);
 
