@@ -60,13 +60,22 @@ static int one_value(const struct history_source *hs, const struct trigger *t,
 static int source_values(void *ud, const struct trigger *t, double *vals, size_t cap, size_t *n,
                          char *err, size_t errlen) {
   struct history_source *hs = ud;
-  struct gpu_snapshot *snap = malloc(SOURCE_MAX_GPUS * sizeof *snap);
-  if (!snap)
-    return GS_ENOMEM;
-  size_t ngpu = 0;
-  history_snapshot(hs->hist, snap, SOURCE_MAX_GPUS, &ngpu);
-  if (ngpu > SOURCE_MAX_GPUS)
-    ngpu = SOURCE_MAX_GPUS;
+  /* Copy as many devices as there are, not the 256 the node could have: this runs on every KEDA
+   * call. A reload that adds devices between the count and the copy makes it copy again. */
+  size_t ncopy = history_count(hs->hist), ngpu = 0;
+  struct gpu_snapshot *snap = NULL;
+  for (;;) {
+    ncopy = ncopy < 1 ? 1 : ncopy > SOURCE_MAX_GPUS ? SOURCE_MAX_GPUS : ncopy;
+    free(snap);
+    if (!(snap = malloc(ncopy * sizeof *snap)))
+      return GS_ENOMEM;
+    history_snapshot(hs->hist, snap, ncopy, &ngpu);
+    if (ngpu <= ncopy || ncopy == SOURCE_MAX_GPUS)
+      break;
+    ncopy = ngpu;
+  }
+  if (ngpu > ncopy)
+    ngpu = ncopy;
   int64_t now = time_mono_ms();
   int rc = 0;
   size_t count = 0, skipped = 0;
