@@ -10,6 +10,8 @@
 
 #include <cmocka.h>
 
+#include "test_devs.h"
+
 #include "agent/attribution.h"
 #include "core/attrib.h"
 #include "core/err.h"
@@ -18,23 +20,10 @@
 #include "rpc/podresources.h"
 #include "rpc/rpc.h"
 
-#define UA "GPU-aaaaaaaa-0000-4000-8000-000000000000"
-#define UB "GPU-bbbbbbbb-0000-4000-8000-000000000000"
-#define UC "GPU-cccccccc-0000-4000-8000-000000000000"
-#define UD "GPU-dddddddd-0000-4000-8000-000000000000"
-#define M1 "MIG-11111111-0000-4000-8000-000000000000"
-#define M2 "MIG-22222222-0000-4000-8000-000000000000"
-
 static struct gpu_info devs[6];
 
 static void set_dev(int i, const char *uuid, int minor, bool mig, int parent, int gi) {
-  memset(&devs[i], 0, sizeof devs[i]);
-  devs[i].index = i;
-  snprintf(devs[i].uuid, sizeof devs[i].uuid, "%s", uuid);
-  devs[i].minor = minor;
-  devs[i].mig = mig;
-  devs[i].parent_index = parent;
-  devs[i].gi_id = gi;
+  test_set_dev(devs, i, uuid, minor, mig, parent, gi);
 }
 
 static int setup_devs(void **state) {

@@ -9,27 +9,17 @@
 
 #include <cmocka.h>
 
+#include "test_devs.h"
+
 #include "core/devid.h"
 #include "core/err.h"
-
-#define UA "GPU-aaaaaaaa-0000-4000-8000-000000000000"
-#define UB "GPU-bbbbbbbb-0000-4000-8000-000000000000"
-#define UC "GPU-cccccccc-0000-4000-8000-000000000000"
-#define M1 "MIG-11111111-0000-4000-8000-000000000000"
-#define M2 "MIG-22222222-0000-4000-8000-000000000000"
 
 /* Three whole GPUs (the second in MIG mode with two instances; the third with minor 5), as the
  * nvml collector lists them: whole GPUs first in NVML order, then the instances. */
 static struct gpu_info devs[5];
 
 static void set_dev(int i, const char *uuid, int minor, bool mig, int parent, int gi) {
-  memset(&devs[i], 0, sizeof devs[i]);
-  devs[i].index = i;
-  snprintf(devs[i].uuid, sizeof devs[i].uuid, "%s", uuid);
-  devs[i].minor = minor;
-  devs[i].mig = mig;
-  devs[i].parent_index = parent;
-  devs[i].gi_id = gi;
+  test_set_dev(devs, i, uuid, minor, mig, parent, gi);
 }
 
 static int setup(void **state) {
