@@ -13,12 +13,40 @@
 #define PROFILE_FILE_MAX (256 * 1024)
 #define PROFILE_MAX 256
 
+/* The reference scaler's (pmady/keda-gpu-scaler pkg/profiles) GPU-metric profiles, with its
+ * values. It has no per-profile aggregation: every profile aggregates with max unless the
+ * trigger says otherwise, and so do these (training included). */
 static const struct profile builtin[] = {
     {"vllm-inference", GF_MEM_USED_PCT, 80, 5, AGG_MAX},
     {"triton-inference", GF_GPU_UTIL, 75, 10, AGG_MAX},
-    {"training", GF_GPU_UTIL, 90, 0, AGG_AVG},
+    {"training", GF_GPU_UTIL, 90, 0, AGG_MAX},
     {"batch", GF_MEM_USED_PCT, 70, 1, AGG_MAX},
+    {"ollama", GF_MEM_USED_PCT, 70, 3, AGG_MAX},
+    {"tgi-inference", GF_MEM_USED_PCT, 75, 5, AGG_MAX},
 };
+
+#define ENGINE_LATER                                                                               \
+  "engine metrics are coming (gpuscale will find the engine pods on each node itself); until "     \
+  "then scale on a GPU metric, or on the queue with KEDA's prometheus trigger"
+
+/* Reference-scaler profiles that need signals gpuscale does not read yet. */
+static const struct {
+  const char *name, *why;
+} planned[] = {
+    {"distributed-training",
+     "needs NVLink throughput (nvlink_tx_mbps), which gpuscale does not collect yet; it comes "
+     "with the NVLink and profiling metrics. Until then use profile training"},
+    {"vllm-queue-depth", "scales on vLLM's request queue (vllm_queue_depth): " ENGINE_LATER},
+    {"triton-queue-wait", "scales on Triton's queue time (triton_queue_wait_ms): " ENGINE_LATER},
+    {"triton-request-rate", "scales on Triton's request rate (triton_request_rate): " ENGINE_LATER},
+};
+
+const char *profile_planned(const char *name) {
+  for (size_t i = 0; i < sizeof planned / sizeof planned[0]; i++)
+    if (strcmp(planned[i].name, name) == 0)
+      return planned[i].why;
+  return NULL;
+}
 
 int profile_set_init(struct profile_set *ps) {
   size_t n = sizeof builtin / sizeof builtin[0];

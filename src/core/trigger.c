@@ -24,6 +24,30 @@ static bool is_scaler_metric(enum gpu_field f) {
          f == GF_TEMP_C || f == GF_POWER_W;
 }
 
+#define ENGINE_COMING                                                                              \
+  "engine metrics are coming: gpuscale will find the engine pods on each node itself (a URL "      \
+  "only with the operator's opt-in)"
+#define LINK_COMING                                                                                \
+  "gpuscale does not collect PCIe or NVLink throughput yet; it comes with the NVLink and "         \
+  "profiling metrics"
+
+/* keda-gpu-scaler metric types that need signals gpuscale does not read yet. */
+static const struct {
+  const char *name, *why;
+} later_metrics[] = {
+    {"pcie_tx_kbps", LINK_COMING},           {"pcie_rx_kbps", LINK_COMING},
+    {"nvlink_tx_mbps", LINK_COMING},         {"nvlink_rx_mbps", LINK_COMING},
+    {"vllm_queue_depth", ENGINE_COMING},     {"vllm_kv_cache_usage", ENGINE_COMING},
+    {"triton_queue_wait_ms", ENGINE_COMING}, {"triton_request_rate", ENGINE_COMING},
+};
+
+static const char *later_metric(const char *name) {
+  for (size_t i = 0; i < sizeof later_metrics / sizeof later_metrics[0]; i++)
+    if (strcmp(later_metrics[i].name, name) == 0)
+      return later_metrics[i].why;
+  return NULL;
+}
+
 static const char *md_get(const struct kv *md, size_t n, const char *key) {
   const char *v = NULL;
   for (size_t i = 0; i < n; i++)
@@ -84,6 +108,43 @@ static int parse_indices(const char *s, struct trigger *t) {
       return GS_EINVAL;
     p++;
   }
+}
+
+/* A whole-string integer (spaces around allowed, no sign but an optional '+' or '-'). */
+static int parse_int(const char *s, long *out) {
+  while (isspace((unsigned char)*s))
+    s++;
+  const char *d = s + (*s == '+' || *s == '-');
+  if (!isdigit((unsigned char)*d))
+    return GS_EINVAL;
+  char *end;
+  errno = 0;
+  long v = strtol(s, &end, 10);
+  while (isspace((unsigned char)*end))
+    end++;
+  if (*end || errno == ERANGE)
+    return GS_EINVAL;
+  *out = v;
+  return 0;
+}
+
+/* gpuIndex: "-1" is every GPU (keda-gpu-scaler's default); other negatives are refused. */
+static int parse_gpu_index(const char *v, struct trigger *t, char *err, size_t errlen) {
+  long one;
+  if (parse_int(v, &one) == 0 && one < 0) {
+    if (one == -1) {
+      t->n_indices = 0;
+      return 0;
+    }
+    return bad(err, errlen, "gpuIndex", v,
+               "a negative index is allowed only as \"-1\" (every GPU); else a GPU index "
+               "(0..1023) or a comma-separated list, e.g. \"0\" or \"0,2\"");
+  }
+  if (parse_indices(v, t))
+    return bad(err, errlen, "gpuIndex", v,
+               "must be a GPU index (0..1023), a comma-separated list of distinct indices, or "
+               "\"-1\" for every GPU, e.g. \"0\" or \"0,2\"");
+  return 0;
 }
 
 static bool valid_metric_name(const char *s) {
@@ -322,42 +383,99 @@ int trigger_parse(const struct kv *md, size_t n, const struct profile_set *ps, s
   return trigger_parse_ref(md, n, ps, NULL, out, err, errlen);
 }
 
-int trigger_parse_ref(const struct kv *md, size_t n, const struct profile_set *ps,
-                      const char *ref_ns, struct trigger *out, char *err, size_t errlen) {
-  struct trigger t;
-  memset(&t, 0, sizeof t);
-  t.agg = AGG_MAX;
-  bool have_metric = false, have_target = false;
+/* profile, metricType, targetValue and the two keda-gpu-scaler shorthands. Applied in the
+ * reference scaler's order, so that its triggers mean the same here: the profile, then
+ * metricType and targetValue, then targetGpuUtilization, then targetMemoryUtilization (the last
+ * one given wins the metric and the target). */
+static int parse_metric_keys(const struct kv *md, size_t n, const struct profile_set *ps,
+                             struct trigger *t, char *err, size_t errlen) {
   char rule[512];
   const char *v;
-
   if ((v = md_get(md, n, "profile"))) {
     const struct profile *p = profile_find(ps, v);
+    if (!p && profile_planned(v))
+      return bad(err, errlen, "profile", v, profile_planned(v));
     if (!p) {
       char names[384];
       profile_names(ps, names, sizeof names);
       snprintf(rule, sizeof rule, "unknown profile; allowed: %s", names);
       return bad(err, errlen, "profile", v, rule);
     }
-    snprintf(t.profile, sizeof t.profile, "%s", p->name);
-    t.metric = p->metric;
-    t.target = p->target;
-    t.activation = p->activation;
-    t.agg = p->agg;
-    have_metric = have_target = true;
+    snprintf(t->profile, sizeof t->profile, "%s", p->name);
+    t->metric = p->metric;
+    t->target = p->target;
+    t->activation = p->activation;
+    t->agg = p->agg;
   }
   if ((v = md_get(md, n, "metricType"))) {
-    if (gpu_field_parse(v, &t.metric) || !is_scaler_metric(t.metric)) {
+    const char *later = later_metric(v);
+    if (later) {
+      snprintf(rule, sizeof rule, "%s; allowed now: %s", later, scaler_metrics);
+      return bad(err, errlen, "metricType", v, rule);
+    }
+    if (gpu_field_parse(v, &t->metric) || !is_scaler_metric(t->metric)) {
       snprintf(rule, sizeof rule, "allowed: %s", scaler_metrics);
       return bad(err, errlen, "metricType", v, rule);
     }
-    have_metric = true;
   }
-  if ((v = md_get(md, n, "targetValue"))) {
-    if (parse_number(v, &t.target) || t.target <= 0)
-      return bad(err, errlen, "targetValue", v, "must be a finite number greater than 0");
-    have_target = true;
+  static const struct {
+    const char *key;
+    bool sets_metric;
+    enum gpu_field metric;
+  } targets[] = {{"targetValue", false, GF_GPU_UTIL},
+                 {"targetGpuUtilization", true, GF_GPU_UTIL},
+                 {"targetMemoryUtilization", true, GF_MEM_USED_PCT}};
+  for (size_t i = 0; i < sizeof targets / sizeof targets[0]; i++) {
+    if (!(v = md_get(md, n, targets[i].key)))
+      continue;
+    if (parse_number(v, &t->target) || t->target <= 0)
+      return bad(err, errlen, targets[i].key, v, "must be a finite number greater than 0");
+    if (targets[i].sets_metric)
+      t->metric = targets[i].metric;
   }
+  return 0;
+}
+
+/* Keys that only keda-gpu-scaler gives a meaning to: accepted where gpuscale can honour them,
+ * refused with what is coming where it cannot yet. */
+static int parse_reference_keys(const struct kv *md, size_t n, struct trigger *t, char *err,
+                                size_t errlen) {
+  const char *v;
+  if ((v = md_get(md, n, "pollIntervalSeconds"))) {
+    long s;
+    if (parse_int(v, &s) || s < 1 || s > INT32_MAX)
+      return bad(err, errlen, "pollIntervalSeconds", v,
+                 "must be a whole number of seconds >= 1, e.g. \"10\" (it changes no timing: "
+                 "StreamIsActive follows the sampler, within one --interval)");
+    t->poll_interval_s = (int)s;
+  }
+  static const char *const endpoints[] = {"vllmEndpoint", "tritonEndpoint"};
+  for (size_t i = 0; i < sizeof endpoints / sizeof endpoints[0]; i++)
+    if ((v = md_get(md, n, endpoints[i])))
+      return bad(err, errlen, endpoints[i], v,
+                 "engine metrics are not served yet; they are coming: gpuscale will find the "
+                 "engine pods on each node itself, and read a URL only with the operator's "
+                 "opt-in. Remove the key and scale on a GPU metric until then");
+  return 0;
+}
+
+int trigger_parse_ref(const struct kv *md, size_t n, const struct profile_set *ps,
+                      const char *ref_ns, struct trigger *out, char *err, size_t errlen) {
+  struct trigger t;
+  memset(&t, 0, sizeof t);
+  /* keda-gpu-scaler's defaults, for a trigger without a profile. */
+  t.metric = GF_GPU_UTIL;
+  t.target = TRIGGER_DEFAULT_TARGET;
+  t.activation = 0;
+  t.agg = AGG_MAX;
+  char rule[512];
+  const char *v;
+
+  int rc = parse_metric_keys(md, n, ps, &t, err, errlen);
+  if (!rc)
+    rc = parse_reference_keys(md, n, &t, err, errlen);
+  if (rc)
+    return rc;
   if ((v = md_get(md, n, "activationThreshold"))) {
     if (parse_number(v, &t.activation) || t.activation < 0)
       return bad(err, errlen, "activationThreshold", v, "must be a finite number >= 0");
@@ -368,12 +486,8 @@ int trigger_parse_ref(const struct kv *md, size_t n, const struct profile_set *p
       return bad(err, errlen, "aggregation", v, rule);
     }
   }
-  if ((v = md_get(md, n, "gpuIndex"))) {
-    if (parse_indices(v, &t))
-      return bad(err, errlen, "gpuIndex", v,
-                 "must be a GPU index (0..1023) or a comma-separated list of distinct indices, "
-                 "e.g. \"0\" or \"0,2\"");
-  }
+  if ((v = md_get(md, n, "gpuIndex")) && parse_gpu_index(v, &t, err, errlen))
+    return GS_EINVAL;
   if ((v = md_get(md, n, "window"))) {
     if (duration_parse_ms(v, &t.window_ms) || t.window_ms > WINDOW_MAX_MS)
       return bad(err, errlen, "window", v,
@@ -384,18 +498,6 @@ int trigger_parse_ref(const struct kv *md, size_t n, const struct profile_set *p
       return bad(err, errlen, "metricName", v,
                  "must be 1..99 characters of letters, digits, '-', '_' or '.'");
     snprintf(t.metric_name, sizeof t.metric_name, "%s", v);
-  }
-  if (!have_metric) {
-    snprintf(err, errlen,
-             "invalid trigger metadata: set profile (one of the built-in or --profiles names) or "
-             "metricType (allowed: %s)",
-             scaler_metrics);
-    return GS_EINVAL;
-  }
-  if (!have_target) {
-    snprintf(err, errlen,
-             "invalid trigger metadata: targetValue is required when no profile is given");
-    return GS_EINVAL;
   }
   /* Last, so that an error above never leaves a compiled regex behind. */
   if (parse_gateway_keys(md, n, ref_ns, &t, err, errlen))
@@ -409,4 +511,22 @@ int trigger_parse_ref(const struct kv *md, size_t n, const struct profile_set *p
   }
   *out = t;
   return 0;
+}
+
+bool trigger_flat_metric(enum gpu_field metric) {
+  return metric == GF_MEM_USED_PCT || metric == GF_MEM_USED_MIB;
+}
+
+bool trigger_workload_warning(enum gpu_field metric, enum trigger_scope scope, char *buf,
+                              size_t len) {
+  if (scope != TRIGGER_SCOPE_WORKLOAD || !trigger_flat_metric(metric))
+    return false;
+  snprintf(buf, len,
+           "%s in workload scope: GPU memory does not fall when replicas are added (vLLM and TGI "
+           "reserve it at start), so each pod keeps its value and AverageValue grows the "
+           "workload to maxReplicaCount (or shrinks it to minReplicaCount) whatever the load; "
+           "scale on gpu_utilization or an engine signal (docs/profiles.md, \"Load-insensitive "
+           "metrics\")",
+           gpu_field_name(metric));
+  return true;
 }

@@ -16,6 +16,7 @@
 #define TRIGGER_REGEX_MAX 256 /* longest pods/nodes/gpuModel pattern accepted */
 #define TRIGGER_NS_LEN 64
 #define TRIGGER_NODE_LEN 254
+#define TRIGGER_DEFAULT_TARGET 80.0 /* targetValue without a profile (keda-gpu-scaler's) */
 
 /* Which GPUs one value stands for. AUTO (no scope key, no pods key) is resolved by the policy:
  * node at the agent, cluster at the gateway. */
@@ -50,6 +51,7 @@ struct trigger {
   int indices[TRIGGER_MAX_INDICES];
   int64_t window_ms; /* 0 = newest sample only */
   char metric_name[TRIGGER_NAME_LEN];
+  int poll_interval_s; /* pollIntervalSeconds as given, 0 when absent; changes no timing */
   /* Gateway keys (selectors, scope, partial failure). The regexes own memory: trigger_free. */
   enum trigger_scope scope;
   enum trigger_value value;
@@ -63,9 +65,12 @@ struct trigger {
 };
 
 /* Parses metadata. Keys: profile, metricType, targetValue, activationThreshold, aggregation,
- * gpuIndex, window, metricName, and the gateway's scope, namespace, pods, nodes, gpuModel, node,
- * value, allowPartial, minCoverage; all others are ignored. Without a profile, metricType and
- * targetValue are required. Returns 0, or GS_EINVAL with a message naming the key, the bad
+ * gpuIndex, window, metricName; keda-gpu-scaler's targetGpuUtilization, targetMemoryUtilization
+ * and pollIntervalSeconds (vllmEndpoint and tritonEndpoint are refused: engine metrics are not
+ * served yet); and the gateway's scope, namespace, pods, nodes, gpuModel, node, value,
+ * allowPartial, minCoverage; all others are ignored. Without a profile the defaults are
+ * keda-gpu-scaler's: gpu_utilization, target 80, activation 0, max, every GPU, so empty
+ * metadata is a valid trigger. Returns 0, or GS_EINVAL with a message naming the key, the bad
  * value and what is allowed in err. On success *out may own compiled regexes: release them with
  * trigger_free (on failure nothing is owned). Same as trigger_parse_ref with ref_ns NULL. */
 int trigger_parse(const struct kv *md, size_t n, const struct profile_set *ps, struct trigger *out,
@@ -81,6 +86,13 @@ void trigger_free(struct trigger *t);
 bool trigger_regex_match(const struct trigger_regex *r, const char *s);
 /* "auto", "node", "cluster", "workload". */
 const char *trigger_scope_name(enum trigger_scope s);
+/* True for a metric that does not fall when replicas are added (GPU memory used, % or MiB:
+ * reserved at start by LLM servers), DESIGN.md "Load-insensitive metrics". */
+bool trigger_flat_metric(enum gpu_field metric);
+/* When metric is such a metric and scope is workload: writes a one-line warning (what goes
+ * wrong and what to use instead) into buf and returns true; else false, buf untouched. */
+bool trigger_workload_warning(enum gpu_field metric, enum trigger_scope scope, char *buf,
+                              size_t len);
 /* True when the trigger selects GPUs by the pods holding them (namespace or pods, or workload
  * scope): nodes without pod attribution cannot answer it. */
 bool trigger_selects_pods(const struct trigger *t);

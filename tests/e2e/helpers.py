@@ -129,12 +129,15 @@ def close(a, b, rel=1e-9):
     return math.isclose(a, b, rel_tol=rel, abs_tol=1e-9)
 
 
-# Built-in profiles from DESIGN.md: metric, target, activation, aggregation.
+# Built-in profiles from DESIGN.md and keda-gpu-scaler's pkg/profiles (which sets no aggregation,
+# so every profile aggregates with max): metric, target, activation, aggregation.
 PROFILES = {
     "vllm-inference": ("memory_used_percent", 80.0, 5.0, "max"),
     "triton-inference": ("gpu_utilization", 75.0, 10.0, "max"),
-    "training": ("gpu_utilization", 90.0, 0.0, "avg"),
+    "training": ("gpu_utilization", 90.0, 0.0, "max"),
     "batch": ("memory_used_percent", 70.0, 1.0, "max"),
+    "ollama": ("memory_used_percent", 70.0, 3.0, "max"),
+    "tgi-inference": ("memory_used_percent", 75.0, 5.0, "max"),
 }
 
 # --------------------------------------------------------------------------------------------

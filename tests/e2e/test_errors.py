@@ -23,7 +23,7 @@ BAD_METADATA = [
     ({"profile": "batch", "aggregation": "median"}, "aggregation", "median"),
     ({"profile": "batch", "aggregation": "MAX"}, "aggregation", "MAX"),
     ({"profile": "batch", "gpuIndex": "one"}, "gpuIndex", "one"),
-    ({"profile": "batch", "gpuIndex": "-1"}, "gpuIndex", "-1"),
+    ({"profile": "batch", "gpuIndex": "-2"}, "gpuIndex", "-2"),  # -1 is every GPU
     ({"profile": "batch", "gpuIndex": "0,0"}, "gpuIndex", "0,0"),
     ({"profile": "batch", "gpuIndex": "1,"}, "gpuIndex", "1,"),
     ({"profile": "batch", "window": "0s"}, "window", "0s"),
@@ -31,8 +31,17 @@ BAD_METADATA = [
     ({"profile": "no-such-profile"}, "profile", "no-such-profile"),
     ({"profile": "batch", "activationThreshold": "-3"}, "activationThreshold", "-3"),
     ({"profile": "batch", "metricName": "bad name!"}, "metricName", "bad name!"),
-    ({"targetValue": "5"}, "metricType", None),  # neither profile nor metricType
-    ({"metricType": "gpu_utilization"}, "targetValue", None),  # no target without a profile
+    # keda-gpu-scaler's keys: checked as strictly as ours, or refused until their feature lands
+    ({"targetGpuUtilization": "abc"}, "targetGpuUtilization", "abc"),
+    ({"targetMemoryUtilization": "0"}, "targetMemoryUtilization", "0"),
+    ({"pollIntervalSeconds": "0"}, "pollIntervalSeconds", "0"),  # the reference panics
+    ({"pollIntervalSeconds": "-5"}, "pollIntervalSeconds", "-5"),
+    ({"vllmEndpoint": "http://vllm:8000/metrics"}, "vllmEndpoint", "engine metrics"),
+    ({"tritonEndpoint": "http://triton:8002/metrics"}, "tritonEndpoint", "engine metrics"),
+    ({"profile": "distributed-training"}, "profile", "NVLink"),
+    ({"profile": "vllm-queue-depth"}, "profile", "engine metrics are coming"),
+    ({"metricType": "nvlink_tx_mbps"}, "metricType", "NVLink"),
+    ({"metricType": "triton_queue_wait_ms"}, "metricType", "engine metrics are coming"),
 ]
 
 

@@ -37,22 +37,26 @@ static void check_profile(const struct profile_set *ps, const struct want_profil
 static const struct want_profile builtins[] = {
     {"vllm-inference", GF_MEM_USED_PCT, 80, 5, AGG_MAX},
     {"triton-inference", GF_GPU_UTIL, 75, 10, AGG_MAX},
-    {"training", GF_GPU_UTIL, 90, 0, AGG_AVG},
+    {"training", GF_GPU_UTIL, 90, 0, AGG_MAX},
     {"batch", GF_MEM_USED_PCT, 70, 1, AGG_MAX},
+    {"ollama", GF_MEM_USED_PCT, 70, 3, AGG_MAX},
+    {"tgi-inference", GF_MEM_USED_PCT, 75, 5, AGG_MAX},
 };
+#define NBUILTIN (sizeof builtins / sizeof builtins[0])
 
 static void test_builtins(void **state) {
   (void)state;
   struct profile_set ps;
   assert_int_equal(profile_set_init(&ps), 0);
-  assert_int_equal(ps.n, 4);
-  for (size_t i = 0; i < 4; i++)
+  assert_int_equal(ps.n, NBUILTIN);
+  for (size_t i = 0; i < NBUILTIN; i++)
     check_profile(&ps, &builtins[i]);
   assert_null(profile_find(&ps, "vllm"));
   assert_null(profile_find(&ps, ""));
   char names[256];
   profile_names(&ps, names, sizeof names);
-  assert_string_equal(names, "vllm-inference, triton-inference, training, batch");
+  assert_string_equal(names,
+                      "vllm-inference, triton-inference, training, batch, ollama, tgi-inference");
   char small[12];
   profile_names(&ps, small, sizeof small); /* truncates without overflowing */
   assert_true(strlen(small) < sizeof small);
@@ -71,11 +75,12 @@ static void test_load_adds_and_overrides(void **state) {
   if (rc)
     print_error("%s\n", err);
   assert_int_equal(rc, 0);
-  assert_int_equal(ps.n, 5);
+  assert_int_equal(ps.n, NBUILTIN + 1);
   static const struct want_profile after[] = {
       {"vllm-inference", GF_MEM_USED_PCT, 80, 5, AGG_MAX},
       {"triton-inference", GF_GPU_UTIL, 75, 10, AGG_MAX},
-      {"training", GF_GPU_UTIL, 90, 0, AGG_AVG},
+      {"training", GF_GPU_UTIL, 90, 0, AGG_MAX},
+      {"tgi-inference", GF_MEM_USED_PCT, 75, 5, AGG_MAX},
       {"batch", GF_MEM_USED_MIB, 4096, 0, AGG_MAX}, /* overridden; defaults for the rest */
       {"llm-small", GF_GPU_UTIL, 60, 5, AGG_AVG},
   };
@@ -96,7 +101,7 @@ static void test_load_adds_and_overrides(void **state) {
 
   /* Loading the same file again replaces, it does not duplicate. */
   assert_int_equal(profile_set_load(&ps, FIX "custom.yaml", err, sizeof err), 0);
-  assert_int_equal(ps.n, 5);
+  assert_int_equal(ps.n, NBUILTIN + 1);
   profile_set_free(&ps);
 }
 
@@ -127,7 +132,7 @@ static void test_bad_files(void **state) {
     /* First a good load, so "unchanged" covers user profiles too. */
     char err[512] = "";
     assert_int_equal(profile_set_load(&ps, FIX "custom.yaml", err, sizeof err), 0);
-    struct profile before[8];
+    struct profile before[NBUILTIN + 4];
     size_t nbefore = ps.n;
     memcpy(before, ps.items, nbefore * sizeof *before);
 
@@ -164,16 +169,43 @@ static void test_missing_file(void **state) {
   char err[512] = "";
   assert_int_equal(profile_set_load(&ps, FIX "does-not-exist.yaml", err, sizeof err), GS_EIO);
   assert_non_null(strstr(err, "does-not-exist.yaml"));
-  assert_int_equal(ps.n, 4);
+  assert_int_equal(ps.n, NBUILTIN);
+  profile_set_free(&ps);
+}
+
+/* The reference scaler's profiles that gpuscale does not serve yet say what they need; a name
+ * that is neither built in nor planned gets NULL. A user profile of a planned name wins. */
+static void test_planned(void **state) {
+  (void)state;
+  static const struct {
+    const char *name, *why;
+  } cases[] = {{"distributed-training", "NVLink"},
+               {"vllm-queue-depth", "engine metrics are coming"},
+               {"triton-queue-wait", "engine metrics are coming"},
+               {"triton-request-rate", "engine metrics are coming"}};
+  struct profile_set ps;
+  assert_int_equal(profile_set_init(&ps), 0);
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    assert_null(profile_find(&ps, cases[i].name));
+    assert_non_null(profile_planned(cases[i].name));
+    assert_non_null(strstr(profile_planned(cases[i].name), cases[i].why));
+  }
+  assert_null(profile_planned("vllm-inference"));
+  assert_null(profile_planned("nope"));
+  char err[512] = "";
+  assert_int_equal(profile_set_load(&ps, FIX "planned_name.yaml", err, sizeof err), 0);
+  const struct kv md[] = {{"profile", "distributed-training"}};
+  struct trigger t;
+  assert_int_equal(trigger_parse(md, 1, &ps, &t, err, sizeof err), 0);
+  assert_int_equal(t.metric, GF_POWER_W);
   profile_set_free(&ps);
 }
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_builtins),
-      cmocka_unit_test(test_load_adds_and_overrides),
-      cmocka_unit_test(test_bad_files),
-      cmocka_unit_test(test_missing_file),
+      cmocka_unit_test(test_builtins),  cmocka_unit_test(test_load_adds_and_overrides),
+      cmocka_unit_test(test_bad_files), cmocka_unit_test(test_missing_file),
+      cmocka_unit_test(test_planned),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,5 +1,5 @@
-/* Unit tests for trigger_parse: profile defaults, overrides, every key, and errors that name
- * the key, the bad value and what is allowed. */
+/* Unit tests for trigger_parse: profile defaults, overrides, every key (keda-gpu-scaler's
+ * included), and errors that name the key, the bad value and what is allowed. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -57,18 +57,30 @@ static const struct good_case good_cases[] = {
      {0},
      0,
      NM_UTIL},
-    {"training defaults",
+    {"training defaults (max, as the reference scaler: its profiles set no aggregation)",
      {{"profile", "training"}},
      "training",
      GUTIL,
      90,
      0,
-     AGG_AVG,
+     AGG_MAX,
      0,
      {0},
      0,
      NM_UTIL},
     {"batch defaults", {{"profile", "batch"}}, "batch", MPCT, 70, 1, AGG_MAX, 0, {0}, 0, NM_PCT},
+    {"ollama defaults", {{"profile", "ollama"}}, "ollama", MPCT, 70, 3, AGG_MAX, 0, {0}, 0, NM_PCT},
+    {"tgi-inference defaults",
+     {{"profile", "tgi-inference"}},
+     "tgi-inference",
+     MPCT,
+     75,
+     5,
+     AGG_MAX,
+     0,
+     {0},
+     0,
+     NM_PCT},
     /* Overrides on a profile. */
     {"vllm metricType override",
      {{"profile", "vllm-inference"}, {"metricType", "gpu_utilization"}},
@@ -112,7 +124,7 @@ static const struct good_case good_cases[] = {
      GF_MEM_USED_MIB,
      20480,
      2.5,
-     AGG_AVG,
+     AGG_MAX,
      0,
      {0},
      0,
@@ -126,6 +138,161 @@ static const struct good_case good_cases[] = {
      AGG_P95,
      0,
      {0},
+     0,
+     NM_PCT},
+    /* No profile: keda-gpu-scaler's defaults (gpu_utilization, 80, 0, max, every GPU). */
+    {"empty metadata", {{NULL, NULL}}, "", GUTIL, 80, 0, AGG_MAX, 0, {0}, 0, NM_UTIL},
+    {"only scalerAddress",
+     {{"scalerAddress", "gpuscale.gpuscale.svc:6000"}},
+     "",
+     GUTIL,
+     80,
+     0,
+     AGG_MAX,
+     0,
+     {0},
+     0,
+     NM_UTIL},
+    {"metricType gpu_utilization alone",
+     {{"metricType", "gpu_utilization"}},
+     "",
+     GUTIL,
+     80,
+     0,
+     AGG_MAX,
+     0,
+     {0},
+     0,
+     NM_UTIL},
+    {"metricType temperature alone keeps the default target",
+     {{"metricType", "temperature"}},
+     "",
+     GF_TEMP_C,
+     80,
+     0,
+     AGG_MAX,
+     0,
+     {0},
+     0,
+     "gpuscale-temperature"},
+    {"targetValue alone", {{"targetValue", "60"}}, "", GUTIL, 60, 0, AGG_MAX, 0, {0}, 0, NM_UTIL},
+    {"metricType memory_used_mib with targetValue",
+     {{"metricType", "memory_used_mib"}, {"targetValue", "40000"}},
+     "",
+     GF_MEM_USED_MIB,
+     40000,
+     0,
+     AGG_MAX,
+     0,
+     {0},
+     0,
+     "gpuscale-memory-used-mib"},
+    {"very large targetValue",
+     {{"targetValue", "1000000"}},
+     "",
+     GUTIL,
+     1e6,
+     0,
+     AGG_MAX,
+     0,
+     {0},
+     0,
+     NM_UTIL},
+    /* The shorthands set the target and the metric; applied after metricType and targetValue,
+     * and targetMemoryUtilization last, in the reference scaler's order. */
+    {"targetGpuUtilization",
+     {{"targetGpuUtilization", "85"}},
+     "",
+     GUTIL,
+     85,
+     0,
+     AGG_MAX,
+     0,
+     {0},
+     0,
+     NM_UTIL},
+    {"targetMemoryUtilization",
+     {{"targetMemoryUtilization", "70"}},
+     "",
+     MPCT,
+     70,
+     0,
+     AGG_MAX,
+     0,
+     {0},
+     0,
+     NM_PCT},
+    {"targetGpuUtilization wins over metricType and targetValue",
+     {{"metricType", "temperature"}, {"targetValue", "50"}, {"targetGpuUtilization", "65"}},
+     "",
+     GUTIL,
+     65,
+     0,
+     AGG_MAX,
+     0,
+     {0},
+     0,
+     NM_UTIL},
+    {"targetMemoryUtilization wins over targetGpuUtilization, whatever the key order",
+     {{"targetMemoryUtilization", "72.5"}, {"targetGpuUtilization", "65"}},
+     "",
+     MPCT,
+     72.5,
+     0,
+     AGG_MAX,
+     0,
+     {0},
+     0,
+     NM_PCT},
+    {"shorthand on a profile keeps its activation and aggregation",
+     {{"profile", "triton-inference"}, {"targetMemoryUtilization", "60"}, {"aggregation", "avg"}},
+     "triton-inference",
+     MPCT,
+     60,
+     10,
+     AGG_AVG,
+     0,
+     {0},
+     0,
+     NM_PCT},
+    {"the reference scaler's e2e chart: shorthand, activation, aggregation",
+     {{"scalerAddress", "keda-gpu-scaler.keda.svc:6000"},
+      {"targetGpuUtilization", "80"},
+      {"activationThreshold", "5"},
+      {"aggregation", "max"}},
+     "",
+     GUTIL,
+     80,
+     5,
+     AGG_MAX,
+     0,
+     {0},
+     0,
+     NM_UTIL},
+    {"profile with metricType override",
+     {{"profile", "vllm-inference"}, {"metricType", "temperature"}},
+     "vllm-inference",
+     GF_TEMP_C,
+     80,
+     5,
+     AGG_MAX,
+     0,
+     {0},
+     0,
+     "gpuscale-temperature"},
+    {"profile with overrides, index 2",
+     {{"profile", "vllm-inference"},
+      {"targetValue", "90"},
+      {"activationThreshold", "10"},
+      {"gpuIndex", "2"},
+      {"aggregation", "avg"}},
+     "vllm-inference",
+     MPCT,
+     90,
+     10,
+     AGG_AVG,
+     1,
+     {2},
      0,
      NM_PCT},
     /* No profile: metricType + targetValue. */
@@ -287,6 +454,41 @@ static const struct good_case good_cases[] = {
      {1023},
      0,
      NM_PCT},
+    {"gpuIndex -1 is every GPU",
+     {{"profile", "batch"}, {"gpuIndex", "-1"}},
+     "batch",
+     MPCT,
+     70,
+     1,
+     AGG_MAX,
+     0,
+     {0},
+     0,
+     NM_PCT},
+    {"gpuIndex -1 with spaces",
+     {{"gpuIndex", " -1 "}},
+     "",
+     GUTIL,
+     80,
+     0,
+     AGG_MAX,
+     0,
+     {0},
+     0,
+     NM_UTIL},
+    {"gpuIndex 0", {{"gpuIndex", "0"}}, "", GUTIL, 80, 0, AGG_MAX, 1, {0}, 0, NM_UTIL},
+    /* pollIntervalSeconds is accepted (it changes no timing). */
+    {"pollIntervalSeconds",
+     {{"pollIntervalSeconds", "1"}},
+     "",
+     GUTIL,
+     80,
+     0,
+     AGG_MAX,
+     0,
+     {0},
+     0,
+     NM_UTIL},
     /* window. */
     {"window 30s",
      {{"profile", "batch"}, {"window", "30s"}},
@@ -399,7 +601,118 @@ static const struct bad_case bad_cases[] = {
      {{"profile", "vllm"}},
      "profile",
      "vllm",
-     "vllm-inference, triton-inference, training, batch"},
+     "unknown profile; allowed: vllm-inference, triton-inference, training, batch, ollama, "
+     "tgi-inference"},
+    /* The reference scaler's profiles that need signals gpuscale does not read yet. */
+    {"distributed-training needs NVLink",
+     {{"profile", "distributed-training"}},
+     "profile",
+     "distributed-training",
+     "needs NVLink throughput"},
+    {"vllm-queue-depth needs engine metrics",
+     {{"profile", "vllm-queue-depth"}},
+     "profile",
+     "vllm-queue-depth",
+     "engine metrics are coming"},
+    {"triton-queue-wait needs engine metrics",
+     {{"profile", "triton-queue-wait"}},
+     "profile",
+     "triton-queue-wait",
+     "engine metrics are coming"},
+    {"triton-request-rate needs engine metrics",
+     {{"profile", "triton-request-rate"}, {"tritonEndpoint", "http://triton:8002/metrics"}},
+     "profile",
+     "triton-request-rate",
+     "engine metrics are coming"},
+    {"metricType pcie_tx_kbps",
+     {{"metricType", "pcie_tx_kbps"}},
+     "metricType",
+     "pcie_tx_kbps",
+     "does not collect PCIe or NVLink"},
+    {"metricType nvlink_rx_mbps",
+     {{"metricType", "nvlink_rx_mbps"}, {"aggregation", "avg"}},
+     "metricType",
+     "nvlink_rx_mbps",
+     "allowed now: gpu_utilization"},
+    {"metricType vllm_queue_depth",
+     {{"metricType", "vllm_queue_depth"}},
+     "metricType",
+     "vllm_queue_depth",
+     "engine metrics are coming"},
+    {"metricType vllm_kv_cache_usage",
+     {{"metricType", "vllm_kv_cache_usage"}},
+     "metricType",
+     "vllm_kv_cache_usage",
+     "engine metrics are coming"},
+    {"metricType triton_queue_wait_ms",
+     {{"metricType", "triton_queue_wait_ms"}},
+     "metricType",
+     "triton_queue_wait_ms",
+     "engine metrics are coming"},
+    {"metricType triton_request_rate",
+     {{"metricType", "triton_request_rate"}},
+     "metricType",
+     "triton_request_rate",
+     "engine metrics are coming"},
+    {"vllmEndpoint",
+     {{"profile", "vllm-inference"}, {"vllmEndpoint", "http://vllm-svc:8000/metrics"}},
+     "vllmEndpoint",
+     "http://vllm-svc:8000/metrics",
+     "engine metrics are not served yet; they are coming"},
+    {"tritonEndpoint",
+     {{"tritonEndpoint", "http://triton-svc:8002/metrics"}},
+     "tritonEndpoint",
+     "http://triton-svc:8002/metrics",
+     "operator's opt-in"},
+    {"empty vllmEndpoint", {{"vllmEndpoint", ""}}, "vllmEndpoint", "", "coming"},
+    /* The shorthands are validated as targetValue is. */
+    {"targetGpuUtilization abc",
+     {{"targetGpuUtilization", "abc"}},
+     "targetGpuUtilization",
+     "abc",
+     "finite number greater than 0"},
+    {"targetGpuUtilization 0",
+     {{"targetGpuUtilization", "0"}},
+     "targetGpuUtilization",
+     "0",
+     "greater than 0"},
+    {"targetMemoryUtilization -5",
+     {{"targetMemoryUtilization", "-5"}},
+     "targetMemoryUtilization",
+     "-5",
+     "greater than 0"},
+    {"targetMemoryUtilization NaN",
+     {{"targetGpuUtilization", "50"}, {"targetMemoryUtilization", "NaN"}},
+     "targetMemoryUtilization",
+     "NaN",
+     "finite"},
+    /* pollIntervalSeconds: a whole number >= 1 (the reference scaler panics on 0). */
+    {"pollIntervalSeconds 0",
+     {{"pollIntervalSeconds", "0"}},
+     "pollIntervalSeconds",
+     "0",
+     "whole number of seconds >= 1"},
+    {"pollIntervalSeconds -3",
+     {{"pollIntervalSeconds", "-3"}},
+     "pollIntervalSeconds",
+     "-3",
+     ">= 1"},
+    {"pollIntervalSeconds empty", {{"pollIntervalSeconds", ""}}, "pollIntervalSeconds", "", ">= 1"},
+    {"pollIntervalSeconds fraction",
+     {{"pollIntervalSeconds", "1.5"}},
+     "pollIntervalSeconds",
+     "1.5",
+     "whole number"},
+    {"pollIntervalSeconds duration",
+     {{"pollIntervalSeconds", "10s"}},
+     "pollIntervalSeconds",
+     "10s",
+     "e.g. \"10\""},
+    {"pollIntervalSeconds overflow",
+     {{"pollIntervalSeconds", "99999999999999999999"}},
+     "pollIntervalSeconds",
+     "99999999999999999999",
+     ">= 1"},
     {"empty profile", {{"profile", ""}}, "profile", "", "vllm-inference"},
     {"bad metricType",
      {{"metricType", "gpu_util"}, TV_50},
@@ -457,7 +770,14 @@ static const struct bad_case bad_cases[] = {
      "aggregation",
      "MAX",
      "max, min, avg, sum, p95, p99"},
-    {"gpuIndex -1", {{"profile", "batch"}, {"gpuIndex", "-1"}}, "gpuIndex", "-1", "0..1023"},
+    {"gpuIndex -2",
+     {{"profile", "batch"}, {"gpuIndex", "-2"}},
+     "gpuIndex",
+     "-2",
+     "only as \"-1\" (every GPU)"},
+    {"gpuIndex -100", {{"gpuIndex", "-100"}}, "gpuIndex", "-100", "0..1023"},
+    {"gpuIndex -1 in a list", {{"gpuIndex", "-1,0"}}, "gpuIndex", "-1,0", "\"-1\" for every GPU"},
+    {"gpuIndex -", {{"gpuIndex", "-"}}, "gpuIndex", "-", "0..1023"},
     {"gpuIndex a", {{"profile", "batch"}, {"gpuIndex", "a"}}, "gpuIndex", "a", "0..1023"},
     {"gpuIndex empty element",
      {{"profile", "batch"}, {"gpuIndex", "0,,1"}},
@@ -589,9 +909,6 @@ static const struct bad_case bad_cases[] = {
      "minCoverage",
      "0.5",
      "allowPartial"},
-    {"no profile, no metricType", {TV_50}, "metricType", NULL, "gpu_utilization"},
-    {"no profile, no targetValue", {MT_GPU}, "targetValue", NULL, "required"},
-    {"nothing at all", {{"scalerAddress", "x:1"}}, "profile", NULL, "metricType"},
 };
 
 static size_t kv_count(const struct kv *md) {
@@ -944,6 +1261,75 @@ static void test_regex_cap_and_cleanup(void **state) {
   assert_non_null(strstr(err, "value=\"sum\""));
 }
 
+/* pollIntervalSeconds is kept as given (0 when absent), and -1 (every GPU) is fine in any scope,
+ * where a real index is not. */
+static void test_reference_keys(void **state) {
+  const struct profile_set *ps = *state;
+  struct trigger t;
+  char err[512] = "";
+  const struct kv md[] = {
+      {"pollIntervalSeconds", " 30 "}, {"gpuIndex", "-1"}, {"scope", "cluster"}};
+  assert_int_equal(trigger_parse(md, 3, ps, &t, err, sizeof err), 0);
+  assert_int_equal(t.poll_interval_s, 30);
+  assert_int_equal(t.n_indices, 0);
+  assert_int_equal(t.scope, TRIGGER_SCOPE_CLUSTER);
+  trigger_free(&t);
+  assert_int_equal(trigger_parse(md, 0, ps, &t, err, sizeof err), 0);
+  assert_int_equal(t.poll_interval_s, 0);
+  const struct kv big[] = {{"pollIntervalSeconds", "2147483647"}};
+  assert_int_equal(trigger_parse(big, 1, ps, &t, err, sizeof err), 0);
+  assert_int_equal(t.poll_interval_s, 2147483647);
+  const struct kv over[] = {{"pollIntervalSeconds", "2147483648"}};
+  assert_int_equal(trigger_parse(over, 1, ps, &t, err, sizeof err), GS_EINVAL);
+  assert_non_null(strstr(err, "pollIntervalSeconds=\"2147483648\""));
+}
+
+struct warn_case {
+  struct kv md[MAXKV];
+  bool warn;
+  const char *metric; /* named in the warning */
+};
+
+/* The warning for a load-insensitive metric: memory used (% or MiB) in workload scope only. */
+static const struct warn_case warn_cases[] = {
+    {{{"profile", "vllm-inference"}, {"pods", "vllm-.*"}}, true, "memory_used_percent"},
+    {{{"profile", "batch"}, {"scope", "workload"}}, true, "memory_used_percent"},
+    {{{"targetMemoryUtilization", "80"}, {"pods", "x"}}, true, "memory_used_percent"},
+    {{{"metricType", "memory_used_mib"}, {"pods", "x"}}, true, "memory_used_mib"},
+    {{{"profile", "tgi-inference"}, {"pods", "tgi-.*"}}, true, "memory_used_percent"},
+    {{{"profile", "vllm-inference"}}, false, NULL},                       /* node scope */
+    {{{"profile", "vllm-inference"}, {"scope", "cluster"}}, false, NULL}, /* cluster scope */
+    {{{"profile", "triton-inference"}, {"pods", "x"}}, false, NULL},      /* gpu_utilization */
+    {{{"metricType", "memory_utilization"}, {"pods", "x"}}, false, NULL}, /* bandwidth moves */
+};
+
+static void test_workload_warning(void **state) {
+  const struct profile_set *ps = *state;
+  for (size_t i = 0; i < sizeof warn_cases / sizeof warn_cases[0]; i++) {
+    const struct warn_case *c = &warn_cases[i];
+    struct trigger t;
+    char err[512] = "";
+    assert_int_equal(trigger_parse(c->md, kv_count(c->md), ps, &t, err, sizeof err), 0);
+    char buf[512] = "untouched";
+    bool w = trigger_workload_warning(t.metric, t.scope, buf, sizeof buf);
+    if (w != c->warn)
+      print_error("case %zu: warn %d, want %d (%s)\n", i, w, c->warn, buf);
+    assert_int_equal(w, c->warn);
+    if (c->warn) {
+      assert_non_null(strstr(buf, c->metric));
+      assert_non_null(strstr(buf, "maxReplicaCount"));
+      assert_non_null(strstr(buf, "workload scope"));
+    } else {
+      assert_string_equal(buf, "untouched");
+    }
+    trigger_free(&t);
+  }
+  char small[16];
+  assert_true(
+      trigger_workload_warning(GF_MEM_USED_PCT, TRIGGER_SCOPE_WORKLOAD, small, sizeof small));
+  assert_true(strlen(small) < sizeof small);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_good_cases),
@@ -954,6 +1340,8 @@ int main(void) {
       cmocka_unit_test(test_gateway_keys),
       cmocka_unit_test(test_regex_whole_match),
       cmocka_unit_test(test_regex_cap_and_cleanup),
+      cmocka_unit_test(test_reference_keys),
+      cmocka_unit_test(test_workload_warning),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }
