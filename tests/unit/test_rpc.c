@@ -211,10 +211,11 @@ static void test_errors(void **state) {
     assert_non_null(strstr(st.msg, "median"));
   }
   {
-    REF({"metricType", "gpu_utilization"}); /* no targetValue and no profile */
+    REF({"metricType", "gpu_utilization"}, {"pollIntervalSeconds", "0"});
     bool a;
     assert_int_equal(rpc_keda_is_active(c, &ref, 3000, &a, &st), GS_EINVAL);
     assert_int_equal(st.code, RPC_INVALID_ARGUMENT);
+    assert_non_null(strstr(st.msg, "pollIntervalSeconds"));
   }
   {
     REF({"profile", "triton-inference"}, {"gpuIndex", "3"});

@@ -93,7 +93,12 @@ static const struct spec_case spec_cases[] = {
      "node-power",
      300.5},
     {"bad metadata", {{"profile", "batch"}, {"window", "25h"}}, GS_EINVAL, "window=\"25h\"", 0},
-    {"missing targetValue", {{"metricType", "gpu_utilization"}}, GS_EINVAL, "targetValue", 0},
+    {"no targetValue: the default 80",
+     {{"metricType", "gpu_utilization"}},
+     0,
+     "gpuscale-gpu-utilization",
+     80},
+    {"pollIntervalSeconds 0", {{"pollIntervalSeconds", "0"}}, GS_EINVAL, "pollIntervalSeconds", 0},
 };
 
 static void test_get_spec(void **state) {
