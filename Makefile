@@ -1,4 +1,5 @@
-# gpuscale: the two-command setup. `make run` and `make check` install what is missing first.
+# gpuscale: the two-command setup. `make run` and `make check` install what is missing first, each only
+# what it needs (scripts/install-deps.sh holds the package lists: build, run, test, bench).
 BUILD ?= build
 ASAN_BUILD ?= build-asan
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
@@ -9,23 +10,28 @@ CMAKE_FLAGS ?=
 
 all: build
 
+# Every package: build, try-it, test and bench tools.
 deps:
-	@bash scripts/install-deps.sh
+	@bash scripts/install-deps.sh build run test bench
 
 build:
 	@cmake -S . -B $(BUILD) -DGPUSCALE_WERROR=ON $(CMAKE_FLAGS) >/dev/null
 	@cmake --build $(BUILD) -j $(JOBS)
 
-# Start the agent on the built-in mock scenario (4 GPUs), gRPC :6000, HTTP :9400.
-run: deps build
+# Start the agent on the built-in mock scenario (4 GPUs), gRPC :6000, HTTP :9400. Installs and builds
+# only what the agent needs (no test tools, no test binaries).
+run:
+	@bash scripts/install-deps.sh build run
+	@cmake -S . -B $(BUILD) -DGPUSCALE_WERROR=ON $(CMAKE_FLAGS) >/dev/null
+	@cmake --build $(BUILD) -j $(JOBS) --target gpuscale
 	@bash scripts/run-demo.sh $(BUILD)/gpuscale
 
-# Every test: source checks, unit + fuzz replay + end-to-end (ctest), the unit tests under
-# valgrind, then every test again under ASan+UBSan.
-check: deps checksrc build
-	@ctest --test-dir $(BUILD) --output-on-failure
-	@$(MAKE) --no-print-directory valgrind
-	@$(MAKE) --no-print-directory asan
+# Every test, every stage even after one fails (scripts/check.sh): source checks, build, ctest (unit, fuzz
+# replay, end-to-end), the deploy validation, the unit tests under valgrind, then every test again under
+# ASan+UBSan; one summary line per stage at the end, non-zero exit when any failed.
+check:
+	@bash scripts/install-deps.sh build run test
+	@MAKE="$(MAKE)" bash scripts/check.sh $(BUILD) $(ASAN_BUILD) $(JOBS)
 
 unit: build
 	@ctest --test-dir $(BUILD) --output-on-failure -L 'unit|fuzz'
@@ -48,7 +54,9 @@ checksrc:
 format:
 	@clang-format -i $$(git ls-files 'src/*.c' 'src/*.h' 'tests/*.c' 'tests/*.h' 'bench/*.c')
 
-bench: deps build
+bench:
+	@bash scripts/install-deps.sh build bench
+	@$(MAKE) --no-print-directory build
 	@bash bench/run.sh $(BUILD)
 
 # The container image (Dockerfile). Needs Docker or another builder with a daemon: not available on the

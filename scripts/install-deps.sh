@@ -1,21 +1,77 @@
 #!/usr/bin/env bash
-# Installs every Debian 12 package gpuscale needs to build, test and benchmark.
-# Idempotent: does nothing when all packages are already installed.
+# Installs the Debian 12 packages gpuscale needs, by purpose. Each list is here and only here.
+#
+#   bash scripts/install-deps.sh SET...     install what SET needs (several sets add up)
+#   bash scripts/install-deps.sh --list SET print SET's packages, one a line (the Dockerfile check uses it)
+#
+# Sets:
+#   build  compile and link the gpuscale binary (the Dockerfile's build stage installs exactly these)
+#   run    the README's try-it lines beside `make run` (curl)
+#   test   what `make check` adds: cmocka, the e2e tests' Python, protoc, valgrind, clang-format,
+#          Prometheus, openssl, Chromium, and Node.js/npm for the deploy tests
+#   bench  what `make bench` adds (Prometheus, Python, curl, GNU time)
+#   fuzz   clang and its libFuzzer runtime, for the fuzz build (docs/development.md)
+#
+# `make run` installs build+run, `make check` build+run+test, `make bench` build+bench.
+# Idempotent: does nothing when every package is installed. Refreshes the package lists first when they are
+# missing or older than a day. Uses sudo when not root; prints the apt-get line when it cannot install.
 set -euo pipefail
 
-PKGS=(
-  build-essential cmake pkg-config git
+# Sets (arrays named SET_<name>).
+SET_build=(
+  build-essential cmake pkg-config
   libgrpc-dev libprotobuf-c-dev protobuf-c-compiler
-  libmicrohttpd-dev libcurl4-openssl-dev libjson-c-dev libyaml-dev
+  libmicrohttpd-dev libcurl4-openssl-dev libjson-c-dev libyaml-dev zlib1g-dev
+)
+SET_run=(curl)
+SET_test=(
   libcmocka-dev
-  python3 python3-pytest python3-yaml python3-grpcio python3-protobuf protobuf-compiler protobuf-compiler-grpc
-  clang libclang-rt-14-dev clang-format valgrind
-  curl procps zlib1g-dev prometheus openssl chromium
+  python3 python3-pytest python3-yaml python3-grpcio python3-protobuf protobuf-compiler
+  valgrind clang-format
+  curl procps prometheus openssl chromium
   nodejs npm unzip
 )
+SET_bench=(curl procps python3 prometheus time)
+SET_fuzz=(clang libclang-rt-14-dev)
+ALL_SETS="build run test bench fuzz"
+
+usage() {
+  sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//' >&2
+  exit 2
+}
+
+pkgs_of() {
+  case " $ALL_SETS " in
+    *" $1 "*) ;;
+    *)
+      echo "install-deps: unknown set \"$1\" (allowed: ${ALL_SETS// /, })" >&2
+      exit 2
+      ;;
+  esac
+  local -n arr="SET_$1"
+  printf '%s\n' "${arr[@]}"
+}
+
+[ $# -gt 0 ] || usage
+if [ "$1" = --list ]; then
+  [ $# -eq 2 ] || usage
+  pkgs_of "$2"
+  exit 0
+fi
+case "$1" in -h | --help) usage ;; esac
+
+want=()
+for s in "$@"; do
+  pkgs_of "$s" >/dev/null # exits on an unknown set
+  mapfile -t p < <(pkgs_of "$s")
+  want+=("${p[@]}")
+done
 
 missing=()
-for p in "${PKGS[@]}"; do
+seen=" "
+for p in "${want[@]}"; do
+  case "$seen" in *" $p "*) continue ;; esac
+  seen="$seen$p "
   # Node.js from another source (e.g. NodeSource's nodejs, which bundles npm and conflicts with Debian's
   # npm package) counts: installing Debian's npm there would try to replace it.
   case "$p" in
@@ -31,24 +87,36 @@ if [ ${#missing[@]} -eq 0 ]; then
   exit 0
 fi
 
-echo "install-deps: installing ${missing[*]}"
+echo "install-deps ($*): installing ${missing[*]}"
 SUDO=""
 if [ "$(id -u)" -ne 0 ]; then
   if command -v sudo >/dev/null 2>&1; then
     SUDO="sudo"
   else
     echo "install-deps: not root and no sudo; please install these Debian packages:" >&2
-    echo "  apt-get install -y ${missing[*]}" >&2
+    echo "  apt-get update && apt-get install -y ${missing[*]}" >&2
     exit 1
+  fi
+fi
+
+# The package lists: refreshed when there are none (a fresh debootstrap or container) or when the newest is
+# older than a day, so that what we install is the current (security-updated) version.
+lists=/var/lib/apt/lists
+newest="$(find "$lists" -maxdepth 1 -type f -name '*_Packages*' -printf '%T@\n' 2>/dev/null | sort -n | tail -n1)"
+now="$(date +%s)"
+if [ -z "$newest" ] || [ $((now - ${newest%.*})) -gt 86400 ]; then
+  if [ -z "$newest" ]; then why="there are none"; else why="they are $(((now - ${newest%.*}) / 3600)) hours old"; fi
+  echo "install-deps: apt-get update (package lists: $why)"
+  if ! $SUDO apt-get update -qq; then
+    echo "install-deps: apt-get update failed; check /etc/apt/sources.list.d/ and the network (proxy: http_proxy)" >&2
+    [ -n "$newest" ] || exit 1
+    echo "install-deps: going on with the old package lists" >&2
   fi
 fi
 
 export DEBIAN_FRONTEND=noninteractive
 if ! $SUDO apt-get install -y --no-install-recommends "${missing[@]}"; then
-  $SUDO apt-get update -qq || true
-  if ! $SUDO apt-get install -y --no-install-recommends "${missing[@]}"; then
-    echo "install-deps: could not install; please install these Debian packages:" >&2
-    echo "  apt-get install -y ${missing[*]}" >&2
-    exit 1
-  fi
+  echo "install-deps: could not install; please install these Debian packages:" >&2
+  echo "  apt-get update && apt-get install -y ${missing[*]}" >&2
+  exit 1
 fi
