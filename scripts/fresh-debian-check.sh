@@ -1,0 +1,295 @@
+#!/usr/bin/env bash
+# The README's quick start, as written, in a pristine Debian 12 root (debootstrap --variant=minbase bookworm).
+#
+#   sudo bash scripts/fresh-debian-check.sh [--worktree] [--mirror URL] [--ca-bundle FILE] [--dir DIR] [--keep]
+#
+#   --worktree        copy the working tree (tracked and untracked, not ignored files) instead of HEAD
+#   --mirror URL      the Debian mirror for debootstrap and the root's apt (default: the host's configured
+#                     Debian mirror from /etc/apt/sources.list.d/ or /etc/apt/sources.list, else the configured mirror)
+#   --ca-bundle FILE  a PEM CA bundle for networks that intercept TLS: trusted in the root by npm/Node.js
+#                     (NODE_EXTRA_CA_CERTS), by apt for an https mirror, and by ca-certificates once installed
+#   --dir DIR         the scratch directory (default: a new /var/tmp/gpuscale-fresh.XXXXXX)
+#   --keep            keep the root afterwards (default: removed when every step passed)
+#
+# Steps: debootstrap; the project copied in with `git archive` (or the working tree); then, in the root as
+# root from the project directory, every line of the README's first quick-start block verbatim: `make run` in
+# the background until /readyz answers, then the lines of the README's "While `make run` is running" block
+# (a `gpuscale query`), then `make run` is stopped and the next lines (`make check`) run. The lines are read
+# from README.md, so this check follows the README. Prints a table of steps and times; /proc, /sys, /dev/pts
+# and /dev/shm are unmounted on every exit. Needs root, about 3 GB of disk, and downloads about 1 GB.
+# Not part of `make check`; run it before a release and after touching the install scripts.
+set -uo pipefail
+
+ROOT_SRC="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+WORKTREE=0
+MIRROR=""
+CA=""
+DIR=""
+KEEP=0
+usage() { sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//'; exit "${1:-2}"; }
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --worktree) WORKTREE=1 ;;
+    --mirror) MIRROR="${2:?--mirror needs a URL}"; shift ;;
+    --mirror=*) MIRROR="${1#*=}" ;;
+    --ca-bundle) CA="${2:?--ca-bundle needs a file}"; shift ;;
+    --ca-bundle=*) CA="${1#*=}" ;;
+    --dir) DIR="${2:?--dir needs a directory}"; shift ;;
+    --dir=*) DIR="${1#*=}" ;;
+    --keep) KEEP=1 ;;
+    -h | --help) usage 0 ;;
+    *) echo "fresh-debian-check: unknown argument \"$1\"" >&2; usage ;;
+  esac
+  shift
+done
+[ "$(id -u)" = 0 ] || { echo "fresh-debian-check: needs root (debootstrap, chroot, mount)" >&2; exit 2; }
+if [ -n "$CA" ] && [ ! -r "$CA" ]; then echo "fresh-debian-check: --ca-bundle $CA: cannot read it" >&2; exit 2; fi
+
+# The host's Debian mirror: the first URIs/deb line for a plain bookworm suite (not -security/-updates).
+host_mirror() {
+  local f
+  for f in /etc/apt/sources.list.d/*.sources; do
+    [ -f "$f" ] || continue
+    awk 'BEGIN { RS = ""; FS = "\n" }
+      { uri = ""; ok = 0
+        for (i = 1; i <= NF; i++) {
+          if ($i ~ /^URIs:/) { split($i, a, /[ \t]+/); uri = a[2] }
+          if ($i ~ /^Suites:/ && $i ~ /[ \t]bookworm([ \t]|$)/) ok = 1
+        }
+        if (ok && uri != "") { print uri; exit } }' "$f"
+  done
+  cat /etc/apt/sources.list /etc/apt/sources.list.d/*.list 2>/dev/null |
+    awk '$1 == "deb" { for (i = 2; i <= NF; i++) if ($i !~ /^\[/ && $i !~ /\]$/) { if ($(i + 1) == "bookworm") print $i; break } }'
+}
+[ -n "$MIRROR" ] || MIRROR="$(host_mirror | head -n1)"
+[ -n "$MIRROR" ] || MIRROR=$MIRROR_URL
+
+# The README's lines: the first ```sh block of "## Quick start", and the block after "While `make run` is running".
+readme_block() { # $1: awk regex of the line the block follows (the first ```sh after it)
+  awk -v after="$1" '
+    !found && $0 ~ after { found = 1; next }
+    found && !inb && /^```sh/ { inb = 1; next }
+    inb && /^```/ { exit }
+    inb && NF { print }' "$ROOT_SRC/README.md"
+}
+mapfile -t QUICK < <(readme_block '^## Quick start')
+mapfile -t WHILE_RUN < <(readme_block '^While `make run` is running')
+if [ ${#QUICK[@]} -eq 0 ] || ! printf '%s\n' "${QUICK[@]}" | grep -q '^make run'; then
+  echo "fresh-debian-check: no quick-start block with a \`make run\` line found in README.md" >&2
+  exit 2
+fi
+
+if [ -z "$DIR" ]; then DIR="$(mktemp -d /var/tmp/gpuscale-fresh.XXXXXX)"; else mkdir -p "$DIR"; fi
+DIR="$(cd "$DIR" && pwd -P)"
+R="$DIR/root"
+LOGS="$DIR/logs"
+mkdir -p "$LOGS"
+PROJ=/root/gpuscale
+RUN_PGID=""
+if [ "$WORKTREE" = 1 ]; then
+  SRC_DESC="working tree on $(git -C "$ROOT_SRC" rev-parse --short HEAD)$(git -C "$ROOT_SRC" diff --quiet HEAD -- 2>/dev/null || echo ' + uncommitted changes')"
+else
+  SRC_DESC="HEAD $(git -C "$ROOT_SRC" rev-parse --short HEAD)"
+fi
+
+# ---- the table
+steps=()
+results=()
+times=()
+notes=()
+record() { steps+=("$1"); results+=("$2"); times+=("$3"); notes+=("${4:-}"); }
+table() {
+  echo
+  echo "fresh-debian-check: Debian 12 minbase, mirror $MIRROR, project $SRC_DESC"
+  printf '| %-3s | %-62s | %-6s | %7s | %s\n' "#" "step" "result" "seconds" "note"
+  printf '|-----|%s|--------|---------|------\n' "----------------------------------------------------------------"
+  for i in "${!steps[@]}"; do
+    printf '| %-3s | %-62s | %-6s | %7s | %s\n' "$((i + 1))" "${steps[$i]}" "${results[$i]}" "${times[$i]}" "${notes[$i]}"
+  done
+  echo "logs: $LOGS"
+}
+
+# ---- mounts, undone on every exit
+mounts=()
+mount_all() {
+  mount -t proc proc "$R/proc" && mounts+=("$R/proc") || return 1
+  mount --bind /sys "$R/sys" && mount -o remount,bind,ro "$R/sys" 2>/dev/null; mounts+=("$R/sys")
+  mkdir -p "$R/dev/pts" "$R/dev/shm"
+  mount --bind /dev/pts "$R/dev/pts" && mounts+=("$R/dev/pts") || return 1
+  mount -t tmpfs -o mode=1777,nosuid,nodev shm "$R/dev/shm" && mounts+=("$R/dev/shm") || return 1
+}
+unmount_all() {
+  local i m
+  for ((i = ${#mounts[@]} - 1; i >= 0; i--)); do
+    m="${mounts[$i]}"
+    mountpoint -q "$m" || continue
+    umount "$m" 2>/dev/null || umount -l "$m" 2>/dev/null || echo "fresh-debian-check: could not unmount $m" >&2
+  done
+  mounts=()
+}
+stop_run() {
+  [ -n "$RUN_PGID" ] || return 0
+  kill -TERM -- "-$RUN_PGID" 2>/dev/null
+  for _ in $(seq 100); do kill -0 -- "-$RUN_PGID" 2>/dev/null || break; sleep 0.1; done
+  kill -KILL -- "-$RUN_PGID" 2>/dev/null
+  RUN_PGID=""
+if [ "$WORKTREE" = 1 ]; then
+  SRC_DESC="working tree on $(git -C "$ROOT_SRC" rev-parse --short HEAD)$(git -C "$ROOT_SRC" diff --quiet HEAD -- 2>/dev/null || echo ' + uncommitted changes')"
+else
+  SRC_DESC="HEAD $(git -C "$ROOT_SRC" rev-parse --short HEAD)"
+fi
+}
+FAILED=0
+finish() {
+  stop_run
+  # Processes the checks left behind in the root (none expected) would hold the mounts.
+  local p
+  for p in /proc/[0-9]*; do
+    [ "$(readlink "$p/root" 2>/dev/null)" = "$R" ] && kill -KILL "${p#/proc/}" 2>/dev/null
+  done
+  sleep 0.5
+  unmount_all
+  [ ${#steps[@]} -gt 0 ] && table
+  if [ "$KEEP" = 0 ] && [ "$FAILED" = 0 ] && [ -d "$R" ]; then
+    if findmnt -rn -o TARGET | grep -q "^$R/"; then
+      echo "fresh-debian-check: something is still mounted under $R; not removing it" >&2
+    else
+      rm -rf --one-file-system "$R"
+    fi
+  elif [ -d "$R" ]; then
+    echo "fresh-debian-check: the root is kept in $R"
+  fi
+}
+trap finish EXIT
+trap 'exit 130' INT TERM
+
+# in_root LOG CMD: runs the bash command line CMD in the root, as root, from the project directory, with
+# the environment of a root login on a fresh machine (no locale, no proxy unless the host has one).
+in_root() {
+  local log=$1
+  shift
+  local envs=(HOME=/root USER=root LOGNAME=root SHELL=/bin/bash TERM=dumb
+    PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin)
+  local v
+  for v in http_proxy https_proxy no_proxy HTTP_PROXY HTTPS_PROXY NO_PROXY; do
+    [ -n "${!v:-}" ] && envs+=("$v=${!v}")
+  done
+  [ -n "$CA" ] && envs+=(NODE_EXTRA_CA_CERTS=/usr/local/share/ca-certificates/fresh-check-extra.crt)
+  chroot "$R" /usr/bin/env -i "${envs[@]}" /bin/bash -c "cd $PROJ && $*" >>"$log" 2>&1
+}
+root_line() { in_root "$STEP_LOG" "$1"; }
+
+# step NAME CMD...: runs CMD (a host command), records result and time; on failure prints the log tail.
+n=0
+step() {
+  local name=$1 t0 rc log
+  shift
+  n=$((n + 1))
+  log="$LOGS/$(printf '%02d' "$n")-$(tr -c 'a-zA-Z0-9' '-' <<<"$name" | cut -c1-40).log"
+  echo "fresh-debian-check: [$n] $name (log: $log)"
+  t0=$(date +%s)
+  STEP_LOG=$log "$@" >>"$log" 2>&1
+  rc=$?
+  if [ $rc -eq 0 ]; then record "$name" ok $(($(date +%s) - t0)) "${STEP_NOTE:-}"
+  else
+    record "$name" FAILED $(($(date +%s) - t0)) "${STEP_NOTE:-exit $rc}"
+    FAILED=1
+    echo "fresh-debian-check: [$n] $name FAILED (exit $rc); last lines of $log:"
+    tail -n 40 "$log" | sed 's/^/    /'
+  fi
+  STEP_NOTE=""
+  return $rc
+}
+
+# ---- 1. debootstrap
+if ! command -v debootstrap >/dev/null 2>&1; then
+  step "apt-get install debootstrap (on the host)" bash -c 'apt-get install -y debootstrap || { apt-get update && apt-get install -y debootstrap; }' || exit 1
+fi
+if [ -e "$R" ]; then echo "fresh-debian-check: $R exists; give a new --dir" >&2; FAILED=1; exit 2; fi
+do_debootstrap() {
+  debootstrap --variant=minbase bookworm "$R" "$MIRROR" || return 1
+  STEP_NOTE="$(chroot "$R" dpkg-query -W -f='.\n' | wc -l) packages, $(du -sm --one-file-system "$R" | cut -f1) MB"
+}
+step "debootstrap --variant=minbase bookworm" do_debootstrap || exit 1
+if [ -n "$CA" ]; then
+  mkdir -p "$R/usr/local/share/ca-certificates"
+  cp "$CA" "$R/usr/local/share/ca-certificates/fresh-check-extra.crt"
+  case "$MIRROR" in https:*)
+    echo "Acquire::https::CAInfo \"/usr/local/share/ca-certificates/fresh-check-extra.crt\";" >"$R/etc/apt/apt.conf.d/99fresh-check-ca" ;;
+  esac
+fi
+mount_all || { echo "fresh-debian-check: mounting /proc, /sys, /dev/pts, /dev/shm in $R failed" >&2; FAILED=1; exit 1; }
+
+# ---- 2. the project
+copy_project() {
+  mkdir -p "$R$PROJ"
+  if [ "$WORKTREE" = 1 ]; then
+    (cd "$ROOT_SRC" && git ls-files -z -co --exclude-standard |
+      while IFS= read -r -d '' f; do [ -e "$f" ] && printf '%s\0' "$f"; done |
+      tar --null -T - -cf -) | tar -xf - -C "$R$PROJ"
+  else
+    git -C "$ROOT_SRC" archive --format=tar HEAD | tar -xf - -C "$R$PROJ"
+  fi
+  STEP_NOTE="$(find "$R$PROJ" -type f | wc -l) files"
+}
+step "copy the project ($SRC_DESC) to $PROJ" copy_project || exit 1
+
+# ---- 3. the README's lines
+pkgs_before=0
+count_pkgs() { chroot "$R" dpkg-query -W -f='${db:Status-Abbrev}\n' 2>/dev/null | grep -c '^ii'; }
+disk_mb() { du -sm --one-file-system "$R" --exclude="$R$PROJ" 2>/dev/null | cut -f1; }
+
+readyz() { curl -sf --noproxy '*' --max-time 2 http://127.0.0.1:9400/readyz >/dev/null 2>&1; }
+make_run() { # $1: the README line
+  local before after mb0 mb1 pid
+  before=$(count_pkgs)
+  mb0=$(disk_mb)
+  if readyz; then echo "something already answers on 127.0.0.1:9400; stop it first"; return 1; fi
+  setsid chroot "$R" /usr/bin/env -i HOME=/root USER=root LOGNAME=root TERM=dumb SHELL=/bin/bash \
+    PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
+    ${http_proxy:+http_proxy=$http_proxy} ${https_proxy:+https_proxy=$https_proxy} \
+    /bin/bash -c "cd $PROJ && $1" >>"$STEP_LOG" 2>&1 </dev/null &
+  pid=$!
+  RUN_PGID=$pid
+  # Up to 45 minutes: the install and the build of a fresh machine, on a slow one.
+  for _ in $(seq 2700); do
+    if readyz; then break; fi
+    if ! kill -0 "$pid" 2>/dev/null; then echo "make run exited before /readyz answered"; RUN_PGID=""; return 1; fi
+    sleep 1
+  done
+  readyz || { echo "/readyz did not answer in 45 minutes"; return 1; }
+  after=$(count_pkgs)
+  mb1=$(disk_mb)
+  STEP_NOTE="/readyz answers; installed $((after - before)) packages, +$((mb1 - mb0)) MB on disk"
+}
+
+shown() { local s="${1%%#*}"; s="${s%"${s##*[![:space:]]}"}"; echo "${s:-$1}"; } # the line less its comment
+for line in "${QUICK[@]}"; do
+  case "$line" in
+    "make run"*)
+      step "README: $(shown "$line")" make_run "$line" || exit 1
+      for w in "${WHILE_RUN[@]}"; do
+        step "README, while make run runs: $(shown "$w")" root_line "$w"
+      done
+      stop_run
+      ;;
+    "make check"*)
+      run_check() {
+        local before after
+        before=$(count_pkgs)
+        in_root "$STEP_LOG" "$1"
+        local rc=$?
+        after=$(count_pkgs)
+        STEP_NOTE="$(grep -E '^check: [0-9]+ passed' "$STEP_LOG" | tail -n1); installed $((after - before)) packages"
+        return $rc
+      }
+      step "README: $(shown "$line")" run_check "$line"
+      echo "fresh-debian-check: make check's stages:"
+      grep -E '^check: ' "$LOGS"/*make-check*.log | sed 's/^[^:]*:/    /'
+      ;;
+    *)
+      step "README: $(shown "$line")" root_line "$line" || exit 1
+      ;;
+  esac
+done
+[ "$FAILED" = 0 ]
