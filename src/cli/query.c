@@ -16,6 +16,7 @@
 #include "core/err.h"
 #include "core/profile.h"
 #include "core/timeutil.h"
+#include "core/trigger.h"
 #include "rpc/client.h"
 #include "rpc/rpc.h"
 #include "rpc/tls.h"
@@ -132,6 +133,23 @@ static void activation_hint(const struct query_md *m, char *buf, size_t len) {
     const struct profile *pr = profile_find(&ps, p);
     if (pr)
       snprintf(buf, len, "%g", pr->activation);
+  }
+  profile_set_free(&ps);
+}
+
+/* DESIGN.md "Load-insensitive metrics": GPU memory in workload scope does not fall when
+ * replicas are added. Parsed here with the built-in profiles only; a trigger this side cannot
+ * parse (a profile only the server knows, bad metadata) is left to the server's answer. */
+static void warn_flat_metric(const struct scaler_request *ref) {
+  struct profile_set ps = {0};
+  if (profile_set_init(&ps))
+    return;
+  struct trigger t;
+  char err[512], msg[512];
+  if (trigger_parse_ref(ref->md, ref->nmd, &ps, ref->ns, &t, err, sizeof(err)) == 0) {
+    if (trigger_workload_warning(t.metric, t.scope, msg, sizeof(msg)))
+      fprintf(stderr, "gpuscale query: warning: %s\n", msg);
+    trigger_free(&t);
   }
   profile_set_free(&ps);
 }
@@ -265,6 +283,7 @@ int query_main(int argc, char **argv) {
     return 1;
   }
   struct scaler_request ref = {o.name, o.ns, m.items, m.n};
+  warn_flat_metric(&ref);
 
   sigset_t stop, old;
   sigemptyset(&stop);

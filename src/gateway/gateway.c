@@ -27,6 +27,7 @@
 #include "rpc/watch.h"
 
 #define GW_MAX_AGENTS 4096
+#define GW_FLAT_WARNED_MAX 1024 /* workload triggers remembered as checked; then it starts over */
 
 struct gateway_opts {
   char *agents;
@@ -95,10 +96,60 @@ struct gateway {
   struct watcher *watcher;
   struct coverage *coverage;
   struct stats *stats;
-  pthread_mutex_t lock; /* guards targets */
+  pthread_mutex_t lock; /* guards targets and flat_seen */
   char **targets;
   size_t ntargets;
+  const struct profile_set *profiles;
+  uint64_t flat_seen[GW_FLAT_WARNED_MAX]; /* workload triggers already checked, by hash */
+  size_t n_flat_seen;
 };
+
+/* FNV-1a over namespace, name and metric name: one workload trigger. */
+static uint64_t trigger_key(const struct scaler_request *req, const char *metric) {
+  const char *parts[] = {req->ns ? req->ns : "", req->name ? req->name : "", metric};
+  uint64_t h = 1469598103934665603ULL;
+  for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++)
+    for (const char *p = parts[i];; p++) {
+      h = (h ^ (unsigned char)*p) * 1099511628211ULL;
+      if (!*p)
+        break;
+    }
+  return h;
+}
+
+/* True the first time a workload trigger is seen (and again after the memory starts over). */
+static bool flat_first(struct gateway *g, uint64_t key) {
+  pthread_mutex_lock(&g->lock);
+  bool seen = false;
+  for (size_t i = 0; i < g->n_flat_seen && !seen; i++)
+    seen = g->flat_seen[i] == key;
+  if (!seen) {
+    if (g->n_flat_seen == GW_FLAT_WARNED_MAX)
+      g->n_flat_seen = 0;
+    g->flat_seen[g->n_flat_seen++] = key;
+  }
+  pthread_mutex_unlock(&g->lock);
+  return !seen;
+}
+
+/* Every GetMetrics answer: coverage, and, once per workload-scope trigger, a warning when its
+ * metric does not fall as replicas are added (DESIGN.md "Load-insensitive metrics"). The
+ * trigger is parsed again only on that first answer. */
+static void on_metrics(void *ud, const struct scaler_request *req, const char *metric_name,
+                       const struct scaler_result *res, const struct scaler_error *e) {
+  struct gateway *g = ud;
+  coverage_record(g->coverage, req, metric_name, res, e);
+  if (!res || res->scope != TRIGGER_SCOPE_WORKLOAD ||
+      !flat_first(g, trigger_key(req, res->metric_name)))
+    return;
+  struct trigger t;
+  char err[512], msg[512];
+  if (trigger_parse_ref(req->md, req->nmd, g->profiles, req->ns, &t, err, sizeof err) != 0)
+    return;
+  if (trigger_workload_warning(t.metric, res->scope, msg, sizeof msg))
+    LOG_WARN("gateway", "%s/%s %s: %s", req->ns, req->name, res->metric_name, msg);
+  trigger_free(&t);
+}
 
 static void on_snapshot(void *ud, const char *addr, const struct node_snapshot *snap) {
   struct gateway *g = ud;
@@ -330,8 +381,9 @@ static int gateway_run(struct gateway_opts *o) {
   rc_cfg.tick_ms = (int)o->tick_ms;
   rc_cfg.observe = stats_observe;
   rc_cfg.observe_ud = g.stats;
-  rc_cfg.on_metrics = coverage_record;
-  rc_cfg.on_metrics_ud = g.coverage;
+  g.profiles = &profiles;
+  rc_cfg.on_metrics = on_metrics;
+  rc_cfg.on_metrics_ud = &g;
   if (rpc_server_start(&rc_cfg, &rpc, err, sizeof err) != 0) {
     LOG_ERROR("gateway", "--grpc-listen: %s", err);
     goto out;

@@ -123,3 +123,22 @@ def test_agent_missing_scenario_file_fails_with_message(tmp_path):
             "127.0.0.1:%d" % helpers.free_port())
     assert p.returncode != 0
     assert "nope.yaml" in p.stdout + p.stderr
+
+
+def test_query_warns_about_memory_in_workload_scope(main_agent):
+    """docs/profiles.md "Load-insensitive metrics": a memory metric in workload scope runs away,
+    so query says so on stderr before it calls (the agent itself refuses workload scope, so the
+    call fails here; test_load_insensitive.py runs it against a gateway)."""
+    for md in (["--profile", "vllm-inference", "-m", "pods=vllm-.*"],
+               ["-m", "targetMemoryUtilization=80", "-m", "scope=workload"],
+               ["-m", "metricType=memory_used_mib", "-m", "targetValue=60000", "-m", "pods=x"]):
+        p = run("query", "--address", main_agent.grpc_address, *md)
+        warn = [ln for ln in p.stderr.splitlines() if "warning" in ln]
+        assert len(warn) == 1, (md, p.stderr)
+        assert "workload scope" in warn[0] and "maxReplicaCount" in warn[0], warn
+        assert "memory_used" in warn[0], warn
+    # node scope, or a utilisation metric in workload scope: no warning
+    for md in (["--profile", "vllm-inference"], ["--profile", "batch", "-m", "scope=cluster"],
+               ["--profile", "triton-inference", "-m", "pods=x"]):
+        p = run("query", "--address", main_agent.grpc_address, *md)
+        assert "warning" not in p.stderr, (md, p.stderr)

@@ -1,0 +1,517 @@
+"""keda-gpu-scaler's own cases, run against gpuscale: a ScaledObject written for the reference scaler
+must work unchanged and mean the same thing (docs/migrate.md).
+
+Ported from pmady/keda-gpu-scaler v0.6.0 (its HEAD has the same cases): every case of
+tests/e2e/grpc_scaler_test.go, and the metadata cases of pkg/scaler/server_test.go
+(TestParseMetadata, TestIsActive, TestGetMetrics) that are visible on the wire. The same GPUs,
+the same metadata and the same expectations, through the real agent on the mock collector and a
+Python grpcio client instead of its in-process Go server with a mock collector. The code is ours.
+
+Where gpuscale deliberately answers otherwise, the case asserts gpuscale's documented behaviour
+and says why in a comment (each is listed in docs/migrate.md, "What deliberately differs"):
+
+- metric names: GetMetricSpec names the metric `gpuscale-<metric>` (or `metricName`), not
+  `keda_gpu_metric`; KEDA sends back whatever GetMetricSpec returned, so the reference's
+  GetMetrics with a fixed `keda_gpu_metric` becomes "GetMetrics with the spec's name".
+- pollIntervalSeconds 0 is INVALID_ARGUMENT (the reference accepts it and then panics).
+- engine metrics (vllmEndpoint, tritonEndpoint, the queue profiles) are INVALID_ARGUMENT until
+  gpuscale serves them from its own pod discovery.
+- a GPU without a memory reading has no memory_used_percent (the reference makes up 0).
+"""
+
+import math
+
+import grpc
+import pytest
+
+import helpers
+from helpers import Scenario, StreamReader, close, rpc_error, wait_for
+
+A100 = "NVIDIA A100-SXM4-80GB"
+
+
+def dev(index, name=A100, uuid=None, **fields):
+    """One of the reference's gpu.Metrics as a mock GPU. Its Go struct leaves unset fields at 0;
+    here an unset metric is absent (gpuscale never makes up 0), which no ported case reads."""
+    g = {"model": name, "uuid": uuid or "GPU-ref%05d-0000-4000-8000-%012d" % (index, index),
+         "memory_total_mib": fields.pop("memory_total_mib", 8192)}
+    g.update(fields)
+    return g
+
+
+def devices(*specs):
+    return Scenario([dev(i, **s) for i, s in enumerate(specs)])
+
+
+class Fleet:
+    """One agent per distinct device list, started on first use and kept for the module (the
+    reference starts a server per case; starting ours once per list keeps the file fast)."""
+
+    def __init__(self, root):
+        self.root = root
+        self.agents = {}
+
+    def client(self, sc):
+        key = sc.yaml()
+        if key not in self.agents:
+            d = self.root / ("agent%d" % len(self.agents))
+            d.mkdir()
+            self.agents[key] = helpers.start_mock(str(d), sc)
+        return self.agents[key].client()
+
+    def stop(self):
+        for a in self.agents.values():
+            try:
+                a.stop()
+            finally:
+                a.kill()
+
+
+@pytest.fixture(scope="module")
+def fleet(tmp_path_factory, pb):
+    f = Fleet(tmp_path_factory.mktemp("ref-compat"))
+    yield f
+    f.stop()
+
+
+def ref(c, md, name="test-scaled-object", ns="default"):
+    return c.ref(md, name=name, namespace=ns)
+
+
+def is_active(c, md, **kw):
+    return c._is_active(ref(c, md, **kw), timeout=helpers.RPC_TIMEOUT).result
+
+
+def spec_value(c, md, **kw):
+    """GetMetricSpec, then GetMetrics with the name it returned, as KEDA does."""
+    r = ref(c, md, **kw)
+    sr = c._spec(r, timeout=helpers.RPC_TIMEOUT)
+    assert len(sr.metricSpecs) == 1, sr
+    s = sr.metricSpecs[0]
+    mr = c._metrics(c.pb.es.GetMetricsRequest(scaledObjectRef=r, metricName=s.metricName),
+                    timeout=helpers.RPC_TIMEOUT)
+    assert len(mr.metricValues) == 1, mr
+    v = mr.metricValues[0]
+    assert v.metricName == s.metricName
+    # both encodings filled (KEDA <= 2.16 reads the int64 fields; the reference fills only the
+    # double ones)
+    assert s.targetSize == helpers.c_round(s.targetSizeFloat), s
+    assert v.metricValue == helpers.c_round(v.metricValueFloat), v
+    return s, v
+
+
+def value(c, md, **kw):
+    return spec_value(c, md, **kw)[1].metricValueFloat
+
+
+def invalid(c, md, key):
+    """Every unary RPC answers INVALID_ARGUMENT naming key (the reference: any error)."""
+    for call in (c.spec, c.metrics, c.is_active):
+        e = rpc_error(call, md)
+        assert e.code() == grpc.StatusCode.INVALID_ARGUMENT, (md, e)
+        assert key in e.details(), e.details()
+    return e.details()
+
+
+# ---- grpc_scaler_test.go: TestHealthCheck, TestHealthCheck_ReflectsNVMLAvailability --------
+
+def test_health_check(fleet, pb):
+    c = fleet.client(devices(dict(gpu_utilization=50, memory_used_mib=4096)))
+    assert c.check() == pb.health.HealthCheckResponse.SERVING
+
+
+def test_health_check_reflects_nvml_availability(agents, pb):
+    """SERVING, NOT_SERVING while the GPUs cannot be read, SERVING again once they can. The
+    reference fails NVML's device count; the mock's nearest fault is every GPU lost."""
+    good = devices(dict(gpu_utilization=50, memory_used_mib=4096))
+    a = agents(good)
+    c = a.client()
+    h = pb.health.HealthCheckResponse
+    assert c.check() == h.SERVING
+    devices(dict(gpu_utilization=50, memory_used_mib=4096, health="lost")).write(a.scenario_path)
+    a.reload()
+    wait_for(lambda: c.check() == h.NOT_SERVING, timeout=10, what="NOT_SERVING")
+    good.write(a.scenario_path)
+    a.reload()
+    wait_for(lambda: c.check() == h.SERVING, timeout=10, what="SERVING again")
+
+
+# ---- TestIsActive ----------------------------------------------------------------------------
+
+IS_ACTIVE = [
+    # (label, devices, metadata, want)
+    ("active when utilization above default threshold",
+     [dict(gpu_utilization=50, memory_used_mib=4096)], {}, True),  # activation 0: 50 > 0
+    ("inactive when utilization below activation threshold",
+     [dict(gpu_utilization=5, memory_used_mib=100)], {"activationThreshold": "10"}, False),
+    ("active with vllm-inference profile above threshold",
+     [dict(gpu_utilization=80, memory_used_mib=6000)], {"profile": "vllm-inference"}, True),
+    ("active with tgi-inference profile above threshold",
+     [dict(gpu_utilization=80, memory_used_mib=6000)], {"profile": "tgi-inference"}, True),
+    ("multi-GPU max aggregation",
+     [dict(gpu_utilization=5, memory_used_mib=100), dict(gpu_utilization=90, memory_used_mib=7000)],
+     {"activationThreshold": "50"}, True),  # max(5, 90) = 90 > 50
+]
+
+
+@pytest.mark.parametrize("label,devs,md,want", IS_ACTIVE, ids=[c[0] for c in IS_ACTIVE])
+def test_is_active(fleet, label, devs, md, want):
+    assert is_active(fleet.client(devices(*devs)), md) is want
+
+
+# server_test.go TestIsActive: two GPUs (the reference's testDevices: 45 % and 85 %)
+TWO = devices(dict(gpu_utilization=45, memory_used_mib=4096),
+              dict(gpu_utilization=85, memory_used_mib=7168))
+
+
+@pytest.mark.parametrize("md,want", [
+    ({"activationThreshold": "50"}, True),   # max 85 > 50
+    ({"activationThreshold": "90"}, False),  # 85 < 90
+    ({"activationThreshold": "0"}, True),
+    ({"gpuIndex": "0", "activationThreshold": "50"}, False),  # 45 < 50
+    ({"gpuIndex": "1", "activationThreshold": "50"}, True),   # 85 > 50
+])
+def test_is_active_thresholds_and_index(fleet, md, want):
+    assert is_active(fleet.client(TWO), md) is want
+
+
+# ---- TestGetMetricSpec -------------------------------------------------------------------
+
+@pytest.mark.parametrize("md,name,target", [
+    # The reference names these keda_gpu_metric, keda_gpu_vllm_inference and
+    # keda_gpu_tgi_inference. gpuscale names the metric after what it measures; KEDA uses
+    # whatever GetMetricSpec returns (docs/migrate.md), and metricName sets any name.
+    ({}, "gpuscale-gpu-utilization", 80),
+    ({"profile": "vllm-inference"}, "gpuscale-memory-used-percent", 80),
+    ({"profile": "tgi-inference"}, "gpuscale-memory-used-percent", 75),
+    ({"targetValue": "60"}, "gpuscale-gpu-utilization", 60),
+    ({"targetValue": "95", "metricName": "custom_metric"}, "custom_metric", 95),
+    ({"metricName": "keda_gpu_metric"}, "keda_gpu_metric", 80),
+])
+def test_get_metric_spec(fleet, md, name, target):
+    c = fleet.client(devices(dict(gpu_utilization=75)))
+    spec = c.spec(md).metricSpecs
+    assert len(spec) == 1
+    assert spec[0].metricName == name
+    assert spec[0].targetSizeFloat == target and spec[0].targetSize == target
+
+
+def test_get_metrics_with_the_references_fixed_name(fleet):
+    """The reference's cases send GetMetrics with "keda_gpu_metric" whatever the spec said.
+    gpuscale answers the name its GetMetricSpec gave (KEDA's behaviour), or empty; another name
+    is NOT_FOUND, so a stale HPA metric never reads another trigger's value. A trigger that must
+    keep the old HPA metric name sets metricName: keda_gpu_metric."""
+    c = fleet.client(devices(dict(gpu_utilization=75)))
+    e = rpc_error(c.metrics, {}, "keda_gpu_metric")
+    assert e.code() == grpc.StatusCode.NOT_FOUND, e
+    v = c.metrics({"metricName": "keda_gpu_metric"}, "keda_gpu_metric").metricValues[0]
+    assert v.metricName == "keda_gpu_metric" and v.metricValueFloat == 75
+    assert c.metrics({}, "").metricValues[0].metricValueFloat == 75
+
+
+# ---- TestGetMetrics ----------------------------------------------------------------------
+
+GET_METRICS = [
+    ("single GPU utilization", [dict(gpu_utilization=75, memory_used_mib=4096)], {}, 75),
+    ("specific GPU index", [dict(gpu_utilization=30), dict(gpu_utilization=90)],
+     {"gpuIndex": "1"}, 90),
+    ("multi-GPU avg aggregation", [dict(gpu_utilization=60), dict(gpu_utilization=80)],
+     {"aggregation": "avg"}, 70),
+    ("memory used percent", [dict(memory_used_mib=6144)],
+     {"metricType": "memory_used_percent"}, 75),  # 6144 / 8192 * 100
+    ("temperature metric", [dict(temperature=72)], {"metricType": "temperature"}, 72),
+    ("power draw metric", [dict(power_draw=250)], {"metricType": "power_draw"}, 250),
+]
+
+
+@pytest.mark.parametrize("label,devs,md,want", GET_METRICS, ids=[c[0] for c in GET_METRICS])
+def test_get_metrics(fleet, label, devs, md, want):
+    assert value(fleet.client(devices(*devs)), md) == want
+
+
+# ---- TestScaleOutScaleIn -----------------------------------------------------------------
+
+def test_scale_out_scale_in(agents):
+    """Hot GPUs: active and above the target; the same agent after the GPUs go cold (the
+    reference starts a second server): inactive and below it."""
+    md = {"activationThreshold": "10", "targetValue": "80"}
+    kw = dict(name="vllm-deployment", ns="inference")
+    a = agents(devices(dict(gpu_utilization=95, memory_used_mib=7500, memory_total_mib=8192),
+                       dict(gpu_utilization=88, memory_used_mib=7000, memory_total_mib=8192)))
+    c = a.client()
+    assert is_active(c, md, **kw) is True
+    high = value(c, md, **kw)
+    assert high > 80 and high == 95
+    devices(dict(gpu_utilization=5, memory_used_mib=500),
+            dict(gpu_utilization=3, memory_used_mib=400)).write(a.scenario_path)
+    a.reload()
+    wait_for(lambda: value(c, md, **kw) == 5, timeout=10, what="the cold readings")
+    assert is_active(c, md, **kw) is False
+    assert value(c, md, **kw) < 80
+
+
+# ---- TestAllProfiles ---------------------------------------------------------------------
+
+ALL = devices(dict(uuid="GPU-e2e-test-0", gpu_utilization=65, memory_utilization=70,
+                   memory_used_mib=57344, memory_total_mib=81920, temperature=58,
+                   power_draw=300))
+
+# The reference's six GPU profiles: metric, target, activation (pkg/profiles/profiles.go; no
+# per-profile aggregation, so max).
+REF_PROFILES = {
+    "vllm-inference": ("memory_used_percent", 80, 5),
+    "triton-inference": ("gpu_utilization", 75, 10),
+    "training": ("gpu_utilization", 90, 0),
+    "batch": ("memory_used_percent", 70, 1),
+    "ollama": ("memory_used_percent", 70, 3),
+    "tgi-inference": ("memory_used_percent", 75, 5),
+}
+
+
+@pytest.mark.parametrize("profile", sorted(REF_PROFILES))
+def test_all_profiles(fleet, profile):
+    """The reference only checks that the three calls answer; gpuscale also checks the values
+    against pkg/profiles."""
+    c = fleet.client(ALL)
+    metric, target, activation = REF_PROFILES[profile]
+    md = {"profile": profile}
+    s, v = spec_value(c, md, name="test-" + profile)
+    want = ALL.expected(metric, "max")
+    assert s.targetSizeFloat == target
+    assert close(v.metricValueFloat, want), (v, want)
+    assert is_active(c, md, name="test-" + profile) is (want > activation)
+
+
+# ---- TestBadMetadata, TestIsActiveInvalidMetadata, TestParseMetadata's errors ------------
+
+BAD = [
+    ({"profile": "doesnt-exist"}, "profile"),
+    ({"profile": "nonexistent"}, "profile"),
+    ({"targetValue": "abc"}, "targetValue"),
+    ({"targetValue": "not-a-number"}, "targetValue"),
+    ({"gpuIndex": "xyz"}, "gpuIndex"),
+    ({"aggregation": "median"}, "aggregation"),
+    ({"metricType": "gpu_utilzation"}, "metricType"),
+    ({"targetValue": ""}, "targetValue"),
+    ({"gpuIndex": ""}, "gpuIndex"),
+    ({"pollIntervalSeconds": ""}, "pollIntervalSeconds"),
+    ({"gpuIndex": "-2"}, "gpuIndex"),
+    ({"gpuIndex": "-100"}, "gpuIndex"),
+]
+
+
+@pytest.mark.parametrize("md,key", BAD, ids=["%s=%r" % next(iter(m.items())) for m, _ in BAD])
+def test_bad_metadata(fleet, md, key):
+    """The reference answers any error (gRPC UNKNOWN); gpuscale answers INVALID_ARGUMENT naming
+    the key and the value, on every call."""
+    details = invalid(fleet.client(devices(dict(gpu_utilization=50))), md, key)
+    assert '"%s"' % md[key] in details, details
+
+
+def test_stream_is_active_with_bad_metadata_ends_the_stream(fleet):
+    """server_test.go TestStreamIsActive_InvalidMetadata."""
+    c = fleet.client(devices(dict(gpu_utilization=50)))
+    r = StreamReader(c.stream_is_active({"profile": "nonexistent"}, timeout=helpers.RPC_TIMEOUT))
+    item = r.next(timeout=helpers.RPC_TIMEOUT + 2)
+    assert item is not None and item[0] == "end" and item[1] == grpc.StatusCode.INVALID_ARGUMENT
+
+
+# ---- TestStreamIsActive ------------------------------------------------------------------
+
+def test_stream_is_active(fleet):
+    """pollIntervalSeconds 1; at least one message, and it is true (60 > 0). gpuscale sends the
+    state when the stream opens (the reference first waits one tick) and then only changes: no
+    repeated true, which would hold off KEDA's cooldown."""
+    c = fleet.client(devices(dict(gpu_utilization=60, memory_used_mib=4096)))
+    r = StreamReader(c.stream_is_active({"pollIntervalSeconds": "1"}, timeout=3 * 60))
+    try:
+        assert r.next_msg(timeout=3).result is True
+        assert r.next(timeout=2.5) is None  # the reference would repeat true every second
+    finally:
+        r.cancel()
+
+
+# ---- TestGpuIndexOutOfRange --------------------------------------------------------------
+
+def test_gpu_index_out_of_range(fleet):
+    c = fleet.client(devices(dict(gpu_utilization=50)))
+    e = rpc_error(c.metrics, {"gpuIndex": "99"})
+    assert e.code() == grpc.StatusCode.NOT_FOUND, e  # the reference: any error
+    assert "gpuIndex" in e.details() or "99" in e.details(), e.details()
+
+
+# ---- TestAggregationMin/Sum/P95/P99/PercentileDivergesFromMax ------------------------------
+
+UTIL_1_TO_20 = devices(*[dict(gpu_utilization=i + 1) for i in range(20)])
+
+
+@pytest.mark.parametrize("utils,aggregation,want", [
+    ([80, 40, 90, 55], "min", 40),
+    ([20, 30, 50], "sum", 100),
+    ([20, 30, 40, 95], "p95", 95),  # one hot GPU
+    (list(range(1, 21)), "p99", 20),
+    (list(range(1, 21)), "p95", 19),  # p95 no longer equals max with 20 GPUs
+])
+def test_aggregation(fleet, utils, aggregation, want):
+    sc = UTIL_1_TO_20 if len(utils) == 20 else devices(*[dict(gpu_utilization=u) for u in utils])
+    got = value(fleet.client(sc), {"aggregation": aggregation})
+    assert got == want
+    if aggregation == "p95" and len(utils) == 20:
+        assert got != max(utils)
+
+
+# server_test.go TestGetMetrics: aggregations and metric types over its two test devices
+@pytest.mark.parametrize("md,metric,aggregation,indices", [
+    ({}, "gpu_utilization", "max", None),
+    ({"aggregation": "avg"}, "gpu_utilization", "avg", None),
+    ({"aggregation": "sum"}, "gpu_utilization", "sum", None),
+    ({"aggregation": "min"}, "gpu_utilization", "min", None),
+    ({"aggregation": "p95"}, "gpu_utilization", "p95", None),
+    ({"aggregation": "p99"}, "gpu_utilization", "p99", None),
+    ({"gpuIndex": "0", "metricType": "memory_used_percent"}, "memory_used_percent", "max", [0]),
+])
+def test_get_metrics_two_devices(fleet, md, metric, aggregation, indices):
+    assert close(value(fleet.client(TWO), md), TWO.expected(metric, aggregation, indices))
+
+
+def test_memory_percent_without_a_memory_reading_is_never_zero(fleet):
+    """server_test.go TestExtractMetricZeroMemory: with no memory total the reference answers 0.
+    gpuscale has no memory_used_percent for that GPU: left out when every GPU is selected,
+    UNAVAILABLE when it is named (a made-up 0 would scale a service down)."""
+    sc = Scenario([dev(0, gpu_utilization=10, memory_used_mib=2048), dev(1, gpu_utilization=20)])
+    c = fleet.client(sc)
+    md = {"metricType": "memory_used_percent"}
+    assert value(c, md) == 25.0  # GPU 0 only
+    e = rpc_error(c.metrics, dict(md, gpuIndex="1"))
+    assert e.code() == grpc.StatusCode.UNAVAILABLE, e
+
+
+# ---- TestParseMetadata, on the wire ------------------------------------------------------
+
+# Three GPUs with distinct readings, so that the metric, the index and the aggregation each
+# change the answer.
+THREE = devices(dict(gpu_utilization=30, memory_used_mib=2048, temperature=40, power_draw=100),
+                dict(gpu_utilization=70, memory_used_mib=7168, temperature=65, power_draw=280),
+                dict(gpu_utilization=55, memory_used_mib=4096, temperature=50, power_draw=200))
+
+PARSE = [
+    # (label, metadata, metric, target, activation, aggregation, gpu indices or None)
+    ("defaults with no metadata", {}, "gpu_utilization", 80, 0, "max", None),
+    ("vllm-inference profile", {"profile": "vllm-inference"}, "memory_used_percent", 80, 5, "max",
+     None),
+    ("triton-inference profile", {"profile": "triton-inference"}, "gpu_utilization", 75, 10,
+     "max", None),
+    ("profile with overrides", {"profile": "vllm-inference", "targetValue": "90",
+                                "activationThreshold": "10", "gpuIndex": "2",
+                                "aggregation": "avg"}, "memory_used_percent", 90, 10, "avg", [2]),
+    ("custom metric type", {"metricType": "memory_used_mib", "targetValue": "40000"},
+     "memory_used_mib", 40000, 0, "max", None),
+    ("targetGpuUtilization shorthand", {"targetGpuUtilization": "85"}, "gpu_utilization", 85, 0,
+     "max", None),
+    ("targetMemoryUtilization shorthand", {"targetMemoryUtilization": "70"},
+     "memory_used_percent", 70, 0, "max", None),
+    ("p95 aggregation", {"aggregation": "p95"}, "gpu_utilization", 80, 0, "p95", None),
+    ("p99 aggregation", {"aggregation": "p99"}, "gpu_utilization", 80, 0, "p99", None),
+    ("valid non-default metricType", {"metricType": "temperature"}, "temperature", 80, 0, "max",
+     None),
+    ("gpuIndex -1 accepted (all GPUs)", {"gpuIndex": "-1"}, "gpu_utilization", 80, 0, "max",
+     None),
+    ("gpuIndex 0 accepted", {"gpuIndex": "0"}, "gpu_utilization", 80, 0, "max", [0]),
+    ("very large targetValue accepted", {"targetValue": "1000000"}, "gpu_utilization", 1000000, 0,
+     "max", None),
+    ("profile with metricType override", {"profile": "vllm-inference",
+                                          "metricType": "temperature"}, "temperature", 80, 5,
+     "max", None),
+    # gpuscale's precedence is the reference's: the shorthands come after metricType and
+    # targetValue, targetMemoryUtilization last
+    ("shorthand over metricType and targetValue", {"metricType": "power_draw",
+                                                   "targetValue": "300",
+                                                   "targetGpuUtilization": "65"},
+     "gpu_utilization", 65, 0, "max", None),
+    ("targetMemoryUtilization over targetGpuUtilization", {"targetGpuUtilization": "65",
+                                                          "targetMemoryUtilization": "75"},
+     "memory_used_percent", 75, 0, "max", None),
+    ("pollIntervalSeconds accepted", {"pollIntervalSeconds": "10"}, "gpu_utilization", 80, 0,
+     "max", None),
+    # the reference's e2e Helm chart (deploy/helm/keda-gpu-scaler-e2e)
+    ("e2e chart trigger", {"scalerAddress": "keda-gpu-scaler.keda.svc:6000",
+                           "targetGpuUtilization": "80", "activationThreshold": "5",
+                           "aggregation": "max"}, "gpu_utilization", 80, 5, "max", None),
+]
+
+
+@pytest.mark.parametrize("label,md,metric,target,activation,aggregation,indices", PARSE,
+                         ids=[c[0] for c in PARSE])
+def test_parse_metadata(fleet, label, md, metric, target, activation, aggregation, indices):
+    c = fleet.client(THREE)
+    s, v = spec_value(c, md)
+    want = THREE.expected(metric, aggregation, indices)
+    assert s.targetSizeFloat == target
+    assert close(v.metricValueFloat, want), (label, v.metricValueFloat, want)
+    assert is_active(c, md) is (want > activation)
+    # activation as well: just above the value is inactive, just below is active
+    if "activationThreshold" not in md and activation == 0:
+        assert is_active(c, dict(md, activationThreshold=str(want))) is False
+        assert is_active(c, dict(md, activationThreshold=str(want - 0.5))) is True
+
+
+def test_poll_interval_zero_is_invalid_argument_not_a_panic(fleet):
+    """TestParseMetadata "pollIntervalSeconds zero accepted": the reference parses 0 and its
+    StreamIsActive then panics (a ticker of 0). gpuscale refuses it on every call and stream."""
+    c = fleet.client(THREE)
+    details = invalid(c, {"pollIntervalSeconds": "0"}, "pollIntervalSeconds")
+    assert ">= 1" in details, details
+    r = StreamReader(c.stream_is_active({"pollIntervalSeconds": "0"}, timeout=helpers.RPC_TIMEOUT))
+    item = r.next(timeout=helpers.RPC_TIMEOUT + 2)
+    assert item is not None and item[:2] == ("end", grpc.StatusCode.INVALID_ARGUMENT), item
+    assert is_active(c, {}) is True  # the agent lives on
+
+
+# ---- the engine-metric cases: TestVLLMQueueDepthE2E*, TestTriton*E2E* ----------------------
+# The reference scrapes the URL in vllmEndpoint / tritonEndpoint (one pod behind a Service).
+# gpuscale will read engine metrics from the engine pods it discovers itself, and a URL only
+# with the operator's opt-in; until then these triggers are INVALID_ARGUMENT saying so, never
+# a GPU value under an engine metric's name.
+
+ENGINE = [
+    ("vllm queue depth", {"profile": "vllm-queue-depth",
+                          "vllmEndpoint": "http://127.0.0.1:9/metrics"}, "profile"),
+    ("vllm missing endpoint", {"metricType": "vllm_queue_depth"}, "metricType"),
+    ("vllm kv cache", {"metricType": "vllm_kv_cache_usage",
+                       "vllmEndpoint": "http://vllm-svc:8000/metrics"}, "metricType"),
+    ("triton request rate", {"profile": "triton-request-rate",
+                             "tritonEndpoint": "http://127.0.0.1:9/metrics"}, "profile"),
+    ("triton queue wait", {"profile": "triton-queue-wait",
+                           "tritonEndpoint": "http://127.0.0.1:9/metrics"}, "profile"),
+    ("triton missing endpoint", {"metricType": "triton_queue_wait_ms"}, "metricType"),
+    ("endpoint beside a GPU profile", {"profile": "vllm-inference",
+                                       "vllmEndpoint": "http://vllm-svc:8000/metrics"},
+     "vllmEndpoint"),
+    ("triton endpoint alone", {"tritonEndpoint": "http://triton-svc:8002/metrics"},
+     "tritonEndpoint"),
+]
+
+
+@pytest.mark.parametrize("label,md,key", ENGINE, ids=[c[0] for c in ENGINE])
+def test_engine_metrics_are_refused_saying_what_is_coming(fleet, label, md, key):
+    details = invalid(fleet.client(devices(dict(gpu_utilization=10))), md, key)
+    assert "engine metrics" in details, details
+
+
+@pytest.mark.parametrize("md", [{"profile": "distributed-training"},
+                                {"metricType": "nvlink_tx_mbps", "aggregation": "max"},
+                                {"metricType": "pcie_rx_kbps", "aggregation": "sum"}])
+def test_link_metrics_are_refused_saying_what_is_coming(fleet, md):
+    """server_test.go TestDistributedTrainingProfile and the PCIe/NVLink cases of TestGetMetrics:
+    gpuscale does not collect PCIe or NVLink throughput yet."""
+    key = "profile" if "profile" in md else "metricType"
+    details = invalid(fleet.client(devices(dict(gpu_utilization=10))), md, key)
+    assert "NVLink" in details, details
+
+
+def test_hpa_arithmetic_of_a_reference_trigger_is_unchanged(fleet):
+    """What KEDA does with the answer is the same as with the reference scaler: node scope, one
+    value; AverageValue gives ceil(value / target) replicas."""
+    c = fleet.client(TWO)
+    s, v = spec_value(c, {"targetGpuUtilization": "60"})
+    assert math.ceil(v.metricValueFloat / s.targetSizeFloat) == math.ceil(85 / 60) == 2
