@@ -2,6 +2,8 @@
 # Runs every unit-test binary under valgrind memcheck; fails on any error or definite leak.
 set -u
 BUILD=${1:-build}
+# As ctest does (tests/CMakeLists.txt): the tests' loopback servers bypass any proxy of this machine.
+export no_proxy=127.0.0.1,localhost,::1 NO_PROXY=127.0.0.1,localhost,::1
 fail=0
 n=0
 for t in "$BUILD"/tests/test_*; do

@@ -11,6 +11,18 @@ import pytest
 
 sys.path.insert(0, os.path.dirname(__file__))
 
+# Every test talks to loopback only. A proxy configured on this machine (http_proxy and friends, which
+# libcurl in the binary and Chromium honour even for 127.0.0.1) must not see that traffic.
+_LOOPBACK_NAMES = "127.0.0.1,localhost,::1"
+for _k in ("no_proxy", "NO_PROXY"):
+    os.environ[_k] = ",".join(v for v in (os.environ.get(_k, ""), _LOOPBACK_NAMES) if v)
+# Nor may the Kubernetes access of the machine running the tests (a pod's service account, KUBECONFIG,
+# ~/.kube/config) reach `gpuscale rightsize`: the tests that want a Kubernetes API start a fake one and
+# say so in their own environment.
+for _k in ("KUBERNETES_SERVICE_HOST", "KUBERNETES_SERVICE_PORT"):
+    os.environ.pop(_k, None)
+os.environ["KUBECONFIG"] = "/nonexistent/gpuscale-e2e-has-no-kubeconfig"
+
 import helpers  # noqa: E402
 
 
