@@ -86,10 +86,17 @@ static json_object *gpu_json(const struct agent_api *api, const struct gpu_snaps
     json_object_object_add(p, "namespace", json_object_new_string(gp.pods[k].ns));
     json_object_object_add(p, "pod", json_object_new_string(gp.pods[k].pod));
     json_object_object_add(p, "container", json_object_new_string(gp.pods[k].container));
+    json_object_object_add(p, "share", json_object_new_double(attrib_pod_share(&gp, k)));
     json_object_array_add(pods, p);
   }
   json_object_object_add(o, "pods", pods);
   json_object_object_add(o, "shared", json_object_new_boolean(held && gp.shared));
+  if (held) { /* how the value is split between the pods (docs/gateway.md, "Shared GPUs") */
+    json_object_object_add(o, "holders", json_object_new_int64((int64_t)attrib_holders(&gp)));
+    json_object_object_add(o, "share_method",
+                           json_object_new_string(attrib_split_name(
+                               gp.split != ATTRIB_SPLIT_NONE ? gp.split : ATTRIB_SPLIT_EVEN)));
+  }
   json_object_object_add(o, "values", vals);
   json_object_object_add(o, "absent", absent);
   json_object_object_add(

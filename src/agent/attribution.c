@@ -128,12 +128,16 @@ int attribution_join(const struct podres_list *l, const struct gpu_info *infos, 
     for (; i < h.n && h.v[i].dev == dev; i++) {
       if (prev && cmp_hold(prev, &h.v[i]) == 0)
         continue; /* the same container holds two replicas of one device */
+      bool new_pod =
+          !prev || strcmp(prev->ns, h.v[i].ns) != 0 || strcmp(prev->pod, h.v[i].pod) != 0;
       prev = &h.v[i];
       if (cur->pods.n < ATTRIB_MAX_PODS)
         fill_ref(&cur->pods.pods[cur->pods.n++], prev);
       cur->pods.total++;
+      cur->pods.holders += new_pod; /* sorted by pod: a pod's containers are adjacent */
     }
     cur->pods.shared = cur->pods.total > 1;
+    attrib_split_even(&cur->pods);
   }
   free(h.v);
   *out = e;

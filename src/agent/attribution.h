@@ -69,7 +69,8 @@ int attribution_refresh(struct attribution *a);
 /* Joins a List answer to devices infos[0..n): one entry (malloc'd array *out, caller frees; NULL
  * when *nout is 0) per device held by at least one container, listing every distinct
  * (namespace, pod, container) that holds it, sorted. A device held by more than one of them
- * (time-slicing replicas, GKE vgpu ids, or the same id in two pods) has shared = true. Only GPU
+ * (time-slicing replicas, GKE vgpu ids, or the same id in two pods) has shared = true; holders
+ * counts its distinct pods and the even split is set (attrib_split_even). Only GPU
  * resources count; stats (may be NULL) counts ids that match nothing. Returns 0 or GS_ENOMEM. */
 int attribution_join(const struct podres_list *l, const struct gpu_info *infos, size_t n,
                      struct attrib_entry **out, size_t *nout, struct attribution_stats *stats);

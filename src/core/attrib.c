@@ -50,8 +50,11 @@ int attrib_replace(struct attrib *a, const struct attrib_entry *entries, size_t 
     if (!copy)
       return GS_ENOMEM;
     memcpy(copy, entries, n * sizeof *copy);
-    for (size_t i = 0; i < n; i++)
+    for (size_t i = 0; i < n; i++) {
       copy[i].uuid[sizeof copy[i].uuid - 1] = '\0';
+      if (copy[i].pods.split == ATTRIB_SPLIT_NONE)
+        attrib_split_even(&copy[i].pods);
+    }
     qsort(copy, n, sizeof *copy, cmp_entry);
   }
   pthread_mutex_lock(&a->lock);
@@ -95,4 +98,47 @@ bool attrib_available(struct attrib *a) {
   bool v = a->available;
   pthread_mutex_unlock(&a->lock);
   return v;
+}
+
+const char *attrib_split_name(enum attrib_split s) {
+  switch (s) {
+  case ATTRIB_SPLIT_EVEN: return "even";
+  case ATTRIB_SPLIT_PROCESS: return "process";
+  default: return "none";
+  }
+}
+
+static bool same_pod(const struct pod_ref *a, const struct pod_ref *b) {
+  return strcmp(a->pod, b->pod) == 0 && strcmp(a->ns, b->ns) == 0;
+}
+
+size_t attrib_holders(const struct gpu_pods *p) {
+  if (p->holders)
+    return p->holders;
+  size_t n = p->n < ATTRIB_MAX_PODS ? p->n : ATTRIB_MAX_PODS, distinct = 0;
+  for (size_t i = 0; i < n; i++) {
+    bool seen = false; /* listed entries need not be sorted here: compare with all before */
+    for (size_t j = 0; j < i && !seen; j++)
+      seen = same_pod(&p->pods[j], &p->pods[i]);
+    distinct += !seen;
+  }
+  return distinct + (p->total > n ? p->total - n : 0);
+}
+
+void attrib_split_even(struct gpu_pods *p) {
+  size_t n = p->n < ATTRIB_MAX_PODS ? p->n : ATTRIB_MAX_PODS;
+  if (n == 0)
+    return;
+  size_t h = attrib_holders(p);
+  for (size_t i = 0; i < n; i++)
+    p->pods[i].share = 1.0 / (double)h;
+  p->holders = h;
+  p->split = ATTRIB_SPLIT_EVEN;
+}
+
+double attrib_pod_share(const struct gpu_pods *p, size_t i) {
+  if (p->split != ATTRIB_SPLIT_NONE)
+    return p->pods[i].share;
+  size_t h = attrib_holders(p);
+  return h ? 1.0 / (double)h : 0;
 }

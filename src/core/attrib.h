@@ -12,16 +12,29 @@
 
 #define ATTRIB_MAX_PODS 16 /* pods per GPU kept (time-slicing); more are counted, not listed */
 
+/* How a shared GPU's value is split between the pods holding it (see docs/gateway.md). */
+enum attrib_split {
+  ATTRIB_SPLIT_NONE = 0, /* not said (an older agent, a hand-built table): readers split evenly */
+  ATTRIB_SPLIT_EVEN,     /* by pod count: each holder pod gets 1 / holders */
+  ATTRIB_SPLIT_PROCESS,  /* by NVML per-process utilisation, processes mapped to pods */
+};
+
 struct pod_ref {
   char ns[64];
   char pod[254];
   char container[64];
+  /* This pod's part of the GPU's value, in [0, 1]; every listed container of one pod carries
+   * the same share, and the shares of distinct pods sum to at most 1 over all holders.
+   * Meaningful only when the gpu_pods' split is not ATTRIB_SPLIT_NONE. */
+  double share;
 };
 
 struct gpu_pods {
-  size_t n;     /* pods listed in pods[] */
-  size_t total; /* pods holding the device, >= n */
-  bool shared;  /* more than one container holds the device (time-slicing, vGPU) */
+  size_t n;                /* pods listed in pods[] */
+  size_t total;            /* (pod, container) pairs holding the device, >= n */
+  bool shared;             /* more than one container holds the device (time-slicing, vGPU) */
+  size_t holders;          /* distinct pods holding it, listed or not; 0 when not counted */
+  enum attrib_split split; /* how pods[].share was set */
   struct pod_ref pods[ATTRIB_MAX_PODS];
 };
 
@@ -35,7 +48,8 @@ struct attrib_entry {
   char uuid[GPU_STR_LEN];
   struct gpu_pods pods;
 };
-/* Replaces the whole table atomically with n entries (copied). Returns 0 or GS_ENOMEM. */
+/* Replaces the whole table atomically with n entries (copied). An entry whose split is
+ * ATTRIB_SPLIT_NONE gets the even split (attrib_split_even). Returns 0 or GS_ENOMEM. */
 int attrib_replace(struct attrib *a, const struct attrib_entry *entries, size_t n);
 /* Marks attribution as unavailable (socket gone): lookups find nothing until the next replace. */
 void attrib_clear(struct attrib *a);
@@ -43,5 +57,17 @@ void attrib_clear(struct attrib *a);
 bool attrib_lookup(struct attrib *a, const char *uuid, struct gpu_pods *out);
 /* True after a successful replace and until attrib_clear. */
 bool attrib_available(struct attrib *a);
+
+/* "even", "process", or "none" for ATTRIB_SPLIT_NONE. */
+const char *attrib_split_name(enum attrib_split s);
+/* Distinct pods holding the device: p->holders when counted, else the distinct listed pods plus
+ * the unlisted (total - n) pairs, each taken for a pod of its own. 0 when nothing holds it. */
+size_t attrib_holders(const struct gpu_pods *p);
+/* Sets every listed pod's share to 1 / attrib_holders(p), p->holders to that count and p->split
+ * to ATTRIB_SPLIT_EVEN. Nothing happens when no pod is listed. */
+void attrib_split_even(struct gpu_pods *p);
+/* The share of listed entry i (< p->n): pods[i].share when p->split says how it was set, else the
+ * even split. */
+double attrib_pod_share(const struct gpu_pods *p, size_t i);
 
 #endif

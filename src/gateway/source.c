@@ -70,7 +70,9 @@ static bool gpu_has_selected_pod(const struct trigger *t, const struct node_gpu 
   return false;
 }
 
-/* Adds g's value once per selected pod holding it (a shared GPU counts for each pod). */
+/* Adds g's value once per selected pod holding it, with that pod's share of g (as the agent
+ * split it, or evenly by pod count), so that a shared GPU counts once over all its holders and
+ * the selected ones get their part of it. */
 static int add_per_pod(struct pick *k, const struct node_gpu *g, double v) {
   for (size_t i = 0; i < g->pods.n; i++) {
     const struct pod_ref *p = &g->pods.pods[i];
@@ -84,7 +86,7 @@ static int add_per_pod(struct pick *k, const struct node_gpu *g, double v) {
     uint32_t id;
     int rc = pod_group(k, p, &id);
     if (!rc)
-      rc = scaler_selection_add(k->sel, v, id);
+      rc = scaler_selection_add_share(k->sel, v, id, attrib_pod_share(&g->pods, i));
     if (rc)
       return rc;
   }

@@ -15,6 +15,11 @@
 /* ---- selections ---- */
 
 int scaler_selection_add(struct scaler_selection *sel, double v, uint32_t group) {
+  return scaler_selection_add_share(sel, v, group, 1.0);
+}
+
+int scaler_selection_add_share(struct scaler_selection *sel, double v, uint32_t group,
+                               double share) {
   if (sel->n == sel->cap) {
     if (sel->cap >= SCALER_SEL_MAX_VALUES)
       return GS_ETOOBIG;
@@ -29,10 +34,15 @@ int scaler_selection_add(struct scaler_selection *sel, double v, uint32_t group)
     if (!ng)
       return GS_ENOMEM;
     sel->group = ng;
+    double *ns = realloc(sel->share, cap * sizeof *ns);
+    if (!ns)
+      return GS_ENOMEM;
+    sel->share = ns;
     sel->cap = cap;
   }
   sel->vals[sel->n] = v;
   sel->group[sel->n] = group;
+  sel->share[sel->n] = share;
   sel->n++;
   return 0;
 }
@@ -60,8 +70,10 @@ void scaler_selection_release(struct scaler_selection *sel) {
     return;
   free(sel->vals);
   free(sel->group);
+  free(sel->share);
   sel->vals = NULL;
   sel->group = NULL;
+  sel->share = NULL;
   sel->n = sel->cap = 0;
 }
 
@@ -204,8 +216,10 @@ static int evaluate_values(const struct scaler *s, const struct trigger *t,
   return rc;
 }
 
-/* Workload scope: aggregation over each pod's values, then summed (or averaged) over pods. The
- * values are bucketed by pod with a counting sort so that each pod's slice can be aggregated. */
+/* Workload scope: aggregation over each pod's values, then summed (or averaged) over pods. A
+ * GPU that several pods hold enters each holder pod as value x that pod's share, so that it
+ * counts once per workload, not once per pod (docs/gateway.md, "Shared GPUs"). The values are
+ * bucketed by pod with a counting sort so that each pod's slice can be aggregated. */
 static int workload_value(const struct trigger *t, struct scaler_selection *sel, double *value,
                           size_t *pods) {
   size_t ng = sel->n_groups;
@@ -223,7 +237,7 @@ static int workload_value(const struct trigger *t, struct scaler_selection *sel,
     start[g + 1] += start[g];
   for (size_t i = 0; i < sel->n; i++) /* stable scatter; start[g] ends at g's end */
     if (sel->group[i] < ng)
-      sorted[start[sel->group[i]]++] = sel->vals[i];
+      sorted[start[sel->group[i]]++] = sel->vals[i] * sel->share[i];
   double total = 0;
   size_t counted = 0, begin = 0;
   for (size_t g = 0; g < ng; g++) {

@@ -23,6 +23,7 @@
 struct scaler_selection {
   double *vals;      /* n values: one per fresh selected GPU, or per (pod, GPU) in workload scope */
   uint32_t *group;   /* workload scope: the pod (0..n_groups-1) vals[i] belongs to; else 0 */
+  double *share;     /* workload scope: that pod's share of the GPU of vals[i] (1: held alone) */
   size_t n, cap;     /* grown by scaler_selection_add, freed by scaler_selection_release */
   size_t n_groups;   /* workload scope: pods found holding selected GPUs */
   size_t matched;    /* GPUs matching the selectors, fresh or not */
@@ -33,13 +34,17 @@ struct scaler_selection {
   char missing[448]; /* what is stale, disconnected or unknown, by node, with ages */
 };
 
-/* Appends one value (of pod `group`). Returns 0, GS_ENOMEM, or GS_ETOOBIG past
+/* Appends one value (of pod `group`, share 1). Returns 0, GS_ENOMEM, or GS_ETOOBIG past
  * SCALER_SEL_MAX_VALUES. */
 int scaler_selection_add(struct scaler_selection *sel, double v, uint32_t group);
+/* The same for a GPU that several pods hold: pod `group` counts v * share of it in workload
+ * scope (share in [0, 1]; the shares of one GPU's pods sum to at most 1). */
+int scaler_selection_add_share(struct scaler_selection *sel, double v, uint32_t group,
+                               double share);
 /* Appends a "; "-separated note to sel->missing, cut with "..." when full. */
 void scaler_selection_note(struct scaler_selection *sel, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
-/* Frees vals and group; the struct may be reused after zeroing. NULL is fine. */
+/* Frees vals, group and share; the struct may be reused after zeroing. NULL is fine. */
 void scaler_selection_release(struct scaler_selection *sel);
 
 /* Where per-GPU values come from. The agent's source reads struct history and serves node scope

@@ -110,12 +110,21 @@ static void encode_gpu(const struct node_gpu *g, Gpuscale__V1__GPU *m, struct en
     p->namespace_ = wire_str(g->pods.pods[k].ns);
     p->pod = wire_str(g->pods.pods[k].pod);
     p->container = wire_str(g->pods.pods[k].container);
+    p->share = g->pods.split != ATTRIB_SPLIT_NONE ? g->pods.pods[k].share : 0;
     e->pod_ptrs[*next_pod] = p;
     (*next_pod)++;
   }
   size_t total = g->pods.total > np ? g->pods.total : np;
   m->pods_total = total > UINT32_MAX ? UINT32_MAX : (uint32_t)total;
   m->shared = g->pods.shared;
+  m->holders = g->pods.holders > UINT32_MAX ? UINT32_MAX : (uint32_t)g->pods.holders;
+  switch (g->pods.split) {
+  case ATTRIB_SPLIT_EVEN: m->share_method = GPUSCALE__V1__SHARE_METHOD__SHARE_METHOD_EVEN; break;
+  case ATTRIB_SPLIT_PROCESS:
+    m->share_method = GPUSCALE__V1__SHARE_METHOD__SHARE_METHOD_PROCESS;
+    break;
+  default: m->share_method = GPUSCALE__V1__SHARE_METHOD__SHARE_METHOD_UNSPECIFIED; break;
+  }
 }
 
 int node_wire_encode(const struct node_snapshot *s, size_t max, uint8_t **out, size_t *len) {
@@ -176,7 +185,39 @@ static void copy_str(char *dst, size_t cap, const char *src) {
   dst[n] = '\0';
 }
 
-static void decode_gpu(const Gpuscale__V1__GPU *m, struct node_gpu *g) {
+/* The split of a decoded GPU: a known method with shares in [0, 1] that sum to at most 1 over
+ * its distinct pods. Returns NULL or what is wrong. An unknown (newer) method reads as NONE, so
+ * that the gateway falls back to the even split. */
+static const char *decode_split(const Gpuscale__V1__GPU *m, struct gpu_pods *p) {
+  switch (m->share_method) {
+  case GPUSCALE__V1__SHARE_METHOD__SHARE_METHOD_EVEN: p->split = ATTRIB_SPLIT_EVEN; break;
+  case GPUSCALE__V1__SHARE_METHOD__SHARE_METHOD_PROCESS: p->split = ATTRIB_SPLIT_PROCESS; break;
+  default: p->split = ATTRIB_SPLIT_NONE; break;
+  }
+  p->holders = m->holders;
+  if (p->split == ATTRIB_SPLIT_NONE) {
+    for (size_t k = 0; k < p->n; k++)
+      p->pods[k].share = 0;
+    return NULL;
+  }
+  double sum = 0;
+  for (size_t k = 0; k < p->n; k++) {
+    double v = p->pods[k].share;
+    if (!(v >= 0 && v <= 1)) /* also NaN */
+      return "PodRef.share outside [0, 1]";
+    bool seen = false;
+    for (size_t j = 0; j < k && !seen; j++)
+      seen =
+          strcmp(p->pods[j].pod, p->pods[k].pod) == 0 && strcmp(p->pods[j].ns, p->pods[k].ns) == 0;
+    if (!seen)
+      sum += v;
+  }
+  if (sum > 1 + 1e-6)
+    return "PodRef.share of one GPU's pods sums to more than 1";
+  return NULL;
+}
+
+static const char *decode_gpu(const Gpuscale__V1__GPU *m, struct node_gpu *g) {
   memset(g, 0, sizeof *g);
   g->info.index = m->index;
   copy_str(g->info.uuid, sizeof g->info.uuid, m->uuid);
@@ -215,10 +256,12 @@ static void decode_gpu(const Gpuscale__V1__GPU *m, struct node_gpu *g) {
     copy_str(g->pods.pods[k].ns, sizeof g->pods.pods[k].ns, p->namespace_);
     copy_str(g->pods.pods[k].pod, sizeof g->pods.pods[k].pod, p->pod);
     copy_str(g->pods.pods[k].container, sizeof g->pods.pods[k].container, p->container);
+    g->pods.pods[k].share = p->share;
   }
   g->pods.n = np;
   g->pods.total = m->pods_total > m->n_pods ? m->pods_total : m->n_pods;
   g->pods.shared = m->shared;
+  return decode_split(m, &g->pods);
 }
 
 static int fail(const char **err, const char *msg, int rc) {
@@ -256,8 +299,15 @@ int node_wire_decode(const uint8_t *p, size_t len, size_t max, struct node_snaps
   out->generation = m->generation;
   out->taken_ms = m->taken_ms;
   out->attribution = m->attribution;
-  for (size_t i = 0; i < m->n_gpus; i++)
-    decode_gpu(m->gpus[i], &gpus[i]);
+  for (size_t i = 0; i < m->n_gpus; i++) {
+    const char *bad = decode_gpu(m->gpus[i], &gpus[i]);
+    if (bad) {
+      free(gpus);
+      memset(out, 0, sizeof *out);
+      gpuscale__v1__node_snapshot__free_unpacked(m, NULL);
+      return fail(err, bad, GS_EPARSE);
+    }
+  }
   out->n = m->n_gpus;
   out->gpus = gpus;
   gpuscale__v1__node_snapshot__free_unpacked(m, NULL);

@@ -5,7 +5,8 @@ loopback. KEDA's view is a Python grpcio client calling ExternalScaler on the ga
 Expected values are computed here from the model below (the scenarios and the pod lists the test
 writes), following docs/gateway.md: cluster scope aggregates over every selected GPU (an average
 over GPUs, not of node averages); workload scope sums, over the pods, each pod's aggregation over
-its own GPUs; a time-sliced GPU counts for each pod holding it.
+its own GPUs; a time-sliced GPU counts once per workload, each pod holding it getting an even share
+(docs/gateway.md, "Shared GPUs").
 
 The cluster (node GPU counts unequal on purpose):
 
@@ -116,9 +117,11 @@ def cluster_expected(aggregation="max", **sel):
 
 def workload_expected(aggregation="max", value="sum", **sel):
     per_pod = {}
+    model = sel.get("model") or MODEL
     for node, i, util, match in selected_gpus(**sel):
-        for p in match:  # a time-sliced GPU counts for each pod holding it
-            per_pod.setdefault(p, []).append(util)
+        holders = len(set(model[node][i][2]))
+        for p in match:  # a time-sliced GPU: each pod holding it gets 1 / holders of it
+            per_pod.setdefault(p, []).append(util / holders)
     vals = [agg(aggregation, v) for _, v in sorted(per_pod.items())]
     if not vals:
         return 0.0
@@ -281,16 +284,16 @@ def test_workload_scope_is_the_sum_of_per_pod_values_hpa_example(cl):
     assert is_active(cl.client, m) is True
 
 
-def test_workload_time_sliced_gpu_counts_for_each_pod_and_multi_gpu_pods(cl):
+def test_workload_time_sliced_gpu_counts_once_and_multi_gpu_pods(cl):
     sel = dict(pods="embed-.*", ns=NS)
     for aggregation in ("max", "avg", "min"):
         for val in ("sum", "average"):
             want = workload_expected(aggregation, val, **sel)
             got = value(cl.client, md(pods="embed-.*", aggregation=aggregation, value=val))
             assert close(got, want), (aggregation, val, got, want)
-    # by hand: embed-0 and embed-1 share GPU2 of node 1 (40 each), embed-2 holds 20 and 10
-    assert close(value(cl.client, md(pods="embed-.*")), 40 + 40 + 20)
-    assert close(value(cl.client, md(pods="embed-.*", aggregation="avg")), 40 + 40 + 15)
+    # by hand: embed-0 and embed-1 share GPU2 of node 1 (40: 20 each), embed-2 holds 20 and 10
+    assert close(value(cl.client, md(pods="embed-.*")), 20 + 20 + 20)
+    assert close(value(cl.client, md(pods="embed-.*", aggregation="avg")), 20 + 20 + 15)
     # in cluster scope the shared GPU counts once
     assert close(value(cl.client, md(scope="cluster", pods="embed-.*", aggregation="sum")),
                  40 + 20 + 10)
@@ -439,7 +442,7 @@ def test_killed_agent_is_unavailable_never_lower_then_partial_then_recovery(cl):
     assert e.code() == grpc.StatusCode.UNAVAILABLE
     assert "gpu-node-2" in e.details() and "allowPartial" in e.details(), e.details()
     # agents that hold none of the selected GPUs do not matter
-    assert close(value(cl.client, md(pods="embed-.*")), 100.0)
+    assert close(value(cl.client, md(pods="embed-.*")), 60.0)
     assert close(value(cl.client, md(node="gpu-node-3")), 90.0)
     # allowPartial: the pods that are still visible
     alive = ["gpu-node-1", "gpu-node-3"]

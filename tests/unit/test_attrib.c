@@ -283,7 +283,112 @@ static void test_join_many_pods_capped(void **state) {
   assert_true(e[0].pods.shared);
   assert_string_equal(e[0].pods.pods[0].pod, "p00");
   assert_string_equal(e[0].pods.pods[ATTRIB_MAX_PODS - 1].pod, "p15");
+  /* the unlisted pods still take their part of the GPU */
+  assert_int_equal(e[0].pods.holders, N);
+  assert_int_equal(e[0].pods.split, ATTRIB_SPLIT_EVEN);
+  assert_true(e[0].pods.pods[0].share == 1.0 / N);
   free(e);
+}
+
+/* The even split the join sets: each distinct pod holding a GPU gets 1 / holders, whatever its
+ * number of containers or replicas. */
+static void test_join_shares(void **state) {
+  const struct ctr_spec specs[] = {
+      {"ml", "one", "c", {{"nvidia.com/gpu", {UA}}}},
+      {"ml", "r0", "c", {{"nvidia.com/gpu", {UB "::0"}}}},
+      {"ml", "r1", "c", {{"nvidia.com/gpu", {UB "::1", UB "::2"}}}},
+      {"ml", "r2", "c", {{"nvidia.com/gpu", {UB "::3"}}}},
+      {"ml", "two", "c1", {{"nvidia.com/gpu", {UC "::0"}}}},
+      {"ml", "two", "c2", {{"nvidia.com/gpu", {UC "::1"}}}},
+      {"other", "x", "c", {{"nvidia.com/gpu", {UC "::2"}}}},
+  };
+  struct podres_list l;
+  build_list(specs, sizeof specs / sizeof specs[0], &l);
+  struct attrib_entry *e = NULL;
+  size_t n = 0;
+  assert_int_equal(attribution_join(&l, devs, 6, &e, &n, NULL), 0);
+  podres_list_free(&l);
+  static const struct {
+    const char *uuid;
+    size_t listed, holders;
+    double share;
+  } want[] = {{UA, 1, 1, 1.0}, {UB, 3, 3, 1.0 / 3}, {UC, 3, 2, 0.5}};
+  assert_int_equal(n, 3);
+  for (size_t w = 0; w < 3; w++) {
+    const struct attrib_entry *x = find(e, n, want[w].uuid);
+    assert_non_null(x);
+    assert_int_equal(x->pods.n, want[w].listed);
+    assert_int_equal(x->pods.holders, want[w].holders);
+    assert_int_equal(attrib_holders(&x->pods), want[w].holders);
+    assert_int_equal(x->pods.split, ATTRIB_SPLIT_EVEN);
+    double sum = 0;
+    for (size_t i = 0; i < x->pods.n; i++) {
+      assert_true(x->pods.pods[i].share == want[w].share);
+      assert_true(attrib_pod_share(&x->pods, i) == want[w].share);
+      bool again = i && strcmp(x->pods.pods[i - 1].pod, x->pods.pods[i].pod) == 0;
+      sum += again ? 0 : x->pods.pods[i].share;
+    }
+    assert_true(sum > 1 - 1e-12 && sum < 1 + 1e-12); /* shares of distinct pods sum to 1 */
+  }
+  free(e);
+}
+
+/* Holders and shares of a table built by hand (split not said): derived from what is listed. */
+static void test_split_fallback(void **state) {
+  static const struct {
+    const char *label;
+    size_t n, total, holders;
+    const char *pods[4];
+    enum attrib_split split;
+    double share0; /* pods[0].share as set by the writer */
+    size_t want_holders;
+    double want_share;
+  } cases[] = {
+      {"nothing held", 0, 0, 0, {NULL}, ATTRIB_SPLIT_NONE, 0, 0, 0},
+      {"one pod", 1, 1, 0, {"a"}, ATTRIB_SPLIT_NONE, 0, 1, 1},
+      {"two pods", 2, 2, 0, {"a", "b"}, ATTRIB_SPLIT_NONE, 0, 2, 0.5},
+      {"one pod twice", 2, 2, 0, {"a", "a"}, ATTRIB_SPLIT_NONE, 0, 1, 1},
+      {"unlisted pods count", 2, 5, 0, {"a", "b"}, ATTRIB_SPLIT_NONE, 0, 5, 0.2},
+      {"holders counted by the writer", 2, 5, 3, {"a", "b"}, ATTRIB_SPLIT_NONE, 0, 3, 1.0 / 3},
+      {"process split kept", 2, 2, 2, {"a", "b"}, ATTRIB_SPLIT_PROCESS, 0.75, 2, 0.75},
+  };
+  for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+    struct gpu_pods p;
+    memset(&p, 0, sizeof p);
+    p.n = cases[c].n;
+    p.total = cases[c].total;
+    p.holders = cases[c].holders;
+    p.split = cases[c].split;
+    for (size_t i = 0; i < p.n; i++) {
+      snprintf(p.pods[i].ns, sizeof p.pods[i].ns, "ns");
+      snprintf(p.pods[i].pod, sizeof p.pods[i].pod, "%s", cases[c].pods[i]);
+    }
+    p.pods[0].share = cases[c].share0;
+    if (attrib_holders(&p) != cases[c].want_holders)
+      print_error("case %s: holders %zu\n", cases[c].label, attrib_holders(&p));
+    assert_int_equal(attrib_holders(&p), cases[c].want_holders);
+    if (p.n)
+      assert_true(attrib_pod_share(&p, 0) == cases[c].want_share);
+    /* attrib_replace gives a table without a split the even one, and keeps a given split */
+    struct attrib *t = attrib_new();
+    struct attrib_entry e;
+    memset(&e, 0, sizeof e);
+    snprintf(e.uuid, sizeof e.uuid, "%s", UA);
+    e.pods = p;
+    assert_int_equal(attrib_replace(t, &e, 1), 0);
+    struct gpu_pods out;
+    assert_int_equal(attrib_lookup(t, UA, &out), p.n > 0);
+    if (p.n) {
+      assert_int_equal(out.split,
+                       p.split == ATTRIB_SPLIT_NONE ? ATTRIB_SPLIT_EVEN : ATTRIB_SPLIT_PROCESS);
+      assert_int_equal(attrib_holders(&out), cases[c].want_holders);
+      assert_true(out.pods[0].share == cases[c].want_share);
+    }
+    attrib_free(t);
+  }
+  assert_string_equal(attrib_split_name(ATTRIB_SPLIT_EVEN), "even");
+  assert_string_equal(attrib_split_name(ATTRIB_SPLIT_PROCESS), "process");
+  assert_string_equal(attrib_split_name(ATTRIB_SPLIT_NONE), "none");
 }
 
 static void test_join_empty(void **state) {
@@ -442,6 +547,8 @@ int main(void) {
       cmocka_unit_test_setup(test_join_same_id_two_pods, setup_devs),
       cmocka_unit_test_setup(test_join_many_pods_capped, setup_devs),
       cmocka_unit_test_setup(test_join_empty, setup_devs),
+      cmocka_unit_test_setup(test_join_shares, setup_devs),
+      cmocka_unit_test(test_split_fallback),
       cmocka_unit_test(test_table_replace_clear_lookup),
       cmocka_unit_test(test_table_many_entries),
       cmocka_unit_test_setup(test_refresh_absent_socket_clears, setup_devs),

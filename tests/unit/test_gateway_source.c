@@ -21,7 +21,7 @@
 #include "keda/scaler.h"
 
 #define MAXKV 8
-#define MAXGPU 4
+#define MAXGPU 8
 
 static struct profile_set profiles;
 static int64_t fake_now;
@@ -35,6 +35,9 @@ static int64_t fake_clock(void *ud) {
 struct gpu_def {
   double util;
   const char *pods[3];
+  enum attrib_split split; /* as the agent said; NONE: an agent that says nothing */
+  double share[3];
+  size_t holders;
 };
 
 struct agent_def {
@@ -94,6 +97,10 @@ static void build(const struct agent_def *a, struct node_snapshot *s) {
     }
     g->pods.total = g->pods.n;
     g->pods.shared = g->pods.n > 1;
+    g->pods.split = a->g[i].split;
+    g->pods.holders = a->g[i].holders;
+    for (size_t p = 0; p < g->pods.n; p++)
+      g->pods.pods[p].share = a->g[i].share[p];
   }
 }
 
@@ -223,12 +230,13 @@ static const struct gw_case cases[] = {
      1,
      2,
      2},
-    /* Time-slicing: a shared GPU counts for each pod in workload scope, once in cluster scope. */
+    /* Time-slicing: a shared GPU counts once per workload in workload scope (each of its two
+     * pods gets half of it), and once in cluster scope. */
     {"shared GPU, workload",
      V_ALL_FRESH,
      {UTIL, {"scope", "workload"}, {"namespace", "staging"}},
      0,
-     120,
+     60,
      2,
      1,
      1},
@@ -570,6 +578,169 @@ static void test_raw_values_and_tick(void **state) {
   cluster_free(r.c);
 }
 
+/* ---- shared GPUs ---- */
+
+/* One node of time-sliced L4s. GPU3..5 belong to the "mix" and "duo" rows. */
+static const struct agent_def shared_node = {
+    "10.0.1.1:6000",
+    "gpu-s-1",
+    "NVIDIA L4",
+    8,
+    {{80, {"ml/app-0", "ml/app-1"}},             /* 2 pods of one workload */
+     {80, {"ml/tri-0", "ml/tri-1", "ml/tri-2"}}, /* 3 pods of one workload */
+     {80, {"ml/a-0", "ml/b-0"}},                 /* workloads a and b */
+     {90, {"ml/mix-0"}},                         /* unshared */
+     {60, {"ml/mix-1", "ml/mix-2"}},             /* shared within "mix" */
+     {70, {"ml/duo-0"}},                         /* duo-0 alone ... */
+     {50, {"ml/duo-0", "ml/other-0"}},           /* ... and with another workload */
+     {80, {"ml/pa-0", "ml/pb-0"}, ATTRIB_SPLIT_PROCESS, {0.75, 0.25}, 2}}, /* split by process by
+                                                                              the agent */
+};
+
+static void shared_rig(struct rig *r, const struct agent_def *a) {
+  fake_now = 1000000;
+  r->c = cluster_new(300000);
+  assert_non_null(r->c);
+  cluster_set_clock(r->c, fake_clock, NULL);
+  struct node_snapshot s;
+  build(a, &s);
+  assert_int_equal(cluster_update(r->c, a->addr, &s), 0);
+  node_snapshot_clear(&s);
+  r->gs.cluster = r->c;
+  r->gs.coalesce_ms = 0;
+  r->s.profiles = &profiles;
+  r->s.src = gwsource_make(&r->gs);
+}
+
+static const struct gw_case shared_cases[] = {
+    {"2 pods on 1 GPU at 80: 80, not 160", V_ALL_FRESH, {UTIL, {"pods", "app-.*"}}, 0, 80, 2, 1, 1},
+    {"3 pods on that GPU: still 80", V_ALL_FRESH, {UTIL, {"pods", "tri-.*"}}, 0, 80, 3, 1, 1},
+    {"shared with workload b: a gets 40", V_ALL_FRESH, {UTIL, {"pods", "a-.*"}}, 0, 40, 1, 1, 1},
+    {"and b the other 40", V_ALL_FRESH, {UTIL, {"pods", "b-.*"}}, 0, 40, 1, 1, 1},
+    {"a and b as one workload: 80", V_ALL_FRESH, {UTIL, {"pods", "(a|b)-.*"}}, 0, 80, 2, 1, 1},
+    {"unshared 90 + shared 60", V_ALL_FRESH, {UTIL, {"pods", "mix-.*"}}, 0, 150, 3, 2, 2},
+    {"mixed, value average: sum / pods",
+     V_ALL_FRESH,
+     {UTIL, {"pods", "mix-.*"}, {"value", "average"}},
+     0,
+     50,
+     3,
+     2,
+     2},
+    {"2 pods on 1 GPU, value average",
+     V_ALL_FRESH,
+     {UTIL, {"pods", "app-.*"}, {"value", "average"}},
+     0,
+     40,
+     2,
+     1,
+     1},
+    {"pod on its own GPU and half of another, sum",
+     V_ALL_FRESH,
+     {UTIL, {"pods", "duo-.*"}, {"aggregation", "sum"}},
+     0,
+     95,
+     1,
+     2,
+     2},
+    {"the same, max", V_ALL_FRESH, {UTIL, {"pods", "duo-.*"}}, 0, 70, 1, 2, 2},
+    {"the same, avg", V_ALL_FRESH, {UTIL, {"pods", "duo-.*"}, AVG}, 0, 47.5, 1, 2, 2},
+    {"split by process: 3/4", V_ALL_FRESH, {UTIL, {"pods", "pa-.*"}}, 0, 60, 1, 1, 1},
+    {"split by process: 1/4", V_ALL_FRESH, {UTIL, {"pods", "pb-.*"}}, 0, 20, 1, 1, 1},
+    {"the whole namespace: each GPU once",
+     V_ALL_FRESH,
+     {UTIL, {"scope", "workload"}, {"aggregation", "sum"}},
+     0,
+     80 + 80 + 80 + 90 + 60 + 70 + 50 + 80,
+     14,
+     8,
+     8},
+    /* cluster and node scope count every GPU once, shared or not */
+    {"cluster scope sum",
+     V_ALL_FRESH,
+     {UTIL, {"scope", "cluster"}, {"aggregation", "sum"}},
+     0,
+     80 + 80 + 80 + 90 + 60 + 70 + 50 + 80,
+     0,
+     8,
+     8},
+    {"cluster scope through pods: each GPU once",
+     V_ALL_FRESH,
+     {UTIL, {"scope", "cluster"}, {"pods", "tri-.*"}, {"aggregation", "sum"}},
+     0,
+     80,
+     0,
+     1,
+     1},
+    {"node scope sum",
+     V_ALL_FRESH,
+     {UTIL, {"node", "gpu-s-1"}, {"aggregation", "sum"}},
+     0,
+     80 + 80 + 80 + 90 + 60 + 70 + 50 + 80,
+     0,
+     8,
+     8},
+    {"node scope, the 3-pod GPU",
+     V_ALL_FRESH,
+     {UTIL, {"node", "gpu-s-1"}, {"gpuIndex", "1"}},
+     0,
+     80,
+     0,
+     1,
+     1},
+};
+
+static void test_shared_gpus(void **state) {
+  (void)state;
+  for (size_t i = 0; i < sizeof shared_cases / sizeof shared_cases[0]; i++) {
+    const struct gw_case *k = &shared_cases[i];
+    struct rig r;
+    shared_rig(&r, &shared_node);
+    struct scaler_request req = {"my-app", "ml", k->md, kv_count(k->md)};
+    struct scaler_result res;
+    memset(&res, 0, sizeof res);
+    struct scaler_error e;
+    memset(&e, 0, sizeof e);
+    int rc = scaler_get_metrics(&r.s, &req, NULL, &res, &e);
+    bool ok = rc == k->rc && fabs(res.value - k->value) < 1e-9 && res.pods == k->pods &&
+              res.selected == k->selected && res.fresh == k->fresh;
+    if (!ok)
+      print_error("case \"%s\": rc %d value %g pods %zu selected %zu fresh %zu msg \"%s\"\n",
+                  k->label, rc, res.value, res.pods, res.selected, res.fresh, e.msg);
+    assert_true(ok);
+    cluster_free(r.c);
+  }
+}
+
+/* The closed loop: replicas that land on the same saturated GPU do not raise the value, so the
+ * HPA stops at the GPU's work instead of adding pods until the slices run out. */
+static void test_replicas_on_one_gpu_do_not_feed_the_loop(void **state) {
+  (void)state;
+  struct agent_def a = {"10.0.1.2:6000", "gpu-s-2", "NVIDIA L4", 1, {{100, {"ml/llm-0"}}}};
+  const struct kv md[] = {UTIL, {"pods", "llm-.*"}};
+  double first = -1;
+  for (size_t replicas = 1; replicas <= 3; replicas++) {
+    static const char *names[] = {"ml/llm-0", "ml/llm-1", "ml/llm-2"};
+    for (size_t p = 0; p < replicas; p++)
+      a.g[0].pods[p] = names[p];
+    struct rig r;
+    shared_rig(&r, &a);
+    struct scaler_request req = {"llm", "ml", md, 3};
+    struct scaler_spec spec;
+    struct scaler_result res;
+    struct scaler_error e = {0};
+    assert_int_equal(scaler_get_spec(&r.s, &req, &spec, &e), 0);
+    assert_int_equal(scaler_get_metrics(&r.s, &req, spec.metric_name, &res, &e), 0);
+    assert_int_equal(res.pods, replicas);
+    if (replicas == 1)
+      first = res.value;
+    assert_true(fabs(res.value - 100) < 1e-9 && fabs(res.value - first) < 1e-9);
+    /* KEDA's AverageValue: ceil(100 / 75) = 2 whatever the replicas on that one GPU */
+    assert_int_equal(hpa_desired_average_value(res.value, spec.target), 2);
+    cluster_free(r.c);
+  }
+}
+
 static int setup(void **state) {
   (void)state;
   return profile_set_init(&profiles);
@@ -587,6 +758,8 @@ int main(void) {
       cmocka_unit_test(test_hpa_proportional),
       cmocka_unit_test(test_empty_is_inactive),
       cmocka_unit_test(test_raw_values_and_tick),
+      cmocka_unit_test(test_shared_gpus),
+      cmocka_unit_test(test_replicas_on_one_gpu_do_not_feed_the_loop),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -5,6 +5,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -312,11 +313,122 @@ static void test_garbage_and_empty(void **state) {
   free(bytes);
 }
 
+/* Pod shares and the split method: kept when the method is known and the shares make sense,
+ * zeroed (readers then split evenly) when the method is unspecified or newer than us, and
+ * refused when a share is not a fraction of one GPU. */
+static void test_shares(void **state) {
+  static const struct {
+    const char *label;
+    int method; /* Gpuscale__V1__ShareMethod, or a value from a newer agent */
+    size_t n;
+    const char *pod[3];
+    double share[3];
+    uint32_t holders;
+    int rc;
+    enum attrib_split split;
+    const char *msg;
+  } cases[] = {
+      {"even, two pods", 1, 2, {"a", "b"}, {0.5, 0.5}, 2, 0, ATTRIB_SPLIT_EVEN, NULL},
+      {"even, more holders than listed",
+       1,
+       2,
+       {"a", "b"},
+       {0.25, 0.25},
+       4,
+       0,
+       ATTRIB_SPLIT_EVEN,
+       NULL},
+      {"process", 2, 2, {"a", "b"}, {0.75, 0.25}, 2, 0, ATTRIB_SPLIT_PROCESS, NULL},
+      {"process, a process of no pod",
+       2,
+       2,
+       {"a", "b"},
+       {0.5, 0.2},
+       2,
+       0,
+       ATTRIB_SPLIT_PROCESS,
+       NULL},
+      {"one pod, two containers", 1, 2, {"a", "a"}, {1, 1}, 1, 0, ATTRIB_SPLIT_EVEN, NULL},
+      {"unspecified: even at the reader",
+       0,
+       2,
+       {"a", "b"},
+       {0.9, 0.9},
+       0,
+       0,
+       ATTRIB_SPLIT_NONE,
+       NULL},
+      {"newer method: even at the reader", 7, 1, {"a"}, {0.3}, 1, 0, ATTRIB_SPLIT_NONE, NULL},
+      {"share above 1", 1, 1, {"a"}, {1.5}, 1, GS_EPARSE, 0, "outside [0, 1]"},
+      {"negative share", 2, 2, {"a", "b"}, {-0.1, 0.5}, 2, GS_EPARSE, 0, "outside [0, 1]"},
+      {"NaN share", 2, 1, {"a"}, {NAN}, 1, GS_EPARSE, 0, "outside [0, 1]"},
+      {"shares sum past 1", 2, 3, {"a", "b", "c"}, {0.5, 0.4, 0.2}, 3, GS_EPARSE, 0, "sums"},
+  };
+  for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+    Gpuscale__V1__PodRef pods[3];
+    Gpuscale__V1__PodRef *pl[3];
+    for (size_t i = 0; i < cases[c].n; i++) {
+      pods[i] = (Gpuscale__V1__PodRef)GPUSCALE__V1__POD_REF__INIT;
+      pods[i].namespace_ = "ns";
+      pods[i].pod = (char *)(uintptr_t)cases[c].pod[i];
+      pods[i].container = i ? "c1" : "c0";
+      pods[i].share = cases[c].share[i];
+      pl[i] = &pods[i];
+    }
+    Gpuscale__V1__GPU gpu = GPUSCALE__V1__GPU__INIT;
+    gpu.uuid = "GPU-s";
+    gpu.n_pods = cases[c].n;
+    gpu.pods = pl;
+    gpu.pods_total = (uint32_t)cases[c].n;
+    gpu.shared = cases[c].n > 1;
+    gpu.holders = cases[c].holders;
+    gpu.share_method = (Gpuscale__V1__ShareMethod)cases[c].method;
+    Gpuscale__V1__GPU *gl[1] = {&gpu};
+    Gpuscale__V1__NodeSnapshot m = GPUSCALE__V1__NODE_SNAPSHOT__INIT;
+    m.n_gpus = 1;
+    m.gpus = gl;
+    uint8_t buf[1024];
+    size_t len = gpuscale__v1__node_snapshot__pack(&m, buf);
+    struct node_snapshot out;
+    const char *err = NULL;
+    int rc = node_wire_decode(buf, len, sizeof buf, &out, &err);
+    if (rc != cases[c].rc)
+      print_error("case %s: rc %d err %s\n", cases[c].label, rc, err ? err : "(none)");
+    assert_int_equal(rc, cases[c].rc);
+    if (rc) {
+      assert_non_null(strstr(err, cases[c].msg));
+      assert_null(out.gpus);
+      continue;
+    }
+    const struct gpu_pods *gp = &out.gpus[0].pods;
+    assert_int_equal(gp->split, cases[c].split);
+    assert_int_equal(gp->holders, cases[c].holders);
+    for (size_t i = 0; i < cases[c].n; i++)
+      assert_true(gp->pods[i].share == (gp->split ? cases[c].share[i] : 0));
+    /* and back: what the gateway decoded, an agent would have sent */
+    uint8_t *bytes = NULL;
+    assert_int_equal(node_wire_encode(&out, NODE_WIRE_MAX_BYTES, &bytes, &len), 0);
+    struct node_snapshot again;
+    assert_int_equal(node_wire_decode(bytes, len, NODE_WIRE_MAX_BYTES, &again, &err), 0);
+    assert_int_equal(again.gpus[0].pods.split, gp->split);
+    assert_int_equal(again.gpus[0].pods.holders, gp->holders);
+    for (size_t i = 0; i < cases[c].n; i++)
+      assert_true(again.gpus[0].pods.pods[i].share == gp->pods[i].share);
+    free(bytes);
+    node_snapshot_clear(&again);
+    node_snapshot_clear(&out);
+  }
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_roundtrip),          cmocka_unit_test(test_absent_stays_absent),
-      cmocka_unit_test(test_forward_compatible), cmocka_unit_test(test_pods_cap_and_truncation),
-      cmocka_unit_test(test_size_caps),          cmocka_unit_test(test_garbage_and_empty),
+      cmocka_unit_test(test_shares),
+      cmocka_unit_test(test_roundtrip),
+      cmocka_unit_test(test_absent_stays_absent),
+      cmocka_unit_test(test_forward_compatible),
+      cmocka_unit_test(test_pods_cap_and_truncation),
+      cmocka_unit_test(test_size_caps),
+      cmocka_unit_test(test_garbage_and_empty),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,4 +1,5 @@
 /* Unit tests for the scaler policy, with a stub source and with the agent's history source. */
+#include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -790,6 +791,135 @@ static void test_workload_groups(void **state) {
   }
 }
 
+/* ---- shared GPUs: each holder pod gets value x its share of the GPU ---- */
+
+struct share_stub {
+  size_t n, n_groups;
+  double vals[8], share[8];
+  uint32_t group[8];
+};
+
+static int share_select(void *ud, const struct trigger *t, struct scaler_selection *sel, char *err,
+                        size_t errlen) {
+  const struct share_stub *s = ud;
+  (void)t;
+  (void)err;
+  (void)errlen;
+  for (size_t i = 0; i < s->n; i++)
+    assert_int_equal(scaler_selection_add_share(sel, s->vals[i], s->group[i], s->share[i]), 0);
+  sel->n_groups = s->n_groups;
+  sel->matched = sel->selected = sel->fresh = s->n; /* one GPU per value is enough here */
+  return 0;
+}
+
+/* Rows: the (pod, GPU) pairs a selecting source hands over, and what the workload is worth. The
+ * shares are the ones the gateway passes for the situation in the label. */
+static const struct {
+  const char *label, *agg, *value;
+  size_t n, n_groups;
+  double vals[6], share[6];
+  uint32_t group[6];
+  double want;
+  size_t pods;
+} share_cases[] = {
+    {"2 pods of the workload on 1 GPU at 80",
+     "max",
+     "sum",
+     2,
+     2,
+     {80, 80},
+     {0.5, 0.5},
+     {0, 1},
+     80,
+     2},
+    {"3 pods on that GPU: still 80",
+     "max",
+     "sum",
+     3,
+     3,
+     {80, 80, 80},
+     {1.0 / 3, 1.0 / 3, 1.0 / 3},
+     {0, 1, 2},
+     80,
+     3},
+    {"GPU shared with another workload's pod: half", "max", "sum", 1, 1, {80}, {0.5}, {0}, 40, 1},
+    {"split by process: 3/4 of it", "max", "sum", 1, 1, {80}, {0.75}, {0}, 60, 1},
+    {"unshared 90 + two pods on a GPU at 60",
+     "max",
+     "sum",
+     3,
+     3,
+     {90, 60, 60},
+     {1, 0.5, 0.5},
+     {0, 1, 2},
+     150,
+     3},
+    {"the same, value average: sum / pods",
+     "max",
+     "average",
+     3,
+     3,
+     {90, 60, 60},
+     {1, 0.5, 0.5},
+     {0, 1, 2},
+     50,
+     3},
+    {"2 pods on 1 GPU, value average", "max", "average", 2, 2, {80, 80}, {0.5, 0.5}, {0, 1}, 40, 2},
+    /* pod 0 holds GPU X (90, alone) and GPU Y (80, with pod 1) */
+    {"multi-GPU pod, sum: each GPU once",
+     "sum",
+     "sum",
+     3,
+     2,
+     {90, 80, 80},
+     {1, 0.5, 0.5},
+     {0, 0, 1},
+     170,
+     2},
+    {"multi-GPU pod, max", "max", "sum", 3, 2, {90, 80, 80}, {1, 0.5, 0.5}, {0, 0, 1}, 130, 2},
+    {"multi-GPU pod, avg", "avg", "sum", 3, 2, {90, 80, 80}, {1, 0.5, 0.5}, {0, 0, 1}, 105, 2},
+    {"multi-GPU pod, avg, value average",
+     "avg",
+     "average",
+     3,
+     2,
+     {90, 80, 80},
+     {1, 0.5, 0.5},
+     {0, 0, 1},
+     52.5,
+     2},
+};
+
+static void test_workload_shares(void **state) {
+  (void)state;
+  for (size_t c = 0; c < sizeof share_cases / sizeof share_cases[0]; c++) {
+    struct share_stub st;
+    memset(&st, 0, sizeof st);
+    st.n = share_cases[c].n;
+    st.n_groups = share_cases[c].n_groups;
+    memcpy(st.vals, share_cases[c].vals, sizeof share_cases[c].vals);
+    memcpy(st.share, share_cases[c].share, sizeof share_cases[c].share);
+    memcpy(st.group, share_cases[c].group, sizeof share_cases[c].group);
+    struct scaler_selector sel = {SCALER_SCOPES_GATEWAY, share_select, NULL, &st};
+    struct scaler s = {&profiles, scaler_source_from_selector(&sel)};
+    const struct kv md[MAXKV] = {UTIL,
+                                 {"pods", "p-.*"},
+                                 {"aggregation", share_cases[c].agg},
+                                 {"value", share_cases[c].value}};
+    struct scaler_request r = req(md);
+    struct scaler_result res;
+    memset(&res, 0, sizeof res);
+    struct scaler_error e = {0};
+    int rc = scaler_get_metrics(&s, &r, NULL, &res, &e);
+    if (rc || fabs(res.value - share_cases[c].want) > 1e-9 || res.pods != share_cases[c].pods)
+      print_error("case %s: rc %d value %g pods %zu msg %s\n", share_cases[c].label, rc, res.value,
+                  res.pods, e.msg);
+    assert_int_equal(rc, 0);
+    assert_true(fabs(res.value - share_cases[c].want) < 1e-9);
+    assert_int_equal(res.pods, share_cases[c].pods);
+  }
+}
+
 static int setup(void **state) {
   (void)state;
   return profile_set_init(&profiles);
@@ -816,6 +946,7 @@ int main(void) {
       cmocka_unit_test(test_agent_refuses_gateway_scopes),
       cmocka_unit_test(test_selector_contract),
       cmocka_unit_test(test_workload_groups),
+      cmocka_unit_test(test_workload_shares),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -1,0 +1,254 @@
+"""Shared GPUs end to end: a real agent on the mock collector whose fake kubelet hands out
+time-sliced device ids (`<uuid>::N`), a real gateway watching it, and Python grpcio as KEDA.
+
+Workload scope must count each physical GPU once per workload (docs/gateway.md, "Shared GPUs"):
+each holder pod gets value x 1/holders (the even split, the one the agent reports today), and
+the workload's value is the per-pod aggregation summed over its pods. Cluster and node scope
+count each GPU once. The agent reports the split (share, holders, share_method) in the node API
+and in /api/v1/gpus.
+
+Expected values are computed here from the model below with that rule, never read back from
+the binary. The node:
+
+    GPU0 80  app-0, app-1                       (two replicas of one Deployment)
+    GPU1 90  solo-0
+    GPU2 60  mix-0, other-0                     (two workloads)
+    GPU3 70  duo-0 with two containers          (one pod: one holder)
+    GPU4 50  mix-0                              (mix-0 also holds half of GPU2)
+"""
+
+import math
+import os
+import re
+import time
+
+import grpc
+import pytest
+
+import helpers
+from gateway_helpers import Gateway
+from helpers import Scenario, close, wait_for
+from test_attribution import FakeKubelet
+from test_node_api import NodeClient
+
+NS = "ml"
+NODE = "gpu-shared-1"
+TARGET = 75.0
+
+
+def uuid(i):
+    return "GPU-5ba7ed00-0000-4000-8000-%012d" % i
+
+
+# GPU -> (utilisation, [(pod, container)] holding it)
+MODEL = [
+    (80, [("app-0", "main"), ("app-1", "main")]),
+    (90, [("solo-0", "main")]),
+    (60, [("mix-0", "main"), ("other-0", "main")]),
+    (70, [("duo-0", "c1"), ("duo-0", "c2")]),
+    (50, [("mix-0", "main")]),
+]
+
+
+def scenario(model):
+    return Scenario([{"model": "NVIDIA L4", "uuid": uuid(i), "memory_total_mib": 23034,
+                      "memory_used_mib": 1000 + i, "gpu_utilization": util}
+                     for i, (util, _) in enumerate(model)])
+
+
+def kubelet_pods(model):
+    """Every holder of a GPU held by more than one container gets its own replica id ::N, as
+    the NVIDIA device plugin's time-slicing hands them out."""
+    devs = {}
+    for i, (_, holders) in enumerate(model):
+        for k, (pod, ctr) in enumerate(holders):
+            dev = uuid(i) + ("::%d" % k if len(holders) > 1 else "")
+            devs.setdefault(pod, {}).setdefault(ctr, []).append(dev)
+    return [{"namespace": NS, "name": pod,
+             "containers": [{"name": ctr, "devices": [
+                 {"resource_name": "nvidia.com/gpu", "device_ids": ids}]}
+                 for ctr, ids in sorted(ctrs.items())]}
+            for pod, ctrs in sorted(devs.items())]
+
+
+def holders(model, i):
+    return sorted({pod for pod, _ in model[i][1]})
+
+
+def workload_expected(model, pods, aggregation="max", value="sum"):
+    """docs/gateway.md: each selected pod counts util x 1/holders for every GPU it holds; the
+    pod's values are aggregated, then summed (or averaged) over pods."""
+    per_pod = {}
+    for i, (util, _) in enumerate(model):
+        h = holders(model, i)
+        for pod in h:
+            if re.fullmatch(pods, pod):
+                per_pod.setdefault(pod, []).append(util / len(h))
+    vals = [helpers.aggregate(aggregation, v) for _, v in sorted(per_pod.items())]
+    total = sum(vals)
+    return total / len(vals) if value == "average" else total
+
+
+def md(**kw):
+    d = {"metricType": "gpu_utilization", "targetValue": str(TARGET)}
+    d.update({k: str(v) for k, v in kw.items()})
+    return d
+
+
+def value(client, m):
+    es = client.pb.es
+    ref = client.ref(m, name="shared-so", namespace=NS)
+    spec = client._spec(ref, timeout=helpers.RPC_TIMEOUT).metricSpecs[0]
+    mr = client._metrics(es.GetMetricsRequest(scaledObjectRef=ref, metricName=spec.metricName),
+                         timeout=helpers.RPC_TIMEOUT)
+    assert len(mr.metricValues) == 1, mr
+    return mr.metricValues[0].metricValueFloat
+
+
+def value_or_code(client, m):
+    try:
+        return value(client, m)
+    except grpc.RpcError as e:
+        return e.code()
+
+
+class Rig:
+    pass
+
+
+@pytest.fixture(scope="module")
+def rig(tmp_path_factory, pb):
+    r = Rig()
+    root = str(tmp_path_factory.mktemp("shared-gpus"))
+    r.kubelet = FakeKubelet(root)
+    r.kubelet.set(kubelet_pods(MODEL))
+    r.kubelet.start()
+    r.agent = None
+    r.gw = None
+    try:
+        for d in ("agent", "gw"):
+            os.makedirs(os.path.join(root, d))
+        path = os.path.join(root, "scenario.yaml")
+        scenario(MODEL).write(path)
+        r.agent = helpers.Agent(["--collector", "mock", "--scenario", path,
+                                 "--interval", helpers.INTERVAL, "--node-name", NODE,
+                                 "--kubelet-socket", r.kubelet.socket,
+                                 "--kubelet-refresh", "300ms"],
+                                workdir=os.path.join(root, "agent")).start()
+        r.gw = Gateway(["--agents", r.agent.grpc_address, "--tick", "200ms"],
+                       workdir=os.path.join(root, "gw")).start()
+        r.client = r.gw.client()
+        wait_for(lambda: value_or_code(r.client, md(pods="app-.*")) ==
+                 workload_expected(MODEL, "app-.*"),
+                 timeout=30, interval=0.1, what="the gateway's view of the shared GPUs")
+        yield r
+    finally:
+        for p in (r.gw, r.agent):
+            if p is not None:
+                try:
+                    p.stop()
+                finally:
+                    p.kill()
+        r.kubelet.cleanup()
+
+
+def test_two_replicas_on_one_gpu_count_it_once(rig):
+    got = value(rig.client, md(pods="app-.*"))
+    assert close(got, workload_expected(MODEL, "app-.*"))
+    assert close(got, 80.0), "two pods on one GPU at 80 %% give 80, not 160: %r" % got
+    assert math.ceil(got / TARGET) == 2
+    # value: average (for metricType Value) is the sum over the pods that hold it
+    avg = value(rig.client, md(pods="app-.*", value="average"))
+    assert close(avg, workload_expected(MODEL, "app-.*", value="average")) and close(avg, 40.0)
+    assert math.ceil(avg / TARGET * 2) == math.ceil(got / TARGET)
+
+
+@pytest.mark.parametrize("pods,aggregation,val", [
+    ("mix-.*", "max", "sum"),       # half of GPU2 and all of GPU4
+    ("mix-.*", "sum", "sum"),
+    ("mix-.*", "avg", "sum"),
+    ("other-.*", "max", "sum"),     # the other half of GPU2
+    ("(mix|other)-.*", "sum", "sum"),  # both workloads as one: GPU2 whole again
+    ("duo-.*", "max", "sum"),       # two containers of one pod are one holder
+    ("(app|solo|mix)-.*", "max", "sum"),
+    ("(app|solo|mix)-.*", "max", "average"),
+    (".*", "sum", "sum"),           # the whole namespace: each GPU once
+])
+def test_workload_values_follow_the_even_split(rig, pods, aggregation, val):
+    want = workload_expected(MODEL, pods, aggregation, val)
+    got = value(rig.client, md(pods=pods, aggregation=aggregation, value=val))
+    assert close(got, want), (pods, aggregation, val, got, want)
+
+
+def test_by_hand(rig):
+    assert close(value(rig.client, md(pods="other-.*")), 30.0)
+    assert close(value(rig.client, md(pods="(mix|other)-.*", aggregation="sum")), 60.0 + 50.0)
+    assert close(value(rig.client, md(pods="duo-.*")), 70.0)
+    assert close(value(rig.client, md(pods=".*", aggregation="sum")), 80 + 90 + 60 + 70 + 50)
+
+
+def test_cluster_and_node_scope_count_a_shared_gpu_once(rig):
+    every = sum(util for util, _ in MODEL)
+    assert close(value(rig.client, md(scope="cluster", aggregation="sum")), every)
+    assert close(value(rig.client, md(scope="cluster", pods="app-.*", aggregation="sum")), 80.0)
+    assert close(value(rig.client, md(scope="cluster", pods="(mix|other)-.*",
+                                      aggregation="sum")), 60.0 + 50.0)
+    assert close(value(rig.client, md(node=NODE, aggregation="sum")), every)
+    assert close(value(rig.client, md(node=NODE, gpuIndex="0")), 80.0)
+
+
+def test_split_is_reported_in_the_node_api(rig):
+    c = NodeClient(rig.agent.channel)
+    snap = c.list(c.pb.ListGPUsRequest(), timeout=helpers.RPC_TIMEOUT)
+    assert len(snap.gpus) == len(MODEL)
+    for i, g in enumerate(snap.gpus):
+        h = holders(MODEL, i)
+        assert g.uuid == uuid(i)
+        assert g.share_method == c.pb.SHARE_METHOD_EVEN, g
+        assert g.holders == len(h), g
+        assert g.shared == (len(MODEL[i][1]) > 1), g
+        assert sorted((p.pod, p.container) for p in g.pods) == sorted(MODEL[i][1]), g
+        for p in g.pods:
+            assert close(p.share, 1.0 / len(h)), g
+        assert close(sum({p.pod: p.share for p in g.pods}.values()), 1.0), g
+
+
+def test_split_is_reported_in_api_v1_gpus(rig):
+    doc = rig.agent.gpus_json()
+    by_uuid = {g["uuid"]: g for g in doc["gpus"]}
+    for i, (_, refs) in enumerate(MODEL):
+        g = by_uuid[uuid(i)]
+        h = holders(MODEL, i)
+        assert g["share_method"] == "even", g
+        assert g["holders"] == len(h), g
+        assert sorted((p["pod"], p["container"]) for p in g["pods"]) == sorted(refs), g
+        for p in g["pods"]:
+            assert close(p["share"], 1.0 / len(h)), g
+
+
+def test_a_new_replica_on_the_same_gpu_does_not_raise_the_value(rig):
+    """The closed loop: a third replica that lands on GPU0 (still at 80 %) leaves the workload at
+    80, so the HPA's desired count stays ceil(80 / 75) = 2 instead of growing with each pod."""
+    before = value(rig.client, md(pods="app-.*"))
+    grown = [list(g) for g in MODEL]
+    grown[0] = (80, MODEL[0][1] + [("app-2", "main")])
+    try:
+        rig.kubelet.set(kubelet_pods(grown))
+        wait_for(lambda: any(g["uuid"] == uuid(0) and g.get("holders") == 3
+                             for g in rig.agent.gpus_json()["gpus"]),
+                 timeout=15, what="the agent to see the third replica")
+        c = NodeClient(rig.agent.channel)
+        deadline = time.monotonic() + 15
+        while True:  # the gateway sees the agent's next snapshot within a few intervals
+            snap = c.list(c.pb.ListGPUsRequest(), timeout=helpers.RPC_TIMEOUT)
+            got = value(rig.client, md(pods="app-.*"))
+            avg = value(rig.client, md(pods="app-.*", value="average"))
+            if close(avg, 80.0 / 3) or time.monotonic() > deadline:
+                break
+            time.sleep(0.1)
+        assert snap.gpus[0].holders == 3
+        assert close(avg, workload_expected(grown, "app-.*", value="average")), avg
+        assert close(got, workload_expected(grown, "app-.*")) and close(got, before), (got, before)
+        assert math.ceil(got / TARGET) == 2
+    finally:
+        rig.kubelet.set(kubelet_pods(MODEL))
