@@ -22,6 +22,12 @@ for _k in ("no_proxy", "NO_PROXY"):
 for _k in ("KUBERNETES_SERVICE_HOST", "KUBERNETES_SERVICE_PORT"):
     os.environ.pop(_k, None)
 os.environ["KUBECONFIG"] = "/nonexistent/gpuscale-e2e-has-no-kubeconfig"
+# The binary reads its options' defaults from GPUSCALE_* and NODE_NAME (a pod's downward API sets
+# NODE_NAME): a shell or CI job that has any set would change what the tests check. Only the tests' own
+# settings stay; a test that wants one passes it to the process it starts.
+_OURS = {"GPUSCALE_BIN", "GPUSCALE_SRC", "GPUSCALE_DRAIN_BIN"}
+for _k in [k for k in os.environ if (k.startswith("GPUSCALE_") and k not in _OURS) or k == "NODE_NAME"]:
+    del os.environ[_k]
 
 import helpers  # noqa: E402
 
