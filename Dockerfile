@@ -11,7 +11,8 @@
 
 ARG DEBIAN_IMAGE=debian:12
 
-# ---- build: Debian 12 with the -dev packages (the same as scripts/install-deps.sh, less the test tools)
+# ---- build: Debian 12 with the -dev packages: scripts/install-deps.sh's build set (`--list build`;
+# scripts/validate-deploy.sh checks that the two lists are the same)
 FROM ${DEBIAN_IMAGE} AS build
 RUN apt-get update \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \

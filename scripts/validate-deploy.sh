@@ -229,6 +229,16 @@ grep -qE '^USER [1-9][0-9]*(:[0-9]+)?$' Dockerfile && ok "Dockerfile: runs as a 
 if grep -qi 'libnvidia-ml\|nvidia-utils\|cuda' <(grep -E '^(RUN|COPY|ADD|ARG)' Dockerfile); then bad "Dockerfile: NVML/CUDA must not be baked in"
 else ok "Dockerfile: no NVML or CUDA in the image"; fi
 
+# The build stage installs scripts/install-deps.sh's build set, no more and no less (one list, two users).
+docker_build_pkgs="$(awk '/^FROM .* AS build/ { b = 1; next } /^FROM / { b = 0 } b' Dockerfile | tr -d '\\' |
+  tr -s ' \t' '\n' | awk '/--no-install-recommends/ { on = 1; next } on && /^&&$/ { on = 0 } on && NF' | sort -u | xargs)"
+deps_build_pkgs="$(bash scripts/install-deps.sh --list build | sort -u | xargs)"
+if [ -n "$docker_build_pkgs" ] && [ "$docker_build_pkgs" = "$deps_build_pkgs" ]; then
+  ok "Dockerfile: the build stage installs scripts/install-deps.sh's build set"
+else
+  bad "Dockerfile: the build stage installs \"$docker_build_pkgs\", scripts/install-deps.sh --list build gives \"$deps_build_pkgs\""
+fi
+
 runtime_pkgs="$(sed -n 's/^ARG RUNTIME_PACKAGES="\(.*\)"$/\1/p' Dockerfile)"
 if [ -z "$runtime_pkgs" ]; then
   bad 'Dockerfile: no ARG RUNTIME_PACKAGES="..." line in the runtime stage'
