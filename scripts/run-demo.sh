@@ -13,7 +13,8 @@ cat <<TXT
     ${BIN} query --address 127.0.0.1:6000 --profile vllm-inference
     ${BIN} query --address 127.0.0.1:6000 -m metricType=gpu_utilization -m targetValue=75 -m aggregation=avg
     ${BIN} query --address 127.0.0.1:6000 --profile triton-inference -m gpuIndex=2 --watch
-    curl -s 127.0.0.1:9400/api/v1/gpus | python3 -m json.tool
+    curl -s 127.0.0.1:9400/metrics | grep '^DCGM_FI_DEV_GPU_UTIL'
+    curl -s 127.0.0.1:9400/api/v1/gpus
     curl -s 127.0.0.1:9400/readyz
 
   Stop with Ctrl-C. Docs: docs/agent.md, docs/query.md, docs/scenarios.md, docs/profiles.md
