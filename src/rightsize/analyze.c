@@ -56,6 +56,14 @@ static void hist_add(struct hist *h, double v) {
   h->sum += v;
 }
 
+/* A step's maximum (max_over_time) that is not a sample of the distribution: it raises max only. */
+static void hist_peak(struct hist *h, double v) {
+  if (!isfinite(v) || !h->n)
+    return;
+  if (v > h->max)
+    h->max = v;
+}
+
 static void hist_merge(struct hist *dst, const struct hist *src) {
   for (unsigned i = 0; i < dst->nbins && i < src->nbins; i++)
     dst->bins[i] += src->bins[i];
@@ -102,8 +110,22 @@ struct bucket_acc {
   double util_sum, mem_sum, pct_sum;
 };
 
+/* Per-step readings of the current chunk, one array each (NaN = none). Several series for the same
+ * GPU at the same step (a second scrape job, per-pod copies) fold into one value: the largest. */
+enum {
+  SC_FREE_AVG,
+  SC_USED_AVG,
+  SC_USED_MAX,
+  SC_UTIL_AVG,
+  SC_UTIL_MAX,
+  SC_POW_AVG,
+  SC_POW_MAX,
+  SC_N
+};
+
 struct gacc {
   char node[RS_NAME_MAX], gpu[RS_SHORT_MAX], uuid[RS_SHORT_MAX], model[RS_SHORT_MAX];
+  char gpu_i_id[RS_SHORT_MAX], gpu_i_profile[RS_SHORT_MAX];
   uint64_t *has;  /* bit per step: a utilisation reading exists */
   uint64_t *busy; /* bit per step: some reading at this step was not idle */
   struct hist util, mem, pct, pow;
@@ -115,18 +137,24 @@ struct gacc {
   struct wlink *wl; /* workloads seen on this GPU */
   size_t n_wl;
   struct bucket_acc *tl;
-  float *s_used, *s_free; /* chunk scratch, NaN = none */
-  bool scratch_dirty;
+  float *sc;     /* SC_N arrays of sc_cap floats: the chunk's readings */
+  size_t sc_cap; /* steps per array */
+  bool sc_live;  /* something was written this chunk */
 };
 
 struct wlink {
   size_t idx;
-  uint64_t n; /* utilisation samples of this pairing */
+  uint64_t n;   /* utilisation samples of this pairing */
+  uint64_t *cb; /* bit per step of the chunk: a series of this pod named this GPU */
+  size_t cb_words;
 };
 
 struct wacc {
   char ns[RS_NAME_MAX], pod[RS_NAME_MAX], container[RS_NAME_MAX];
   bool multi_container;
+  bool exported; /* seen in exported_pod: Prometheus renamed the exporter's labels */
+  char **jobs;   /* scrape jobs where it was seen only in the plain `pod` label */
+  size_t n_jobs;
   struct hist util, mem;
   uint64_t n_util, n_idle;
   double used_h;
@@ -137,6 +165,14 @@ struct wacc {
 struct slot_index {
   size_t *slots; /* entry index + 1; 0 = empty */
   size_t cap, n;
+};
+
+/* A small set of strings (scrape jobs, namespace/pod of scrape targets). */
+struct strset {
+  char **items;
+  size_t n;
+  size_t *slots; /* item index + 1 */
+  size_t cap;
 };
 
 struct rs_analyzer {
@@ -152,6 +188,8 @@ struct rs_analyzer {
   size_t n_w, cap_w;
   struct slot_index gi, wi;
   bool saw_free, saw_used, saw_power;
+  struct strset renaming_jobs; /* jobs whose series carry exported_pod (honorLabels: false) */
+  struct strset target_pods;   /* "namespace/pod" of scrape targets seen beside exported_pod */
 };
 
 static uint64_t fnv(const char *a, const char *b) {
@@ -166,6 +204,74 @@ static uint64_t fnv(const char *a, const char *b) {
 
 static const char *gkey2(const struct gacc *g) {
   return g->uuid[0] ? g->uuid : g->gpu;
+}
+
+static const char *nz(const char *s) {
+  return s ? s : "";
+}
+
+/* The GPU key: node, UUID (or index), MIG instance. */
+static uint64_t gkey_hash(const char *node, const char *k2, const char *gi) {
+  uint64_t h = fnv(node, k2);
+  for (const char *s = gi; *s; s++)
+    h = (h ^ (unsigned char)*s) * 1099511628211ULL;
+  return h;
+}
+
+static int strset_grow(struct strset *ss) {
+  size_t cap = ss->cap ? ss->cap * 2 : 16;
+  size_t *sl = calloc(cap, sizeof(*sl));
+  char **it = realloc(ss->items, cap * sizeof(*it));
+  if (!sl || !it) {
+    free(sl);
+    if (it)
+      ss->items = it;
+    return GS_ENOMEM;
+  }
+  ss->items = it;
+  for (size_t e = 0; e < ss->n; e++) {
+    size_t j = (size_t)(fnv(it[e], "") & (cap - 1));
+    while (sl[j])
+      j = (j + 1) & (cap - 1);
+    sl[j] = e + 1;
+  }
+  free(ss->slots);
+  ss->slots = sl;
+  ss->cap = cap;
+  return 0;
+}
+
+static bool strset_has(const struct strset *ss, const char *s) {
+  if (!ss->cap)
+    return false;
+  for (size_t j = (size_t)(fnv(s, "") & (ss->cap - 1)); ss->slots[j]; j = (j + 1) & (ss->cap - 1))
+    if (!strcmp(ss->items[ss->slots[j] - 1], s))
+      return true;
+  return false;
+}
+
+static int strset_add(struct strset *ss, const char *s) {
+  if (strset_has(ss, s))
+    return 0;
+  if ((ss->n + 1) * 2 > ss->cap && strset_grow(ss) != 0)
+    return GS_ENOMEM;
+  char *d = strdup(s);
+  if (!d)
+    return GS_ENOMEM;
+  size_t j = (size_t)(fnv(s, "") & (ss->cap - 1));
+  while (ss->slots[j])
+    j = (j + 1) & (ss->cap - 1);
+  ss->items[ss->n] = d;
+  ss->slots[j] = ++ss->n;
+  return 0;
+}
+
+static void strset_free(struct strset *ss) {
+  for (size_t i = 0; i < ss->n; i++)
+    free(ss->items[i]);
+  free(ss->items);
+  free(ss->slots);
+  memset(ss, 0, sizeof(*ss));
 }
 
 /* Finds (or with create, adds) the GPU for node + uuid-or-gpu. */
@@ -192,7 +298,7 @@ static int index_grow(struct slot_index *ix, size_t n_entries, uint64_t (*hash)(
 
 static uint64_t ghash(void *ud, size_t e) {
   struct rs_analyzer *a = ud;
-  return fnv(a->g[e]->node, gkey2(a->g[e]));
+  return gkey_hash(a->g[e]->node, gkey2(a->g[e]), a->g[e]->gpu_i_id);
 }
 static uint64_t whash(void *ud, size_t e) {
   struct rs_analyzer *a = ud;
@@ -208,10 +314,11 @@ static void gacc_free(struct gacc *g) {
   hist_free(&g->mem);
   hist_free(&g->pct);
   hist_free(&g->pow);
+  for (size_t i = 0; i < g->n_wl; i++)
+    free(g->wl[i].cb);
   free(g->wl);
   free(g->tl);
-  free(g->s_used);
-  free(g->s_free);
+  free(g->sc);
   free(g);
 }
 
@@ -223,6 +330,8 @@ static struct gacc *gacc_new(struct rs_analyzer *a, const struct rs_labels *l) {
   snprintf(g->gpu, sizeof(g->gpu), "%s", l->gpu);
   snprintf(g->uuid, sizeof(g->uuid), "%s", l->uuid);
   snprintf(g->model, sizeof(g->model), "%s", l->model);
+  snprintf(g->gpu_i_id, sizeof(g->gpu_i_id), "%s", nz(l->gpu_i_id));
+  snprintf(g->gpu_i_profile, sizeof(g->gpu_i_profile), "%s", nz(l->gpu_i_profile));
   g->has = calloc(a->words, sizeof(uint64_t));
   g->busy = calloc(a->words, sizeof(uint64_t));
   g->tl = calloc(a->n_buckets, sizeof(*g->tl));
@@ -238,13 +347,17 @@ static struct gacc *gacc_new(struct rs_analyzer *a, const struct rs_labels *l) {
 
 static struct gacc *gpu_get(struct rs_analyzer *a, const struct rs_labels *l, int *rc) {
   const char *k2 = l->uuid[0] ? l->uuid : l->gpu;
+  const char *gi = nz(l->gpu_i_id);
+  uint64_t h = gkey_hash(l->node, k2, gi);
   if (a->gi.cap) {
-    size_t j = (size_t)(fnv(l->node, k2) & (a->gi.cap - 1));
+    size_t j = (size_t)(h & (a->gi.cap - 1));
     for (; a->gi.slots[j]; j = (j + 1) & (a->gi.cap - 1)) {
       struct gacc *g = a->g[a->gi.slots[j] - 1];
-      if (!strcmp(g->node, l->node) && !strcmp(gkey2(g), k2)) {
+      if (!strcmp(g->node, l->node) && !strcmp(gkey2(g), k2) && !strcmp(g->gpu_i_id, gi)) {
         if (!g->model[0] && l->model[0])
           snprintf(g->model, sizeof(g->model), "%s", l->model);
+        if (!g->gpu_i_profile[0] && nz(l->gpu_i_profile)[0])
+          snprintf(g->gpu_i_profile, sizeof(g->gpu_i_profile), "%s", l->gpu_i_profile);
         return g;
       }
     }
@@ -267,7 +380,7 @@ static struct gacc *gpu_get(struct rs_analyzer *a, const struct rs_labels *l, in
     return NULL;
   }
   a->g[a->n_g] = g;
-  size_t j = (size_t)(fnv(l->node, k2) & (a->gi.cap - 1));
+  size_t j = (size_t)(h & (a->gi.cap - 1));
   while (a->gi.slots[j])
     j = (j + 1) & (a->gi.cap - 1);
   a->gi.slots[j] = ++a->n_g;
@@ -277,6 +390,9 @@ static struct gacc *gpu_get(struct rs_analyzer *a, const struct rs_labels *l, in
 static void wacc_free(struct wacc *w) {
   if (!w)
     return;
+  for (size_t i = 0; i < w->n_jobs; i++)
+    free(w->jobs[i]);
+  free(w->jobs);
   hist_free(&w->util);
   hist_free(&w->mem);
   free(w);
@@ -332,6 +448,26 @@ static struct wacc *wl_get(struct rs_analyzer *a, const struct rs_labels *l, int
   return w;
 }
 
+/* Remembers how the workload was named: exported_pod, or the plain `pod` under which scrape job. */
+static int wl_note_form(struct wacc *w, const struct rs_labels *l) {
+  if (l->pod_form == RS_POD_EXPORTED) {
+    w->exported = true;
+    return 0;
+  }
+  const char *job = nz(l->job);
+  for (size_t i = 0; i < w->n_jobs; i++)
+    if (!strcmp(w->jobs[i], job))
+      return 0;
+  char **nj = realloc(w->jobs, (w->n_jobs + 1) * sizeof(*nj));
+  if (!nj)
+    return GS_ENOMEM;
+  w->jobs = nj;
+  if (!(nj[w->n_jobs] = strdup(job)))
+    return GS_ENOMEM;
+  w->n_jobs++;
+  return 0;
+}
+
 static int link_workload(struct gacc *g, size_t widx, struct wlink **out) {
   for (size_t i = 0; i < g->n_wl; i++)
     if (g->wl[i].idx == widx) {
@@ -342,8 +478,8 @@ static int link_workload(struct gacc *g, size_t widx, struct wlink **out) {
   if (!n)
     return GS_ENOMEM;
   g->wl = n;
+  memset(&n[g->n_wl], 0, sizeof(n[g->n_wl]));
   n[g->n_wl].idx = widx;
-  n[g->n_wl].n = 0;
   *out = &n[g->n_wl++];
   return 0;
 }
@@ -382,61 +518,14 @@ void rs_analyzer_free(struct rs_analyzer *a) {
   free(a->w);
   free(a->gi.slots);
   free(a->wi.slots);
+  strset_free(&a->renaming_jobs);
+  strset_free(&a->target_pods);
   free(a);
 }
 
 static int64_t step_of(const struct rs_analyzer *a, int64_t t_ms) {
   int64_t d = t_ms - a->start_ms;
   return d >= 0 ? (d + a->step_ms / 2) / a->step_ms : -((-d + a->step_ms / 2) / a->step_ms);
-}
-
-int rs_analyzer_begin_chunk(void *ud, int64_t start_ms, int64_t end_ms) {
-  struct rs_analyzer *a = ud;
-  int64_t s = step_of(a, start_ms), e = step_of(a, end_ms);
-  if (s < 0)
-    s = 0;
-  if (e >= (int64_t)a->n_steps)
-    e = (int64_t)a->n_steps - 1;
-  size_t len = e >= s ? (size_t)(e - s + 1) : 0;
-  /* Scratch arrays are resized lazily per GPU; mark them stale. */
-  for (size_t i = 0; i < a->n_g; i++) {
-    struct gacc *g = a->g[i];
-    if (len > a->c_len || !g->s_used) {
-      free(g->s_used);
-      free(g->s_free);
-      g->s_used = g->s_free = NULL;
-    }
-    g->scratch_dirty = true;
-  }
-  a->c_start = s;
-  a->c_len = len;
-  return 0;
-}
-
-/* The chunk scratch of g, allocated and cleared on first use in a chunk; NULL when no chunk was
- * begun (then memory is not paired with utilisation, and util alone decides idle). */
-static int scratch(struct rs_analyzer *a, struct gacc *g) {
-  if (!a->c_len)
-    return 0;
-  if (!g->s_used) {
-    g->s_used = malloc(a->c_len * sizeof(float));
-    g->s_free = malloc(a->c_len * sizeof(float));
-    if (!g->s_used || !g->s_free)
-      return GS_ENOMEM;
-    g->scratch_dirty = true;
-  }
-  if (g->scratch_dirty) {
-    for (size_t i = 0; i < a->c_len; i++)
-      g->s_used[i] = g->s_free[i] = NAN;
-    g->scratch_dirty = false;
-  }
-  return 0;
-}
-
-static float *scratch_at(struct rs_analyzer *a, float *arr, int64_t k) {
-  if (!arr || k < a->c_start || k >= a->c_start + (int64_t)a->c_len)
-    return NULL;
-  return &arr[k - a->c_start];
 }
 
 static double gpu_total(const struct gacc *g) {
@@ -448,106 +537,236 @@ static double gpu_total(const struct gacc *g) {
   return sp ? sp->mem_mib : NAN;
 }
 
+static float *sc_arr(const struct gacc *g, int slot) {
+  return g->sc + (size_t)slot * g->sc_cap;
+}
+
+/* The chunk scratch of g, sized for the current chunk; new space is NaN (no reading). */
+static int scratch(struct rs_analyzer *a, struct gacc *g) {
+  if (g->sc_cap >= a->c_len && g->sc)
+    return 0;
+  size_t cap = a->c_len ? a->c_len : 1;
+  float *n = malloc((size_t)SC_N * cap * sizeof(float));
+  if (!n)
+    return GS_ENOMEM;
+  for (size_t i = 0; i < (size_t)SC_N * cap; i++)
+    n[i] = NAN;
+  free(g->sc); /* only grows between chunks, when it holds nothing */
+  g->sc = n;
+  g->sc_cap = cap;
+  return 0;
+}
+
+static void sc_put(struct gacc *g, int slot, size_t i, double v) {
+  float *p = &sc_arr(g, slot)[i];
+  if (isnan(*p) || v > *p)
+    *p = (float)v;
+}
+
+static int wl_mark(struct rs_analyzer *a, struct wlink *wl, size_t i) {
+  size_t words = (a->c_len + 63) / 64;
+  if (wl->cb_words < words) {
+    uint64_t *n = realloc(wl->cb, words * sizeof(*n));
+    if (!n)
+      return GS_ENOMEM;
+    memset(n + wl->cb_words, 0, (words - wl->cb_words) * sizeof(*n));
+    wl->cb = n;
+    wl->cb_words = words;
+  }
+  wl->cb[i / 64] |= 1ULL << (i % 64);
+  return 0;
+}
+
+/* A value of the pair (mean, max): either stands in for the other when one query came back
+ * without this step. */
+static void pair(double avg, double max, double *oa, double *om) {
+  *oa = isnan(avg) ? max : avg;
+  *om = isnan(max) ? avg : max;
+}
+
+/* Folds one step of g's chunk into its summaries and those of the workloads seen there. */
+static void flush_step(struct rs_analyzer *a, struct gacc *g, size_t i) {
+  double step_h = (double)a->step_ms / 3600000.0;
+  int64_t k = a->c_start + (int64_t)i;
+  double fa = sc_arr(g, SC_FREE_AVG)[i], ua, um, ma, mm, pa, pm;
+  pair(sc_arr(g, SC_UTIL_AVG)[i], sc_arr(g, SC_UTIL_MAX)[i], &ua, &um);
+  pair(sc_arr(g, SC_USED_AVG)[i], sc_arr(g, SC_USED_MAX)[i], &ma, &mm);
+  pair(sc_arr(g, SC_POW_AVG)[i], sc_arr(g, SC_POW_MAX)[i], &pa, &pm);
+  bool has_u = !isnan(ua), has_m = !isnan(ma), has_f = !isnan(fa), has_p = !isnan(pa);
+  if (!has_u && !has_m && !has_f && !has_p)
+    return;
+  int64_t t = a->start_ms + k * a->step_ms;
+  if (!g->seen || t < g->first_ms)
+    g->first_ms = t;
+  if (!g->seen || t > g->last_ms)
+    g->last_ms = t;
+  g->seen = true;
+  struct bucket_acc *b = &g->tl[(size_t)k / a->spb];
+  double tot = NAN;
+  if (has_m && has_f) {
+    tot = ma + fa;
+    if (!g->has_total || tot > g->mem_total) {
+      g->mem_total = tot;
+      g->has_total = true;
+    }
+  }
+  if (has_m) {
+    hist_add(&g->mem, ma);
+    hist_peak(&g->mem, mm);
+    b->n_mem++;
+    b->mem_sum += ma;
+    if (isfinite(tot) && tot > 0) {
+      hist_add(&g->pct, ma / tot * 100.0);
+      hist_peak(&g->pct, mm / tot * 100.0);
+      b->n_pct++;
+      b->pct_sum += ma / tot * 100.0;
+    }
+  }
+  if (has_p) {
+    hist_add(&g->pow, pa);
+    hist_peak(&g->pow, pm);
+  }
+  bool idle = false;
+  if (has_u) {
+    /* idle only when the step's maximum is idle: a burst inside the step makes it busy */
+    idle = um <= a->p.idle_util_pct;
+    if (idle && has_m) {
+      double t2 = isfinite(tot) ? tot : gpu_total(g);
+      if (isfinite(t2) && t2 > 0)
+        idle = mm / t2 * 100.0 <= a->p.idle_mem_pct;
+    }
+    size_t word = (size_t)k / 64;
+    uint64_t bitv = 1ULL << ((size_t)k % 64);
+    g->has[word] |= bitv;
+    if (!idle)
+      g->busy[word] |= bitv;
+    hist_add(&g->util, ua);
+    hist_peak(&g->util, um);
+    g->used_h += (ua > 100 ? 100 : ua) / 100.0 * step_h;
+    b->n_util++;
+    b->util_sum += ua;
+    if (b->n_util == 1 || um > b->util_max)
+      b->util_max = (float)um;
+  }
+  for (size_t j = 0; j < g->n_wl; j++) {
+    struct wlink *wl = &g->wl[j];
+    if (!wl->cb || wl->cb_words <= i / 64 || !((wl->cb[i / 64] >> (i % 64)) & 1u))
+      continue;
+    struct wacc *w = a->w[wl->idx];
+    if (has_m) {
+      hist_add(&w->mem, ma);
+      hist_peak(&w->mem, mm);
+    }
+    if (!has_u)
+      continue;
+    hist_add(&w->util, ua);
+    hist_peak(&w->util, um);
+    w->n_util++;
+    w->n_idle += idle;
+    w->used_h += (ua > 100 ? 100 : ua) / 100.0 * step_h;
+    if (!w->seen || t < w->first_ms)
+      w->first_ms = t;
+    if (!w->seen || t > w->last_ms)
+      w->last_ms = t;
+    w->seen = true;
+    wl->n++;
+  }
+}
+
+/* Folds the current chunk of every GPU and clears the scratch for the next one. */
+static void flush_chunk(struct rs_analyzer *a) {
+  for (size_t gi = 0; gi < a->n_g; gi++) {
+    struct gacc *g = a->g[gi];
+    if (!g->sc_live)
+      continue;
+    size_t len = a->c_len < g->sc_cap ? a->c_len : g->sc_cap;
+    for (size_t i = 0; i < len; i++)
+      flush_step(a, g, i);
+    for (int sl = 0; sl < SC_N; sl++) {
+      float *arr = sc_arr(g, sl);
+      for (size_t i = 0; i < len; i++)
+        arr[i] = NAN;
+    }
+    for (size_t j = 0; j < g->n_wl; j++)
+      if (g->wl[j].cb)
+        memset(g->wl[j].cb, 0, g->wl[j].cb_words * sizeof(uint64_t));
+    g->sc_live = false;
+  }
+}
+
+int rs_analyzer_begin_chunk(void *ud, int64_t start_ms, int64_t end_ms) {
+  struct rs_analyzer *a = ud;
+  flush_chunk(a);
+  int64_t s = step_of(a, start_ms), e = step_of(a, end_ms);
+  if (s < 0)
+    s = 0;
+  if (e >= (int64_t)a->n_steps)
+    e = (int64_t)a->n_steps - 1;
+  a->c_start = s;
+  a->c_len = e >= s ? (size_t)(e - s + 1) : 0;
+  return 0;
+}
+
+/* Records how the series named its workload: exported_* marks its job as one that renames the
+ * exporter's labels, and its plain `pod` as a scrape target's own pod. */
+static int note_pod_form(struct rs_analyzer *a, const struct rs_labels *l) {
+  if (l->pod_form != RS_POD_EXPORTED)
+    return 0;
+  int rc = nz(l->job)[0] ? strset_add(&a->renaming_jobs, l->job) : 0;
+  if (!rc && nz(l->target_pod)[0]) {
+    char key[2 * RS_NAME_MAX + 2];
+    snprintf(key, sizeof(key), "%s/%s", nz(l->target_ns), l->target_pod);
+    rc = strset_add(&a->target_pods, key);
+  }
+  return rc;
+}
+
 int rs_analyzer_add(void *ud, enum rs_metric m, const struct rs_series *s) {
   struct rs_analyzer *a = ud;
   int rc = 0;
+  if (!a->c_len && (rc = rs_analyzer_begin_chunk(a, a->start_ms, a->end_ms)) != 0)
+    return rc; /* no chunk begun: the whole window is one */
   struct gacc *g = gpu_get(a, &s->labels, &rc);
   if (!g)
     return rc ? rc : GS_ENOMEM;
+  if ((rc = note_pod_form(a, &s->labels)) != 0)
+    return rc;
   size_t widx = 0;
   struct wacc *w = wl_get(a, &s->labels, &rc, &widx);
   if (rc)
     return rc;
   struct wlink *wl = NULL;
-  if (w && (rc = link_workload(g, widx, &wl)) != 0)
+  if (w && ((rc = wl_note_form(w, &s->labels)) != 0 || (rc = link_workload(g, widx, &wl)) != 0))
     return rc;
   if ((rc = scratch(a, g)) != 0)
     return rc;
-  double step_h = (double)a->step_ms / 3600000.0;
   if (m == RS_M_FB_FREE)
     a->saw_free = true;
   else if (m == RS_M_FB_USED)
     a->saw_used = true;
   else if (m == RS_M_POWER)
     a->saw_power = true;
+  int sa, sm; /* the slots of the mean and of the max */
+  switch (m) {
+  case RS_M_FB_FREE: sa = sm = SC_FREE_AVG; break;
+  case RS_M_FB_USED: sa = SC_USED_AVG, sm = SC_USED_MAX; break;
+  case RS_M_UTIL: sa = SC_UTIL_AVG, sm = SC_UTIL_MAX; break;
+  case RS_M_POWER: sa = SC_POW_AVG, sm = SC_POW_MAX; break;
+  default: return 0;
+  }
   for (size_t i = 0; i < s->n; i++) {
     int64_t k = step_of(a, s->points[i].t_ms);
-    if (k < 0 || k >= (int64_t)a->n_steps)
-      continue;
+    if (k < a->c_start || k >= a->c_start + (int64_t)a->c_len || k >= (int64_t)a->n_steps)
+      continue; /* outside the window or the chunk asked for */
+    size_t ci = (size_t)(k - a->c_start);
     double v = s->points[i].v;
-    int64_t t = a->start_ms + k * a->step_ms;
-    if (!g->seen || t < g->first_ms)
-      g->first_ms = t;
-    if (!g->seen || t > g->last_ms)
-      g->last_ms = t;
-    g->seen = true;
-    struct bucket_acc *b = &g->tl[(size_t)k / a->spb];
-    float *su = scratch_at(a, g->s_used, k), *sf = scratch_at(a, g->s_free, k);
-    switch (m) {
-    case RS_M_FB_FREE:
-      if (sf)
-        *sf = (float)v;
-      if (su && isfinite(*su) && (!g->has_total || *su + v > g->mem_total)) {
-        g->mem_total = *su + v;
-        g->has_total = true;
-      }
-      break;
-    case RS_M_FB_USED:
-      hist_add(&g->mem, v);
-      b->n_mem++;
-      b->mem_sum += v;
-      if (w)
-        hist_add(&w->mem, v);
-      if (su)
-        *su = (float)v;
-      if (sf && isfinite(*sf)) {
-        double tot = v + *sf;
-        if (!g->has_total || tot > g->mem_total) {
-          g->mem_total = tot;
-          g->has_total = true;
-        }
-        if (tot > 0) {
-          hist_add(&g->pct, v / tot * 100.0);
-          b->n_pct++;
-          b->pct_sum += v / tot * 100.0;
-        }
-      }
-      break;
-    case RS_M_UTIL: {
-      bool idle = v <= a->p.idle_util_pct;
-      if (idle && su && isfinite(*su)) {
-        double tot = (sf && isfinite(*sf)) ? *su + *sf : gpu_total(g);
-        if (isfinite(tot) && tot > 0)
-          idle = *su / tot * 100.0 <= a->p.idle_mem_pct;
-      }
-      size_t word = (size_t)k / 64;
-      uint64_t bit = 1ULL << ((size_t)k % 64);
-      g->has[word] |= bit;
-      if (!idle)
-        g->busy[word] |= bit;
-      hist_add(&g->util, v);
-      g->used_h += (v > 100 ? 100 : v) / 100.0 * step_h;
-      b->n_util++;
-      b->util_sum += v;
-      if (b->n_util == 1 || v > b->util_max)
-        b->util_max = (float)v;
-      if (w) {
-        hist_add(&w->util, v);
-        w->n_util++;
-        w->n_idle += idle;
-        w->used_h += (v > 100 ? 100 : v) / 100.0 * step_h;
-        if (!w->seen || t < w->first_ms)
-          w->first_ms = t;
-        if (!w->seen || t > w->last_ms)
-          w->last_ms = t;
-        w->seen = true;
-        wl->n++;
-      }
-      break;
-    }
-    case RS_M_POWER: hist_add(&g->pow, v); break;
-    case RS_M_COUNT: break;
-    }
+    if (s->agg != RS_AGG_MAX)
+      sc_put(g, sa, ci, v);
+    if (s->agg != RS_AGG_AVG)
+      sc_put(g, sm, ci, v);
+    g->sc_live = true;
+    if (wl && (rc = wl_mark(a, wl, ci)) != 0)
+      return rc;
   }
   return 0;
 }
@@ -628,7 +847,15 @@ static int cmp_g(const void *x, const void *y) {
   long ia = idx_num(a->gpu), ib = idx_num(b->gpu);
   if (ia != ib)
     return ia < ib ? -1 : 1;
-  return strcmp(gkey2(a), gkey2(b));
+  c = strcmp(gkey2(a), gkey2(b));
+  if (c)
+    return c;
+  /* a MIG parent ("" instance) first, then its instances by id */
+  long ma = a->gpu_i_id[0] ? idx_num(a->gpu_i_id) : -1,
+       mb = b->gpu_i_id[0] ? idx_num(b->gpu_i_id) : -1;
+  if (ma != mb)
+    return ma < mb ? -1 : 1;
+  return strcmp(a->gpu_i_id, b->gpu_i_id);
 }
 
 static int cmp_w(const void *x, const void *y) {
@@ -694,6 +921,8 @@ static int finish_gpu(const struct rs_analyzer *a, const struct gacc *g, const s
   snprintf(o->gpu, sizeof(o->gpu), "%s", g->gpu);
   snprintf(o->uuid, sizeof(o->uuid), "%s", g->uuid);
   snprintf(o->model, sizeof(o->model), "%s", g->model);
+  snprintf(o->gpu_i_id, sizeof(o->gpu_i_id), "%s", g->gpu_i_id);
+  snprintf(o->gpu_i_profile, sizeof(o->gpu_i_profile), "%s", g->gpu_i_profile);
   rs_model_key(g->model, o->model_key, sizeof(o->model_key));
   o->first_ms = g->first_ms;
   o->last_ms = g->last_ms;
@@ -747,8 +976,8 @@ static int finish_gpu(const struct rs_analyzer *a, const struct gacc *g, const s
     if (!o->workloads)
       return GS_ENOMEM;
     for (size_t i = 0; i < g->n_wl; i++)
-      o->workloads[i] = winv[g->wl[i].idx];
-    o->n_workloads = g->n_wl;
+      if (winv[g->wl[i].idx] != SIZE_MAX) /* SIZE_MAX: a scrape target, not a workload */
+        o->workloads[o->n_workloads++] = winv[g->wl[i].idx];
     qsort(o->workloads, o->n_workloads, sizeof(size_t), cmp_size);
   }
   return 0;
@@ -771,14 +1000,25 @@ static int finish_node(const struct rs_analyzer *a, struct rs_report *r, size_t 
   if (rc)
     return rc;
   n->n_gpus = count;
-  bool mixed = false, any_idle = true, any_streak = true;
+  bool mixed = false, any_idle = true, any_streak = true, started = false;
+  /* pooled: every row but a MIG parent whose instances are listed (they hold its memory) */
+  bool *pool = calloc(count, sizeof(bool));
+  if (!pool) {
+    hist_free(&hu);
+    hist_free(&hm);
+    return GS_ENOMEM;
+  }
+  for (size_t i = 0; i < count; i++)
+    pool[i] = !r->gpus[first + i].mig_parent;
   for (size_t i = 0; i < count; i++) {
     size_t gi = first + i;
     const struct rs_gpu *o = &r->gpus[gi];
     const struct gacc *g = a->g[gord[gi]];
     n->gpus[i] = gi;
     r->gpus[gi].node_idx = (size_t)(n - r->nodes);
-    if (i == 0) {
+    if (!pool[i])
+      continue;
+    if (!started) {
       snprintf(n->model, sizeof(n->model), "%s", o->model);
       snprintf(n->model_key, sizeof(n->model_key), "%s", o->model_key);
       n->first_ms = o->first_ms;
@@ -802,9 +1042,12 @@ static int finish_node(const struct rs_analyzer *a, struct rs_report *r, size_t 
     n->gap_ms += o->gap_ms;
     any_idle &= (o->valid & RS_HAS_IDLE) != 0;
     any_streak &= (o->valid & RS_HAS_STREAK) != 0;
-    if (i == 0 || o->idle_streak_ms < n->idle_streak_ms)
+    if (!started || o->idle_streak_ms < n->idle_streak_ms)
       n->idle_streak_ms = o->idle_streak_ms;
+    started = true;
   }
+  any_idle &= started;
+  any_streak &= started;
   if (mixed) {
     snprintf(n->model, sizeof(n->model), "mixed");
     n->model_key[0] = '\0';
@@ -819,6 +1062,8 @@ static int finish_node(const struct rs_analyzer *a, struct rs_report *r, size_t 
     for (size_t k = 0; k < a->n_steps; k++) {
       bool any = false, all = true;
       for (size_t i = 0; i < count; i++) {
+        if (!pool[i])
+          continue;
         const struct gacc *g = a->g[gord[first + i]];
         bool h = bit(g->has, k);
         any |= h;
@@ -837,6 +1082,8 @@ static int finish_node(const struct rs_analyzer *a, struct rs_report *r, size_t 
     struct bucket_acc acc = {0};
     uint32_t idle = 0;
     for (size_t i = 0; i < count; i++) {
+      if (!pool[i])
+        continue;
       const struct gacc *g = a->g[gord[first + i]];
       const struct bucket_acc *x = &g->tl[b];
       acc.n_util += x->n_util;
@@ -852,6 +1099,7 @@ static int finish_node(const struct rs_analyzer *a, struct rs_report *r, size_t 
     }
     finish_bucket(&acc, idle, &n->timeline[b]);
   }
+  free(pool);
   return 0;
 }
 
@@ -899,7 +1147,94 @@ static int finish_workload(const struct rs_analyzer *a, const struct wacc *w, si
   return 0;
 }
 
+/* A workload seen only in the plain `pod` label of a scrape job that renames the exporter's pod
+ * labels (honorLabels: false), or whose namespace/pod is a scrape target seen beside exported_pod,
+ * is the exporter's own pod: never a GPU workload. */
+static bool is_scrape_target(const struct rs_analyzer *a, const struct wacc *w) {
+  if (w->exported)
+    return false;
+  char key[2 * RS_NAME_MAX + 2];
+  snprintf(key, sizeof(key), "%s/%s", w->ns, w->pod);
+  if (strset_has(&a->target_pods, key))
+    return true;
+  for (size_t i = 0; i < w->n_jobs; i++)
+    if (w->jobs[i][0] && strset_has(&a->renaming_jobs, w->jobs[i]))
+      return true;
+  return false;
+}
+
+/* Marks MIG rows: an instance whose parent row (same node and UUID, no instance id) is listed,
+ * and that parent. Rows are sorted so that a parent comes right before its instances. */
+static void mark_mig(struct rs_report *r) {
+  for (size_t i = 0; i < r->n_gpus; i++) {
+    struct rs_gpu *g = &r->gpus[i];
+    if (!g->gpu_i_id[0])
+      continue;
+    for (size_t j = i; j-- > 0;) {
+      struct rs_gpu *p = &r->gpus[j];
+      if (strcmp(p->node, g->node) || strcmp(p->gpu, g->gpu))
+        break;
+      if (!p->gpu_i_id[0] && !strcmp(p->uuid, g->uuid)) {
+        p->mig_parent = true;
+        g->mig_has_parent = true;
+        break;
+      }
+    }
+  }
+}
+
+/* Steps with no reading between two with readings, over all GPUs: many of them mean that --step
+ * is shorter than the scrape interval (a window with no sample gives no point). */
+static uint64_t single_holes(const struct rs_analyzer *a, uint64_t *with_data) {
+  uint64_t holes = 0;
+  *with_data = 0;
+  for (size_t gi = 0; gi < a->n_g; gi++) {
+    const uint64_t *h = a->g[gi]->has;
+    for (size_t k = 0; k < a->n_steps; k++) {
+      bool b = bit(h, k);
+      *with_data += b;
+      holes += !b && k > 0 && k + 1 < a->n_steps && bit(h, k - 1) && bit(h, k + 1);
+    }
+  }
+  return holes;
+}
+
+static int finish_notes(const struct rs_analyzer *a, struct rs_report *r, bool guessed,
+                        size_t n_targets, const char *target_eg) {
+  int rc = 0;
+  if (guessed)
+    rc = rs_report_note(r, "Owners are guessed from pod names (ReplicaSet/StatefulSet suffixes "
+                           "stripped); the Kubernetes API was not asked.");
+  if (!rc && n_targets)
+    rc = rs_report_note(r,
+                        "%zu pod(s) named only by the scrape target's own `pod` label (e.g. %s: "
+                        "the exporter itself, under honorLabels: false) are not GPU workloads; "
+                        "their GPUs count as unattributed.",
+                        n_targets, target_eg);
+  uint64_t with_data = 0, holes = single_holes(a, &with_data);
+  if (!rc && with_data && holes * 20 > with_data)
+    rc = rs_report_note(r,
+                        "%llu single-step holes in the data: --step (%lld s) may be shorter than "
+                        "the scrape interval; a step whose window holds no sample has no reading "
+                        "(a gap, never 0). Use a step of at least twice the scrape interval.",
+                        (unsigned long long)holes, (long long)(a->step_ms / 1000));
+  if (!rc && a->n_g && !a->saw_free)
+    rc = rs_report_note(r,
+                        "No %s series: memory totals come from the GPU catalogue and memory "
+                        "percent is absent.",
+                        rs_metric_name(RS_M_FB_FREE));
+  if (!rc && a->n_g && !a->saw_used)
+    rc = rs_report_note(r,
+                        "No %s series: memory is absent and idle is decided by utilisation "
+                        "alone.",
+                        rs_metric_name(RS_M_FB_USED));
+  if (!rc && a->n_g && !a->saw_power)
+    rc = rs_report_note(r, "No %s series: power is absent.", rs_metric_name(RS_M_POWER));
+  return rc;
+}
+
 int rs_analyzer_finish(struct rs_analyzer *a, struct rs_report *r) {
+  flush_chunk(a);
   r->start_ms = a->start_ms;
   r->end_ms = a->end_ms;
   r->params = a->p;
@@ -916,19 +1251,27 @@ int rs_analyzer_finish(struct rs_analyzer *a, struct rs_report *r) {
   }
   for (size_t i = 0; i < a->n_g; i++)
     gord[i] = i;
-  for (size_t i = 0; i < a->n_w; i++)
-    word[i] = i;
+  size_t n_kept = 0, n_targets = 0;
+  char target_eg[2 * RS_NAME_MAX + 2] = "";
+  for (size_t i = 0; i < a->n_w; i++) {
+    winv[i] = SIZE_MAX;
+    if (!is_scrape_target(a, a->w[i])) {
+      word[n_kept++] = i;
+    } else if (n_targets++ == 0) {
+      snprintf(target_eg, sizeof(target_eg), "%s/%s", a->w[i]->ns, a->w[i]->pod);
+    }
+  }
   sort_a = a;
   qsort(gord, a->n_g, sizeof(size_t), cmp_g);
-  qsort(word, a->n_w, sizeof(size_t), cmp_w);
+  qsort(word, n_kept, sizeof(size_t), cmp_w);
   sort_a = NULL;
   for (size_t i = 0; i < a->n_g; i++)
     ginv[gord[i]] = i;
-  for (size_t i = 0; i < a->n_w; i++)
+  for (size_t i = 0; i < n_kept; i++)
     winv[word[i]] = i;
 
   r->gpus = calloc(a->n_g + 1, sizeof(*r->gpus));
-  r->workloads = calloc(a->n_w + 1, sizeof(*r->workloads));
+  r->workloads = calloc(n_kept + 1, sizeof(*r->workloads));
   size_t n_nodes = 0;
   for (size_t i = 0; i < a->n_g; i++)
     n_nodes += i == 0 || strcmp(a->g[gord[i]]->node, a->g[gord[i - 1]]->node) != 0;
@@ -942,6 +1285,7 @@ int rs_analyzer_finish(struct rs_analyzer *a, struct rs_report *r) {
     if ((rc = finish_gpu(a, a->g[gord[i]], winv, &r->gpus[i])) != 0)
       goto out;
   }
+  mark_mig(r);
   for (size_t i = 0, first = 0; i < a->n_g; i++) {
     if (i + 1 == a->n_g || strcmp(a->g[gord[i]]->node, a->g[gord[i + 1]]->node) != 0) {
       r->n_nodes++;
@@ -951,27 +1295,13 @@ int rs_analyzer_finish(struct rs_analyzer *a, struct rs_report *r) {
     }
   }
   bool guessed = false;
-  for (size_t i = 0; i < a->n_w; i++) {
+  for (size_t i = 0; i < n_kept; i++) {
     r->n_workloads = i + 1;
     if ((rc = finish_workload(a, a->w[word[i]], word[i], ginv, r, &r->workloads[i])) != 0)
       goto out;
     guessed |= r->workloads[i].owner_source == RS_OWNER_HEURISTIC;
   }
-  if (guessed)
-    rc = rs_report_note(r, "Owners are guessed from pod names (ReplicaSet/StatefulSet suffixes "
-                           "stripped); the Kubernetes API was not asked.");
-  if (!rc && a->n_g && !a->saw_free)
-    rc = rs_report_note(r,
-                        "No %s series: memory totals come from the GPU catalogue and memory "
-                        "percent is absent.",
-                        rs_metric_name(RS_M_FB_FREE));
-  if (!rc && a->n_g && !a->saw_used)
-    rc = rs_report_note(r,
-                        "No %s series: memory is absent and idle is decided by utilisation "
-                        "alone.",
-                        rs_metric_name(RS_M_FB_USED));
-  if (!rc && a->n_g && !a->saw_power)
-    rc = rs_report_note(r, "No %s series: power is absent.", rs_metric_name(RS_M_POWER));
+  rc = finish_notes(a, r, guessed, n_targets, target_eg);
 out:
   free(gord);
   free(ginv);

@@ -401,14 +401,35 @@ int rs_prices_load(const char *path, struct rs_prices **out, char *err, size_t e
 
 /* ---- report costs --------------------------------------------------------------------------- */
 
+/* The compute share of a MIG profile "<n>g.<mem>gb": n/7 of the card; NAN when unknown. */
+static double mig_share(const char *profile) {
+  char *end = NULL;
+  long n = strtol(profile, &end, 10);
+  if (end == profile || *end != 'g' || n < 1 || n > 7)
+    return NAN;
+  return (double)n / 7.0;
+}
+
 void rs_cost_apply(struct rs_report *r, const struct rs_prices *p) {
   if (p)
     snprintf(r->currency, sizeof(r->currency), "%s", p->currency);
   for (size_t i = 0; i < r->n_gpus; i++) {
     struct rs_gpu *g = &r->gpus[i];
     g->valid &= ~(unsigned)RS_HAS_COST;
+    if (g->mig_has_parent) { /* the card is paid once, on its parent row */
+      memset(&g->price, 0, sizeof(g->price));
+      continue;
+    }
     if (rs_price_lookup(p, g->node, g->model_key, g->model, &g->price) != 0)
       continue;
+    if (g->gpu_i_id[0]) { /* an instance whose parent is not listed: its share of the card */
+      double share = mig_share(g->gpu_i_profile);
+      if (!isfinite(share)) {
+        memset(&g->price, 0, sizeof(g->price));
+        continue;
+      }
+      g->price.per_gpu_hour *= share;
+    }
     g->cost_window = g->hours_span * g->price.per_gpu_hour;
     g->idle_cost_window = (g->valid & RS_HAS_IDLE) ? g->idle_hours * g->price.per_gpu_hour : 0;
     g->valid |= RS_HAS_COST;
@@ -421,6 +442,8 @@ void rs_cost_apply(struct rs_report *r, const struct rs_prices *p) {
     bool all = n->n_gpus > 0;
     for (size_t j = 0; j < n->n_gpus; j++) {
       const struct rs_gpu *g = &r->gpus[n->gpus[j]];
+      if (g->mig_has_parent)
+        continue;
       if (!(g->valid & RS_HAS_COST)) {
         all = false;
         continue;
@@ -481,12 +504,14 @@ void rs_cost_summarize(struct rs_report *r) {
   struct rs_summary *s = &r->summary;
   memset(s, 0, sizeof(*s));
   s->n_nodes = r->n_nodes;
-  s->n_gpus = r->n_gpus;
   s->n_workloads = r->n_workloads;
   s->n_recs = r->n_recs;
   size_t priced = 0;
   for (size_t i = 0; i < r->n_gpus; i++) {
     const struct rs_gpu *g = &r->gpus[i];
+    if (g->mig_has_parent)
+      continue; /* a MIG instance of a listed card: the card counts once, as its parent */
+    s->n_gpus++;
     s->gpu_hours_paid += g->hours_span;
     s->gpu_hours_observed += g->hours_observed;
     if (g->valid & RS_HAS_USED_HOURS)

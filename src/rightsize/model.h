@@ -106,12 +106,21 @@ enum {
   RS_HAS_STREAK = 1u << 4,     /* idle_streak_ms known (data reaches the window end) */
 };
 
-/* One physical GPU (or MIG-less device) as seen in Prometheus, keyed by node + UUID (or node +
- * gpu index when the UUID label is missing). */
+/* One GPU, or one MIG instance, as seen in Prometheus, keyed by node + UUID (or node + gpu index
+ * when the UUID label is missing) + GPU_I_ID. dcgm-exporter gives MIG instances their parent's
+ * UUID, so the instance id is part of the key: an instance is never merged into its parent or into
+ * another instance. Every series that names the same key counts once per step, however many scrape
+ * jobs or per-pod copies carry it (the largest value of the step wins). */
 struct rs_gpu {
-  char node[RS_NAME_MAX];       /* Hostname, or node / kubernetes_node when present */
-  char gpu[RS_SHORT_MAX];       /* the `gpu` label (index as text) */
-  char uuid[RS_SHORT_MAX];      /* the `UUID` label; "" when absent */
+  char node[RS_NAME_MAX];           /* Hostname, or node / kubernetes_node when present */
+  char gpu[RS_SHORT_MAX];           /* the `gpu` label (index as text) */
+  char uuid[RS_SHORT_MAX];          /* the `UUID` label; "" when absent */
+  char gpu_i_id[RS_SHORT_MAX];      /* MIG instance id (GPU_I_ID); "" for a whole GPU */
+  char gpu_i_profile[RS_SHORT_MAX]; /* MIG profile (GPU_I_PROFILE), e.g. "1g.10gb"; or "" */
+  bool mig_parent;     /* a whole-GPU row whose MIG instances are listed too: its memory already
+                          holds theirs, so node pools skip it; it alone carries the card's cost */
+  bool mig_has_parent; /* an instance row whose parent row is listed: no cost of its own (the card
+                          is paid once, on the parent), left out of the summary's GPU counts */
   char model[RS_SHORT_MAX];     /* `modelName`, e.g. "NVIDIA H100 80GB HBM3"; "" when absent */
   char model_key[RS_SHORT_MAX]; /* normalised family: "H100-80GB", "A100-40GB", "L4"... or "" */
   size_t node_idx;              /* index into rs_report.nodes */

@@ -60,6 +60,35 @@ static const char *first_label(struct json_object *metric, const char *a, const 
   return v ? v : "";
 }
 
+/* The workload labels as a unit. With honorLabels: false Prometheus renames the exporter's pod
+ * labels to exported_*, and the plain ones name the scrape target (the exporter's own pod): they
+ * are kept as the target, never taken for the workload and never mixed with exported_* ones. */
+static void rs_labels_from(struct json_object *metric, struct rs_labels *l) {
+  l->node = first_label(metric, "node", "kubernetes_node", "Hostname");
+  l->gpu = first_label(metric, "gpu", NULL, NULL);
+  l->uuid = first_label(metric, "UUID", "uuid", NULL);
+  l->model = first_label(metric, "modelName", NULL, NULL);
+  l->gpu_i_id = first_label(metric, "GPU_I_ID", NULL, NULL);
+  l->gpu_i_profile = first_label(metric, "GPU_I_PROFILE", NULL, NULL);
+  l->job = first_label(metric, "job", NULL, NULL);
+  const char *epod = first_label(metric, "exported_pod", NULL, NULL);
+  const char *ens = first_label(metric, "exported_namespace", NULL, NULL);
+  if (*epod || *ens) {
+    l->pod_form = RS_POD_EXPORTED;
+    l->pod = epod;
+    l->namespace_ = ens;
+    l->container = first_label(metric, "exported_container", NULL, NULL);
+    l->target_pod = first_label(metric, "pod", NULL, NULL);
+    l->target_ns = first_label(metric, "namespace", NULL, NULL);
+  } else {
+    l->pod_form = RS_POD_PLAIN;
+    l->pod = first_label(metric, "pod", NULL, NULL);
+    l->namespace_ = first_label(metric, "namespace", NULL, NULL);
+    l->container = first_label(metric, "container", NULL, NULL);
+    l->target_pod = l->target_ns = "";
+  }
+}
+
 /* A Prometheus sample value is a JSON string ("12", "NaN", "+Inf"); timestamps are numbers. */
 static bool parse_point(struct json_object *pair, struct rs_point *out) {
   if (!json_object_is_type(pair, json_type_array) || json_object_array_length(pair) != 2)
@@ -164,13 +193,7 @@ int rs_prom_parse(const char *body, size_t len, enum rs_metric m, const struct r
     if (n_series)
       (*n_series)++;
     struct rs_series ser = {0};
-    ser.labels.node = first_label(metric, "node", "kubernetes_node", "Hostname");
-    ser.labels.gpu = first_label(metric, "gpu", NULL, NULL);
-    ser.labels.uuid = first_label(metric, "UUID", "uuid", NULL);
-    ser.labels.model = first_label(metric, "modelName", NULL, NULL);
-    ser.labels.pod = first_label(metric, "exported_pod", "pod", NULL);
-    ser.labels.namespace_ = first_label(metric, "exported_namespace", "namespace", NULL);
-    ser.labels.container = first_label(metric, "exported_container", "container", NULL);
+    rs_labels_from(metric, &ser.labels);
     if (!*ser.labels.node || (!*ser.labels.gpu && !*ser.labels.uuid))
       continue; /* no GPU identity: not a GPU series we can place */
     size_t nv = json_object_array_length(values);
@@ -324,11 +347,87 @@ static void sleep_ms(int64_t ms) {
   }
 }
 
-/* Builds the query text: NAME or NAME{selector}. */
-static int query_text(const struct rs_prom_opts *o, enum rs_metric m, struct buf *q) {
-  if (o->selector && *o->selector)
-    return buf_printf(q, "%s{%s}", rs_metric_name(m), o->selector);
-  return buf_puts(q, rs_metric_name(m));
+/* Means for the averages and GPU-hours, maxima for max, idle and memory ceilings. FB_FREE only
+ * gives the memory total (mean used + mean free); power is reported only (its mean per step). */
+const struct rs_query rs_queries[RS_N_QUERIES] = {
+    {RS_M_FB_FREE, RS_AGG_AVG}, {RS_M_FB_USED, RS_AGG_AVG}, {RS_M_FB_USED, RS_AGG_MAX},
+    {RS_M_UTIL, RS_AGG_AVG},    {RS_M_UTIL, RS_AGG_MAX},    {RS_M_POWER, RS_AGG_AVG},
+};
+
+int64_t rs_range_window_ms(int64_t step_ms, int major) {
+  return major == 1 || major == 2 ? (step_ms > 1 ? step_ms - 1 : 1) : step_ms;
+}
+
+int rs_query_text(enum rs_metric m, enum rs_agg agg, const char *selector, int64_t window_ms,
+                  char *out, size_t outlen) {
+  char win[32];
+  if (window_ms % 1000 == 0)
+    snprintf(win, sizeof(win), "%llds", (long long)(window_ms / 1000));
+  else
+    snprintf(win, sizeof(win), "%lldms", (long long)window_ms);
+  const char *fn = agg == RS_AGG_MAX ? "max_over_time" : "avg_over_time";
+  bool sel = selector && *selector;
+  int n = snprintf(out, outlen, "%s(%s%s%s%s[%s])", fn, rs_metric_name(m), sel ? "{" : "",
+                   sel ? selector : "", sel ? "}" : "", win);
+  return n < 0 || (size_t)n >= outlen ? GS_ETOOBIG : 0;
+}
+
+/* Builds the query text into q. */
+static int query_text(const struct rs_prom_opts *o, const struct rs_query *qd, int64_t window_ms,
+                      struct buf *q) {
+  size_t need = strlen(o->selector ? o->selector : "") + 128;
+  char *t = malloc(need);
+  if (!t)
+    return GS_ENOMEM;
+  int rc = rs_query_text(qd->metric, qd->agg, o->selector, window_ms, t, need);
+  if (!rc)
+    rc = buf_puts(q, t);
+  free(t);
+  return rc;
+}
+
+/* The server's major version from /api/v1/status/buildinfo, or 0 when it does not say (an older
+ * server, a proxy, another implementation): one try, no retry; a failure here is not an error. */
+static int server_major(struct prom_conn *c) {
+  struct buf url;
+  buf_init(&url, 16384);
+  const char *base = c->o->url;
+  size_t bl = strlen(base);
+  while (bl > 0 && base[bl - 1] == '/')
+    bl--;
+  int major = 0;
+  if (buf_printf(&url, "%.*s/api/v1/status/buildinfo", (int)bl, base) != 0) {
+    buf_free(&url);
+    return 0;
+  }
+  buf_reset(&c->body);
+  c->too_big = false;
+  curl_easy_setopt(c->curl, CURLOPT_URL, url.data);
+  long code = 0;
+  if (curl_easy_perform(c->curl) == CURLE_OK &&
+      curl_easy_getinfo(c->curl, CURLINFO_RESPONSE_CODE, &code) == CURLE_OK && code == 200 &&
+      c->body.len) {
+    struct json_tokener *tok = json_tokener_new_ex(16);
+    struct json_object *root = tok && c->body.len < (size_t)INT32_MAX
+                                   ? json_tokener_parse_ex(tok, c->body.data, (int)c->body.len)
+                                   : NULL;
+    struct json_object *data, *ver;
+    if (root && json_object_object_get_ex(root, "data", &data) &&
+        json_object_object_get_ex(data, "version", &ver) &&
+        json_object_is_type(ver, json_type_string)) {
+      const char *v = json_object_get_string(ver);
+      char *end = NULL;
+      long m = strtol(v, &end, 10);
+      if (end != v && *end == '.' && m > 0 && m < 100)
+        major = (int)m;
+    }
+    json_object_put(root);
+    if (tok)
+      json_tokener_free(tok);
+  }
+  buf_free(&url);
+  buf_reset(&c->body);
+  return major;
 }
 
 /* One GET with retries; leaves the answer in c->body. */
@@ -402,12 +501,15 @@ static int get_range(struct prom_conn *c, const char *query, int64_t s_ms, int64
 struct count_sink {
   const struct rs_sink *inner;
   size_t placed;
+  enum rs_agg agg; /* the query's: stamped on every series */
 };
 
 static int count_series(void *ud, enum rs_metric m, const struct rs_series *s) {
   struct count_sink *cs = ud;
   cs->placed++;
-  return cs->inner && cs->inner->series ? cs->inner->series(cs->inner->ud, m, s) : 0;
+  struct rs_series t = *s;
+  t.agg = cs->agg;
+  return cs->inner && cs->inner->series ? cs->inner->series(cs->inner->ud, m, &t) : 0;
 }
 
 int rs_prom_fetch(const struct rs_prom_opts *o, int64_t start_ms, int64_t end_ms, int64_t step_ms,
@@ -421,7 +523,7 @@ int rs_prom_fetch(const struct rs_prom_opts *o, int64_t start_ms, int64_t end_ms
   int64_t steps = (end_ms - start_ms) / step_ms + 1;
   int64_t chunk_steps = steps < maxp ? steps : maxp;
   unsigned nchunks = (unsigned)((steps + chunk_steps - 1) / chunk_steps);
-  unsigned total = nchunks * RS_M_COUNT, done = 0;
+  unsigned total = nchunks * RS_N_QUERIES, done = 0;
   struct prom_conn c;
   int rc = conn_open(&c, o, err, errlen);
   struct buf q;
@@ -431,6 +533,7 @@ int rs_prom_fetch(const struct rs_prom_opts *o, int64_t start_ms, int64_t end_ms
     goto out;
   if (progress && progress->fn)
     progress->fn(progress->ud, 0, total);
+  int64_t window_ms = rs_range_window_ms(step_ms, server_major(&c));
   for (unsigned ci = 0; ci < nchunks && !rc; ci++) {
     int64_t cs = start_ms + (int64_t)ci * chunk_steps * step_ms;
     int64_t ce = cs + (chunk_steps - 1) * step_ms;
@@ -438,18 +541,19 @@ int rs_prom_fetch(const struct rs_prom_opts *o, int64_t start_ms, int64_t end_ms
       ce = end_ms;
     if (hook && hook->begin && (rc = hook->begin(hook->ud, cs, ce)) != 0)
       break;
-    for (int m = 0; m < RS_M_COUNT && !rc; m++) {
+    for (int qi = 0; qi < RS_N_QUERIES && !rc; qi++) {
+      const struct rs_query *qd = &rs_queries[qi];
+      enum rs_metric m = qd->metric;
       buf_reset(&q);
-      if ((rc = query_text(o, (enum rs_metric)m, &q)) != 0)
+      if ((rc = query_text(o, qd, window_ms, &q)) != 0)
         break;
       if ((rc = get_range(&c, q.data, cs, ce, step_ms, err, errlen)) != 0)
         break;
-      struct count_sink cnt = {sink, 0};
+      struct count_sink cnt = {sink, 0, qd->agg};
       struct rs_sink wrap = {count_series, &cnt};
       size_t ns = 0;
       char perr[512] = "";
-      rc =
-          rs_prom_parse(c.body.data, c.body.len, (enum rs_metric)m, &wrap, &ns, perr, sizeof(perr));
+      rc = rs_prom_parse(c.body.data, c.body.len, m, &wrap, &ns, perr, sizeof(perr));
       if (rc == GS_EPARSE || rc == GS_EUNAVAIL)
         seterr(err, errlen, "query %s at %s: %s", q.data, o->url, perr);
       placed[m] += cnt.placed;
@@ -461,7 +565,8 @@ int rs_prom_fetch(const struct rs_prom_opts *o, int64_t start_ms, int64_t end_ms
   }
   if (!rc && placed[RS_M_UTIL] == 0 && placed[RS_M_FB_USED] == 0) {
     buf_reset(&q);
-    query_text(o, RS_M_UTIL, &q);
+    const struct rs_query qu = {RS_M_UTIL, RS_AGG_MAX};
+    query_text(o, &qu, window_ms, &q);
     seterr(err, errlen,
            "no GPU series found at %s: query %s over the last %lld s at step %lld s returned %zu "
            "series%s",

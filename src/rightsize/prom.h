@@ -18,9 +18,19 @@ enum rs_metric {
 /* The metric's series name, e.g. "DCGM_FI_DEV_GPU_UTIL". */
 const char *rs_metric_name(enum rs_metric m);
 
+/* Where a series' workload labels came from. */
+enum rs_pod_form {
+  RS_POD_PLAIN = 0, /* `pod` / `namespace` / `container` (honorLabels: true, or no target labels) */
+  RS_POD_EXPORTED,  /* `exported_pod` / `exported_namespace` / `exported_container`: Prometheus
+                       renamed the exporter's labels (honorLabels: false); the plain ones then name
+                       the scrape target's own pod, kept in target_pod / target_ns */
+};
+
 /* Labels of one series. Strings point into the parsed answer and live only during the sink call;
- * absent labels are "". exported_pod / exported_namespace / exported_container win over pod /
- * namespace / container; node is `node`, else `kubernetes_node`, else `Hostname`. */
+ * absent labels are "" (fields after `container` may also be NULL, meaning ""). Node is `node`,
+ * else `kubernetes_node`, else `Hostname`. The workload is taken as a unit: when exported_pod or
+ * exported_namespace is present, pod / namespace / container are the exported_* ones (absent ones
+ * are "", never filled from the plain labels) and pod_form is RS_POD_EXPORTED. */
 struct rs_labels {
   const char *node;
   const char *gpu;
@@ -29,6 +39,20 @@ struct rs_labels {
   const char *pod;
   const char *namespace_;
   const char *container;
+  const char *gpu_i_id;      /* MIG instance (GPU_I_ID); "" for a whole GPU */
+  const char *gpu_i_profile; /* MIG profile (GPU_I_PROFILE), e.g. "1g.10gb" */
+  const char *job;           /* the scrape job */
+  enum rs_pod_form pod_form;
+  const char *target_pod; /* RS_POD_EXPORTED: the plain `pod` (the scrape target's own pod) */
+  const char *target_ns;  /* RS_POD_EXPORTED: the plain `namespace` */
+};
+
+/* What one value of a series stands for: the step's mean or its maximum over the range window
+ * (avg_over_time / max_over_time), or a plain sample that serves as both. */
+enum rs_agg {
+  RS_AGG_SAMPLE = 0, /* one reading: the step's mean and its max */
+  RS_AGG_AVG,        /* avg_over_time(X[step]) */
+  RS_AGG_MAX,        /* max_over_time(X[step]) */
 };
 
 /* One sample. NaN/Inf samples from Prometheus are dropped before the sink sees them. */
@@ -42,7 +66,30 @@ struct rs_series {
   struct rs_labels labels;
   const struct rs_point *points; /* ascending time, finite values */
   size_t n;
+  enum rs_agg agg; /* rs_prom_parse leaves RS_AGG_SAMPLE; rs_prom_fetch sets the query's */
 };
+
+/* The range queries rs_prom_fetch sends per chunk, in order. Each asks what happened within
+ * each step, over a range window of exactly one step: never one raw sample per step. */
+struct rs_query {
+  enum rs_metric metric;
+  enum rs_agg agg;
+};
+#define RS_N_QUERIES 6
+extern const struct rs_query rs_queries[RS_N_QUERIES];
+
+/* Writes the PromQL of one query into out: e.g. avg_over_time(DCGM_FI_DEV_GPU_UTIL{sel}[300s]).
+ * window_ms is rs_range_window_ms's. Returns 0, or GS_ETOOBIG when out is too small. */
+int rs_query_text(enum rs_metric m, enum rs_agg agg, const char *selector, int64_t window_ms,
+                  char *out, size_t outlen);
+
+/* The range window that makes the windows of consecutive steps tile the time line exactly, so that
+ * every sample counts in one step: Prometheus 3 selects (t - w, t], so w = step; Prometheus 2
+ * selects [t - w, t], so w = step - 1 ms (samples have millisecond timestamps). major is the
+ * server's major version (GET /api/v1/status/buildinfo), 0 when unknown: then w = step, which
+ * never misses a sample (a 2.x server would count one that lies exactly on a step boundary in
+ * both steps, which can only make a step busier). */
+int64_t rs_range_window_ms(int64_t step_ms, int major);
 
 /* Receives every series; a non-zero return stops the parse and is passed up. */
 struct rs_sink {
@@ -85,8 +132,8 @@ struct rs_chunk_hook {
   void *ud;
 };
 
-/* Reads every metric over [start_ms, end_ms] at step_ms in chunks of at most max_points steps.
- * Within each chunk it reads FB_FREE, FB_USED, UTIL and POWER in that order. Returns 0;
+/* Reads every query of rs_queries over [start_ms, end_ms] at step_ms in chunks of at most
+ * max_points steps, in that order within each chunk. Returns 0;
  * GS_EUNAVAIL (unreachable, HTTP error, Prometheus error); GS_EPARSE (malformed answer);
  * GS_ETOOBIG (answer over the cap); GS_ENOTFOUND (no GPU series at all: err names the query);
  * GS_EIO (a credentials file unreadable); or the sink's code. err names the URL and query. */

@@ -394,7 +394,12 @@ static void heatmap(struct svg_out *o, const struct rs_report *r) {
   for (size_t g = 0; g < rows; g++) {
     const struct rs_gpu *gpu = &r->gpus[g];
     char *l = labels + g * (RS_NAME_MAX + RS_SHORT_MAX + 8);
-    snprintf(l, RS_NAME_MAX + RS_SHORT_MAX + 8, "%s gpu%s", gpu->node, gpu->gpu);
+    if (gpu->gpu_i_id[0]) { /* a MIG instance: its own row (a long name is cut) */
+      if (snprintf(l, RS_NAME_MAX + RS_SHORT_MAX + 8, "%s gpu%s/mig%.8s", gpu->node, gpu->gpu,
+                   gpu->gpu_i_id) < 0)
+        l[0] = '\0';
+    } else
+      snprintf(l, RS_NAME_MAX + RS_SHORT_MAX + 8, "%s gpu%s", gpu->node, gpu->gpu);
     lp[g] = l;
     for (size_t c = 0; c < cols; c++) {
       size_t b0 = c * merge, b1 = b0 + merge < r->n_buckets ? b0 + merge : r->n_buckets;

@@ -119,6 +119,12 @@ static int gpu_obj(const struct rs_gpu *g, struct json_object *o) {
     rc = str(o, "model", g->model);
   if (!rc && g->model_key[0])
     rc = str(o, "model_key", g->model_key);
+  if (!rc && g->gpu_i_id[0]) /* a MIG instance: its own row, never merged into its parent */
+    rc = str(o, "gpu_i_id", g->gpu_i_id);
+  if (!rc && g->gpu_i_profile[0])
+    rc = str(o, "gpu_i_profile", g->gpu_i_profile);
+  if (!rc && g->mig_parent)
+    rc = json_object_object_add(o, "mig_parent", json_object_new_boolean(1)) ? GS_ENOMEM : 0;
   rc = rc ? rc : i64(o, "node_index", (int64_t)g->node_idx);
   rc = rc ? rc : num(o, "hours_observed", g->hours_observed, 3);
   rc = rc ? rc : num(o, "hours_span", g->hours_span, 3);

@@ -13,6 +13,7 @@ lines) when given, so tests can assert what was asked.
 """
 
 import json
+import re
 import sys
 import threading
 import time
@@ -33,6 +34,9 @@ def fmt(v):
     if v != v:
         return "NaN"
     return repr(int(v)) if v == int(v) else repr(v)
+
+
+QUERY = re.compile(r"^\s*(?:(avg|max)_over_time\()?\s*([A-Za-z_:][A-Za-z0-9_:]*)")
 
 
 class Handler(BaseHTTPRequestHandler):
@@ -75,7 +79,10 @@ class Handler(BaseHTTPRequestHandler):
             pad = "x" * (3 << 20)
             return self.reply(200, json.dumps({"status": "success", "data": {
                 "resultType": "matrix", "result": [], "pad": pad}}))
-        name = q["query"][0].split("{")[0]
+        # rightsize asks avg_over_time(NAME{sel}[step]) / max_over_time(...): the patterns are
+        # per step, so a step's mean and max are both the pattern's value
+        m = QUERY.match(q["query"][0])
+        name = m.group(2) if m else q["query"][0]
         start, end, step = float(q["start"][0]), float(q["end"][0]), float(q["step"][0])
         result = []
         if mode != "empty":

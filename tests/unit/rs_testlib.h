@@ -22,7 +22,15 @@ static inline int rs_t_feed(struct rs_analyzer *a, enum rs_metric m, const char 
     p[i].t_ms = from + (int64_t)i * T_STEP;
     p[i].v = v;
   }
-  struct rs_series s = {{node, gpu, "", model, pod ? pod : "", ns ? ns : "", ""}, p, n};
+  struct rs_series s = {.labels = {.node = node,
+                                   .gpu = gpu,
+                                   .uuid = "",
+                                   .model = model,
+                                   .pod = pod ? pod : "",
+                                   .namespace_ = ns ? ns : "",
+                                   .container = ""},
+                        .points = p,
+                        .n = n};
   int rc = rs_analyzer_add(a, m, &s);
   free(p);
   return rc;

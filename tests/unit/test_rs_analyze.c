@@ -43,7 +43,15 @@ static void test_quantiles(void **state) {
     sum += p[k].v;
   }
   qsort(sorted, 288, sizeof(double), cmp_d);
-  struct rs_series s = {{"n1", "0", "GPU-1", "NVIDIA L4", "", "", ""}, p, 288};
+  struct rs_series s = {.labels = {.node = "n1",
+                                   .gpu = "0",
+                                   .uuid = "GPU-1",
+                                   .model = "NVIDIA L4",
+                                   .pod = "",
+                                   .namespace_ = "",
+                                   .container = ""},
+                        .points = p,
+                        .n = 288};
   assert_int_equal(rs_analyzer_add(a, RS_M_UTIL, &s), 0);
   struct rs_report r;
   rs_report_init(&r);
