@@ -78,6 +78,8 @@ int rs_apply(const struct rs_report *r, const struct rs_apply_opts *o) {
   drain_opts_init(&d);
   d.apply = o->apply;
   d.force = o->force;
+  d.delete_local = o->delete_local;
+  d.drain_timeout_ms = o->drain_timeout_ms;
   d.max_nodes = o->max_nodes;
   d.eviction_timeout_ms = o->eviction_timeout_ms;
   d.audit_path = o->audit_path;

@@ -20,6 +20,8 @@ struct rs_apply_opts {
   const struct rs_prom_opts *prom;
   const struct rs_params *params;
   const char *prices;
+  bool delete_local;        /* evict pods with emptyDir / ephemeral volumes */
+  int64_t drain_timeout_ms; /* wait for the evicted pods to be gone */
 };
 
 /* Prints the drain plan of r's idle-node recommendations to stderr when Kubernetes access is

@@ -23,6 +23,7 @@ void drain_opts_init(struct drain_opts *o) {
   o->eviction_timeout_ms = 120000;
   o->backoff_ms = 1000;
   o->backoff_max_ms = 30000;
+  o->drain_timeout_ms = 300000;
 }
 
 const char *drain_node_state_name(enum drain_node_state s) {
@@ -71,8 +72,17 @@ const char *drain_protected_by(const struct kube_kv *ann, size_t n, bool pod) {
 
 enum drain_pod_action drain_classify_pod(const struct kube_pod *p, bool force, char *why,
                                          size_t whylen) {
+  return drain_classify(p, force, false, why, whylen);
+}
+
+enum drain_pod_action drain_classify(const struct kube_pod *p, bool force, bool delete_local,
+                                     char *why, size_t whylen) {
   if (kube_annotation(p->annotations, p->n_annotations, "kubernetes.io/config.mirror")) {
     snprintf(why, whylen, "mirror (static) pod");
+    return DRAIN_POD_SKIP;
+  }
+  if (p->phase && (!strcmp(p->phase, "Succeeded") || !strcmp(p->phase, "Failed"))) {
+    snprintf(why, whylen, "finished (%s): holds nothing, does not block", p->phase);
     return DRAIN_POD_SKIP;
   }
   if (p->owner_kind && !strcmp(p->owner_kind, "DaemonSet")) {
@@ -89,6 +99,11 @@ enum drain_pod_action drain_classify_pod(const struct kube_pod *p, bool force, c
     snprintf(why, whylen, "already terminating");
     return DRAIN_POD_SKIP;
   }
+  if (p->local_volume && !delete_local) {
+    snprintf(why, whylen, "local data (%.80s) is lost on eviction (use --delete-local-data)",
+             p->local_volume);
+    return DRAIN_POD_BLOCK;
+  }
   if (!p->owner_kind) {
     if (!force) {
       snprintf(why, whylen, "no controller owns it: evicting would lose it (use --force)");
@@ -97,7 +112,11 @@ enum drain_pod_action drain_classify_pod(const struct kube_pod *p, bool force, c
     snprintf(why, whylen, "no controller (--force): will not be recreated");
     return DRAIN_POD_EVICT;
   }
-  snprintf(why, whylen, "%s %s", p->owner_kind, p->owner_name);
+  if (p->local_volume)
+    snprintf(why, whylen, "%s %s (--delete-local-data: %.80s is deleted)", p->owner_kind,
+             p->owner_name, p->local_volume);
+  else
+    snprintf(why, whylen, "%s %s", p->owner_kind, p->owner_name);
   return DRAIN_POD_EVICT;
 }
 
@@ -181,6 +200,7 @@ static void free_pods(struct drain_node *r) {
   for (size_t i = 0; i < r->n_pods; i++) {
     free(r->pods[i].ns);
     free(r->pods[i].name);
+    free(r->pods[i].uid);
   }
   free(r->pods);
   r->pods = NULL;
@@ -195,15 +215,20 @@ static int cmp_pod(const void *a, const void *b) {
 
 /* Classifies the pods into r->pods (sorted: namespace, name). Returns the number that block the
  * drain, with the first in *first_block; or a negative GS_E*. */
-static int classify(const struct kube_pod_list *pl, bool force, struct drain_node *r,
-                    size_t *first_block) {
+static int classify(const struct kube_pod_list *pl, const struct drain_opts *o,
+                    struct drain_node *r, size_t *first_block) {
   free_pods(r);
   if (pl->n && !(r->pods = calloc(pl->n, sizeof(*r->pods))))
     return GS_ENOMEM;
   for (size_t i = 0; i < pl->n; i++) {
+    const struct kube_pod *kp = &pl->items[i];
     struct drain_pod *d = &r->pods[r->n_pods++];
-    d->action = drain_classify_pod(&pl->items[i], force, d->why, sizeof(d->why));
-    if (!(d->ns = strdup(pl->items[i].ns)) || !(d->name = strdup(pl->items[i].name)))
+    d->action = drain_classify(kp, o->force, o->delete_local, d->why, sizeof(d->why));
+    /* a terminating pod that is not the node's own (DaemonSet, mirror) is waited for too */
+    d->wait =
+        d->action == DRAIN_POD_SKIP && kp->terminating && !strcmp(d->why, "already terminating");
+    if (!(d->ns = strdup(kp->ns)) || !(d->name = strdup(kp->name)) ||
+        (kp->uid && !(d->uid = strdup(kp->uid))))
       return GS_ENOMEM;
   }
   if (r->n_pods > 1)
@@ -278,7 +303,7 @@ static int plan_node(struct drain_ctx *x, struct drain_node *r, struct kube_node
     return rc;
   }
   size_t fb = 0;
-  int blocks = classify(&pl, x->o->force, r, &fb);
+  int blocks = classify(&pl, x->o, r, &fb);
   kube_pod_list_free(&pl);
   if (blocks < 0)
     return blocks;
@@ -375,6 +400,80 @@ static void mark_incomplete(struct drain_ctx *x, const struct kube_node *n, stru
   audit(x, n->name, "drain", NULL, NULL, "incomplete", 0, r->reason);
 }
 
+/* Is the waited-for pod p in the list? By uid when both have one (a StatefulSet pod recreated
+ * under the same name is another pod), else by namespace and name. */
+static bool still_listed(const struct kube_pod_list *pl, const struct drain_pod *p) {
+  for (size_t i = 0; i < pl->n; i++) {
+    const struct kube_pod *k = &pl->items[i];
+    if (strcmp(k->ns, p->ns) || strcmp(k->name, p->name))
+      continue;
+    if (p->uid && k->uid && strcmp(p->uid, k->uid))
+      continue;
+    return true;
+  }
+  return false;
+}
+
+/* Waits, up to --drain-timeout, until every waited-for pod has left the node's pod list (the
+ * eviction only starts the pod's graceful termination). Returns 0 when they are gone; else
+ * GS_EUNAVAIL with why naming the pods still there (audited one by one), or the API's error. */
+static int wait_gone(struct drain_ctx *x, const struct kube_node *n, struct drain_node *r,
+                     char *why, size_t whylen) {
+  size_t want = 0;
+  for (size_t i = 0; i < r->n_pods; i++)
+    want += r->pods[i].wait;
+  if (!want)
+    return 0;
+  int64_t t0 = time_mono_ms(), deadline = t0 + x->o->drain_timeout_ms;
+  int64_t poll = x->o->drain_timeout_ms / 10;
+  poll = poll < 100 ? 100 : poll > 2000 ? 2000 : poll;
+  for (;;) {
+    struct kube_pod_list pl;
+    struct kube_result res;
+    int rc = kube_list_pods_on_node(x->kc, n->name, &pl, &res);
+    if (rc) {
+      kube_pod_list_free(&pl);
+      audit(x, n->name, "list-pods", NULL, NULL, "error", res.http_status, res.message);
+      snprintf(why, whylen, "cannot confirm that the evicted pods are gone: %s", res.message);
+      return rc;
+    }
+    size_t left = 0;
+    for (size_t i = 0; i < r->n_pods; i++)
+      left += r->pods[i].wait && still_listed(&pl, &r->pods[i]);
+    int64_t now = time_mono_ms();
+    if (left == 0 || now >= deadline) {
+      char m[200];
+      r->left = left;
+      if (left == 0) {
+        kube_pod_list_free(&pl);
+        snprintf(m, sizeof(m), "%zu pod(s) gone from the node after %lld ms", want,
+                 (long long)(now - t0));
+        audit(x, n->name, "wait", NULL, NULL, "gone", 0, m);
+        return 0;
+      }
+      size_t off = (size_t)snprintf(why, whylen,
+                                    "%zu evicted pod(s) still on the node after --drain-timeout "
+                                    "%lld s:",
+                                    left, (long long)(x->o->drain_timeout_ms / 1000));
+      for (size_t i = 0; i < r->n_pods; i++) {
+        struct drain_pod *p = &r->pods[i];
+        if (!p->wait || !still_listed(&pl, p))
+          continue;
+        snprintf(m, sizeof(m), "still on the node after --drain-timeout (%lld ms)",
+                 (long long)x->o->drain_timeout_ms);
+        audit(x, n->name, "wait", p->ns, p->name, "present", 0, m);
+        fprintf(x->out, "    still  %s/%s\n", p->ns, p->name);
+        if (off < whylen)
+          off += (size_t)snprintf(why + off, whylen - off, " %s/%s", p->ns, p->name);
+      }
+      kube_pod_list_free(&pl);
+      return GS_EUNAVAIL;
+    }
+    kube_pod_list_free(&pl);
+    sleep_ms(poll < deadline - now ? poll : deadline - now);
+  }
+}
+
 /* Cordons, re-lists, evicts. Returns 0 (drained) or a negative GS_E* (r says why). */
 static int execute_node(struct drain_ctx *x, const struct kube_node *n, struct drain_node *r) {
   char ts[40], why[600];
@@ -402,7 +501,7 @@ static int execute_node(struct drain_ctx *x, const struct kube_node *n, struct d
     return rc;
   }
   size_t fb = 0;
-  int blocks = classify(&pl, x->o->force, r, &fb);
+  int blocks = classify(&pl, x->o, r, &fb);
   kube_pod_list_free(&pl);
   if (blocks < 0)
     return blocks;
@@ -423,7 +522,12 @@ static int execute_node(struct drain_ctx *x, const struct kube_node *n, struct d
       mark_incomplete(x, n, r, why);
       return rc;
     }
+    p->wait = true;
     r->evicted++;
+  }
+  if ((rc = wait_gone(x, n, r, why, sizeof(why))) != 0) {
+    mark_incomplete(x, n, r, why);
+    return rc;
   }
   iso_now(ts, sizeof(ts));
   struct kube_kv done[] = {{DRAIN_ANN_STATE, "drained"}, {DRAIN_ANN_TIME, ts}};
@@ -431,7 +535,7 @@ static int execute_node(struct drain_ctx *x, const struct kube_node *n, struct d
   audit(x, n->name, "annotate", NULL, NULL, rc ? "error" : "ok", res.http_status,
         rc ? res.message : DRAIN_ANN_STATE "=drained");
   node_set(x, r, DRAIN_NODE_DRAINED,
-           "cordoned, %zu pod(s) evicted; the cluster autoscaler or Karpenter removes it",
+           "cordoned, %zu pod(s) evicted and gone; the cluster autoscaler or Karpenter removes it",
            r->evicted);
   event(x, n, "Normal", "GpuscaleDrainComplete", r->reason);
   audit(x, n->name, "drain", NULL, NULL, "complete", 0, r->reason);
@@ -508,7 +612,8 @@ static int open_audit(struct drain_ctx *x) {
 int drain_run(struct kube_client *kc, const char *const *nodes, size_t n_nodes,
               const struct drain_opts *o, struct drain_result *out) {
   memset(out, 0, sizeof(*out));
-  if (o->max_nodes < 1 || o->eviction_timeout_ms < 0 || o->backoff_ms < 1 || (o->apply && !kc))
+  if (o->max_nodes < 1 || o->eviction_timeout_ms < 0 || o->backoff_ms < 1 ||
+      o->drain_timeout_ms < 0 || (o->apply && !kc))
     return GS_EINVAL;
   struct drain_ctx x = {kc, o, o->out ? o->out : stdout, NULL, false};
   int rc = open_audit(&x);

@@ -20,10 +20,15 @@
 struct drain_opts {
   bool apply;                  /* false: print the plan, write nothing to the cluster */
   bool force;                  /* evict pods that no controller owns (they will not come back) */
+  bool delete_local;           /* evict pods with emptyDir / ephemeral volumes (their data is lost);
+                                  kubectl's --delete-emptydir-data (formerly --delete-local-data) */
   int max_nodes;               /* nodes drained per run, >= 1 (default 1) */
   int64_t eviction_timeout_ms; /* per pod: how long a 429 (PDB) is retried (default 2 min) */
   int64_t backoff_ms;          /* first wait after a 429, doubling (default 1 s) */
   int64_t backoff_max_ms;      /* longest single wait (default 30 s) */
+  int64_t drain_timeout_ms;    /* how long to wait, after the evictions, for the evicted (and
+                                  already terminating) pods to be gone (default 5 min); the node
+                                  is marked drained only then */
   /* Re-checks fresh data at decision time, just before the cordon (and in a dry run at the same
    * point, so the plan matches): 1 = the node is still idle; 0 = not any more (why says what
    * changed); negative GS_E* = cannot tell (the node is skipped). NULL: no re-check. */
@@ -38,14 +43,18 @@ void drain_opts_init(struct drain_opts *o);
 
 enum drain_pod_action {
   DRAIN_POD_EVICT, /* evicted through the Eviction API */
-  DRAIN_POD_SKIP,  /* left alone, does not block: DaemonSet, mirror or terminating pod */
-  DRAIN_POD_BLOCK, /* protects its node: do-not-disrupt, or no controller without force */
+  DRAIN_POD_SKIP,  /* left alone, does not block: DaemonSet, mirror, finished (Succeeded/Failed)
+                      or terminating pod */
+  DRAIN_POD_BLOCK, /* protects its node: do-not-disrupt, local data without delete_local, or no
+                      controller without force */
 };
 
 struct drain_pod {
   char *ns;
   char *name;
+  char *uid; /* NULL when the API gave none */
   enum drain_pod_action action;
+  bool wait; /* must be gone before the node counts as drained: evicted, or terminating */
   char why[160];
   long http_status; /* last eviction answer, 0 when none */
 };
@@ -66,6 +75,7 @@ struct drain_node {
   struct drain_pod *pods;
   size_t n_pods;
   size_t evicted;
+  size_t left; /* waited-for pods still on the node when --drain-timeout ran out */
 };
 
 struct drain_result {
@@ -93,7 +103,13 @@ const char *drain_pod_action_name(enum drain_pod_action a);
  * cluster-autoscaler.kubernetes.io/scale-down-disabled, gpuscale.io/do-not-disrupt = "true";
  * for pods also cluster-autoscaler.kubernetes.io/safe-to-evict = "false". */
 const char *drain_protected_by(const struct kube_kv *ann, size_t n, bool pod);
-/* Decides what happens to one pod; why gets the reason shown in the plan. */
+/* Decides what happens to one pod, as kubectl drain does: mirror, finished (Succeeded, Failed)
+ * and DaemonSet pods are skipped; do-not-disrupt, local data (emptyDir, ephemeral volumes) without
+ * delete_local and no controller without force block; a terminating pod is skipped (and waited
+ * for); the rest are evicted. why gets the reason shown in the plan. */
+enum drain_pod_action drain_classify(const struct kube_pod *p, bool force, bool delete_local,
+                                     char *why, size_t whylen);
+/* drain_classify without delete_local. */
 enum drain_pod_action drain_classify_pod(const struct kube_pod *p, bool force, char *why,
                                          size_t whylen);
 

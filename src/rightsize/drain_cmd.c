@@ -17,6 +17,9 @@ struct drain_cmd_opts {
   bool apply;
   long long max_nodes;
   bool force;
+  bool delete_local;
+  bool delete_emptydir;
+  int64_t drain_timeout_ms;
   char *audit;
   char *kubeconfig;
   int64_t eviction_timeout_ms;
@@ -37,6 +40,17 @@ static const struct opt_def drain_defs[] = {
     {"force", 0, NULL, OPT_BOOL, "false", 0, 0, NULL, NULL,
      "also evict pods that no controller owns (they are lost)",
      offsetof(struct drain_cmd_opts, force)},
+    {"delete-local-data", 0, NULL, OPT_BOOL, "false", 0, 0, NULL, NULL,
+     "also evict pods with emptyDir or ephemeral volumes (their data is deleted); without it "
+     "such a pod blocks its node, as in kubectl drain",
+     offsetof(struct drain_cmd_opts, delete_local)},
+    {"delete-emptydir-data", 0, NULL, OPT_BOOL, "false", 0, 0, NULL, NULL,
+     "the same as --delete-local-data (kubectl's newer name)",
+     offsetof(struct drain_cmd_opts, delete_emptydir)},
+    {"drain-timeout", 0, NULL, OPT_DURATION, "5m", 0, 3600000, NULL, "DURATION",
+     "after the evictions, how long to wait for the evicted pods to be gone; the node is "
+     "marked drained only then, else incomplete with the pods left",
+     offsetof(struct drain_cmd_opts, drain_timeout_ms)},
     {"audit", 0, NULL, OPT_STRING, NULL, 0, 0, NULL, "FILE",
      "append the audit record (JSON lines) to FILE; default with --apply: stderr",
      offsetof(struct drain_cmd_opts, audit)},
@@ -60,7 +74,8 @@ static const struct opt_def drain_defs[] = {
 
 static const char usage_line[] =
     "gpuscale rightsize-drain --nodes A,B [--apply] [--max-nodes N] [--force] [--audit FILE]\n"
-    "       [--kubeconfig FILE] [--eviction-timeout DURATION]";
+    "       [--delete-local-data] [--kubeconfig FILE] [--eviction-timeout DURATION]\n"
+    "       [--drain-timeout DURATION]";
 static const char description[] =
     "Developer entry: drains the given idle-node candidates exactly as `gpuscale rightsize\n"
     "--apply` does. Without --apply it prints the plan (which nodes, which pods would be evicted,\n"
@@ -124,6 +139,8 @@ static int run(struct drain_cmd_opts *o) {
   drain_opts_init(&d);
   d.apply = o->apply;
   d.force = o->force;
+  d.delete_local = o->delete_local || o->delete_emptydir;
+  d.drain_timeout_ms = o->drain_timeout_ms;
   d.max_nodes = (int)o->max_nodes;
   d.eviction_timeout_ms = o->eviction_timeout_ms;
   d.backoff_ms = o->eviction_backoff_ms;

@@ -910,6 +910,33 @@ static int parse_owner(json_object *meta, struct kube_pod *p, const char **err) 
   return 0;
 }
 
+/* kubectl drain refuses pods with emptyDir volumes unless --delete-emptydir-data: their data is
+ * deleted with the pod. A generic ephemeral volume's claim is deleted with the pod too. */
+static int parse_local_volume(json_object *spec, struct kube_pod *p, const char **err) {
+  json_object *vols = jget(spec, "volumes");
+  if (!vols || json_object_is_type(vols, json_type_null))
+    return 0;
+  if (!json_object_is_type(vols, json_type_array)) {
+    *err = "Pod spec.volumes is not an array";
+    return GS_EPARSE;
+  }
+  for (size_t i = 0; i < json_object_array_length(vols); i++) {
+    json_object *v = json_object_array_get_idx(vols, i);
+    json_object *ed = jget(v, "emptyDir"), *eph = jget(v, "ephemeral");
+    bool local = (ed && !json_object_is_type(ed, json_type_null)) ||
+                 (eph && !json_object_is_type(eph, json_type_null));
+    if (!local)
+      continue;
+    const char *name = jstr(v, "name");
+    char buf[300];
+    snprintf(buf, sizeof(buf), "%s %.253s",
+             ed && !json_object_is_type(ed, json_type_null) ? "emptyDir" : "ephemeral",
+             name ? name : "(unnamed)");
+    return (p->local_volume = strdup(buf)) ? 0 : GS_ENOMEM;
+  }
+  return 0;
+}
+
 static int parse_pod(json_object *o, struct kube_pod *p, const char **err) {
   if (!json_object_is_type(o, json_type_object)) {
     *err = "PodList item is not an object";
@@ -931,6 +958,8 @@ static int parse_pod(json_object *o, struct kube_pod *p, const char **err) {
   int rc = parse_owner(meta, p, err);
   if (!rc && dup_opt(jget(meta, "labels"), "pod-template-hash", &p->template_hash))
     rc = GS_ENOMEM;
+  if (!rc)
+    rc = parse_local_volume(jget(o, "spec"), p, err);
   if (!rc)
     rc = parse_annotations(meta, &p->annotations, &p->n_annotations, err);
   return rc;
@@ -981,6 +1010,7 @@ void kube_pod_list_free(struct kube_pod_list *l) {
     free(p->owner_kind);
     free(p->owner_name);
     free(p->template_hash);
+    free(p->local_volume);
     kv_free(p->annotations, p->n_annotations);
   }
   free(l->items);

@@ -95,6 +95,8 @@ struct kube_pod {
   char *owner_name;    /* its name, or NULL */
   char *template_hash; /* label pod-template-hash (set by the Deployment controller), or NULL */
   bool terminating;    /* metadata.deletionTimestamp is set */
+  char *local_volume;  /* the first volume whose data lives and dies with the pod on this node
+                          (emptyDir, or a generic ephemeral volume), or NULL when none */
   struct kube_kv *annotations;
   size_t n_annotations;
 };

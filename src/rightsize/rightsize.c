@@ -51,6 +51,9 @@ struct rs_opts {
   char *log_level;
   bool apply;
   bool force;
+  bool delete_local;
+  bool delete_emptydir;
+  int64_t drain_timeout_ms;
   long long max_nodes;
   int64_t eviction_timeout_ms;
   char *kubeconfig;
@@ -63,7 +66,9 @@ static const struct opt_def rs_defs[] = {
     {"window", 0, NULL, OPT_DURATION, "7d", 60000, 90.0 * 86400000, NULL, "DURATION",
      "history to analyse, ending at --end", offsetof(struct rs_opts, window_ms)},
     {"step", 0, NULL, OPT_DURATION, "5m", 1000, 86400000, NULL, "DURATION",
-     "query_range resolution", offsetof(struct rs_opts, step_ms)},
+     "query_range resolution; each step reads avg_over_time / max_over_time over its own window "
+     "of one step, so keep it at least twice the scrape interval",
+     offsetof(struct rs_opts, step_ms)},
     {"end", 0, NULL, OPT_STRING, "now", 0, 0, NULL, "TIME",
      "end of the window: now or Unix seconds (reproducible reports)",
      offsetof(struct rs_opts, end)},
@@ -125,6 +130,17 @@ static const struct opt_def rs_defs[] = {
     {"force", 0, NULL, OPT_BOOL, "false", 0, 0, NULL, NULL,
      "also evict pods that no controller owns (they will not come back)",
      offsetof(struct rs_opts, force)},
+    {"delete-local-data", 0, NULL, OPT_BOOL, "false", 0, 0, NULL, NULL,
+     "also evict pods with emptyDir or ephemeral volumes (their data is deleted); without it "
+     "such a pod blocks its node, as in kubectl drain",
+     offsetof(struct rs_opts, delete_local)},
+    {"delete-emptydir-data", 0, NULL, OPT_BOOL, "false", 0, 0, NULL, NULL,
+     "the same as --delete-local-data (kubectl's newer name)",
+     offsetof(struct rs_opts, delete_emptydir)},
+    {"drain-timeout", 0, NULL, OPT_DURATION, "5m", 0, 3600000, NULL, "DURATION",
+     "after the evictions, how long to wait for the evicted pods to be gone; the node is "
+     "marked drained only then, else incomplete with the pods left",
+     offsetof(struct rs_opts, drain_timeout_ms)},
     {"eviction-timeout", 0, NULL, OPT_DURATION, "2m", 1000, 3600000, NULL, "DURATION",
      "per pod: how long an eviction refused by a PodDisruptionBudget (429) is retried",
      offsetof(struct rs_opts, eviction_timeout_ms)},
@@ -337,9 +353,17 @@ int rightsize_main(int argc, char **argv) {
     status = 0;
   buf_free(&out);
   if (status == 0) {
-    struct rs_apply_opts ao = {
-        o.apply, o.force, (int)o.max_nodes, o.eviction_timeout_ms, o.kubeconfig, o.audit,
-        &po,     &p,      o.prices};
+    struct rs_apply_opts ao = {.apply = o.apply,
+                               .force = o.force,
+                               .max_nodes = (int)o.max_nodes,
+                               .eviction_timeout_ms = o.eviction_timeout_ms,
+                               .kubeconfig = o.kubeconfig,
+                               .audit_path = o.audit,
+                               .prom = &po,
+                               .params = &p,
+                               .prices = o.prices,
+                               .delete_local = o.delete_local || o.delete_emptydir,
+                               .drain_timeout_ms = o.drain_timeout_ms};
     if (rs_apply(&r, &ao) != 0)
       status = 1;
   }

@@ -184,6 +184,7 @@ def test_apply_exact_rest_calls(env):
         ("GET", pods_path("gpu-idle-a")),
         ("POST", evict_path("batch/trainer-0")), ("POST", EVENTS),
         ("POST", evict_path("ml/llm-7f9c-abcde")), ("POST", EVENTS),
+        ("GET", pods_path("gpu-idle-a")),  # are the evicted pods gone? (they are)
         ("PATCH", a), ("POST", EVENTS)]
     reqs = api.requests
     assert all(q["auth"] for q in reqs)
@@ -194,8 +195,8 @@ def test_apply_exact_rest_calls(env):
     ev = reqs[5]["body"]
     assert ev == {"apiVersion": "policy/v1", "kind": "Eviction",
                   "metadata": {"name": "trainer-0", "namespace": "batch"}}
-    assert reqs[9]["content_type"] == "application/merge-patch+json"
-    assert reqs[9]["body"]["metadata"]["annotations"][ANN_STATE] == "drained"
+    assert reqs[10]["content_type"] == "application/merge-patch+json"
+    assert reqs[10]["body"]["metadata"]["annotations"][ANN_STATE] == "drained"
     events = [q["body"] for q in reqs if q["path"] == EVENTS]
     assert [e["reason"] for e in events] == ["GpuscaleDrainCordon", "GpuscaleDrainEvict",
                                              "GpuscaleDrainEvict", "GpuscaleDrainComplete"]
@@ -234,6 +235,7 @@ def test_audit_lines(env):
         ("skip-pod", "gpu-operator/nvidia-device-plugin-x1", "skipped", None),
         ("skip-pod", "kube-system/kube-proxy-gpu-idle-a", "skipped", None),
         ("evict", "ml/llm-7f9c-abcde", "ok", 201),
+        ("wait", None, "gone", None),
         ("annotate", None, "ok", 200),
         ("drain", None, "complete", None)]
     evs = [a for a in lines if a["action"] == "event"]

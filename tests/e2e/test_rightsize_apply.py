@@ -78,6 +78,7 @@ def test_apply_drains_exactly_the_idle_node(prom, api, tmp_path):
         ("GET", pods_path("gpu-idle-a")),
         ("POST", evict_path("batch/trainer-0")), ("POST", EVENTS),
         ("POST", evict_path("ml/llm-7f9c-abcde")), ("POST", EVENTS),
+        ("GET", pods_path("gpu-idle-a")),  # the evicted pods are gone before "drained"
         ("PATCH", node), ("POST", EVENTS)]
     assert not [c for c in api.calls() if "gpu-busy-d" in c[1]]
     # The decision was re-checked on fresh data: queries over the last --min-idle (2h), ending now.
