@@ -69,6 +69,8 @@ int metrics_render(const struct metrics_ctx *m, struct buf *out) {
       .version = GPUSCALE_VERSION,
   };
   rc = expo_render(out, &in);
+  if (rc == 0)
+    rc = sampler_render_errors(api->sampler, out); /* gpuscale_nvml_errors_total */
 out:
   free(snap);
   free(pods);

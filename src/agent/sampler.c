@@ -1,12 +1,14 @@
 /* The sampler thread: one pass over every device per interval, plus collector reloads. */
 #include "agent/sampler.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
 #include "core/err.h"
 #include "core/timeutil.h"
+#include "http/exposition.h"
 
 #define MAX_DEVICES 256
 
@@ -175,4 +177,32 @@ void sampler_stop(struct sampler *s) {
   }
   free(s->complain);
   s->complain = NULL;
+}
+
+int sampler_render_errors(const struct sampler *s, struct buf *out) {
+  if (!s || !s->col || !s->col->ops->errors)
+    return 0;
+  int rc = expo_family(out, "gpuscale_nvml_errors_total", "counter",
+                       "NVML calls that failed, by call and code (NOT_SUPPORTED excluded). A "
+                       "field's failure leaves that field absent from the sample; the GPU stays "
+                       "in service.");
+  size_t n = s->col->ops->errors(s->col, NULL, 0);
+  if (rc || n == 0)
+    return rc;
+  /* The counts only grow, so a second look may find a few more: room for them. */
+  size_t cap = n + 8;
+  struct collector_error_count *ec = calloc(cap, sizeof *ec);
+  if (!ec)
+    return GS_ENOMEM;
+  n = s->col->ops->errors(s->col, ec, cap);
+  if (n > cap)
+    n = cap;
+  for (size_t i = 0; i < n && rc == 0; i++) {
+    char v[32];
+    snprintf(v, sizeof v, "%llu", (unsigned long long)ec[i].count);
+    const struct expo_label l[] = {{"call", ec[i].call}, {"code", ec[i].code}};
+    rc = expo_sample(out, "gpuscale_nvml_errors_total", l, 2, v);
+  }
+  free(ec);
+  return rc;
 }

@@ -9,6 +9,7 @@
 #include <stdint.h>
 
 #include "collect/collector.h"
+#include "core/buf.h"
 #include "core/history.h"
 #include "core/log.h"
 
@@ -45,5 +46,9 @@ void sampler_request_reload(struct sampler *s);
 void sampler_stop(struct sampler *s);
 /* One pass over all devices; exposed for tests. */
 void sampler_pass(struct sampler *s);
+/* Appends the collector's failed-call counters to a /metrics body: the family
+ * gpuscale_nvml_errors_total{call, code} (HELP and TYPE even before any failure), or nothing when
+ * the collector counts none (mock) or s is NULL. Returns 0, GS_ENOMEM or GS_ETOOBIG (out's cap). */
+int sampler_render_errors(const struct sampler *s, struct buf *out);
 
 #endif

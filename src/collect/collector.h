@@ -17,6 +17,14 @@ enum collector_cap {
   COLLECTOR_CAP_RELOAD = 1u << 5, /* reload() re-reads a scenario (mock) */
 };
 
+/* How often one backend call failed with one code since open (collector_ops.errors). */
+struct collector_error_count {
+  const char *call; /* the library call, e.g. "nvmlDeviceGetTotalEnergyConsumption" (static) */
+  const char
+      *code; /* its answer, e.g. "NO_PERMISSION"; "OTHER" for a code we do not name (static) */
+  uint64_t count;
+};
+
 struct collector_config {
   const char *scenario_path; /* mock: YAML file, NULL = built-in default scenario */
   const char *nvml_library;  /* nvml: explicit library path, NULL = libnvidia-ml.so.1 then .so */
@@ -38,15 +46,21 @@ struct collector_ops {
   /* Static facts about device i (0 <= i < count). Pointer valid until close() or reload(). */
   const struct gpu_info *(*info)(struct collector *c, size_t i);
   /* Reads device i now. Fills *out (sets ts/mono and the presence bits of what it read; calls
-   * sample_derive). Returns 0; GS_ELOST when the GPU is lost (caller marks it unhealthy);
-   * or another GS_E* when this read failed (err gets a short reason, e.g. "nvmlDeviceGetPowerUsage:
-   * Unknown Error"). Never makes up a value. */
+   * sample_derive). Returns 0 when the device answered: a field that is not supported, or whose
+   * call failed this time, is absent (err then names the first such failure, e.g.
+   * "nvmlDeviceGetTotalEnergyConsumption: Insufficient Permissions", else is empty). Returns
+   * GS_ELOST when the GPU is lost, or GS_EIO when it could not be identified at open or every
+   * field failed (the caller marks it unhealthy; err gets the reason). Never makes up a value. */
   int (*sample)(struct collector *c, size_t i, struct gpu_sample *out, char *err, size_t errlen);
   /* Driver version string, or NULL when unknown. */
   const char *(*driver_version)(struct collector *c);
   /* Re-reads configuration (mock: the scenario file). On failure keeps the old state and returns
    * GS_E* with err set (file:line, key, what is allowed). NULL when unsupported. */
   int (*reload)(struct collector *c, char *err, size_t errlen);
+  /* Copies up to cap non-zero failure counts (by call and code; a bounded set) into out and
+   * returns how many there are, which may exceed cap (errors(c, NULL, 0) sizes the array).
+   * Thread-safe against sample(). NULL when the backend has none to count (mock). */
+  size_t (*errors)(struct collector *c, struct collector_error_count *out, size_t cap);
   /* Releases everything. close(NULL) is fine. */
   void (*close)(struct collector *c);
 };

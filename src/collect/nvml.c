@@ -4,6 +4,7 @@
 
 #include <dlfcn.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -133,13 +134,78 @@ _Static_assert(sizeof(void *) == sizeof(void (*)(void)), "dlsym result fits a fu
 #define NVML_HINT "to try gpuscale without a GPU, run: gpuscale agent --collector mock"
 #define NVML_LOG "nvml"
 
+/* Every call by number, in NVML_SYMBOLS order: the error counters are indexed by it. */
+enum nvml_call {
+#define NVML_CALL_ID(field, name, fallback, required, cap) NVML_CALL_##field,
+  NVML_SYMBOLS(NVML_CALL_ID)
+#undef NVML_CALL_ID
+      NVML_NCALLS
+};
+
+static const char *const call_names[NVML_NCALLS] = {
+#define NVML_CALL_NAME(field, name, fallback, required, cap) name,
+    NVML_SYMBOLS(NVML_CALL_NAME)
+#undef NVML_CALL_NAME
+};
+
+/* The codes counted by name (nvml.h's NVML_ERROR_* without the prefix); any other code is counted
+ * as OTHER, so the label set stays bounded whatever a driver answers. */
+static const char *const code_names[] = {
+    [1] = "UNINITIALIZED",
+    [2] = "INVALID_ARGUMENT",
+    [3] = "NOT_SUPPORTED",
+    [4] = "NO_PERMISSION",
+    [5] = "ALREADY_INITIALIZED",
+    [6] = "NOT_FOUND",
+    [7] = "INSUFFICIENT_SIZE",
+    [8] = "INSUFFICIENT_POWER",
+    [9] = "DRIVER_NOT_LOADED",
+    [10] = "TIMEOUT",
+    [11] = "IRQ_ISSUE",
+    [12] = "LIBRARY_NOT_FOUND",
+    [13] = "FUNCTION_NOT_FOUND",
+    [14] = "CORRUPTED_INFOROM",
+    [15] = "GPU_IS_LOST",
+    [16] = "RESET_REQUIRED",
+    [17] = "OPERATING_SYSTEM",
+    [18] = "LIB_RM_VERSION_MISMATCH",
+    [19] = "IN_USE",
+    [20] = "MEMORY",
+    [21] = "NO_DATA",
+    [22] = "VGPU_ECC_NOT_SUPPORTED",
+    [23] = "INSUFFICIENT_RESOURCES",
+    [24] = "FREQ_NOT_SUPPORTED",
+    [25] = "ARGUMENT_VERSION_MISMATCH",
+    [26] = "DEPRECATED",
+    [27] = "NOT_READY",
+    [28] = "GPU_NOT_FOUND",
+    [29] = "INVALID_STATE",
+};
+#define NVML_NAMED_CODES (sizeof code_names / sizeof code_names[0])
+enum { NVML_SLOT_UNKNOWN = NVML_NAMED_CODES, NVML_SLOT_OTHER, NVML_NSLOTS };
+
+/* The counter slot of an NVML return code. */
+static size_t code_slot(int rc) {
+  if (rc > 0 && (size_t)rc < NVML_NAMED_CODES && code_names[rc])
+    return (size_t)rc;
+  return rc == NVML_ERROR_UNKNOWN ? NVML_SLOT_UNKNOWN : NVML_SLOT_OTHER;
+}
+
+static const char *slot_name(size_t slot) {
+  if (slot == NVML_SLOT_UNKNOWN)
+    return "UNKNOWN";
+  return slot < NVML_NAMED_CODES && code_names[slot] ? code_names[slot] : "OTHER";
+}
+
 struct nvml_dev {
   struct gpu_info info;
-  struct nvml_device *handle; /* NULL when lost before a handle was had */
+  struct nvml_device *handle; /* NULL when no handle was had */
   unsigned nvml_index;        /* of the whole GPU (the parent for a MIG instance) */
   bool mig_enabled;           /* whole GPU in MIG mode: its instances follow in the list */
   bool mem_v1;                /* _v2 memory call refused on this device: use the v1 call */
-  char lost[128];             /* non-empty: lost at open, every sample returns GS_ELOST */
+  int down_rc;                /* GS_ELOST or GS_EIO: out of service since open (reason in down) */
+  char down[160];             /* non-empty: lost or not identified at open; every sample fails */
+  struct log_complain complain[NVML_NCALLS]; /* a field call failing sample after sample */
 };
 
 struct nvml_ctx {
@@ -150,6 +216,8 @@ struct nvml_ctx {
   struct nvml_dev *devs;
   size_t ndevs, cap;
   char driver[NVML_DRIVER_BUF];
+  /* Failed calls by call and code (sampler thread writes, /metrics reads). */
+  atomic_uint_fast64_t errors[NVML_NCALLS][NVML_NSLOTS];
 };
 
 static struct nvml_ctx *ctx_of(struct collector *c) {
@@ -301,48 +369,68 @@ static struct nvml_dev *add_dev(struct nvml_ctx *n) {
   return d;
 }
 
-/* Handles a failed static-info call during open: a lost GPU stays listed but lost; anything
- * else fails open. Returns 0 (keep going) or a GS_E* code with err set. */
-static int info_fail(struct nvml_ctx *n, struct nvml_dev *d, const char *call, int rc, char *err,
-                     size_t errlen) {
-  if (is_lost(rc)) {
-    snprintf(d->lost, sizeof d->lost, "%s: %s", call, nvml_errstr(n, rc));
-    LOG_WARN(NVML_LOG, "GPU %u is lost at start-up: %s", d->nvml_index, d->lost);
-    return 0;
-  }
-  return open_fail(GS_EUNAVAIL, err, errlen, "%s (GPU %u): %s", call, d->nvml_index,
-                   nvml_errstr(n, rc));
+/* Counts one failed call (the caller has decided it is an error, not an absent field). */
+static void count_error(struct nvml_ctx *n, enum nvml_call call, int rc) {
+  atomic_fetch_add_explicit(&n->errors[call][code_slot(rc)], 1, memory_order_relaxed);
 }
 
-/* Reads name and UUID of d->handle. Returns 0 or a GS_E* code. */
-static int read_identity(struct nvml_ctx *n, struct nvml_dev *d, char *err, size_t errlen) {
+/* Takes device d out of service for good: a call that identifies it failed at open (or it is
+ * lost). It stays listed, and every sample() fails with the reason. */
+static void mark_down(struct nvml_ctx *n, struct nvml_dev *d, enum nvml_call call, int rc,
+                      const char *why) {
+  count_error(n, call, rc);
+  d->down_rc = is_lost(rc) ? GS_ELOST : GS_EIO;
+  snprintf(d->down, sizeof d->down, "%s: %s%s", call_names[call], nvml_errstr(n, rc), why);
+  LOG_WARN(NVML_LOG, "%s %u %s at start-up: %s", d->info.mig ? "MIG device of GPU" : "GPU",
+           d->nvml_index, is_lost(rc) ? "is lost" : "is out of service", d->down);
+}
+
+/* Reads name and UUID of d->handle: they identify it, so a failure marks it down. */
+static void read_identity(struct nvml_ctx *n, struct nvml_dev *d) {
   char buf[NVML_BUF];
   memset(buf, 0, sizeof buf);
   int rc = n->api.get_uuid(d->handle, buf, sizeof buf);
-  if (rc != NVML_SUCCESS)
-    return info_fail(n, d, "nvmlDeviceGetUUID", rc, err, errlen);
+  if (rc != NVML_SUCCESS) {
+    mark_down(n, d, NVML_CALL_get_uuid, rc, "");
+    return;
+  }
   copy_str(d->info.uuid, sizeof d->info.uuid, buf, sizeof buf);
   memset(buf, 0, sizeof buf);
   rc = n->api.get_name(d->handle, buf, sizeof buf);
-  if (rc != NVML_SUCCESS)
-    return info_fail(n, d, "nvmlDeviceGetName", rc, err, errlen);
+  if (rc != NVML_SUCCESS) {
+    mark_down(n, d, NVML_CALL_get_name, rc, "");
+    return;
+  }
   copy_str(d->info.name, sizeof d->info.name, buf, sizeof buf);
-  return 0;
 }
 
-/* Optional facts: a failure leaves the field unknown (logged), except a lost GPU. */
-static int read_optional_info(struct nvml_ctx *n, struct nvml_dev *d, char *err, size_t errlen) {
+/* A descriptive fact failed: a lost GPU is marked down; NOT_SUPPORTED leaves the fact unknown;
+ * any other code is counted and logged, and the fact stays unknown. Returns true when lost. */
+static bool fact_fail(struct nvml_ctx *n, struct nvml_dev *d, enum nvml_call call, int rc,
+                      const char *unknown) {
+  if (is_lost(rc)) {
+    mark_down(n, d, call, rc, "");
+    return true;
+  }
+  if (rc == NVML_ERROR_NOT_SUPPORTED)
+    return false;
+  count_error(n, call, rc);
+  LOG_WARN(NVML_LOG, "%s (GPU %u): %s; %s", call_names[call], d->nvml_index, nvml_errstr(n, rc),
+           unknown);
+  return false;
+}
+
+/* Minor number, PCI bus id and MIG mode. The MIG mode identifies what the GPU is (a whole GPU, or
+ * a parent whose instances must be listed), so only its failure takes the GPU down. */
+static void read_facts(struct nvml_ctx *n, struct nvml_dev *d) {
   d->info.minor = (int)d->nvml_index;
   if (n->api.get_minor) {
     unsigned minor = 0;
     int rc = n->api.get_minor(d->handle, &minor);
     if (rc == NVML_SUCCESS)
       d->info.minor = (int)minor;
-    else if (is_lost(rc))
-      return info_fail(n, d, "nvmlDeviceGetMinorNumber", rc, err, errlen);
-    else if (rc != NVML_ERROR_NOT_SUPPORTED)
-      LOG_WARN(NVML_LOG, "nvmlDeviceGetMinorNumber (GPU %u): %s; using the NVML index",
-               d->nvml_index, nvml_errstr(n, rc));
+    else if (fact_fail(n, d, NVML_CALL_get_minor, rc, "using the NVML index"))
+      return;
   }
   if (n->base.caps & COLLECTOR_CAP_PCI) {
     struct nvml_pci_info pci;
@@ -350,24 +438,17 @@ static int read_optional_info(struct nvml_ctx *n, struct nvml_dev *d, char *err,
     int rc = n->api.get_pci(d->handle, &pci);
     if (rc == NVML_SUCCESS)
       copy_str(d->info.pci_bus_id, sizeof d->info.pci_bus_id, pci.bus_id, sizeof pci.bus_id);
-    else if (is_lost(rc))
-      return info_fail(n, d, "nvmlDeviceGetPciInfo_v3", rc, err, errlen);
-    else
-      LOG_WARN(NVML_LOG, "nvmlDeviceGetPciInfo_v3 (GPU %u): %s; pci_bus_id unknown", d->nvml_index,
-               nvml_errstr(n, rc));
+    else if (fact_fail(n, d, NVML_CALL_get_pci, rc, "pci_bus_id unknown"))
+      return;
   }
   if (n->base.caps & COLLECTOR_CAP_MIG) {
     unsigned cur = 0, pending = 0;
     int rc = n->api.get_mig_mode(d->handle, &cur, &pending);
     if (rc == NVML_SUCCESS)
       d->mig_enabled = cur == NVML_DEVICE_MIG_ENABLE;
-    else if (is_lost(rc))
-      return info_fail(n, d, "nvmlDeviceGetMigMode", rc, err, errlen);
     else if (rc != NVML_ERROR_NOT_SUPPORTED)
-      return open_fail(GS_EUNAVAIL, err, errlen, "nvmlDeviceGetMigMode (GPU %u): %s", d->nvml_index,
-                       nvml_errstr(n, rc));
+      mark_down(n, d, NVML_CALL_get_mig_mode, rc, "; cannot tell whether it has MIG instances");
   }
-  return 0;
 }
 
 static int add_gpu(struct nvml_ctx *n, unsigned idx, char *err, size_t errlen) {
@@ -379,12 +460,13 @@ static int add_gpu(struct nvml_ctx *n, unsigned idx, char *err, size_t errlen) {
   int rc = n->api.get_handle_by_index(idx, &d->handle);
   if (rc != NVML_SUCCESS) {
     d->handle = NULL;
-    return info_fail(n, d, "nvmlDeviceGetHandleByIndex_v2", rc, err, errlen);
+    mark_down(n, d, NVML_CALL_get_handle_by_index, rc, "");
+    return 0;
   }
-  rc = read_identity(n, d, err, errlen);
-  if (rc || d->lost[0])
-    return rc;
-  return read_optional_info(n, d, err, errlen);
+  read_identity(n, d);
+  if (!d->down[0])
+    read_facts(n, d);
+  return 0;
 }
 
 /* Picks the profile ("1g.10gb") from a MIG device name such as "NVIDIA A100-SXM4-80GB MIG
@@ -413,32 +495,40 @@ static void profile_from_attributes(struct nvml_ctx *n, struct nvml_dev *d) {
     return;
   struct nvml_device_attributes a;
   memset(&a, 0, sizeof a);
-  if (n->api.get_attributes(d->handle, &a) != NVML_SUCCESS || a.gpu_instance_slice_count == 0 ||
-      a.memory_size_mb == 0)
+  int rc = n->api.get_attributes(d->handle, &a);
+  if (rc != NVML_SUCCESS) {
+    fact_fail(n, d, NVML_CALL_get_attributes, rc, "MIG profile unknown");
+    return;
+  }
+  if (a.gpu_instance_slice_count == 0 || a.memory_size_mb == 0)
     return;
   snprintf(d->info.mig_profile, sizeof d->info.mig_profile, "%ug.%llugb",
            a.gpu_instance_slice_count, (a.memory_size_mb + 1023) / 1024);
 }
 
+/* Lists the MIG devices of a MIG-enabled GPU. When they cannot be listed, the parent is down and
+ * none of them is listed. Returns 0 or GS_ENOMEM. */
 static int add_mig_instances(struct nvml_ctx *n, size_t parent, char *err, size_t errlen) {
   unsigned max = 0;
   struct nvml_device *ph = n->devs[parent].handle;
   unsigned pidx = n->devs[parent].nvml_index;
+  size_t first = n->ndevs;
+  const char *why = "; its MIG devices cannot be listed";
   int rc = n->api.get_max_mig_count(ph, &max);
-  if (is_lost(rc))
-    return info_fail(n, &n->devs[parent], "nvmlDeviceGetMaxMigDeviceCount", rc, err, errlen);
-  if (rc != NVML_SUCCESS)
-    return open_fail(GS_EUNAVAIL, err, errlen, "nvmlDeviceGetMaxMigDeviceCount (GPU %u): %s", pidx,
-                     nvml_errstr(n, rc));
+  if (rc != NVML_SUCCESS) {
+    mark_down(n, &n->devs[parent], NVML_CALL_get_max_mig_count, rc, why);
+    return 0;
+  }
   for (unsigned j = 0; j < max && j < 64; j++) {
     struct nvml_device *mh = NULL;
     rc = n->api.get_mig_handle(ph, j, &mh);
     if (rc == NVML_ERROR_NOT_FOUND || rc == NVML_ERROR_INVALID_ARGUMENT)
       continue; /* an empty slot */
-    if (rc != NVML_SUCCESS)
-      return open_fail(GS_EUNAVAIL, err, errlen,
-                       "nvmlDeviceGetMigDeviceHandleByIndex (GPU %u, slot %u): %s", pidx, j,
-                       nvml_errstr(n, rc));
+    if (rc != NVML_SUCCESS) {
+      n->ndevs = first;
+      mark_down(n, &n->devs[parent], NVML_CALL_get_mig_handle, rc, why);
+      return 0;
+    }
     struct nvml_dev *d = add_dev(n);
     if (!d)
       return open_fail(GS_ENOMEM, err, errlen, "nvml: out of memory");
@@ -452,16 +542,12 @@ static int add_mig_instances(struct nvml_ctx *n, size_t parent, char *err, size_
     unsigned gi = 0;
     rc = n->api.get_gi_id(mh, &gi);
     if (rc != NVML_SUCCESS) {
-      rc = info_fail(n, d, "nvmlDeviceGetGpuInstanceId", rc, err, errlen);
-      if (rc)
-        return rc;
-      continue; /* lost: listed, every sample reports it */
+      mark_down(n, d, NVML_CALL_get_gi_id, rc, "");
+      continue; /* listed, every sample reports it */
     }
     d->info.gi_id = (int)gi;
-    rc = read_identity(n, d, err, errlen);
-    if (rc)
-      return rc;
-    if (!d->lost[0] &&
+    read_identity(n, d);
+    if (!d->down[0] &&
         !profile_from_name(d->info.name, d->info.mig_profile, sizeof d->info.mig_profile))
       profile_from_attributes(n, d);
   }
@@ -477,6 +563,8 @@ static void read_driver_version(struct nvml_ctx *n) {
   if (rc == NVML_SUCCESS) {
     copy_str(n->driver, sizeof n->driver, buf, sizeof buf);
   } else {
+    if (rc != NVML_ERROR_NOT_SUPPORTED)
+      count_error(n, NVML_CALL_get_driver_version, rc);
     LOG_WARN(NVML_LOG, "nvmlSystemGetDriverVersion: %s; driver version unknown",
              nvml_errstr(n, rc));
     n->base.caps &= ~(unsigned)COLLECTOR_CAP_DRIVER;
@@ -502,7 +590,7 @@ static int enumerate(struct nvml_ctx *n, char *err, size_t errlen) {
   }
   /* MIG instances follow all whole GPUs, so a whole GPU's index is always its NVML index. */
   for (size_t i = 0; i < count; i++) {
-    if (!n->devs[i].mig_enabled || n->devs[i].lost[0])
+    if (!n->devs[i].mig_enabled || n->devs[i].down[0])
       continue;
     rc = add_mig_instances(n, i, err, errlen);
     if (rc)
@@ -548,8 +636,11 @@ static int nvml_open(const struct collector_config *cfg, struct collector **out,
     nvml_close(&n->base);
     return rc;
   }
-  LOG_INFO(NVML_LOG, "NVML ready: %zu device(s), driver %s, caps 0x%x", n->ndevs,
-           n->driver[0] ? n->driver : "unknown", n->base.caps);
+  size_t down = 0;
+  for (size_t i = 0; i < n->ndevs; i++)
+    down += n->devs[i].down[0] != '\0';
+  LOG_INFO(NVML_LOG, "NVML ready: %zu device(s) (%zu out of service), driver %s, caps 0x%x",
+           n->ndevs, down, n->driver[0] ? n->driver : "unknown", n->base.caps);
   *out = &n->base;
   return 0;
 }
@@ -563,30 +654,41 @@ static const struct gpu_info *nvml_info(struct collector *c, size_t i) {
   return i < n->ndevs ? &n->devs[i].info : NULL;
 }
 
-/* The outcome of one sample: the first error, kept while the other fields are still read. */
+/* One sample in progress: the device, how many calls failed, and the first failure's text. */
 struct nvml_read {
   struct nvml_ctx *n;
+  struct nvml_dev *d;
   char *err;
   size_t errlen;
-  int rc;
+  unsigned failed; /* field calls that failed with an error this time */
 };
 
-/* Classifies a failed call. NOT_SUPPORTED (and `also_absent`) leave the field absent without an
- * error. Returns true when the GPU is lost and reading must stop. */
-static bool read_fail(struct nvml_read *r, const char *call, int rc, int also_absent) {
+/* A field call answered: clears a complaint about it once it reads again. */
+static void read_ok(struct nvml_read *r, enum nvml_call call) {
+  if (log_complain_clear(&r->d->complain[call]))
+    LOG_INFO(NVML_LOG, "device %d (%s): %s reads again", r->d->info.index, r->d->info.uuid,
+             call_names[call]);
+}
+
+/* Classifies a failed field call. NOT_SUPPORTED (and `also_absent`) leave the field absent, not
+ * an error. GPU_IS_LOST / RESET_REQUIRED: returns true, the GPU is lost and reading stops. Any
+ * other code leaves this call's fields absent in this sample and is counted and logged
+ * (rate-limited per device and call); the other fields are read as usual. */
+static bool read_fail(struct nvml_read *r, enum nvml_call call, int rc, int also_absent) {
   if (rc == NVML_ERROR_NOT_SUPPORTED || (also_absent && rc == also_absent))
     return false;
+  count_error(r->n, call, rc);
+  const char *es = nvml_errstr(r->n, rc);
   if (is_lost(rc)) {
     if (r->err && r->errlen)
-      snprintf(r->err, r->errlen, "%s: %s", call, nvml_errstr(r->n, rc));
-    r->rc = GS_ELOST;
+      snprintf(r->err, r->errlen, "%s: %s", call_names[call], es);
     return true;
   }
-  if (r->rc == 0) {
-    if (r->err && r->errlen)
-      snprintf(r->err, r->errlen, "%s: %s", call, nvml_errstr(r->n, rc));
-    r->rc = GS_EIO;
-  }
+  if (r->failed++ == 0 && r->err && r->errlen)
+    snprintf(r->err, r->errlen, "%s: %s", call_names[call], es);
+  if (log_complain(&r->d->complain[call], time_mono_ms()))
+    LOG_WARN(NVML_LOG, "device %d (%s): %s: %s (%s); its field is absent until it reads again",
+             r->d->info.index, r->d->info.uuid, call_names[call], es, slot_name(code_slot(rc)));
   return false;
 }
 
@@ -608,12 +710,13 @@ static bool read_memory(struct nvml_read *r, struct nvml_dev *d, struct gpu_samp
     m2.version = NVML_MEMORY_V2_VERSION;
     int rc = n->api.get_memory_v2(d->handle, &m2);
     if (rc == NVML_SUCCESS) {
+      read_ok(r, NVML_CALL_get_memory_v2);
       set_memory(out, m2.total, m2.used, m2.free);
       return false;
     }
     if (rc != NVML_ERROR_NOT_SUPPORTED && rc != NVML_ERROR_FUNCTION_NOT_FOUND &&
         rc != NVML_ERROR_ARGUMENT_VERSION_MISMATCH)
-      return read_fail(r, "nvmlDeviceGetMemoryInfo_v2", rc, 0);
+      return read_fail(r, NVML_CALL_get_memory_v2, rc, 0);
     LOG_INFO(NVML_LOG, "nvmlDeviceGetMemoryInfo_v2 (device %d): %s; using nvmlDeviceGetMemoryInfo",
              d->info.index, nvml_errstr(n, rc));
     d->mem_v1 = true;
@@ -622,10 +725,11 @@ static bool read_memory(struct nvml_read *r, struct nvml_dev *d, struct gpu_samp
   memset(&m, 0, sizeof m);
   int rc = n->api.get_memory(d->handle, &m);
   if (rc == NVML_SUCCESS) {
+    read_ok(r, NVML_CALL_get_memory);
     set_memory(out, m.total, m.used, m.free);
     return false;
   }
-  return read_fail(r, "nvmlDeviceGetMemoryInfo", rc, 0);
+  return read_fail(r, NVML_CALL_get_memory, rc, 0);
 }
 
 /* Physical readings of a whole GPU; a MIG instance shares them with its parent, listed too. */
@@ -633,23 +737,29 @@ static bool read_physical(struct nvml_read *r, struct nvml_dev *d, struct gpu_sa
   struct nvml_ctx *n = r->n;
   unsigned t = 0;
   int rc = n->api.get_temperature(d->handle, NVML_TEMPERATURE_GPU, &t);
-  if (rc == NVML_SUCCESS)
+  if (rc == NVML_SUCCESS) {
+    read_ok(r, NVML_CALL_get_temperature);
     sample_set(out, GF_TEMP_C, (double)t);
-  else if (read_fail(r, "nvmlDeviceGetTemperature", rc, 0))
+  } else if (read_fail(r, NVML_CALL_get_temperature, rc, 0)) {
     return true;
+  }
   unsigned mw = 0;
   rc = n->api.get_power(d->handle, &mw);
-  if (rc == NVML_SUCCESS)
+  if (rc == NVML_SUCCESS) {
+    read_ok(r, NVML_CALL_get_power);
     sample_set(out, GF_POWER_W, (double)mw / 1000.0);
-  else if (read_fail(r, "nvmlDeviceGetPowerUsage", rc, 0))
+  } else if (read_fail(r, NVML_CALL_get_power, rc, 0)) {
     return true;
+  }
   if (n->base.caps & COLLECTOR_CAP_ENERGY) {
     unsigned long long mj = 0;
     rc = n->api.get_energy(d->handle, &mj);
-    if (rc == NVML_SUCCESS)
+    if (rc == NVML_SUCCESS) {
+      read_ok(r, NVML_CALL_get_energy);
       sample_set(out, GF_ENERGY_MJ, (double)mj);
-    else if (read_fail(r, "nvmlDeviceGetTotalEnergyConsumption", rc, 0))
+    } else if (read_fail(r, NVML_CALL_get_energy, rc, 0)) {
       return true;
+    }
   }
   return false;
 }
@@ -668,18 +778,19 @@ static int nvml_sample(struct collector *c, size_t i, struct gpu_sample *out, ch
     return GS_ENOTFOUND;
   }
   struct nvml_dev *d = &n->devs[i];
-  if (d->lost[0]) {
+  if (d->down[0]) {
     if (err && errlen)
-      snprintf(err, errlen, "%s", d->lost);
-    return GS_ELOST;
+      snprintf(err, errlen, "%s", d->down);
+    return d->down_rc;
   }
-  struct nvml_read r = {.n = n, .err = err, .errlen = errlen, .rc = 0};
+  struct nvml_read r = {.n = n, .d = d, .err = err, .errlen = errlen, .failed = 0};
   struct nvml_utilization u = {0, 0};
   int rc = n->api.get_utilization(d->handle, &u);
   if (rc == NVML_SUCCESS) {
+    read_ok(&r, NVML_CALL_get_utilization);
     sample_set(out, GF_GPU_UTIL, (double)u.gpu);
     sample_set(out, GF_MEM_UTIL, (double)u.memory);
-  } else if (read_fail(&r, "nvmlDeviceGetUtilizationRates", rc,
+  } else if (read_fail(&r, NVML_CALL_get_utilization, rc,
                        d->info.mig ? NVML_ERROR_INVALID_ARGUMENT : 0)) {
     goto lost;
   }
@@ -688,7 +799,16 @@ static int nvml_sample(struct collector *c, size_t i, struct gpu_sample *out, ch
   if (!d->info.mig && read_physical(&r, d, out))
     goto lost;
   sample_derive(out);
-  return r.rc;
+  if (out->valid == 0 && r.failed > 0) {
+    /* Nothing answered: the GPU is not serving, not merely missing a field. */
+    if (err && errlen) {
+      char first[128];
+      snprintf(first, sizeof first, "%s", err);
+      snprintf(err, errlen, "every reading failed (%u calls), first %s", r.failed, first);
+    }
+    return GS_EIO;
+  }
+  return 0;
 lost:
   out->valid = 0;
   return GS_ELOST;
@@ -699,6 +819,21 @@ static const char *nvml_driver_version(struct collector *c) {
   return n->driver[0] ? n->driver : NULL;
 }
 
+static size_t nvml_errors(struct collector *c, struct collector_error_count *out, size_t cap) {
+  struct nvml_ctx *n = ctx_of(c);
+  size_t k = 0;
+  for (size_t call = 0; call < NVML_NCALLS; call++)
+    for (size_t slot = 0; slot < NVML_NSLOTS; slot++) {
+      uint64_t v = atomic_load_explicit(&n->errors[call][slot], memory_order_relaxed);
+      if (v == 0)
+        continue;
+      if (k < cap)
+        out[k] = (struct collector_error_count){call_names[call], slot_name(slot), v};
+      k++;
+    }
+  return k;
+}
+
 const struct collector_ops collector_nvml = {
     .name = "nvml",
     .open = nvml_open,
@@ -707,5 +842,6 @@ const struct collector_ops collector_nvml = {
     .sample = nvml_sample,
     .driver_version = nvml_driver_version,
     .reload = NULL,
+    .errors = nvml_errors,
     .close = nvml_close,
 };

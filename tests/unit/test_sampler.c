@@ -4,7 +4,9 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -53,8 +55,12 @@ static int sc_reload(struct collector *c, char *err, size_t errlen) {
   s->n = s->reload_n;
   return 0;
 }
-static const struct collector_ops script_ops = {"script",  NULL,      sc_count,  sc_info,
-                                                sc_sample, sc_driver, sc_reload, NULL};
+static const struct collector_ops script_ops = {.name = "script",
+                                                .count = sc_count,
+                                                .info = sc_info,
+                                                .sample = sc_sample,
+                                                .driver_version = sc_driver,
+                                                .reload = sc_reload};
 
 static int setup(void **state) {
   memset(&sc, 0, sizeof sc);
@@ -157,6 +163,67 @@ static void test_reload_failure_keeps_devices(void **state) {
   history_free(h);
 }
 
+/* The real NVML collector over the fake library: a field that answers NO_PERMISSION is absent,
+ * the GPU stays healthy and serves its other fields, and /metrics counts the failures. */
+static void test_nvml_field_failure_keeps_gpu_healthy(void **state) {
+  (void)state;
+  char path[64];
+  snprintf(path, sizeof path, "/tmp/gs_sampler_nvml_%ld.txt", (long)getpid());
+  FILE *f = fopen(path, "w");
+  assert_non_null(f);
+  fputs("gpu 0 util=55 total_mib=1000 used_mib=250 temp=41 power_mw=70000 energy=err:4\n"
+        "gpu 1 util=60 energy_mj=1234\n",
+        f);
+  assert_int_equal(fclose(f), 0);
+  setenv("FAKE_NVML_SCRIPT", path, 1);
+  struct collector_config cfg = {.scenario_path = NULL, .nvml_library = FAKE_NVML_PATH};
+  struct collector *col = NULL;
+  char err[512] = "";
+  assert_int_equal(collector_nvml.open(&cfg, &col, err, sizeof err), 0);
+  struct history *h = history_new(16);
+  struct sampler s;
+  assert_int_equal(sampler_start(&s, col, h, 3600 * 1000), 0);
+  wait_for(&s.passes, 1);
+  sampler_pass(&s);
+  struct gpu_snapshot g;
+  assert_int_equal(history_get(h, 0, &g), 0);
+  assert_int_equal(g.health, GPU_HEALTH_OK);
+  assert_true(g.has_sample);
+  assert_false(sample_has(&g.latest, GF_ENERGY_MJ));
+  assert_true(g.latest.v[GF_GPU_UTIL] == 55 && sample_has(&g.latest, GF_GPU_UTIL));
+  assert_true(g.latest.v[GF_POWER_W] == 70 && sample_has(&g.latest, GF_POWER_W));
+  assert_true(sample_has(&g.latest, GF_MEM_USED_PCT));
+  assert_int_equal(history_len(h, 0), 2);
+  assert_int_equal(atomic_load(&s.read_errors), 0);
+  assert_int_equal(history_get(h, 1, &g), 0);
+  assert_true(g.latest.v[GF_ENERGY_MJ] == 1234 && sample_has(&g.latest, GF_ENERGY_MJ));
+
+  struct buf b;
+  buf_init(&b, 1 << 16);
+  assert_int_equal(sampler_render_errors(&s, &b), 0);
+  assert_non_null(b.data);
+  assert_non_null(strstr(b.data, "# TYPE gpuscale_nvml_errors_total counter\n"));
+  assert_non_null(strstr(b.data,
+                         "gpuscale_nvml_errors_total{call=\"nvmlDeviceGetTotalEnergyConsumption"
+                         "\",code=\"NO_PERMISSION\"} 2\n"));
+  buf_free(&b);
+  sampler_stop(&s);
+  history_free(h);
+  collector_nvml.close(col);
+  unsetenv("FAKE_NVML_SCRIPT");
+  unlink(path);
+
+  /* A collector that counts nothing (mock, this test's script) writes no family at all. */
+  struct sampler s2;
+  memset(&s2, 0, sizeof s2);
+  s2.col = &sc.base;
+  buf_init(&b, 1 << 16);
+  assert_int_equal(sampler_render_errors(&s2, &b), 0);
+  assert_int_equal(b.len, 0);
+  assert_int_equal(sampler_render_errors(NULL, &b), 0);
+  buf_free(&b);
+}
+
 static void test_thread_samples_on_interval(void **state) {
   struct sampler s;
   struct history *h = history_new(16);
@@ -173,6 +240,7 @@ int main(void) {
       cmocka_unit_test_setup(test_pass_pushes_every_device, setup),
       cmocka_unit_test_setup(test_lost_and_error_mark_health, setup),
       cmocka_unit_test_setup(test_reload_failure_keeps_devices, setup),
+      cmocka_unit_test_setup(test_nvml_field_failure_keeps_gpu_healthy, setup),
       cmocka_unit_test_setup(test_thread_samples_on_interval, setup),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
