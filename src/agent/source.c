@@ -57,6 +57,18 @@ static int one_value(const struct history_source *hs, const struct trigger *t,
   return 0;
 }
 
+/* MIG: true when snap[i] is a MIG-enabled parent whose instances are listed too; its value of t's
+ * metric is then already in theirs (see scaler_mig_instance_field). */
+static bool mig_parent_skipped(const struct gpu_snapshot *snap, size_t n, size_t i,
+                               enum gpu_field f) {
+  if (snap[i].info.mig || !scaler_mig_instance_field(f))
+    return false;
+  for (size_t j = 0; j < n; j++)
+    if (snap[j].info.mig && snap[j].info.parent_index == snap[i].info.index)
+      return true;
+  return false;
+}
+
 static int source_values(void *ud, const struct trigger *t, double *vals, size_t cap, size_t *n,
                          char *err, size_t errlen) {
   struct history_source *hs = ud;
@@ -98,6 +110,8 @@ static int source_values(void *ud, const struct trigger *t, double *vals, size_t
     }
   } else {
     for (size_t i = 0; i < ngpu && rc == 0; i++) {
+      if (mig_parent_skipped(snap, ngpu, i, t->metric))
+        continue; /* counted through its MIG instances */
       int r = one_value(hs, t, &snap[i], false, now, &vals[count], err, errlen);
       if (r == 1)
         skipped++;

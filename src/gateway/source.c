@@ -124,6 +124,17 @@ static bool gpu_value(const struct pick *k, const struct cluster_node_view *v, s
   return true;
 }
 
+/* MIG: true when GPU i of the node is a MIG-enabled parent whose instances are listed too; its
+ * value of f is then already in theirs (see scaler_mig_instance_field). */
+static bool mig_parent_skipped(const struct node_snapshot *s, size_t i, enum gpu_field f) {
+  if (s->gpus[i].info.mig || !scaler_mig_instance_field(f))
+    return false;
+  for (size_t j = 0; j < s->n; j++)
+    if (s->gpus[j].info.mig && s->gpus[j].info.parent_index == s->gpus[i].info.index)
+      return true;
+  return false;
+}
+
 /* One GPU of a visited node: counts it and adds its value(s). explicit_pick: named by gpuIndex,
  * so lost GPUs and unsupported fields count as missing instead of being left out. Returns 0, 1
  * when selected but not fresh, or a GS_E* code. */
@@ -135,6 +146,8 @@ static int visit_gpu(struct pick *k, const struct cluster_node_view *v, size_t i
     return 0;
   if (k->pod_sel && !gpu_has_selected_pod(t, g))
     return 0;
+  if (!explicit_pick && mig_parent_skipped(v->snap, i, t->metric))
+    return 0; /* counted through its MIG instances */
   k->sel->matched++;
   bool unsupported = g->has_sample && !sample_has(&g->latest, t->metric);
   if (!explicit_pick && (g->health == GPU_HEALTH_LOST || unsupported))

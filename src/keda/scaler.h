@@ -135,4 +135,13 @@ int scaler_get_metrics(const struct scaler *s, const struct scaler_request *r,
 int scaler_is_active(const struct scaler *s, const struct scaler_request *r, bool *active,
                      struct scaler_error *e);
 
+/* MIG (DESIGN.md "MIG"): a MIG-enabled GPU's parent reports whole-card memory, which already holds
+ * its instances'. True for the fields a MIG instance reports as well (utilisation, memory): for
+ * them a selection that lists a parent's instances leaves the parent out. The card-level fields
+ * (temperature, power, energy) are read on the parent only, so it keeps counting for those. A
+ * gpuIndex naming the parent is the user's explicit choice and is never left out. */
+static inline bool scaler_mig_instance_field(enum gpu_field f) {
+  return f != GF_TEMP_C && f != GF_POWER_W && f != GF_ENERGY_MJ;
+}
+
 #endif

@@ -2,6 +2,7 @@
 dlopen path, the real binary, values from a script the test writes."""
 
 import os
+import re
 import subprocess
 
 import grpc
@@ -149,3 +150,168 @@ def test_nvml_init_failure_exits_nonzero_with_error(tmp_path):
                        env=dict(os.environ, FAKE_NVML_SCRIPT=s))
     assert p.returncode != 0
     assert "mock" in p.stdout + p.stderr
+
+
+# --- one NVML field failing is one field absent ---------------------------------------------------
+
+LINE = re.compile(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})?\s+(\S+)$')
+LABEL = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"')
+
+
+def samples(text):
+    """[(name, {label: value}, float)] for every sample line of an exposition."""
+    out = []
+    for ln in text.splitlines():
+        if ln and not ln.startswith("#"):
+            m = LINE.match(ln)
+            assert m, "unparsable exposition line: %r" % ln
+            out.append((m.group(1), dict(LABEL.findall(m.group(2) or "")), float(m.group(3))))
+    return out
+
+
+def scrape(agent):
+    status, body = agent.http_get("/metrics")
+    assert status == 200, body
+    return body
+
+
+def series(body, name, **match):
+    return [(l, v) for n, l, v in samples(body)
+            if n == name and all(l.get(k) == w for k, w in match.items())]
+
+
+def nvml_errors(body, call, code):
+    got = series(body, "gpuscale_nvml_errors_total", call=call, code=code)
+    return got[0][1] if got else 0.0
+
+
+FIELD_FAIL = """driver 550.54.15
+gpu 0 name="NVIDIA Fake 0" uuid=GPU-fa11ed00-0000-4000-8000-000000000000 util=37 memutil=11 total_mib=81920 used_mib=20480 reserved_mib=0 temp=45 power_mw=150250 energy=err:4
+gpu 1 name="NVIDIA Fake 1" uuid=GPU-fa11ed00-0000-4000-8000-000000000001 util=82 memutil=40 total_mib=40960 used_mib=10240 reserved_mib=0 temp=err:10 power_mw=301000 energy_mj=5000
+"""
+
+
+def start_script_agent(tmp_path, procs, text):
+    s = str(tmp_path / "fake.txt")
+    write_atomic(s, text)
+    a = Agent(["--collector", "nvml", "--nvml-library", lib_path(), "--interval",
+               helpers.INTERVAL], env={"FAKE_NVML_SCRIPT": s}, workdir=str(tmp_path))
+    procs.append(a)
+    a.start()
+    a.script_path = s
+    return a
+
+
+def test_nvml_one_field_failing_is_one_field_absent(tmp_path, procs):
+    a = start_script_agent(tmp_path, procs, FIELD_FAIL)
+    c = a.client()
+    energy = "nvmlDeviceGetTotalEnergyConsumption"
+    helpers.wait_for(lambda: nvml_errors(scrape(a), energy, "NO_PERMISSION") >= 10, timeout=20,
+                     what="the energy failures counted")
+    body = scrape(a)
+    assert "# TYPE gpuscale_nvml_errors_total counter" in body
+    assert nvml_errors(body, "nvmlDeviceGetTemperature", "TIMEOUT") >= 10
+    # both GPUs stay in service with every other field
+    doc = a.gpus_json()
+    for g in doc["gpus"]:
+        assert g["health"] == "ok", g
+    v0, v1 = doc["gpus"][0]["values"], doc["gpus"][1]["values"]
+    assert "energy" not in v0 and v0["gpu_utilization"] == 37 and v0["temperature"] == 45
+    assert close(v0["power_draw"], 150.25)
+    assert "temperature" not in v1 and v1["energy"] == 5000 and v1["gpu_utilization"] == 82
+    # /metrics: the failing field is absent, never 0; the rest is there
+    u0 = "GPU-fa11ed00-0000-4000-8000-000000000000"
+    u1 = "GPU-fa11ed00-0000-4000-8000-000000000001"
+    assert series(body, "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION", UUID=u0) == []
+    assert [v for _, v in series(body, "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION", UUID=u1)] == [5000]
+    assert [v for _, v in series(body, "DCGM_FI_DEV_GPU_UTIL", UUID=u0)] == [37]
+    assert series(body, "DCGM_FI_DEV_GPU_TEMP", UUID=u1) == []
+    assert [v for _, v in series(body, "DCGM_FI_DEV_GPU_TEMP", UUID=u0)] == [45]
+    # the scaler: GPU 1's other fields answer; its temperature, named, is UNAVAILABLE; over all
+    # GPUs the one without a temperature reading is left out
+    assert c.spec_and_value({"metricType": "gpu_utilization", "gpuIndex": "1"})[1] \
+        .metricValueFloat == 82
+    assert close(c.spec_and_value({"metricType": "power_draw", "targetValue": "300",
+                                   "gpuIndex": "1"})[1].metricValueFloat, 301.0)
+    tmd = {"metricType": "temperature", "targetValue": "90"}
+    e = rpc_error(c.metrics, dict(tmd, gpuIndex="1"))
+    assert e.code() == grpc.StatusCode.UNAVAILABLE and "temperature" in e.details(), e
+    assert c.spec_and_value(dict(tmd, aggregation="min"))[1].metricValueFloat == 45
+    # counted every sample, logged rate-limited (1 s, then doubling: a handful of lines at most)
+    log = a.log()
+    lines = [ln for ln in log.splitlines() if energy in ln and "Insufficient Permissions" in ln]
+    assert 1 <= len(lines) <= 4, lines
+    assert nvml_errors(scrape(a), energy, "NO_PERMISSION") > len(lines)
+    # once energy answers again, it is back and the log says so
+    write_atomic(a.script_path, FIELD_FAIL.replace("energy=err:4", "energy_mj=777"))
+    helpers.wait_for(lambda: a.gpus_json()["gpus"][0]["values"].get("energy") == 777, timeout=10,
+                     what="energy back on GPU 0")
+    helpers.wait_for(lambda: energy + " reads again" in a.log(), timeout=5, what="reads again")
+
+
+def test_nvml_every_field_failing_is_gpu_unhealthy(tmp_path, procs):
+    text = FIELD_FAIL.replace("energy=err:4", "util=err:999 mem=err:999 temp=err:999 "
+                              "power=err:999 energy=err:999")
+    a = start_script_agent(tmp_path, procs, text)
+    helpers.wait_for(lambda: a.gpus_json()["gpus"][0]["health"] == "error", timeout=10,
+                     what="GPU 0 unhealthy")
+    g = a.gpus_json()["gpus"]
+    assert "every reading failed" in g[0].get("reason", g[0].get("error", "")), g[0]
+    assert g[1]["health"] == "ok"
+    c = a.client()
+    e = rpc_error(c.metrics, {"metricType": "gpu_utilization", "gpuIndex": "0"})
+    assert e.code() == grpc.StatusCode.UNAVAILABLE, e
+    assert c.spec_and_value({"metricType": "gpu_utilization", "gpuIndex": "1"})[1] \
+        .metricValueFloat == 82
+
+
+def test_nvml_unidentified_gpu_is_out_of_service_not_the_agent(tmp_path, procs):
+    text = FIELD_FAIL.replace('uuid=GPU-fa11ed00-0000-4000-8000-000000000001', 'uuid=err:999')
+    a = start_script_agent(tmp_path, procs, text)
+    c = a.client()
+    assert c.spec_and_value({"metricType": "gpu_utilization", "gpuIndex": "0"})[1] \
+        .metricValueFloat == 37
+    e = rpc_error(c.metrics, {"metricType": "gpu_utilization", "gpuIndex": "1"})
+    assert e.code() == grpc.StatusCode.UNAVAILABLE, e
+    assert "nvmlDeviceGetUUID" in e.details(), e.details()
+    assert nvml_errors(scrape(a), "nvmlDeviceGetUUID", "UNKNOWN") == 1
+
+
+# --- MIG: a parent is not aggregated beside its instances -----------------------------------------
+
+MIG = """driver 550.54.15
+gpu 0 name="NVIDIA A100-SXM4-80GB" uuid=GPU-cccccccc-0000-0000-0000-000000000000 minor=0 mig=1 total_mib=81920 used_mib=3072 reserved_mib=0 temp=45 power_mw=90000 energy_mj=5000
+mig 0 0 gi=7 name="NVIDIA A100-SXM4-80GB MIG 1g.10gb" uuid=MIG-11111111-0000-0000-0000-000000000000 total_mib=9856 used_mib=1024
+mig 0 2 gi=2 name="NVIDIA A100-SXM4-80GB MIG 3g.40gb" uuid=MIG-22222222-0000-0000-0000-000000000000 total_mib=40192 used_mib=2048
+gpu 1 name="NVIDIA A100-SXM4-80GB" uuid=GPU-dddddddd-0000-0000-0000-000000000000 minor=1 mig=0 util=42 memutil=7 total_mib=81920 used_mib=8192 reserved_mib=0 temp=50 power_mw=200000 energy_mj=6000
+"""
+
+
+def test_nvml_mig_parent_not_aggregated_beside_instances(tmp_path, procs):
+    a = start_script_agent(tmp_path, procs, MIG)
+    c = a.client()
+    gpus = a.gpus_json()["gpus"]
+    assert [g["uuid"][:12] for g in gpus] == ["GPU-cccccccc", "GPU-dddddddd", "MIG-11111111",
+                                              "MIG-22222222"]
+    used = {g["uuid"][:12]: g["values"]["memory_used_mib"] for g in gpus}
+    mem = {"metricType": "memory_used_mib", "targetValue": "1000"}
+    _, v = c.spec_and_value(dict(mem, aggregation="sum"))
+    assert v.metricValueFloat == used["MIG-11111111"] + used["MIG-22222222"] + used["GPU-dddddddd"]
+    assert v.metricValueFloat == 1024 + 2048 + 8192
+    _, v = c.spec_and_value(dict(mem, aggregation="avg"))
+    assert close(v.metricValueFloat, (1024 + 2048 + 8192) / 3.0)
+    _, v = c.spec_and_value(dict(mem, aggregation="min"))
+    assert v.metricValueFloat == 1024
+    # the card-level readings exist on the parent only: it counts for them
+    _, v = c.spec_and_value({"metricType": "power_draw", "targetValue": "300",
+                             "aggregation": "sum"})
+    assert close(v.metricValueFloat, 90.0 + 200.0)
+    # naming the parent is the user's choice: its whole-card value
+    _, v = c.spec_and_value(dict(mem, gpuIndex="0"))
+    assert v.metricValueFloat == 3072
+    # what /metrics shows: the parent's own series (GPU level) and one per instance, keyed by the
+    # parent's UUID plus GPU_I_ID, as dcgm-exporter does
+    body = scrape(a)
+    fb = series(body, "DCGM_FI_DEV_FB_USED", UUID="GPU-cccccccc-0000-0000-0000-000000000000")
+    by_gi = {l.get("GPU_I_ID"): v for l, v in fb}
+    assert by_gi == {None: 3072, "7": 1024, "2": 2048}, fb
