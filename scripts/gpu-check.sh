@@ -4,8 +4,12 @@
 # Usage: scripts/gpu-check.sh [seconds]     (default 30; needs nvidia-smi, cmake, curl, python3)
 # Builds into build/, starts `gpuscale agent --collector nvml`, loads the GPUs if it can (nvcc at
 # /usr/local/cuda/bin, or gpu_burn on PATH), prints the agent's /api/v1/gpus next to nvidia-smi every
-# few seconds, then a table of the largest difference per field. Exits 1 when a difference is
-# outside its tolerance, when a reading is present on one side only, or when nothing was compared.
+# few seconds, then a table of the largest difference per field. Then it checks the NVML field-failure rule
+# (docs/internals/nvml.md): gpuscale_nvml_errors_total is exposed; every GPU nvidia-smi reads stays healthy in
+# every round, even where one field's call fails (energy answering NO_PERMISSION in a container, say); and a
+# field absent on our side is either unsupported (nvidia-smi cannot read it either) or counted as failing.
+# Exits 1 when a difference is outside its tolerance, when a reading is present on one side only, when the
+# rule is broken, or when nothing was compared.
 set -euo pipefail
 
 DURATION=${1:-30}
@@ -168,6 +172,84 @@ for idx, uuid, smi in rows:
     print("%-4s %-14s %18s %18s %14s %16s" % (idx, uuid[:14], *cells))
 EOF
 
+# One round's agent JSON and nvidia-smi CSV as a JSON line, for the field-failure rule.
+cat >"$WORK/round.py" <<'EOF'
+import csv, json, sys
+
+def num(v):
+    try:
+        return float(v.strip())
+    except ValueError:
+        return None  # "[N/A]", "[Not Supported]"
+
+doc = json.load(open(sys.argv[1]))
+smi = []
+for rec in csv.reader(open(sys.argv[2])):
+    if len(rec) >= 6:
+        smi.append({"uuid": rec[1].strip(), "gpu_utilization": num(rec[2]),
+                    "memory_used_mib": num(rec[3]), "temperature": num(rec[4]),
+                    "power_draw": num(rec[5])})
+print(json.dumps({"round": int(sys.argv[3]), "smi": smi,
+                  "agent": doc["gpus"] if isinstance(doc, dict) else doc}))
+EOF
+
+# The field-failure rule over every round's /api/v1/gpus and the last /metrics.
+cat >"$WORK/rule.py" <<'EOF'
+import json, re, sys
+
+rounds_file, metrics_file = sys.argv[1:3]
+LINE = re.compile(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})?\s+(\S+)$')
+LABEL = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"')
+# our field -> the NVML call whose failure makes it absent (a prefix: _v2 and v1 memory)
+CALL = {"gpu_utilization": "nvmlDeviceGetUtilizationRates",
+        "memory_used_mib": "nvmlDeviceGetMemoryInfo", "temperature": "nvmlDeviceGetTemperature",
+        "power_draw": "nvmlDeviceGetPowerUsage", "energy": "nvmlDeviceGetTotalEnergyConsumption"}
+body = open(metrics_file).read()
+bad = []
+if "# TYPE gpuscale_nvml_errors_total counter" not in body:
+    bad.append("/metrics does not expose gpuscale_nvml_errors_total")
+errors = {}
+for ln in body.splitlines():
+    m = LINE.match(ln)
+    if m and m.group(1) == "gpuscale_nvml_errors_total":
+        l = dict(LABEL.findall(m.group(2) or ""))
+        errors[(l.get("call"), l.get("code"))] = float(m.group(3))
+for (call, code), n in sorted(errors.items()):
+    print("nvml errors: %s %s x%g" % (call, code, n))
+failing = {c for (c, _), n in errors.items() if n > 0}
+absent, rounds = {}, 0
+for line in open(rounds_file):
+    r = json.loads(line)
+    rounds += 1
+    smi = {g["uuid"]: g for g in r["smi"]}
+    for g in r["agent"]:
+        uuid = g.get("uuid")
+        if g.get("mig") or uuid not in smi:
+            continue  # nvidia-smi --query-gpu lists whole GPUs
+        if g.get("health") != "ok":
+            bad.append("GPU %s is %s in round %d (%s) while nvidia-smi reads it"
+                       % (uuid, g.get("health"), r["round"], g.get("error", "")))
+        vals = g.get("values", {})
+        for field, call in CALL.items():
+            if field in vals:
+                continue
+            s = smi[uuid].get(field)
+            counted = any(c.startswith(call) for c in failing)
+            if s is not None and not counted:
+                bad.append("%s absent on %s, nvidia-smi reads %g, and no failure of %s is counted"
+                           % (field, uuid, s, call))
+            absent[(uuid, field)] = counted
+for (uuid, field), counted in sorted(absent.items()):
+    print("absent: %s on %s (%s)" % (field, uuid, "its call's failures are counted" if counted
+                                     else "not supported here"))
+for b in sorted(set(bad)):
+    print("FAIL:", b)
+if rounds == 0:
+    print("FAIL: no round was recorded")
+print("field-failure rule: %s over %d rounds" % ("ok" if not bad and rounds else "BROKEN", rounds))
+sys.exit(1 if bad or rounds == 0 else 0)
+EOF
+
 cat >"$WORK/summary.py" <<'EOF'
 import json, sys
 
@@ -215,6 +297,7 @@ sys.exit(1 if bad or compared == 0 else 0)
 EOF
 
 : >"$WORK/diffs.jsonl"
+: >"$WORK/rounds.jsonl"
 end=$((SECONDS + DURATION))
 round=0
 while ((SECONDS < end)); do
@@ -225,12 +308,16 @@ while ((SECONDS < end)); do
     --format=csv,noheader,nounits >"$WORK/smi.csv"
   echo "-- round $round ($((end - SECONDS)) s left)"
   python3 "$WORK/compare.py" "$WORK/agent.json" "$WORK/smi.csv" "$WORK/diffs.jsonl"
+  python3 "$WORK/round.py" "$WORK/agent.json" "$WORK/smi.csv" "$round" >>"$WORK/rounds.jsonl"
   sleep 3
 done
 
 echo "== summary over $round rounds"
 status=0
 python3 "$WORK/summary.py" "$WORK/diffs.jsonl" || status=1
+echo "== NVML field failures: one field failing is one field absent, and the GPU stays healthy"
+curl -sf "http://$HTTP/metrics" >"$WORK/metrics.txt" || die "GET /metrics failed"
+python3 "$WORK/rule.py" "$WORK/rounds.jsonl" "$WORK/metrics.txt" || status=1
 if grep -qiE 'level=(error|warn)' "$WORK/agent.log"; then
   echo "== agent warnings/errors:"
   grep -iE 'level=(error|warn)' "$WORK/agent.log" | tail -20
