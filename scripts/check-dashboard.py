@@ -55,6 +55,12 @@ TARGET_LABELS = ("job", "instance", "namespace", "pod", "container", "node", "se
 
 # What the pods own when the fake kubelet cannot run: docs/metrics.md, "Labels, in this order".
 DOC_ATTRIBUTION_LABELS = ("container", "namespace", "pod", "gpuscale_shared")
+# gpuscale_gpu_pod_info's labels, for the same case: docs/metrics.md, "Shared GPUs".
+DOC_POD_INFO_LABELS = ("gpu", "UUID", "Hostname", "container", "namespace", "pod")
+# A MIG instance's series carry these besides the GPU's (docs/metrics.md); the mock scenario has
+# no MIG instance, so they are added to every agent series that has a UUID. Joins on
+# (UUID, GPU_I_ID) are then checked as dashboards must write them.
+MIG_LABELS = ("GPU_I_PROFILE", "GPU_I_ID")
 
 AGGREGATORS = {"sum", "min", "max", "avg", "group", "stddev", "stdvar", "count", "count_values",
                "bottomk", "topk", "quantile", "limitk", "limit_ratio"}
@@ -174,6 +180,12 @@ def series_catalog(fams, source, honor_labels, extra_attribution=False):
             if extra_attribution and (fam.startswith("DCGM_FI_DEV_") or
                                       fam == "gpuscale_memory_used_percent"):
                 labels = labels | set(DOC_ATTRIBUTION_LABELS)
+            if extra_attribution and fam == "gpuscale_gpu_pod_info":
+                known = True
+                labels = labels | set(DOC_POD_INFO_LABELS)
+            if source == "agent" and "UUID" in labels:
+                labels = labels | set(MIG_LABELS if fam != "gpuscale_gpu_pod_info" else
+                                      ("GPU_I_ID",))
             scraped = set()
             for l in labels:
                 scraped.add("exported_" + l if (not honor_labels and l in TARGET_LABELS) else l)

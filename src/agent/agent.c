@@ -45,6 +45,7 @@ struct agent_opts {
   char *kubelet_socket;
   int64_t kubelet_refresh_ms;
   bool no_hostname_label;
+  char *shared_gpu_series;
 };
 
 #define O(f) offsetof(struct agent_opts, f)
@@ -73,6 +74,11 @@ static const struct opt_def agent_opts_table[] = {
     {"no-hostname-label", 0, "GPUSCALE_NO_HOSTNAME_LABEL", OPT_BOOL, "false", 0, 0, NULL, NULL,
      "leave the Hostname label out of /metrics (when Prometheus adds the node itself)",
      O(no_hostname_label)},
+    {"shared-gpu-series", 0, "GPUSCALE_SHARED_GPU_SERIES", OPT_ENUM, "once", 0, 0, "once|per-pod",
+     "MODE",
+     "/metrics for a GPU that several pods hold: its value series once, marked "
+     "gpuscale_shared (once), or a copy per pod with dcgm-exporter's vgpu label (per-pod)",
+     O(shared_gpu_series)},
     SERVE_OPT_ROWS(struct agent_opts, serve,
                    "HTTP address for /metrics, /healthz, /readyz and /api/v1/gpus"),
 };
@@ -178,7 +184,8 @@ static int agent_run(struct agent_opts *o) {
   }
   struct http_route routes[8];
   size_t nroutes = agent_api_routes(&api, routes, 8);
-  struct metrics_ctx mctx = {&api, pods, stats, !o->no_hostname_label};
+  struct metrics_ctx mctx = {&api, pods, stats, !o->no_hostname_label,
+                             strcmp(o->shared_gpu_series, "per-pod") == 0};
   routes[nroutes++] = (struct http_route){"/metrics", metrics_handle, &mctx};
   if (http_server_start(o->serve.http_listen, routes, nroutes, &http, err, sizeof err) != 0) {
     LOG_ERROR("agent", "--http-listen: %s", err);

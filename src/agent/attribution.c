@@ -18,6 +18,7 @@
 struct hold {
   size_t dev;
   const char *ns, *pod, *container;
+  int replica; /* devid replica, -1 when none */
 };
 
 struct holds {
@@ -50,6 +51,13 @@ static int cmp_hold(const void *x, const void *y) {
   return c;
 }
 
+/* Sorted by holder, then replica: a container's lowest replica comes first. */
+static int cmp_hold_replica(const void *x, const void *y) {
+  const struct hold *a = x, *b = y;
+  int c = cmp_hold(a, b);
+  return c ? c : (a->replica > b->replica) - (a->replica < b->replica);
+}
+
 static void note_unknown(struct attribution_stats *st, const char *id) {
   if (!st)
     return;
@@ -79,7 +87,7 @@ static int collect(const struct podres_list *l, const struct gpu_info *infos, si
             note_unknown(st, dv->ids[k]);
             continue;
           }
-          struct hold x = {(size_t)idx, pod->ns, pod->name, ct->name};
+          struct hold x = {(size_t)idx, pod->ns, pod->name, ct->name, id.replica};
           if (holds_push(h, x))
             return GS_ENOMEM;
         }
@@ -93,6 +101,8 @@ static void fill_ref(struct pod_ref *r, const struct hold *x) {
   snprintf(r->ns, sizeof r->ns, "%s", x->ns);
   snprintf(r->pod, sizeof r->pod, "%s", x->pod);
   snprintf(r->container, sizeof r->container, "%s", x->container);
+  if (x->replica >= 0)
+    snprintf(r->vgpu, sizeof r->vgpu, "%d", x->replica);
 }
 
 int attribution_join(const struct podres_list *l, const struct gpu_info *infos, size_t n,
@@ -109,7 +119,7 @@ int attribution_join(const struct podres_list *l, const struct gpu_info *infos, 
   }
   if (h.n == 0)
     return 0;
-  qsort(h.v, h.n, sizeof *h.v, cmp_hold);
+  qsort(h.v, h.n, sizeof *h.v, cmp_hold_replica);
   size_t ndev = 1;
   for (size_t i = 1; i < h.n; i++)
     if (h.v[i].dev != h.v[i - 1].dev)

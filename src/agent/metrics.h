@@ -17,6 +17,7 @@ struct metrics_ctx {
   struct attrib *attrib;       /* pod attribution; NULL when it is off (no pod labels) */
   struct stats *stats;         /* gRPC self-metrics; NULL leaves them out */
   bool hostname_label;         /* Hostname = api->node_name; false with --no-hostname-label */
+  bool per_pod_series; /* --shared-gpu-series per-pod: a shared GPU's value series once per pod */
 };
 
 /* The /metrics handler (an http_route's handle, ud = struct metrics_ctx *): renders, gzips when

@@ -23,6 +23,9 @@ struct pod_ref {
   char ns[64];
   char pod[254];
   char container[64];
+  /* The replica in the device id it holds ("<id>::N", GKE "nvidiaK/vgpuN"; the lowest N when it
+   * holds several), as dcgm-exporter's `vgpu` label; "" when the id names no replica. */
+  char vgpu[12];
   /* This pod's part of the GPU's value, in [0, 1]; every listed container of one pod carries
    * the same share, and the shares of distinct pods sum to at most 1 over all holders.
    * Meaningful only when the gpu_pods' split is not ATTRIB_SPLIT_NONE. */

@@ -11,7 +11,8 @@
 #include "core/err.h"
 #include "rpc/status.h"
 
-/* Identity labels (at most 10) + container, namespace, pod, shared + one per-family label. */
+/* Identity labels (at most 10) + container, namespace, pod, vgpu, shared (or one per-family label).
+ */
 #define EXPO_MAX_LABELS 16
 
 enum vfmt {
@@ -43,6 +44,8 @@ struct gpu_ids {
   struct expo_label l[EXPO_MAX_LABELS];
   size_t n;
   char gpu[24], device[32], gi_id[24];
+  const char *uuid; /* the UUID label's value (a MIG instance's parent) */
+  bool mig;         /* GPU_I_ID = gi_id */
 };
 
 int expo_escape_label(struct buf *b, const char *v) {
@@ -149,7 +152,9 @@ static void gpu_ids_build(struct gpu_ids *g, const struct expo_input *in, size_t
   snprintf(g->gpu, sizeof g->gpu, "%d",
            d->mig && d->parent_index >= 0 ? d->parent_index : d->index);
   add_label(g, "gpu", g->gpu);
-  add_label(g, "UUID", parent ? parent->uuid : d->uuid);
+  g->uuid = parent ? parent->uuid : d->uuid;
+  g->mig = d->mig;
+  add_label(g, "UUID", g->uuid);
   if (d->pci_bus_id[0])
     add_label(g, "pci_bus_id", d->pci_bus_id);
   if (d->minor >= 0) {
@@ -182,21 +187,39 @@ static const struct gpu_pods *pods_of(const struct expo_input *in, size_t i) {
   return in->pods && in->pods[i].n > 0 ? &in->pods[i] : NULL;
 }
 
-/* One value line per pod holding the GPU (all of them when it is shared, each marked
- * gpuscale_shared="true"), or one line without pod labels. */
-static int value_lines(struct buf *b, const struct value_family *vf, const struct gpu_ids *id,
-                       const struct gpu_pods *pods, const char *value) {
+/* More than one (pod, container) holds the GPU: time-slicing, MPS, vGPU replicas, or one id
+ * listed for two pods. */
+static bool pods_several(const struct gpu_pods *pods) {
+  return pods && (pods->total > 1 || pods->n > 1);
+}
+
+static size_t add_pod_labels(struct expo_label *l, size_t n, const struct pod_ref *p) {
+  l[n++] = (struct expo_label){"container", p->container};
+  l[n++] = (struct expo_label){"namespace", p->ns};
+  l[n++] = (struct expo_label){"pod", p->pod};
+  return n;
+}
+
+/* The value lines of one GPU. No holder: identity labels only. One holder: its pod labels.
+ * Several: one line marked gpuscale_shared="true" without pod labels (who holds it is in
+ * gpuscale_gpu_pod_info), or, per-pod, one copy per holder with its pod labels and vgpu. */
+static int value_lines(struct buf *b, const struct expo_input *in, const struct value_family *vf,
+                       const struct gpu_ids *id, const struct gpu_pods *pods, const char *value) {
   struct expo_label l[EXPO_MAX_LABELS];
   memcpy(l, id->l, id->n * sizeof l[0]);
   if (!pods)
     return expo_sample(b, vf->name, l, id->n, value);
+  bool several = pods_several(pods);
+  if (several && in->shared_series != EXPO_SHARED_PER_POD) {
+    l[id->n] = (struct expo_label){"gpuscale_shared", "true"};
+    return expo_sample(b, vf->name, l, id->n + 1, value);
+  }
   int rc = 0;
   for (size_t p = 0; p < pods->n && !rc; p++) {
-    size_t n = id->n;
-    l[n++] = (struct expo_label){"container", pods->pods[p].container};
-    l[n++] = (struct expo_label){"namespace", pods->pods[p].ns};
-    l[n++] = (struct expo_label){"pod", pods->pods[p].pod};
-    if (pods->shared)
+    size_t n = add_pod_labels(l, id->n, &pods->pods[p]);
+    if (in->shared_series == EXPO_SHARED_PER_POD && pods->pods[p].vgpu[0])
+      l[n++] = (struct expo_label){"vgpu", pods->pods[p].vgpu};
+    if (several)
       l[n++] = (struct expo_label){"gpuscale_shared", "true"};
     rc = expo_sample(b, vf->name, l, n, value);
   }
@@ -215,7 +238,7 @@ static int render_values(struct buf *b, const struct expo_input *in, const struc
         continue;
       char value[64];
       format_value(g->latest.v[vf->f], vf->fmt, value, sizeof value);
-      rc = value_lines(b, vf, &ids[i], pods_of(in, i), value);
+      rc = value_lines(b, in, vf, &ids[i], pods_of(in, i), value);
     }
   }
   return rc;
@@ -225,6 +248,31 @@ static const char *gpu_state(const struct expo_input *in, const struct gpu_snaps
   if (g->health != GPU_HEALTH_OK)
     return gpu_health_name(g->health);
   return gpu_fresh(in, g) ? "ok" : "stale";
+}
+
+/* One gpuscale_gpu_pod_info line per (GPU, pod, container) the kubelet lists, whether or not the
+ * GPU is shared and whatever the GPU's health: the join keys of the value series (UUID, and
+ * GPU_I_ID for a MIG instance), gpu and Hostname for reading it alone, and the pod labels. */
+static int render_pod_info(struct buf *b, const struct expo_input *in, const struct gpu_ids *ids) {
+  int rc = expo_family(b, "gpuscale_gpu_pod_info", "gauge",
+                       "1 for each pod container the kubelet says holds the GPU; join it to the "
+                       "GPU series on (UUID, GPU_I_ID).");
+  for (size_t i = 0; i < in->ngpus && !rc && in->attribution > 0; i++) {
+    const struct gpu_pods *pods = pods_of(in, i);
+    for (size_t p = 0; pods && p < pods->n && !rc; p++) {
+      struct expo_label l[EXPO_MAX_LABELS];
+      size_t n = 0;
+      l[n++] = (struct expo_label){"gpu", ids[i].gpu};
+      l[n++] = (struct expo_label){"UUID", ids[i].uuid};
+      if (ids[i].mig)
+        l[n++] = (struct expo_label){"GPU_I_ID", ids[i].gi_id};
+      if (in->hostname && in->hostname[0])
+        l[n++] = (struct expo_label){"Hostname", in->hostname};
+      n = add_pod_labels(l, n, &pods->pods[p]);
+      rc = expo_sample(b, "gpuscale_gpu_pod_info", l, n, "1");
+    }
+  }
+  return rc;
 }
 
 /* Per-GPU series of our own: health as a state set, sample age, and pod count. */
@@ -264,7 +312,7 @@ static int render_gpu_meta(struct buf *b, const struct expo_input *in, const str
     snprintf(value, sizeof value, "%zu", in->pods ? in->pods[i].total : 0);
     rc = expo_sample(b, "gpuscale_gpu_pods", ids[i].l, ids[i].n, value);
   }
-  return rc;
+  return rc ? rc : render_pod_info(b, in, ids);
 }
 
 static int counter_line(struct buf *b, const char *name, const char *type, const char *help,

@@ -30,6 +30,16 @@ struct expo_collect {
   uint64_t reloads_failed; /* ... and that failed (the old devices keep serving) */
 };
 
+/* How a GPU that several pods hold (time-slicing, MPS, vGPU replicas) writes its value series. */
+enum expo_shared_series {
+  /* Once per GPU, as dcgm-exporter does by default: no pod labels, gpuscale_shared="true", and
+   * one gpuscale_gpu_pod_info series per holder for joins. sum() stays physical. */
+  EXPO_SHARED_ONCE = 0,
+  /* One copy per holder with its pod labels and dcgm-exporter's `vgpu` label (the device id's
+   * replica, when it has one), as dcgm-exporter does with --kubernetes-virtual-gpus. */
+  EXPO_SHARED_PER_POD,
+};
+
 /* Everything one scrape shows. Pointers are borrowed for the call. */
 struct expo_input {
   const struct gpu_snapshot *gpus; /* the history snapshot, in device order */
@@ -41,8 +51,9 @@ struct expo_input {
   int64_t stale_ms;                   /* a newest sample older than this is stale (3 intervals) */
   const struct expo_collect *collect; /* NULL leaves the collection series out */
   int attribution; /* -1: attribution off (no series); 0: kubelet unavailable; 1: ok */
-  const struct stats_snapshot *rpc; /* NULL leaves the gRPC series out */
-  const char *version;              /* gpuscale_build_info{version}; NULL leaves it out */
+  enum expo_shared_series shared_series; /* value series of a GPU with several holders */
+  const struct stats_snapshot *rpc;      /* NULL leaves the gRPC series out */
+  const char *version;                   /* gpuscale_build_info{version}; NULL leaves it out */
 };
 
 /* Renders the whole exposition into b (appending). Returns 0, GS_ETOOBIG or GS_ENOMEM; on error

@@ -276,7 +276,7 @@ def live(tmp_path_factory):
 
         def ready():
             query_gateway()  # gRPC counters keep moving, so rate() has something to show
-            a = prom.query('count(DCGM_FI_DEV_GPU_UTIL{exported_pod!=""})')
+            a = prom.query('count(gpuscale_gpu_pod_info)')
             b = prom.query("count(gpuscale_gateway_trigger_value)")
             c = prom.query("count(count_over_time(DCGM_FI_DEV_GPU_UTIL[10s]) >= 5)")
             return a and a[0][1] == 3 and b and c and c[0][1] >= 4
@@ -334,3 +334,39 @@ def test_idle_cost_panels_count_the_idle_gpu(live):
     expr = prom_expr(panel_titled(dash, "Unallocated GPUs")["targets"][0]["expr"], variables)
     (r,) = live.query(expr)
     assert r[1] == 2.0, (expr, r)  # GPUs 2 and 3: no pod holds them
+
+
+def test_per_pod_panels_cover_the_time_sliced_gpu(live):
+    """GPU 0 is time-sliced by vllm-0 and vllm-1 (check-dashboard's pods): its value series carry
+    no pod, yet both pods are on the per-pod panels, through gpuscale_gpu_pod_info. The panels
+    that add up (framebuffer, power) split a shared GPU between its pods, so their sum over pods
+    is the held GPUs' own sum, each GPU once."""
+    dash = load_dashboard()
+    variables = check.dashboard_vars(dash)
+    at = "%.3f" % (time.time() - 1)  # one instant for every query: the mock's loads are sines
+
+    def query(expr):
+        return [(r["metric"], float(r["value"][1]))
+                for r in live.api("query", {"query": expr, "time": at})["result"]]
+
+    def panel(title):
+        expr = prom_expr(panel_titled(dash, title)["targets"][0]["expr"], variables)
+        return {m.get("exported_pod"): v for m, v in query(expr)}
+
+    pods = {"vllm-0", "vllm-1", "train-0"}
+    held = 'UUID=~"GPU-00000000-0000-4000-8000-00000000000[01]"'
+    assert set(panel("GPU utilisation per pod")) == pods
+    (gpu0,) = query('DCGM_FI_DEV_GPU_UTIL{UUID="GPU-00000000-0000-4000-8000-000000000000"}')
+    util = panel("GPU utilisation per pod")
+    assert util["vllm-0"] == util["vllm-1"] == gpu0[1], (util, gpu0)
+    for title, series in (("Power draw per pod", "DCGM_FI_DEV_POWER_USAGE"),
+                          ("Framebuffer used per pod", "DCGM_FI_DEV_FB_USED")):
+        got = panel(title)
+        assert set(got) == pods, (title, got)
+        (want,) = query("sum(%s{%s})" % (series, held))
+        assert sum(got.values()) == pytest.approx(want[1]), (title, got, want)
+        assert got["vllm-0"] == pytest.approx(got["vllm-1"]), (title, got)
+    # and the node totals count the shared GPU once
+    (power,) = query("sum(DCGM_FI_DEV_POWER_USAGE)")
+    (by_gpu,) = query("sum(max by (UUID) (DCGM_FI_DEV_POWER_USAGE))")
+    assert power[1] == pytest.approx(by_gpu[1])

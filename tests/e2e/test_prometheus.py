@@ -12,6 +12,10 @@ The shipped adapter rules (examples/prometheus/adapter-rules.yaml) are expanded 
 Adapter expands them and run against this Prometheus, as is the KEDA trigger's query. Expected
 values are computed from the scenario and the pod list that the test writes, never copied from
 observed output.
+
+GPU 2 is time-sliced (`<uuid>::0`, `<uuid>::1` device ids): the agent writes its value series once
+(gpuscale_shared="true", no pod labels), so sum() over the GPU series is the physical sum, and
+gpuscale_gpu_pod_info names its two pods for joins.
 """
 
 import glob
@@ -97,6 +101,36 @@ RULES = {
     "DCGM_FI_DEV_FB_USED_bytes": ("DCGM_FI_DEV_FB_USED", "memory_used_mib", 1048576.0),
     "gpu_memory_used_percent": ("gpuscale_memory_used_percent", "memory_used_percent", 1.0),
 }
+
+
+# Pairs a GPU's series of one scrape: docs/metrics.md, "Joining pods to GPUs".
+ON = "on (job, instance, UUID, GPU_I_ID)"
+
+
+def holders_of(i):
+    return [p for p in PODS if i in HOLDERS[p]]
+
+
+def join(series, job=SHIPPED_JOB, info=""):
+    """Each holder's pod labels on each GPU's value, through the info series (info: more
+    matchers on it)."""
+    return 'gpuscale_gpu_pod_info{job="%s"%s} * %s group_left %s{job="%s"}' % (
+        job, info, ON, series, job)
+
+
+def pod_share_avg(sc, pod, field):
+    """What the shipped adapter rules give pod: each of its GPUs' value divided by the pods
+    holding that GPU, averaged over its GPUs that report field."""
+    vals = [sc.value(i, field) / len(holders_of(i)) for i in HOLDERS[pod]
+            if sc.value(i, field) is not None]
+    return sum(vals) / len(vals) if vals else None
+
+
+def unlabelled(sc, field):
+    """sum(...) of the value series that carry no pod: the shared GPU's and the free GPU's."""
+    vals = [sc.value(i, field) for i in range(len(sc.gpus))
+            if len(holders_of(i)) != 1 and sc.value(i, field) is not None]
+    return sum(vals)
 
 
 def close(a, b):
@@ -205,7 +239,8 @@ def stack(tmp_path_factory):
         s.agent = helpers.start_mock(d, s.scenario, extra=[
             "--kubelet-socket", s.kubelet.socket, "--kubelet-refresh", "500ms",
             "--node-name", NODE])
-        # attribution answered: every workload pod is on /metrics
+        # attribution answered: every workload pod is on /metrics (the shared GPU's in the info
+        # series only)
         wait_for(lambda: all('pod="%s"' % p[1] in s.agent.http_get("/metrics")[1] for p in PODS),
                  timeout=20, what="pod labels on /metrics")
         target = "%s:%d" % (helpers.LOOPBACK, s.agent.http_port)
@@ -227,17 +262,17 @@ def stack(tmp_path_factory):
                 s.prom = None
         if s.prom is None:
             raise last
-        # both jobs have scraped every attributed series at least once
-        n_attributed = sum(len(v) for v in HOLDERS.values())
+        # both jobs have scraped every GPU and every holder at least once
+        n_holders = sum(len(v) for v in HOLDERS.values())
 
         def ready():
             try:
-                a = s.prom.query('count(DCGM_FI_DEV_GPU_UTIL{job="%s",exported_pod!=""})'
-                                 % SHIPPED_JOB)
-                b = s.prom.query('count(DCGM_FI_DEV_GPU_UTIL{job="%s"})' % HONOR_JOB)
+                got = [s.prom.query('count(%s{job="%s"})' % (name, job))
+                       for job in (SHIPPED_JOB, HONOR_JOB)
+                       for name in ("DCGM_FI_DEV_GPU_UTIL", "gpuscale_gpu_pod_info")]
             except OSError:
                 return False
-            return (a and a[0][1] == n_attributed and b and b[0][1] == n_attributed + 1)
+            return [r[0][1] if r else None for r in got] == [4, n_holders] * 2
 
         try:
             wait_for(ready, timeout=60, interval=0.2, what="Prometheus to answer the queries")
@@ -337,59 +372,135 @@ def test_targets_carry_the_agent_pods_labels(stack):
 
 
 def test_util_and_fb_by_pod_shipped_labels(stack):
-    """honor_labels: false (shipped): the workload pod is exported_pod, pod is the agent's."""
+    """honor_labels: false (shipped): the workload pod is exported_pod, pod is the agent's. Value
+    series carry exported_pod only where one pod holds the GPU; the join names every holder."""
     sc = stack.scenario
     sel = '{job="%s"}' % SHIPPED_JOB
+    # one value series per GPU, however many pods hold it
+    per_gpu = ph.by_label(stack.prom.query("count(DCGM_FI_DEV_GPU_UTIL%s) by (UUID)" % sel), "UUID")
+    assert per_gpu == {uuid(i): 1.0 for i in range(4)}, per_gpu
     util = ph.by_label(stack.prom.query("sum(DCGM_FI_DEV_GPU_UTIL%s) by (exported_pod)" % sel),
                        "exported_pod")
-    want = {p[1]: pod_sum(sc, p, "gpu_utilization") for p in PODS}
-    want[None] = sc.value(FREE_GPU, "gpu_utilization")  # the free GPU: no exported_pod at all
-    assert util == want
-    fb = ph.by_label(stack.prom.query("avg(DCGM_FI_DEV_FB_USED%s) by (exported_pod)" % sel),
+    want = {p[1]: sc.value(HOLDERS[p][0], "gpu_utilization") for p in PODS
+            if len(HOLDERS[p]) == 1 or p == POD_A}
+    want[POD_A[1]] = sc.value(0, "gpu_utilization")  # GPU 2 is shared: not under A's name
+    del want[POD_C[1]]  # C holds only the shared GPU
+    want[None] = unlabelled(sc, "gpu_utilization")
+    assert util == want, (util, want)
+    # through the info series, each pod gets the values of every GPU it holds
+    util = ph.by_label(stack.prom.query("avg by (exported_pod) (%s)"
+                                        % join("DCGM_FI_DEV_GPU_UTIL")), "exported_pod")
+    assert util == {p[1]: pod_avg(sc, p, "gpu_utilization") for p in PODS}, util
+    fb = ph.by_label(stack.prom.query("avg by (exported_pod) (%s)" % join("DCGM_FI_DEV_FB_USED")),
                      "exported_pod")
     want = {p[1]: pod_avg(sc, p, "memory_used_mib") for p in PODS}
-    want[None] = sc.value(FREE_GPU, "memory_used_mib")
     assert fb.keys() == want.keys() and all(close(fb[k], want[k]) for k in want), (fb, want)
     # `pod` is the agent's own pod on every series of this job
     assert ph.by_label(stack.prom.query("count(DCGM_FI_DEV_GPU_UTIL%s) by (pod)" % sel),
-                       "pod") == {AGENT_POD: float(sum(len(v) for v in HOLDERS.values()) + 1)}
+                       "pod") == {AGENT_POD: 4.0}
+    assert ph.by_label(stack.prom.query("count(gpuscale_gpu_pod_info%s) by (pod)" % sel),
+                       "pod") == {AGENT_POD: float(sum(len(v) for v in HOLDERS.values()))}
     # exported_namespace is the workload's namespace
     ns = ph.by_label(stack.prom.query(
-        'count(DCGM_FI_DEV_GPU_UTIL{job="%s",exported_pod!=""}) by (exported_namespace)'
-        % SHIPPED_JOB), "exported_namespace")
+        'count(gpuscale_gpu_pod_info%s) by (exported_namespace)' % sel), "exported_namespace")
     assert ns == {"serving": 3.0, "batch": 1.0}
 
 
 def test_util_and_fb_by_pod_honor_labels(stack):
-    """honor_labels: true: `sum(DCGM_FI_DEV_GPU_UTIL) by (pod)` names the workload pods, and the
-    free GPU falls back to the agent's own pod (why the shipped config does not honor labels)."""
+    """honor_labels: true: `sum(DCGM_FI_DEV_GPU_UTIL) by (pod)` names the pods of unshared GPUs;
+    the shared and the free GPU fall back to the agent's own pod (why the shipped config does not
+    honor labels). The join names every holder."""
     sc = stack.scenario
     sel = '{job="%s"}' % HONOR_JOB
     util = ph.by_label(stack.prom.query("sum(DCGM_FI_DEV_GPU_UTIL%s) by (pod)" % sel), "pod")
-    want = {p[1]: pod_sum(sc, p, "gpu_utilization") for p in PODS}
-    want[AGENT_POD] = sc.value(FREE_GPU, "gpu_utilization")
-    assert util == want
-    fb = ph.by_label(stack.prom.query("avg(DCGM_FI_DEV_FB_USED%s) by (pod)" % sel), "pod")
+    want = {POD_A[1]: sc.value(0, "gpu_utilization"), POD_B[1]: sc.value(1, "gpu_utilization"),
+            AGENT_POD: unlabelled(sc, "gpu_utilization")}
+    assert util == want, (util, want)
+    util = ph.by_label(stack.prom.query("avg by (pod) (%s)" % join("DCGM_FI_DEV_GPU_UTIL",
+                                                                   HONOR_JOB)), "pod")
+    assert util == {p[1]: pod_avg(sc, p, "gpu_utilization") for p in PODS}, util
+    fb = ph.by_label(stack.prom.query("avg by (pod) (%s)" % join("DCGM_FI_DEV_FB_USED", HONOR_JOB)),
+                     "pod")
     want = {p[1]: pod_avg(sc, p, "memory_used_mib") for p in PODS}
-    want[AGENT_POD] = sc.value(FREE_GPU, "memory_used_mib")
     assert fb.keys() == want.keys() and all(close(fb[k], want[k]) for k in want), (fb, want)
 
 
-def test_shared_gpu_is_attributed_to_both_pods(stack):
+def test_sum_over_a_time_sliced_gpu_is_physical(stack):
+    """NVIDIA's dashboards sum DCGM_FI_DEV_POWER_USAGE: two pods on GPU 2 must not count it twice."""
+    sc = stack.scenario
+    physical = sum(sc.value(i, "power_draw") for i in range(4))
+    for job in (SHIPPED_JOB, HONOR_JOB):
+        (r,) = stack.prom.query('sum(DCGM_FI_DEV_POWER_USAGE{job="%s"})' % job)
+        assert close(r[1], physical), (job, r, physical)
+        (r,) = stack.prom.query('sum(DCGM_FI_DEV_FB_USED{job="%s"})' % job)
+        assert r[1] == sum(sc.value(i, "memory_used_mib") for i in range(4)), (job, r)
+        by_host = stack.prom.query('sum by (Hostname) (DCGM_FI_DEV_POWER_USAGE{job="%s"})' % job)
+        assert [(m.get("Hostname"), v) for m, v in by_host] == [(NODE, by_host[0][1])]
+        assert close(by_host[0][1], physical)
+
+
+def test_shared_gpu_is_written_once_and_joins_to_both_pods(stack):
     rows = stack.prom.query('DCGM_FI_DEV_GPU_UTIL{job="%s",UUID="%s"}' % (SHIPPED_JOB, uuid(2)))
-    assert sorted(m.get("exported_pod") for m, _ in rows) == sorted([POD_A[1], POD_C[1]]), rows
-    for m, v in rows:
-        assert m.get("gpuscale_shared") == "true", m
-        assert m.get("exported_container") == "vllm" and m.get("exported_namespace") == "serving"
-        assert v == stack.scenario.value(2, "gpu_utilization")
+    assert len(rows) == 1, rows
+    ((m, v),) = rows
+    assert m.get("gpuscale_shared") == "true", m
+    assert not {"exported_pod", "exported_namespace", "exported_container", "vgpu"} & set(m), m
+    assert v == stack.scenario.value(2, "gpu_utilization")
     others = stack.prom.query('DCGM_FI_DEV_GPU_UTIL{job="%s",UUID!="%s"}' % (SHIPPED_JOB, uuid(2)))
     assert len(others) == 3 and all("gpuscale_shared" not in m for m, _ in others), others
     pods = stack.prom.query('gpuscale_gpu_pods{job="%s",UUID="%s"}' % (SHIPPED_JOB, uuid(2)))
     assert [v for _, v in pods] == [2.0], pods
+    # the info series: one per holder, with the join keys and the holder's labels
+    info = stack.prom.query('gpuscale_gpu_pod_info{job="%s",UUID="%s"}' % (SHIPPED_JOB, uuid(2)))
+    assert sorted((m["exported_namespace"], m["exported_pod"], m["exported_container"])
+                  for m, _ in info) == sorted([POD_A, POD_C]), info
+    assert all(v == 1.0 and m["gpu"] == "2" and m["Hostname"] == NODE for m, v in info), info
+    # joined back: both pods see the shared GPU's value (the dashboard's per-pod view)
+    joined = stack.prom.query(join("DCGM_FI_DEV_GPU_UTIL", info=',UUID="%s"' % uuid(2)))
+    assert sorted(m["exported_pod"] for m, _ in joined) == sorted([POD_A[1], POD_C[1]]), joined
+    assert all(v == stack.scenario.value(2, "gpu_utilization") for _, v in joined), joined
+    # every holder of every GPU is listed once: the join covers the unshared GPUs too
+    info = stack.prom.query('gpuscale_gpu_pod_info{job="%s"}' % SHIPPED_JOB)
+    assert sorted((m["UUID"], m["exported_pod"]) for m, _ in info) == sorted(
+        (uuid(i), p[1]) for p in PODS for i in HOLDERS[p]), info
+
+
+def test_per_pod_mode_writes_a_copy_per_pod_with_vgpu(stack, tmp_path):
+    """--shared-gpu-series per-pod: dcgm-exporter's --kubernetes-virtual-gpus form. Each holder
+    gets a copy with its pod labels and vgpu (the N of its `<uuid>::N` device id); a whole-GPU
+    id has no vgpu. sum() then counts the shared GPU once per pod, which is why it is opt-in."""
+    a = helpers.start_mock(str(tmp_path), stack.scenario, extra=[
+        "--kubelet-socket", stack.kubelet.socket, "--kubelet-refresh", "500ms",
+        "--node-name", NODE, "--shared-gpu-series", "per-pod"])
+    try:
+        def power_lines():
+            body = a.http_get("/metrics")[1]
+            return body, [ln for ln in body.splitlines()
+                          if ln.startswith("DCGM_FI_DEV_POWER_USAGE{")]
+        wait_for(lambda: 'pod="%s"' % POD_C[1] in power_lines()[0] and len(power_lines()[1]) == 5,
+                 timeout=20, what="per-pod copies on /metrics")
+        body, lines = power_lines()
+        shared = [ln for ln in lines if 'UUID="%s"' % uuid(2) in ln]
+        assert len(shared) == 2, lines
+        vgpu = {ln.split('pod="')[1].split('"')[0]: ln.split('vgpu="')[1].split('"')[0]
+                for ln in shared}
+        assert vgpu == {POD_A[1]: "0", POD_C[1]: "1"}, shared  # uuid(2)::0 and uuid(2)::1
+        assert all('gpuscale_shared="true"' in ln for ln in shared), shared
+        whole = [ln for ln in lines if 'UUID="%s"' % uuid(0) in ln]
+        assert len(whole) == 1 and 'pod="%s"' % POD_A[1] in whole[0] and "vgpu=" not in whole[0]
+        total = sum(float(ln.rsplit(" ", 1)[1]) for ln in lines)
+        sc = stack.scenario
+        assert close(total, sum(sc.value(i, "power_draw") for i in range(4))
+                     + sc.value(2, "power_draw"))
+        r = ph.promtool(["check", "metrics"], stdin=body.encode())
+        assert r.returncode in (0, 3), (r.returncode, (r.stdout + r.stderr).decode()[-3000:])
+    finally:
+        a.stop()
+        a.kill()
 
 
 def test_adapter_rules_answer_for_each_pod(stack):
-    """The shipped rules, expanded as Prometheus Adapter does, answer each pod's value."""
+    """The shipped rules, expanded as Prometheus Adapter does, answer each pod's share."""
     sc = stack.scenario
     rules = ph.adapter_rules(os.path.join(EXAMPLES, "adapter-rules.yaml"))
     seen = {}
@@ -397,35 +508,43 @@ def test_adapter_rules_answer_for_each_pod(stack):
         ns_label, pod_label = ph.rule_resource_labels(rule)
         # honorLabels: false in the shipped ServiceMonitor -> the rules must use exported_*
         assert (ns_label, pod_label) == ("exported_namespace", "exported_pod"), rule
-        # discovery: the seriesQuery finds the attributed pods' series, never the free GPU's
+        # discovery: the seriesQuery finds every holder (the shared GPU's too), never the free GPU
         found = stack.prom.series(rule["seriesQuery"])
         assert found, rule["seriesQuery"]
         names = {s["__name__"] for s in found}
-        assert len(names) == 1, names
-        (series_name,) = names
-        metric = ph.rule_metric_name(rule, series_name)
-        assert metric in RULES and RULES[metric][0] == series_name, (metric, series_name)
+        assert names == {"gpuscale_gpu_pod_info"}, names
+        metric = ph.rule_metric_name(rule, "gpuscale_gpu_pod_info")
+        assert metric in RULES, metric
+        series_name, field, factor = RULES[metric]
+        assert series_name in rule["metricsQuery"], (metric, rule["metricsQuery"])
         seen[metric] = rule
         assert {(s[ns_label], s[pod_label]) for s in found} == {(p[0], p[1]) for p in PODS}
         assert all(s["UUID"] != uuid(FREE_GPU) for s in found)
-        _, field, factor = RULES[metric]
         # one pod at a time (exported_pod="...")
         for p in PODS:
-            q = ph.expand_metrics_query(rule, series_name, p[0], [p[1]])
+            q = ph.expand_metrics_query(rule, "gpuscale_gpu_pod_info", p[0], [p[1]])
             got = stack.prom.query(q)
             assert len(got) == 1, (q, got)
             assert got[0][0] == {pod_label: p[1]}, (q, got)
-            assert close(got[0][1], pod_avg(sc, p, field) * factor), (q, got, pod_avg(sc, p, field))
-        # the HPA's whole selector at once (exported_pod=~"a|c")
-        q = ph.expand_metrics_query(rule, series_name, "serving", [POD_A[1], POD_C[1]])
+            want = pod_share_avg(sc, p, field) * factor
+            assert close(got[0][1], want), (q, got, want)
+        # the HPA's whole selector at once (exported_pod=~"a|c"): the shared GPU counts once
+        q = ph.expand_metrics_query(rule, "gpuscale_gpu_pod_info", "serving",
+                                    [POD_A[1], POD_C[1]])
         got = ph.by_label(stack.prom.query(q), pod_label)
         assert set(got) == {POD_A[1], POD_C[1]}, (q, got)
         for p in (POD_A, POD_C):
-            assert close(got[p[1]], pod_avg(sc, p, field) * factor), (q, got)
+            assert close(got[p[1]], pod_share_avg(sc, p, field) * factor), (q, got)
         # another namespace's pod of the same name is not mixed in
-        assert stack.prom.query(ph.expand_metrics_query(rule, series_name, "batch",
+        assert stack.prom.query(ph.expand_metrics_query(rule, "gpuscale_gpu_pod_info", "batch",
                                                         [POD_A[1]])) == []
     assert set(seen) == set(RULES)
+    # What a dcgm-exporter style rule on the value series sees: nothing for pod C, whose only GPU
+    # is shared (docs/hpa.md, "Shared GPUs").
+    plain = 'avg(DCGM_FI_DEV_GPU_UTIL{exported_namespace="serving",exported_pod="%s"}) by ' \
+            '(exported_pod)'
+    assert stack.prom.query(plain % POD_C[1]) == []
+    assert [v for _, v in stack.prom.query(plain % POD_A[1])] == [sc.value(0, "gpu_utilization")]
 
 
 def test_hpa_examples_use_the_adapters_metrics(stack):
@@ -455,14 +574,16 @@ def test_hpa_examples_use_the_adapters_metrics(stack):
     # The HPA arithmetic on the live values: the vllm Deployment's pods are A and C.
     sc = stack.scenario
     rule = [r for r in ph.adapter_rules(os.path.join(EXAMPLES, "adapter-rules.yaml"))
-            if ph.rule_metric_name(r, "DCGM_FI_DEV_GPU_UTIL") == "DCGM_FI_DEV_GPU_UTIL"][0]
+            if ph.rule_metric_name(r, "gpuscale_gpu_pod_info") == "DCGM_FI_DEV_GPU_UTIL"][0]
     got = ph.by_label(stack.prom.query(ph.expand_metrics_query(
-        rule, "DCGM_FI_DEV_GPU_UTIL", "serving", [POD_A[1], POD_C[1]])), "exported_pod")
+        rule, "gpuscale_gpu_pod_info", "serving", [POD_A[1], POD_C[1]])), "exported_pod")
     usage = sum(got.values())
-    want = pod_avg(sc, POD_A, "gpu_utilization") + pod_avg(sc, POD_C, "gpu_utilization")
+    want = pod_share_avg(sc, POD_A, "gpu_utilization") + pod_share_avg(sc, POD_C, "gpu_utilization")
     assert close(usage, want)
-    # (71 + 88) / 2 + 88 = 167.5 -> ceil(167.5 / 60) = 3 replicas for 2 pods (ratio 1.40 > 1.1)
-    assert math.ceil(usage / 60.0) == math.ceil(want / 60.0)
+    # (71 + 88/2) / 2 + 88/2 = 101.5 -> ceil(101.5 / 60) = 2 replicas for 2 pods: the GPU the two
+    # pods share counts once (per pod, 88 each, it would be 167.5 -> 3, and a third replica on
+    # the same GPU would read 88 again)
+    assert math.ceil(usage / 60.0) == math.ceil(want / 60.0) == 2
 
 
 def test_keda_prometheus_trigger_query(stack):
@@ -475,7 +596,7 @@ def test_keda_prometheus_trigger_query(stack):
     float(md["threshold"]), float(md["activationThreshold"])
     got = stack.prom.query(md["query"])
     assert len(got) == 1, got
-    want = pod_avg(stack.scenario, POD_A, "gpu_utilization") + pod_avg(
+    want = pod_share_avg(stack.scenario, POD_A, "gpu_utilization") + pod_share_avg(
         stack.scenario, POD_C, "gpu_utilization")
     assert close(got[0][1], want), (got, want)
 
@@ -527,15 +648,14 @@ def test_scenario_step_shows_up(stack):
     g[0]["memory_used_mib"] = 45000
     sc = Scenario(g)
     set_scenario(stack, sc)
-    expr = 'sum(DCGM_FI_DEV_GPU_UTIL{job="%s"}) by (exported_pod)' % SHIPPED_JOB
+    expr = 'sum by (exported_pod) (%s)' % join("DCGM_FI_DEV_GPU_UTIL")
     want = {p[1]: pod_sum(sc, p, "gpu_utilization") for p in PODS}
-    want[None] = sc.value(FREE_GPU, "gpu_utilization")
     seen = wait_values(stack, expr, lambda r: ph.by_label(r, "exported_pod") == want,
                        "the new utilisation in Prometheus")
     before = gpus()[1]["gpu_utilization"]
     for r in seen:  # on the way: the old value or the new one, nothing else
         assert ph.by_label(r, "exported_pod")[POD_B[1]] in (before, 77), r
-    fb = wait_values(stack, 'avg(DCGM_FI_DEV_FB_USED{job="%s"}) by (exported_pod)' % SHIPPED_JOB,
+    fb = wait_values(stack, 'avg by (exported_pod) (%s)' % join("DCGM_FI_DEV_FB_USED"),
                      lambda r: close(ph.by_label(r, "exported_pod")[POD_A[1]],
                                      pod_avg(sc, POD_A, "memory_used_mib")),
                      "the new framebuffer use in Prometheus")
@@ -569,7 +689,10 @@ def test_unsupported_gpu_disappears_instead_of_reading_zero(stack):
                                                     [POD_B[1]])) == []
     util = ph.by_label(stack.prom.query('sum(DCGM_FI_DEV_GPU_UTIL{job="%s"}) by (exported_pod)'
                                         % SHIPPED_JOB), "exported_pod")
-    assert POD_B[1] not in util and util[POD_A[1]] == pod_sum(sc, POD_A, "gpu_utilization")
+    assert POD_B[1] not in util and util[POD_A[1]] == sc.value(0, "gpu_utilization")
+    joined = ph.by_label(stack.prom.query('sum by (exported_pod) (%s)'
+                                          % join("DCGM_FI_DEV_GPU_UTIL")), "exported_pod")
+    assert joined == {p[1]: pod_sum(sc, p, "gpu_utilization") for p in (POD_A, POD_C)}, joined
     # the GPU itself is still there: its other fields and its health stay
     fb = stack.prom.query('DCGM_FI_DEV_FB_USED{job="%s",UUID="%s"}' % (SHIPPED_JOB, uuid(1)))
     assert [v for _, v in fb] == [sc.value(1, "memory_used_mib")], fb

@@ -291,7 +291,8 @@ static void test_golden_one_pod(void **state) {
   golden("one_pod", &in);
 }
 
-/* Time-slicing: two pods hold one GPU; each gets its own series, marked shared. */
+/* Time-slicing by two workloads: the value series once, marked shared, without pod labels; one
+ * gpuscale_gpu_pod_info series per holder. */
 static void test_golden_shared(void **state) {
   (void)state;
   struct gpu_snapshot g = gpu(0, "GPU-5a5a5a5a-0000-0000-0000-000000000000");
@@ -306,6 +307,26 @@ static void test_golden_shared(void **state) {
   in.pods = &pods;
   in.attribution = 1;
   golden("shared", &in);
+}
+
+/* The same GPU with --shared-gpu-series per-pod: a copy per holder with its pod labels and vgpu. */
+static void test_golden_shared_per_pod(void **state) {
+  (void)state;
+  struct gpu_snapshot g = gpu(0, "GPU-5a5a5a5a-0000-0000-0000-000000000000");
+  all_fields(&g);
+  struct gpu_pods pods;
+  memset(&pods, 0, sizeof pods);
+  pods.n = pods.total = 2;
+  pods.shared = true;
+  set_pod(&pods, 0, "serving", "triton-a", "triton");
+  set_pod(&pods, 1, "batch", "embedder-b", "worker");
+  snprintf(pods.pods[0].vgpu, sizeof pods.pods[0].vgpu, "0");
+  snprintf(pods.pods[1].vgpu, sizeof pods.pods[1].vgpu, "1");
+  struct expo_input in = base_input(&g, 1);
+  in.pods = &pods;
+  in.attribution = 1;
+  in.shared_series = EXPO_SHARED_PER_POD;
+  golden("shared_per_pod", &in);
 }
 
 /* --no-hostname-label and an unknown driver version: both labels are left out; the kubelet is
@@ -335,6 +356,239 @@ static void test_golden_escaping(void **state) {
   struct expo_input in = base_input(&g, 1);
   in.hostname = "node\\\"x";
   golden("escaping", &in);
+}
+
+/* --- shared GPUs: who holds a GPU, and how its value series are written --- */
+
+#define ID0                                                                                        \
+  "gpu=\"0\",UUID=\"GPU-5a5a5a5a-0000-0000-0000-000000000000\",pci_bus_id=\"00000000:10:00.0\","   \
+  "device=\"nvidia0\",modelName=\"NVIDIA A100-SXM4-80GB\""
+#define HOST "Hostname=\"gpu-node-1\",DCGM_FI_DRIVER_VERSION=\"550.54.15\""
+#define INFO0 "gpu=\"0\",UUID=\"GPU-5a5a5a5a-0000-0000-0000-000000000000\""
+#define MIGID                                                                                      \
+  "gpu=\"0\",UUID=\"GPU-5a5a5a5a-0000-0000-0000-000000000000\",pci_bus_id=\"00000000:10:00.0\","   \
+  "device=\"nvidia0\",modelName=\"NVIDIA A100-SXM4-80GB\",GPU_I_PROFILE=\"3g.40gb\","              \
+  "GPU_I_ID=\"1\""
+
+/* The pod labels, and one gpuscale_gpu_pod_info line (without its name), as they must read. */
+#define POD(ns, pod, ctr) ",container=\"" ctr "\",namespace=\"" ns "\",pod=\"" pod "\""
+#define INFO(ns, pod, ctr) "{" INFO0 ",Hostname=\"gpu-node-1\"" POD(ns, pod, ctr) "} 1"
+#define MIGINFO(ns, pod, ctr)                                                                      \
+  "{" INFO0 ",GPU_I_ID=\"1\",Hostname=\"gpu-node-1\"" POD(ns, pod, ctr) "} 1"
+#define W " 312.457000" /* GPU 0's power */
+#define SHARED ",gpuscale_shared=\"true\""
+
+struct holder {
+  const char *ns, *pod, *container, *vgpu;
+};
+
+enum {
+  HC_MIG = 1,        /* the held device is MIG instance 1 of GPU 0 (the parent is held by nobody) */
+  HC_PER_POD = 2,    /* --shared-gpu-series per-pod */
+  HC_NO_POWER = 4,   /* GPU 0 does not report power */
+  HC_NO_KUBELET = 8, /* attribution unavailable */
+};
+
+static const struct holder_case {
+  const char *name;
+  unsigned flags;
+  struct holder h[3];   /* the holders, in the attribution table's order */
+  const char *power[4]; /* every DCGM_FI_DEV_POWER_USAGE line without its name, in order */
+  const char *info[4];  /* every gpuscale_gpu_pod_info line */
+} holder_cases[] = {
+    {"one holder: its pod labels",
+     0,
+     {{"serving", "vllm-a", "vllm", NULL}},
+     {"{" ID0 "," HOST POD("serving", "vllm-a", "vllm") "}" W},
+     {INFO("serving", "vllm-a", "vllm")}},
+    {"one holder with a replica id: no vgpu label by default",
+     0,
+     {{"serving", "vllm-a", "vllm", "3"}},
+     {"{" ID0 "," HOST POD("serving", "vllm-a", "vllm") "}" W},
+     {INFO("serving", "vllm-a", "vllm")}},
+    {"two holders of one namespace: once, shared, no pod labels",
+     0,
+     {{"serving", "vllm-a", "vllm", "0"}, {"serving", "vllm-b", "vllm", "1"}},
+     {"{" ID0 "," HOST SHARED "}" W},
+     {INFO("serving", "vllm-a", "vllm"), INFO("serving", "vllm-b", "vllm")}},
+    {"two holders of different workloads",
+     0,
+     {{"batch", "embed-0", "worker", NULL}, {"serving", "triton-a", "triton", NULL}},
+     {"{" ID0 "," HOST SHARED "}" W},
+     {INFO("batch", "embed-0", "worker"), INFO("serving", "triton-a", "triton")}},
+    {"two containers of one pod are two holders",
+     0,
+     {{"serving", "vllm-a", "sidecar", NULL}, {"serving", "vllm-a", "vllm", NULL}},
+     {"{" ID0 "," HOST SHARED "}" W},
+     {INFO("serving", "vllm-a", "sidecar"), INFO("serving", "vllm-a", "vllm")}},
+    {"a shared MIG instance: keyed by the parent's UUID and GPU_I_ID",
+     HC_MIG,
+     {{"ml", "infer-a", "c", "0"}, {"ml", "infer-b", "c", "1"}},
+     {"{" ID0 "," HOST "}" W, "{" MIGID "," HOST SHARED "} 104.000000"},
+     {MIGINFO("ml", "infer-a", "c"), MIGINFO("ml", "infer-b", "c")}},
+    {"per-pod: a copy per holder with vgpu",
+     HC_PER_POD,
+     {{"serving", "vllm-a", "vllm", "0"}, {"serving", "vllm-b", "vllm", "1"}},
+     {"{" ID0 "," HOST POD("serving", "vllm-a", "vllm") ",vgpu=\"0\"" SHARED "}" W,
+      "{" ID0 "," HOST POD("serving", "vllm-b", "vllm") ",vgpu=\"1\"" SHARED "}" W},
+     {INFO("serving", "vllm-a", "vllm"), INFO("serving", "vllm-b", "vllm")}},
+    {"per-pod: a holder whose id names no replica has no vgpu",
+     HC_PER_POD,
+     {{"a", "p1", "c", NULL}, {"b", "p2", "c", "2"}},
+     {"{" ID0 "," HOST POD("a", "p1", "c") SHARED "}" W,
+      "{" ID0 "," HOST POD("b", "p2", "c") ",vgpu=\"2\"" SHARED "}" W},
+     {INFO("a", "p1", "c"), INFO("b", "p2", "c")}},
+    {"per-pod: one holder with a replica id gets vgpu, as dcgm-exporter does",
+     HC_PER_POD,
+     {{"serving", "vllm-a", "vllm", "3"}},
+     {"{" ID0 "," HOST POD("serving", "vllm-a", "vllm") ",vgpu=\"3\"}" W},
+     {INFO("serving", "vllm-a", "vllm")}},
+    {"per-pod: a MIG instance's copies keep UUID and GPU_I_ID",
+     HC_MIG | HC_PER_POD,
+     {{"ml", "infer-a", "c", "0"}, {"ml", "infer-b", "c", "1"}},
+     {"{" ID0 "," HOST "}" W,
+      "{" MIGID "," HOST POD("ml", "infer-a", "c") ",vgpu=\"0\"" SHARED "} 104.000000",
+      "{" MIGID "," HOST POD("ml", "infer-b", "c") ",vgpu=\"1\"" SHARED "} 104.000000"},
+     {MIGINFO("ml", "infer-a", "c"), MIGINFO("ml", "infer-b", "c")}},
+    {"no power reading: absent in once mode, the holders are still listed",
+     HC_NO_POWER,
+     {{"serving", "vllm-a", "vllm", "0"}, {"serving", "vllm-b", "vllm", "1"}},
+     {NULL},
+     {INFO("serving", "vllm-a", "vllm"), INFO("serving", "vllm-b", "vllm")}},
+    {"no power reading: absent in per-pod mode too",
+     HC_NO_POWER | HC_PER_POD,
+     {{"serving", "vllm-a", "vllm", "0"}, {"serving", "vllm-b", "vllm", "1"}},
+     {NULL},
+     {INFO("serving", "vllm-a", "vllm"), INFO("serving", "vllm-b", "vllm")}},
+    {"kubelet unavailable: no pod labels and no info series",
+     HC_NO_KUBELET,
+     {{NULL, NULL, NULL, NULL}},
+     {"{" ID0 "," HOST "}" W},
+     {NULL}},
+};
+
+/* The lines of body that start with name + "{", each without the name, in order. */
+static size_t lines_of(const char *body, const char *name, char out[][512], size_t max) {
+  size_t n = 0, len = strlen(name);
+  for (const char *p = body; p && *p; p = strchr(p, '\n') ? strchr(p, '\n') + 1 : NULL) {
+    if (strncmp(p, name, len) != 0 || p[len] != '{')
+      continue;
+    const char *end = strchr(p, '\n');
+    size_t l = end ? (size_t)(end - p) - len : strlen(p) - len;
+    assert_true(n < max && l < 512);
+    memcpy(out[n], p + len, l);
+    out[n++][l] = '\0';
+  }
+  return n;
+}
+
+static void check_lines(const struct holder_case *c, const char *body, const char *name,
+                        const char *const want[4]) {
+  char got[8][512];
+  size_t n = lines_of(body, name, got, 8), nwant = 0;
+  while (nwant < 4 && want[nwant])
+    nwant++;
+  for (size_t i = 0; i < n || i < nwant; i++)
+    if (i >= n || i >= nwant || strcmp(got[i], want[i]) != 0)
+      fail_msg("%s: %s line %zu\n  got:  %s\n  want: %s", c->name, name, i, i < n ? got[i] : "-",
+               i < nwant ? want[i] : "-");
+}
+
+static void test_shared_gpu_series(void **state) {
+  (void)state;
+  for (size_t k = 0; k < sizeof holder_cases / sizeof holder_cases[0]; k++) {
+    const struct holder_case *c = &holder_cases[k];
+    bool mig = c->flags & HC_MIG;
+    struct gpu_snapshot g[2] = {gpu(0, "GPU-5a5a5a5a-0000-0000-0000-000000000000"),
+                                gpu(1, "MIG-5a5a5a5a-aaaa-bbbb-cccc-000000000001")};
+    all_fields(&g[0]);
+    if (c->flags & HC_NO_POWER)
+      g[0].latest.valid &= ~GF_BIT(GF_POWER_W);
+    snprintf(g[1].info.pci_bus_id, sizeof g[1].info.pci_bus_id, "00000000:10:00.0");
+    g[1].info.minor = 0;
+    g[1].info.mig = true;
+    g[1].info.parent_index = 0;
+    g[1].info.gi_id = 1;
+    snprintf(g[1].info.mig_profile, sizeof g[1].info.mig_profile, "3g.40gb");
+    sample_set(&g[1].latest, GF_POWER_W, 104);
+    sample_set(&g[1].latest, GF_MEM_USED_MIB, 1000);
+    struct gpu_pods pods[2];
+    memset(pods, 0, sizeof pods);
+    struct gpu_pods *held = &pods[mig ? 1 : 0];
+    size_t nh = 0;
+    for (; nh < 3 && c->h[nh].ns; nh++) {
+      set_pod(held, nh, c->h[nh].ns, c->h[nh].pod, c->h[nh].container);
+      if (c->h[nh].vgpu)
+        snprintf(held->pods[nh].vgpu, sizeof held->pods[nh].vgpu, "%s", c->h[nh].vgpu);
+    }
+    held->n = held->total = nh;
+    held->shared = nh > 1;
+    struct expo_input in = base_input(g, mig ? 2 : 1);
+    in.pods = pods;
+    in.attribution = c->flags & HC_NO_KUBELET ? 0 : 1;
+    in.shared_series = c->flags & HC_PER_POD ? EXPO_SHARED_PER_POD : EXPO_SHARED_ONCE;
+    struct buf b;
+    buf_init(&b, 1u << 20);
+    assert_int_equal(expo_render(&b, &in), 0);
+    check_lines(c, b.data, "DCGM_FI_DEV_POWER_USAGE", c->power);
+    check_lines(c, b.data, "gpuscale_gpu_pod_info", c->info);
+    /* every GPU series family keeps the same rule as power: never a made-up 0 for the absent one */
+    if (c->flags & HC_NO_POWER)
+      assert_null(strstr(b.data, "DCGM_FI_DEV_POWER_USAGE{"));
+    assert_promtool_ok(b.data, b.len);
+    buf_free(&b);
+  }
+}
+
+/* Sum of the values of every name{...} line. */
+static double sum_of(const char *body, const char *name) {
+  char lines[64][512];
+  size_t n = lines_of(body, name, lines, 64);
+  double sum = 0;
+  for (size_t i = 0; i < n; i++)
+    sum += strtod(strrchr(lines[i], ' ') + 1, NULL);
+  return sum;
+}
+
+/* What a dashboard's sum() reads: by default the physical total however many pods share each
+ * GPU; per-pod, each GPU once per holder (the opt-in that dcgm-exporter's virtual-GPU mode has). */
+static void test_sum_stays_physical(void **state) {
+  (void)state;
+  static const double watts[4] = {100.5, 200.25, 300, 50};
+  static const size_t holders[4] = {0, 1, 2, 3};
+  struct gpu_snapshot g[4];
+  struct gpu_pods pods[4];
+  memset(pods, 0, sizeof pods);
+  char uuid[64];
+  double physical = 0, per_pod = 0;
+  for (int i = 0; i < 4; i++) {
+    snprintf(uuid, sizeof uuid, "GPU-0000000%d-0000-0000-0000-000000000000", i);
+    g[i] = gpu(i, uuid);
+    sample_set(&g[i].latest, GF_POWER_W, watts[i]);
+    physical += watts[i];
+    per_pod += watts[i] * (double)(holders[i] ? holders[i] : 1);
+    for (size_t h = 0; h < holders[i]; h++) {
+      char name[32];
+      snprintf(name, sizeof name, "p-%d-%zu", i, h);
+      set_pod(&pods[i], h, "ns", name, "c");
+      snprintf(pods[i].pods[h].vgpu, sizeof pods[i].pods[h].vgpu, "%d", (int)h);
+    }
+    pods[i].n = pods[i].total = holders[i];
+    pods[i].shared = holders[i] > 1;
+  }
+  struct expo_input in = base_input(g, 4);
+  in.pods = pods;
+  in.attribution = 1;
+  struct buf b;
+  buf_init(&b, 1u << 20);
+  assert_int_equal(expo_render(&b, &in), 0);
+  assert_true(fabs(sum_of(b.data, "DCGM_FI_DEV_POWER_USAGE") - physical) < 1e-6);
+  assert_true(sum_of(b.data, "gpuscale_gpu_pod_info") == 6); /* one per holder */
+  buf_reset(&b);
+  in.shared_series = EXPO_SHARED_PER_POD;
+  assert_int_equal(expo_render(&b, &in), 0);
+  assert_true(fabs(sum_of(b.data, "DCGM_FI_DEV_POWER_USAGE") - per_pod) < 1e-6);
+  buf_free(&b);
 }
 
 /* --- the golden test can fail --- */
@@ -559,7 +813,12 @@ static void test_mock_scrape(void **state) {
   buf_init(&gz, 8u << 20);
   assert_int_equal(metrics_mock_render(mm, false, &b), 0);
   assert_non_null(strstr(b.data, "DCGM_FI_DEV_GPU_UTIL{gpu=\"63\""));
-  assert_non_null(strstr(b.data, "pod=\"vllm-4-1\",gpuscale_shared=\"true\"} "));
+  /* GPU 4 is shared by two pods: once, marked shared, and its holders in the info series */
+  assert_non_null(
+      strstr(b.data, "DCGM_FI_DRIVER_VERSION=\"550.54.15\",gpuscale_shared=\"true\"} "));
+  assert_null(strstr(b.data, "pod=\"vllm-4-1\",gpuscale_shared"));
+  assert_non_null(strstr(b.data, "gpuscale_gpu_pod_info{gpu=\"4\","));
+  assert_non_null(strstr(b.data, "pod=\"vllm-4-1\"} 1\n"));
   assert_non_null(strstr(b.data, "gpuscale_attribution_available 1\n"));
   assert_promtool_ok(b.data, b.len);
   assert_int_equal(metrics_mock_render(mm, true, &gz), 0);
@@ -583,6 +842,9 @@ int main(void) {
       cmocka_unit_test(test_golden_mig),
       cmocka_unit_test(test_golden_one_pod),
       cmocka_unit_test(test_golden_shared),
+      cmocka_unit_test(test_golden_shared_per_pod),
+      cmocka_unit_test(test_shared_gpu_series),
+      cmocka_unit_test(test_sum_stays_physical),
       cmocka_unit_test(test_golden_no_hostname),
       cmocka_unit_test(test_golden_escaping),
       cmocka_unit_test(test_golden_detects_change),
