@@ -22,6 +22,8 @@ State comes from a JSON fixture:
       "pods":  [<v1 Pod>...],                 # spec.nodeName places a pod
       "pdb":   {"ns/pod": N},                 # eviction answers 429 N times, then 201
       "pdb_retry_after": S,                   # optional: a Retry-After: S header on those 429s
+      "linger": {"ns/pod": S},                # an evicted pod stays listed, terminating
+                                              # (deletionTimestamp set), for S seconds; -1: for good
       "faults": [{"method": "GET", "path": "/api/v1/nodes/a", "status": 500,
                   "body": <JSON or null>, "raw": "<text sent verbatim>", "times": 1}]
     }
@@ -29,7 +31,7 @@ State comes from a JSON fixture:
 A fault matches a request by method and by path (with or without the query string); `times`
 (default: always) limits how often. Every request is recorded (method, path, query, content type,
 authorization present, JSON body) in memory and, with a log path, as JSON lines the test reads.
-An evicted pod disappears from the state; a PATCH updates the node, so a test can assert the
+An evicted pod disappears from the state (after its linger time, if any); a PATCH updates the node, so a test can assert the
 cluster's state after a run. With a token, requests without "Authorization: Bearer <token>" get
 401. With a certificate and key the server speaks TLS, and with a client CA it requires mTLS.
 
@@ -44,6 +46,7 @@ import json
 import ssl
 import sys
 import threading
+import time
 import urllib.parse
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -82,6 +85,8 @@ class FakeKubeAPI:
         self.pods = [copy.deepcopy(p) for p in state.get("pods", [])]
         self.pdb = dict(state.get("pdb", {}))
         self.pdb_retry_after = state.get("pdb_retry_after")
+        self.linger = dict(state.get("linger", {}))
+        self.gone_at = {}  # "ns/pod" -> monotonic time it leaves the list (None: never)
         self.faults = [dict(f) for f in state.get("faults", [])]
         self.events = []
         self.requests = []
@@ -144,8 +149,18 @@ class FakeKubeAPI:
         with self.lock:
             return copy.deepcopy(self.nodes.get(name))
 
+    def purge(self):
+        """Drops lingering evicted pods whose grace time is over (call with the lock held)."""
+        now = time.monotonic()
+        for key, t in list(self.gone_at.items()):
+            if t is not None and now >= t:
+                self.pods = [p for p in self.pods if "%s/%s" % (
+                    p["metadata"]["namespace"], p["metadata"]["name"]) != key]
+                del self.gone_at[key]
+
     def pod_names(self):
         with self.lock:
+            self.purge()
             return ["%s/%s" % (p["metadata"]["namespace"], p["metadata"]["name"])
                     for p in self.pods]
 
@@ -263,6 +278,7 @@ class FakeKubeAPI:
         return 405, status_body(405, "MethodNotAllowed", "the server does not allow this method")
 
     def list_pods(self, query, ns):
+        self.purge()
         sel = query.get("fieldSelector", [""])[0]
         node = None
         if sel:
@@ -306,7 +322,13 @@ class FakeKubeAPI:
                 {"causes": [{"reason": "DisruptionBudget",
                              "message": "The disruption budget %s-pdb needs 1 healthy pods and "
                                         "has 1 currently" % name}]})
-        self.pods.remove(pod)
+        if key in self.linger:  # graceful termination: listed, terminating, for a while
+            if key not in self.gone_at:
+                pod["metadata"]["deletionTimestamp"] = "2026-01-12T10:00:00Z"
+                secs = self.linger[key]
+                self.gone_at[key] = None if secs < 0 else time.monotonic() + secs
+        else:
+            self.pods.remove(pod)
         return 201, {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success",
                      "code": 201}
 

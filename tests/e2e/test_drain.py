@@ -591,3 +591,125 @@ def test_usage_errors(env):
     assert r.returncode == 2 and "--nodes is required" in r.stderr
     r = env.drain("--nodes", "a", "--max-nodes", "0", kc=False)
     assert r.returncode == 2 and "max-nodes" in r.stderr
+
+
+# ------------------------------------------------------------------------------------------
+# kubectl drain's safety: local data, finished pods, evicted pods that are slow to go
+
+
+def with_pod(st, name, node="gpu-idle-c", ns="ml", phase="Running", volumes=None,
+             owner=True):
+    """Adds a pod to the fixture state, shaped like the API server's."""
+    pod = copy.deepcopy(find(st["pods"], "rerank-6c-qwe34"))
+    pod["metadata"]["name"] = name
+    pod["metadata"]["namespace"] = ns
+    pod["metadata"]["uid"] = "uid-%s-%s" % (ns, name)
+    if not owner:
+        pod["metadata"].pop("ownerReferences")
+    pod["spec"]["nodeName"] = node
+    if volumes is not None:
+        pod["spec"]["volumes"] = volumes
+    pod["status"]["phase"] = phase
+    st["pods"].append(pod)
+    return pod
+
+
+EMPTYDIR = [{"name": "cache", "emptyDir": {}},
+            {"name": "kube-api-access-x", "projected": {"sources": []}}]
+
+
+@pytest.mark.parametrize("volumes,what", [
+    (EMPTYDIR, "emptyDir cache"),
+    ([{"name": "scratch", "emptyDir": {"medium": "Memory", "sizeLimit": "1Gi"}}],
+     "emptyDir scratch"),
+    ([{"name": "tmp", "ephemeral": {"volumeClaimTemplate": {"spec": {}}}}], "ephemeral tmp"),
+])
+def test_local_data_blocks_without_the_flag(env, volumes, what):
+    st = load_cluster()
+    with_pod(st, "cache-7d-abcde", volumes=volumes)
+    api = env.api(st)
+    r = env.drain("--nodes", "gpu-idle-c", "--apply", "--audit", str(env.tmp / "audit.jsonl"))
+    assert r.returncode == 0, out(r)
+    assert api.writes() == [], "a pod with local data must keep its node untouched"
+    assert ("node gpu-idle-c: skipped: 1 pod(s) must not be evicted, first ml/cache-7d-abcde: "
+            "local data (%s) is lost on eviction (use --delete-local-data)" % what) in r.stdout
+    assert "ml/cache-7d-abcde" in api.pod_names()
+
+
+@pytest.mark.parametrize("flag", ["--delete-local-data", "--delete-emptydir-data"])
+def test_delete_local_data_evicts_such_pods(env, flag):
+    st = load_cluster()
+    with_pod(st, "cache-7d-abcde", volumes=EMPTYDIR)
+    api = env.api(st)
+    r = env.drain("--nodes", "gpu-idle-c", flag)  # the plan says what will be lost
+    assert r.returncode == 0, out(r)
+    assert "evict  ml/cache-7d-abcde" in r.stdout
+    assert "(--delete-local-data: emptyDir cache is deleted)" in r.stdout
+    r = env.drain("--nodes", "gpu-idle-c", "--apply", flag, "--audit",
+                  str(env.tmp / "audit.jsonl"))
+    assert r.returncode == 0, out(r)
+    ev = [p for m, p in api.calls(include_events=False) if p.endswith("/eviction")]
+    assert ev == [evict_path("ml/cache-7d-abcde"), evict_path("ml/rerank-6c-qwe34")]
+    assert api.node("gpu-idle-c")["metadata"]["annotations"][ANN_STATE] == "drained"
+
+
+@pytest.mark.parametrize("phase", ["Succeeded", "Failed"])
+def test_finished_pods_never_block_and_are_not_evicted(env, phase):
+    st = load_cluster()
+    # finished, no controller, with local data: each alone would block a running pod
+    with_pod(st, "job-run-1", phase=phase, volumes=EMPTYDIR, owner=False)
+    api = env.api(st)
+    # the plan shows it as skipped
+    r = env.drain("--nodes", "gpu-idle-c")
+    assert r.returncode == 0, out(r)
+    assert "skip   ml/job-run-1" in r.stdout and "finished (%s)" % phase in r.stdout
+    audit = str(env.tmp / "audit.jsonl")
+    r = env.drain("--nodes", "gpu-idle-c", "--apply", "--audit", audit)
+    assert r.returncode == 0, out(r)
+    ev = [p for m, p in api.calls(include_events=False) if p.endswith("/eviction")]
+    assert ev == [evict_path("ml/rerank-6c-qwe34")]
+    assert api.node("gpu-idle-c")["metadata"]["annotations"][ANN_STATE] == "drained"
+    assert ("skip-pod", "ml/job-run-1", "skipped") in [
+        (a["action"], a["pod"], a["result"]) for a in env.audit()]
+    skip = [a for a in env.audit() if a["pod"] == "ml/job-run-1"][0]
+    assert "finished (%s)" % phase in skip["message"]
+    assert "ml/job-run-1" in api.pod_names()  # left for the pod garbage collector
+
+
+def test_evicted_pod_that_lingers_past_the_wait_is_reported_not_drained(env):
+    st = load_cluster()
+    st["linger"] = {"ml/rerank-6c-qwe34": -1}  # stuck terminating (a finalizer, a hung kubelet)
+    api = env.api(st)
+    audit = str(env.tmp / "audit.jsonl")
+    r = env.drain("--nodes", "gpu-idle-c", "--apply", "--audit", audit, "--drain-timeout", "1s")
+    assert r.returncode == 1, out(r)
+    calls = api.calls(include_events=False)
+    polls = [c for c in calls if c == ("GET", pods_path("gpu-idle-c"))]
+    assert len(polls) >= 3  # plan, after the cordon, then the waits
+    node = api.node("gpu-idle-c")
+    ann = node["metadata"]["annotations"]
+    assert node["spec"]["unschedulable"] is True
+    assert ann[ANN_STATE] == "incomplete", "never marked drained while a pod is still there"
+    assert "still on the node after --drain-timeout 1 s: ml/rerank-6c-qwe34" in \
+        ann["gpuscale.io/drain-reason"]
+    assert "    still  ml/rerank-6c-qwe34" in r.stdout
+    assert "node gpu-idle-c: incomplete" in r.stdout
+    acts = [(a["action"], a["pod"], a["result"]) for a in env.audit()]
+    assert ("wait", "ml/rerank-6c-qwe34", "present") in acts
+    assert ("drain", None, "incomplete") in acts and ("drain", None, "complete") not in acts
+    assert "ml/rerank-6c-qwe34" in api.pod_names()
+
+
+def test_evicted_pod_that_goes_within_the_wait_is_drained(env):
+    st = load_cluster()
+    st["linger"] = {"ml/rerank-6c-qwe34": 0.8}  # a graceful shutdown shorter than the wait
+    api = env.api(st)
+    audit = str(env.tmp / "audit.jsonl")
+    r = env.drain("--nodes", "gpu-idle-c", "--apply", "--audit", audit, "--drain-timeout", "20s")
+    assert r.returncode == 0, out(r)
+    assert api.node("gpu-idle-c")["metadata"]["annotations"][ANN_STATE] == "drained"
+    assert "ml/rerank-6c-qwe34" not in api.pod_names()
+    wait = [a for a in env.audit() if a["action"] == "wait"]
+    assert [(a["pod"], a["result"]) for a in wait] == [(None, "gone")]
+    polls = [c for c in api.calls(include_events=False) if c == ("GET", pods_path("gpu-idle-c"))]
+    assert len(polls) >= 4  # plan, after the cordon, and more than one wait poll

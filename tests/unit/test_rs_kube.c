@@ -260,6 +260,70 @@ static const struct kube_pod *find_pod(const struct kube_pod_list *l, const char
   return NULL;
 }
 
+/* kubectl drain's rules, one pod per row: what blocks, what is skipped, what is evicted. */
+static void test_classify_table(void **state) {
+  (void)state;
+  static const char list[] =
+      "{\"kind\":\"PodList\",\"apiVersion\":\"v1\",\"items\":["
+      "{\"metadata\":{\"name\":\"run\",\"namespace\":\"ml\",\"ownerReferences\":[{"
+      "\"kind\":\"ReplicaSet\",\"name\":\"rs\",\"controller\":true}]},"
+      "\"spec\":{\"volumes\":[{\"name\":\"tok\",\"projected\":{}},{\"name\":\"cfg\","
+      "\"configMap\":{\"name\":\"c\"}},{\"name\":\"host\",\"hostPath\":{\"path\":\"/x\"}}]},"
+      "\"status\":{\"phase\":\"Running\"}},"
+      "{\"metadata\":{\"name\":\"cache\",\"namespace\":\"ml\",\"ownerReferences\":[{"
+      "\"kind\":\"ReplicaSet\",\"name\":\"rs\",\"controller\":true}]},"
+      "\"spec\":{\"volumes\":[{\"name\":\"tok\",\"projected\":{}},{\"name\":\"scratch\","
+      "\"emptyDir\":{}}]},\"status\":{\"phase\":\"Running\"}},"
+      "{\"metadata\":{\"name\":\"eph\",\"namespace\":\"ml\",\"ownerReferences\":[{"
+      "\"kind\":\"StatefulSet\",\"name\":\"db\",\"controller\":true}]},"
+      "\"spec\":{\"volumes\":[{\"name\":\"data\",\"ephemeral\":{\"volumeClaimTemplate\":{}}}]},"
+      "\"status\":{\"phase\":\"Running\"}},"
+      "{\"metadata\":{\"name\":\"done\",\"namespace\":\"ml\"},"
+      "\"spec\":{\"volumes\":[{\"name\":\"s\",\"emptyDir\":{}}]},"
+      "\"status\":{\"phase\":\"Succeeded\"}},"
+      "{\"metadata\":{\"name\":\"crashed\",\"namespace\":\"ml\",\"annotations\":{"
+      "\"karpenter.sh/do-not-disrupt\":\"true\"}},\"spec\":{},\"status\":{\"phase\":\"Failed\"}},"
+      "{\"metadata\":{\"name\":\"bare\",\"namespace\":\"ml\"},\"spec\":{},"
+      "\"status\":{\"phase\":\"Running\"}}]}";
+  struct kube_pod_list l;
+  const char *err = NULL;
+  assert_int_equal(kube_pod_list_parse(list, sizeof(list) - 1, &l, &err), 0);
+  static const struct {
+    const char *pod;
+    bool force, delete_local;
+    enum drain_pod_action want;
+    const char *why; /* a part of the reason */
+  } cases[] = {
+      {"run", false, false, DRAIN_POD_EVICT, "ReplicaSet rs"}, /* hostPath, configMap: no */
+      {"cache", false, false, DRAIN_POD_BLOCK, "local data (emptyDir scratch)"},
+      {"cache", true, false, DRAIN_POD_BLOCK, "--delete-local-data"},
+      {"cache", false, true, DRAIN_POD_EVICT, "emptyDir scratch is deleted"},
+      {"eph", false, false, DRAIN_POD_BLOCK, "local data (ephemeral data)"},
+      {"eph", false, true, DRAIN_POD_EVICT, "StatefulSet db"},
+      {"done", false, false, DRAIN_POD_SKIP, "finished (Succeeded)"},
+      {"crashed", false, false, DRAIN_POD_SKIP, "finished (Failed)"},
+      {"bare", false, true, DRAIN_POD_BLOCK, "--force"},
+  };
+  for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+    char why[160];
+    const struct kube_pod *p = find_pod(&l, cases[i].pod);
+    enum drain_pod_action got =
+        drain_classify(p, cases[i].force, cases[i].delete_local, why, sizeof(why));
+    if (got != cases[i].want || !strstr(why, cases[i].why))
+      fail_msg("case %zu (%s): got %s \"%s\", want %s \"...%s...\"", i, cases[i].pod,
+               drain_pod_action_name(got), why, drain_pod_action_name(cases[i].want), cases[i].why);
+  }
+  assert_null(find_pod(&l, "run")->local_volume);
+  assert_string_equal(find_pod(&l, "cache")->local_volume, "emptyDir scratch");
+  kube_pod_list_free(&l);
+  /* spec.volumes that is not an array is a malformed answer */
+  static const char bad[] = "{\"kind\":\"PodList\",\"items\":[{\"metadata\":{\"name\":\"a\","
+                            "\"namespace\":\"b\"},\"spec\":{\"volumes\":{}}}]}";
+  assert_int_equal(kube_pod_list_parse(bad, sizeof(bad) - 1, &l, &err), GS_EPARSE);
+  assert_non_null(strstr(err, "volumes"));
+  kube_pod_list_free(&l);
+}
+
 static void test_pods_and_classification(void **state) {
   size_t len;
   char *s = slurp(FIX "pods.json", &len);
@@ -423,6 +487,7 @@ int main(void) {
       cmocka_unit_test(test_node_parse),
       cmocka_unit_test(test_json_malformed),
       cmocka_unit_test(test_pods_and_classification),
+      cmocka_unit_test(test_classify_table),
       cmocka_unit_test(test_protected_by),
       cmocka_unit_test(test_names_and_event_json),
       cmocka_unit_test(test_client_unreachable),
