@@ -385,20 +385,25 @@ static void mark_down(struct nvml_ctx *n, struct nvml_dev *d, enum nvml_call cal
            d->nvml_index, is_lost(rc) ? "is lost" : "is out of service", d->down);
 }
 
-/* Reads name and UUID of d->handle: they identify it, so a failure marks it down. */
+/* Reads UUID and name of d->handle: they identify it, so a failure marks it down. The name is
+ * still read after a UUID failure, so that the GPU out of service can be told apart. */
 static void read_identity(struct nvml_ctx *n, struct nvml_dev *d) {
   char buf[NVML_BUF];
   memset(buf, 0, sizeof buf);
   int rc = n->api.get_uuid(d->handle, buf, sizeof buf);
-  if (rc != NVML_SUCCESS) {
+  if (rc != NVML_SUCCESS)
     mark_down(n, d, NVML_CALL_get_uuid, rc, "");
+  else
+    copy_str(d->info.uuid, sizeof d->info.uuid, buf, sizeof buf);
+  if (d->down_rc == GS_ELOST)
     return;
-  }
-  copy_str(d->info.uuid, sizeof d->info.uuid, buf, sizeof buf);
   memset(buf, 0, sizeof buf);
   rc = n->api.get_name(d->handle, buf, sizeof buf);
   if (rc != NVML_SUCCESS) {
-    mark_down(n, d, NVML_CALL_get_name, rc, "");
+    if (d->down[0])
+      count_error(n, NVML_CALL_get_name, rc);
+    else
+      mark_down(n, d, NVML_CALL_get_name, rc, "");
     return;
   }
   copy_str(d->info.name, sizeof d->info.name, buf, sizeof buf);
@@ -421,7 +426,8 @@ static bool fact_fail(struct nvml_ctx *n, struct nvml_dev *d, enum nvml_call cal
 }
 
 /* Minor number, PCI bus id and MIG mode. The MIG mode identifies what the GPU is (a whole GPU, or
- * a parent whose instances must be listed), so only its failure takes the GPU down. */
+ * a parent whose instances must be listed), so only its failure takes the GPU down. A GPU already
+ * down still gets its minor number and bus id (for its labels), not its MIG mode. */
 static void read_facts(struct nvml_ctx *n, struct nvml_dev *d) {
   d->info.minor = (int)d->nvml_index;
   if (n->api.get_minor) {
@@ -441,7 +447,7 @@ static void read_facts(struct nvml_ctx *n, struct nvml_dev *d) {
     else if (fact_fail(n, d, NVML_CALL_get_pci, rc, "pci_bus_id unknown"))
       return;
   }
-  if (n->base.caps & COLLECTOR_CAP_MIG) {
+  if ((n->base.caps & COLLECTOR_CAP_MIG) && !d->down[0]) {
     unsigned cur = 0, pending = 0;
     int rc = n->api.get_mig_mode(d->handle, &cur, &pending);
     if (rc == NVML_SUCCESS)
@@ -464,7 +470,7 @@ static int add_gpu(struct nvml_ctx *n, unsigned idx, char *err, size_t errlen) {
     return 0;
   }
   read_identity(n, d);
-  if (!d->down[0])
+  if (d->down_rc != GS_ELOST)
     read_facts(n, d);
   return 0;
 }

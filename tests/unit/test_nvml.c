@@ -467,20 +467,25 @@ struct ident_case {
   const char *reason;
   const char *uuid; /* GPU 1's UUID as listed ("" when it could not be read) */
   size_t ndevs;
+  const char *name, *pci; /* what is still known about it, for its labels */
 };
 
 static void test_identity_failure_is_gpu_down(void **state) {
   (void)state;
   static const struct ident_case cases[] = {
-      {"gpu 1 uuid=err:999", GS_EIO, "nvmlDeviceGetUUID: Unknown Error", "", 2},
+      {"gpu 1 uuid=err:999", GS_EIO, "nvmlDeviceGetUUID: Unknown Error", "", 2, "NVIDIA Fake GPU",
+       "00000000:02:00.0"},
       {"gpu 1 uuid=GPU-b name=err:4", GS_EIO, "nvmlDeviceGetName: Insufficient Permissions",
-       "GPU-b", 2},
-      {"gpu 1 handle=err:10", GS_EIO, "nvmlDeviceGetHandleByIndex_v2: Timeout", "", 2},
-      {"gpu 1 uuid=GPU-b name=lost", GS_ELOST, "nvmlDeviceGetName: GPU is lost", "GPU-b", 2},
-      {"gpu 1 uuid=GPU-b mig=err:999", GS_EIO, "nvmlDeviceGetMigMode: Unknown Error", "GPU-b", 2},
+       "GPU-b", 2, "", "00000000:02:00.0"},
+      {"gpu 1 handle=err:10", GS_EIO, "nvmlDeviceGetHandleByIndex_v2: Timeout", "", 2, "", ""},
+      {"gpu 1 uuid=GPU-b name=lost", GS_ELOST, "nvmlDeviceGetName: GPU is lost", "GPU-b", 2, "",
+       ""},
+      {"gpu 1 uuid=GPU-b mig=err:999", GS_EIO, "nvmlDeviceGetMigMode: Unknown Error", "GPU-b", 2,
+       "NVIDIA Fake GPU", "00000000:02:00.0"},
       /* MIG listing fails: the parent is down and none of its instances is listed */
       {"gpu 1 uuid=GPU-b mig=1\nmig 1 0 gi=3 handle=err:999", GS_EIO,
-       "nvmlDeviceGetMigDeviceHandleByIndex: Unknown Error", "GPU-b", 2},
+       "nvmlDeviceGetMigDeviceHandleByIndex: Unknown Error", "GPU-b", 2, "NVIDIA Fake GPU",
+       "00000000:02:00.0"},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     char text[256];
@@ -489,6 +494,8 @@ static void test_identity_failure_is_gpu_down(void **state) {
     struct collector *c = open_fake(write_script(text));
     assert_int_equal(collector_nvml.count(c), cases[i].ndevs);
     assert_string_equal(collector_nvml.info(c, 1)->uuid, cases[i].uuid);
+    assert_string_equal(collector_nvml.info(c, 1)->name, cases[i].name);
+    assert_string_equal(collector_nvml.info(c, 1)->pci_bus_id, cases[i].pci);
     struct gpu_sample s;
     char err[256] = "";
     for (int round = 0; round < 2; round++) {
