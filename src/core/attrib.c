@@ -2,6 +2,7 @@
  * readers always see one complete kubelet answer, never a mix of two. */
 #include "core/attrib.h"
 
+#include <math.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -141,4 +142,28 @@ double attrib_pod_share(const struct gpu_pods *p, size_t i) {
     return p->pods[i].share;
   size_t h = attrib_holders(p);
   return h ? 1.0 / (double)h : 0;
+}
+
+int attrib_split_process(struct gpu_pods *p, const struct attrib_use *use, size_t n) {
+  double total = 0;
+  for (size_t k = 0; k < n; k++) {
+    if (!isfinite(use[k].util) || use[k].util < 0)
+      return GS_EINVAL;
+    total += use[k].util;
+  }
+  size_t listed = p->n < ATTRIB_MAX_PODS ? p->n : ATTRIB_MAX_PODS;
+  if (!(total > 0) || listed == 0)
+    return GS_ENOTFOUND;
+  for (size_t i = 0; i < listed; i++) {
+    double mine = 0;
+    for (size_t k = 0; k < n; k++)
+      if (use[k].pod && use[k].ns && strcmp(use[k].pod, p->pods[i].pod) == 0 &&
+          strcmp(use[k].ns, p->pods[i].ns) == 0)
+        mine += use[k].util;
+    p->pods[i].share = mine / total;
+  }
+  if (!p->holders)
+    p->holders = attrib_holders(p);
+  p->split = ATTRIB_SPLIT_PROCESS;
+  return 0;
 }

@@ -73,4 +73,17 @@ void attrib_split_even(struct gpu_pods *p);
  * even split. */
 double attrib_pod_share(const struct gpu_pods *p, size_t i);
 
+/* One process's activity on a GPU, with the pod it runs in. */
+struct attrib_use {
+  const char *ns, *pod; /* pod NULL: a process in no pod (a host process) */
+  double util;          /* its activity over the window, e.g. NVML SM utilisation summed */
+};
+/* Splits by process: each listed pod's share = the util of its processes / the util of every
+ * process on the GPU. A listed pod without a process gets 0; the part of processes in no pod, or
+ * in a pod not listed as a holder, is nobody's (the shares then sum below 1). Sets split to
+ * ATTRIB_SPLIT_PROCESS. Returns 0, or leaves p unchanged and returns GS_ENOTFOUND when there is
+ * no activity to split by (no process, or all at 0) or GS_EINVAL for a negative or non-finite
+ * util. */
+int attrib_split_process(struct gpu_pods *p, const struct attrib_use *use, size_t n);
+
 #endif

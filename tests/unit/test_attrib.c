@@ -1,5 +1,6 @@
 /* Unit tests for pod attribution: the attrib table (replace, clear, lookup, availability), the
  * PodResources decoder, and the join of kubelet device ids to devices, time-slicing included. */
+#include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -391,6 +392,65 @@ static void test_split_fallback(void **state) {
   assert_string_equal(attrib_split_name(ATTRIB_SPLIT_NONE), "none");
 }
 
+/* The split by process: each listed pod gets its processes' part of the GPU's activity. */
+static void test_split_process(void **state) {
+  static const struct {
+    const char *label;
+    size_t nuse;
+    struct attrib_use use[4];
+    int rc;
+    double want[3]; /* shares of pods a, b, c (c holds the GPU too) */
+  } cases[] = {
+      {"3:1", 2, {{"ml", "a", 30}, {"ml", "b", 10}}, 0, {0.75, 0.25, 0}},
+      {"a pod's two processes add up",
+       3,
+       {{"ml", "a", 10}, {"ml", "b", 20}, {"ml", "a", 10}},
+       0,
+       {0.5, 0.5, 0}},
+      {"a host process is nobody's", 2, {{"ml", "a", 30}, {NULL, NULL, 10}}, 0, {0.75, 0, 0}},
+      {"a pod that does not hold it is nobody's here",
+       2,
+       {{"ml", "a", 10}, {"ml", "zz", 30}},
+       0,
+       {0.25, 0, 0}},
+      {"same name, other namespace", 2, {{"ml", "a", 10}, {"other", "a", 10}}, 0, {0.5, 0, 0}},
+      {"no process: nothing to split by", 0, {{NULL, NULL, 0}}, GS_ENOTFOUND, {0}},
+      {"all idle: nothing to split by", 2, {{"ml", "a", 0}, {"ml", "b", 0}}, GS_ENOTFOUND, {0}},
+      {"negative", 1, {{"ml", "a", -1}}, GS_EINVAL, {0}},
+      {"NaN", 1, {{"ml", "a", NAN}}, GS_EINVAL, {0}},
+  };
+  for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+    struct gpu_pods p;
+    memset(&p, 0, sizeof p);
+    static const char *names[] = {"a", "b", "c"};
+    for (size_t i = 0; i < 3; i++) {
+      snprintf(p.pods[i].ns, sizeof p.pods[i].ns, "ml");
+      snprintf(p.pods[i].pod, sizeof p.pods[i].pod, "%s", names[i]);
+    }
+    p.n = p.total = 3;
+    p.shared = true;
+    attrib_split_even(&p);
+    int rc = attrib_split_process(&p, cases[c].use, cases[c].nuse);
+    if (rc != cases[c].rc)
+      print_error("case %s: rc %d\n", cases[c].label, rc);
+    assert_int_equal(rc, cases[c].rc);
+    assert_int_equal(p.holders, 3);
+    if (rc) { /* unchanged: still the even split */
+      assert_int_equal(p.split, ATTRIB_SPLIT_EVEN);
+      for (size_t i = 0; i < 3; i++)
+        assert_true(p.pods[i].share == 1.0 / 3);
+      continue;
+    }
+    assert_int_equal(p.split, ATTRIB_SPLIT_PROCESS);
+    for (size_t i = 0; i < 3; i++) {
+      if (p.pods[i].share != cases[c].want[i])
+        print_error("case %s: pod %zu share %g\n", cases[c].label, i, p.pods[i].share);
+      assert_true(p.pods[i].share == cases[c].want[i]);
+      assert_true(attrib_pod_share(&p, i) == cases[c].want[i]);
+    }
+  }
+}
+
 static void test_join_empty(void **state) {
   struct podres_list l = {0};
   struct attrib_entry *e = (struct attrib_entry *)&l; /* must be reset */
@@ -549,6 +609,7 @@ int main(void) {
       cmocka_unit_test_setup(test_join_empty, setup_devs),
       cmocka_unit_test_setup(test_join_shares, setup_devs),
       cmocka_unit_test(test_split_fallback),
+      cmocka_unit_test(test_split_process),
       cmocka_unit_test(test_table_replace_clear_lookup),
       cmocka_unit_test(test_table_many_entries),
       cmocka_unit_test_setup(test_refresh_absent_socket_clears, setup_devs),
