@@ -10,6 +10,8 @@ import pytest
 
 import helpers
 from helpers import Agent, c_round, close, rpc_error
+from gateway_helpers import Gateway
+from test_attribution import kubelet, kubelet_args, pod  # noqa: F401  (kubelet: a fixture)
 
 # Per GPU: util, memutil, total_mib, used_mib, reserved_mib, temp, power_mw
 FAKE = [
@@ -315,3 +317,44 @@ def test_nvml_mig_parent_not_aggregated_beside_instances(tmp_path, procs):
     fb = series(body, "DCGM_FI_DEV_FB_USED", UUID="GPU-cccccccc-0000-0000-0000-000000000000")
     by_gi = {l.get("GPU_I_ID"): v for l, v in fb}
     assert by_gi == {None: 3072, "7": 1024, "2": 2048}, fb
+
+
+def test_nvml_mig_through_the_gateway_every_scope(tmp_path, procs, kubelet):
+    """Node, cluster and workload scope at the gateway over a MIG agent: the parent never counts
+    beside its instances. Pods hold MIG instances by MIG UUID and the whole GPU by minor."""
+
+    kubelet.set([
+        pod("ml", "a-0", "c", "nvidia.com/mig-1g.10gb", ["MIG-11111111-0000-0000-0000-000000000000"]),
+        pod("ml", "b-0", "c", "nvidia.com/mig-3g.40gb", ["MIG-22222222-0000-0000-0000-000000000000"]),
+        pod("ml", "w-0", "c", "nvidia.com/gpu", ["GPU-dddddddd-0000-0000-0000-000000000000"]),
+    ])
+    kubelet.start()
+    s = str(tmp_path / "fake.txt")
+    write_atomic(s, MIG)
+    a = Agent(["--collector", "nvml", "--nvml-library", lib_path(), "--interval",
+               helpers.INTERVAL] + kubelet_args(kubelet),
+              env={"FAKE_NVML_SCRIPT": s, "NODE_NAME": "mig-node"}, workdir=str(tmp_path))
+    procs.append(a)
+    a.start()
+    helpers.wait_for(lambda: any(g["pods"] for g in a.gpus_json()["gpus"]), timeout=10,
+                     what="pods attributed on the agent")
+    gw = Gateway(["--agents", a.grpc_address, "--tick", "200ms"],
+                 workdir=str(tmp_path / "gw")).start()
+    procs.append(gw)
+    c = gw.client()
+    mem = {"metricType": "memory_used_mib", "targetValue": "1000", "aggregation": "sum"}
+
+    def value(md):
+        return c.spec_and_value(md)[1].metricValueFloat
+
+    helpers.wait_for(lambda: gw.agents()[a.grpc_address]["reported"], timeout=10,
+                     what="the agent reported to the gateway")
+    want = 1024 + 2048 + 8192  # the instances and the whole GPU, not the card's 3072 again
+    assert value(dict(mem, scope="cluster")) == want
+    assert value(dict(mem, scope="node", node="mig-node")) == want
+    assert close(value({"metricType": "power_draw", "targetValue": "300", "aggregation": "sum",
+                        "scope": "cluster"}), 290.0)
+    assert value(dict(mem, scope="node", node="mig-node", gpuIndex="0")) == 3072
+    helpers.wait_for(lambda: value(dict(mem, pods="(a|b|w)-.*", namespace="ml")) == want,
+                     timeout=10, what="workload scope over the three pods")
+    assert value(dict(mem, pods="a-.*", namespace="ml")) == 1024
