@@ -10,6 +10,7 @@
 
 #include <cmocka.h>
 
+#include "rightsize/cost.h"
 #include "rs_testlib.h"
 
 #define H 3600000LL
@@ -192,11 +193,254 @@ static void test_bounded_timeline(void **state) {
   rs_report_free(NULL);
 }
 
+/* One series with full labels and an aggregation, value v at every step of [from, to). */
+static void feed(struct rs_analyzer *a, enum rs_metric m, enum rs_agg agg,
+                 const struct rs_labels *l, int64_t from, int64_t to, double v) {
+  size_t n = (size_t)((to - from) / T_STEP);
+  struct rs_point *p = calloc(n + 1, sizeof(*p));
+  assert_non_null(p);
+  for (size_t i = 0; i < n; i++) {
+    p[i].t_ms = from + (int64_t)i * T_STEP;
+    p[i].v = v;
+  }
+  struct rs_series s = {.labels = *l, .points = p, .n = n, .agg = agg};
+  assert_int_equal(rs_analyzer_add(a, m, &s), 0);
+  free(p);
+}
+
+static struct rs_labels lab(const char *node, const char *gpu, const char *uuid, const char *gi,
+                            const char *job, enum rs_pod_form form, const char *pod, const char *ns,
+                            const char *tpod) {
+  struct rs_labels l = {.node = node,
+                        .gpu = gpu,
+                        .uuid = uuid,
+                        .model = "NVIDIA H100 80GB HBM3",
+                        .pod = pod,
+                        .namespace_ = ns,
+                        .container = "",
+                        .gpu_i_id = gi,
+                        .gpu_i_profile = gi[0] ? "3g.40gb" : "",
+                        .job = job,
+                        .pod_form = form,
+                        .target_pod = tpod,
+                        .target_ns = tpod[0] ? "gpuscale" : ""};
+  return l;
+}
+
+static const struct rs_report *finish(struct rs_analyzer *a, struct rs_report *r) {
+  rs_report_init(r);
+  assert_int_equal(rs_analyzer_finish(a, r), 0);
+  return r;
+}
+
+static bool has_note(const struct rs_report *r, const char *part) {
+  for (size_t i = 0; i < r->n_notes; i++)
+    if (strstr(r->notes[i].text, part))
+      return true;
+  return false;
+}
+
+/* A job that runs 60 s of every 5 minutes: each step's mean is 20 %, its max 100 %. The step is
+ * busy (its max is), the mean and the GPU-hours come from the means. */
+static void test_burst_between_steps(void **state) {
+  (void)state;
+  struct rs_analyzer *a = day();
+  struct rs_labels l = lab("n1", "0", "GPU-1", "", "dcgm", RS_POD_PLAIN, "", "", "");
+  feed(a, RS_M_UTIL, RS_AGG_AVG, &l, START, T_END + T_STEP, 20);
+  feed(a, RS_M_UTIL, RS_AGG_MAX, &l, START, T_END + T_STEP, 100);
+  feed(a, RS_M_FB_USED, RS_AGG_AVG, &l, START, T_END + T_STEP, 400);
+  feed(a, RS_M_FB_USED, RS_AGG_MAX, &l, START, T_END + T_STEP, 2000);
+  feed(a, RS_M_FB_FREE, RS_AGG_AVG, &l, START, T_END + T_STEP, 81559 - 400);
+  struct rs_report r;
+  finish(a, &r);
+  assert_int_equal(r.n_gpus, 1);
+  const struct rs_gpu *g = &r.gpus[0];
+  assert_true(fabs(g->util.mean - 20) < 1e-9);
+  assert_true(g->util.p95 == 20 && g->util.max == 100);
+  assert_true(g->idle_fraction == 0.0); /* never idle */
+  assert_true(fabs(g->used_gpu_hours - 0.2 * 24) < 1e-9);
+  assert_true(g->mem_mib.max == 2000 && fabs(g->mem_mib.mean - 400) < 1e-9);
+  assert_true(g->mem_total_mib == 81559);
+  assert_false(g->valid & RS_HAS_STREAK && g->idle_streak_ms > 0);
+  rs_report_free(&r);
+  rs_analyzer_free(a);
+
+  /* the same GPU idle on average (2 %) but with a 30 % peak in each step: still busy */
+  a = day();
+  feed(a, RS_M_UTIL, RS_AGG_AVG, &l, START, T_END + T_STEP, 2);
+  feed(a, RS_M_UTIL, RS_AGG_MAX, &l, START, T_END + T_STEP, 30);
+  finish(a, &r);
+  assert_true(r.gpus[0].idle_fraction == 0.0);
+  rs_report_free(&r);
+  rs_analyzer_free(a);
+}
+
+/* A second scrape job and per-pod copies name the same GPU: it counts once per step. */
+static void test_duplicates_count_once(void **state) {
+  (void)state;
+  struct rs_analyzer *a = day();
+  struct rs_labels j1 = lab("n1", "0", "GPU-1", "", "dcgm", RS_POD_PLAIN, "", "", "");
+  struct rs_labels j2 = lab("n1", "0", "GPU-1", "", "dcgm-2", RS_POD_PLAIN, "", "", "");
+  feed(a, RS_M_UTIL, RS_AGG_SAMPLE, &j1, START, T_END + T_STEP, 40);
+  feed(a, RS_M_UTIL, RS_AGG_SAMPLE, &j2, START, T_END + T_STEP, 50);
+  /* a time-sliced GPU exported once per pod (vgpu copies): two pods, one GPU */
+  struct rs_labels p1 = lab("n1", "1", "GPU-2", "", "dcgm", RS_POD_PLAIN, "a-0", "ml", "");
+  struct rs_labels p2 = lab("n1", "1", "GPU-2", "", "dcgm", RS_POD_PLAIN, "b-0", "ml", "");
+  feed(a, RS_M_UTIL, RS_AGG_SAMPLE, &p1, START, T_END + T_STEP, 60);
+  feed(a, RS_M_UTIL, RS_AGG_SAMPLE, &p2, START, T_END + T_STEP, 60);
+  feed(a, RS_M_UTIL, RS_AGG_SAMPLE, &p1, START, T_END + T_STEP, 60); /* and a second job */
+  struct rs_report r;
+  finish(a, &r);
+  assert_int_equal(r.n_gpus, 2);
+  assert_true(fabs(r.gpus[0].hours_observed - 24) < 1e-9);
+  assert_int_equal(r.gpus[0].util.n, 288);
+  assert_true(fabs(r.gpus[0].used_gpu_hours - 0.5 * 24) < 1e-9); /* the larger, once */
+  assert_true(fabs(r.gpus[1].used_gpu_hours - 0.6 * 24) < 1e-9);
+  assert_int_equal(r.gpus[1].util.n, 288);
+  assert_int_equal(r.gpus[1].n_workloads, 2);
+  assert_int_equal(r.n_workloads, 2);
+  for (size_t i = 0; i < 2; i++) { /* each pod holds the GPU, each step once */
+    assert_int_equal(r.workloads[i].util.n, 288);
+    assert_true(fabs(r.workloads[i].hours_observed - 24) < 1e-9);
+  }
+  struct rs_prices *pr = rs_prices_builtin();
+  rs_cost_apply(&r, pr);
+  rs_cost_summarize(&r);
+  assert_int_equal(r.summary.n_gpus, 2);
+  assert_true(fabs(r.summary.gpu_hours_paid - 48) < 1e-9);
+  assert_true(fabs(r.summary.gpu_hours_used - (0.5 + 0.6) * 24) < 1e-9);
+  rs_prices_free(pr);
+  rs_report_free(&r);
+  rs_analyzer_free(a);
+}
+
+/* A MIG parent and two instances share the parent's UUID: three rows, never merged; the card is
+ * paid once, on the parent; node pools skip the parent whose memory holds the instances'. */
+static void test_mig_rows(void **state) {
+  (void)state;
+  struct rs_analyzer *a = day();
+  struct rs_labels par = lab("n1", "0", "GPU-m", "", "dcgm", RS_POD_PLAIN, "", "", "");
+  struct rs_labels i1 = lab("n1", "0", "GPU-m", "1", "dcgm", RS_POD_PLAIN, "a-0", "ml", "");
+  struct rs_labels i2 = lab("n1", "0", "GPU-m", "2", "dcgm", RS_POD_PLAIN, "b-0", "ml", "");
+  feed(a, RS_M_FB_USED, RS_AGG_SAMPLE, &par, START, T_END + T_STEP, 30000);
+  feed(a, RS_M_FB_FREE, RS_AGG_SAMPLE, &par, START, T_END + T_STEP, 51559);
+  feed(a, RS_M_FB_USED, RS_AGG_SAMPLE, &i1, START, T_END + T_STEP, 10000);
+  feed(a, RS_M_FB_FREE, RS_AGG_SAMPLE, &i1, START, T_END + T_STEP, 30000);
+  feed(a, RS_M_FB_USED, RS_AGG_SAMPLE, &i2, START, T_END + T_STEP, 20000);
+  feed(a, RS_M_FB_FREE, RS_AGG_SAMPLE, &i2, START, T_END + T_STEP, 20000);
+  struct rs_report r;
+  finish(a, &r);
+  assert_int_equal(r.n_gpus, 3);
+  assert_int_equal(r.n_nodes, 1);
+  static const char *const ids[] = {"", "1", "2"};
+  static const double used[] = {30000, 10000, 20000};
+  for (size_t i = 0; i < 3; i++) {
+    assert_string_equal(r.gpus[i].uuid, "GPU-m");
+    assert_string_equal(r.gpus[i].gpu_i_id, ids[i]);
+    assert_true(r.gpus[i].mem_mib.max == used[i]);
+    assert_int_equal(r.gpus[i].mig_parent, i == 0);
+    assert_int_equal(r.gpus[i].mig_has_parent, i > 0);
+  }
+  assert_string_equal(r.gpus[1].gpu_i_profile, "3g.40gb");
+  assert_true(r.gpus[1].mem_total_mib == 40000);
+  assert_true(r.nodes[0].mem_mib.max == 20000); /* the parent's 30000 is not pooled */
+  assert_int_equal(r.gpus[1].n_workloads, 1);
+  assert_int_equal(r.gpus[0].n_workloads, 0);
+  struct rs_prices *pr = rs_prices_builtin();
+  rs_cost_apply(&r, pr);
+  rs_cost_summarize(&r);
+  assert_true(r.gpus[0].valid & RS_HAS_COST);
+  assert_false(r.gpus[1].valid & RS_HAS_COST);
+  assert_int_equal(r.summary.n_gpus, 1); /* one card */
+  assert_int_equal(r.summary.n_gpus_unpriced, 0);
+  assert_true(fabs(r.summary.gpu_hours_paid - 24) < 1e-9);
+  assert_true(fabs(r.summary.cost_window - r.gpus[0].cost_window) < 1e-9);
+  rs_prices_free(pr);
+  rs_report_free(&r);
+  rs_analyzer_free(a);
+
+  /* only the instances listed: each pays its share of the card (3g = 3/7) */
+  a = day();
+  feed(a, RS_M_FB_USED, RS_AGG_SAMPLE, &i1, START, T_END + T_STEP, 10000);
+  feed(a, RS_M_FB_USED, RS_AGG_SAMPLE, &i2, START, T_END + T_STEP, 20000);
+  finish(a, &r);
+  assert_int_equal(r.n_gpus, 2);
+  pr = rs_prices_builtin();
+  rs_cost_apply(&r, pr);
+  rs_cost_summarize(&r);
+  assert_true(fabs(r.gpus[0].price.per_gpu_hour - 55.04 / 8 * 3 / 7) < 1e-9);
+  assert_int_equal(r.summary.n_gpus, 2);
+  rs_prices_free(pr);
+  rs_report_free(&r);
+  rs_analyzer_free(a);
+}
+
+/* honorLabels: false: the plain `pod` beside exported_pod is the exporter. A series that carries
+ * only it (a GPU no pod holds) is unattributed, on that node and on every node of that job. With
+ * honorLabels: true (another job) the plain pod is the workload. */
+static void test_exporter_pod_is_not_a_workload(void **state) {
+  (void)state;
+  struct rs_analyzer *a = day();
+  struct rs_labels held =
+      lab("n1", "0", "GPU-1", "", "gpuscale-agent", RS_POD_EXPORTED, "w-0", "ml", "agent-x");
+  struct rs_labels free1 =
+      lab("n1", "1", "GPU-2", "", "gpuscale-agent", RS_POD_PLAIN, "agent-x", "gpuscale", "");
+  struct rs_labels free2 =
+      lab("n2", "0", "GPU-3", "", "gpuscale-agent", RS_POD_PLAIN, "agent-y", "gpuscale", "");
+  struct rs_labels honor = lab("n3", "0", "GPU-4", "", "dcgm", RS_POD_PLAIN, "w3-0", "ml", "");
+  /* the exporter's pod may come first: the decision is taken at the end */
+  feed(a, RS_M_UTIL, RS_AGG_SAMPLE, &free1, START, T_END + T_STEP, 0);
+  feed(a, RS_M_UTIL, RS_AGG_SAMPLE, &free2, START, T_END + T_STEP, 0);
+  feed(a, RS_M_UTIL, RS_AGG_SAMPLE, &held, START, T_END + T_STEP, 70);
+  feed(a, RS_M_UTIL, RS_AGG_SAMPLE, &honor, START, T_END + T_STEP, 30);
+  struct rs_report r;
+  finish(a, &r);
+  assert_int_equal(r.n_gpus, 4);
+  assert_int_equal(r.n_workloads, 2);
+  assert_string_equal(r.workloads[0].pod, "w-0");
+  assert_string_equal(r.workloads[1].pod, "w3-0");
+  assert_int_equal(r.gpus[0].n_workloads, 1); /* n1/0 */
+  assert_int_equal(r.gpus[1].n_workloads, 0); /* n1/1: unattributed */
+  assert_int_equal(r.gpus[2].n_workloads, 0); /* n2/0: same job, also the exporter */
+  assert_int_equal(r.gpus[3].n_workloads, 1);
+  assert_true(has_note(&r, "2 pod(s) named only by the scrape target"));
+  rs_report_free(&r);
+  rs_analyzer_free(a);
+}
+
+/* A step shorter than the scrape interval leaves windows with no sample: no reading (a gap, never
+ * 0), and a note says why. */
+static void test_step_below_scrape_interval(void **state) {
+  (void)state;
+  struct rs_analyzer *a = day();
+  struct rs_point p[144];
+  for (int k = 0; k < 144; k++)
+    p[k] = (struct rs_point){START + 2 * k * T_STEP, 0};
+  struct rs_series s = {
+      .labels = lab("n1", "0", "GPU-1", "", "", RS_POD_PLAIN, "", "", ""), .points = p, .n = 144};
+  assert_int_equal(rs_analyzer_add(a, RS_M_UTIL, &s), 0);
+  struct rs_report r;
+  finish(a, &r);
+  assert_int_equal(r.gpus[0].util.n, 144);
+  assert_true(fabs(r.gpus[0].coverage - 0.5) < 1e-9);
+  assert_true(r.gpus[0].n_gaps >= 143);
+  assert_true(has_note(&r, "may be shorter than the scrape interval"));
+  rs_report_free(&r);
+  rs_analyzer_free(a);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_quantiles),        cmocka_unit_test(test_idle_gap_streak),
-      cmocka_unit_test(test_workloads),        cmocka_unit_test(test_owner),
+      cmocka_unit_test(test_quantiles),
+      cmocka_unit_test(test_idle_gap_streak),
+      cmocka_unit_test(test_workloads),
+      cmocka_unit_test(test_owner),
       cmocka_unit_test(test_bounded_timeline),
+      cmocka_unit_test(test_burst_between_steps),
+      cmocka_unit_test(test_duplicates_count_once),
+      cmocka_unit_test(test_mig_rows),
+      cmocka_unit_test(test_exporter_pod_is_not_a_workload),
+      cmocka_unit_test(test_step_below_scrape_interval),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -18,7 +18,9 @@
 struct got {
   size_t n;
   char node[MAXS][64], gpu[MAXS][16], uuid[MAXS][32], pod[MAXS][64], ns[MAXS][64],
-      container[MAXS][64], model[MAXS][64];
+      container[MAXS][64], model[MAXS][64], gi[MAXS][16], gip[MAXS][16], job[MAXS][32],
+      tpod[MAXS][64], tns[MAXS][64];
+  enum rs_pod_form form[MAXS];
   size_t npts[MAXS];
   struct rs_point pts[MAXS][8];
 };
@@ -36,6 +38,13 @@ static int collect(void *ud, enum rs_metric m, const struct rs_series *s) {
   snprintf(g->ns[i], 64, "%s", s->labels.namespace_);
   snprintf(g->container[i], 64, "%s", s->labels.container);
   snprintf(g->model[i], 64, "%s", s->labels.model);
+  snprintf(g->gi[i], 16, "%s", s->labels.gpu_i_id);
+  snprintf(g->gip[i], 16, "%s", s->labels.gpu_i_profile);
+  snprintf(g->job[i], 32, "%s", s->labels.job);
+  snprintf(g->tpod[i], 64, "%s", s->labels.target_pod);
+  snprintf(g->tns[i], 64, "%s", s->labels.target_ns);
+  g->form[i] = s->labels.pod_form;
+  assert_int_equal(s->agg, RS_AGG_SAMPLE); /* the parser cannot know; rs_prom_fetch stamps it */
   g->npts[i] = s->n;
   for (size_t k = 0; k < s->n && k < 8; k++)
     g->pts[i][k] = s->points[k];
@@ -96,6 +105,99 @@ static void test_exported(void **state) {
   assert_string_equal(g.container[0], "server");
   assert_string_equal(g.node[0], "node-k"); /* kubernetes_node before Hostname */
   assert_int_equal(g.pts[0][0].t_ms, 1767225000500LL);
+}
+
+/* The workload labels are taken as a unit; the plain ones beside exported_* name the scrape target
+ * (the exporter's own pod) and are never mixed in. */
+static void test_label_forms(void **state) {
+  (void)state;
+#define SER(labels)                                                                                \
+  "{\"metric\":{\"Hostname\":\"n1\",\"gpu\":\"0\"," labels "},\"values\":[[1,\"5\"]]}"
+  static const char body[] =
+      "{\"status\":\"success\",\"data\":{\"resultType\":\"matrix\",\"result\":["
+      /* 0: honorLabels false, a pod holds the GPU */
+      SER("\"job\":\"gpuscale-agent\",\"pod\":\"agent-x\",\"namespace\":\"gpuscale\","
+          "\"container\":\"agent\",\"exported_pod\":\"w\",\"exported_namespace\":\"ml\"") ","
+      /* 1: honorLabels false, no pod holds the GPU: only the target's labels */
+      SER("\"job\":\"gpuscale-agent\",\"pod\":\"agent-x\",\"namespace\":\"gpuscale\","
+          "\"container\":\"agent\"") ","
+      /* 2: honorLabels true (or a static scrape config): the workload's own labels */
+      SER("\"job\":\"dcgm\",\"pod\":\"w2\",\"namespace\":\"ml\",\"container\":\"c\"") ","
+      /* 3: a MIG instance */
+      SER("\"UUID\":\"GPU-p\",\"GPU_I_ID\":\"1\",\"GPU_I_PROFILE\":\"1g.10gb\"") ","
+      /* 4: exported_namespace alone: renamed, but no pod named */
+      SER("\"pod\":\"agent-y\",\"namespace\":\"gpuscale\",\"exported_namespace\":\"ml\"") "]}}";
+#undef SER
+  struct got g;
+  memset(&g, 0, sizeof(g));
+  struct rs_sink sink = {collect, &g};
+  char err[256];
+  assert_int_equal(rs_prom_parse(body, sizeof(body) - 1, RS_M_UTIL, &sink, NULL, err, sizeof(err)),
+                   0);
+  assert_int_equal(g.n, 5);
+  static const struct {
+    enum rs_pod_form form;
+    const char *pod, *ns, *container, *tpod, *tns, *job;
+  } want[] = {
+      {RS_POD_EXPORTED, "w", "ml", "", "agent-x", "gpuscale", "gpuscale-agent"},
+      {RS_POD_PLAIN, "agent-x", "gpuscale", "agent", "", "", "gpuscale-agent"},
+      {RS_POD_PLAIN, "w2", "ml", "c", "", "", "dcgm"},
+      {RS_POD_PLAIN, "", "", "", "", "", ""},
+      {RS_POD_EXPORTED, "", "ml", "", "agent-y", "gpuscale", ""},
+  };
+  for (size_t i = 0; i < 5; i++) {
+    assert_int_equal(g.form[i], want[i].form);
+    assert_string_equal(g.pod[i], want[i].pod);
+    assert_string_equal(g.ns[i], want[i].ns);
+    assert_string_equal(g.container[i], want[i].container);
+    assert_string_equal(g.tpod[i], want[i].tpod);
+    assert_string_equal(g.tns[i], want[i].tns);
+    assert_string_equal(g.job[i], want[i].job);
+  }
+  assert_string_equal(g.gi[3], "1");
+  assert_string_equal(g.gip[3], "1g.10gb");
+  assert_string_equal(g.uuid[3], "GPU-p");
+  assert_string_equal(g.gi[0], "");
+}
+
+/* The queries ask what happened within each step, over windows that tile the time line. */
+static void test_query_text(void **state) {
+  (void)state;
+  static const struct {
+    enum rs_metric m;
+    enum rs_agg agg;
+    const char *sel;
+    int64_t step_ms;
+    int major;
+    const char *want;
+  } cases[] = {
+      {RS_M_UTIL, RS_AGG_AVG, NULL, 300000, 3, "avg_over_time(DCGM_FI_DEV_GPU_UTIL[300s])"},
+      {RS_M_UTIL, RS_AGG_MAX, NULL, 300000, 3, "max_over_time(DCGM_FI_DEV_GPU_UTIL[300s])"},
+      /* Prometheus 2 closes the range at both ends: one millisecond less */
+      {RS_M_UTIL, RS_AGG_MAX, NULL, 300000, 2, "max_over_time(DCGM_FI_DEV_GPU_UTIL[299999ms])"},
+      /* unknown server: the window never misses a sample */
+      {RS_M_FB_USED, RS_AGG_AVG, "Hostname=~\"gpu-.*\"", 60000, 0,
+       "avg_over_time(DCGM_FI_DEV_FB_USED{Hostname=~\"gpu-.*\"}[60s])"},
+      {RS_M_POWER, RS_AGG_AVG, "", 1500, 3, "avg_over_time(DCGM_FI_DEV_POWER_USAGE[1500ms])"},
+  };
+  for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+    char q[256];
+    int64_t w = rs_range_window_ms(cases[i].step_ms, cases[i].major);
+    assert_int_equal(rs_query_text(cases[i].m, cases[i].agg, cases[i].sel, w, q, sizeof(q)), 0);
+    assert_string_equal(q, cases[i].want);
+  }
+  char small[16];
+  assert_int_equal(rs_query_text(RS_M_UTIL, RS_AGG_AVG, NULL, 300000, small, sizeof(small)),
+                   GS_ETOOBIG);
+  /* every series is read as a mean and, where a ceiling matters, as a max */
+  int avg = 0, max = 0;
+  for (size_t i = 0; i < RS_N_QUERIES; i++) {
+    avg += rs_queries[i].agg == RS_AGG_AVG;
+    max += rs_queries[i].agg == RS_AGG_MAX;
+    assert_true(rs_queries[i].agg != RS_AGG_SAMPLE);
+  }
+  assert_int_equal(avg, 4);
+  assert_int_equal(max, 2);
 }
 
 static void test_nan(void **state) {
@@ -180,6 +282,8 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_good),
       cmocka_unit_test(test_exported),
+      cmocka_unit_test(test_label_forms),
+      cmocka_unit_test(test_query_text),
       cmocka_unit_test(test_nan),
       cmocka_unit_test(test_errors),
       cmocka_unit_test(test_empty),
