@@ -51,11 +51,13 @@ static int cmp_hold(const void *x, const void *y) {
   return c;
 }
 
-/* Sorted by holder, then replica: a container's lowest replica comes first. */
+/* Sorted by holder, then replica: a container's lowest replica comes first, an id without one
+ * (replica -1, the largest as unsigned) last, so the holder keeps a replica whenever it has one. */
 static int cmp_hold_replica(const void *x, const void *y) {
   const struct hold *a = x, *b = y;
   int c = cmp_hold(a, b);
-  return c ? c : (a->replica > b->replica) - (a->replica < b->replica);
+  unsigned ra = (unsigned)a->replica, rb = (unsigned)b->replica;
+  return c ? c : (ra > rb) - (ra < rb);
 }
 
 static void note_unknown(struct attribution_stats *st, const char *id) {

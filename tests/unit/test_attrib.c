@@ -168,6 +168,29 @@ static void test_decode_skips_unknown_fields(void **state) {
 
 /* ---- join ---- */
 
+/* A container holding several replicas of one GPU is one holder; its vgpu is its lowest replica,
+ * whatever order the kubelet lists the ids in, and a replica wins over a bare id. */
+static void test_join_vgpu_lowest_replica(void **state) {
+  (void)state;
+  const struct ctr_spec specs[] = {
+      {"ml", "r", "c", {{"nvidia.com/gpu", {UB "::7", UB "::2", UB "::5"}}}},
+      {"ml", "s", "c", {{"nvidia.com/gpu", {UB, UB "::4"}}}},
+  };
+  struct podres_list l;
+  build_list(specs, sizeof specs / sizeof specs[0], &l);
+  struct attrib_entry *e = NULL;
+  size_t n = 0;
+  assert_int_equal(attribution_join(&l, devs, 6, &e, &n, NULL), 0);
+  podres_list_free(&l);
+  const struct attrib_entry *b = find(e, n, UB);
+  assert_non_null(b);
+  assert_int_equal(b->pods.n, 2);
+  assert_ref(&b->pods.pods[0], "ml", "r", "c");
+  assert_string_equal(b->pods.pods[0].vgpu, "2");
+  assert_string_equal(b->pods.pods[1].vgpu, "4");
+  free(e);
+}
+
 static void test_join_forms_and_sharing(void **state) {
   const struct ctr_spec specs[] = {
       /* exclusive whole GPU */
@@ -211,6 +234,11 @@ static void test_join_forms_and_sharing(void **state) {
   assert_ref(&b->pods.pods[0], "batch", "job-1", "work"); /* sorted: namespace, pod, container */
   assert_ref(&b->pods.pods[1], "ml", "infer-a", "server");
   assert_ref(&b->pods.pods[2], "ml", "infer-b", "server");
+  /* the replica of each holder's id, for /metrics' vgpu label; none on a whole-GPU id */
+  assert_string_equal(a->pods.pods[0].vgpu, "");
+  assert_string_equal(b->pods.pods[0].vgpu, "3");
+  assert_string_equal(b->pods.pods[1].vgpu, "1");
+  assert_string_equal(b->pods.pods[2].vgpu, "0");
 
   const struct attrib_entry *c = find(e, n, UC);
   assert_non_null(c);
@@ -218,6 +246,8 @@ static void test_join_forms_and_sharing(void **state) {
   assert_true(c->pods.shared);
   assert_ref(&c->pods.pods[0], "gke", "v0", "c");
   assert_ref(&c->pods.pods[1], "gke", "v1", "c");
+  assert_string_equal(c->pods.pods[0].vgpu, "0"); /* GKE nvidia2/vgpu0 */
+  assert_string_equal(c->pods.pods[1].vgpu, "1");
 
   const struct attrib_entry *m1 = find(e, n, M1);
   assert_non_null(m1);
@@ -604,6 +634,7 @@ int main(void) {
       cmocka_unit_test(test_decode),
       cmocka_unit_test(test_decode_skips_unknown_fields),
       cmocka_unit_test_setup(test_join_forms_and_sharing, setup_devs),
+      cmocka_unit_test_setup(test_join_vgpu_lowest_replica, setup_devs),
       cmocka_unit_test_setup(test_join_same_id_two_pods, setup_devs),
       cmocka_unit_test_setup(test_join_many_pods_capped, setup_devs),
       cmocka_unit_test_setup(test_join_empty, setup_devs),
