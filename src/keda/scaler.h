@@ -17,6 +17,8 @@
 #define SCALER_SCOPES_GATEWAY (SCALER_SCOPE_NODE | SCALER_SCOPE_CLUSTER | SCALER_SCOPE_WORKLOAD)
 
 #define SCALER_SEL_MAX_VALUES 65536 /* values one selection may hold (GPU x pod pairs) */
+#define SCALER_MSG_LEN 2048         /* error messages, whole: the gRPC status details carry them */
+#define SCALER_MISSING_LEN 1536     /* the list of what is missing inside one message */
 
 /* What a selecting source (the gateway's) found for a trigger. The source only selects and
  * counts; the policy does all the arithmetic and decides about partial failure. */
@@ -92,8 +94,9 @@ struct scaler_request {
 
 struct scaler_error {
   int code; /* GS_EINVAL, GS_ENOTFOUND, GS_EUNAVAIL ... */
-  char msg[512];
-  /* Set when the error is a coverage failure (stale/disconnected agents), for metrics and logs. */
+  char msg[SCALER_MSG_LEN];
+  /* Set when the error is a coverage failure (stale, disconnected or unknown agents, or nothing
+   * fresh at all), for metrics and logs. */
   bool has_coverage;
   size_t selected, fresh;
   double coverage;

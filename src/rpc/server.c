@@ -88,7 +88,7 @@ struct call {
   bool finishing;    /* send the final status when the in-flight send completes */
   bool status_started;
   int final_code;
-  char final_msg[256];
+  char final_msg[RPC_STATUS_MSG_MAX];
   grpc_byte_buffer *send_bb;
   grpc_slice status_slice;
   bool has_status_slice;
@@ -135,9 +135,12 @@ struct rpc_server {
   int nworkers;
   pthread_t ticker;
   bool ticker_started;
+  struct call **tick_buf; /* ticker thread only: the streams of one pass */
+  size_t tick_cap;
   struct rpc_tls_reloader *tls; /* NULL without TLS; freed after grpc_server_destroy */
 };
 
+/* Copies src into dst[len]; a message that does not fit ends with "..." so that a cut is seen. */
 static void copy_msg(char *dst, size_t len, const char *src) {
   if (len == 0)
     return;
@@ -145,6 +148,8 @@ static void copy_msg(char *dst, size_t len, const char *src) {
   if (n)
     memcpy(dst, src, n);
   dst[n] = '\0';
+  if (n == len - 1 && src[n] != '\0' && len > 4)
+    memcpy(dst + len - 4, "...", 4);
 }
 
 /* An absolute CLOCK_MONOTONIC time ms_from_now ahead, for pthread_cond_timedwait. */
@@ -609,7 +614,7 @@ static uint8_t *unary_node(struct call *c, size_t *len, int *code, char *msg, si
 /* WatchGPUs: registers the stream and sends the newest snapshot; the ticker sends the rest. */
 static void handle_node_watch(struct call *c) {
   struct rpc_server *s = c->srv;
-  char msg[256] = "";
+  char msg[RPC_STATUS_MSG_MAX] = "";
   int code = 0;
   if (!s->cfg.node_snapshot) {
     code = RPC_UNIMPLEMENTED;
@@ -642,7 +647,7 @@ static void handle_node_watch(struct call *c) {
 
 static void handle_unary(struct call *c) {
   int code = 0;
-  char msg[256] = "";
+  char msg[RPC_STATUS_MSG_MAX] = "";
   size_t len = 0;
   uint8_t *out = NULL;
   if (c->m == M_UNKNOWN) {
@@ -688,7 +693,7 @@ static int stream_eval(struct call *c, int *v, char *msg, size_t msglen) {
 
 static void handle_stream(struct call *c) {
   struct rpc_server *s = c->srv;
-  char msg[256] = "";
+  char msg[RPC_STATUS_MSG_MAX] = "";
   int code = 0, v = -1;
   uint8_t *spec = NULL;
   size_t speclen = 0;
@@ -876,35 +881,55 @@ static void *worker_main(void *arg) {
 
 /* ---- stream ticker ---- */
 
-/* Re-evaluates every open StreamIsActive and Watch stream and sends what changed. */
+/* Re-evaluates every open StreamIsActive and Watch stream and sends what changed. The server
+ * lock is held only to list the streams (each kept alive by a reference) and, briefly, to send
+ * one stream's result: the evaluations themselves (the scaler policy, a cluster selection at
+ * the gateway) run unlocked, so unary calls and completions never wait for a pass over
+ * hundreds of streams. */
 static void tick_streams(struct rpc_server *s) {
-  char msg[256];
   pthread_mutex_lock(&s->mu);
-  struct call *c = s->streams.next;
-  while (c != &s->streams) {
-    struct call *next = c->next;
+  if (s->nstreams > s->tick_cap) {
+    size_t cap = s->nstreams + s->nstreams / 2 + 16;
+    struct call **nb = realloc(s->tick_buf, cap * sizeof(*nb));
+    if (!nb) {
+      pthread_mutex_unlock(&s->mu);
+      LOG_ERROR(MOD, "out of memory listing %zu streams; retrying next tick", s->nstreams);
+      return;
+    }
+    s->tick_buf = nb;
+    s->tick_cap = cap;
+  }
+  size_t n = 0;
+  for (struct call *c = s->streams.next; c != &s->streams; c = c->next) {
     if (c->m == M_NODE_WATCH) {
       pump_locked(c); /* sends the shared snapshot when its generation is new to this stream */
     } else if (c->m != M_STREAM_METRIC_SPEC && !c->finishing) {
-      int v = -1;
-      int code = stream_eval(c, &v, msg, sizeof(msg));
-      bool last = false;
+      c->refs++; /* dropped below, after the result is applied */
+      s->tick_buf[n++] = c;
+    }
+  }
+  pthread_mutex_unlock(&s->mu);
+
+  char msg[RPC_STATUS_MSG_MAX];
+  for (size_t i = 0; i < n; i++) {
+    struct call *c = s->tick_buf[i];
+    int v = -1;
+    int code = stream_eval(c, &v, msg, sizeof(msg)); /* unlocked: reads only c's own request */
+    pthread_mutex_lock(&s->mu);
+    bool last = false;
+    if (c->listed && !c->finishing) { /* the client may have gone meanwhile */
       if (code) {
         last = finish_locked(c, code, msg);
       } else if (v >= 0) {
         c->want = v;
         pump_locked(c);
       }
-      if (last) { /* cannot happen while a send or close is outstanding; kept for safety */
-        pthread_mutex_unlock(&s->mu);
-        call_destroy(c);
-        pthread_mutex_lock(&s->mu);
-        next = s->streams.next; /* the list may have changed; restart (cheap, rare) */
-      }
     }
-    c = next;
+    last = call_unref_locked(c) || last;
+    pthread_mutex_unlock(&s->mu);
+    if (last)
+      call_destroy(c);
   }
-  pthread_mutex_unlock(&s->mu);
 }
 
 /* Refreshes the shared snapshot once per pass while a WatchGPUs stream is open (one hook call
@@ -971,6 +996,7 @@ static void server_free(struct rpc_server *s) {
   if (s->has_node)
     grpc_slice_unref(s->node_slice);
   free(s->workers);
+  free(s->tick_buf);
   pthread_cond_destroy(&s->cond);
   pthread_mutex_destroy(&s->mu);
   free(s);

@@ -24,11 +24,16 @@ enum rpc_code {
   RPC_UNAUTHENTICATED = 16,
 };
 
+/* Longest status message (gRPC status details) handled whole, both ways: the server cuts a
+ * longer one (ending it with "..."), clients keep this much of what they receive. Coverage
+ * errors with their list of missing nodes need more than a line. */
+#define RPC_STATUS_MSG_MAX 2048
+
 /* What a finished call ended with: the code and the server's message (status details),
  * truncated to fit. */
 struct rpc_status {
   int code;
-  char msg[512];
+  char msg[RPC_STATUS_MSG_MAX];
 };
 
 /* "INVALID_ARGUMENT" for 3 and so on; "CODE_<n>" style text is never returned: unknown

@@ -28,10 +28,18 @@ static struct {
   size_t n;
   int rc; /* returned by values() when non-zero */
   uint64_t gen;
-} stub = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, {0}, 0, 0, 0};
+  long delay_us;     /* each values() call takes this long (a slow evaluation), unlocked */
+  atomic_long calls; /* values() calls so far */
+} stub = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, {0}, 0, 0, 0, 0, 0};
 
 static int stub_values(void *ud, const struct trigger *t, double *vals, size_t cap, size_t *n,
                        char *err, size_t errlen) {
+  pthread_mutex_lock(&stub.mu);
+  long delay = stub.delay_us;
+  pthread_mutex_unlock(&stub.mu);
+  if (delay > 0)
+    nanosleep(&(struct timespec){delay / 1000000, (delay % 1000000) * 1000L}, NULL);
+  atomic_fetch_add(&stub.calls, 1);
   pthread_mutex_lock(&stub.mu);
   int rc = stub.rc;
   if (rc)
@@ -425,6 +433,118 @@ static void test_many_streams_and_shutdown(void **state) {
   start_server(); /* for the tests after this one and teardown */
 }
 
+static int64_t mono_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+#define NSLOW 100
+#define SLOW_US 5000 /* a pass over NSLOW streams takes NSLOW x 5 ms = 500 ms */
+
+/* A pass of the stream ticker evaluates outside the server lock: while it re-evaluates 100
+ * streams whose evaluation is slow, unary calls (which need the lock to send) still answer at
+ * once, and the streams still get their transitions afterwards. */
+static void test_unary_answers_during_a_stream_pass(void **state) {
+  REF({"profile", "triton-inference"});
+  stub_set(1, 1, 0);
+  struct rpc_client *c = client();
+  struct rpc_status st;
+  static struct rpc_stream *s[NSLOW];
+  bool active = true;
+  for (int i = 0; i < NSLOW; i++)
+    assert_int_equal(rpc_keda_stream_is_active(c, &ref, &s[i], &st), 0);
+  for (int i = 0; i < NSLOW; i++) {
+    assert_int_equal(rpc_keda_stream_next_active(s[i], 5000, &active, &st), RPC_STREAM_MSG);
+    assert_false(active);
+  }
+  pthread_mutex_lock(&stub.mu);
+  stub.delay_us = SLOW_US;
+  pthread_mutex_unlock(&stub.mu);
+  long base = atomic_load(&stub.calls);
+  stub_tick();
+  WAIT_FOR(atomic_load(&stub.calls) > base, 3000); /* the pass has begun */
+  assert_true(atomic_load(&stub.calls) > base);
+  int64_t worst = 0;
+  long at_last_start = 0;
+  for (int k = 0; k < 8; k++) {
+    int serving = -1;
+    at_last_start = atomic_load(&stub.calls) - base;
+    int64_t t0 = mono_ms();
+    assert_int_equal(rpc_health_check(c, "", 3000, &serving, &st), 0);
+    int64_t dt = mono_ms() - t0;
+    worst = dt > worst ? dt : worst;
+    assert_int_equal(serving, 1);
+    nanosleep(&(struct timespec){0, 20 * 1000000L}, NULL);
+  }
+  struct rpc_metric m;
+  size_t n = 0;
+  assert_int_equal(rpc_keda_get_metric_spec(c, &ref, 3000, &m, 1, &n, &st), 0);
+  print_message("stream pass over %d slow streams: worst unary Check %lld ms, %ld of %d "
+                "evaluated at the last start\n",
+                NSLOW, (long long)worst, at_last_start, NSLOW);
+  /* None waited for the pass (holding the lock, it takes about 500 ms) ... */
+  assert_true(worst < 250);
+  /* ... and they did overlap it: it was not over when the last one started. */
+  assert_true(at_last_start < NSLOW);
+  pthread_mutex_lock(&stub.mu);
+  stub.delay_us = 0;
+  pthread_mutex_unlock(&stub.mu);
+  stub_set(80, 1, 0);
+  stub_tick();
+  for (int i = 0; i < NSLOW; i++) {
+    assert_int_equal(rpc_keda_stream_next_active(s[i], 5000, &active, &st), RPC_STREAM_MSG);
+    assert_true(active);
+  }
+  for (int i = 0; i < NSLOW; i++)
+    rpc_stream_free(s[i]);
+  rpc_client_free(c);
+  WAIT_FOR(rpc_server_stream_count(srv) == 0, 3000);
+  assert_int_equal(rpc_server_stream_count(srv), 0);
+}
+
+/* A status message longer than the old 256-byte buffers reaches the client whole, up to the
+ * largest one the policy can write (SCALER_MSG_LEN - 1 = RPC_STATUS_MSG_MAX - 1 bytes). */
+static size_t long_len;
+
+static int long_values(void *ud, const struct trigger *t, double *vals, size_t cap, size_t *n,
+                       char *err, size_t errlen) {
+  (void)ud;
+  (void)t;
+  (void)vals;
+  (void)cap;
+  size_t len = long_len < errlen - 1 ? long_len : errlen - 1;
+  for (size_t i = 0; i < len; i++)
+    err[i] = (char)('a' + i % 26);
+  memcpy(err, "long message:", 13);
+  memcpy(err + len - 4, "#END", 4);
+  err[len] = '\0';
+  *n = 0;
+  return GS_EUNAVAIL;
+}
+
+static void test_long_status_message(void **state) {
+  REF({"profile", "triton-inference"});
+  struct scaler_source saved = sc.src;
+  sc.src = (struct scaler_source){long_values, stub_wait_tick, NULL};
+  struct rpc_client *c = client();
+  struct rpc_status st;
+  struct rpc_metric m;
+  size_t n = 0;
+  static const size_t lens[] = {300, 1500, SCALER_MSG_LEN - 1};
+  for (size_t i = 0; i < sizeof lens / sizeof lens[0]; i++) {
+    long_len = lens[i];
+    assert_int_equal(rpc_keda_get_metrics(c, &ref, "", 3000, &m, 1, &n, &st), GS_EUNAVAIL);
+    assert_int_equal(st.code, RPC_UNAVAILABLE);
+    assert_int_equal(strlen(st.msg), lens[i]);
+    assert_true(strncmp(st.msg, "long message:", 13) == 0);
+    assert_string_equal(st.msg + lens[i] - 4, "#END");
+  }
+  assert_true(SCALER_MSG_LEN <= RPC_STATUS_MSG_MAX); /* the transport never cuts the policy */
+  rpc_client_free(c);
+  sc.src = saved;
+}
+
 static void test_bind_failure(void **state) {
   struct rpc_server_config cfg = {.listen = target, .scaler = &sc};
   struct rpc_server *s2 = NULL;
@@ -458,6 +578,8 @@ int main(void) {
       cmocka_unit_test(test_stream_unavailable_then_bad),
       cmocka_unit_test(test_stream_metric_spec),
       cmocka_unit_test(test_bind_failure),
+      cmocka_unit_test(test_unary_answers_during_a_stream_pass),
+      cmocka_unit_test(test_long_status_message),
       cmocka_unit_test(test_many_streams_and_shutdown),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
