@@ -11,8 +11,7 @@
 #include "core/err.h"
 #include "rpc/status.h"
 
-/* Identity labels (at most 10) + container, namespace, pod, vgpu, shared (or one per-family label).
- */
+/* Identity labels (at most 10) + container, namespace, pod, vgpu, shared, or + a family label. */
 #define EXPO_MAX_LABELS 16
 
 enum vfmt {
