@@ -154,8 +154,10 @@ static int64_t age_of(const struct agent *a, int64_t now) {
   return now - (a->reported ? a->recv_ms : a->added_ms);
 }
 
+/* Only an agent that reported can be dropped: dropping forgets GPUs that were known. One that
+ * never reported stays unknown (and counts against coverage) for as long as it is listed. */
 static bool is_dropped(const struct cluster *c, const struct agent *a, int64_t now) {
-  return age_of(a, now) > c->drop_after_ms;
+  return a->reported && age_of(a, now) > c->drop_after_ms;
 }
 
 static bool is_fresh(const struct agent *a, int64_t now) {

@@ -29,7 +29,8 @@ struct cluster_node_view {
   bool reported;                        /* at least one snapshot received */
   bool connected;                       /* the watch stream is up */
   bool fresh;                           /* connected and updated within 3 of its own intervals */
-  bool dropped;                         /* no update for drop_after_ms: its GPUs are forgotten */
+  bool dropped;                         /* reported, then no update for drop_after_ms: its GPUs
+                                           are forgotten (one that never reported stays unknown) */
   int64_t age_ms;                       /* since the last update (or since it was added) */
   int64_t stale_after_ms;               /* 3 x its interval */
   const char *reason;                   /* why it is disconnected ("" when connected) */

@@ -16,9 +16,11 @@ struct coverage_entry {
   char name[254];
   char metric[TRIGGER_NAME_LEN];
   bool ok;         /* last answer was a value (else an error) */
+  int code;        /* GS_E* of the last error; 0 when ok */
   double value;    /* last value when ok */
-  double coverage; /* fresh / selected GPUs */
-  size_t selected, fresh;
+  bool has_cov;    /* the last answer carried coverage (values and coverage errors do) */
+  double coverage; /* fresh / (selected + the unknown's share) */
+  size_t selected, fresh, unknown;
   bool partial, empty;
   int64_t updated_ms;
 };
@@ -78,43 +80,56 @@ void coverage_record(void *ud, const struct scaler_request *req, const char *met
   pthread_mutex_lock(&c->lock);
   bool created = false;
   struct coverage_entry *s = slot(c, req->ns, req->name, metric, &created);
-  bool was_ok = s->ok, was_partial = s->partial, was_empty = s->empty;
-  double was_cov = s->coverage;
+  struct coverage_entry was = *s;
   s->updated_ms = time_mono_ms();
   if (res) {
     s->ok = true;
+    s->code = 0;
     s->value = res->value;
+    s->has_cov = true;
     s->coverage = res->coverage;
     s->selected = res->selected;
     s->fresh = res->fresh;
+    s->unknown = res->unknown;
     s->partial = res->partial;
     s->empty = res->empty_selection;
   } else {
     s->ok = false;
-    if (e->has_coverage) {
-      s->coverage = e->coverage;
-      s->selected = e->selected;
-      s->fresh = e->fresh;
-    }
+    s->code = e->code;
+    s->partial = s->empty = false;
+    /* An error without coverage (bad metadata, an absent GPU) says nothing about coverage: the
+     * series goes away rather than keep an older answer's number. */
+    s->has_cov = e->has_coverage;
+    s->coverage = e->has_coverage ? e->coverage : 0;
+    s->selected = e->has_coverage ? e->selected : 0;
+    s->fresh = e->has_coverage ? e->fresh : 0;
+    s->unknown = e->has_coverage ? e->unknown : 0;
   }
-  bool changed = created || was_ok != s->ok || was_partial != s->partial || was_empty != s->empty ||
-                 was_cov != s->coverage;
+  bool changed = created || was.ok != s->ok || was.code != s->code || was.partial != s->partial ||
+                 was.empty != s->empty || was.has_cov != s->has_cov ||
+                 was.coverage != s->coverage || was.unknown != s->unknown;
   struct coverage_entry copy = *s;
   pthread_mutex_unlock(&c->lock);
   if (!changed)
     return;
   if (copy.ok && copy.empty)
-    LOG_INFO("gateway", "%s/%s: no GPU matches the selection: answering 0 (no pod holds a GPU)",
-             copy.ns, copy.name);
+    LOG_INFO("gateway",
+             "%s/%s %s: every agent is known and no pod holds a selected GPU: answering 0", copy.ns,
+             copy.name, copy.metric);
   else if (copy.ok && copy.partial)
-    LOG_WARN("gateway", "%s/%s %s: partial value %g from %zu of %zu GPUs (coverage %.0f%%)",
-             copy.ns, copy.name, copy.metric, copy.value, copy.fresh, copy.selected,
+    LOG_WARN("gateway",
+             "%s/%s %s: partial value %g from %zu of %zu selected GPUs, %zu agents or nodes "
+             "unseen (coverage %.0f%%)",
+             copy.ns, copy.name, copy.metric, copy.value, copy.fresh, copy.selected, copy.unknown,
              copy.coverage * 100);
   else if (copy.ok)
     LOG_INFO("gateway", "%s/%s %s: value %g from %zu GPUs (coverage 100%%)", copy.ns, copy.name,
              copy.metric, copy.value, copy.selected);
+  else if (copy.code == GS_EUNAVAIL)
+    LOG_WARN("gateway", "%s/%s %s: UNAVAILABLE: %s", copy.ns, copy.name, copy.metric, e->msg);
   else
-    LOG_WARN("gateway", "%s/%s: UNAVAILABLE or error: %s", copy.ns, copy.name, e->msg);
+    LOG_WARN("gateway", "%s/%s %s: error (%s): %s", copy.ns, copy.name, copy.metric,
+             gs_strerror(copy.code), e->msg);
 }
 
 int coverage_render(struct coverage *c, struct buf *b) {
@@ -130,24 +145,29 @@ int coverage_render(struct coverage *c, struct buf *b) {
     const char *name, *help;
   } fam[] = {
       {"gpuscale_gateway_trigger_coverage",
-       "Fraction of the trigger's selected GPUs with a fresh reading at its last GetMetrics."},
+       "Fresh selected GPUs / everything that should have been counted (unseen agents and nodes "
+       "included) at the trigger's last GetMetrics."},
       {"gpuscale_gateway_trigger_value", "Value of the trigger's last successful GetMetrics."},
       {"gpuscale_gateway_trigger_ok", "1 when the trigger's last GetMetrics answered a value."},
       {"gpuscale_gateway_trigger_partial",
        "1 when the last value was aggregated over part of the selection (allowPartial)."},
+      {"gpuscale_gateway_trigger_unknown",
+       "Agents or nodes the trigger's last GetMetrics could not see (never reported, or no pod "
+       "attribution for a pod selection); each counts as at least one GPU in coverage."},
   };
   int rc = 0;
   for (size_t f = 0; f < sizeof fam / sizeof fam[0] && !rc; f++) {
     rc = expo_family(b, fam[f].name, "gauge", fam[f].help);
     for (size_t i = 0; i < n && !rc; i++) {
-      if (f == 1 && !copy[i].ok)
+      if ((f == 1 && !copy[i].ok) || ((f == 0 || f == 4) && !copy[i].has_cov))
         continue;
       struct expo_label l[3] = {
           {"namespace", copy[i].ns}, {"scaledobject", copy[i].name}, {"metric", copy[i].metric}};
       double v = f == 0   ? copy[i].coverage
                  : f == 1 ? copy[i].value
                  : f == 2 ? copy[i].ok
-                          : copy[i].partial;
+                 : f == 3 ? copy[i].partial
+                          : (double)copy[i].unknown;
       char txt[64];
       expo_format_double(v, txt, sizeof txt);
       rc = expo_sample(b, fam[f].name, l, 3, txt);

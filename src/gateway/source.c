@@ -9,7 +9,7 @@
 
 #include "core/err.h"
 
-#define UNKNOWN_NOTES 4 /* unknown agents named in a message; the rest are counted */
+#define UNKNOWN_NOTES 8 /* unknown agents named in a message; the rest are counted */
 
 /* One (namespace, pod) on the node being visited, and its group id. */
 struct pod_slot {
@@ -21,9 +21,10 @@ struct pick {
   const struct trigger *t;
   struct scaler_selection *sel;
   int64_t now;
-  bool pod_sel;    /* GPUs are selected through the pods holding them */
-  bool node_found; /* scope node: the named node was seen */
-  size_t unknown;  /* agents that never reported */
+  bool pod_sel;                    /* GPUs are selected through the pods holding them */
+  bool node_found;                 /* scope node: the named node was seen */
+  size_t unknown;                  /* agents that never reported */
+  size_t seen_fresh, seen_dropped; /* agents with a fresh view; agents past --drop-after */
   char unknown_notes[UNKNOWN_NOTES][CLUSTER_ADDR_LEN + CLUSTER_REASON_LEN + 64];
   struct pod_slot *pods; /* this node's pods seen so far (reset per node) */
   size_t npods, cap;
@@ -206,12 +207,16 @@ static int visit_gpus(struct pick *k, const struct cluster_node_view *v, size_t 
 static int visit_node(void *ud, const struct cluster_node_view *v) {
   struct pick *k = ud;
   const struct trigger *t = k->t;
-  if (v->dropped)
+  if (v->dropped) {
+    k->seen_dropped++;
     return 0; /* forgotten after drop_after_ms: it no longer holds anything */
+  }
   if (!v->reported) {
     note_unknown(k, v, v->connected ? "has not reported yet" : "unreachable, never reported");
     return 0;
   }
+  if (v->fresh)
+    k->seen_fresh++;
   if (t->scope == TRIGGER_SCOPE_NODE) {
     if (strcmp(v->node, t->node) != 0)
       return 0;
@@ -220,15 +225,25 @@ static int visit_node(void *ud, const struct cluster_node_view *v) {
   if (!trigger_regex_match(&t->nodes, v->node))
     return 0;
   if (k->pod_sel && !v->snap->attribution) {
-    for (size_t i = 0; i < v->snap->n; i++)
-      if (trigger_regex_match(&t->gpu_model, v->snap->gpus[i].info.name)) {
-        k->sel->unknown++;
-        scaler_selection_note(k->sel,
-                              "node %s: no pod attribution (kubelet PodResources unavailable), "
-                              "cannot tell which of its %zu GPUs the pods hold",
-                              v->node, v->snap->n);
-        break;
-      }
+    /* The pods may hold any of its GPUs that the selection could take: all of those count in the
+     * coverage denominator (at least one when the model matches). */
+    size_t models = 0, could = 0;
+    for (size_t i = 0; i < v->snap->n; i++) {
+      const struct node_gpu *g = &v->snap->gpus[i];
+      if (!trigger_regex_match(&t->gpu_model, g->info.name))
+        continue;
+      models++;
+      if (g->health != GPU_HEALTH_LOST && (!g->has_sample || sample_has(&g->latest, t->metric)))
+        could++;
+    }
+    if (models) {
+      k->sel->unknown++;
+      k->sel->unknown_gpus += could ? could : 1;
+      scaler_selection_note(k->sel,
+                            "node %s: no pod attribution (kubelet PodResources unavailable), "
+                            "cannot tell which of its %zu GPUs the pods hold",
+                            v->node, v->snap->n);
+    }
     return 0;
   }
   k->npods = 0;
@@ -279,6 +294,20 @@ int gwsource_select(struct cluster *c, const struct trigger *t, struct scaler_se
   if (k.unknown > UNKNOWN_NOTES)
     scaler_selection_note(sel, "%zu more agents never reported", k.unknown - UNKNOWN_NOTES);
   sel->unknown += k.unknown;
+  sel->unknown_gpus += k.unknown; /* GPU count unknown: one each */
+  if (sel->matched == 0 && sel->unknown == 0 && k.seen_fresh == 0) {
+    /* "No pod holds a GPU" needs a current view of at least one agent; without one the 0
+     * would be made up. */
+    size_t agents = cluster_agent_count(c);
+    sel->unknown = sel->unknown_gpus = 1;
+    if (agents == 0)
+      scaler_selection_note(sel, "the gateway knows no agent (check --agents or --agents-dns)");
+    else
+      scaler_selection_note(sel,
+                            "no agent has a fresh view: %zu agents, %zu of them dropped after "
+                            "--drop-after, the rest stale or disconnected",
+                            agents, k.seen_dropped);
+  }
   return 0;
 }
 

@@ -48,21 +48,27 @@ int scaler_selection_add_share(struct scaler_selection *sel, double v, uint32_t 
 }
 
 void scaler_selection_note(struct scaler_selection *sel, const char *fmt, ...) {
-  size_t used = strlen(sel->missing), cap = sizeof sel->missing;
-  static const char more[] = "...";
-  if (used + sizeof more > cap ||
-      (used >= sizeof more - 1 && strcmp(sel->missing + used - (sizeof more - 1), more) == 0))
-    return; /* already cut */
-  char note[256];
+  size_t used = strnlen(sel->missing, sizeof sel->missing), cap = sizeof sel->missing;
+  char note[320];
   va_list ap;
   va_start(ap, fmt);
   vsnprintf(note, sizeof note, fmt, ap);
   va_end(ap);
   const char *sep = used ? "; " : "";
-  if (used + strlen(sep) + strlen(note) + sizeof more <= cap)
-    snprintf(sel->missing + used, cap - used, "%s%s", sep, note);
+  /* Once one note is left out, later ones are too: the list keeps the order of the visit. */
+  if (sel->missing_cut || used + strlen(sep) + strlen(note) >= cap) {
+    sel->missing_cut++;
+    return;
+  }
+  snprintf(sel->missing + used, cap - used, "%s%s", sep, note);
+}
+
+/* sel->missing, followed by "; ... and N more" when notes were left out. */
+static void missing_text(const struct scaler_selection *sel, char *out, size_t len) {
+  if (sel->missing_cut)
+    snprintf(out, len, "%s; ... and %zu more", sel->missing, sel->missing_cut);
   else
-    snprintf(sel->missing + used, cap - used, "%s%s", sep, more);
+    snprintf(out, len, "%s", sel->missing);
 }
 
 void scaler_selection_release(struct scaler_selection *sel) {
@@ -89,7 +95,9 @@ static int selector_values(void *ud, const struct trigger *t, double *vals, size
   int rc = s->select(s->ud, &rt, &sel, err, errlen);
   *n = 0;
   if (rc == 0 && (sel.fresh < sel.selected || sel.unknown)) {
-    snprintf(err, errlen, "no fresh reading: %s", sel.missing);
+    char missing[SCALER_MISSING_LEN + 64];
+    missing_text(&sel, missing, sizeof missing);
+    snprintf(err, errlen, "no fresh reading: %s", missing);
     rc = GS_EUNAVAIL;
   }
   for (size_t i = 0; rc == 0 && i < sel.n && i < cap; i++)
@@ -258,52 +266,81 @@ static int workload_value(const struct trigger *t, struct scaler_selection *sel,
   return 0;
 }
 
+/* The coverage denominator's share of what cannot be seen: at least one GPU per unknown. */
+static size_t unknown_share(const struct scaler_selection *sel) {
+  return sel->unknown_gpus > sel->unknown ? sel->unknown_gpus : sel->unknown;
+}
+
+enum coverage_fail {
+  COV_NOTHING, /* no fresh value at all: nothing to aggregate, whatever the metadata says */
+  COV_REFUSED, /* part is missing and partial answers are not allowed */
+  COV_BELOW,   /* part is missing and coverage is below minCoverage */
+};
+
+/* "3 of 5 selected GPUs fresh, and 1 agent or node that cannot be seen (counted as 1 GPU)";
+ * with say_stale the first part counts the GPUs without a fresh reading instead. */
+static void count_text(const struct scaler_selection *sel, bool say_stale, char *out, size_t len) {
+  size_t w = 0;
+  out[0] = '\0';
+  bool stale_part =
+      say_stale ? sel->selected > sel->fresh || !sel->unknown : sel->selected > 0 || !sel->unknown;
+  if (stale_part)
+    w = (size_t)snprintf(out, len, "%zu of %zu selected GPUs %s",
+                         say_stale ? sel->selected - sel->fresh : sel->fresh, sel->selected,
+                         say_stale ? "have no fresh reading" : "fresh");
+  if (sel->unknown && w < len) {
+    size_t share = unknown_share(sel);
+    snprintf(out + w, len - w, "%s%zu agent%s or node%s with unknown GPUs (counted as %zu GPU%s)",
+             w ? ", and " : "", sel->unknown, sel->unknown == 1 ? "" : "s",
+             sel->unknown == 1 ? "" : "s", share, share == 1 ? "" : "s");
+  }
+}
+
+/* UNAVAILABLE with the counts, the rule that refused and the list of what is missing. The counts
+ * are never cut; the list ends with "... and N more" when it was full. */
 static int coverage_error(const struct trigger *t, const struct scaler_selection *sel,
-                          struct scaler_result *out, struct scaler_error *e) {
+                          enum coverage_fail why, struct scaler_result *out,
+                          struct scaler_error *e) {
   e->code = GS_EUNAVAIL;
   e->has_coverage = true;
   e->selected = out->selected;
   e->fresh = out->fresh;
+  e->unknown = out->unknown;
   e->coverage = out->coverage;
-  char unk[96] = "";
-  if (sel->unknown)
-    snprintf(unk, sizeof unk, ", %zu agent(s) of unknown GPUs", sel->unknown);
-  /* The list of missing nodes may be cut short; the counts before it never are. */
-  int w;
-  if (t->has_min_coverage)
-    w = snprintf(
-        e->msg, sizeof e->msg,
-        "coverage %.0f%% (%zu of %zu selected GPUs fresh%s) is below minCoverage %g: %.280s",
-        out->coverage * 100, out->fresh, out->selected, unk, t->min_coverage, sel->missing);
+  char counts[256], missing[SCALER_MISSING_LEN + 64];
+  count_text(sel, why == COV_REFUSED, counts, sizeof counts);
+  missing_text(sel, missing, sizeof missing);
+  if (why == COV_NOTHING)
+    snprintf(e->msg, sizeof e->msg,
+             "no fresh %s reading to answer from (%s); UNAVAILABLE whatever allowPartial or "
+             "minCoverage say, as there is nothing to aggregate: %s",
+             gpu_field_name(t->metric), counts, missing);
+  else if (why == COV_BELOW)
+    snprintf(e->msg, sizeof e->msg, "coverage %.0f%% (%s) is below minCoverage %g: %s",
+             out->coverage * 100, counts, t->min_coverage, missing);
   else
-    w = snprintf(e->msg, sizeof e->msg,
-                 "%zu of %zu selected GPUs have no fresh reading%s; refusing a partial value (set "
-                 "allowPartial: \"true\" or minCoverage to aggregate what is there): %.280s",
-                 out->selected - out->fresh, out->selected, unk, sel->missing);
-  if (w >= (int)sizeof e->msg)
-    memcpy(e->msg + sizeof e->msg - 4, "...", 4);
+    snprintf(e->msg, sizeof e->msg,
+             "%s; refusing a partial value (coverage %.0f%%; set allowPartial: \"true\" or "
+             "minCoverage to aggregate what is there): %s",
+             counts, out->coverage * 100, missing);
   return e->code;
 }
 
-/* Applies the partial-failure rules and the arithmetic to a selection. */
+/* Applies the partial-failure rules and the arithmetic to a selection (docs/gateway.md, "Partial
+ * failure"): the only 0 without a reading is "everything is known and nothing matches". */
 static int judge(const struct trigger *t, struct scaler_selection *sel, struct scaler_result *out,
                  struct scaler_error *e) {
+  size_t total = sel->selected + unknown_share(sel);
   out->selected = sel->selected;
   out->fresh = sel->fresh;
-  out->coverage = sel->selected ? (double)sel->fresh / (double)sel->selected : 1.0;
+  out->unknown = sel->unknown;
+  out->coverage = total ? (double)sel->fresh / (double)total : 1.0;
   if (sel->matched == 0 && sel->unknown == 0) {
-    out->empty_selection = true; /* no pod holds a GPU: 0 is the truth */
+    out->empty_selection = true; /* everything is known and no pod holds a GPU: 0 is the truth */
     out->value = 0;
     return 0;
   }
-  bool complete = sel->fresh == sel->selected && sel->unknown == 0;
-  if (!complete) {
-    bool allowed = t->allow_partial || t->has_min_coverage;
-    if (!allowed || (t->has_min_coverage && out->coverage < t->min_coverage))
-      return coverage_error(t, sel, out, e);
-    out->partial = true;
-  }
-  if (sel->matched > 0 && sel->selected == 0) {
+  if (sel->selected == 0 && sel->unknown == 0) {
     e->code = GS_EUNAVAIL;
     snprintf(e->msg, sizeof e->msg,
              "%zu GPUs match the selection but none reports %s (lost, or the field is not "
@@ -311,16 +348,16 @@ static int judge(const struct trigger *t, struct scaler_selection *sel, struct s
              sel->matched, gpu_field_name(t->metric));
     return e->code;
   }
-  if (sel->n == 0) {
-    if (!sel->selected && !sel->matched) {
-      out->empty_selection = true; /* only unknown agents, and partial answers are allowed */
-      out->value = 0;
-      return 0;
-    }
-    e->code = GS_EUNAVAIL;
-    snprintf(e->msg, sizeof e->msg, "no fresh %s reading among %zu selected GPUs: %.320s",
-             gpu_field_name(t->metric), sel->selected, sel->missing);
-    return e->code;
+  if (sel->n == 0 || sel->fresh == 0)
+    return coverage_error(t, sel, COV_NOTHING, out, e);
+  bool complete = sel->fresh == sel->selected && sel->unknown == 0;
+  if (!complete) {
+    if (!t->allow_partial && !t->has_min_coverage)
+      return coverage_error(t, sel, COV_REFUSED, out, e);
+    /* a tolerance, so that 3 of 5 meets minCoverage 0.6 however the division rounds */
+    if (t->has_min_coverage && out->coverage + 1e-9 < t->min_coverage)
+      return coverage_error(t, sel, COV_BELOW, out, e);
+    out->partial = true;
   }
   int rc = t->scope == TRIGGER_SCOPE_WORKLOAD ? workload_value(t, sel, &out->value, &out->pods)
                                               : aggregate(t->agg, sel->vals, sel->n, &out->value);

@@ -23,17 +23,25 @@
 /* What a selecting source (the gateway's) found for a trigger. The source only selects and
  * counts; the policy does all the arithmetic and decides about partial failure. */
 struct scaler_selection {
-  double *vals;      /* n values: one per fresh selected GPU, or per (pod, GPU) in workload scope */
-  uint32_t *group;   /* workload scope: the pod (0..n_groups-1) vals[i] belongs to; else 0 */
-  double *share;     /* workload scope: that pod's share of the GPU of vals[i] (1: held alone) */
-  size_t n, cap;     /* grown by scaler_selection_add, freed by scaler_selection_release */
-  size_t n_groups;   /* workload scope: pods found holding selected GPUs */
-  size_t matched;    /* GPUs matching the selectors, fresh or not */
-  size_t selected;   /* matched GPUs that count: lost GPUs and unsupported fields are left out */
-  size_t fresh;      /* selected GPUs with a fresh reading from a fresh agent */
-  size_t unknown;    /* agents whose GPUs cannot be known: never reported, or no pod attribution
-                        for a pod selection */
-  char missing[448]; /* what is stale, disconnected or unknown, by node, with ages */
+  double *vals;    /* n values: one per fresh selected GPU, or per (pod, GPU) in workload scope */
+  uint32_t *group; /* workload scope: the pod (0..n_groups-1) vals[i] belongs to; else 0 */
+  double *share;   /* workload scope: that pod's share of the GPU of vals[i] (1: held alone) */
+  size_t n, cap;   /* grown by scaler_selection_add, freed by scaler_selection_release */
+  size_t n_groups; /* workload scope: pods found holding selected GPUs */
+  size_t matched;  /* GPUs matching the selectors, fresh or not */
+  size_t selected; /* matched GPUs that count: lost GPUs and unsupported fields are left out */
+  size_t fresh;    /* selected GPUs with a fresh reading from a fresh agent */
+  size_t unknown;  /* what should have been counted and cannot be seen: agents that never
+                      reported, nodes without pod attribution for a pod selection, or "no
+                      agent has a fresh view at all" */
+  /* The coverage denominator's share for the unknown: a node without attribution counts its GPUs
+   * that the selection could take, an agent that never reported counts 1. The policy counts at
+   * least 1 per unknown. */
+  size_t unknown_gpus;
+  /* What is stale, disconnected or unknown, by node, with ages; missing_cut counts the notes
+   * left out because it was full. */
+  char missing[SCALER_MISSING_LEN];
+  size_t missing_cut;
 };
 
 /* Appends one value (of pod `group`, share 1). Returns 0, GS_ENOMEM, or GS_ETOOBIG past
@@ -43,7 +51,8 @@ int scaler_selection_add(struct scaler_selection *sel, double v, uint32_t group)
  * scope (share in [0, 1]; the shares of one GPU's pods sum to at most 1). */
 int scaler_selection_add_share(struct scaler_selection *sel, double v, uint32_t group,
                                double share);
-/* Appends a "; "-separated note to sel->missing, cut with "..." when full. */
+/* Appends a "; "-separated note to sel->missing; a note that no longer fits is counted in
+ * missing_cut (messages end the list with "... and N more"). */
 void scaler_selection_note(struct scaler_selection *sel, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 /* Frees vals, group and share; the struct may be reused after zeroing. NULL is fine. */
@@ -68,8 +77,11 @@ struct scaler_selector {
   unsigned scopes; /* SCALER_SCOPE_* bits served */
   /* t->scope is resolved (never AUTO). Fills sel (zeroed by the caller, who releases it) and
    * returns 0; staleness is reported in the counts, not as an error. rc 0 with matched == 0 and
-   * unknown == 0 means "nothing matches": the policy answers value 0, inactive and sets
-   * empty_selection. Errors: GS_ENOTFOUND (named node or gpuIndex absent), GS_ENOMEM,
+   * unknown == 0 means "everything is known and nothing matches": the policy answers value 0,
+   * inactive and sets empty_selection. So whatever the source cannot see (an agent that never
+   * reported, a node without pod attribution, no fresh agent at all) must be counted in
+   * unknown. With no fresh value at all the policy answers UNAVAILABLE, whatever allowPartial
+   * and minCoverage say. Errors: GS_ENOTFOUND (named node or gpuIndex absent), GS_ENOMEM,
    * GS_ETOOBIG, with err filled. */
   int (*select)(void *ud, const struct trigger *t, struct scaler_selection *sel, char *err,
                 size_t errlen);
@@ -98,7 +110,7 @@ struct scaler_error {
   /* Set when the error is a coverage failure (stale, disconnected or unknown agents, or nothing
    * fresh at all), for metrics and logs. */
   bool has_coverage;
-  size_t selected, fresh;
+  size_t selected, fresh, unknown;
   double coverage;
 };
 
@@ -117,7 +129,8 @@ struct scaler_result {
    * reading rather than an error. The transport should log it. */
   bool empty_selection;
   size_t selected, fresh; /* GPUs selected and fresh among them */
-  double coverage;        /* fresh / selected; 1 when complete or empty */
+  size_t unknown;         /* agents/nodes that could not be seen (scaler_selection.unknown) */
+  double coverage;        /* fresh / (selected + the unknown's share); 1 when complete or empty */
   bool partial;           /* aggregated over less than the whole selection (allowPartial) */
   size_t pods;            /* workload scope: pods that contributed a value */
 };

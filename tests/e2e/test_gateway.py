@@ -482,6 +482,112 @@ def test_killed_agent_is_unavailable_never_lower_then_partial_then_recovery(cl):
     assert_alive(cl)
 
 
+# ---- unknown agents: coverage counts them, and nothing known is never a 0 -------------------
+
+def dead_addresses(n):
+    """Loopback addresses where nothing listens: agents that never answer."""
+    return ["%s:%d" % (helpers.LOOPBACK, helpers.free_port()) for _ in range(n)]
+
+
+def test_never_answering_agent_alone_is_unavailable_never_zero(tmp_path, pb):
+    """The gateway's only agent never answers. Whatever allowPartial or minCoverage say, every
+    answer is UNAVAILABLE naming the agent: never a 0, never an inactive IsActive, and a
+    StreamIsActive stays silent."""
+    dead = dead_addresses(1)[0]
+    gw = Gateway(["--agents", dead, "--tick", "200ms"], workdir=str(tmp_path / "gw"),
+                 ready=False).start()
+    try:
+        client = gw.client()
+        wait_for(lambda: dead in gw.agents(), timeout=10, what="the agent listed")
+        a = gw.agents()[dead]
+        assert a["reported"] is False and a["connected"] is False, a
+        for i, m in enumerate([md(allowPartial="true"), md(aggregation="avg", allowPartial="true"),
+                               md(pods=VLLM + ".*", allowPartial="true"),
+                               md(pods="nobody-.*", allowPartial="true"),
+                               md(minCoverage="0.01"), md(pods=VLLM + ".*", minCoverage="0.5"),
+                               md(node="gpu-node-1", allowPartial="true"), md()]):
+            e = rpc_error(value, client, m, name="so-dead-%d" % i)
+            assert e.code() == grpc.StatusCode.UNAVAILABLE, (m, e.code(), e.details())
+            d = e.details()
+            assert dead in d and "never reported" in d, d
+            assert "nothing to aggregate" in d and "1 agent or node with unknown GPUs" in d, d
+            e = rpc_error(is_active, client, m)
+            assert e.code() == grpc.StatusCode.UNAVAILABLE, (m, e.details())
+        # the gateway's own series tell the same story
+        text = gw.metrics_text()
+        for i in range(8):
+            so = "so-dead-%d" % i
+            ok = gh.samples(text, "gpuscale_gateway_trigger_ok", scaledobject=so)
+            assert ok and ok[0][1] == 0.0, (so, ok)
+            cov = gh.samples(text, "gpuscale_gateway_trigger_coverage", scaledobject=so)
+            assert cov and cov[0][1] == 0.0, (so, cov)
+            unk = gh.samples(text, "gpuscale_gateway_trigger_unknown", scaledobject=so)
+            assert unk and unk[0][1] == 1.0, (so, unk)
+            assert not gh.samples(text, "gpuscale_gateway_trigger_value", scaledobject=so)
+        assert "UNAVAILABLE" in gw.log() and dead in gw.log()
+        # a stream: no made-up false, no end; the state is unknown
+        r = StreamReader(client._stream_is_active(client.ref(md(allowPartial="true"),
+                                                             name="so-dead-stream", namespace=NS)))
+        try:
+            assert r.next(timeout=1.5) is None, "a stream message without any reading"
+        finally:
+            r.cancel()
+    finally:
+        gw.stop()
+        gw.kill()
+
+
+def test_unknown_agents_count_in_coverage_and_long_messages_arrive_whole(cl):
+    """Three real agents (10 GPUs) and six addresses that never answer. By default the answer is
+    UNAVAILABLE, and the status details the client gets name all six, whole (far over 256
+    bytes). With allowPartial the value comes from the rest, and each unknown agent counts as one
+    GPU in coverage: 10 / (10 + 6)."""
+    dead = dead_addresses(6)
+    gw = Gateway(["--agents", ",".join([cl.addresses()] + dead), "--tick", "200ms"],
+                 workdir=os.path.join(cl.root, "gw-unknown")).start()
+    try:
+        client = gw.client()
+        wait_for(lambda: all(gw.agents()[cl.agents[n].grpc_address]["reported"] for n in NODES),
+                 timeout=15, what="the three real agents reported")
+        e = rpc_error(value, client, md(aggregation="avg"))
+        assert e.code() == grpc.StatusCode.UNAVAILABLE
+        d = e.details()
+        assert len(d) > 512, (len(d), d)
+        assert "6 agents or nodes with unknown GPUs (counted as 6 GPUs)" in d, d
+        assert "refusing a partial value (coverage 62%" in d, d
+        for addr in dead:
+            assert "agent %s unreachable, never reported" % addr in d, (addr, d)
+        assert not d.endswith("..."), d
+        # allowPartial: the value of what is there, with the unknown in the denominator
+        want = cluster_expected("avg")
+        assert close(value(client, md(aggregation="avg", allowPartial="true"), name="so-unk"),
+                     want)
+        assert close(value(client, md(pods=VLLM + ".*", allowPartial="true"), name="so-unk-wl"),
+                     450.0)
+        # minCoverage: 10/16 = 0.625
+        assert close(value(client, md(aggregation="avg", minCoverage="0.6")), want)
+        e = rpc_error(value, client, md(aggregation="avg", minCoverage="0.7"))
+        assert e.code() == grpc.StatusCode.UNAVAILABLE
+        assert "coverage 62% (10 of 10 selected GPUs fresh, and 6 agents" in e.details(), \
+            e.details()
+        # a pod selection nobody holds: the unknown agents might hold it, so no 0
+        e = rpc_error(value, client, md(pods="nobody-.*", allowPartial="true"))
+        assert e.code() == grpc.StatusCode.UNAVAILABLE and "nothing to aggregate" in e.details()
+        text = gw.metrics_text()
+        cov = gh.samples(text, "gpuscale_gateway_trigger_coverage", scaledobject="so-unk")
+        assert cov and close(cov[0][1], 10 / 16), cov
+        cov = gh.samples(text, "gpuscale_gateway_trigger_coverage", scaledobject="so-unk-wl")
+        assert cov and close(cov[0][1], 5 / 11), cov
+        unk = gh.samples(text, "gpuscale_gateway_trigger_unknown", scaledobject="so-unk")
+        assert unk and unk[0][1] == 6.0, unk
+        part = gh.samples(text, "gpuscale_gateway_trigger_partial", scaledobject="so-unk")
+        assert part and part[0][1] == 1.0, part
+    finally:
+        gw.stop()
+        gw.kill()
+    assert_alive(cl)
+
+
 # ---- TLS to the agents ---------------------------------------------------------------------
 
 @pytest.mark.skipif(shutil.which("openssl") is None, reason="openssl makes the test certificates")

@@ -198,6 +198,38 @@ static void test_state_and_remove(void **state) {
   cluster_free(c);
 }
 
+/* An agent that never reported is never dropped: there are no GPUs of it to forget, and it must
+ * keep counting as unknown (docs/gateway.md, "Partial failure"). One that reported is. */
+static void test_never_reported_is_not_dropped(void **state) {
+  (void)state;
+  struct cluster *c = new_view(1000);
+  assert_int_equal(cluster_set_state(c, "a:1", false, "connection refused"), 0);
+  struct node_snapshot s;
+  const double u[] = {5};
+  mk(&s, "nb", 100, 1, u, 1);
+  assert_int_equal(cluster_update(c, "b:1", &s), 0);
+  node_snapshot_clear(&s);
+  fake_now += 60000; /* far past drop_after_ms */
+  struct seen seen = {0};
+  assert_int_equal(cluster_visit(c, collect, &seen, NULL), 0);
+  assert_int_equal(seen.n, 2);
+  assert_string_equal(seen.addr[0], "a:1");
+  assert_false(seen.v[0].reported);
+  assert_false(seen.v[0].dropped);
+  assert_false(seen.v[0].fresh);
+  assert_int_equal(seen.v[0].age_ms, 60000);
+  assert_true(seen.v[1].reported);
+  assert_true(seen.v[1].dropped);
+  struct cluster_agent_info info[2];
+  size_t n = 0;
+  assert_int_equal(cluster_snapshot_agents(c, info, 2, &n), 0);
+  assert_int_equal(n, 2);
+  assert_false(info[0].dropped);
+  assert_true(info[1].dropped);
+  assert_int_equal(cluster_sweep(c), 1); /* only b's GPUs were there to free */
+  cluster_free(c);
+}
+
 struct win_ctx {
   int64_t window;
   double mean;
@@ -351,10 +383,14 @@ static void test_concurrent(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_deep_copy_and_order), cmocka_unit_test(test_freshness_and_drop),
-      cmocka_unit_test(test_state_and_remove),    cmocka_unit_test(test_window_ring),
-      cmocka_unit_test(test_ring_follows_uuid),   cmocka_unit_test(test_wait),
+      cmocka_unit_test(test_deep_copy_and_order),
+      cmocka_unit_test(test_freshness_and_drop),
+      cmocka_unit_test(test_state_and_remove),
+      cmocka_unit_test(test_window_ring),
+      cmocka_unit_test(test_ring_follows_uuid),
+      cmocka_unit_test(test_wait),
       cmocka_unit_test(test_concurrent),
+      cmocka_unit_test(test_never_reported_is_not_dropped),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

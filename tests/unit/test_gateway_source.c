@@ -497,7 +497,7 @@ static void test_cases(void **state) {
       assert_int_equal(e.selected, k->selected);
       assert_int_equal(e.fresh, k->fresh);
     }
-    if (rc == 0 && k->selected)
+    if (rc == 0 && k->selected && res.unknown == 0) /* with unknowns: test_coverage_rules */
       assert_true(fabs(res.coverage - (double)k->fresh / (double)k->selected) < 1e-9);
     cluster_free(r.c);
   }
@@ -741,6 +741,455 @@ static void test_replicas_on_one_gpu_do_not_feed_the_loop(void **state) {
   }
 }
 
+/* ---- coverage: what cannot be seen counts, and nothing known is never a 0 ---- */
+
+enum world {
+  W_VARIANT,       /* rig_init(variant) */
+  W_ONLY_UNKNOWN,  /* one agent address that never answered */
+  W_ALL_NO_ATTRIB, /* every node without pod attribution */
+  W_ALL_STALE,     /* every agent 10 s without an update */
+  W_ALL_DROPPED,   /* every agent past drop_after_ms */
+  W_NO_AGENTS,     /* the gateway knows no agent */
+};
+
+static void world_init(struct rig *r, enum world w, enum variant v) {
+  if (w == W_VARIANT) {
+    rig_init(r, v);
+    return;
+  }
+  fake_now = 1000000;
+  r->c = cluster_new(w == W_ALL_DROPPED ? 5000 : 300000);
+  assert_non_null(r->c);
+  cluster_set_clock(r->c, fake_clock, NULL);
+  if (w == W_ONLY_UNKNOWN)
+    cluster_set_state(r->c, "10.0.0.9:6000", false, "connection refused");
+  for (size_t i = 0; w != W_ONLY_UNKNOWN && w != W_NO_AGENTS && i < NAGENTS; i++) {
+    struct node_snapshot s;
+    build(&fixture[i], &s);
+    if (w == W_ALL_NO_ATTRIB) {
+      s.attribution = false;
+      for (size_t k = 0; k < s.n; k++)
+        memset(&s.gpus[k].pods, 0, sizeof s.gpus[k].pods);
+    }
+    assert_int_equal(cluster_update(r->c, fixture[i].addr, &s), 0);
+    node_snapshot_clear(&s);
+  }
+  if (w == W_ALL_STALE || w == W_ALL_DROPPED || w == W_ONLY_UNKNOWN)
+    fake_now += 10000;
+  r->gs.cluster = r->c;
+  r->gs.coalesce_ms = 0;
+  r->s.profiles = &profiles;
+  r->s.src = gwsource_make(&r->gs);
+}
+
+struct cov_case {
+  const char *label;
+  enum world w;
+  enum variant v;
+  struct kv md[MAXKV];
+  int rc;
+  double value;
+  size_t selected, fresh, unknown;
+  double coverage; /* of the answer, or reported with the error */
+  bool partial, empty;
+  const char *msg, *msg2;
+};
+
+#define PART                                                                                       \
+  { "allowPartial", "true" }
+#define VLLM                                                                                       \
+  { "pods", "vllm-.*" }
+#define NOBODY                                                                                     \
+  { "pods", "nobody-.*" }
+
+static const struct cov_case cov_cases[] = {
+    /* the one true 0: everything is known and no pod holds a selected GPU */
+    {"all known, no holder: 0",
+     W_VARIANT,
+     V_ALL_FRESH,
+     {UTIL, NOBODY},
+     0,
+     0,
+     0,
+     0,
+     0,
+     1,
+     false,
+     true},
+    {"a stale agent holds nothing either: 0",
+     W_VARIANT,
+     V_A2_STALE,
+     {UTIL, NOBODY},
+     0,
+     0,
+     0,
+     0,
+     0,
+     1,
+     false,
+     true},
+    /* an agent that never reported counts in the denominator, as one GPU */
+    {"never reported + allowPartial: the rest, 10/11",
+     W_VARIANT,
+     V_UNKNOWN_AGENT,
+     {UTIL, AVG, PART},
+     0,
+     64,
+     10,
+     10,
+     1,
+     10.0 / 11,
+     true},
+    {"never reported + allowPartial, pods: 5/6",
+     W_VARIANT,
+     V_UNKNOWN_AGENT,
+     {UTIL, VLLM, PART},
+     0,
+     450,
+     5,
+     5,
+     1,
+     5.0 / 6,
+     true},
+    {"never reported, minCoverage 0.9 met",
+     W_VARIANT,
+     V_UNKNOWN_AGENT,
+     {UTIL, AVG, {"minCoverage", "0.9"}},
+     0,
+     64,
+     10,
+     10,
+     1,
+     10.0 / 11,
+     true},
+    {"never reported, minCoverage 0.95 missed",
+     W_VARIANT,
+     V_UNKNOWN_AGENT,
+     {UTIL, AVG, {"minCoverage", "0.95"}},
+     GS_EUNAVAIL,
+     0,
+     10,
+     10,
+     1,
+     10.0 / 11,
+     false,
+     false,
+     "coverage 91% (10 of 10 selected GPUs fresh, and 1 agent or node with unknown GPUs",
+     "agent 10.0.0.9:6000 unreachable, never reported"},
+    {"never reported, refused by default",
+     W_VARIANT,
+     V_UNKNOWN_AGENT,
+     {UTIL, AVG},
+     GS_EUNAVAIL,
+     0,
+     10,
+     10,
+     1,
+     10.0 / 11,
+     false,
+     false,
+     "1 agent or node with unknown GPUs",
+     "refusing a partial value"},
+    {"never reported may hold the pods: no 0",
+     W_VARIANT,
+     V_UNKNOWN_AGENT,
+     {UTIL, NOBODY, PART},
+     GS_EUNAVAIL,
+     0,
+     0,
+     0,
+     1,
+     0,
+     false,
+     false,
+     "nothing to aggregate",
+     "10.0.0.9:6000"},
+    {"never reported may be the named node: no 0",
+     W_VARIANT,
+     V_UNKNOWN_AGENT,
+     {UTIL, {"node", "gpu-z-9"}, PART},
+     GS_EUNAVAIL,
+     0,
+     0,
+     0,
+     1,
+     0,
+     false,
+     false,
+     "nothing to aggregate",
+     "10.0.0.9:6000"},
+    /* nothing at all known: UNAVAILABLE whatever allowPartial or minCoverage say */
+    {"only a never-reported agent + allowPartial",
+     W_ONLY_UNKNOWN,
+     0,
+     {UTIL, AVG, PART},
+     GS_EUNAVAIL,
+     0,
+     0,
+     0,
+     1,
+     0,
+     false,
+     false,
+     "nothing to aggregate",
+     "agent 10.0.0.9:6000 unreachable, never reported for 10.0s: connection refused"},
+    {"only a never-reported agent + minCoverage",
+     W_ONLY_UNKNOWN,
+     0,
+     {UTIL, VLLM, {"minCoverage", "0.01"}},
+     GS_EUNAVAIL,
+     0,
+     0,
+     0,
+     1,
+     0,
+     false,
+     false,
+     "whatever allowPartial or minCoverage say"},
+    {"only a never-reported agent, named node",
+     W_ONLY_UNKNOWN,
+     0,
+     {UTIL, {"node", "gpu-a-1"}},
+     GS_EUNAVAIL,
+     0,
+     0,
+     0,
+     1,
+     0,
+     false,
+     false,
+     "10.0.0.9:6000"},
+    /* a node whose pod attribution is unknown counts its GPUs the selection could take */
+    {"no attribution + allowPartial: 3/(3+2)",
+     W_VARIANT,
+     V_A2_NO_ATTRIB,
+     {UTIL, VLLM, PART},
+     0,
+     270,
+     3,
+     3,
+     1,
+     0.6,
+     true},
+    {"no attribution, minCoverage 0.6 met at the edge",
+     W_VARIANT,
+     V_A2_NO_ATTRIB,
+     {UTIL, VLLM, {"minCoverage", "0.6"}},
+     0,
+     270,
+     3,
+     3,
+     1,
+     0.6,
+     true},
+    {"no attribution, minCoverage 0.61 missed",
+     W_VARIANT,
+     V_A2_NO_ATTRIB,
+     {UTIL, VLLM, {"minCoverage", "0.61"}},
+     GS_EUNAVAIL,
+     0,
+     3,
+     3,
+     1,
+     0.6,
+     false,
+     false,
+     "(counted as 2 GPUs)) is below minCoverage 0.61",
+     "gpu-a-2: no pod attribution"},
+    {"no attribution on a model the selection rules out",
+     W_VARIANT,
+     V_A2_NO_ATTRIB,
+     {UTIL, VLLM, {"gpuModel", ".*H100.*"}},
+     0,
+     0,
+     0,
+     0,
+     0,
+     1,
+     false,
+     true},
+    {"no attribution, no pod selection: complete",
+     W_VARIANT,
+     V_A2_NO_ATTRIB,
+     {UTIL, AVG},
+     0,
+     64,
+     10,
+     10,
+     0,
+     1},
+    {"no attribution anywhere + allowPartial",
+     W_ALL_NO_ATTRIB,
+     0,
+     {UTIL, VLLM, PART},
+     GS_EUNAVAIL,
+     0,
+     0,
+     0,
+     4,
+     0,
+     false,
+     false,
+     "4 agents or nodes with unknown GPUs",
+     "(counted as 10 GPUs)"},
+    {"no attribution anywhere, nobody",
+     W_ALL_NO_ATTRIB,
+     0,
+     {UTIL, NOBODY},
+     GS_EUNAVAIL,
+     0,
+     0,
+     0,
+     4,
+     0,
+     false,
+     false,
+     "nothing to aggregate"},
+    /* no agent with a current view: "nobody holds a GPU" cannot be known */
+    {"all stale, nobody + allowPartial",
+     W_ALL_STALE,
+     0,
+     {UTIL, NOBODY, PART},
+     GS_EUNAVAIL,
+     0,
+     0,
+     0,
+     1,
+     0,
+     false,
+     false,
+     "no agent has a fresh view: 4 agents, 0 of them dropped"},
+    {"all dropped, nobody",
+     W_ALL_DROPPED,
+     0,
+     {UTIL, NOBODY},
+     GS_EUNAVAIL,
+     0,
+     0,
+     0,
+     1,
+     0,
+     false,
+     false,
+     "4 agents, 4 of them dropped after --drop-after"},
+    {"all dropped, cluster + allowPartial",
+     W_ALL_DROPPED,
+     0,
+     {UTIL, AVG, PART},
+     GS_EUNAVAIL,
+     0,
+     0,
+     0,
+     1,
+     0,
+     false,
+     false,
+     "no agent has a fresh view"},
+    {"no agents at all",
+     W_NO_AGENTS,
+     0,
+     {UTIL, AVG, PART},
+     GS_EUNAVAIL,
+     0,
+     0,
+     0,
+     1,
+     0,
+     false,
+     false,
+     "the gateway knows no agent"},
+};
+
+static void test_coverage_rules(void **state) {
+  (void)state;
+  for (size_t i = 0; i < sizeof cov_cases / sizeof cov_cases[0]; i++) {
+    const struct cov_case *k = &cov_cases[i];
+    struct rig r;
+    world_init(&r, k->w, k->v);
+    struct scaler_request req = {"my-app", "prod", k->md, kv_count(k->md)};
+    struct scaler_result res;
+    memset(&res, 0, sizeof res);
+    struct scaler_error e;
+    memset(&e, 0, sizeof e);
+    int rc = scaler_get_metrics(&r.s, &req, NULL, &res, &e);
+    bool ok = rc == k->rc;
+    if (rc == 0)
+      ok = ok && fabs(res.value - k->value) < 1e-9 && res.selected == k->selected &&
+           res.fresh == k->fresh && res.unknown == k->unknown &&
+           fabs(res.coverage - k->coverage) < 1e-9 && res.partial == k->partial &&
+           res.empty_selection == k->empty;
+    else
+      ok = ok && e.has_coverage && e.selected == k->selected && e.fresh == k->fresh &&
+           e.unknown == k->unknown && fabs(e.coverage - k->coverage) < 1e-9 &&
+           (!k->msg || strstr(e.msg, k->msg)) && (!k->msg2 || strstr(e.msg, k->msg2));
+    if (!ok)
+      print_error("case \"%s\": rc %d value %g selected %zu/%zu fresh %zu/%zu unknown %zu/%zu "
+                  "coverage %g/%g partial %d empty %d msg \"%s\"\n",
+                  k->label, rc, res.value, rc ? e.selected : res.selected, k->selected,
+                  rc ? e.fresh : res.fresh, k->fresh, rc ? e.unknown : res.unknown, k->unknown,
+                  rc ? e.coverage : res.coverage, k->coverage, res.partial, res.empty_selection,
+                  e.msg);
+    assert_true(ok);
+    cluster_free(r.c);
+  }
+}
+
+/* A long coverage message keeps its counts and its rule whole and ends the node list with
+ * "... and N more" instead of being cut mid-word (it goes out as gRPC status details). */
+static void test_long_coverage_message(void **state) {
+  (void)state;
+  fake_now = 1000000;
+  struct rig r;
+  r.c = cluster_new(300000);
+  assert_non_null(r.c);
+  cluster_set_clock(r.c, fake_clock, NULL);
+  enum { NSTALE = 60, NFRESH = 4 };
+  char addr[32];
+  for (int pass = 0; pass < 2; pass++) { /* the stale ones first, then the clock moves */
+    for (int i = 0; i < (pass ? NFRESH : NSTALE); i++) {
+      struct agent_def a = {addr, "", "NVIDIA A100-SXM4-80GB", 1, {{50, {"prod/vllm-x"}}}};
+      char node[64];
+      snprintf(addr, sizeof addr, "10.1.%d.%d:6000", pass, i);
+      snprintf(node, sizeof node, "gpu-%s-node-with-a-long-name-%03d", pass ? "fresh" : "stale", i);
+      a.node = node;
+      struct node_snapshot s;
+      build(&a, &s);
+      assert_int_equal(cluster_update(r.c, addr, &s), 0);
+      node_snapshot_clear(&s);
+    }
+    fake_now += pass ? 0 : 10000;
+  }
+  r.gs.cluster = r.c;
+  r.gs.coalesce_ms = 0;
+  r.s.profiles = &profiles;
+  r.s.src = gwsource_make(&r.gs);
+  const struct kv md[] = {UTIL, AVG};
+  struct scaler_request req = {"my-app", "prod", md, 3};
+  struct scaler_result res;
+  struct scaler_error e;
+  memset(&e, 0, sizeof e);
+  assert_int_equal(scaler_get_metrics(&r.s, &req, NULL, &res, &e), GS_EUNAVAIL);
+  size_t len = strlen(e.msg);
+  if (len < 1000 || !strstr(e.msg, "60 of 64 selected GPUs have no fresh reading") ||
+      !strstr(e.msg, "refusing a partial value") || !strstr(e.msg, " more"))
+    print_error("len %zu msg \"%s\"\n", len, e.msg);
+  assert_true(len >= 1000 && len < sizeof e.msg - 1);
+  assert_non_null(strstr(e.msg, "60 of 64 selected GPUs have no fresh reading"));
+  assert_non_null(strstr(e.msg, "refusing a partial value"));
+  assert_non_null(strstr(e.msg, "node gpu-stale-node-with-a-long-name-000 (10.1.0.0:6000)"));
+  /* the list is cut at a note boundary and says how many notes were left out */
+  const char *more = strstr(e.msg, "; ... and ");
+  assert_non_null(more);
+  unsigned long left = strtoul(more + strlen("; ... and "), NULL, 10);
+  size_t shown = 0;
+  for (const char *p = e.msg; (p = strstr(p, "node gpu-stale-")) != NULL; p++)
+    shown++;
+  assert_true(left > 0);
+  assert_int_equal(shown + left, NSTALE);
+  assert_string_equal(more + strlen(more) - strlen(" more"), " more");
+  cluster_free(r.c);
+}
+
 static int setup(void **state) {
   (void)state;
   return profile_set_init(&profiles);
@@ -758,6 +1207,8 @@ int main(void) {
       cmocka_unit_test(test_hpa_proportional),
       cmocka_unit_test(test_empty_is_inactive),
       cmocka_unit_test(test_raw_values_and_tick),
+      cmocka_unit_test(test_coverage_rules),
+      cmocka_unit_test(test_long_coverage_message),
       cmocka_unit_test(test_shared_gpus),
       cmocka_unit_test(test_replicas_on_one_gpu_do_not_feed_the_loop),
   };

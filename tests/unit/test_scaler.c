@@ -539,6 +539,7 @@ static int stub_select(void *ud, const struct trigger *t, struct scaler_selectio
   sel->selected = s->want.selected;
   sel->fresh = s->want.fresh;
   sel->unknown = s->want.unknown;
+  sel->unknown_gpus = s->want.unknown_gpus;
   scaler_selection_note(sel, "node x: stale");
   return 0;
 }
@@ -660,7 +661,7 @@ static const struct sel_case sel_cases[] = {
      false,
      false,
      "unknown"},
-    {"unknown agent, allowPartial: empty",
+    {"unknown agent, allowPartial: still unavailable, never 0",
      "allowPartial",
      "true",
      0,
@@ -671,12 +672,12 @@ static const struct sel_case sel_cases[] = {
      0,
      {0},
      {0},
+     GS_EUNAVAIL,
      0,
-     0,
-     true,
-     true,
      false,
-     NULL},
+     false,
+     false,
+     "nothing to aggregate"},
     {"matched but none reports",
      NULL,
      NULL,
@@ -752,6 +753,270 @@ static void test_selector_contract(void **state) {
     } else if (c->msg) {
       assert_non_null(strstr(e.msg, c->msg));
     }
+  }
+}
+
+/* Coverage = fresh / (selected + the unknown's share, at least 1 per unknown), and nothing
+ * fresh is UNAVAILABLE whatever allowPartial and minCoverage say (docs/gateway.md). */
+struct cov_case {
+  const char *label;
+  struct kv extra[2];
+  size_t matched, selected, fresh, unknown, unknown_gpus, n;
+  int rc;
+  double value, coverage; /* coverage: of the answer, or of the error */
+  bool partial, empty;
+  const char *msg;
+};
+
+static const struct cov_case cov_cases[] = {
+    {"everything known, no holder: the one true 0",
+     {{NULL, NULL}},
+     0,
+     0,
+     0,
+     0,
+     0,
+     0,
+     0,
+     0,
+     1,
+     false,
+     true,
+     NULL},
+    {"complete", {{NULL, NULL}}, 3, 3, 3, 0, 0, 3, 0, 70, 1, false, false, NULL},
+    {"never-reported agent + allowPartial: the rest, coverage 3/4",
+     {{"allowPartial", "true"}},
+     3,
+     3,
+     3,
+     1,
+     1,
+     3,
+     0,
+     70,
+     0.75,
+     true,
+     false,
+     NULL},
+    {"never-reported agent without a count: still counts 1",
+     {{"allowPartial", "true"}},
+     3,
+     3,
+     3,
+     1,
+     0,
+     3,
+     0,
+     70,
+     0.75,
+     true,
+     false,
+     NULL},
+    {"never-reported agent alone + allowPartial: UNAVAILABLE",
+     {{"allowPartial", "true"}},
+     0,
+     0,
+     0,
+     1,
+     1,
+     0,
+     GS_EUNAVAIL,
+     0,
+     0,
+     false,
+     false,
+     "1 agent or node with unknown GPUs (counted as 1 GPU)"},
+    {"never-reported agent alone + minCoverage 0.01: UNAVAILABLE",
+     {{"minCoverage", "0.01"}},
+     0,
+     0,
+     0,
+     1,
+     1,
+     0,
+     GS_EUNAVAIL,
+     0,
+     0,
+     false,
+     false,
+     "nothing to aggregate"},
+    {"two never reported + allowPartial: UNAVAILABLE",
+     {{"allowPartial", "true"}},
+     0,
+     0,
+     0,
+     2,
+     2,
+     0,
+     GS_EUNAVAIL,
+     0,
+     0,
+     false,
+     false,
+     "2 agents or nodes"},
+    {"node without attribution (2 GPUs) + allowPartial: coverage 3/5",
+     {{"allowPartial", "true"}},
+     3,
+     3,
+     3,
+     1,
+     2,
+     3,
+     0,
+     70,
+     0.6,
+     true,
+     false,
+     NULL},
+    {"node without attribution: minCoverage 0.6 met at the edge",
+     {{"minCoverage", "0.6"}},
+     3,
+     3,
+     3,
+     1,
+     2,
+     3,
+     0,
+     70,
+     0.6,
+     true,
+     false,
+     NULL},
+    {"node without attribution: minCoverage 0.61 missed",
+     {{"minCoverage", "0.61"}},
+     3,
+     3,
+     3,
+     1,
+     2,
+     3,
+     GS_EUNAVAIL,
+     0,
+     0.6,
+     false,
+     false,
+     "coverage 60% (3 of 3 selected GPUs fresh, and 1 agent or node with unknown GPUs "
+     "(counted as 2 GPUs)) is below minCoverage 0.61"},
+    {"minCoverage 1: only complete answers",
+     {{"minCoverage", "1"}},
+     3,
+     3,
+     3,
+     1,
+     1,
+     3,
+     GS_EUNAVAIL,
+     0,
+     0.75,
+     false,
+     false,
+     "below minCoverage 1"},
+    {"minCoverage 1, complete",
+     {{"minCoverage", "1"}},
+     3,
+     3,
+     3,
+     0,
+     0,
+     3,
+     0,
+     70,
+     1,
+     false,
+     false,
+     NULL},
+    {"stale and unknown, refused: both counted",
+     {{NULL, NULL}},
+     4,
+     4,
+     3,
+     1,
+     1,
+     3,
+     GS_EUNAVAIL,
+     0,
+     0.6,
+     false,
+     false,
+     "1 of 4 selected GPUs have no fresh reading, and 1 agent or node"},
+    {"stale and unknown + minCoverage 0.6: met",
+     {{"minCoverage", "0.6"}},
+     4,
+     4,
+     3,
+     1,
+     1,
+     3,
+     0,
+     70,
+     0.6,
+     true,
+     false,
+     NULL},
+    {"all stale + unknown + allowPartial: UNAVAILABLE",
+     {{"allowPartial", "true"}},
+     2,
+     2,
+     0,
+     1,
+     1,
+     0,
+     GS_EUNAVAIL,
+     0,
+     0,
+     false,
+     false,
+     "0 of 2 selected GPUs fresh, and 1 agent"},
+    {"unknown, and known GPUs all left out: UNAVAILABLE",
+     {{"allowPartial", "true"}},
+     2,
+     0,
+     0,
+     1,
+     1,
+     0,
+     GS_EUNAVAIL,
+     0,
+     0,
+     false,
+     false,
+     "nothing to aggregate"},
+};
+
+static void test_coverage_rules(void **state) {
+  (void)state;
+  static const double vals[] = {30, 70, 50};
+  for (size_t i = 0; i < sizeof cov_cases / sizeof cov_cases[0]; i++) {
+    const struct cov_case *c = &cov_cases[i];
+    struct stub_sel st;
+    memset(&st, 0, sizeof st);
+    st.want.matched = c->matched;
+    st.want.selected = c->selected;
+    st.want.fresh = c->fresh;
+    st.want.unknown = c->unknown;
+    st.want.unknown_gpus = c->unknown_gpus;
+    st.n = c->n;
+    memcpy(st.vals, vals, sizeof vals);
+    struct scaler_selector sel = {SCALER_SCOPES_GATEWAY, stub_select, NULL, &st};
+    struct scaler s = {&profiles, scaler_source_from_selector(&sel)};
+    const struct kv md[MAXKV] = {UTIL, c->extra[0], c->extra[1]};
+    struct scaler_request r = req(md);
+    struct scaler_result res;
+    memset(&res, 0, sizeof res);
+    struct scaler_error e;
+    memset(&e, 0, sizeof e);
+    int rc = scaler_get_metrics(&s, &r, NULL, &res, &e);
+    double cov = rc ? e.coverage : res.coverage;
+    bool ok = rc == c->rc && fabs(cov - c->coverage) < 1e-9;
+    if (rc == 0)
+      ok = ok && res.value == c->value && res.partial == c->partial &&
+           res.empty_selection == c->empty && res.unknown == c->unknown;
+    else
+      ok = ok && e.has_coverage && e.unknown == c->unknown && (!c->msg || strstr(e.msg, c->msg));
+    if (!ok)
+      print_error("case %s: rc %d value %g coverage %g partial %d empty %d msg \"%s\"\n", c->label,
+                  rc, res.value, cov, res.partial, res.empty_selection, e.msg);
+    assert_true(ok);
   }
 }
 
@@ -945,6 +1210,7 @@ int main(void) {
       cmocka_unit_test(test_fresh_rule),
       cmocka_unit_test(test_agent_refuses_gateway_scopes),
       cmocka_unit_test(test_selector_contract),
+      cmocka_unit_test(test_coverage_rules),
       cmocka_unit_test(test_workload_groups),
       cmocka_unit_test(test_workload_shares),
   };
