@@ -23,10 +23,12 @@ import json
 import socketserver
 import sys
 import threading
+import re
 import urllib.parse
 
 METRICS = ("DCGM_FI_DEV_GPU_UTIL", "DCGM_FI_DEV_FB_USED", "DCGM_FI_DEV_FB_FREE",
            "DCGM_FI_DEV_POWER_USAGE")
+QUERY = re.compile(r"^\s*(?:(?:avg|max)_over_time\(\s*)?([A-Za-z_:][A-Za-z0-9_:]*)")
 FB_TOTAL = 81559  # MiB, an H100 80GB as dcgm-exporter reports FB_USED + FB_FREE
 STEP = 300
 
@@ -103,7 +105,10 @@ class Handler(http.server.BaseHTTPRequestHandler):
             start, end, step = (float(q[k][0]) for k in ("start", "end", "step"))
         except (KeyError, ValueError):
             return self.send(400, b'{"status":"error","errorType":"bad_data","error":"params"}')
-        metric = query.split("{", 1)[0].strip()
+        # rightsize asks avg_over_time(NAME{sel}[w]) and max_over_time(...): one value per
+        # step here, so both are the step's value
+        m = QUERY.match(query)
+        metric = m.group(1) if m else query.split("{", 1)[0].strip()
         if metric not in METRICS or step <= 0:
             return self.send(200, b'{"status":"success","data":{"resultType":"matrix",'
                                   b'"result":[]}}')
