@@ -12,7 +12,8 @@
 #
 # Loopback only, bounded in calls and seconds (about 40 s on 2 CPUs). Variables:
 #   GW_BENCH_AGENTS (200), GW_BENCH_CALLS_1 (5000), GW_BENCH_CALLS_64 (20000),
-#   GW_BENCH_MAX_SECONDS (10), GW_BENCH_CPU_SECONDS (5).
+#   GW_BENCH_MAX_SECONDS (10), GW_BENCH_CPU_SECONDS (5), GW_BENCH_STREAMS (500: StreamIsActive
+#   calls held open while GetMetrics is measured again, beside the same run without them).
 set -euo pipefail
 
 ROWS_ONLY=0
@@ -28,6 +29,7 @@ CALLS_1=${GW_BENCH_CALLS_1:-5000}
 CALLS_64=${GW_BENCH_CALLS_64:-20000}
 MAX_SECONDS=${GW_BENCH_MAX_SECONDS:-10}
 CPU_SECONDS=${GW_BENCH_CPU_SECONDS:-5}
+NSTREAMS=${GW_BENCH_STREAMS:-500}
 NGPU=8
 
 GPUSCALE=$BUILD/gpuscale
@@ -186,6 +188,9 @@ RSS_IDLE=$(rss_kib "$GW_PID")
 # ---- latency and throughput ----------------------------------------------------------------
 measure cluster "$GW_GRPC" "${CLUSTER[@]}"
 measure workload "$GW_GRPC" "${WORKLOAD[@]}"
+# The same cluster-scope calls with NSTREAMS StreamIsActive streams open: the stream ticker
+# re-evaluates all of them after every agent update (coalesced) and at every --tick.
+measure streams "$GW_GRPC" "${CLUSTER[@]}" --streams "$NSTREAMS"
 RSS_AFTER=$(rss_kib "$GW_PID")
 [[ $(fresh) -ge $NAGENTS ]] || say "bench: warning: some agents went stale during the load"
 
@@ -202,6 +207,16 @@ for scope in cluster workload; do
     row "gateway GetMetrics rate, $scope, $label" "$(rps "${R[$scope.$c.rps]}")" \
       "agent alone: $(rps "${R[agent.$c.rps]}")"
   done
+done
+for c in 1 64; do
+  label="1 client"
+  [[ $c != 1 ]] && label="$c calls"
+  for f in p50 p99; do
+    row "gateway GetMetrics $f, $label, $NSTREAMS streams open" \
+      "$(us "${R[streams.$c.${f}_us]}")" "no stream open: $(us "${R[cluster.$c.${f}_us]}")"
+  done
+  row "gateway GetMetrics rate, $label, $NSTREAMS streams open" "$(rps "${R[streams.$c.rps]}")" \
+    "no stream open: $(rps "${R[cluster.$c.rps]}")"
 done
 PER_AGENT=$(awk -v a="$RSS_IDLE" -v z="$RSS0" -v n="$NAGENTS" 'BEGIN {printf "%.1f KiB", (a - z) / n}')
 row "gateway RSS per agent ($NAGENTS x $NGPU GPUs)" "$PER_AGENT" \

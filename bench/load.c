@@ -30,11 +30,14 @@
 #define MAX_CONC 4096
 #define MAX_MD 16
 #define CALL_DEADLINE_MS 10000
+#define MAX_STREAMS 20000
+#define STREAMS_PER_CHANNEL 100 /* StreamIsActive calls per connection */
 
 static const char m_spec[] = "/externalscaler.ExternalScaler/GetMetricSpec";
 static const char m_metrics[] = "/externalscaler.ExternalScaler/GetMetrics";
 static const char m_isactive[] = "/externalscaler.ExternalScaler/IsActive";
 static const char m_check[] = "/grpc.health.v1.Health/Check";
+static const char m_stream[] = "/externalscaler.ExternalScaler/StreamIsActive";
 
 struct opts {
   const char *target;
@@ -43,6 +46,7 @@ struct opts {
   int threads;
   long calls;
   double max_seconds;
+  int streams; /* StreamIsActive calls held open during the run (same metadata) */
   size_t nmd;
   char *md_key[MAX_MD];
   char *md_val[MAX_MD];
@@ -338,6 +342,201 @@ static int build_payload(grpc_channel *ch) {
   return 0;
 }
 
+/* ---- held-open StreamIsActive calls: the load the server's stream ticker re-evaluates ---- */
+
+enum { ST_START, ST_RECV, ST_STATUS };
+
+struct stream;
+struct stream_tag {
+  struct stream *s;
+  int kind;
+};
+
+struct stream {
+  grpc_call *call;
+  struct stream_tag tags[3];
+  grpc_metadata_array init_md, trailing_md;
+  grpc_byte_buffer *recv;
+  grpc_status_code status;
+  grpc_slice details;
+  bool got_msg, ended;
+};
+
+static struct {
+  int n;
+  int nch;
+  grpc_channel **ch;
+  grpc_completion_queue *cq;
+  struct stream *s;
+  pthread_t thread;
+  bool thread_started;
+  atomic_long msgs;      /* messages received over all streams */
+  atomic_int first_msgs; /* streams that received at least one message */
+  atomic_int ended;      /* streams the server ended (before we cancelled them) */
+  atomic_bool stopping;
+  grpc_status_code first_end;
+  char first_end_msg[256];
+} st;
+
+static bool post_recv(struct stream *s) {
+  grpc_op op;
+  memset(&op, 0, sizeof op);
+  op.op = GRPC_OP_RECV_MESSAGE;
+  op.data.recv_message.recv_message = &s->recv;
+  return grpc_call_start_batch(s->call, &op, 1, &s->tags[ST_RECV], NULL) == GRPC_CALL_OK;
+}
+
+/* Drains the streams' queue: counts messages, re-posts reads, notes ends, until shutdown. */
+static void *streams_main(void *arg) {
+  (void)arg;
+  for (;;) {
+    grpc_event ev = grpc_completion_queue_next(st.cq, gpr_inf_future(GPR_CLOCK_MONOTONIC), NULL);
+    if (ev.type == GRPC_QUEUE_SHUTDOWN)
+      break;
+    if (ev.type != GRPC_OP_COMPLETE)
+      continue;
+    struct stream_tag *t = ev.tag;
+    struct stream *s = t->s;
+    if (t->kind == ST_RECV) {
+      if (ev.success && s->recv) {
+        grpc_byte_buffer_destroy(s->recv);
+        s->recv = NULL;
+        atomic_fetch_add(&st.msgs, 1);
+        if (!s->got_msg) {
+          s->got_msg = true;
+          atomic_fetch_add(&st.first_msgs, 1);
+        }
+        if (!post_recv(s))
+          fprintf(stderr, "gs_load: stream: cannot post a read\n");
+      }
+    } else if (t->kind == ST_STATUS) {
+      s->ended = true;
+      if (!atomic_load(&st.stopping) && atomic_fetch_add(&st.ended, 1) == 0) {
+        st.first_end = s->status;
+        char *d = grpc_slice_to_c_string(s->details);
+        snprintf(st.first_end_msg, sizeof st.first_end_msg, "%s", d);
+        gpr_free(d);
+      }
+    }
+  }
+  return NULL;
+}
+
+/* Opens o.streams StreamIsActive calls carrying ref and waits (up to 10 s) until each has had
+ * its first message, the state at open. Returns 0 or -1 with a message on stderr. */
+static int streams_open(const uint8_t *ref, size_t reflen) {
+  st.n = o.streams;
+  st.nch = (st.n + STREAMS_PER_CHANNEL - 1) / STREAMS_PER_CHANNEL;
+  st.ch = calloc((size_t)st.nch, sizeof *st.ch);
+  st.s = calloc((size_t)st.n, sizeof *st.s);
+  if (!st.ch || !st.s) {
+    fprintf(stderr, "gs_load: out of memory\n");
+    return -1;
+  }
+  st.cq = grpc_completion_queue_create_for_next(NULL);
+  for (int c = 0; c < st.nch; c++)
+    st.ch[c] = new_channel();
+  if (pthread_create(&st.thread, NULL, streams_main, NULL) != 0) {
+    fprintf(stderr, "gs_load: cannot start the stream thread\n");
+    return -1;
+  }
+  st.thread_started = true;
+  grpc_slice method = grpc_slice_from_static_string(m_stream);
+  for (int i = 0; i < st.n; i++) {
+    struct stream *s = &st.s[i];
+    for (int k = 0; k < 3; k++)
+      s->tags[k] = (struct stream_tag){s, k};
+    s->call =
+        grpc_channel_create_call(st.ch[i / STREAMS_PER_CHANNEL], NULL, GRPC_PROPAGATE_DEFAULTS,
+                                 st.cq, method, NULL, gpr_inf_future(GPR_CLOCK_MONOTONIC), NULL);
+    grpc_metadata_array_init(&s->init_md);
+    grpc_metadata_array_init(&s->trailing_md);
+    s->details = grpc_empty_slice();
+    grpc_slice body = grpc_slice_from_copied_buffer((const char *)ref, reflen);
+    grpc_byte_buffer *send = grpc_raw_byte_buffer_create(&body, 1);
+    grpc_slice_unref(body);
+    grpc_op ops[4];
+    memset(ops, 0, sizeof ops);
+    ops[0].op = GRPC_OP_SEND_INITIAL_METADATA;
+    ops[1].op = GRPC_OP_SEND_MESSAGE;
+    ops[1].data.send_message.send_message = send;
+    ops[2].op = GRPC_OP_SEND_CLOSE_FROM_CLIENT;
+    ops[3].op = GRPC_OP_RECV_INITIAL_METADATA;
+    ops[3].data.recv_initial_metadata.recv_initial_metadata = &s->init_md;
+    grpc_op sop;
+    memset(&sop, 0, sizeof sop);
+    sop.op = GRPC_OP_RECV_STATUS_ON_CLIENT;
+    sop.data.recv_status_on_client.trailing_metadata = &s->trailing_md;
+    sop.data.recv_status_on_client.status = &s->status;
+    sop.data.recv_status_on_client.status_details = &s->details;
+    bool ok = grpc_call_start_batch(s->call, ops, 4, &s->tags[ST_START], NULL) == GRPC_CALL_OK &&
+              post_recv(s) &&
+              grpc_call_start_batch(s->call, &sop, 1, &s->tags[ST_STATUS], NULL) == GRPC_CALL_OK;
+    grpc_byte_buffer_destroy(send);
+    if (!ok) {
+      fprintf(stderr, "gs_load: cannot start stream %d\n", i);
+      return -1;
+    }
+  }
+  int64_t until = now_ns() + 10 * 1000000000LL;
+  while (atomic_load(&st.first_msgs) + atomic_load(&st.ended) < st.n && now_ns() < until) {
+    struct timespec ts = {0, 10 * 1000000L};
+    nanosleep(&ts, NULL);
+  }
+  if (atomic_load(&st.ended) > 0) {
+    fprintf(stderr, "gs_load: %d streams ended by the server, first: status %d: %s\n",
+            atomic_load(&st.ended), (int)st.first_end, st.first_end_msg);
+    return -1;
+  }
+  if (atomic_load(&st.first_msgs) < st.n) {
+    fprintf(stderr, "gs_load: only %d of %d streams had their first message within 10s\n",
+            atomic_load(&st.first_msgs), st.n);
+    return -1;
+  }
+  return 0;
+}
+
+/* Cancels every stream, waits for their statuses and frees them. */
+static void streams_close(void) {
+  atomic_store(&st.stopping, true);
+  for (int i = 0; st.s && i < st.n; i++)
+    if (st.s[i].call)
+      grpc_call_cancel(st.s[i].call, NULL);
+  int64_t until = now_ns() + 10 * 1000000000LL;
+  for (int i = 0; st.s && i < st.n && now_ns() < until; i++)
+    while (st.s[i].call && !st.s[i].ended && now_ns() < until) {
+      struct timespec ts = {0, 1000000L};
+      nanosleep(&ts, NULL);
+    }
+  if (st.cq) {
+    grpc_completion_queue_shutdown(st.cq);
+    if (st.thread_started)
+      pthread_join(st.thread, NULL);
+    else
+      while (grpc_completion_queue_next(st.cq, gpr_inf_future(GPR_CLOCK_REALTIME), NULL).type !=
+             GRPC_QUEUE_SHUTDOWN)
+        ;
+  }
+  for (int i = 0; st.s && i < st.n; i++) {
+    struct stream *s = &st.s[i];
+    if (!s->call)
+      continue;
+    grpc_metadata_array_destroy(&s->init_md);
+    grpc_metadata_array_destroy(&s->trailing_md);
+    if (s->recv)
+      grpc_byte_buffer_destroy(s->recv);
+    grpc_slice_unref(s->details);
+    grpc_call_unref(s->call);
+  }
+  if (st.cq)
+    grpc_completion_queue_destroy(st.cq);
+  for (int c = 0; st.ch && c < st.nch; c++)
+    if (st.ch[c])
+      grpc_channel_destroy(st.ch[c]);
+  free(st.s);
+  free(st.ch);
+}
+
 static int cmp_u32(const void *a, const void *b) {
   uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
   return (x > y) - (x < y);
@@ -358,9 +557,10 @@ static void usage(FILE *f) {
   fprintf(f,
           "usage: gs_load --target HOST:PORT [--method getmetrics|isactive|health]\n"
           "               [--concurrency N] [--threads T] [--calls N] [--max-seconds S]\n"
-          "               [-m key=value]...\n"
+          "               [--streams N] [-m key=value]...\n"
+          "--streams N holds N StreamIsActive calls (same metadata) open during the run.\n"
           "Prints one line: method=... concurrency=... calls=... errors=... seconds=... rps=...\n"
-          "p50_us=... p99_us=... max_us=...\n");
+          "p50_us=... p99_us=... max_us=... [streams=N stream_msgs=M]\n");
 }
 
 static int parse_args(int argc, char **argv) {
@@ -394,6 +594,8 @@ static int parse_args(int argc, char **argv) {
       o.calls = strtol(v, &end, 10);
     } else if (strcmp(a, "--max-seconds") == 0) {
       o.max_seconds = strtod(v, &end);
+    } else if (strcmp(a, "--streams") == 0) {
+      o.streams = (int)strtol(v, &end, 10);
     } else if (strcmp(a, "-m") == 0) {
       const char *eq = strchr(v, '=');
       if (!eq || o.nmd == MAX_MD) {
@@ -414,7 +616,7 @@ static int parse_args(int argc, char **argv) {
     }
   }
   if (!o.target || o.concurrency < 1 || o.concurrency > MAX_CONC || o.calls < 1 ||
-      o.max_seconds <= 0 ||
+      o.max_seconds <= 0 || o.streams < 0 || o.streams > MAX_STREAMS ||
       (strcmp(o.method, "getmetrics") && strcmp(o.method, "isactive") &&
        strcmp(o.method, "health"))) {
     usage(stderr);
@@ -438,6 +640,19 @@ int main(int argc, char **argv) {
   grpc_channel *probe = new_channel();
   if (!ws || build_payload(probe) != 0)
     goto out;
+  if (o.streams > 0) {
+    Externalscaler__ScaledObjectRef ref;
+    Externalscaler__ScaledObjectRef__ScalerMetadataEntry ents[MAX_MD];
+    Externalscaler__ScaledObjectRef__ScalerMetadataEntry *ptrs[MAX_MD];
+    make_ref(&ref, ents, ptrs);
+    size_t reflen = 0;
+    uint8_t *refb = pack(&ref.base, &reflen);
+    int src = refb ? streams_open(refb, reflen) : -1;
+    free(refb);
+    if (src != 0)
+      goto out;
+  }
+  long msgs_before = atomic_load(&st.msgs);
 
   size_t per = (size_t)o.calls; /* dynamic sharing: any worker may finish most calls */
   for (int t = 0; t < o.threads; t++) {
@@ -478,10 +693,21 @@ int main(int argc, char **argv) {
   }
   qsort(all, total, sizeof *all, cmp_u32);
   printf("method=%s concurrency=%d threads=%d calls=%zu errors=%ld seconds=%.3f rps=%.0f "
-         "p50_us=%" PRIu32 " p99_us=%" PRIu32 " max_us=%" PRIu32 "\n",
+         "p50_us=%" PRIu32 " p99_us=%" PRIu32 " max_us=%" PRIu32,
          o.method, o.concurrency, o.threads, total, errors, secs,
          secs > 0 ? (double)total / secs : 0.0, rank(all, total, 50), rank(all, total, 99),
          total ? all[total - 1] : 0);
+  if (o.streams > 0) {
+    int gone = atomic_load(&st.ended);
+    printf(" streams=%d stream_msgs=%ld streams_ended=%d", o.streams,
+           atomic_load(&st.msgs) - msgs_before, gone);
+    if (gone) { /* a stream the server ended is an error: the figure would not be "N open" */
+      fprintf(stderr, "gs_load: %d streams ended during the run, first: status %d: %s\n", gone,
+              (int)st.first_end, st.first_end_msg);
+      errors += gone;
+    }
+  }
+  printf("\n");
   for (int t = 0; t < o.threads; t++)
     if (ws[t].errors) {
       fprintf(stderr, "gs_load: thread %d: %ld errors, first: status %d: %s\n", t, ws[t].errors,
@@ -507,6 +733,8 @@ out:
     free(w->lat_us);
   }
   free(ws);
+  if (o.streams > 0)
+    streams_close();
   if (probe)
     grpc_channel_destroy(probe);
   free(payload);
