@@ -16,6 +16,7 @@
 #include "core/timeutil.h"
 
 #define DRAIN_MOD "drain"
+#define WHY_TERMINATING "already terminating" /* the one skip that is waited for */
 
 void drain_opts_init(struct drain_opts *o) {
   memset(o, 0, sizeof(*o));
@@ -96,7 +97,7 @@ enum drain_pod_action drain_classify(const struct kube_pod *p, bool force, bool 
     return DRAIN_POD_BLOCK;
   }
   if (p->terminating) {
-    snprintf(why, whylen, "already terminating");
+    snprintf(why, whylen, "%s", WHY_TERMINATING);
     return DRAIN_POD_SKIP;
   }
   if (p->local_volume && !delete_local) {
@@ -225,8 +226,7 @@ static int classify(const struct kube_pod_list *pl, const struct drain_opts *o,
     struct drain_pod *d = &r->pods[r->n_pods++];
     d->action = drain_classify(kp, o->force, o->delete_local, d->why, sizeof(d->why));
     /* a terminating pod that is not the node's own (DaemonSet, mirror) is waited for too */
-    d->wait =
-        d->action == DRAIN_POD_SKIP && kp->terminating && !strcmp(d->why, "already terminating");
+    d->wait = d->action == DRAIN_POD_SKIP && kp->terminating && !strcmp(d->why, WHY_TERMINATING);
     if (!(d->ns = strdup(kp->ns)) || !(d->name = strdup(kp->name)) ||
         (kp->uid && !(d->uid = strdup(kp->uid))))
       return GS_ENOMEM;
@@ -451,10 +451,12 @@ static int wait_gone(struct drain_ctx *x, const struct kube_node *n, struct drai
         audit(x, n->name, "wait", NULL, NULL, "gone", 0, m);
         return 0;
       }
-      size_t off = (size_t)snprintf(why, whylen,
-                                    "%zu evicted pod(s) still on the node after --drain-timeout "
-                                    "%lld s:",
-                                    left, (long long)(x->o->drain_timeout_ms / 1000));
+      int64_t dt = x->o->drain_timeout_ms;
+      size_t off =
+          (size_t)snprintf(why, whylen,
+                           "%zu evicted pod(s) still on the node after --drain-timeout "
+                           "%lld %s:",
+                           left, (long long)(dt % 1000 ? dt : dt / 1000), dt % 1000 ? "ms" : "s");
       for (size_t i = 0; i < r->n_pods; i++) {
         struct drain_pod *p = &r->pods[i];
         if (!p->wait || !still_listed(&pl, p))
