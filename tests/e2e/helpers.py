@@ -317,11 +317,17 @@ class Agent:
             self.proc.wait(timeout=10)
 
     def log(self):
+        """The log's complete lines. The agent writes stderr unbuffered, a line in several writes: while
+        it runs, a read can end inside a line (seen under ASan), so the unfinished last line is left
+        out until it is whole."""
         try:
             with open(self.log_path, "rb") as f:
-                return f.read().decode("utf-8", "replace")
+                text = f.read().decode("utf-8", "replace")
         except OSError:
             return ""
+        if self.proc is not None and self.proc.poll() is None and not text.endswith("\n"):
+            text = text[:text.rfind("\n") + 1]
+        return text
 
     # clients -------------------------------------------------------------------------------
 
