@@ -15,6 +15,7 @@
 #include <yaml.h>
 
 #include "core/err.h"
+#include "core/pattern.h"
 #include "core/timeutil.h"
 
 /* Upper bounds that no real GPU reaches; they keep arithmetic finite. */
@@ -141,33 +142,11 @@ static const char *scalar_text(const yaml_node_t *n) {
   return s;
 }
 
-/* Strict decimal number: digits, sign, '.', exponent; no hex, inf or nan. */
-static int number_from(const char *s, size_t len, double *out) {
-  char buf[64];
-  if (len == 0 || len >= sizeof buf)
-    return GS_EINVAL;
-  for (size_t i = 0; i < len; i++) {
-    char ch = s[i];
-    if (!isdigit((unsigned char)ch) && ch != '+' && ch != '-' && ch != '.' && ch != 'e' &&
-        ch != 'E')
-      return GS_EINVAL;
-  }
-  memcpy(buf, s, len);
-  buf[len] = '\0';
-  char *end;
-  errno = 0;
-  double v = strtod(buf, &end);
-  if (end != buf + len || errno == ERANGE || !isfinite(v))
-    return GS_EINVAL;
-  *out = v;
-  return 0;
-}
-
 static int get_number(struct ctx *c, const yaml_node_t *n, const char *path, double lo, double hi,
                       const char *allowed, double *out) {
   const char *s = scalar_text(n);
   double v;
-  if (!s || number_from(s, strlen(s), &v) != 0)
+  if (!s || pattern_number(s, strlen(s), &v) != 0)
     return fail(c, GS_EPARSE, n, path, "not a number; allowed: %s", allowed);
   if (v < lo || v > hi)
     return fail(c, GS_EINVAL, n, path, "%g is out of range; allowed: %s", v, allowed);
@@ -366,122 +345,13 @@ static int read_file(const char *path, size_t cap, char **out, size_t *outlen, c
 
 /* ---- CSV ---- */
 
-static int csv_parse(const char *data, size_t len, const char *name, double lo, double hi,
-                     const char *allowed, struct scenario_point **out, size_t *n, char *err,
-                     size_t errlen) {
-  struct scenario_point *pts = NULL;
-  size_t np = 0, cap = 0, line = 0;
-  bool content = false;
-  const char *p = data, *end = data + len;
-  int rc = 0;
-  if (len > SCENARIO_CSV_MAX_BYTES) {
-    set_err(err, errlen, "%s: over the limit of %u bytes", name, SCENARIO_CSV_MAX_BYTES);
-    return GS_ETOOBIG;
-  }
-  while (p < end) {
-    const char *nl = memchr(p, '\n', (size_t)(end - p));
-    const char *le = nl ? nl : end;
-    line++;
-    const char *s = p, *e = le;
-    p = nl ? nl + 1 : end;
-    while (s < e && (*s == ' ' || *s == '\t'))
-      s++;
-    while (e > s && (e[-1] == ' ' || e[-1] == '\t' || e[-1] == '\r'))
-      e--;
-    if (s == e || *s == '#')
-      continue;
-    if (!content && isalpha((unsigned char)*s)) { /* one header line, e.g. "seconds,value" */
-      content = true;
-      continue;
-    }
-    content = true;
-    const char *comma = memchr(s, ',', (size_t)(e - s));
-    if (!comma || memchr(comma + 1, ',', (size_t)(e - comma - 1))) {
-      set_err(err, errlen, "%s:%zu: row: not two fields; allowed: seconds,value", name, line);
-      rc = GS_EPARSE;
-      break;
-    }
-    const char *a0 = s, *a1 = comma, *b0 = comma + 1, *b1 = e;
-    while (a1 > a0 && (a1[-1] == ' ' || a1[-1] == '\t'))
-      a1--;
-    while (b0 < b1 && (*b0 == ' ' || *b0 == '\t'))
-      b0++;
-    double t, v;
-    if (number_from(a0, (size_t)(a1 - a0), &t) != 0 || t < 0 || t > VALUE_MAX) {
-      set_err(err, errlen, "%s:%zu: seconds: not a number of seconds; allowed: a number >= 0", name,
-              line);
-      rc = GS_EPARSE;
-      break;
-    }
-    if (np > 0 && t <= pts[np - 1].t) {
-      set_err(err, errlen,
-              "%s:%zu: seconds: %g is not after the previous row (%g); allowed: "
-              "strictly increasing times",
-              name, line, t, pts[np - 1].t);
-      rc = GS_EINVAL;
-      break;
-    }
-    if (number_from(b0, (size_t)(b1 - b0), &v) != 0) {
-      set_err(err, errlen, "%s:%zu: value: not a number; allowed: %s", name, line, allowed);
-      rc = GS_EPARSE;
-      break;
-    }
-    if (v < lo || v > hi) {
-      set_err(err, errlen, "%s:%zu: value: %g is out of range; allowed: %s", name, line, v,
-              allowed);
-      rc = GS_EINVAL;
-      break;
-    }
-    if (np == SCENARIO_CSV_MAX_ROWS) {
-      set_err(err, errlen, "%s:%zu: over the limit of %d rows", name, line, SCENARIO_CSV_MAX_ROWS);
-      rc = GS_ETOOBIG;
-      break;
-    }
-    if (np == cap) {
-      size_t ncap = cap ? cap * 2 : 64;
-      struct scenario_point *np2 = realloc(pts, ncap * sizeof *pts);
-      if (!np2) {
-        set_err(err, errlen, "%s: out of memory", name);
-        rc = GS_ENOMEM;
-        break;
-      }
-      pts = np2;
-      cap = ncap;
-    }
-    pts[np].t = t;
-    pts[np].v = v;
-    np++;
-  }
-  if (rc == 0 && np == 0) {
-    set_err(err, errlen, "%s:%zu: no rows; allowed: seconds,value lines", name, line ? line : 1);
-    rc = GS_EPARSE;
-  }
-  if (rc != 0) {
-    free(pts);
-    return rc;
-  }
-  *out = pts;
-  *n = np;
-  return 0;
-}
-
-int scenario_csv_parse(const char *data, size_t len, const char *name, struct scenario_point **out,
+int scenario_csv_parse(const char *data, size_t len, const char *name, struct pattern_point **out,
                        size_t *n, char *err, size_t errlen) {
-  return csv_parse(data, len, name ? name : "<csv>", -VALUE_MAX, VALUE_MAX, "a finite number", out,
-                   n, err, errlen);
+  return pattern_csv_parse(data, len, name, -VALUE_MAX, VALUE_MAX, "a finite number", out, n, err,
+                           errlen);
 }
 
 /* ---- patterns ---- */
-
-static void range_of_points(struct scenario_pattern *p) {
-  p->min = p->max = p->points[0].v;
-  for (size_t i = 1; i < p->npoints; i++) {
-    if (p->points[i].v < p->min)
-      p->min = p->points[i].v;
-    if (p->points[i].v > p->max)
-      p->max = p->points[i].v;
-  }
-}
 
 static int add_points(struct ctx *c, const yaml_node_t *n, const char *path, size_t k) {
   if (k > SCENARIO_MAX_POINTS - c->points)
@@ -492,7 +362,7 @@ static int add_points(struct ctx *c, const yaml_node_t *n, const char *path, siz
 }
 
 static int parse_steps(struct ctx *c, const yaml_node_t *n, const char *path,
-                       const struct metric_def *md, struct scenario_pattern *p) {
+                       const struct metric_def *md, struct pattern *p) {
   static const char allowed[] = "a list of [time, value] pairs starting at 0s, e.g. "
                                 "[[0s, 10], [30s, 90]]";
   if (n->type != YAML_SEQUENCE_NODE)
@@ -533,12 +403,12 @@ static int parse_steps(struct ctx *c, const yaml_node_t *n, const char *path,
     p->points[i].v = v;
     p->npoints = i + 1;
   }
-  range_of_points(p);
+  pattern_range(p);
   return 0;
 }
 
 static int parse_sine(struct ctx *c, const yaml_node_t *n, const char *path,
-                      const struct metric_def *md, struct scenario_pattern *p) {
+                      const struct metric_def *md, struct pattern *p) {
   struct map_iter it;
   int rc = map_begin(c, n, path, "{min: N, max: N, period: DURATION, phase: DURATION}", &it);
   if (rc)
@@ -586,7 +456,7 @@ static int parse_sine(struct ctx *c, const yaml_node_t *n, const char *path,
 }
 
 static int parse_csv(struct ctx *c, const yaml_node_t *n, const char *path,
-                     const struct metric_def *md, struct scenario_pattern *p) {
+                     const struct metric_def *md, struct pattern *p) {
   char rel[PATH_MAX_LEN], full[PATH_MAX_LEN];
   int rc = get_string(c, n, path, rel, sizeof rel, "a path to a seconds,value CSV file");
   if (rc)
@@ -603,8 +473,8 @@ static int parse_csv(struct ctx *c, const yaml_node_t *n, const char *path,
   char ferr[512];
   rc = read_file(full, SCENARIO_CSV_MAX_BYTES, &data, &len, ferr, sizeof ferr);
   if (rc == 0) {
-    rc = csv_parse(data, len, full, md->lo, md->hi, md->allowed, &p->points, &p->npoints, ferr,
-                   sizeof ferr);
+    rc = pattern_csv_parse(data, len, full, md->lo, md->hi, md->allowed, &p->points, &p->npoints,
+                           ferr, sizeof ferr);
     free(data);
   }
   if (rc)
@@ -612,22 +482,22 @@ static int parse_csv(struct ctx *c, const yaml_node_t *n, const char *path,
   rc = add_points(c, n, path, p->npoints);
   if (rc)
     return rc;
-  range_of_points(p);
+  pattern_range(p);
   return 0;
 }
 
 /* A metric value: a number, or a map with exactly one of steps, sine, csv. */
 static int parse_pattern(struct ctx *c, const yaml_node_t *n, const char *path,
-                         const struct metric_def *md, struct scenario_pattern *p) {
+                         const struct metric_def *md, struct pattern *p) {
   memset(p, 0, sizeof *p);
   if (n->type == YAML_SCALAR_NODE) {
     const char *s = scalar_text(n);
     double v;
-    if (!s || number_from(s, strlen(s), &v) != 0)
+    if (!s || pattern_number(s, strlen(s), &v) != 0)
       return fail(c, GS_EPARSE, n, path, "not a number or pattern; allowed: %s", pattern_allowed);
     if (v < md->lo || v > md->hi)
       return fail(c, GS_EINVAL, n, path, "%g is out of range; allowed: %s", v, md->allowed);
-    p->kind = SCENARIO_CONST;
+    p->kind = PATTERN_CONST;
     p->value = p->min = p->max = v;
     return 0;
   }
@@ -685,7 +555,7 @@ static int parse_pattern(struct ctx *c, const yaml_node_t *n, const char *path,
       return fail(c, GS_EINVAL, interp, sub, "not an interpolation; allowed: linear, hold");
   }
   if (kinds[0]) {
-    p->kind = SCENARIO_STEPS;
+    p->kind = PATTERN_STEPS;
     key_join(sub, path, "steps");
     if ((rc = parse_steps(c, kinds[0], sub, md, p)))
       return rc;
@@ -699,12 +569,12 @@ static int parse_pattern(struct ctx *c, const yaml_node_t *n, const char *path,
                   "(%gs)",
                   p->points[p->npoints - 1].t);
   } else if (kinds[1]) {
-    p->kind = SCENARIO_SINE;
+    p->kind = PATTERN_SINE;
     key_join(sub, path, "sine");
     if ((rc = parse_sine(c, kinds[1], sub, md, p)))
       return rc;
   } else {
-    p->kind = SCENARIO_CSV;
+    p->kind = PATTERN_CSV;
     key_join(sub, path, "csv");
     if ((rc = parse_csv(c, kinds[2], sub, md, p)))
       return rc;
@@ -971,42 +841,6 @@ void scenario_free(struct scenario *s) {
 }
 
 /* ---- evaluation ---- */
-
-/* Index of the last point with t <= x (points[0].t <= x assumed). */
-static size_t last_at_or_before(const struct scenario_point *p, size_t n, double x) {
-  size_t lo = 0, hi = n; /* answer in [lo, hi) */
-  while (hi - lo > 1) {
-    size_t mid = lo + (hi - lo) / 2;
-    if (p[mid].t <= x)
-      lo = mid;
-    else
-      hi = mid;
-  }
-  return lo;
-}
-
-static double pattern_eval(const struct scenario_pattern *p, double t) {
-  switch (p->kind) {
-  case SCENARIO_CONST: return p->value;
-  case SCENARIO_SINE:
-    return p->min + (p->max - p->min) * 0.5 * (1.0 + sin(2.0 * M_PI * (t + p->phase) / p->period));
-  case SCENARIO_STEPS:
-  case SCENARIO_CSV: break;
-  }
-  if (p->repeat && p->period > 0)
-    t = fmod(t, p->period);
-  const struct scenario_point *pts = p->points;
-  size_t n = p->npoints;
-  if (t <= pts[0].t)
-    return pts[0].v;
-  if (t >= pts[n - 1].t)
-    return pts[n - 1].v;
-  size_t i = last_at_or_before(pts, n, t);
-  if (p->kind == SCENARIO_STEPS || p->hold)
-    return pts[i].v;
-  double f = (t - pts[i].t) / (pts[i + 1].t - pts[i].t);
-  return pts[i].v + f * (pts[i + 1].v - pts[i].v);
-}
 
 int scenario_eval(const struct scenario *s, size_t gpu, enum gpu_field f, double t, double *out) {
   if (!s || gpu >= s->ngpus)

@@ -5,46 +5,25 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "core/pattern.h"
 #include "core/sample.h"
 
 #define SCENARIO_MAX_GPUS 64
-#define SCENARIO_MAX_BYTES (1u << 20)      /* scenario file size cap */
-#define SCENARIO_MAX_STEPS 1024            /* entries in one steps: list */
-#define SCENARIO_CSV_MAX_BYTES (10u << 20) /* one CSV file */
-#define SCENARIO_CSV_MAX_ROWS 100000       /* rows in one CSV file */
-#define SCENARIO_MAX_POINTS 1000000        /* steps + CSV rows in one scenario */
+#define SCENARIO_MAX_BYTES (1u << 20)                /* scenario file size cap */
+#define SCENARIO_MAX_STEPS 1024                      /* entries in one steps: list */
+#define SCENARIO_CSV_MAX_BYTES PATTERN_CSV_MAX_BYTES /* one CSV file */
+#define SCENARIO_CSV_MAX_ROWS PATTERN_CSV_MAX_ROWS   /* rows in one CSV file */
+#define SCENARIO_MAX_POINTS 1000000                  /* steps + CSV rows in one scenario */
 #define SCENARIO_DEFAULT_DRIVER "mock-550.54.15"
 
-enum scenario_kind {
-  SCENARIO_CONST = 0, /* value */
-  SCENARIO_STEPS,     /* points held until the next one; repeat loops every period */
-  SCENARIO_SINE,      /* min..max, period, phase */
-  SCENARIO_CSV,       /* points linearly interpolated (or held); repeat loops every last t */
-};
-
-struct scenario_point {
-  double t; /* seconds since the scenario was loaded */
-  double v;
-};
-
-/* How one metric of one GPU evolves over time. */
-struct scenario_pattern {
-  enum scenario_kind kind;
-  double value;                  /* CONST */
-  struct scenario_point *points; /* STEPS, CSV: t strictly increasing, owned */
-  size_t npoints;
-  bool repeat;            /* STEPS, CSV: loop */
-  bool hold;              /* CSV: hold each row's value instead of interpolating */
-  double period;          /* STEPS with repeat, SINE: seconds; CSV with repeat: last row's t */
-  double min, max, phase; /* SINE (phase in seconds); min/max also the range of any pattern */
-};
+/* Each metric's pattern is a core pattern (src/core/pattern.h): one evaluator, shared with burn. */
 
 struct scenario_gpu {
   struct gpu_info info;
   enum gpu_health health;
   double memory_total_mib;
   uint32_t present; /* GF_BIT(f) for every metric the scenario gives */
-  struct scenario_pattern metric[GF__COUNT];
+  struct pattern metric[GF__COUNT];
 };
 
 /* A parsed scenario. Read-only once returned; free with scenario_free. */
@@ -72,7 +51,7 @@ int scenario_default(struct scenario **out, char *err, size_t errlen);
 /* Parses "seconds,value" lines ('#' comments, blank lines and one leading header line allowed)
  * into *out (free() it) and *n. Times are >= 0 and strictly increasing; values finite. Returns 0,
  * or GS_EPARSE/GS_ETOOBIG/GS_ENOMEM with "name:line: what is allowed" in err. */
-int scenario_csv_parse(const char *data, size_t len, const char *name, struct scenario_point **out,
+int scenario_csv_parse(const char *data, size_t len, const char *name, struct pattern_point **out,
                        size_t *n, char *err, size_t errlen);
 /* Frees a scenario and its patterns. scenario_free(NULL) is fine. */
 void scenario_free(struct scenario *s);

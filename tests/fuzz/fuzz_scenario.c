@@ -25,7 +25,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
       }
     scenario_free(s);
   }
-  struct scenario_point *pts = NULL;
+  struct pattern_point *pts = NULL;
   size_t n = 0;
   if (scenario_csv_parse((const char *)data, size, "fuzz.csv", &pts, &n, err, sizeof err) == 0)
     free(pts);

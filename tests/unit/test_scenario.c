@@ -458,7 +458,7 @@ static void test_csv_parse(void **state) {
   (void)state;
   for (size_t i = 0; i < sizeof csv_cases / sizeof csv_cases[0]; i++) {
     const struct csv_case *c = &csv_cases[i];
-    struct scenario_point *pts = NULL;
+    struct pattern_point *pts = NULL;
     size_t n = 0;
     char err[256] = "";
     int rc = scenario_csv_parse(c->text, strlen(c->text), "c.csv", &pts, &n, err, sizeof err);
