@@ -25,6 +25,13 @@ struct collector_error_count {
   uint64_t count;
 };
 
+/* One process's activity on one device (collector_ops.processes). */
+struct collector_proc {
+  uint32_t pid;     /* in the host's PID namespace */
+  double sm_util;   /* % of SM time it used, summed over its samples in the window */
+  unsigned samples; /* samples summed */
+};
+
 struct collector_config {
   const char *scenario_path; /* mock: YAML file, NULL = built-in default scenario */
   const char *nvml_library;  /* nvml: explicit library path, NULL = libnvidia-ml.so.1 then .so */
@@ -61,6 +68,14 @@ struct collector_ops {
    * returns how many there are, which may exceed cap (errors(c, NULL, 0) sizes the array).
    * Thread-safe against sample(). NULL when the backend has none to count (mock). */
   size_t (*errors)(struct collector *c, struct collector_error_count *out, size_t cap);
+  /* Per-process activity of device i in samples newer than *since_us (0: every sample the library
+   * keeps), one entry per process, for splitting a GPU that several pods share; *since_us is
+   * advanced to the newest sample. Writes up to cap entries and sets *n to the processes found
+   * (which may exceed cap). Returns 0 (*n may be 0: no process ran), GS_ENOTSUP (the library or
+   * the device cannot say: no symbol, MIG, vGPU), or another GS_E* code with err set. Thread-safe
+   * against sample(). NULL when the backend cannot say (mock). */
+  int (*processes)(struct collector *c, size_t i, uint64_t *since_us, struct collector_proc *out,
+                   size_t cap, size_t *n, char *err, size_t errlen);
   /* Releases everything. close(NULL) is fine. */
   void (*close)(struct collector *c);
 };

@@ -24,6 +24,7 @@ enum {
   NVML_ERROR_NOT_SUPPORTED = 3,
   NVML_ERROR_NO_PERMISSION = 4,
   NVML_ERROR_NOT_FOUND = 6,
+  NVML_ERROR_INSUFFICIENT_SIZE = 7,
   NVML_ERROR_DRIVER_NOT_LOADED = 9,
   NVML_ERROR_TIMEOUT = 10,
   NVML_ERROR_LIBRARY_NOT_FOUND = 12,
@@ -78,6 +79,15 @@ struct nvml_device_attributes {
 _Static_assert(offsetof(struct nvml_device_attributes, memory_size_mb) == 32,
                "nvmlDeviceAttributes_t.memorySizeMB at offset 32");
 
+/* nvmlProcessUtilizationSample_t: one process's activity in one sample period. */
+struct nvml_process_sample {
+  unsigned pid;
+  unsigned long long time_stamp; /* CPU time, microseconds */
+  unsigned sm_util, mem_util, enc_util, dec_util;
+};
+_Static_assert(sizeof(struct nvml_process_sample) == 32,
+               "nvmlProcessUtilizationSample_t is 32 bytes");
+
 /* The entry points we use, resolved with dlsym. Optional ones may stay NULL. */
 struct nvml_api {
   int (*init)(void);
@@ -102,6 +112,8 @@ struct nvml_api {
   int (*get_energy)(struct nvml_device *, unsigned long long *);
   int (*get_minor)(struct nvml_device *, unsigned *);
   int (*get_attributes)(struct nvml_device *, struct nvml_device_attributes *);
+  int (*get_process_util)(struct nvml_device *, struct nvml_process_sample *, unsigned *,
+                          unsigned long long);
 };
 
 _Static_assert(sizeof(void *) == sizeof(void (*)(void)), "dlsym result fits a function pointer");
@@ -129,7 +141,8 @@ _Static_assert(sizeof(void *) == sizeof(void (*)(void)), "dlsym result fits a fu
   X(get_gi_id, "nvmlDeviceGetGpuInstanceId", NULL, false, COLLECTOR_CAP_MIG)                       \
   X(get_energy, "nvmlDeviceGetTotalEnergyConsumption", NULL, false, COLLECTOR_CAP_ENERGY)          \
   X(get_minor, "nvmlDeviceGetMinorNumber", NULL, false, 0)                                         \
-  X(get_attributes, "nvmlDeviceGetAttributes_v2", NULL, false, 0)
+  X(get_attributes, "nvmlDeviceGetAttributes_v2", NULL, false, 0)                                  \
+  X(get_process_util, "nvmlDeviceGetProcessUtilization", NULL, false, 0)
 
 #define NVML_HINT "to try gpuscale without a GPU, run: gpuscale agent --collector mock"
 #define NVML_LOG "nvml"
@@ -840,6 +853,67 @@ static size_t nvml_errors(struct collector *c, struct collector_error_count *out
   return k;
 }
 
+#define NVML_MAX_PROC_SAMPLES 4096
+
+/* The processes op: nvmlDeviceGetProcessUtilization, asked once for the count and once for the
+ * samples, summed by process. Not part of sample(): only the process split calls it. */
+static int nvml_processes(struct collector *c, size_t i, uint64_t *since_us,
+                          struct collector_proc *out, size_t cap, size_t *n, char *err,
+                          size_t errlen) {
+  struct nvml_ctx *x = ctx_of(c);
+  *n = 0;
+  if (i >= x->ndevs)
+    return GS_ENOTFOUND;
+  struct nvml_dev *d = &x->devs[i];
+  if (!x->api.get_process_util || d->down[0])
+    return GS_ENOTSUP;
+  unsigned count = 0;
+  int rc = x->api.get_process_util(d->handle, NULL, &count, *since_us);
+  struct nvml_process_sample *s = NULL;
+  if (rc == NVML_SUCCESS || rc == NVML_ERROR_INSUFFICIENT_SIZE) {
+    if (count == 0)
+      return 0;
+    if (count > NVML_MAX_PROC_SAMPLES)
+      count = NVML_MAX_PROC_SAMPLES;
+    s = calloc(count, sizeof *s);
+    if (!s)
+      return GS_ENOMEM;
+    rc = x->api.get_process_util(d->handle, s, &count, *since_us);
+  }
+  if (rc == NVML_ERROR_NOT_FOUND) { /* no sample since: nothing ran */
+    free(s);
+    return 0;
+  }
+  if (rc != NVML_SUCCESS) {
+    free(s);
+    count_error(x, NVML_CALL_get_process_util, rc);
+    if (err && errlen)
+      snprintf(err, errlen, "nvmlDeviceGetProcessUtilization: %s", nvml_errstr(x, rc));
+    return rc == NVML_ERROR_NOT_SUPPORTED ? GS_ENOTSUP : is_lost(rc) ? GS_ELOST : GS_EIO;
+  }
+  uint64_t newest = *since_us;
+  for (unsigned k = 0; k < count && k < NVML_MAX_PROC_SAMPLES; k++) {
+    if (s[k].time_stamp <= *since_us)
+      continue;
+    if (s[k].time_stamp > newest)
+      newest = s[k].time_stamp;
+    size_t j = 0;
+    while (j < *n && j < cap && out[j].pid != s[k].pid)
+      j++;
+    if (j < *n && j < cap) {
+      out[j].sm_util += s[k].sm_util;
+      out[j].samples++;
+      continue;
+    }
+    if (*n < cap)
+      out[*n] = (struct collector_proc){s[k].pid, (double)s[k].sm_util, 1};
+    (*n)++;
+  }
+  free(s);
+  *since_us = newest;
+  return 0;
+}
+
 const struct collector_ops collector_nvml = {
     .name = "nvml",
     .open = nvml_open,
@@ -849,5 +923,6 @@ const struct collector_ops collector_nvml = {
     .driver_version = nvml_driver_version,
     .reload = NULL,
     .errors = nvml_errors,
+    .processes = nvml_processes,
     .close = nvml_close,
 };

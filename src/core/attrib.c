@@ -44,6 +44,23 @@ static int cmp_key(const void *key, const void *e) {
   return strcmp(key, ((const struct attrib_entry *)e)->uuid);
 }
 
+static bool same_pods(const struct gpu_pods *x, const struct gpu_pods *y) {
+  if (x->n != y->n || x->total != y->total)
+    return false;
+  for (size_t i = 0; i < x->n && i < ATTRIB_MAX_PODS; i++)
+    if (strcmp(x->pods[i].ns, y->pods[i].ns) != 0 || strcmp(x->pods[i].pod, y->pods[i].pod) != 0 ||
+        strcmp(x->pods[i].container, y->pods[i].container) != 0)
+      return false;
+  return true;
+}
+
+static void copy_split(struct gpu_pods *dst, const struct gpu_pods *src) {
+  for (size_t i = 0; i < dst->n && i < ATTRIB_MAX_PODS; i++)
+    dst->pods[i].share = src->pods[i].share;
+  dst->holders = src->holders;
+  dst->split = src->split;
+}
+
 int attrib_replace(struct attrib *a, const struct attrib_entry *entries, size_t n) {
   struct attrib_entry *copy = NULL;
   if (n) {
@@ -60,12 +77,32 @@ int attrib_replace(struct attrib *a, const struct attrib_entry *entries, size_t 
   }
   pthread_mutex_lock(&a->lock);
   struct attrib_entry *old = a->entries;
+  for (size_t i = 0; i < n && a->n; i++) {
+    if (copy[i].pods.split != ATTRIB_SPLIT_EVEN)
+      continue;
+    const struct attrib_entry *e = bsearch(copy[i].uuid, old, a->n, sizeof *old, cmp_key);
+    if (e && e->pods.split == ATTRIB_SPLIT_PROCESS && same_pods(&e->pods, &copy[i].pods))
+      copy_split(&copy[i].pods, &e->pods);
+  }
   a->entries = copy;
   a->n = n;
   a->available = true;
   pthread_mutex_unlock(&a->lock);
   free(old);
   return 0;
+}
+
+int attrib_set_split(struct attrib *a, const char *uuid, const struct gpu_pods *p) {
+  int rc = GS_ENOTFOUND;
+  pthread_mutex_lock(&a->lock);
+  struct attrib_entry *e =
+      a->n && uuid ? bsearch(uuid, a->entries, a->n, sizeof *a->entries, cmp_key) : NULL;
+  if (e && same_pods(&e->pods, p)) {
+    copy_split(&e->pods, p);
+    rc = 0;
+  }
+  pthread_mutex_unlock(&a->lock);
+  return rc;
 }
 
 void attrib_clear(struct attrib *a) {

@@ -52,8 +52,13 @@ struct attrib_entry {
   struct gpu_pods pods;
 };
 /* Replaces the whole table atomically with n entries (copied). An entry whose split is
- * ATTRIB_SPLIT_NONE gets the even split (attrib_split_even). Returns 0 or GS_ENOMEM. */
+ * ATTRIB_SPLIT_NONE gets the even split (attrib_split_even). An entry with the even split whose
+ * pods are those of the entry it replaces keeps that entry's process split (attrib_set_split), so
+ * that a kubelet refresh does not undo it. Returns 0 or GS_ENOMEM. */
 int attrib_replace(struct attrib *a, const struct attrib_entry *entries, size_t n);
+/* Sets the split of device uuid (shares, holders, split) from p, if the table's entry still lists
+ * exactly p's pods. Returns 0, or GS_ENOTFOUND when the entry is gone or its pods changed. */
+int attrib_set_split(struct attrib *a, const char *uuid, const struct gpu_pods *p);
 /* Marks attribution as unavailable (socket gone): lookups find nothing until the next replace. */
 void attrib_clear(struct attrib *a);
 /* Copies the pods holding device uuid into *out. Returns true when at least one pod holds it. */

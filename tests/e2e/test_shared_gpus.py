@@ -252,3 +252,147 @@ def test_a_new_replica_on_the_same_gpu_does_not_raise_the_value(rig):
         assert math.ceil(got / TARGET) == 2
     finally:
         rig.kubelet.set(kubelet_pods(MODEL))
+
+
+# ---- the split by process ------------------------------------------------------------------
+#
+# The agent on the fake NVML library, whose `proc` lines give nvmlDeviceGetProcessUtilization's
+# answer, with --host-proc and --pod-logs on a made-up host: /proc/<pid>/cgroup names each
+# process's pod UID, and the kubelet's /var/log/pods/<namespace>_<pod>_<uid> names its pod.
+#
+#     GPU0 80  llm-0 (pid 7001, sm 45), llm-1 (7002, sm 15), batch-0 (7003, sm 20)
+#     GPU1 60  llm-2 alone
+
+PUID = {"llm-0": "a1a1a1a1-0000-4000-8000-000000000001",
+        "llm-1": "b2b2b2b2-0000-4000-8000-000000000002",
+        "llm-2": "c3c3c3c3-0000-4000-8000-000000000003",
+        "batch-0": "d4d4d4d4-0000-4000-8000-000000000004"}
+PROCS = [(7001, "llm-0", 45), (7002, "llm-1", 15), (7003, "batch-0", 20)]
+PMODEL = [(80, [("llm-0", "main"), ("llm-1", "main"), ("batch-0", "main")]),
+          (60, [("llm-2", "main")])]
+
+
+def nvml_script(procs, extra=""):
+    lines = ["gpu %d uuid=%s util=%d" % (i, uuid(i), util) for i, (util, _) in enumerate(PMODEL)]
+    lines += ["proc 0 %d sm=%d" % (pid, sm) for pid, _, sm in procs]
+    return "\n".join(lines) + "\n" + extra
+
+
+def write_atomic(path, text):
+    with open(path + ".tmp", "w") as f:
+        f.write(text)
+    os.replace(path + ".tmp", path)
+
+
+def process_expected(pods, procs=PROCS):
+    """docs/gateway.md: each pod gets its processes' SM activity / all processes' activity."""
+    total = sum(sm for _, _, sm in procs)
+    per_pod = {}
+    for i, (util, holders) in enumerate(PMODEL):
+        names = sorted({p for p, _ in holders})
+        for pod in names:
+            if not re.fullmatch(pods, pod):
+                continue
+            share = 1.0 if len(names) == 1 else \
+                sum(sm for _, p, sm in procs if p == pod) / total
+            per_pod.setdefault(pod, []).append(util * share)
+    return sum(max(v) for v in per_pod.values())
+
+
+@pytest.fixture(scope="module")
+def prig(tmp_path_factory, pb):
+    r = Rig()
+    root = str(tmp_path_factory.mktemp("shared-by-process"))
+    host_proc, pod_logs = os.path.join(root, "proc"), os.path.join(root, "pods")
+    for pid, pod, _ in PROCS:
+        os.makedirs(os.path.join(host_proc, str(pid)))
+        slice_uid = PUID[pod].replace("-", "_")
+        with open(os.path.join(host_proc, str(pid), "cgroup"), "w") as f:
+            f.write("0::/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod%s.slice/"
+                    "cri-containerd-%d.scope\n" % (slice_uid, pid))
+    for pod, uid in PUID.items():
+        os.makedirs(os.path.join(pod_logs, "%s_%s_%s" % (NS, pod, uid), "main"))
+    r.script = os.path.join(root, "nvml.txt")
+    write_atomic(r.script, nvml_script(PROCS))
+    lib = os.path.join(helpers.fake_nvml_dir(), "libnvidia-ml.so.1")
+    r.kubelet = FakeKubelet(root)
+    r.kubelet.set(kubelet_pods(PMODEL))
+    r.kubelet.start()
+    r.agent = r.gw = None
+    try:
+        for d in ("agent", "gw"):
+            os.makedirs(os.path.join(root, d))
+        r.agent = helpers.Agent(["--collector", "nvml", "--nvml-library", lib,
+                                 "--interval", helpers.INTERVAL, "--node-name", NODE,
+                                 "--kubelet-socket", r.kubelet.socket,
+                                 "--kubelet-refresh", "300ms",
+                                 "--host-proc", host_proc, "--pod-logs", pod_logs],
+                                env={"FAKE_NVML_SCRIPT": r.script},
+                                workdir=os.path.join(root, "agent")).start()
+        r.gw = Gateway(["--agents", r.agent.grpc_address, "--tick", "200ms"],
+                       workdir=os.path.join(root, "gw")).start()
+        r.client = r.gw.client()
+        wait_for(lambda: close_value(value_or_code(r.client, md(pods="llm-.*")),
+                                     process_expected("llm-.*")),
+                 timeout=30, interval=0.1, what="the split by process at the gateway")
+        yield r
+    finally:
+        for p in (r.gw, r.agent):
+            if p is not None:
+                try:
+                    p.stop()
+                finally:
+                    p.kill()
+        r.kubelet.cleanup()
+
+
+def close_value(got, want):
+    return isinstance(got, float) and close(got, want)
+
+
+def method_of(agent, i):
+    return next(g for g in agent.gpus_json()["gpus"] if g["uuid"] == uuid(i))
+
+
+def test_split_by_process_at_the_gateway(prig):
+    got = value(prig.client, md(pods="llm-.*"))
+    assert close(got, process_expected("llm-.*"))
+    assert close(got, 80 * 60 / 80 + 60), got  # by hand: llm-0 45 + llm-1 15 of GPU0, all of GPU1
+    assert close(value(prig.client, md(pods="batch-.*")), 20.0)
+    # both workloads together: GPU0 whole again, GPU1 whole
+    assert close(value(prig.client, md(pods=".*", aggregation="sum")), 80 + 60)
+    # cluster scope is untouched by any split
+    assert close(value(prig.client, md(scope="cluster", aggregation="sum")), 80 + 60)
+
+
+def test_split_by_process_is_reported(prig):
+    g = method_of(prig.agent, 0)
+    assert g["share_method"] == "process", g
+    total = sum(sm for _, _, sm in PROCS)
+    for p in g["pods"]:
+        want = sum(sm for _, pod, sm in PROCS if pod == p["pod"]) / total
+        assert close(p["share"], want), (p, want)
+    g1 = method_of(prig.agent, 1)
+    assert g1["share_method"] == "even" and g1["pods"][0]["share"] == 1.0, g1
+    c = NodeClient(prig.agent.channel)
+    snap = c.list(c.pb.ListGPUsRequest(), timeout=helpers.RPC_TIMEOUT)
+    assert snap.gpus[0].share_method == c.pb.SHARE_METHOD_PROCESS
+    assert snap.gpus[0].holders == 3
+    assert close(sum(p.share for p in snap.gpus[0].pods), 1.0)
+
+
+def test_a_process_that_cannot_be_tied_to_a_pod_brings_the_even_split_back(prig):
+    """Process 7999 is busy on GPU0 but has no /proc entry the agent can read: splitting the rest
+    by process would credit its work to someone at random, so GPU0 goes back to even."""
+    try:
+        write_atomic(prig.script, nvml_script(PROCS + [(7999, None, 10)]))
+        wait_for(lambda: method_of(prig.agent, 0)["share_method"] == "even", timeout=15,
+                 what="the even split back")
+        wait_for(lambda: close_value(value_or_code(prig.client, md(pods="batch-.*")), 80 / 3),
+                 timeout=15, what="the gateway's even value")
+        assert close(value(prig.client, md(pods="llm-.*")), 80 * 2 / 3 + 60)
+    finally:
+        write_atomic(prig.script, nvml_script(PROCS))
+    wait_for(lambda: method_of(prig.agent, 0)["share_method"] == "process", timeout=15,
+             what="the split by process again")
+    assert "split by process" in prig.agent.log()
