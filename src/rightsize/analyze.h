@@ -2,8 +2,10 @@
  *
  * Memory is bounded by the number of GPUs and workloads, not by the window: each GPU keeps
  * fixed-bin histograms (quantiles), two bits per step (data present, busy) for gaps, idle time
- * and the idle streak, a fixed number of timeline buckets, and a scratch of one chunk's memory
- * readings so that utilisation can be paired with memory at the same step. */
+ * and the idle streak, a fixed number of timeline buckets, and a scratch of one chunk's readings
+ * (step means and maxima). The scratch folds every series that names the same GPU key (node,
+ * UUID or index, GPU_I_ID) into one value per step, the largest, so that a second scrape job or
+ * per-pod copies count once; a chunk is counted when the next one begins, or at finish. */
 #ifndef GS_RS_ANALYZE_H
 #define GS_RS_ANALYZE_H
 
@@ -21,12 +23,14 @@ struct rs_analyzer *rs_analyzer_new(const struct rs_params *p, int64_t start_ms,
 /* rs_analyzer_free(NULL) is fine. */
 void rs_analyzer_free(struct rs_analyzer *a);
 
-/* Starts a chunk covering [start_ms, end_ms]: clears the memory scratch. Feed the chunk's
- * FB_FREE and FB_USED before its GPU_UTIL so that idle can use memory (rs_prom_fetch does).
- * Returns 0 or GS_ENOMEM. Matches struct rs_chunk_hook.begin (ud = the analyser). */
+/* Counts the chunk before (if any) and starts one covering [start_ms, end_ms]. The series of a
+ * chunk may come in any order. Without a chunk, the whole window is one. Returns 0 or GS_ENOMEM.
+ * Matches struct rs_chunk_hook.begin (ud = the analyser). */
 int rs_analyzer_begin_chunk(void *ud, int64_t start_ms, int64_t end_ms);
-/* Adds one series. Points off the step grid snap to the nearest step; points outside the
- * window are ignored. Returns 0 or GS_ENOMEM. Matches struct rs_sink.series (ud = analyser). */
+/* Adds one series: s->agg says whether its values are step means, step maxima or plain samples
+ * (both). Points off the step grid snap to the nearest step; points outside the window or the
+ * current chunk are ignored. A workload named only by a scrape target's own `pod` label (see
+ * rs_labels) is dropped at finish. Returns 0 or GS_ENOMEM. Matches struct rs_sink.series. */
 int rs_analyzer_add(void *ud, enum rs_metric m, const struct rs_series *s);
 
 /* Builds GPUs, nodes, workloads and notes into r (which must be rs_report_init'ed; params,

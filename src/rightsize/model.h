@@ -35,7 +35,8 @@ enum {
   RS_HAS_MEAN = 1u << 3,
 };
 
-/* Summary of one quantity over time (utilisation %, memory MiB, memory %, or power W).
+/* Summary of one quantity over time (utilisation %, memory MiB, memory %, or power W): p50, p95
+ * and mean over the step means, max the largest step maximum (n counts steps).
  * Quantiles come from fixed-bin histograms, so p50/p95 are the upper edge of their bin (a
  * conservative over-estimate by at most one bin width: 0.5 % for utilisation, 64 MiB for memory,
  * 5 W for power); max and mean are exact. With n == 0 every bit is clear. */
@@ -305,9 +306,9 @@ struct rs_params {
   int64_t window_ms;    /* --window, default 7d */
   int64_t step_ms;      /* --step, default 5m */
   int64_t min_idle_ms;  /* --min-idle, default 2h */
-  double idle_util_pct; /* --idle-util: a sample is idle when util <= this (default 5) */
-  double idle_mem_pct;  /* --idle-mem: ... and memory used <= this % of the GPU (default 5); when
-                           the total is unknown, only utilisation decides */
+  double idle_util_pct; /* --idle-util: a step is idle when its max util <= this (default 5) */
+  double idle_mem_pct;  /* --idle-mem: ... and its max memory used <= this % of the GPU (default
+                           5); when the total is unknown, only utilisation decides */
   double low_util_pct;  /* --low-util: a workload is low-use when p95 util <= this (default 30) */
   double pack_util_pct; /* --pack-util: packing target per GPU for summed p95 util (default 80) */
   double pack_mem_pct;  /* --pack-mem: packing target per GPU for summed p95 memory (default 90) */

@@ -173,6 +173,8 @@ static int cmp_nslot(const void *x, const void *y) {
 
 static bool gpu_movable(const struct rs_report *r, const struct rs_gpu *g, double *u, double *m) {
   const struct rs_params *p = &r->params;
+  if (g->gpu_i_id[0] || g->mig_parent) /* a MIG slice or a sliced card: already shared */
+    return false;
   if (g->n_workloads == 0 || g->coverage < p->min_coverage || !(g->util.valid & RS_HAS_P95) ||
       !(g->mem_mib.valid & RS_HAS_P95) || !(g->valid & RS_HAS_MEM_TOTAL) ||
       g->util.p95 > p->low_util_pct)
@@ -497,6 +499,7 @@ int rs_recommend(struct rs_report *r, const struct rs_prices *prices) {
     for (size_t i = 0; i < w->n_gpus; i++)
       skip |= drained[r->gpus[w->gpus[i]].node_idx] ||
               r->gpus[w->gpus[i]].n_workloads > 1 || /* already shared */
+              r->gpus[w->gpus[i]].gpu_i_id[0] ||     /* already on a MIG slice */
               strcmp(r->gpus[w->gpus[i]].model_key, g0->model_key) != 0;
     if (skip || !g0->model_key[0])
       continue;

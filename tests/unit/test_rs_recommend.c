@@ -181,6 +181,42 @@ static void test_summary_counts_alternatives_once(void **state) {
   rs_report_free(&r);
 }
 
+/* A workload already on a MIG slice gets no sharing, slicing or cheaper-GPU advice, and is not
+ * packed: the same load on a whole GPU would (see above). */
+static void test_mig_slice_is_already_shared(void **state) {
+  (void)state;
+  struct rs_analyzer *a = day();
+  struct rs_labels l = {.node = "a100",
+                        .gpu = "0",
+                        .uuid = "GPU-a",
+                        .model = "NVIDIA A100-SXM4-40GB",
+                        .pod = "infer-0",
+                        .namespace_ = "s",
+                        .container = "",
+                        .gpu_i_id = "3",
+                        .gpu_i_profile = "3g.20gb",
+                        .job = "",
+                        .pod_form = RS_POD_PLAIN,
+                        .target_pod = "",
+                        .target_ns = ""};
+  struct rs_point p[288];
+  for (int k = 0; k < 288; k++)
+    p[k] = (struct rs_point){START + k * T_STEP, 8};
+  struct rs_series s = {.labels = l, .points = p, .n = 288};
+  assert_int_equal(rs_analyzer_add(a, RS_M_UTIL, &s), 0);
+  for (int k = 0; k < 288; k++)
+    p[k].v = 3000;
+  assert_int_equal(rs_analyzer_add(a, RS_M_FB_USED, &s), 0);
+  for (int k = 0; k < 288; k++)
+    p[k].v = 20480 - 3000;
+  assert_int_equal(rs_analyzer_add(a, RS_M_FB_FREE, &s), 0);
+  struct rs_report r;
+  build(a, &r, true);
+  assert_int_equal(r.n_workloads, 1);
+  assert_int_equal(r.n_recs, 0);
+  rs_report_free(&r);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_mig_tables),
@@ -188,6 +224,7 @@ int main(void) {
       cmocka_unit_test(test_consolidation),
       cmocka_unit_test(test_timeslice_and_cheaper),
       cmocka_unit_test(test_summary_counts_alternatives_once),
+      cmocka_unit_test(test_mig_slice_is_already_shared),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
