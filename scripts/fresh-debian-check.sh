@@ -86,10 +86,12 @@ LOGS="$DIR/logs"
 mkdir -p "$LOGS"
 PROJ=/root/gpuscale
 RUN_PGID=""
+# The commit is resolved once: HEAD may move while the check runs (debootstrap takes a minute).
+COMMIT="$(git -C "$ROOT_SRC" rev-parse HEAD)" || { echo "fresh-debian-check: $ROOT_SRC is not a git checkout" >&2; exit 2; }
 if [ "$WORKTREE" = 1 ]; then
-  SRC_DESC="working tree on $(git -C "$ROOT_SRC" rev-parse --short HEAD)$(git -C "$ROOT_SRC" diff --quiet HEAD -- 2>/dev/null || echo ' + uncommitted changes')"
+  SRC_DESC="working tree on ${COMMIT:0:7}$(git -C "$ROOT_SRC" diff --quiet HEAD -- 2>/dev/null || echo ' + uncommitted changes')"
 else
-  SRC_DESC="HEAD $(git -C "$ROOT_SRC" rev-parse --short HEAD)"
+  SRC_DESC="commit ${COMMIT:0:7}"
 fi
 
 # ---- the table
@@ -101,11 +103,16 @@ record() { steps+=("$1"); results+=("$2"); times+=("$3"); notes+=("${4:-}"); }
 table() {
   echo
   echo "fresh-debian-check: Debian 12 minbase, mirror $MIRROR, project $SRC_DESC"
-  printf '| %-3s | %-62s | %-6s | %7s | %s\n' "#" "step" "result" "seconds" "note"
-  printf '|-----|%s|--------|---------|------\n' "----------------------------------------------------------------"
+  printf '| %-2s | %-58s | %-6s | %7s | %s\n' "#" "step" "result" "seconds" "note"
+  printf '|----|%s|--------|---------|------\n' "------------------------------------------------------------"
+  local total=0
   for i in "${!steps[@]}"; do
-    printf '| %-3s | %-62s | %-6s | %7s | %s\n' "$((i + 1))" "${steps[$i]}" "${results[$i]}" "${times[$i]}" "${notes[$i]}"
+    local st="${steps[$i]}"
+    [ ${#st} -le 58 ] || st="${st:0:55}..."
+    printf '| %-2s | %-58s | %-6s | %7s | %s\n' "$((i + 1))" "$st" "${results[$i]}" "${times[$i]}" "${notes[$i]}"
+    total=$((total + times[i]))
   done
+  printf '|    | %-58s | %-6s | %7s |\n' "total" "" "$total"
   echo "logs: $LOGS"
 }
 
@@ -133,11 +140,6 @@ stop_run() {
   for _ in $(seq 100); do kill -0 -- "-$RUN_PGID" 2>/dev/null || break; sleep 0.1; done
   kill -KILL -- "-$RUN_PGID" 2>/dev/null
   RUN_PGID=""
-if [ "$WORKTREE" = 1 ]; then
-  SRC_DESC="working tree on $(git -C "$ROOT_SRC" rev-parse --short HEAD)$(git -C "$ROOT_SRC" diff --quiet HEAD -- 2>/dev/null || echo ' + uncommitted changes')"
-else
-  SRC_DESC="HEAD $(git -C "$ROOT_SRC" rev-parse --short HEAD)"
-fi
 }
 FAILED=0
 finish() {
@@ -228,7 +230,7 @@ copy_project() {
       while IFS= read -r -d '' f; do [ -e "$f" ] && printf '%s\0' "$f"; done |
       tar --null -T - -cf -) | tar -xf - -C "$R$PROJ"
   else
-    git -C "$ROOT_SRC" archive --format=tar HEAD | tar -xf - -C "$R$PROJ"
+    git -C "$ROOT_SRC" archive --format=tar "$COMMIT" | tar -xf - -C "$R$PROJ"
   fi
   STEP_NOTE="$(find "$R$PROJ" -type f | wc -l) files"
 }
@@ -269,7 +271,7 @@ for line in "${QUICK[@]}"; do
     "make run"*)
       step "README: $(shown "$line")" make_run "$line" || exit 1
       for w in "${WHILE_RUN[@]}"; do
-        step "README, while make run runs: $(shown "$w")" root_line "$w"
+        step "README, beside make run: $(shown "$w")" root_line "$w"
       done
       stop_run
       ;;

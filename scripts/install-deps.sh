@@ -63,7 +63,7 @@ case "$1" in -h | --help) usage ;; esac
 want=()
 for s in "$@"; do
   pkgs_of "$s" >/dev/null # exits on an unknown set
-  mapfile -t p < <(pkgs_of "$s")
+  mapfile -t p <<<"$(pkgs_of "$s")"
   want+=("${p[@]}")
 done
 
@@ -99,10 +99,16 @@ if [ "$(id -u)" -ne 0 ]; then
   fi
 fi
 
-# The package lists: refreshed when there are none (a fresh debootstrap or container) or when the newest is
-# older than a day, so that what we install is the current (security-updated) version.
+# The package lists: refreshed when there are none (a container image) or when the last refresh is more than
+# a day old, so that what we install is the current (security-updated) version. The files keep the mirror's
+# dates when nothing changed, so the last refresh is read from lists/partial/, which every apt-get update
+# rewrites.
 lists=/var/lib/apt/lists
-newest="$(find "$lists" -maxdepth 1 -type f -name '*_Packages*' -printf '%T@\n' 2>/dev/null | sort -n | tail -n1)"
+newest=""
+if [ -n "$(find "$lists" -maxdepth 1 -type f -name '*_Packages*' -print -quit 2>/dev/null)" ]; then
+  newest="$(find "$lists" "$lists/partial" -maxdepth 1 \( -name '*_Packages*' -o -path "$lists/partial" \) \
+    -printf '%T@\n' 2>/dev/null | sort -n | tail -n1)"
+fi
 now="$(date +%s)"
 if [ -z "$newest" ] || [ $((now - ${newest%.*})) -gt 86400 ]; then
   if [ -z "$newest" ]; then why="there are none"; else why="they are $(((now - ${newest%.*}) / 3600)) hours old"; fi
