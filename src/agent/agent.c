@@ -10,8 +10,7 @@
 
 #include "agent/api.h"
 #include "agent/attribution.h"
-#include "agent/procmap.h"
-#include "agent/procsplit.h"
+#include "agent/podphase.h"
 #include "agent/metrics.h"
 #include "agent/node_source.h"
 #include "agent/sampler.h"
@@ -46,8 +45,7 @@ struct agent_opts {
   char *node_name;
   char *kubelet_socket;
   int64_t kubelet_refresh_ms;
-  char *host_proc;
-  char *pod_logs;
+  char *kube_api;
   bool no_hostname_label;
   char *shared_gpu_series;
 };
@@ -73,14 +71,10 @@ static const struct opt_def agent_opts_table[] = {
      "PATH", "kubelet PodResources socket, for the pods that hold each GPU", O(kubelet_socket)},
     {"kubelet-refresh", 0, "GPUSCALE_KUBELET_REFRESH", OPT_DURATION, "10s", 100, 3600000, NULL,
      "DURATION", "how often to ask the kubelet which pods hold the GPUs", O(kubelet_refresh_ms)},
-    {"host-proc", 0, "GPUSCALE_HOST_PROC", OPT_STRING, NULL, 0, 0, NULL, "PATH",
-     "the host's /proc, mounted read-only: split a GPU that several pods share by NVML "
-     "per-process utilisation (default: split it evenly by pod count)",
-     O(host_proc)},
-    {"pod-logs", 0, "GPUSCALE_POD_LOGS", OPT_STRING, PROCMAP_DEFAULT_LOGS, 0, 0, NULL, "PATH",
-     "with --host-proc: the kubelet's pod log directory, mounted read-only (its entries tie a "
-     "pod UID to the pod's namespace and name)",
-     O(pod_logs)},
+    {"kube-api", 0, "GPUSCALE_KUBE_API", OPT_STRING, "auto", 0, 0, NULL, "auto|off|KUBECONFIG",
+     "Kubernetes API for pod phases, so that a pod the kubelet still lists after it finished "
+     "holds no GPU: auto = in-cluster when run in a pod, off, or a kubeconfig file",
+     O(kube_api)},
     {"node-name", 0, "NODE_NAME", OPT_STRING, NULL, 0, 0, NULL, "NAME",
      "this node's name (default: the hostname); the Hostname label of /metrics", O(node_name)},
     {"no-hostname-label", 0, "GPUSCALE_NO_HOSTNAME_LABEL", OPT_BOOL, "false", 0, 0, NULL, NULL,
@@ -128,8 +122,7 @@ static int agent_run(struct agent_opts *o) {
   struct attrib *pods = NULL;
   struct attribution attr;
   memset(&attr, 0, sizeof attr);
-  struct procsplit split;
-  memset(&split, 0, sizeof split);
+  struct podphase *phases = NULL;
   struct stats *stats = stats_new();
   memset(&smp, 0, sizeof smp);
 
@@ -164,24 +157,27 @@ static int agent_run(struct agent_opts *o) {
     LOG_ERROR("agent", "cannot start the sampler (out of memory or threads)");
     goto out;
   }
-  pods = attrib_new();
-  if (!pods || attribution_start(&attr, o->kubelet_socket, o->kubelet_refresh_ms, hist, pods)) {
-    LOG_ERROR("agent", "cannot start pod attribution (out of memory or threads)");
+  char why[768] = "";
+  rc = podphase_new(o->kube_api, o->node_name, &phases, why, sizeof why);
+  if (rc) {
+    LOG_ERROR("agent", "%s", why);
     goto out;
   }
-  if (o->host_proc) {
-    rc = procsplit_start(&split, col, pods, o->host_proc, o->pod_logs, o->interval_ms);
-    if (rc == GS_ENOTSUP)
-      LOG_WARN("agent",
-               "--host-proc: the %s collector cannot report per-process utilisation; shared "
-               "GPUs are split evenly by pod count",
-               ops->name);
-    else if (rc) {
-      LOG_ERROR("agent", "cannot start the per-process split (out of memory or threads)");
-      goto out;
-    } else
-      LOG_INFO("agent", "shared GPUs are split by process (host /proc %s, pod logs %s)",
-               o->host_proc, o->pod_logs);
+  if (phases)
+    LOG_INFO("agent",
+             "pod phases from the Kubernetes API (%s, %s): pods the kubelet still lists after "
+             "they finished (Succeeded, Failed) hold no GPU",
+             podphase_source(phases), podphase_server(phases));
+  else
+    LOG_INFO("agent",
+             "no Kubernetes API for pod phases (%s): a pod the kubelet still lists after it "
+             "finished counts as a GPU holder until the kubelet drops it",
+             why);
+  pods = attrib_new();
+  if (!pods || attribution_start_phases(&attr, o->kubelet_socket, o->kubelet_refresh_ms, hist, pods,
+                                        phases)) {
+    LOG_ERROR("agent", "cannot start pod attribution (out of memory or threads)");
+    goto out;
   }
 
   struct history_source hs = {hist, o->interval_ms};
@@ -231,8 +227,8 @@ out:
     history_wake_all(hist);
     rpc_server_shutdown(rpc, (int)o->serve.grace_ms);
   }
-  procsplit_stop(&split);
   attribution_stop(&attr);
+  podphase_free(phases);
   attrib_free(pods);
   sampler_stop(&smp);
   stats_free(stats);

@@ -7,6 +7,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "agent/podphase.h"
 #include "core/devid.h"
 #include "core/err.h"
 #include "core/timeutil.h"
@@ -203,6 +204,40 @@ static void went_down(struct attribution *a, int rc, const struct rpc_status *st
               a->socket_path, code, why, (unsigned long long)a->down_complain.suppressed);
 }
 
+/* Leaves out the pods the API reports finished. Without an answer the kubelet's list stands. */
+static void drop_finished(struct attribution *a, struct podres_list *l) {
+  size_t dropped = 0;
+  char names[256];
+  struct kube_result res;
+  memset(&res, 0, sizeof res);
+  int rc = podphase_filter(a->phases, l, &dropped, names, sizeof names, &res);
+  if (rc) {
+    bool first = !a->phases_down;
+    a->phases_down = true;
+    if (log_complain(&a->phases_complain, time_mono_ms())) {
+      if (first)
+        LOG_WARN(MOD,
+                 "Kubernetes API at %s does not answer (%s); pods the kubelet still lists after "
+                 "they finished count as GPU holders until it does",
+                 podphase_server(a->phases), res.message[0] ? res.message : gs_strerror(rc));
+      else
+        LOG_DEBUG(MOD, "Kubernetes API at %s still does not answer (%s)",
+                  podphase_server(a->phases), res.message[0] ? res.message : gs_strerror(rc));
+    }
+    return;
+  }
+  if (a->phases_down) {
+    log_complain_clear(&a->phases_complain);
+    LOG_INFO(MOD, "Kubernetes API at %s answers again: finished pods are left out",
+             podphase_server(a->phases));
+  }
+  a->phases_down = false;
+  if (dropped) {
+    atomic_fetch_add(&a->finished_dropped, dropped);
+    LOG_DEBUG(MOD, "left out %zu finished pod(s) the kubelet still lists: %s", dropped, names);
+  }
+}
+
 int attribution_refresh(struct attribution *a) {
   struct rpc_status st;
   memset(&st, 0, sizeof st);
@@ -223,6 +258,8 @@ int attribution_refresh(struct attribution *a) {
     went_down(a, rc, &st);
     return rc;
   }
+  if (a->phases)
+    drop_finished(a, &l);
   size_t n = 0;
   struct gpu_info *infos = device_list(a->hist, &n);
   struct attrib_entry *e = NULL;
@@ -284,7 +321,13 @@ static void *attribution_main(void *arg) {
 
 int attribution_start(struct attribution *a, const char *socket_path, int64_t refresh_ms,
                       struct history *hist, struct attrib *table) {
+  return attribution_start_phases(a, socket_path, refresh_ms, hist, table, NULL);
+}
+
+int attribution_start_phases(struct attribution *a, const char *socket_path, int64_t refresh_ms,
+                             struct history *hist, struct attrib *table, struct podphase *phases) {
   memset(a, 0, sizeof *a);
+  a->phases = phases;
   a->socket_path = strdup(socket_path ? socket_path : PODRES_DEFAULT_SOCKET);
   if (!a->socket_path)
     return GS_ENOMEM;

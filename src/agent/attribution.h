@@ -16,6 +16,8 @@
 #include "core/sample.h"
 #include "rpc/podresources.h"
 
+struct podphase;
+
 /* Deadline of one List call: a kubelet slower than this counts as unresponsive. */
 #define ATTRIBUTION_DEADLINE_MS 2000
 
@@ -37,11 +39,15 @@ struct attribution {
   bool down;                         /* the last List failed */
   struct log_complain down_complain; /* one warning per outage, then debug reminders */
   struct log_complain unknown_complain;
+  struct podphase *phases;             /* finished pods from the API, or NULL; the caller's */
+  struct log_complain phases_complain; /* the API does not answer */
+  bool phases_down;
 
   atomic_uint_fast64_t refreshes;      /* List calls that answered and were applied */
   atomic_uint_fast64_t failures;       /* List calls that failed (absent, slow, bad answer) */
   atomic_uint_fast64_t unknown_ids;    /* GPU device ids in the last answer that matched nothing */
   atomic_int_fast64_t last_ok_mono_ms; /* 0 before the first good answer */
+  atomic_uint_fast64_t finished_dropped; /* finished pods left out, over all refreshes */
 };
 
 /* What a join saw, for logs and tests. */
@@ -58,6 +64,12 @@ struct attribution_stats {
  * start is not an error: the table stays unavailable until it answers. */
 int attribution_start(struct attribution *a, const char *socket_path, int64_t refresh_ms,
                       struct history *hist, struct attrib *table);
+/* The same, and each List answer first loses the pods that phases (the Kubernetes API) reports
+ * Succeeded or Failed: the kubelet lists a terminated pod's devices until it cleans the pod up.
+ * When the API does not answer, the kubelet's list is used as it is (logged once per outage).
+ * phases may be NULL and must outlive attribution_stop. */
+int attribution_start_phases(struct attribution *a, const char *socket_path, int64_t refresh_ms,
+                             struct history *hist, struct attrib *table, struct podphase *phases);
 /* Stops and joins the thread (waits at most one call deadline) and releases the client. Safe on
  * a zeroed struct or one whose start failed. The table keeps its last contents. */
 void attribution_stop(struct attribution *a);

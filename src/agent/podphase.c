@@ -1,0 +1,140 @@
+/* Finished pods from the Kubernetes API, dropped from the kubelet's PodResources answer: the
+ * kubelet keeps listing a terminated pod's devices until it cleans the pod up, and such a pod
+ * holds no GPU any more. */
+#include "agent/podphase.h"
+
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/err.h"
+
+struct podphase {
+  struct kube_config cfg;
+  struct kube_client *client;
+  char *node;
+};
+
+int podphase_new(const char *mode, const char *node, struct podphase **out, char *msg,
+                 size_t msglen) {
+  *out = NULL;
+  msg[0] = '\0';
+  if (!mode || !*mode) {
+    snprintf(msg, msglen, "--kube-api=\"\": expected auto, off or the path of a kubeconfig file");
+    return GS_EINVAL;
+  }
+  if (strcmp(mode, "off") == 0) {
+    snprintf(msg, msglen, "--kube-api off");
+    return 0;
+  }
+  bool in_cluster = getenv("KUBERNETES_SERVICE_HOST") && *getenv("KUBERNETES_SERVICE_HOST");
+  if (strcmp(mode, "auto") == 0 && !in_cluster) {
+    snprintf(msg, msglen, "not in a cluster (KUBERNETES_SERVICE_HOST unset) and no --kube-api");
+    return 0;
+  }
+  if (!node || !kube_name_valid(node)) {
+    snprintf(msg, msglen,
+             "--node-name=\"%.100s\": the Kubernetes API needs this node's name, a DNS-1123 name "
+             "(lower-case letters, digits, '-' and '.')",
+             node ? node : "");
+    return GS_EINVAL;
+  }
+  struct podphase *p = calloc(1, sizeof *p);
+  if (!p || !(p->node = strdup(node))) {
+    free(p);
+    snprintf(msg, msglen, "out of memory");
+    return GS_ENOMEM;
+  }
+  char err[512] = "";
+  int rc = strcmp(mode, "auto") == 0
+               ? kube_config_load(NULL, &p->cfg, err, sizeof err)
+               : kube_config_from_kubeconfig(mode, NULL, &p->cfg, err, sizeof err);
+  if (!rc) {
+    p->cfg.timeout_ms = PODPHASE_TIMEOUT_MS;
+    rc = kube_client_new(&p->cfg, &p->client);
+    if (rc)
+      snprintf(err, sizeof err, "cannot open a client for %s", p->cfg.server ? p->cfg.server : "");
+  }
+  if (rc && strcmp(mode, "auto") == 0 && rc != GS_ENOMEM) {
+    /* In a pod without a service account token (automountServiceAccountToken: false) or
+     * without the RBAC: not an error, the agent works as it did without the API. */
+    snprintf(msg, msglen, "in a cluster, but its service account cannot be used: %s", err);
+    podphase_free(p);
+    return 0;
+  }
+  if (rc) {
+    snprintf(msg, msglen, "--kube-api=\"%.200s\": %s", mode, err);
+    podphase_free(p);
+    return rc;
+  }
+  *out = p;
+  return 0;
+}
+
+void podphase_free(struct podphase *p) {
+  if (!p)
+    return;
+  kube_client_free(p->client);
+  kube_config_free(&p->cfg);
+  free(p->node);
+  free(p);
+}
+
+const char *podphase_source(const struct podphase *p) {
+  return p && p->cfg.source ? p->cfg.source : "";
+}
+
+const char *podphase_server(const struct podphase *p) {
+  return p && p->cfg.server ? p->cfg.server : "";
+}
+
+static bool finished(const struct kube_pod_list *api, const struct podres_pod *pod) {
+  for (size_t i = 0; i < api->n; i++) {
+    const struct kube_pod *k = &api->items[i];
+    if (k->ns && k->name && k->phase && strcmp(k->ns, pod->ns) == 0 &&
+        strcmp(k->name, pod->name) == 0)
+      return strcmp(k->phase, "Succeeded") == 0 || strcmp(k->phase, "Failed") == 0;
+  }
+  return false;
+}
+
+size_t podphase_drop_finished(struct podres_list *l, const struct kube_pod_list *api, char *names,
+                              size_t nameslen) {
+  if (names && nameslen)
+    names[0] = '\0';
+  if (!l->n_pods || !api->n)
+    return 0;
+  struct podres_list gone = {calloc(l->n_pods, sizeof *gone.pods), 0};
+  if (!gone.pods)
+    return 0; /* out of memory: keep every holder rather than guess */
+  size_t keep = 0;
+  for (size_t i = 0; i < l->n_pods; i++) {
+    if (!finished(api, &l->pods[i])) {
+      l->pods[keep++] = l->pods[i];
+      continue;
+    }
+    if (names && nameslen) {
+      size_t used = strlen(names);
+      if (gone.n_pods < 4 && used < nameslen)
+        snprintf(names + used, nameslen - used, "%s%s/%s", used ? "; " : "", l->pods[i].ns,
+                 l->pods[i].name);
+    }
+    gone.pods[gone.n_pods++] = l->pods[i];
+  }
+  l->n_pods = keep;
+  size_t n = gone.n_pods;
+  podres_list_free(&gone);
+  return n;
+}
+
+int podphase_filter(struct podphase *p, struct podres_list *l, size_t *dropped, char *names,
+                    size_t nameslen, struct kube_result *res) {
+  *dropped = 0;
+  struct kube_pod_list api;
+  int rc = kube_list_pods_on_node(p->client, p->node, &api, res);
+  if (!rc)
+    *dropped = podphase_drop_finished(l, &api, names, nameslen);
+  kube_pod_list_free(&api);
+  return rc;
+}

@@ -1,0 +1,41 @@
+/* Pod phases from the Kubernetes API: which pods of this node have finished (Succeeded, Failed),
+ * so that a pod the kubelet still lists after it terminated is not taken for a GPU holder. */
+#ifndef GS_PODPHASE_H
+#define GS_PODPHASE_H
+
+#include <stddef.h>
+
+#include "rightsize/kube.h"
+#include "rpc/podresources.h"
+
+#define PODPHASE_TIMEOUT_MS 3000 /* per API request: the attribution thread waits for it */
+
+struct podphase;
+
+/* Opens API access for node. mode: "auto" (in-cluster when KUBERNETES_SERVICE_HOST is set,
+ * otherwise none), "off" (none), or the path of a kubeconfig. Returns 0 with *out, which is NULL
+ * when there is no API access (off, auto outside a cluster, or auto in a pod whose service
+ * account cannot be read); msg then says why. Errors:
+ * GS_EINVAL (empty mode, a node name that is not a DNS-1123 name), GS_EIO/GS_EPARSE/GS_ENOTSUP
+ * (the kubeconfig or the service account cannot be used), GS_ENOMEM, with msg. */
+int podphase_new(const char *mode, const char *node, struct podphase **out, char *msg,
+                 size_t msglen);
+/* NULL is fine. */
+void podphase_free(struct podphase *p);
+/* Where the API access comes from ("in-cluster", "kubeconfig PATH") and the server, for logs. */
+const char *podphase_source(const struct podphase *p);
+const char *podphase_server(const struct podphase *p);
+
+/* Moves out of l every pod that api lists as Succeeded or Failed (matched by namespace and name;
+ * a pod the API does not list is kept) and frees it. Returns how many went; names (may be NULL)
+ * gets "ns/name" of the first few, "; "-separated. */
+size_t podphase_drop_finished(struct podres_list *l, const struct kube_pod_list *api, char *names,
+                              size_t nameslen);
+
+/* Lists the node's pods (GET /api/v1/pods?fieldSelector=spec.nodeName=NODE) and applies
+ * podphase_drop_finished to l. Returns 0 with *dropped, or kube_list_pods_on_node's error with
+ * res filled and l untouched. */
+int podphase_filter(struct podphase *p, struct podres_list *l, size_t *dropped, char *names,
+                    size_t nameslen, struct kube_result *res);
+
+#endif
