@@ -143,13 +143,16 @@ def rig(tmp_path_factory, pb):
                  timeout=30, interval=0.1, what="the gateway's view of the shared GPUs")
         yield r
     finally:
+        codes = []
         for p in (r.gw, r.agent):
             if p is not None:
                 try:
-                    p.stop()
+                    codes.append((p.stop(), p.log()[-2000:]))
                 finally:
                     p.kill()
         r.kubelet.cleanup()
+        for code, log in codes:  # a clean exit: no crash, and no leak under the sanitizers
+            assert code == 0, log
 
 
 def test_two_replicas_on_one_gpu_count_it_once(rig):
@@ -337,13 +340,16 @@ def prig(tmp_path_factory, pb):
                  timeout=30, interval=0.1, what="the split by process at the gateway")
         yield r
     finally:
+        codes = []
         for p in (r.gw, r.agent):
             if p is not None:
                 try:
-                    p.stop()
+                    codes.append((p.stop(), p.log()[-2000:]))
                 finally:
                     p.kill()
         r.kubelet.cleanup()
+        for code, log in codes:  # a clean exit: no crash, and no leak under the sanitizers
+            assert code == 0, log
 
 
 def close_value(got, want):
