@@ -11,6 +11,8 @@
 #include "agent/api.h"
 #include "agent/attribution.h"
 #include "agent/podphase.h"
+#include "agent/procmap.h"
+#include "agent/procsplit.h"
 #include "agent/metrics.h"
 #include "agent/node_source.h"
 #include "agent/sampler.h"
@@ -46,6 +48,8 @@ struct agent_opts {
   char *kubelet_socket;
   int64_t kubelet_refresh_ms;
   char *kube_api;
+  char *host_proc;
+  char *pod_logs;
   bool no_hostname_label;
   char *shared_gpu_series;
 };
@@ -75,6 +79,14 @@ static const struct opt_def agent_opts_table[] = {
      "Kubernetes API for pod phases, so that a pod the kubelet still lists after it finished "
      "holds no GPU: auto = in-cluster when run in a pod, off, or a kubeconfig file",
      O(kube_api)},
+    {"host-proc", 0, "GPUSCALE_HOST_PROC", OPT_STRING, NULL, 0, 0, NULL, "PATH",
+     "the host's /proc, mounted read-only: split a GPU that several pods share by NVML "
+     "per-process utilisation (default: split it evenly by pod count)",
+     O(host_proc)},
+    {"pod-logs", 0, "GPUSCALE_POD_LOGS", OPT_STRING, PROCMAP_DEFAULT_LOGS, 0, 0, NULL, "PATH",
+     "with --host-proc: the kubelet's pod log directory, mounted read-only (its entries tie a "
+     "pod UID to the pod's namespace and name)",
+     O(pod_logs)},
     {"node-name", 0, "NODE_NAME", OPT_STRING, NULL, 0, 0, NULL, "NAME",
      "this node's name (default: the hostname); the Hostname label of /metrics", O(node_name)},
     {"no-hostname-label", 0, "GPUSCALE_NO_HOSTNAME_LABEL", OPT_BOOL, "false", 0, 0, NULL, NULL,
@@ -123,6 +135,8 @@ static int agent_run(struct agent_opts *o) {
   struct attribution attr;
   memset(&attr, 0, sizeof attr);
   struct podphase *phases = NULL;
+  struct procsplit split;
+  memset(&split, 0, sizeof split);
   struct stats *stats = stats_new();
   memset(&smp, 0, sizeof smp);
 
@@ -179,6 +193,20 @@ static int agent_run(struct agent_opts *o) {
     LOG_ERROR("agent", "cannot start pod attribution (out of memory or threads)");
     goto out;
   }
+  if (o->host_proc) {
+    rc = procsplit_start(&split, col, pods, o->host_proc, o->pod_logs, o->interval_ms);
+    if (rc == GS_ENOTSUP)
+      LOG_WARN("agent",
+               "--host-proc: the %s collector cannot report per-process utilisation; shared "
+               "GPUs are split evenly by pod count",
+               ops->name);
+    else if (rc) {
+      LOG_ERROR("agent", "cannot start the per-process split (out of memory or threads)");
+      goto out;
+    } else
+      LOG_INFO("agent", "shared GPUs are split by process (host /proc %s, pod logs %s)",
+               o->host_proc, o->pod_logs);
+  }
 
   struct history_source hs = {hist, o->interval_ms};
   struct scaler sc = {&profiles, history_source_make(&hs)};
@@ -227,6 +255,7 @@ out:
     history_wake_all(hist);
     rpc_server_shutdown(rpc, (int)o->serve.grace_ms);
   }
+  procsplit_stop(&split);
   attribution_stop(&attr);
   podphase_free(phases);
   attrib_free(pods);
