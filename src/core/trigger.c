@@ -14,6 +14,8 @@
 #include "core/timeutil.h"
 
 #define WINDOW_MAX_MS (24LL * 3600 * 1000)
+#define GS_XSTR(x) #x
+#define GS_STR(x) GS_XSTR(x)
 #define GPU_INDEX_MAX 1023
 
 static const char scaler_metrics[] = "gpu_utilization, memory_utilization, memory_used_percent, "
@@ -190,6 +192,153 @@ bool trigger_regex_match(const struct trigger_regex *r, const char *s) {
   return m.rm_so == 0 && (size_t)m.rm_eo == strlen(s);
 }
 
+/* Past the end of a bracket expression starting at p ('['), or NULL when it is not closed. */
+static const char *skip_bracket(const char *p) {
+  p++;
+  if (*p == '^')
+    p++;
+  if (*p == ']')
+    p++; /* a leading ']' is a literal */
+  while (*p && *p != ']') {
+    if (p[0] == '[' && (p[1] == ':' || p[1] == '.' || p[1] == '=')) {
+      const char *end = strchr(p + 2, p[1]);
+      while (end && end[1] != ']')
+        end = strchr(end + 1, p[1]);
+      if (!end)
+        return NULL;
+      p = end + 2;
+    } else {
+      p++;
+    }
+  }
+  return *p ? p + 1 : NULL;
+}
+
+/* A bound {m}, {m,}, {m,n} or {,n} at p ('{'): returns past it with the copies glibc makes of
+ * the repeated item (n, or m + 1 when unbounded), or NULL when it is not a bound. */
+static const char *parse_bound(const char *p, double *copies) {
+  const char *q = p + 1;
+  long m = 0, n;
+  char *end = (char *)q;
+  if (isdigit((unsigned char)*q))
+    m = strtol(q, &end, 10);
+  else if (*q != ',')
+    return NULL;
+  if (m > RE_DUP_MAX) /* regcomp refuses it: REG_ESIZE or REG_BADBR */
+    return NULL;
+  n = m;
+  if (*end == ',') {
+    q = end + 1;
+    if (isdigit((unsigned char)*q))
+      n = strtol(q, &end, 10);
+    else {
+      n = m + 1;
+      end = (char *)q;
+    }
+  }
+  if (*end != '}' || m > RE_DUP_MAX || n > RE_DUP_MAX)
+    return NULL;
+  *copies = (double)(n > 1 ? n : 1);
+  return end + 1;
+}
+
+/* One open group of a pattern, for regex_risk: the item copies so far, and whether the current
+ * branch (and any earlier branch) can match the empty string. */
+struct re_frame {
+  double copies, last; /* item copies in the group; of its last item */
+  bool last_null;      /* the last item can match the empty string */
+  bool pre_null;       /* the branch could match empty before the last item */
+  bool branch_null;    /* the branch so far can */
+  bool any_null;       /* an earlier branch could */
+  bool have_last;
+};
+
+static void re_item(struct re_frame *f, double copies, bool nullable) {
+  f->copies += copies;
+  f->last = copies;
+  f->pre_null = f->branch_null;
+  f->branch_null = f->branch_null && nullable;
+  f->last_null = nullable;
+  f->have_last = true;
+}
+
+/* glibc's regcomp is slow or huge on some patterns: it spells repetitions out ('+' copies what it
+ * repeats twice, {m,n} n times) and nested repetitions multiply, so "a++++++++++++++++++++" or
+ * sixteen nested "(...)+" take gigabytes; and repeating something that can match the empty
+ * string ("(a*)+", "(a?){64}", "^+") takes seconds to minutes. Returns why v is refused, or
+ * NULL. What follows an unclosed bracket is left to regcomp, which refuses it. */
+static const char *regex_risk(const char *p) {
+  struct re_frame st[TRIGGER_REGEX_MAX + 2];
+  int d = 0;
+  memset(&st[0], 0, sizeof st[0]);
+  st[0].branch_null = true;
+  while (*p) {
+    struct re_frame *f = &st[d];
+    const char *next = p + 1, *bound_end;
+    double rep = 0;
+    bool rep_null = false;
+    if (*p == '\\') {
+      if (p[1] >= '1' && p[1] <= '9')
+        return "back-references (\\1..\\9) are not allowed: they make matching exponential";
+      re_item(f, 1, p[1] && strchr("bB<>`'", p[1])); /* word and buffer anchors match empty */
+      next = p[1] ? p + 2 : p + 1;
+    } else if (*p == '[') {
+      if (!(next = skip_bracket(p)))
+        break;
+      re_item(f, 1, false);
+    } else if (*p == '(' && d <= TRIGGER_REGEX_MAX) {
+      d++;
+      memset(&st[d], 0, sizeof st[d]);
+      st[d].branch_null = true;
+    } else if (*p == ')' && d > 0) {
+      bool null = st[d].any_null || st[d].branch_null;
+      double copies = st[d].copies;
+      d--;
+      re_item(&st[d], copies, null);
+    } else if (*p == '|') {
+      f->any_null = f->any_null || f->branch_null;
+      f->branch_null = true;
+      f->have_last = false;
+    } else if (*p == '^' || *p == '$') {
+      re_item(f, 1, true);
+    } else if (*p == '*' || *p == '?') {
+      rep = 1;
+      rep_null = true;
+    } else if (*p == '+') {
+      rep = 2;
+    } else if (*p == '{' && (bound_end = parse_bound(p, &rep))) {
+      rep_null = p[1] == ',' || (p[1] == '0' && !isdigit((unsigned char)p[2]));
+      next = bound_end;
+    } else {
+      re_item(f, 1, false);
+    }
+    f = &st[d];
+    if (rep > 0 && f->have_last) {
+      if (f->last_null)
+        return "repeats something that can match the empty string (like \"(a*)+\", \"(x|)*\" or "
+               "\"^+\"), which glibc's regcomp takes minutes over; write \"a*\" instead";
+      f->copies += f->last * (rep - 1);
+      f->last *= rep;
+      if (rep_null) {
+        f->last_null = true;
+        f->branch_null = f->pre_null;
+      }
+    }
+    if (f->copies > TRIGGER_REGEX_COPIES || f->last > TRIGGER_REGEX_COPIES)
+      return "repetitions multiply to more than " GS_STR(
+          TRIGGER_REGEX_COPIES) " copies of the pattern's items (each '+' doubles what it repeats, "
+                                "{m,n} repeats it "
+                                "n times); write fewer nested repetitions";
+    p = next;
+  }
+  double total = 0;
+  for (int i = 0; i <= d; i++)
+    total += st[i].copies;
+  return total > TRIGGER_REGEX_COPIES ? "repetitions multiply to more than " GS_STR(
+                                            TRIGGER_REGEX_COPIES) " copies of the pattern's items"
+                                      : NULL;
+}
+
 static int compile_regex(const char *key, const char *v, struct trigger_regex *r, char *err,
                          size_t errlen) {
   char rule[384];
@@ -201,6 +350,9 @@ static int compile_regex(const char *key, const char *v, struct trigger_regex *r
              TRIGGER_REGEX_MAX);
     return bad(err, errlen, key, v, rule);
   }
+  const char *risk = regex_risk(v);
+  if (risk)
+    return bad(err, errlen, key, v, risk);
   int rc = regcomp(&r->re, v, REG_EXTENDED);
   if (rc != 0) {
     char why[160];

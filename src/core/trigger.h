@@ -14,6 +14,8 @@
 #define TRIGGER_MAX_INDICES 64
 #define TRIGGER_NAME_LEN 128
 #define TRIGGER_REGEX_MAX 256 /* longest pods/nodes/gpuModel pattern accepted */
+/* Most item copies a pattern may compile to (glibc spells repetitions out: ~4 MB at the cap) */
+#define TRIGGER_REGEX_COPIES 4096
 #define TRIGGER_NS_LEN 64
 #define TRIGGER_NODE_LEN 254
 #define TRIGGER_DEFAULT_TARGET 80.0 /* targetValue without a profile (keda-gpu-scaler's) */

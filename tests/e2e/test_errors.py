@@ -42,6 +42,9 @@ BAD_METADATA = [
     ({"profile": "vllm-queue-depth"}, "profile", "engine metrics are coming"),
     ({"metricType": "nvlink_tx_mbps"}, "metricType", "NVLink"),
     ({"metricType": "triton_queue_wait_ms"}, "metricType", "engine metrics are coming"),
+    # selectors glibc's regcomp would take gigabytes (8 GB) or minutes over, refused before it
+    ({"scope": "cluster", "nodes": "a{1,32767}"}, "nodes", "4096 copies"),
+    ({"pods": "((a*)+){255}"}, "pods", "empty string"),
 ]
 
 

@@ -853,6 +853,42 @@ static const struct bad_case bad_cases[] = {
     {"pods bad regex", {{"profile", "batch"}, {"pods", "vllm-("}}, "pods", "vllm-(", "regular"},
     {"pods empty", {{"profile", "batch"}, {"pods", ""}}, "pods", "", "1..256"},
     {"nodes bad regex", {{"profile", "batch"}, {"nodes", "[a-"}}, "nodes", "[a-", "regular"},
+    /* Patterns glibc's regcomp would spend gigabytes on (each '+' doubles what it repeats, a
+     * bound repeats it n times, nested repetitions multiply), and back-references. */
+    {"pods stacked pluses",
+     {{"pods", "uMode+++++++++++++++++++"}},
+     "pods",
+     "uMode+++++++++++++++++++",
+     "more than 4096 copies"},
+    {"pods nested plus groups",
+     {{"pods", "((((((((((((((((a+)+)+)+)+)+)+)+)+)+)+)+)+)+)+)+)+"}},
+     "pods",
+     "((((((((((((((((a+)+)+)+)+)+)+)+)+)+)+)+)+)+)+)+)+",
+     "nested repetitions"},
+    {"nodes huge bound", {{"nodes", "a{1,32767}"}}, "nodes", "a{1,32767}", "4096 copies"},
+    {"gpuModel open lower bound", {{"gpuModel", "x{,5000}"}}, "gpuModel", "x{,5000}", "4096"},
+    {"pods nested bounds",
+     {{"pods", "((a{50}){50}){50}"}},
+     "pods",
+     "((a{50}){50}){50}",
+     "4096 copies"},
+    {"pods alternation repeated",
+     {{"pods", "(aa|bb|cc|dd){600}"}},
+     "pods",
+     "(aa|bb|cc|dd){600}",
+     "4096 copies"},
+    {"pods repeats what can match empty", {{"pods", "(a*)+"}}, "pods", "(a*)+", "empty string"},
+    {"pods empty alternative repeated", {{"pods", "(x|)*"}}, "pods", "(x|)*", "empty string"},
+    {"pods repeated anchor", {{"pods", "a^+"}}, "pods", "a^+", "empty string"},
+    {"pods optional repeated", {{"pods", "(a?){64}"}}, "pods", "(a?){64}", "empty string"},
+    {"pods empty group repeated", {{"pods", "x()+"}}, "pods", "x()+", "empty string"},
+    {"pods stacked star", {{"pods", "a*+"}}, "pods", "a*+", "empty string"},
+    {"nodes nested over empty",
+     {{"nodes", "((a*)+){255}"}},
+     "nodes",
+     "((a*)+){255}",
+     "empty string"},
+    {"pods back-reference", {{"pods", "(a+)x\\1"}}, "pods", "(a+)x\\1", "back-references"},
     {"gpuModel bad regex",
      {{"profile", "batch"}, {"gpuModel", "*A100"}},
      "gpuModel",
@@ -1261,6 +1297,38 @@ static void test_regex_cap_and_cleanup(void **state) {
   assert_non_null(strstr(err, "value=\"sum\""));
 }
 
+/* Patterns at the repetition cap, and ones whose special characters are literal (in brackets,
+ * escaped, a '{' that is not a bound), compile; they stay cheap (valgrind sees the memory). */
+static void test_regex_cost_allowed(void **state) {
+  const struct profile_set *ps = *state;
+  static const char *const ok[] = {
+      "a++++++++++++",                    /* 2^12 = 4096 copies */
+      "(((a{16}){16}){16})",              /* 16^3 = 4096 */
+      "a{4096}",                          /* 4096 */
+      "[0-9]{1,3}(\\.[0-9]{1,3}){3}",     /* an IPv4-ish pattern */
+      "[+]+[+]+[+]+[+]+[+]+[+]+[+]+[+]+", /* '+' in brackets is a character */
+      "\\+\\+\\+\\+\\+\\+\\+\\+\\+\\+\\+\\+\\+\\+",
+      "[[:alpha:]]+-\\{x\\}",    /* an escaped brace is a character */
+      "(a*b)*(c?d)+(e+f?){100}", /* repeated items that cannot match empty */
+      "((ab*)+){255}",           /* nested, with a required character */
+      "vllm-deployment-.*",
+  };
+  for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++) {
+    const struct kv md[] = {{"pods", ok[i]}};
+    struct trigger t;
+    char err[512] = "";
+    int rc = trigger_parse(md, 1, ps, &t, err, sizeof err);
+    if (rc)
+      print_error("pattern %s: %s\n", ok[i], err);
+    assert_int_equal(rc, 0);
+    trigger_free(&t);
+  }
+  const struct kv over[] = {{"pods", "a{4097}"}};
+  struct trigger t;
+  char err[512];
+  assert_int_equal(trigger_parse(over, 1, ps, &t, err, sizeof err), GS_EINVAL);
+}
+
 /* pollIntervalSeconds is kept as given (0 when absent), and -1 (every GPU) is fine in any scope,
  * where a real index is not. */
 static void test_reference_keys(void **state) {
@@ -1341,6 +1409,7 @@ int main(void) {
       cmocka_unit_test(test_regex_whole_match),
       cmocka_unit_test(test_regex_cap_and_cleanup),
       cmocka_unit_test(test_reference_keys),
+      cmocka_unit_test(test_regex_cost_allowed),
       cmocka_unit_test(test_workload_warning),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
