@@ -106,7 +106,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
         except (KeyError, ValueError):
             return self.send(400, b'{"status":"error","errorType":"bad_data","error":"params"}')
         # rightsize asks avg_over_time(NAME{sel}[w]) and max_over_time(...): one value per
-        # step here, so both are the step's value
+        # step here, so both are the step's value (gpuscale_gpu_pod_info: none, as from
+        # dcgm-exporter)
         m = QUERY.match(query)
         metric = m.group(1) if m else query.split("{", 1)[0].strip()
         if metric not in METRICS or step <= 0:

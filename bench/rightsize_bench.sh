@@ -118,7 +118,7 @@ fi
 WALL=$(median <<<"$WALLS")
 CPU=$(median <<<"$CPUS")
 PEAK=$(median <<<"$RSS")
-# The transport floor: the very answers of the last run (every chunk of the 6 queries),
+# The transport floor: the very answers of the last run (every chunk of the 7 queries),
 # downloaded with curl.
 PER_RUN=$((($(served) - S0) / REPS))
 curl_ "$FAKE_URL/stats" | "$PY" -c '
@@ -193,7 +193,8 @@ s, e = ts(d["start"]), ts(d["end"])
 for q in ("avg_over_time(DCGM_FI_DEV_FB_FREE[300s])", "avg_over_time(DCGM_FI_DEV_FB_USED[300s])",
           "max_over_time(DCGM_FI_DEV_FB_USED[300s])", "avg_over_time(DCGM_FI_DEV_GPU_UTIL[300s])",
           "max_over_time(DCGM_FI_DEV_GPU_UTIL[300s])",
-          "avg_over_time(DCGM_FI_DEV_POWER_USAGE[300s])"):
+          "avg_over_time(DCGM_FI_DEV_POWER_USAGE[300s])",
+          "max_over_time(gpuscale_gpu_pod_info[300s])"):
     print("%s/api/v1/query_range?%s" % (sys.argv[2], urllib.parse.urlencode(
         {"query": q, "start": "%.3f" % s, "end": "%.3f" % e, "step": "300.000"})))' \
     "$WORK/prun1.json" "$PROM_URL" >"$WORK/prom.urls"
@@ -214,11 +215,11 @@ row "rightsize $GPUS GPUs x 7d: CPU user+sys" "$(secs "$CPU")" "-"
 row "rightsize $GPUS GPUs x 7d: peak RSS" "$(mib "$PEAK")" \
   "largest single answer: $(mb "$BIGGEST")"
 row "  same, --max-points 288: peak RSS, wall" "$(mib "$CHUNK_RSS"), $(secs "$CHUNK_WALL")" \
-  "7 chunks x 6 queries instead of $((PER_RUN / 6)) x 6"
+  "7 chunks x 7 queries instead of $((PER_RUN / 7)) x 7"
 if [[ $FLOOR_ROWS == 1 ]]; then
   row "rightsize $FLOOR_GPUS GPUs x 7d: wall, real Prom" \
     "$(secs "$PWALL"), peak RSS $(mib "$PRSS")" \
-    "floor, Prometheus answering the same 6 queries: $(secs "$PFLOOR")"
+    "floor, Prometheus answering the same 7 queries: $(secs "$PFLOOR")"
 else
   row "rightsize against a real Prometheus" "skipped" "no $PROMETHEUS / $PROMTOOL"
 fi

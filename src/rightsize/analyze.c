@@ -345,6 +345,21 @@ static struct gacc *gacc_new(struct rs_analyzer *a, const struct rs_labels *l) {
   return g;
 }
 
+/* The GPU of l, or NULL when no series has made it yet. */
+static struct gacc *gpu_find(struct rs_analyzer *a, const struct rs_labels *l) {
+  const char *k2 = l->uuid[0] ? l->uuid : l->gpu;
+  const char *gi = nz(l->gpu_i_id);
+  if (!a->gi.cap)
+    return NULL;
+  size_t j = (size_t)(gkey_hash(l->node, k2, gi) & (a->gi.cap - 1));
+  for (; a->gi.slots[j]; j = (j + 1) & (a->gi.cap - 1)) {
+    struct gacc *g = a->g[a->gi.slots[j] - 1];
+    if (!strcmp(g->node, l->node) && !strcmp(gkey2(g), k2) && !strcmp(g->gpu_i_id, gi))
+      return g;
+  }
+  return NULL;
+}
+
 static struct gacc *gpu_get(struct rs_analyzer *a, const struct rs_labels *l, int *rc) {
   const char *k2 = l->uuid[0] ? l->uuid : l->gpu;
   const char *gi = nz(l->gpu_i_id);
@@ -726,9 +741,10 @@ int rs_analyzer_add(void *ud, enum rs_metric m, const struct rs_series *s) {
   int rc = 0;
   if (!a->c_len && (rc = rs_analyzer_begin_chunk(a, a->start_ms, a->end_ms)) != 0)
     return rc; /* no chunk begun: the whole window is one */
-  struct gacc *g = gpu_get(a, &s->labels, &rc);
+  /* a holder names the workload of a GPU that has readings; it never makes a GPU of its own */
+  struct gacc *g = m == RS_M_POD_INFO ? gpu_find(a, &s->labels) : gpu_get(a, &s->labels, &rc);
   if (!g)
-    return rc ? rc : GS_ENOMEM;
+    return m == RS_M_POD_INFO ? 0 : rc ? rc : GS_ENOMEM;
   if ((rc = note_pod_form(a, &s->labels)) != 0)
     return rc;
   size_t widx = 0;
@@ -746,7 +762,16 @@ int rs_analyzer_add(void *ud, enum rs_metric m, const struct rs_series *s) {
     a->saw_used = true;
   else if (m == RS_M_POWER)
     a->saw_power = true;
-  int sa, sm; /* the slots of the mean and of the max */
+  int sa, sm;               /* the slots of the mean and of the max */
+  if (m == RS_M_POD_INFO) { /* presence only: the workload holds the GPU at these steps */
+    for (size_t i = 0; wl && i < s->n; i++) {
+      int64_t k = step_of(a, s->points[i].t_ms);
+      if (k >= a->c_start && k < a->c_start + (int64_t)a->c_len && k < (int64_t)a->n_steps &&
+          (rc = wl_mark(a, wl, (size_t)(k - a->c_start))) != 0)
+        return rc;
+    }
+    return 0;
+  }
   switch (m) {
   case RS_M_FB_FREE: sa = sm = SC_FREE_AVG; break;
   case RS_M_FB_USED: sa = SC_USED_AVG, sm = SC_USED_MAX; break;

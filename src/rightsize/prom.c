@@ -19,10 +19,8 @@
 #define PROM_SECRET_MAX 4096 /* token and password files are small */
 
 static const char *const metric_names[RS_M_COUNT] = {
-    "DCGM_FI_DEV_FB_FREE",
-    "DCGM_FI_DEV_FB_USED",
-    "DCGM_FI_DEV_GPU_UTIL",
-    "DCGM_FI_DEV_POWER_USAGE",
+    "DCGM_FI_DEV_FB_FREE",     "DCGM_FI_DEV_FB_USED",   "DCGM_FI_DEV_GPU_UTIL",
+    "DCGM_FI_DEV_POWER_USAGE", "gpuscale_gpu_pod_info",
 };
 
 const char *rs_metric_name(enum rs_metric m) {
@@ -348,10 +346,12 @@ static void sleep_ms(int64_t ms) {
 }
 
 /* Means for the averages and GPU-hours, maxima for max, idle and memory ceilings. FB_FREE only
- * gives the memory total (mean used + mean free); power is reported only (its mean per step). */
+ * gives the memory total (mean used + mean free); power is reported only (its mean per step). The
+ * holders last: they name the workloads of GPUs already read in the chunk. */
 const struct rs_query rs_queries[RS_N_QUERIES] = {
-    {RS_M_FB_FREE, RS_AGG_AVG}, {RS_M_FB_USED, RS_AGG_AVG}, {RS_M_FB_USED, RS_AGG_MAX},
-    {RS_M_UTIL, RS_AGG_AVG},    {RS_M_UTIL, RS_AGG_MAX},    {RS_M_POWER, RS_AGG_AVG},
+    {RS_M_FB_FREE, RS_AGG_AVG},  {RS_M_FB_USED, RS_AGG_AVG}, {RS_M_FB_USED, RS_AGG_MAX},
+    {RS_M_UTIL, RS_AGG_AVG},     {RS_M_UTIL, RS_AGG_MAX},    {RS_M_POWER, RS_AGG_AVG},
+    {RS_M_POD_INFO, RS_AGG_MAX},
 };
 
 int64_t rs_range_window_ms(int64_t step_ms, int major) {

@@ -12,6 +12,8 @@ enum rs_metric {
   RS_M_FB_USED,     /* DCGM_FI_DEV_FB_USED, MiB */
   RS_M_UTIL,        /* DCGM_FI_DEV_GPU_UTIL, % */
   RS_M_POWER,       /* DCGM_FI_DEV_POWER_USAGE, W */
+  RS_M_POD_INFO,    /* gpuscale_gpu_pod_info: 1 per (GPU, holding pod); gpuscale writes a shared
+                       GPU's value series without pod labels and names its holders here */
   RS_M_COUNT
 };
 
@@ -75,7 +77,7 @@ struct rs_query {
   enum rs_metric metric;
   enum rs_agg agg;
 };
-#define RS_N_QUERIES 6
+#define RS_N_QUERIES 7
 extern const struct rs_query rs_queries[RS_N_QUERIES];
 
 /* Writes the PromQL of one query into out: e.g. avg_over_time(DCGM_FI_DEV_GPU_UTIL{sel}[300s]).

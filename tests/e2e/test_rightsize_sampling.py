@@ -12,6 +12,9 @@ It checks how rightsize reads between its 5-minute steps (docs/rightsize.md, "Sa
   gpu-free-0   scraped with honorLabels: false. GPU 0 is held by a pod (exported_pod); GPU 1 by
                none, so its series carry only the scrape target's `pod` (the agent's own pod).
   gpu-free-1   the same job, no GPU held at all: only the agent's `pod`.
+  gpu-shared-0 one GPU time-sliced by two pods, as gpuscale's agent writes it: the value series
+               once, without pod labels (gpuscale_shared="true"), and one gpuscale_gpu_pod_info
+               series per holder. Both pods hold it; it counts once.
 The agent's pods must never be taken for GPU workloads.
 
 Expected numbers come from the history's definition here, never from the output.
@@ -88,6 +91,16 @@ def series_specs():
             out.append((lab, {"DCGM_FI_DEV_GPU_UTIL": lambda t, u=u: u,
                               "DCGM_FI_DEV_FB_USED": lambda t, m=m: m,
                               "DCGM_FI_DEV_FB_FREE": lambda t, m=m: FB_TOTAL - m}))
+    shared = dict(base, job="gpuscale-agent", pod="gpuscale-agent-s1", namespace="gpuscale",
+                  container="agent", Hostname="gpu-shared-0", gpu="0", UUID="GPU-s0")
+    out.append((dict(shared, gpuscale_shared="true"),
+                {"DCGM_FI_DEV_GPU_UTIL": lambda t: 80,
+                 "DCGM_FI_DEV_FB_USED": lambda t: 40000,
+                 "DCGM_FI_DEV_FB_FREE": lambda t: FB_TOTAL - 40000}))
+    for holder in ("vllm-a", "vllm-b"):
+        out.append((dict(shared, exported_pod=holder, exported_namespace="serving",
+                         exported_container="vllm"),
+                    {"gpuscale_gpu_pod_info": lambda t: 1}))
     return out
 
 
@@ -186,10 +199,10 @@ def test_second_scrape_job_counts_once(report):
     assert w["hours_observed"] == pytest.approx(24.0, abs=0.01)
     assert w["used_gpu_hours"] == pytest.approx(0.2 * 24, abs=0.15)
     s = report["summary"]
-    # cards: burst 1, MIG 1, free-0 2, free-1 1; a day each (GPU-hours paid not doubled)
-    assert s["gpus"] == 5
-    assert s["gpu_hours_paid"] == pytest.approx(5 * 24, abs=0.1)
-    assert s["gpu_hours_used"] == pytest.approx(0.2 * 24 + 0.9 * 24, abs=0.2)
+    # cards: burst 1, MIG 1, free-0 2, free-1 1, shared 1; a day each (paid hours not doubled)
+    assert s["gpus"] == 6
+    assert s["gpu_hours_paid"] == pytest.approx(6 * 24, abs=0.1)
+    assert s["gpu_hours_used"] == pytest.approx((0.2 + 0.9 + 0.8) * 24, abs=0.2)
 
 
 def test_mig_parent_and_instances_stay_separate_rows(report):
@@ -208,7 +221,8 @@ def test_mig_parent_and_instances_stay_separate_rows(report):
 
 def test_the_agents_own_pod_is_never_a_workload(report):
     pods = sorted("%s/%s" % (w["namespace"], w["pod"]) for w in report["workloads"])
-    assert pods == ["ml/burst-job-0", "ml/mig-user-1", "ml/mig-user-2", "ml/train-llama-0"]
+    assert pods == ["ml/burst-job-0", "ml/mig-user-1", "ml/mig-user-2", "ml/train-llama-0",
+                    "serving/vllm-a", "serving/vllm-b"]
     g0, g1 = gpus_of(report, "gpu-free-0")
     assert [report["workloads"][i]["pod"] for i in g0["workloads"]] == ["train-llama-0"]
     assert g1["workloads"] == []
@@ -218,3 +232,14 @@ def test_the_agents_own_pod_is_never_a_workload(report):
     # the held GPU's workload has the exported container, never the agent's
     (w,) = [w for w in report["workloads"] if w["pod"] == "train-llama-0"]
     assert w.get("container") == "trainer"
+
+
+def test_a_shared_gpu_written_once_names_both_holders(report):
+    (g,) = gpus_of(report, "gpu-shared-0")
+    assert sorted(report["workloads"][i]["pod"] for i in g["workloads"]) == ["vllm-a", "vllm-b"]
+    assert g["used_gpu_hours"] == pytest.approx(0.8 * 24, abs=0.05)
+    for pod in ("vllm-a", "vllm-b"):
+        (w,) = [w for w in report["workloads"] if w["pod"] == pod]
+        assert w["hours_observed"] == pytest.approx(24.0, abs=0.01)
+        assert w["util_pct"]["p50"] == pytest.approx(80, abs=0.5)
+        assert w.get("container") == "vllm"

@@ -408,6 +408,38 @@ static void test_exporter_pod_is_not_a_workload(void **state) {
   rs_analyzer_free(a);
 }
 
+/* gpuscale writes a shared GPU's value series once, without pod labels, and names each holder in
+ * gpuscale_gpu_pod_info: both pods hold the GPU, which counts once. A holder of a GPU that has no
+ * readings makes no GPU. */
+static void test_holders_of_a_shared_gpu(void **state) {
+  (void)state;
+  struct rs_analyzer *a = day();
+  struct rs_labels v = lab("n1", "0", "GPU-s", "", "gpuscale-agent", RS_POD_PLAIN, "", "", "");
+  struct rs_labels h1 =
+      lab("n1", "0", "GPU-s", "", "gpuscale-agent", RS_POD_EXPORTED, "a-0", "ml", "agent-x");
+  struct rs_labels h2 =
+      lab("n1", "0", "GPU-s", "", "gpuscale-agent", RS_POD_EXPORTED, "b-0", "ml", "agent-x");
+  struct rs_labels ghost =
+      lab("n9", "0", "GPU-z", "", "gpuscale-agent", RS_POD_EXPORTED, "c-0", "ml", "agent-z");
+  feed(a, RS_M_UTIL, RS_AGG_AVG, &v, START, T_END + T_STEP, 80);
+  feed(a, RS_M_UTIL, RS_AGG_MAX, &v, START, T_END + T_STEP, 90);
+  feed(a, RS_M_POD_INFO, RS_AGG_MAX, &h1, START, T_END + T_STEP, 1);
+  feed(a, RS_M_POD_INFO, RS_AGG_MAX, &h2, START, T_END - 12 * H, 1); /* left at noon */
+  feed(a, RS_M_POD_INFO, RS_AGG_MAX, &ghost, START, T_END + T_STEP, 1);
+  struct rs_report r;
+  finish(a, &r);
+  assert_int_equal(r.n_gpus, 1);
+  assert_true(fabs(r.gpus[0].used_gpu_hours - 0.8 * 24) < 1e-9);
+  assert_int_equal(r.gpus[0].n_workloads, 2);
+  assert_string_equal(r.workloads[0].pod, "a-0");
+  assert_string_equal(r.workloads[1].pod, "b-0");
+  assert_true(fabs(r.workloads[0].hours_observed - 24) < 1e-9);
+  assert_true(fabs(r.workloads[1].hours_observed - (12 - 5.0 / 60)) < 1e-9); /* [START, noon) */
+  assert_true(r.workloads[0].util.max == 90 && fabs(r.workloads[0].util.mean - 80) < 1e-9);
+  rs_report_free(&r);
+  rs_analyzer_free(a);
+}
+
 /* A step shorter than the scrape interval leaves windows with no sample: no reading (a gap, never
  * 0), and a note says why. */
 static void test_step_below_scrape_interval(void **state) {
@@ -441,6 +473,7 @@ int main(void) {
       cmocka_unit_test(test_mig_rows),
       cmocka_unit_test(test_exporter_pod_is_not_a_workload),
       cmocka_unit_test(test_step_below_scrape_interval),
+      cmocka_unit_test(test_holders_of_a_shared_gpu),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
