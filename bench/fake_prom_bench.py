@@ -110,15 +110,15 @@ class Handler(http.server.BaseHTTPRequestHandler):
         # dcgm-exporter)
         m = QUERY.match(query)
         metric = m.group(1) if m else query.split("{", 1)[0].strip()
-        if metric not in METRICS or step <= 0:
-            return self.send(200, b'{"status":"success","data":{"resultType":"matrix",'
-                                  b'"result":[]}}')
+        if step <= 0:
+            return self.send(400, b'{"status":"error","errorType":"bad_data","error":"step"}')
         srv = self.server
         with srv.lock:
             body = srv.cache.get(self.path)
             if body is None:
                 srv.misses += 1
-                body = answer(metric, srv.gpus, start, end, step)
+                body = (answer(metric, srv.gpus, start, end, step) if metric in METRICS else
+                        b'{"status":"success","data":{"resultType":"matrix","result":[]}}')
                 srv.cache[self.path] = body
             else:
                 srv.hits += 1
