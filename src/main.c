@@ -1,12 +1,14 @@
-/* gpuscale: command dispatch for agent, gateway, query, rightsize and version. */
+/* gpuscale: command dispatch for agent, gateway, query, rightsize, burn and version. */
 #include <stdio.h>
 #include <string.h>
 
 #include "agent/agent.h"
+#include "burn/burn.h"
 #include "cli/query.h"
 #include "gateway/gateway.h"
 #include "rightsize/drain.h"
 #include "rightsize/rightsize.h"
+#include "sim/simulate.h"
 
 static void usage(FILE *f) {
   fprintf(
@@ -18,6 +20,8 @@ static void usage(FILE *f) {
       "  gateway   one ExternalScaler for the cluster or a workload, fed by every agent\n"
       "  query     call an ExternalScaler exactly as KEDA does and print spec, value, activity\n"
       "  rightsize find idle and oversized GPUs in Prometheus history, price them, report\n"
+      "  simulate  replay a demand trace through KEDA + HPA + the scaler policy, offline\n"
+      "  burn      drive one GPU to a target utilisation and memory (load for testing scaling)\n"
       "  version   print the version\n\n"
       "Run 'gpuscale <command> --help' for a command's options.\n"
       "Quick try without a GPU:  gpuscale agent --collector mock\n",
@@ -40,6 +44,10 @@ int main(int argc, char **argv) {
     return rightsize_drain_main(argc - 1, argv + 1);
   if (!strcmp(cmd, "query"))
     return query_main(argc - 1, argv + 1);
+  if (!strcmp(cmd, "simulate"))
+    return simulate_main(argc - 1, argv + 1);
+  if (!strcmp(cmd, "burn")) /* the only command that loads libcuda */
+    return burn_main(argc - 1, argv + 1);
   if (!strcmp(cmd, "version") || !strcmp(cmd, "--version")) {
     printf("gpuscale %s\n", GPUSCALE_VERSION);
     return 0;
