@@ -1,0 +1,875 @@
+/* The simulation loop: pods, GPUs and load each second; KEDA's polls and pushes; the HPA's syncs;
+ * and the simulated GPU readings served to the real scaler policy. */
+#include "sim/engine.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "core/err.h"
+#include "keda/scaler.h"
+#include "sim/hpa.h"
+#include "sim/keda.h"
+
+#define MAX_GPR 64
+#define HIST_S 3600 /* readings kept for a trigger's window */
+
+enum pod_state { POD_STARTING = 0, POD_READY, POD_DRAINING, POD_GONE };
+
+struct pod {
+  int id;
+  enum pod_state state;
+  double ready_at, gone_at;
+  int ngpu;
+  int gpu[MAX_GPR];
+};
+
+struct eng {
+  const struct sim_model *m;
+  const struct sim_scaledobject *so;
+  const struct sim_trace *tr;
+  int64_t now;
+  double demand, rho, backlog, capacity, waiting;
+  int spec, ready, status; /* scale.spec.replicas, ready pods, non-terminating pods */
+  struct pod *pods;
+  size_t npods, cappods;
+  int next_id;
+  int *holders; /* pods holding GPU g */
+  int *ready_holders;
+  size_t ngpus, capgpus;
+  uint64_t rng;
+  double rho_hist[HIST_S], wait_hist[HIST_S]; /* ring by second */
+  struct scaler agent, gateway;
+  struct scaler_selector selector;
+  struct sim_hpa hpa;
+  struct sim_keda keda;
+  struct sim_fallback fb[SIM_MAX_TRIGGERS];
+  bool gw[SIM_MAX_TRIGGERS];        /* trigger i is answered by the gateway */
+  double target[SIM_MAX_TRIGGERS];  /* the metric target KEDA gives the HPA */
+  int push_state[SIM_MAX_TRIGGERS]; /* -1 unknown, 0 inactive, 1 active */
+  int events;
+};
+
+/* ---- randomness and pods ---- */
+
+static double urand(struct eng *e) {
+  uint64_t x = e->rng;
+  x ^= x >> 12;
+  x ^= x << 25;
+  x ^= x >> 27;
+  e->rng = x;
+  return (double)((x * 0x2545F4914F6CDD1DULL) >> 11) / 9007199254740992.0;
+}
+
+static double start_delay(struct eng *e) {
+  const struct sim_model *m = e->m;
+  switch (m->start) {
+  case SIM_START_UNIFORM: return m->start_s + (m->start_max_s - m->start_s) * urand(e);
+  case SIM_START_NORMAL: {
+    double u1 = urand(e), u2 = urand(e);
+    double z = sqrt(-2 * log(u1 > 1e-12 ? u1 : 1e-12)) * cos(2 * M_PI * u2);
+    double v = m->start_s + m->start_sd_s * z;
+    return v > 0 ? v : 0;
+  }
+  default: return m->start_s;
+  }
+}
+
+/* A GPU for a new pod: dedicated takes a free GPU; time-sliced spreads, taking the GPU with the
+ * fewest holders that has a free slice (the device plugin's distributed allocation of replicas).
+ * A new GPU comes while the pool allows; GS_ENOTFOUND when nothing is free (the pod is Pending). */
+static int gpu_slot(struct eng *e, bool timeslice) {
+  int best = -1;
+  for (size_t g = 0; g < e->ngpus; g++) {
+    int h = e->holders[g];
+    if (h == 0 && !timeslice)
+      return (int)g;
+    if (timeslice && h < e->m->slices_per_gpu && (best < 0 || h < e->holders[best]))
+      best = (int)g;
+  }
+  bool can_grow = e->m->max_gpus == 0 || e->ngpus < (size_t)e->m->max_gpus;
+  if (best >= 0 && (e->holders[best] == 0 || !can_grow))
+    return best;
+  if (!can_grow)
+    return GS_ENOTFOUND;
+  if (e->ngpus == e->capgpus) {
+    size_t nc = e->capgpus ? e->capgpus * 2 : 64;
+    int *h = realloc(e->holders, nc * sizeof *h);
+    if (!h)
+      return GS_ENOMEM;
+    e->holders = h;
+    int *r = realloc(e->ready_holders, nc * sizeof *r);
+    if (!r)
+      return GS_ENOMEM;
+    e->ready_holders = r;
+    e->capgpus = nc;
+  }
+  e->holders[e->ngpus] = 0;
+  e->ready_holders[e->ngpus] = 0;
+  return (int)e->ngpus++;
+}
+
+/* Gives a Pending pod its GPUs (all or none); 0, or GS_ENOTFOUND while it stays Pending. */
+static int place(struct eng *e, struct pod *p, bool ready_now) {
+  bool ts = e->m->placement == SIM_PLACE_TIMESLICE;
+  int want = ts ? 1 : e->m->gpus_per_replica, got[MAX_GPR];
+  for (int i = 0; i < want; i++) {
+    int g = gpu_slot(e, ts);
+    if (g < 0) {
+      for (int k = 0; k < i; k++)
+        e->holders[got[k]]--;
+      return g;
+    }
+    got[i] = g;
+    e->holders[g]++;
+  }
+  p->ngpu = want;
+  for (int i = 0; i < want; i++) {
+    p->gpu[i] = got[i];
+    if (ready_now)
+      e->ready_holders[got[i]]++;
+  }
+  p->ready_at = ready_now ? (double)e->now : (double)e->now + start_delay(e);
+  return 0;
+}
+
+static int add_pod(struct eng *e, bool ready_now) {
+  if (e->npods == e->cappods) {
+    size_t nc = e->cappods ? e->cappods * 2 : 64;
+    struct pod *np = realloc(e->pods, nc * sizeof *np);
+    if (!np)
+      return GS_ENOMEM;
+    e->pods = np;
+    e->cappods = nc;
+  }
+  struct pod *p = &e->pods[e->npods];
+  memset(p, 0, sizeof *p);
+  p->id = e->next_id++;
+  p->state = ready_now ? POD_READY : POD_STARTING;
+  p->ready_at = INFINITY; /* Pending until it has its GPUs */
+  e->npods++;
+  int rc = place(e, p, ready_now);
+  if (rc == GS_ENOTFOUND)
+    p->state = POD_STARTING;
+  return rc == GS_ENOTFOUND ? 0 : rc;
+}
+
+static void release_gpus(struct eng *e, struct pod *p, bool was_ready) {
+  for (int i = 0; i < p->ngpu; i++) {
+    e->holders[p->gpu[i]]--;
+    if (was_ready)
+      e->ready_holders[p->gpu[i]]--;
+  }
+  p->ngpu = 0;
+}
+
+/* The ReplicaSet's choice on a scale-down: pods not ready first, then the newest. */
+static void remove_one(struct eng *e) {
+  struct pod *victim = NULL;
+  for (size_t i = 0; i < e->npods; i++) {
+    struct pod *p = &e->pods[i];
+    if (p->state != POD_STARTING && p->state != POD_READY)
+      continue;
+    if (!victim || (p->state == POD_STARTING && victim->state == POD_READY) ||
+        (p->state == victim->state && p->id > victim->id))
+      victim = p;
+  }
+  if (!victim)
+    return;
+  if (victim->state == POD_STARTING) {
+    release_gpus(e, victim, false);
+    victim->state = POD_GONE;
+  } else {
+    for (int i = 0; i < victim->ngpu; i++)
+      e->ready_holders[victim->gpu[i]]--;
+    victim->state = POD_DRAINING; /* out of the endpoints, still on its GPU */
+    victim->gone_at = (double)e->now + e->m->drain_s;
+  }
+}
+
+/* Start-ups finish, drains end, and the Deployment follows spec. */
+static int step_pods(struct eng *e) {
+  size_t w = 0;
+  for (size_t i = 0; i < e->npods; i++) {
+    struct pod *p = &e->pods[i];
+    if (p->state == POD_STARTING && p->ngpu == 0) {
+      int rc = place(e, p, false);
+      if (rc && rc != GS_ENOTFOUND)
+        return rc;
+    }
+    if (p->state == POD_STARTING && p->ngpu > 0 && p->ready_at <= (double)e->now) {
+      p->state = POD_READY;
+      for (int k = 0; k < p->ngpu; k++)
+        e->ready_holders[p->gpu[k]]++;
+    }
+    if (p->state == POD_DRAINING && p->gone_at <= (double)e->now) {
+      release_gpus(e, p, false);
+      p->state = POD_GONE;
+    }
+    if (p->state != POD_GONE)
+      e->pods[w++] = *p;
+  }
+  e->npods = w;
+  int live = 0;
+  for (size_t i = 0; i < e->npods; i++)
+    live += e->pods[i].state == POD_STARTING || e->pods[i].state == POD_READY;
+  for (; live < e->spec; live++) {
+    int rc = add_pod(e, false);
+    if (rc)
+      return rc;
+  }
+  for (; live > e->spec; live--)
+    remove_one(e);
+  e->ready = e->status = 0;
+  for (size_t i = 0; i < e->npods; i++) {
+    e->ready += e->pods[i].state == POD_READY;
+    e->status += e->pods[i].state == POD_STARTING || e->pods[i].state == POD_READY;
+  }
+  return 0;
+}
+
+/* Load: ready capacity serves the demand and the queue; the rest waits or is dropped. */
+static void step_load(struct eng *e, double *served, double *dropped) {
+  const struct sim_model *m = e->m;
+  double cap = 0;
+  if (m->placement == SIM_PLACE_TIMESLICE) {
+    for (size_t g = 0; g < e->ngpus; g++)
+      cap += e->ready_holders[g] > 0 ? m->capacity : 0; /* one GPU's work, however many pods */
+  } else {
+    cap = (double)e->ready * m->capacity;
+  }
+  e->capacity = cap;
+  double offered = e->demand + e->backlog;
+  e->rho = cap > 0 ? offered / cap : 0;
+  double s = offered < cap ? offered : cap;
+  double left = offered - s, limit = m->queue_per_pod * (double)e->ready;
+  *dropped = left > limit ? left - limit : 0;
+  e->backlog = left - *dropped;
+  *served = s;
+  e->waiting = e->ready > 0 ? e->backlog / (double)e->ready : 0;
+  size_t slot = (size_t)(e->now % HIST_S);
+  e->rho_hist[slot] = e->rho;
+  e->wait_hist[slot] = e->waiting;
+}
+
+/* ---- simulated readings ---- */
+
+/* A serving GPU's value of s now, or its mean over the last window_s seconds (the agent's and
+ * gateway's window is a mean per GPU). */
+static double serving_value(const struct eng *e, const struct sim_signal *s, int64_t window_s) {
+  if (window_s <= 1)
+    return sim_signal_value(s, e->rho, e->waiting);
+  if (window_s > HIST_S)
+    window_s = HIST_S;
+  if (window_s > e->now + 1)
+    window_s = e->now + 1;
+  double sum = 0;
+  for (int64_t k = 0; k < window_s; k++) {
+    size_t slot = (size_t)((e->now - k) % HIST_S);
+    sum += sim_signal_value(s, e->rho_hist[slot], e->wait_hist[slot]);
+  }
+  return sum / (double)window_s;
+}
+
+/* GPU g's reading: no holder, holders that are not serving, or serving. */
+static double gpu_value(const struct eng *e, size_t g, const struct sim_signal *s, double serving) {
+  if (g >= e->ngpus || e->holders[g] == 0)
+    return s->kind == SIM_SIG_LINEAR ? s->idle : 0; /* an empty GPU: no process, no memory */
+  if (e->ready_holders[g] == 0)
+    return sim_signal_value(s, 0, 0);
+  return serving;
+}
+
+static const struct sim_signal *field_signal(const struct eng *e, const struct trigger *t) {
+  return sim_model_field(e->m, t->metric);
+}
+
+/* The agent's source: node 0's GPUs (what a node-scope agent sees). */
+static int agent_values(void *ud, const struct trigger *t, double *vals, size_t cap, size_t *n,
+                        char *err, size_t errlen) {
+  struct eng *e = ud;
+  *n = 0;
+  if (sim_model_outage(e->m, (double)e->now)) {
+    snprintf(err, errlen, "no fresh reading (simulated outage)");
+    return GS_EUNAVAIL;
+  }
+  const struct sim_signal *s = field_signal(e, t);
+  if (!s) {
+    snprintf(err, errlen, "%s is not reported by the simulated GPUs (no signal in the model)",
+             gpu_field_name(t->metric));
+    return GS_EUNAVAIL;
+  }
+  double serving = serving_value(e, s, t->window_ms / 1000);
+  size_t per_node = (size_t)e->m->gpus_per_node;
+  if (t->n_indices) {
+    for (size_t i = 0; i < t->n_indices && *n < cap; i++) {
+      if (t->indices[i] < 0 || (size_t)t->indices[i] >= per_node) {
+        snprintf(err, errlen, "gpuIndex %d: not found (the node has %zu GPUs)", t->indices[i],
+                 per_node);
+        return GS_ENOTFOUND;
+      }
+      vals[(*n)++] = gpu_value(e, (size_t)t->indices[i], s, serving);
+    }
+    return 0;
+  }
+  for (size_t g = 0; g < per_node && *n < cap; g++)
+    vals[(*n)++] = gpu_value(e, g, s, serving);
+  return 0;
+}
+
+static uint64_t no_wait(void *ud, uint64_t seen, int timeout_ms) {
+  return seen + 1;
+}
+
+static void pod_name(const struct eng *e, const struct pod *p, char *out, size_t len) {
+  snprintf(out, len, "%s-%d", e->m->name, p->id);
+}
+
+static int select_workload(struct eng *e, const struct trigger *t, const struct sim_signal *s,
+                           double serving, struct scaler_selection *sel) {
+  uint32_t group = 0;
+  for (size_t i = 0; i < e->npods; i++) {
+    const struct pod *p = &e->pods[i];
+    if (p->ngpu == 0)
+      continue;
+    char name[160];
+    pod_name(e, p, name, sizeof name);
+    if (!trigger_regex_match(&t->pods, name))
+      continue;
+    for (int k = 0; k < p->ngpu; k++) {
+      int g = p->gpu[k];
+      double share = e->m->shared_per_pod ? 1.0 : 1.0 / (double)e->holders[g];
+      int rc = scaler_selection_add_share(sel, gpu_value(e, (size_t)g, s, serving), group, share);
+      if (rc)
+        return rc;
+    }
+    group++;
+  }
+  sel->n_groups = group;
+  size_t held = 0;
+  for (size_t g = 0; g < e->ngpus; g++)
+    held += e->holders[g] > 0;
+  sel->matched = sel->selected = sel->fresh = sel->n ? held : 0;
+  return 0;
+}
+
+/* The gateway's selector: every node's GPUs, the workload's pods, or one named node. */
+static int gw_select(void *ud, const struct trigger *t, struct scaler_selection *sel, char *err,
+                     size_t errlen) {
+  struct eng *e = ud;
+  const struct sim_signal *s = field_signal(e, t);
+  size_t per_node = (size_t)e->m->gpus_per_node;
+  size_t nodes = (e->ngpus + per_node - 1) / per_node;
+  if (nodes == 0)
+    nodes = 1; /* the agent's node is always there */
+  size_t first = 0, count = nodes * per_node;
+  if (t->scope == TRIGGER_SCOPE_NODE) {
+    int k = -1;
+    if (sscanf(t->node, "node-%d", &k) != 1 || k < 0 || (size_t)k >= nodes) {
+      snprintf(err, errlen, "node \"%s\": not found (simulated nodes are node-0..node-%zu)",
+               t->node, nodes - 1);
+      return GS_ENOTFOUND;
+    }
+    first = (size_t)k * per_node;
+    count = per_node;
+  }
+  if (sim_model_outage(e->m, (double)e->now)) {
+    sel->matched = sel->selected = count;
+    sel->fresh = 0;
+    scaler_selection_note(sel, "every agent stale (simulated outage)");
+    return 0;
+  }
+  if (!s) {
+    sel->matched = count;
+    return 0; /* selected 0: the field is not reported */
+  }
+  double serving = serving_value(e, s, t->window_ms / 1000);
+  if (t->scope == TRIGGER_SCOPE_WORKLOAD)
+    return select_workload(e, t, s, serving, sel);
+  for (size_t g = first; g < first + count; g++) {
+    int rc = scaler_selection_add(sel, gpu_value(e, g, s, serving), 0);
+    if (rc)
+      return rc;
+  }
+  sel->matched = sel->selected = sel->fresh = count;
+  return 0;
+}
+
+/* ---- triggers ---- */
+
+static struct scaler_request request_of(const struct eng *e, size_t i) {
+  const struct sim_trigger *t = &e->so->trig[i];
+  struct scaler_request r = {e->so->name, e->so->ns, t->md, t->nmd};
+  return r;
+}
+
+/* Series names Prometheus would hold for the model's GPU fields (dcgm-exporter's). */
+static const struct {
+  const char *series;
+  enum gpu_field f;
+} dcgm[] = {{"DCGM_FI_DEV_GPU_UTIL", GF_GPU_UTIL},
+            {"DCGM_FI_DEV_MEM_COPY_UTIL", GF_MEM_UTIL},
+            {"DCGM_FI_DEV_FB_USED", GF_MEM_USED_MIB},
+            {"DCGM_FI_DEV_POWER_USAGE", GF_POWER_W}};
+
+/* A prometheus trigger: the model signal its query names (per pod, or per GPU held once), with
+ * the query's outer aggregation; otherwise the demand itself. */
+static double prometheus_value(const struct eng *e, const struct sim_trigger *t) {
+  const char *q = sim_trigger_md(t, "query");
+  const struct sim_signal *s = NULL;
+  size_t best = 0;
+  for (size_t i = 0; i < e->m->nsig; i++) {
+    size_t l = strlen(e->m->sig[i].name);
+    if (l > best && strstr(q, e->m->sig[i].name)) {
+      s = &e->m->sig[i];
+      best = l;
+    }
+  }
+  for (size_t i = 0; !s && i < sizeof dcgm / sizeof dcgm[0]; i++)
+    if (strstr(q, dcgm[i].series))
+      s = sim_model_field(e->m, dcgm[i].f);
+  if (!s)
+    return e->demand;
+  while (*q == ' ')
+    q++;
+  int agg = !strncmp(q, "avg", 3) ? 1 : !strncmp(q, "max", 3) ? 2 : 0;
+  double serving = sim_signal_value(s, e->rho, e->waiting), sum = 0, mx = 0;
+  size_t n = 0;
+  if (s->gpu) {
+    for (size_t g = 0; g < e->ngpus; g++)
+      if (e->holders[g] > 0) {
+        double v = gpu_value(e, g, s, serving);
+        sum += v;
+        mx = v > mx ? v : mx;
+        n++;
+      }
+  } else {
+    for (size_t i = 0; i < e->npods; i++)
+      if (e->pods[i].state == POD_READY) { /* scraped once ready */
+        sum += serving;
+        mx = serving > mx ? serving : mx;
+        n++;
+      }
+  }
+  if (n == 0)
+    return 0; /* an empty result: KEDA's prometheus scaler reads 0 (ignoreNullValues) */
+  return agg == 1 ? sum / (double)n : agg == 2 ? mx : sum;
+}
+
+/* One trigger's value and activity as KEDA gets them. Returns 0, or -1 on a scaler error. */
+static int read_trigger(struct eng *e, size_t i, double *value, bool *active) {
+  const struct sim_trigger *t = &e->so->trig[i];
+  if (t->kind == SIM_TRIG_PROMETHEUS) {
+    *value = prometheus_value(e, t);
+    *active = *value > t->activation;
+    return 0;
+  }
+  struct scaler_request r = request_of(e, i);
+  struct scaler_result res;
+  struct scaler_error er;
+  memset(&res, 0, sizeof res);
+  memset(&er, 0, sizeof er);
+  int rc = scaler_get_metrics(e->gw[i] ? &e->gateway : &e->agent, &r, "", &res, &er);
+  if (rc)
+    return -1;
+  *value = res.value;
+  *active = res.active;
+  return 0;
+}
+
+static int cpu_proposal(struct eng *e, const struct sim_trigger *t) {
+  const struct sim_signal *s = sim_model_signal(e->m, "cpu");
+  if (!s || e->npods == 0)
+    return -1;
+  double util[1024];
+  bool ready[1024];
+  size_t n = 0;
+  double v = sim_signal_value(s, e->rho > 1 ? 1 : e->rho, 0);
+  for (size_t i = 0; i < e->npods && n < 1024; i++) {
+    if (e->pods[i].state != POD_STARTING && e->pods[i].state != POD_READY)
+      continue;
+    ready[n] = e->pods[i].state == POD_READY;
+    util[n++] = v;
+  }
+  return sim_hpa_resource(util, ready, n, t->target_pct, e->spec, SIM_HPA_TOLERANCE);
+}
+
+static void set_spec(struct eng *e, int r) {
+  if (r != e->spec) {
+    e->spec = r;
+    e->events++;
+  }
+}
+
+/* One HPA sync: a proposal per metric (through KEDA's fallback), then the reconcile. */
+static void hpa_sync(struct eng *e, struct sim_result *out) {
+  int prop[SIM_MAX_TRIGGERS];
+  size_t n = e->so->ntrig;
+  for (size_t i = 0; i < n; i++) {
+    const struct sim_trigger *t = &e->so->trig[i];
+    if (t->kind == SIM_TRIG_CPU) {
+      prop[i] = cpu_proposal(e, t);
+      continue;
+    }
+    double v = 0, m;
+    bool active = false, fell;
+    int rc = read_trigger(e, i, &v, &active);
+    if (sim_keda_metric(&e->keda, &e->fb[i], rc == 0, v, e->target[i], t->value_type, e->spec,
+                        e->ready, &m, &fell) != 0) {
+      prop[i] = -1;
+      continue;
+    }
+    out->value[i][e->now] = (float)m;
+    prop[i] = t->value_type
+                  ? sim_hpa_external_value(m, e->target[i], e->spec, e->ready, SIM_HPA_TOLERANCE)
+                  : sim_hpa_external_average(m, e->target[i], e->status, SIM_HPA_TOLERANCE);
+  }
+  set_spec(e, sim_hpa_reconcile(&e->hpa, e->now, e->spec, prop, n));
+}
+
+/* One KEDA poll: activity of every trigger (fallback counts as active), then RequestScale. */
+static void keda_poll(struct eng *e, struct sim_result *out) {
+  bool any_active = false, any_error = false, only_cpu = true;
+  for (size_t i = 0; i < e->so->ntrig; i++) {
+    const struct sim_trigger *t = &e->so->trig[i];
+    if (t->kind == SIM_TRIG_CPU)
+      continue;
+    only_cpu = false;
+    double v = 0, m;
+    bool active = false, fell;
+    int rc = read_trigger(e, i, &v, &active);
+    int frc = sim_keda_metric(&e->keda, &e->fb[i], rc == 0, v, e->target[i], t->value_type, e->spec,
+                              e->ready, &m, &fell);
+    if (frc != 0)
+      any_error = true;
+    active = frc == 0 && (fell || active);
+    any_active = any_active || active;
+    out->active[i][e->now] = (int8_t)active;
+    if (frc == 0)
+      out->value[i][e->now] = (float)m;
+  }
+  if (only_cpu && !any_error)
+    any_active = true; /* cpu/memory triggers alone are always active */
+  int r = sim_keda_request_scale(&e->keda, e->now, e->spec, any_active, any_error);
+  if (r >= 0)
+    set_spec(e, r);
+}
+
+/* external-push: the scaler sends true on each inactive -> active transition (and the state
+ * when the stream opens); KEDA acts on true at once and ignores false. */
+static void push_check(struct eng *e, struct sim_result *out) {
+  for (size_t i = 0; i < e->so->ntrig; i++) {
+    if (!e->so->trig[i].push)
+      continue;
+    double v;
+    bool active = false;
+    if (read_trigger(e, i, &v, &active) != 0)
+      continue; /* the stream reconnects; nothing is sent */
+    bool send = active && e->push_state[i] != 1;
+    e->push_state[i] = active;
+    if (send) {
+      out->active[i][e->now] = 1;
+      int r = sim_keda_request_scale(&e->keda, e->now, e->spec, true, false);
+      if (r >= 0)
+        set_spec(e, r);
+    }
+  }
+}
+
+/* ---- set-up ---- */
+
+/* A gpuscale trigger goes to the gateway when its scalerAddress names one, or, without an
+ * address, when it asks for a gateway scope or selector; otherwise to a node's agent. */
+static bool to_gateway(const struct sim_trigger *t) {
+  const char *addr = sim_trigger_md(t, "scalerAddress");
+  if (addr)
+    return strstr(addr, "gateway") != NULL;
+  const char *sc = sim_trigger_md(t, "scope");
+  return (sc && strcmp(sc, "node")) || sim_trigger_md(t, "pods") || sim_trigger_md(t, "node");
+}
+
+static int setup(struct eng *e, const struct profile_set *ps, char *err, size_t errlen) {
+  e->agent.profiles = e->gateway.profiles = ps;
+  e->agent.src = (struct scaler_source){agent_values, no_wait, e};
+  e->selector = (struct scaler_selector){SCALER_SCOPES_GATEWAY, gw_select, no_wait, e};
+  e->gateway.src = scaler_source_from_selector(&e->selector);
+  e->keda = e->so->keda;
+  e->hpa.min_replicas = sim_keda_hpa_min(&e->keda);
+  e->hpa.max_replicas = e->keda.max_replicas;
+  e->hpa.tolerance = SIM_HPA_TOLERANCE;
+  e->hpa.behavior = e->so->behavior;
+  if (e->hpa.behavior.set)
+    sim_hpa_behavior_default(&e->hpa.behavior);
+  for (size_t i = 0; i < e->so->ntrig; i++) {
+    const struct sim_trigger *t = &e->so->trig[i];
+    e->push_state[i] = -1;
+    if (t->kind == SIM_TRIG_PROMETHEUS)
+      e->target[i] = t->threshold;
+    if (t->kind != SIM_TRIG_GPUSCALE)
+      continue;
+    e->gw[i] = to_gateway(t);
+    struct scaler_request r = request_of(e, i);
+    struct scaler_spec spec;
+    struct scaler_error er;
+    memset(&er, 0, sizeof er);
+    int rc = scaler_get_spec(e->gw[i] ? &e->gateway : &e->agent, &r, &spec, &er);
+    if (rc) {
+      snprintf(err, errlen, "trigger %s (line %d, answered by the %s): %s", t->name, t->line,
+               e->gw[i] ? "gateway" : "agent", er.msg);
+      return rc;
+    }
+    e->target[i] = spec.target;
+  }
+  return 0;
+}
+
+static int alloc_result(struct sim_result *r, size_t n, const struct sim_scaledobject *so) {
+  float **f[] = {&r->capacity, &r->served, &r->backlog, &r->replicas,
+                 &r->ready,    &r->gpus,   &r->floor};
+  r->n = n;
+  for (size_t i = 0; i < sizeof f / sizeof f[0]; i++)
+    if (!(*f[i] = malloc(n * sizeof(float))))
+      return GS_ENOMEM;
+  r->ntrig = so->ntrig;
+  for (size_t i = 0; i < so->ntrig; i++) {
+    snprintf(r->trig_name[i], sizeof r->trig_name[i], "%s", so->trig[i].name);
+    r->value[i] = malloc(n * sizeof(float));
+    r->active[i] = malloc(n);
+    if (!r->value[i] || !r->active[i])
+      return GS_ENOMEM;
+    for (size_t k = 0; k < n; k++)
+      r->value[i][k] = NAN;
+    memset(r->active[i], -1, n);
+  }
+  return 0;
+}
+
+void sim_result_free(struct sim_result *r) {
+  if (!r)
+    return;
+  free(r->capacity);
+  free(r->served);
+  free(r->backlog);
+  free(r->replicas);
+  free(r->ready);
+  free(r->gpus);
+  free(r->floor);
+  for (size_t i = 0; i < r->ntrig; i++) {
+    free(r->value[i]);
+    free(r->active[i]);
+  }
+  memset(r, 0, sizeof *r);
+}
+
+static int need_at(const double *demand, size_t n, size_t t, double capacity) {
+  int need = t < n ? (int)ceil(demand[t] / capacity - 1e-9) : 0;
+  return need < 0 ? 0 : need;
+}
+
+double sim_floor(const double *demand, size_t n, const struct sim_model *m, double start_s,
+                 float *floor_gpus) {
+  int g = m->placement == SIM_PLACE_TIMESLICE ? 1 : m->gpus_per_replica, maxneed = 0, prev = 0;
+  for (size_t t = 0; t < n; t++) {
+    int need = need_at(demand, n, t, m->capacity);
+    maxneed = need > maxneed ? need : maxneed;
+  }
+  double *diff = calloc(n + 1, sizeof *diff);
+  int64_t *run_start = calloc((size_t)maxneed + 1, sizeof *run_start);
+  int64_t *last_end = malloc(((size_t)maxneed + 1) * sizeof *last_end);
+  double total = NAN;
+  if (!diff || !run_start || !last_end)
+    goto out;
+  for (int k = 0; k <= maxneed; k++)
+    last_end[k] = -1;
+  int64_t lead = (int64_t)ceil(start_s);
+  for (size_t t = 0; t <= n; t++) {
+    int need = need_at(demand, n, t, m->capacity);
+    int64_t ti = (int64_t)t;
+    for (int k = prev; k < need; k++) { /* level k+1 starts a run at t */
+      if (ti > 0) {                     /* at 0 the floor starts warm, as the simulation does */
+        int64_t from = last_end[k] >= 0 && ti - last_end[k] <= lead ? last_end[k] : ti - lead;
+        from = from < 0 ? 0 : from;
+        diff[from] += g;
+        diff[ti] -= g;
+      }
+      run_start[k] = ti;
+    }
+    for (int k = need; k < prev; k++) { /* level k+1 ends its run at t */
+      diff[run_start[k]] += g;
+      diff[t] -= g;
+      last_end[k] = ti;
+    }
+    prev = need;
+  }
+  double acc = 0;
+  total = 0;
+  for (size_t t = 0; t < n; t++) {
+    acc += diff[t];
+    if (floor_gpus)
+      floor_gpus[t] = (float)acc;
+    total += acc;
+  }
+  total /= 3600.0;
+out:
+  free(diff);
+  free(run_start);
+  free(last_end);
+  return total;
+}
+
+/* The largest rise in 60 s, if it is a step (>= 30 % of the peak), and how long capacity took
+ * to cover the demand after it. */
+static void react_time(const struct sim_result *r, struct sim_summary *s) {
+  double peak = 0, best = 0;
+  size_t at = 0;
+  for (size_t t = 0; t < r->n; t++)
+    peak = r->demand[t] > peak ? r->demand[t] : peak;
+  for (size_t t = 60; t < r->n; t++) {
+    double rise = r->demand[t] - r->demand[t - 60];
+    if (rise > best) {
+      best = rise;
+      at = t;
+    }
+  }
+  s->has_step = peak > 0 && best >= 0.3 * peak;
+  if (!s->has_step)
+    return;
+  double level = 0; /* the demand the step rose to */
+  for (size_t t = at; t < r->n && t < at + 60; t++)
+    level = r->demand[t] > level ? r->demand[t] : level;
+  s->step_at_s = (double)at;
+  s->react_s = -1;
+  for (size_t t = at; t < r->n; t++)
+    if ((double)r->capacity[t] >= 0.95 * level && (double)r->capacity[t] + 1e-9 >= r->demand[t]) {
+      s->react_s = (double)(t - at);
+      break;
+    }
+}
+
+static void summarize(const struct eng *e, struct sim_result *r) {
+  struct sim_summary *s = &r->sum;
+  s->served_share = s->arrived > 0 ? s->served / s->arrived : 1;
+  s->max_replicas = 0;
+  s->min_replicas = -1;
+  for (size_t t = 0; t < r->n; t++) {
+    int rep = (int)r->replicas[t];
+    s->max_replicas = rep > s->max_replicas ? rep : s->max_replicas;
+    s->min_replicas = s->min_replicas < 0 || rep < s->min_replicas ? rep : s->min_replicas;
+    if (r->demand[t] > (double)r->capacity[t] + 1e-9)
+      s->over_capacity_s += 1;
+  }
+  s->scale_events = e->events;
+  s->floor_gpu_hours = sim_floor(r->demand, r->n, e->m, sim_model_mean_start(e->m), r->floor);
+  s->ratio = s->floor_gpu_hours > 0 ? s->gpu_hours / s->floor_gpu_hours : NAN;
+  s->sim_s = (double)r->n;
+  react_time(r, s);
+}
+
+static double wall_now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static int initial_pods(struct eng *e) {
+  int need = (int)ceil(e->tr->rate[0] / e->m->capacity - 1e-9);
+  int lo = e->keda.min_replicas, hi = e->keda.max_replicas;
+  e->spec = need < lo ? lo : need > hi ? hi : need;
+  for (int i = 0; i < e->spec; i++) {
+    int rc = add_pod(e, true);
+    if (rc)
+      return rc;
+  }
+  return 0;
+}
+
+/* One simulated second. */
+static int step(struct eng *e, struct sim_result *out) {
+  size_t t = (size_t)e->now;
+  e->demand = e->tr->rate[t];
+  int rc = step_pods(e);
+  if (rc)
+    return rc;
+  double served, dropped;
+  step_load(e, &served, &dropped);
+  out->sum.arrived += e->demand;
+  out->sum.served += served;
+  out->sum.dropped += dropped;
+  push_check(e, out);
+  if (e->now % e->keda.polling_s == 0)
+    keda_poll(e, out);
+  if (e->now % SIM_HPA_SYNC_S == 0)
+    hpa_sync(e, out);
+  double held = 0;
+  if (e->m->placement == SIM_PLACE_TIMESLICE) {
+    for (size_t g = 0; g < e->ngpus; g++)
+      held += e->holders[g] > 0;
+  } else {
+    for (size_t i = 0; i < e->npods; i++)
+      held += e->pods[i].ngpu;
+  }
+  out->sum.gpu_hours += held / 3600.0;
+  out->capacity[t] = (float)e->capacity;
+  out->served[t] = (float)served;
+  out->backlog[t] = (float)e->backlog;
+  out->replicas[t] = (float)e->spec;
+  out->ready[t] = (float)e->ready;
+  out->gpus[t] = (float)held;
+  /* carry the last read value and activity forward, so each second shows what KEDA last saw */
+  for (size_t i = 0; t > 0 && i < e->so->ntrig; i++) {
+    if (isnan(out->value[i][t]) && !isnan(out->value[i][t - 1]) &&
+        (e->now % SIM_HPA_SYNC_S != 0 || e->so->trig[i].kind == SIM_TRIG_CPU))
+      out->value[i][t] = out->value[i][t - 1];
+    if (out->active[i][t] < 0)
+      out->active[i][t] = out->active[i][t - 1];
+  }
+  return 0;
+}
+
+int sim_run(const struct sim_model *m, const struct sim_scaledobject *so,
+            const struct sim_trace *tr, const struct profile_set *ps, uint64_t seed,
+            sim_progress_fn progress, void *pud, struct sim_result *out, char *err, size_t errlen) {
+  memset(out, 0, sizeof *out);
+  if (!tr->n) {
+    snprintf(err, errlen, "the trace is empty");
+    return GS_EINVAL;
+  }
+  struct eng *e = calloc(1, sizeof *e);
+  if (!e)
+    return GS_ENOMEM;
+  e->m = m;
+  e->so = so;
+  e->tr = tr;
+  e->rng = seed * 0x9E3779B97F4A7C15ULL + 7;
+  double t0 = wall_now();
+  int rc = setup(e, ps, err, errlen);
+  if (!rc && (rc = alloc_result(out, tr->n, so)) == GS_ENOMEM)
+    snprintf(err, errlen, "out of memory for a %zu-second timeline", tr->n);
+  out->demand = tr->rate;
+  if (!rc && (rc = initial_pods(e)))
+    snprintf(err, errlen, "out of memory");
+  size_t tick = tr->n / 100 ? tr->n / 100 : 1;
+  for (size_t t = 0; !rc && t < tr->n; t++) {
+    e->now = (int64_t)t;
+    if ((rc = step(e, out)))
+      snprintf(err, errlen, "out of memory at second %zu", t);
+    if (progress && t % tick == 0)
+      progress(pud, (double)t / (double)tr->n);
+  }
+  if (!rc) {
+    summarize(e, out);
+    out->sum.wall_s = wall_now() - t0;
+    if (progress)
+      progress(pud, 1.0);
+  } else {
+    sim_result_free(out);
+  }
+  sim_hpa_free(&e->hpa);
+  free(e->pods);
+  free(e->holders);
+  free(e->ready_holders);
+  free(e);
+  return rc;
+}

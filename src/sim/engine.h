@@ -1,0 +1,56 @@
+/* The simulation: a demand trace through pods of the workload model, KEDA's loop and the HPA,
+ * one simulated second at a time. gpuscale triggers are answered by the real scaler policy
+ * (keda/scaler.h) over simulated GPU readings, in node scope (an agent) or through a selector
+ * (the gateway: cluster, workload and node scope). */
+#ifndef GS_SIM_ENGINE_H
+#define GS_SIM_ENGINE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/profile.h"
+#include "sim/model.h"
+#include "sim/scaledobject.h"
+#include "sim/trace.h"
+
+struct sim_summary {
+  double arrived, served, dropped; /* work units */
+  double served_share;             /* served / arrived; 1 when nothing arrived */
+  double over_capacity_s;          /* seconds with demand above ready capacity */
+  double gpu_hours, floor_gpu_hours;
+  double ratio; /* gpu_hours / floor_gpu_hours; NaN when the floor is 0 */
+  int scale_events, max_replicas, min_replicas;
+  bool has_step;             /* the trace has a step (a rise of >= 30 % of peak in 60 s) */
+  double step_at_s, react_s; /* when it came, and until capacity covered demand (-1: never) */
+  double wall_s, sim_s;      /* wall-clock seconds and simulated seconds */
+};
+
+struct sim_result {
+  size_t n;       /* seconds */
+  double *demand; /* the trace's values (not owned) */
+  float *capacity, *served, *backlog, *replicas, *ready, *gpus, *floor;
+  size_t ntrig;
+  char trig_name[SIM_MAX_TRIGGERS][64];
+  float *value[SIM_MAX_TRIGGERS];   /* the value last read for trigger i (NaN: error or unread) */
+  int8_t *active[SIM_MAX_TRIGGERS]; /* 1 / 0, -1 when unknown */
+  struct sim_summary sum;
+};
+
+/* Progress: fraction done in [0, 1]; called about every 1 %. */
+typedef void (*sim_progress_fn)(void *ud, double done);
+
+/* Runs one configuration over the trace. Returns 0 with *out filled (release with
+ * sim_result_free), or a GS_E* code with err filled (a trigger the policy refuses, say). */
+int sim_run(const struct sim_model *m, const struct sim_scaledobject *so,
+            const struct sim_trace *tr, const struct profile_set *ps, uint64_t seed,
+            sim_progress_fn progress, void *pud, struct sim_result *out, char *err, size_t errlen);
+void sim_result_free(struct sim_result *r);
+
+/* The perfect-foresight floor: GPUs held at each second by the fewest replicas that cover the
+ * demand, started start_s ahead (bridging a gap shorter than a start-up instead of restarting).
+ * Fills floor_gpus[n] when not NULL and returns the GPU-hours. */
+double sim_floor(const double *demand, size_t n, const struct sim_model *m, double start_s,
+                 float *floor_gpus);
+
+#endif

@@ -1,0 +1,73 @@
+/* The simulated workload: capacity, GPUs, placement, start-up and drain, and how each signal
+ * (GPU fields, engine metrics, CPU) follows load, read from a small YAML file. Signals are
+ * data: an engine metric is one more entry in the file, not code. */
+#ifndef GS_SIM_MODEL_H
+#define GS_SIM_MODEL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "core/sample.h"
+
+#define SIM_MAX_SIGNALS 24
+#define SIM_SIGNAL_NAME 96
+
+enum sim_signal_kind {
+  SIM_SIG_LINEAR = 0, /* idle + (full - idle) x load, capped at max */
+  SIM_SIG_FLAT,       /* the same value whatever the load, from the pod's start (reserved memory) */
+  SIM_SIG_QUEUE,      /* requests waiting per pod: the backlog share plus M/M/1 waiting */
+};
+
+struct sim_signal {
+  char name[SIM_SIGNAL_NAME]; /* a gpuscale field ("gpu_utilization") or a series name */
+  enum sim_signal_kind kind;
+  double idle, full, max; /* LINEAR */
+  double flat;            /* FLAT */
+  bool gpu;               /* a GPU field (per GPU), else a per-pod engine metric */
+  enum gpu_field field;   /* when gpu */
+  bool cpu;               /* the pod's CPU in percent of its request (the cpu trigger) */
+};
+
+enum sim_placement { SIM_PLACE_DEDICATED = 0, SIM_PLACE_TIMESLICE };
+enum sim_startup { SIM_START_FIXED = 0, SIM_START_UNIFORM, SIM_START_NORMAL };
+
+struct sim_model {
+  char name[96];
+  double capacity;      /* work per second one replica (one GPU's worth) serves at full load */
+  int gpus_per_replica; /* dedicated placement */
+  int gpus_per_node;    /* node 0's GPUs are what a node-scope agent reports */
+  char gpu_model[96];   /* modelName for the price table ("NVIDIA H100 80GB HBM3") */
+  double gpu_memory_mib;
+  enum sim_placement placement;
+  int slices_per_gpu;     /* timeslice: pods one GPU holds at most */
+  int max_gpus;           /* GPUs the cluster can give the workload (0: as many as asked);
+                             a pod that finds none stays Pending */
+  bool shared_per_pod;    /* count a shared GPU once per holder pod (per-pod copies) */
+  enum sim_startup start; /* start-up delay: node, image pull, model load */
+  double start_s, start_max_s, start_sd_s;
+  double drain_s;       /* a removed pod holds its GPU this long */
+  double queue_per_pod; /* waiting requests a pod holds before new ones are dropped */
+  struct sim_signal sig[SIM_MAX_SIGNALS];
+  size_t nsig;
+  /* outages: readings unavailable (stale agents) in [from, to) seconds */
+  double outage_from[8], outage_to[8];
+  size_t noutages;
+};
+
+/* Parses a model file. Returns 0, or GS_EPARSE / GS_EINVAL with err naming file:line, the key,
+ * the bad value and what is allowed. */
+int sim_model_parse(const char *text, size_t len, const char *file, struct sim_model *out,
+                    char *err, size_t errlen);
+int sim_model_load(const char *path, struct sim_model *out, char *err, size_t errlen);
+/* The signal named name, or NULL. */
+const struct sim_signal *sim_model_signal(const struct sim_model *m, const char *name);
+/* The GPU signal for field f, or NULL (the field is absent from the simulated readings). */
+const struct sim_signal *sim_model_field(const struct sim_model *m, enum gpu_field f);
+/* A signal's value at load rho (>= 0; > 1 is overload) with `waiting` requests per pod. */
+double sim_signal_value(const struct sim_signal *s, double rho, double waiting);
+/* The mean start-up delay (what the perfect-foresight floor knows in advance). */
+double sim_model_mean_start(const struct sim_model *m);
+/* True when readings are unavailable at second t. */
+bool sim_model_outage(const struct sim_model *m, double t);
+
+#endif

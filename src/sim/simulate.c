@@ -1,0 +1,272 @@
+/* `gpuscale simulate`: flags, inputs, one run or a --compare table, the timeline and the chart. */
+#include "sim/simulate.h"
+
+#include <math.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "core/config.h"
+#include "core/err.h"
+#include "core/profile.h"
+#include "rightsize/cost.h"
+#include "sim/engine.h"
+#include "sim/report.h"
+
+#define SIM_MAX_COMPARE 32
+
+struct sim_opts {
+  char *scaledobject;
+  char *model;
+  char *trace;
+  int64_t duration_ms;
+  double peak;
+  long long seed;
+  char *timeline;
+  int64_t timeline_step_ms;
+  char *svg;
+  char *prices;
+  char *profiles;
+  char *format;
+  char *progress;
+};
+
+#define O(f) offsetof(struct sim_opts, f)
+static const struct opt_def sim_defs[] = {
+    {"scaledobject", 's', NULL, OPT_STRING, NULL, 0, 0, NULL, "FILE",
+     "the KEDA ScaledObject to replay (YAML, as applied to the cluster)", O(scaledobject)},
+    {"model", 'm', NULL, OPT_STRING, NULL, 0, 0, NULL, "FILE",
+     "the workload model (YAML: capacity, GPUs, placement, start-up, drain, signals), required",
+     O(model)},
+    {"trace", 't', NULL, OPT_STRING, "diurnal", 0, 0, NULL, "NAME|FILE",
+     "demand: a built-in (" SIM_TRACE_BUILTINS ") or a CSV of seconds,rate", O(trace)},
+    {"duration", 0, NULL, OPT_DURATION, NULL, 1000, 31.0 * 86400000, NULL, "DURATION",
+     "simulated time (default: the trace's own length)", O(duration_ms)},
+    {"peak", 0, NULL, OPT_DOUBLE, "100", 1e-6, 1e9, NULL, "RATE",
+     "peak demand of a built-in trace, in the model's work units per second", O(peak)},
+    {"seed", 0, NULL, OPT_INT, "1", 0, 4294967295.0, NULL, "N",
+     "seed for trace noise and start-up delays (runs are reproducible)", O(seed)},
+    {"timeline", 0, NULL, OPT_STRING, NULL, 0, 0, NULL, "FILE",
+     "write the timeline here: JSON when FILE ends in .json, else CSV (- = stdout)", O(timeline)},
+    {"timeline-step", 0, NULL, OPT_DURATION, "15s", 1000, 86400000, NULL, "DURATION",
+     "one timeline row per this much simulated time", O(timeline_step_ms)},
+    {"svg", 0, NULL, OPT_STRING, NULL, 0, 0, NULL, "FILE",
+     "write a chart (demand, capacity, replicas, the floor) as SVG", O(svg)},
+    {"prices", 0, "GPUSCALE_PRICES", OPT_STRING, NULL, 0, 0, NULL, "FILE",
+     "price file as for rightsize; default: the built-in table", O(prices)},
+    {"profiles", 0, "GPUSCALE_PROFILES", OPT_STRING, NULL, 0, 0, NULL, "FILE",
+     "extra trigger profiles (YAML), as the agent and gateway load them", O(profiles)},
+    {"format", 'f', NULL, OPT_ENUM, "text", 0, 0, "text|json", "FORMAT", "summary format",
+     O(format)},
+    {"progress", 0, NULL, OPT_ENUM, "auto", 0, 0, "auto|always|never", "WHEN",
+     "progress bar on stderr (auto: on a terminal, once a run takes over half a second)",
+     O(progress)},
+};
+#define NDEFS (sizeof sim_defs / sizeof sim_defs[0])
+
+struct progress {
+  bool enabled, shown;
+  double t0;
+  size_t run, runs;
+};
+
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static void progress_cb(void *ud, double done) {
+  struct progress *p = ud;
+  if (!p->enabled || (!p->shown && now_s() - p->t0 < 0.5))
+    return;
+  p->shown = true;
+  double all = ((double)p->run + done) / (double)p->runs;
+  const int width = 30;
+  int fill = (int)(all * width);
+  fprintf(stderr, "\rsimulating [%.*s%*s] %3.0f%% (run %zu of %zu)", fill,
+          "##############################", width - fill, "", all * 100, p->run + 1, p->runs);
+  if (all >= 1.0)
+    fputc('\n', stderr);
+  fflush(stderr);
+}
+
+static void price_of(const struct sim_model *m, const struct rs_prices *p, struct sim_price *out) {
+  memset(out, 0, sizeof *out);
+  rs_model_key(m->gpu_model, out->key, sizeof out->key);
+  if (p && out->key[0] && rs_price_of_model(p, out->key, &out->per_gpu_hour) == 0) {
+    out->has = true;
+    snprintf(out->currency, sizeof out->currency, "%s", rs_prices_currency(p));
+  }
+}
+
+/* Takes "--compare A B ..." out of argv (the option table takes no positional arguments). */
+static int take_compare(int *argc, char **argv, const char **list, size_t *n) {
+  *n = 0;
+  int w = 1;
+  bool found = false;
+  for (int i = 1; i < *argc; i++) {
+    if (!strcmp(argv[i], "--compare")) {
+      found = true;
+      while (i + 1 < *argc && strncmp(argv[i + 1], "--", 2) != 0) {
+        if (*n == SIM_MAX_COMPARE)
+          return GS_ETOOBIG;
+        list[(*n)++] = argv[++i];
+      }
+      continue;
+    }
+    argv[w++] = argv[i];
+  }
+  *argc = w;
+  return found && *n == 0 ? GS_EINVAL : 0;
+}
+
+struct inputs {
+  struct sim_model model;
+  struct sim_trace trace;
+  struct profile_set ps;
+  struct rs_prices *prices;
+};
+
+static int load_inputs(const struct sim_opts *o, struct inputs *in, char *err, size_t errlen) {
+  if (!o->model) {
+    snprintf(err, errlen, "--model FILE is required (see examples/simulate/)");
+    return GS_EINVAL;
+  }
+  int rc = sim_model_load(o->model, &in->model, err, errlen);
+  if (!rc)
+    rc = sim_trace_load(o->trace, o->duration_ms / 1000, o->peak, (uint64_t)o->seed, &in->trace,
+                        err, errlen);
+  if (!rc && (rc = profile_set_init(&in->ps)) == GS_ENOMEM)
+    snprintf(err, errlen, "out of memory");
+  if (!rc && o->profiles)
+    rc = profile_set_load(&in->ps, o->profiles, err, errlen);
+  if (!rc) {
+    if (o->prices)
+      rc = rs_prices_load(o->prices, &in->prices, err, errlen);
+    else if (!(in->prices = rs_prices_builtin()))
+      rc = GS_ENOMEM;
+  }
+  return rc;
+}
+
+static void free_inputs(struct inputs *in) {
+  sim_trace_free(&in->trace);
+  profile_set_free(&in->ps);
+  rs_prices_free(in->prices);
+}
+
+/* Runs each config; fills ri/res. Returns 0 or the first failure (err filled). */
+static int run_all(const struct sim_opts *o, struct inputs *in, const char **configs, size_t n,
+                   struct sim_run_info *ri, struct sim_result *res, size_t *done, char *err,
+                   size_t errlen) {
+  struct progress pr = {false, false, now_s(), 0, n};
+  pr.enabled = !strcmp(o->progress, "always") || (!strcmp(o->progress, "auto") && isatty(2));
+  if (!strcmp(o->progress, "always"))
+    pr.t0 -= 1;
+  *done = 0;
+  static char names[SIM_MAX_COMPARE][128];
+  for (size_t i = 0; i < n; i++) {
+    struct sim_scaledobject so;
+    int rc = sim_so_load(configs[i], &so, err, errlen);
+    if (rc)
+      return rc;
+    snprintf(names[i], sizeof names[i], "%s", so.name);
+    ri[i] = (struct sim_run_info){configs[i], names[i], in->trace.name, in->model.name, {0}};
+    price_of(&in->model, in->prices, &ri[i].price);
+    pr.run = i;
+    rc = sim_run(&in->model, &so, &in->trace, &in->ps, (uint64_t)o->seed, progress_cb, &pr, &res[i],
+                 err, errlen);
+    sim_so_free(&so);
+    if (rc)
+      return rc;
+    *done = i + 1;
+  }
+  return 0;
+}
+
+static int outputs(const struct sim_opts *o, const struct sim_run_info *ri,
+                   const struct sim_result *res, size_t n, bool compare, char *err, size_t errlen) {
+  bool json = !strcmp(o->format, "json");
+  if (compare)
+    sim_report_compare(stdout, ri, res, n, json);
+  else if (json)
+    sim_report_json(stdout, ri, res);
+  else
+    sim_report_text(stdout, ri, res);
+  int rc = 0;
+  if (!compare && o->timeline)
+    rc = sim_timeline_write(o->timeline, res, o->timeline_step_ms / 1000, err, errlen);
+  if (!rc && !compare && o->svg)
+    rc = sim_svg_write(o->svg, ri, res, err, errlen);
+  return rc;
+}
+
+int simulate_main(int argc, char **argv) {
+  static const char *usage_line =
+      "gpuscale simulate --model MODEL.yaml (--scaledobject SO.yaml | --compare A.yaml B.yaml ...) "
+      "[--trace NAME|FILE.csv] [--duration 1d] [--timeline FILE] [--svg FILE]";
+  static const char *description =
+      "Replays a demand trace through a faithful KEDA + HPA loop and gpuscale's own scaler policy, "
+      "offline, and prints GPU-hours, cost and service against the perfect-foresight floor. See "
+      "docs/simulate.md.";
+  const char *configs[SIM_MAX_COMPARE];
+  size_t nconf = 0;
+  char err[2048] = "";
+  int crc = take_compare(&argc, argv, configs, &nconf);
+  if (crc) {
+    fprintf(stderr, "gpuscale simulate: --compare: %s\n",
+            crc == GS_ETOOBIG ? "at most 32 configurations"
+                              : "give one or more ScaledObject files");
+    return 2;
+  }
+  struct sim_opts o;
+  memset(&o, 0, sizeof o);
+  int rc = config_parse(sim_defs, NDEFS, argc, argv, 1, &o, err, sizeof err);
+  if (rc == 1) {
+    config_help(stdout, usage_line, description, sim_defs, NDEFS);
+    config_free(sim_defs, NDEFS, &o);
+    return 0;
+  }
+  int status = 2;
+  struct inputs in;
+  memset(&in, 0, sizeof in);
+  struct sim_run_info ri[SIM_MAX_COMPARE];
+  static struct sim_result res[SIM_MAX_COMPARE];
+  size_t done = 0;
+  bool compare = nconf > 0;
+  if (rc)
+    goto out;
+  if (compare && (o.scaledobject || o.timeline || o.svg)) {
+    snprintf(err, sizeof err, "--compare runs the files it names: drop %s",
+             o.scaledobject ? "--scaledobject"
+             : o.timeline   ? "--timeline"
+                            : "--svg");
+    goto out;
+  }
+  if (!compare && !o.scaledobject) {
+    snprintf(err, sizeof err, "--scaledobject FILE (or --compare A.yaml B.yaml ...) is required");
+    goto out;
+  }
+  if (!compare)
+    configs[nconf++] = o.scaledobject;
+  if ((rc = load_inputs(&o, &in, err, sizeof err)))
+    goto out;
+  rc = run_all(&o, &in, configs, nconf, ri, res, &done, err, sizeof err);
+  if (rc) {
+    status = rc == GS_ENOMEM ? 1 : 2;
+    goto out;
+  }
+  status = outputs(&o, ri, res, nconf, compare, err, sizeof err) ? 1 : 0;
+out:
+  if (status && err[0])
+    fprintf(stderr, "gpuscale simulate: %s\n", err);
+  for (size_t i = 0; i < done; i++)
+    sim_result_free(&res[i]);
+  free_inputs(&in);
+  config_free(sim_defs, NDEFS, &o);
+  return status;
+}

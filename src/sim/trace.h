@@ -1,0 +1,36 @@
+/* Demand traces for the simulator: a CSV of (seconds, rate) points or a built-in shape, resampled
+ * to one value per simulated second. */
+#ifndef GS_SIM_TRACE_H
+#define GS_SIM_TRACE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define SIM_TRACE_MAX_S (31 * 86400) /* longest trace: 31 days at 1 s */
+#define SIM_TRACE_MAX_POINTS 2000000
+
+struct sim_trace {
+  double *rate; /* n values, requests (work units) per second at second i; owned */
+  size_t n;
+  char name[96];
+};
+
+/* The built-in shapes, "diurnal|bursty|step|weekend|morning|cron". */
+#define SIM_TRACE_BUILTINS "diurnal|bursty|step|weekend|morning|cron"
+
+/* A built-in shape with peak rate `peak`; duration_s 0 takes the shape's own (diurnal 1d,
+ * bursty 6h, step 2h, weekend 7d, morning 1d, cron 1d). Deterministic for a given seed.
+ * Returns 0, GS_ENOTFOUND (err lists the names), GS_EINVAL or GS_ENOMEM. */
+int sim_trace_builtin(const char *name, int64_t duration_s, double peak, uint64_t seed,
+                      struct sim_trace *out, char *err, size_t errlen);
+/* A CSV trace: one "seconds,rate" point per line (a header line, blank lines and # comments
+ * are allowed), seconds strictly increasing from >= 0, rate >= 0; linear between points, held
+ * after the last. duration_s 0 ends at the last point. Errors name file:line and the field. */
+int sim_trace_csv(const char *text, size_t len, const char *file, int64_t duration_s,
+                  struct sim_trace *out, char *err, size_t errlen);
+/* A built-in name, else a CSV file path (read with the input cap). */
+int sim_trace_load(const char *spec, int64_t duration_s, double peak, uint64_t seed,
+                   struct sim_trace *out, char *err, size_t errlen);
+void sim_trace_free(struct sim_trace *t);
+
+#endif

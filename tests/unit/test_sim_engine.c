@@ -1,0 +1,337 @@
+/* Unit tests for the simulation loop (src/sim/engine.c) with the real scaler policy, the
+ * perfect-foresight floor, and the model / ScaledObject / trace parsers' errors. */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "core/err.h"
+#include "core/profile.h"
+#include "sim/engine.h"
+
+static const char *MODEL_UTIL = "name: infer\n"
+                                "capacity: 10\n"
+                                "startup: 60s\n"
+                                "drain: 0s\n"
+                                "signals:\n"
+                                "  gpu_utilization: {idle: 0, full: 100}\n"
+                                "  memory_used_percent: {idle: 20, full: 35}\n"
+                                "  cpu: {idle: 5, full: 15}\n";
+
+static const char *MODEL_VLLM = "name: vllm\n"
+                                "capacity: 8\n"
+                                "startup: 120s\n"
+                                "signals:\n"
+                                "  gpu_utilization: {idle: 0, full: 100}\n"
+                                "  memory_used_percent: {flat: 90}\n"
+                                "  \"vllm:kv_cache_usage_perc\": {idle: 0, full: 0.8, max: 1}\n";
+
+/* A ScaledObject with one trigger given as YAML lines (indented under "- "). */
+static void so_text(char *out, size_t len, int min, int max, const char *extra,
+                    const char *trigger) {
+  snprintf(out, len,
+           "apiVersion: keda.sh/v1alpha1\nkind: ScaledObject\nmetadata: {name: t, namespace: ml}\n"
+           "spec:\n  minReplicaCount: %d\n  maxReplicaCount: %d\n%s  triggers:\n%s",
+           min, max, extra, trigger);
+}
+
+#define AGENT_MAX                                                                                  \
+  "    - type: external\n      metadata:\n        scalerAddress: gpuscale-agent:6000\n"            \
+  "        metricType: gpu_utilization\n        targetValue: \"75\"\n        aggregation: max\n"
+#define GW_UTIL                                                                                    \
+  "    - type: external\n      metadata:\n        scalerAddress: gpuscale-gateway:6000\n"          \
+  "        scope: workload\n        metricType: gpu_utilization\n        targetValue: \"75\"\n"
+
+struct run {
+  struct sim_model m;
+  struct sim_scaledobject so;
+  struct sim_trace tr;
+  struct profile_set ps;
+  struct sim_result r;
+  char err[2048];
+  int rc;
+};
+
+static void run_text(struct run *x, const char *model, const char *so, const char *trace_name,
+                     const char *csv) {
+  memset(x, 0, sizeof *x);
+  assert_int_equal(
+      sim_model_parse(model, strlen(model), "model.yaml", &x->m, x->err, sizeof x->err), 0);
+  int rc = sim_so_parse(so, strlen(so), "so.yaml", &x->so, x->err, sizeof x->err);
+  if (rc)
+    fail_msg("%s", x->err);
+  if (csv)
+    rc = sim_trace_csv(csv, strlen(csv), "trace.csv", 0, &x->tr, x->err, sizeof x->err);
+  else
+    rc = sim_trace_builtin(trace_name, 0, 100, 1, &x->tr, x->err, sizeof x->err);
+  assert_int_equal(rc, 0);
+  assert_int_equal(profile_set_init(&x->ps), 0);
+  x->rc = sim_run(&x->m, &x->so, &x->tr, &x->ps, 1, NULL, NULL, &x->r, x->err, sizeof x->err);
+}
+
+static void run_free(struct run *x) {
+  sim_result_free(&x->r);
+  sim_so_free(&x->so);
+  sim_trace_free(&x->tr);
+  profile_set_free(&x->ps);
+}
+
+/* DESIGN "HPA arithmetic": a node-scope max under AverageValue stalls at ceil(100 / 75) = 2
+ * while demand needs 10 replicas; workload scope follows the demand. */
+static void test_naive_caps_and_workload_follows(void **state) {
+  (void)state;
+  char so[2048];
+  struct run x;
+  so_text(so, sizeof so, 1, 20, "", AGENT_MAX);
+  run_text(&x, MODEL_UTIL, so, "step", NULL);
+  assert_int_equal(x.rc, 0);
+  assert_int_equal(x.r.sum.max_replicas, 2);
+  assert_true(x.r.sum.served_share < 0.5);
+  assert_true(x.r.sum.react_s < 0); /* never covers the step */
+  run_free(&x);
+  so_text(so, sizeof so, 1, 20, "", GW_UTIL);
+  run_text(&x, MODEL_UTIL, so, "step", NULL);
+  assert_int_equal(x.rc, 0);
+  assert_true(x.r.sum.max_replicas >= 10);
+  assert_true(x.r.sum.served_share > 0.9);
+  assert_true(x.r.sum.react_s > 0 && x.r.sum.react_s < 900);
+  assert_true(x.r.sum.ratio >= 1.0);
+  run_free(&x);
+}
+
+/* DESIGN "Load-insensitive metrics": memory reserved at start runs workload scope to
+ * maxReplicaCount and holds node scope at ceil(90 / 80) = 2; KV-cache follows the demand. */
+static void test_flat_memory(void **state) {
+  (void)state;
+  char so[2048];
+  struct run x;
+  so_text(so, sizeof so, 1, 16, "",
+          "    - type: external\n      metadata:\n        scalerAddress: gw-gateway:6000\n"
+          "        scope: workload\n        profile: vllm-inference\n");
+  run_text(&x, MODEL_VLLM, so, "step", NULL);
+  assert_int_equal(x.rc, 0);
+  assert_int_equal(x.r.sum.max_replicas, 16);
+  assert_int_equal((int)x.r.replicas[x.r.n - 1], 16); /* and it never comes down */
+  run_free(&x);
+  so_text(so, sizeof so, 1, 16, "",
+          "    - type: external\n      metadata:\n        scalerAddress: agent:6000\n"
+          "        profile: vllm-inference\n");
+  run_text(&x, MODEL_VLLM, so, "step", NULL);
+  assert_int_equal(x.rc, 0);
+  assert_int_equal((int)x.r.replicas[x.r.n - 1], 2);
+  assert_int_equal(x.r.sum.max_replicas, 2);
+  run_free(&x);
+  so_text(so, sizeof so, 1, 16, "",
+          "    - type: prometheus\n      metricType: Value\n      metadata:\n"
+          "        query: avg(vllm:kv_cache_usage_perc)\n        threshold: \"0.6\"\n");
+  run_text(&x, MODEL_VLLM, so, "step", NULL);
+  assert_int_equal(x.rc, 0);
+  if (x.r.sum.max_replicas < 13) /* 100 / 8 = 12.5 at the step */
+    fail_msg("kv-cache: max replicas %d", x.r.sum.max_replicas);
+  assert_true((int)x.r.replicas[x.r.n - 1] <= 3); /* back down after */
+  run_free(&x);
+}
+
+/* DESIGN "Shared GPUs": replicas time-slicing four GPUs; counted once per GPU the workload
+ * settles, counted per pod every new pod adds a whole GPU's value again. */
+static void test_timeslice_counting(void **state) {
+  (void)state;
+  char so[2048], model[1024];
+  struct run x;
+  int maxes[2];
+  for (int per_pod = 0; per_pod < 2; per_pod++) {
+    snprintf(model, sizeof model,
+             "capacity: 10\nplacement: timeslice\nslicesPerGpu: 4\nmaxGpus: 4\n"
+             "sharedCounting: %s\nstartup: 60s\nsignals:\n  gpu_utilization: {full: 100}\n",
+             per_pod ? "per-pod" : "once");
+    so_text(so, sizeof so, 1, 40, "", GW_UTIL);
+    run_text(&x, model, so, "step", NULL);
+    assert_int_equal(x.rc, 0);
+    maxes[per_pod] = x.r.sum.max_replicas;
+    run_free(&x);
+  }
+  assert_true(maxes[0] <= 7); /* 4 GPUs x 100 / 75 -> ceil(5.3) = 6 */
+  /* per pod: until the slices run out (16 pods x 100 / 75 = 22, some Pending) */
+  if (maxes[1] < 16 || maxes[1] < 2 * maxes[0])
+    fail_msg("per-pod counting held %d replicas, once per GPU %d", maxes[1], maxes[0]);
+}
+
+/* Scale to zero: a GPU trigger alone never wakes an idle workload (no pod, no GPU, value 0);
+ * a demand trigger beside it does, through KEDA's own 0 -> 1. */
+static void test_scale_to_zero(void **state) {
+  (void)state;
+  const char *csv = "0,0\n1199,0\n1200,40\n3600,40\n";
+  char so[4096];
+  struct run x;
+  const char *gpu =
+      "    - type: external-push\n      metadata:\n        scalerAddress: gw-gateway\n"
+      "        scope: workload\n        metricType: gpu_utilization\n"
+      "        targetValue: \"75\"\n        activationThreshold: \"5\"\n";
+  so_text(so, sizeof so, 0, 10, "  cooldownPeriod: 300\n", gpu);
+  run_text(&x, MODEL_UTIL, so, NULL, csv);
+  assert_int_equal(x.rc, 0);
+  assert_int_equal(x.r.sum.max_replicas, 0);
+  assert_true(x.r.sum.served_share < 0.01);
+  run_free(&x);
+  char both[1024];
+  snprintf(both, sizeof both,
+           "%s    - type: prometheus\n      metadata:\n        query: sum(rate(http_requests_"
+           "total[1m]))\n        threshold: \"1000\"\n        activationThreshold: \"0.5\"\n",
+           gpu);
+  so_text(so, sizeof so, 0, 10, "  cooldownPeriod: 300\n  pollingInterval: 30\n", both);
+  run_text(&x, MODEL_UTIL, so, NULL, csv);
+  assert_int_equal(x.rc, 0);
+  assert_true(x.r.sum.max_replicas >= 4);
+  assert_true(x.r.replicas[1230] >= 1); /* woken by the next poll after 1200 */
+  assert_true(x.r.sum.served_share > 0.9);
+  run_free(&x);
+}
+
+/* KEDA fallback: agents unavailable for 10 minutes; after failureThreshold failures the HPA is
+ * given the metric that asks for the fallback replicas. */
+static void test_fallback_outage(void **state) {
+  (void)state;
+  char model[1024], so[2048];
+  snprintf(model, sizeof model, "%soutages:\n  - {from: 1000s, to: 1600s}\n", MODEL_UTIL);
+  so_text(so, sizeof so, 1, 20, "  fallback: {failureThreshold: 3, replicas: 7}\n", GW_UTIL);
+  struct run x;
+  const char *csv = "0,5\n3600,5\n";
+  run_text(&x, model, so, NULL, csv);
+  assert_int_equal(x.rc, 0);
+  assert_int_equal((int)x.r.replicas[999], 1);
+  assert_int_equal((int)x.r.replicas[1500], 7);
+  assert_true(isnan(x.r.value[0][1020]) || x.r.value[0][1020] == x.r.value[0][1005]);
+  run_free(&x);
+}
+
+/* The policy's own refusals reach the user: scope workload at an agent address. */
+static void test_policy_refusal(void **state) {
+  (void)state;
+  char so[2048];
+  so_text(so, sizeof so, 1, 20, "",
+          "    - type: external\n      metadata:\n        scalerAddress: gpuscale-agent:6000\n"
+          "        scope: workload\n");
+  struct run x;
+  run_text(&x, MODEL_UTIL, so, "step", NULL);
+  assert_int_equal(x.rc, GS_EINVAL);
+  assert_non_null(strstr(x.err, "gateway"));
+  assert_non_null(strstr(x.err, "scope"));
+  run_free(&x);
+}
+
+/* The floor: 25 work/s for 100 s at capacity 10 needs 3 replicas, started 60 s ahead: 3 x 160
+ * GPU-seconds. Two pulses 30 s apart are bridged (30 < 60) rather than restarted. */
+static void test_floor(void **state) {
+  (void)state;
+  struct sim_model m;
+  char err[256];
+  assert_int_equal(sim_model_parse(MODEL_UTIL, strlen(MODEL_UTIL), "m", &m, err, sizeof err), 0);
+  double d[400] = {0};
+  for (int t = 100; t < 200; t++)
+    d[t] = 25;
+  float fl[400];
+  assert_true(fabs(sim_floor(d, 400, &m, 60, fl) - 3 * 160 / 3600.0) < 1e-9);
+  assert_true(fl[39] == 0 && fl[40] == 3 && fl[199] == 3 && fl[200] == 0);
+  for (int t = 230; t < 260; t++)
+    d[t] = 5;
+  /* level 1 bridges 200..230 (30 s) instead of a new 60 s start */
+  assert_true(fabs(sim_floor(d, 400, &m, 60, NULL) - (3 * 160 + 30 + 30) / 3600.0) < 1e-9);
+}
+
+struct bad_case {
+  const char *label, *text, *want1, *want2;
+};
+
+static void test_parse_errors(void **state) {
+  (void)state;
+  static const struct bad_case models[] = {
+      {"no capacity", "name: x\n", "model.yaml:1", "capacity"},
+      {"unknown key", "capacity: 1\ncapasity: 2\n", "model.yaml:2", "allowed: name, capacity"},
+      {"bad placement", "capacity: 1\nplacement: shared\n", "dedicated|timeslice", "shared"},
+      {"bad signal", "capacity: 1\nsignals:\n  gpu_utilization: {ful: 1}\n", "model.yaml:3",
+       "allowed: idle, full"},
+      {"negative", "capacity: -3\n", "capacity", "\"-3\""},
+      {"bad startup", "capacity: 1\nstartup: soon\n", "startup", "duration"},
+  };
+  for (size_t i = 0; i < sizeof models / sizeof models[0]; i++) {
+    struct sim_model m;
+    char err[512] = "";
+    int rc =
+        sim_model_parse(models[i].text, strlen(models[i].text), "model.yaml", &m, err, sizeof err);
+    if (rc == 0 || !strstr(err, models[i].want1) || !strstr(err, models[i].want2))
+      fail_msg("%s: rc %d, err \"%s\"", models[i].label, rc, err);
+  }
+  static const struct bad_case sos[] = {
+      {"kind", "kind: Deployment\nspec: {}\n", "ScaledObject", "Deployment"},
+      {"trigger type", "kind: ScaledObject\nspec:\n  triggers:\n    - type: kafka\n", "so.yaml:4",
+       "external|external-push|prometheus|cpu"},
+      {"selectPolicy",
+       "kind: ScaledObject\nspec:\n  advanced:\n    horizontalPodAutoscalerConfig:\n"
+       "      behavior:\n        scaleUp:\n          selectPolicy: Biggest\n"
+       "  triggers:\n    - type: cpu\n      metadata: {value: \"50\"}\n",
+       "so.yaml:7", "Max|Min|Disabled"},
+      {"prometheus threshold",
+       "kind: ScaledObject\nspec:\n  triggers:\n    - type: prometheus\n      metadata:\n"
+       "        query: up\n",
+       "threshold", "missing"},
+      {"max below min",
+       "kind: ScaledObject\nspec:\n  minReplicaCount: 5\n  maxReplicaCount: 2\n  triggers:\n"
+       "    - type: cpu\n      metadata: {value: \"50\"}\n",
+       "maxReplicaCount", "below minReplicaCount 5"},
+      {"idle replicas", "kind: ScaledObject\nspec:\n  idleReplicaCount: 0\n  triggers: []\n",
+       "idleReplicaCount", "not modelled"},
+  };
+  for (size_t i = 0; i < sizeof sos / sizeof sos[0]; i++) {
+    struct sim_scaledobject so;
+    char err[512] = "";
+    int rc = sim_so_parse(sos[i].text, strlen(sos[i].text), "so.yaml", &so, err, sizeof err);
+    if (rc == 0 || !strstr(err, sos[i].want1) || !strstr(err, sos[i].want2))
+      fail_msg("%s: rc %d, err \"%s\"", sos[i].label, rc, err);
+    sim_so_free(&so);
+  }
+  static const struct bad_case csvs[] = {
+      {"order", "seconds,rate\n0,1\n10,2\n5,3\n", "trace.csv:4", "increase"},
+      {"rate", "0,1\n10,x\n", "trace.csv:2", "rate"},
+      {"negative", "0,-1\n", "trace.csv:1", ">= 0"},
+  };
+  for (size_t i = 0; i < sizeof csvs / sizeof csvs[0]; i++) {
+    struct sim_trace tr;
+    char err[512] = "";
+    int rc =
+        sim_trace_csv(csvs[i].text, strlen(csvs[i].text), "trace.csv", 0, &tr, err, sizeof err);
+    if (rc == 0 || !strstr(err, csvs[i].want1) || !strstr(err, csvs[i].want2))
+      fail_msg("%s: rc %d, err \"%s\"", csvs[i].label, rc, err);
+  }
+}
+
+/* A CSV trace is linear between points and held after the last. */
+static void test_csv_trace(void **state) {
+  (void)state;
+  struct sim_trace tr;
+  char err[256];
+  const char *csv = "# demand\nseconds,rate\n0,0\n10,100\n20,100\n";
+  assert_int_equal(sim_trace_csv(csv, strlen(csv), "t.csv", 30, &tr, err, sizeof err), 0);
+  assert_int_equal(tr.n, 30);
+  assert_true(tr.rate[0] == 0 && tr.rate[5] == 50 && tr.rate[10] == 100 && tr.rate[29] == 100);
+  sim_trace_free(&tr);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_naive_caps_and_workload_follows),
+      cmocka_unit_test(test_flat_memory),
+      cmocka_unit_test(test_timeslice_counting),
+      cmocka_unit_test(test_scale_to_zero),
+      cmocka_unit_test(test_fallback_outage),
+      cmocka_unit_test(test_policy_refusal),
+      cmocka_unit_test(test_floor),
+      cmocka_unit_test(test_parse_errors),
+      cmocka_unit_test(test_csv_trace),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
