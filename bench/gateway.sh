@@ -212,10 +212,10 @@ for c in 1 64; do
   label="1 client"
   [[ $c != 1 ]] && label="$c calls"
   for f in p50 p99; do
-    row "gateway GetMetrics $f, $label, $NSTREAMS streams open" \
+    row "gateway $f with $NSTREAMS streams, $label" \
       "$(us "${R[streams.$c.${f}_us]}")" "no stream open: $(us "${R[cluster.$c.${f}_us]}")"
   done
-  row "gateway GetMetrics rate, $label, $NSTREAMS streams open" "$(rps "${R[streams.$c.rps]}")" \
+  row "gateway rate with $NSTREAMS streams, $label" "$(rps "${R[streams.$c.rps]}")" \
     "no stream open: $(rps "${R[cluster.$c.rps]}")"
 done
 PER_AGENT=$(awk -v a="$RSS_IDLE" -v z="$RSS0" -v n="$NAGENTS" 'BEGIN {printf "%.1f KiB", (a - z) / n}')
