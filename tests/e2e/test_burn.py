@@ -359,3 +359,48 @@ def test_agent_never_loads_libcuda(tmp_path, procs):
     assert "libcuda" not in maps
     a.stop()
     assert not os.path.exists(str(tmp_path / "cuda.rec"))
+
+
+# --- examples/load-test ----------------------------------------------------------------------------
+
+def load_test_docs(name):
+    import yaml
+    with open(os.path.join(helpers.source_root(), "examples", "load-test", name)) as f:
+        return [d for d in yaml.safe_load_all(f) if d]
+
+
+def test_load_test_burn_args_run(tmp_path):
+    """The Deployment's burn arguments are ones burn accepts, and they run (on the fake GPU)."""
+    dep = [d for d in load_test_docs("burn-deployment.yaml") if d["kind"] == "Deployment"][0]
+    c = dep["spec"]["template"]["spec"]["containers"][0]
+    assert c["args"][0] == "burn"
+    assert c["resources"]["limits"]["nvidia.com/gpu"] == 1
+    env = {e["name"]: e["value"] for e in c["env"]}
+    assert "compute" in env["NVIDIA_DRIVER_CAPABILITIES"].split(",")  # libcuda is mounted
+    p, rec = run_burn(tmp_path, c["args"][1:] + ["--duration", "2s"])
+    assert p.returncode == 0, p.stderr
+    assert max(rec.memory_plateaus()) == 4 << 30
+    rec.nothing_left()
+
+
+def test_load_test_scaledobject_metadata_is_accepted_by_the_gateway(tmp_path):
+    """The ScaledObject's trigger metadata parses at the gateway (a spec with target 30), while
+    the same with one bad key is refused: the check can fail."""
+    import grpc
+    from gateway_helpers import Gateway
+    so = load_test_docs("scaledobject.yaml")[0]
+    md = dict(so["spec"]["triggers"][0]["metadata"])
+    assert md["scalerAddress"].startswith("gpuscale-gateway.gpuscale.svc")
+    dead = "%s:%d" % (helpers.LOOPBACK, helpers.free_port())
+    gw = Gateway(["--agents", dead, "--tick", "200ms"], workdir=str(tmp_path / "gw"),
+                 ready=False).start()
+    try:
+        client = gw.client()
+        spec = client.spec(md)
+        assert len(spec.metricSpecs) == 1 and spec.metricSpecs[0].targetSizeFloat == 30, spec
+        bad = dict(md, aggregation="median")
+        e = helpers.rpc_error(client.spec, bad)
+        assert e.code() == grpc.StatusCode.INVALID_ARGUMENT, e.details()
+    finally:
+        gw.stop()
+        gw.kill()
