@@ -49,6 +49,12 @@ struct eng {
   bool gw[SIM_MAX_TRIGGERS];        /* trigger i is answered by the gateway */
   double target[SIM_MAX_TRIGGERS];  /* the metric target KEDA gives the HPA */
   int push_state[SIM_MAX_TRIGGERS]; /* -1 unknown, 0 inactive, 1 active */
+  /* this second's answer per trigger: KEDA's poll, the HPA's query and a push check in the same
+   * second read the same simulated state, so they get the same answer */
+  int64_t cached_at[SIM_MAX_TRIGGERS];
+  int cached_rc[SIM_MAX_TRIGGERS];
+  double cached_value[SIM_MAX_TRIGGERS];
+  bool cached_active[SIM_MAX_TRIGGERS];
   int events;
 };
 
@@ -459,7 +465,7 @@ static double prometheus_value(const struct eng *e, const struct sim_trigger *t)
 }
 
 /* One trigger's value and activity as KEDA gets them. Returns 0, or -1 on a scaler error. */
-static int read_trigger(struct eng *e, size_t i, double *value, bool *active) {
+static int read_trigger_now(struct eng *e, size_t i, double *value, bool *active) {
   const struct sim_trigger *t = &e->so->trig[i];
   if (t->kind == SIM_TRIG_PROMETHEUS) {
     *value = prometheus_value(e, t);
@@ -477,6 +483,16 @@ static int read_trigger(struct eng *e, size_t i, double *value, bool *active) {
   *value = res.value;
   *active = res.active;
   return 0;
+}
+
+static int read_trigger(struct eng *e, size_t i, double *value, bool *active) {
+  if (e->cached_at[i] != e->now) {
+    e->cached_rc[i] = read_trigger_now(e, i, &e->cached_value[i], &e->cached_active[i]);
+    e->cached_at[i] = e->now;
+  }
+  *value = e->cached_value[i];
+  *active = e->cached_active[i];
+  return e->cached_rc[i];
 }
 
 static int cpu_proposal(struct eng *e, const struct sim_trigger *t) {
@@ -560,6 +576,11 @@ static void keda_poll(struct eng *e, struct sim_result *out) {
 /* external-push: the scaler sends true on each inactive -> active transition (and the state
  * when the stream opens); KEDA acts on true at once and ignores false. */
 static void push_check(struct eng *e, struct sim_result *out) {
+  /* Above zero a push only refreshes lastActiveTime, which matters only for N -> 0: with
+   * minReplicaCount > 0 it changes nothing, so it is not evaluated then (the same result,
+   * faster). */
+  if (e->spec > 0 && e->keda.min_replicas > 0)
+    return;
   for (size_t i = 0; i < e->so->ntrig; i++) {
     if (!e->so->trig[i].push)
       continue;
@@ -605,6 +626,7 @@ static int setup(struct eng *e, const struct profile_set *ps, char *err, size_t 
   for (size_t i = 0; i < e->so->ntrig; i++) {
     const struct sim_trigger *t = &e->so->trig[i];
     e->push_state[i] = -1;
+    e->cached_at[i] = -1;
     if (t->kind == SIM_TRIG_PROMETHEUS)
       e->target[i] = t->threshold;
     if (t->kind != SIM_TRIG_GPUSCALE)

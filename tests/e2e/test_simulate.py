@@ -1,0 +1,164 @@
+"""`gpuscale simulate` on the shipped examples (examples/simulate/): the outcomes docs/simulate.md
+shows, checked against the numbers in the example files themselves."""
+
+import csv
+import io
+import json
+import math
+import os
+import re
+import subprocess
+import xml.etree.ElementTree as ET
+
+import helpers
+
+TIMEOUT = 120
+
+
+def ex(name):
+    return os.path.join(helpers.source_root(), "examples", "simulate", name)
+
+
+def run(*args):
+    return subprocess.run([helpers.binary(), "simulate"] + list(args), capture_output=True,
+                          text=True, timeout=TIMEOUT)
+
+
+def summary(model, so, *extra):
+    p = run("--model", ex(model), "--scaledobject", ex(so), "--format", "json", *extra)
+    assert p.returncode == 0, p.stderr
+    return json.loads(p.stdout)
+
+
+def yaml_number(path, key):
+    """A scalar from one of the example files (their keys are unique enough for this)."""
+    with open(path) as f:
+        m = re.search(r'^\s*%s:\s*"?([0-9.]+)"?' % re.escape(key), f.read(), re.M)
+    assert m, (path, key)
+    return float(m.group(1))
+
+
+def timeline(tmp_path, model, so, *extra):
+    out = tmp_path / ("%s.csv" % so)
+    p = run("--model", ex(model), "--scaledobject", ex(so), "--timeline", str(out),
+            "--timeline-step", "15s", *extra)
+    assert p.returncode == 0, p.stderr
+    rows = list(csv.DictReader(io.StringIO(out.read_text())))
+    assert rows
+    return rows
+
+
+def test_naive_node_scope_caps_at_ceil_100_over_target():
+    target = yaml_number(ex("naive-node-max.yaml"), "targetValue")
+    s = summary("model-inference.yaml", "naive-node-max.yaml", "--trace", "step")
+    assert s["maxReplicas"] == math.ceil(100 / target) == 2
+    assert s["servedShare"] < 0.5
+    assert s["reactSeconds"] is None  # never covers the step
+
+
+def test_workload_scope_follows_demand():
+    peak = 100
+    capacity = yaml_number(ex("model-inference.yaml"), "capacity")
+    s = summary("model-inference.yaml", "workload-util.yaml", "--trace", "step",
+                "--peak", str(peak))
+    assert s["maxReplicas"] >= math.ceil(peak / capacity)
+    assert s["servedShare"] > 0.9
+    assert s["ratioToFloor"] >= 1.0
+    assert 0 < s["reactSeconds"] < 900
+
+
+def test_memory_percent_runs_away_in_workload_scope_and_holds_two_in_node_scope(tmp_path):
+    top = yaml_number(ex("vllm-memory-workload.yaml"), "maxReplicaCount")
+    rows = timeline(tmp_path, "model-vllm.yaml", "vllm-memory-workload.yaml", "--trace", "step")
+    assert float(rows[-1]["replicas"]) == top  # at maxReplicaCount, and still there at the end
+    with open(ex("model-vllm.yaml")) as f:
+        flat = float(re.search(r"memory_used_percent: \{flat: ([0-9.]+)\}", f.read()).group(1))
+    rows = timeline(tmp_path, "model-vllm.yaml", "vllm-memory-node.yaml", "--trace", "step")
+    held = {float(r["replicas"]) for r in rows if float(r["t"]) >= 600}
+    assert held == {math.ceil(flat / 80)} == {2.0}  # the vllm-inference profile's target is 80
+
+
+def test_kv_cache_follows_demand_up_and_down(tmp_path):
+    rows = timeline(tmp_path, "model-vllm.yaml", "vllm-kvcache.yaml", "--trace", "step")
+    capacity = yaml_number(ex("model-vllm.yaml"), "capacity")
+    assert max(float(r["replicas"]) for r in rows) >= math.ceil(100 / capacity)
+    assert float(rows[-1]["replicas"]) <= 3  # the step is over: back down
+
+
+def test_time_sliced_per_pod_counting_feeds_on_itself():
+    once = summary("model-timeslice.yaml", "timeslice-workload.yaml", "--trace", "step")
+    per_pod = summary("model-timeslice-per-pod.yaml", "timeslice-workload.yaml", "--trace", "step")
+    gpus = yaml_number(ex("model-timeslice.yaml"), "maxGpus")
+    slices = yaml_number(ex("model-timeslice.yaml"), "slicesPerGpu")
+    assert once["maxReplicas"] <= math.ceil(gpus * 100 / 75)
+    assert per_pod["maxReplicas"] >= gpus * slices  # until the slices run out
+    assert per_pod["maxReplicas"] >= 2 * once["maxReplicas"]
+
+
+def test_cpu_only_hpa_misses_gpu_saturation():
+    s = summary("model-inference.yaml", "cpu-only.yaml", "--trace", "step")
+    assert s["maxReplicas"] == 1
+    assert s["servedShare"] < 0.5
+
+
+def test_scale_to_zero_needs_a_demand_trigger(tmp_path):
+    trace = tmp_path / "wake.csv"
+    trace.write_text("seconds,rate\n0,0\n1799,0\n1800,40\n5400,40\n")
+    gpu_only = summary("model-inference.yaml", "zero-gpu-only.yaml", "--trace", str(trace))
+    both = summary("model-inference.yaml", "zero-with-demand.yaml", "--trace", str(trace))
+    assert gpu_only["maxReplicas"] == 0 and gpu_only["servedShare"] < 0.01
+    assert both["maxReplicas"] >= 4 and both["servedShare"] > 0.9
+
+
+def test_compare_prints_one_row_per_config_with_ratio_to_floor():
+    configs = ["naive-node-max.yaml", "workload-util.yaml", "cpu-only.yaml"]
+    p = run("--model", ex("model-inference.yaml"), "--trace", "diurnal", "--compare",
+            *[ex(c) for c in configs])
+    assert p.returncode == 0, p.stderr
+    lines = p.stdout.splitlines()
+    assert "ratio" in lines[1] and "GPU-h" in lines[1]
+    for c in configs:
+        row = [ln for ln in lines if ln.startswith(c)]
+        assert len(row) == 1, p.stdout
+        assert re.search(r"\s\d+\.\d\dx\s", row[0]), row[0]
+    p = run("--model", ex("model-inference.yaml"), "--trace", "diurnal", "--format", "json",
+            "--compare", *[ex(c) for c in configs])
+    runs = json.loads(p.stdout)["runs"]
+    assert [os.path.basename(r["config"]) for r in runs] == configs
+    follows = runs[1]
+    assert follows["ratioToFloor"] >= 1 and follows["gpuHours"] >= follows["floorGpuHours"]
+
+
+def test_svg_chart_and_progress(tmp_path):
+    svg = tmp_path / "chart.svg"
+    p = run("--model", ex("model-inference.yaml"), "--scaledobject", ex("workload-util.yaml"),
+            "--trace", "diurnal", "--svg", str(svg), "--progress", "always")
+    assert p.returncode == 0, p.stderr
+    root = ET.fromstring(svg.read_bytes())
+    assert root.tag.endswith("svg")
+    text = svg.read_text()
+    assert "perfect-foresight floor" in text and "demand" in text
+    assert "simulating [" in p.stderr
+
+
+def test_week_at_one_second_is_fast():
+    s = summary("model-inference.yaml", "workload-util.yaml", "--trace", "weekend")
+    assert s["simulatedSeconds"] == 7 * 86400
+    assert s["wallSeconds"] < 5  # docs/simulate.md and `make bench` give the real figure
+
+
+def test_bad_input_names_file_line_key_and_allowed(tmp_path):
+    model = tmp_path / "model.yaml"
+    model.write_text("capacity: 10\nplacement: shared\n")
+    p = run("--model", str(model), "--scaledobject", ex("workload-util.yaml"))
+    assert p.returncode == 2
+    assert "%s:2" % model in p.stderr and "placement" in p.stderr
+    assert "dedicated|timeslice" in p.stderr
+    so = tmp_path / "so.yaml"
+    so.write_text("kind: ScaledObject\nspec:\n  triggers:\n    - type: kafka\n")
+    p = run("--model", ex("model-inference.yaml"), "--scaledobject", str(so))
+    assert p.returncode == 2
+    assert "%s:4" % so in p.stderr and "external|external-push|prometheus|cpu" in p.stderr
+    p = run("--model", ex("model-inference.yaml"), "--scaledobject", ex("workload-util.yaml"),
+            "--trace", "nosuchtrace")
+    assert p.returncode == 2 and "diurnal|bursty" in p.stderr
