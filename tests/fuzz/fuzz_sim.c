@@ -1,0 +1,41 @@
+/* libFuzzer target for the simulator's inputs: the workload model, the ScaledObject and the CSV
+ * trace, each parsed from the same bytes (no file access). */
+#include <math.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+
+#include "sim/model.h"
+#include "sim/scaledobject.h"
+#include "sim/trace.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+  char err[1024];
+  const char *text = (const char *)data;
+  struct sim_model m;
+  if (sim_model_parse(text, size, "fuzz.yaml", &m, err, sizeof err) == 0) {
+    if (!(m.capacity > 0) || m.nsig > SIM_MAX_SIGNALS)
+      abort();
+    for (size_t i = 0; i < m.nsig; i++)
+      for (double rho = 0; rho < 3; rho += 0.25)
+        if (isnan(sim_signal_value(&m.sig[i], rho, rho * 10)))
+          abort(); /* a signal never reads NaN */
+  }
+  struct sim_scaledobject so;
+  if (sim_so_parse(text, size, "fuzz.yaml", &so, err, sizeof err) == 0) {
+    if (so.ntrig == 0 || so.ntrig > SIM_MAX_TRIGGERS || so.keda.max_replicas < so.keda.min_replicas)
+      abort();
+    sim_so_free(&so);
+  }
+  struct sim_trace tr;
+  /* a bounded duration, so that a point at 31 days does not allocate a month of seconds */
+  if (sim_trace_csv(text, size, "fuzz.csv", 3600, &tr, err, sizeof err) == 0) {
+    for (size_t i = 0; i < tr.n; i++)
+      if (!(tr.rate[i] >= 0))
+        abort();
+    sim_trace_free(&tr);
+  }
+  return 0;
+}
