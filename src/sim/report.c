@@ -263,6 +263,18 @@ static double *bucket(const float *src, const double *dsrc, size_t n, size_t per
   return out;
 }
 
+/* The smallest 4 x {1, 2, 2.5, 5} x 10^k at or above v, so that the grid lines read round. */
+static double nice_max(double v) {
+  if (!(v > 0))
+    return 1;
+  double mag = pow(10, floor(log10(v / 4)));
+  static const double steps[] = {1, 2, 2.5, 5, 10};
+  for (size_t i = 0; i < sizeof steps / sizeof steps[0]; i++)
+    if (4 * steps[i] * mag >= v)
+      return 4 * steps[i] * mag;
+  return 40 * mag;
+}
+
 static double series_max(const double *v, size_t n) {
   double m = 0;
   for (size_t i = 0; i < n; i++)
@@ -319,24 +331,23 @@ static int charts(const struct sim_run_info *ri, const struct sim_result *r, str
   double *fl = bucket(r->floor, NULL, r->n, per, nb, 1.0 / (gpr > 0 ? gpr : 1));
   int rc = d && c && rep && rd && fl ? 0 : GS_ENOMEM;
   if (!rc) {
-    double ymax = fmax(series_max(d, nb), series_max(c, nb)) * 1.1;
+    double ymax = nice_max(fmax(series_max(d, nb), series_max(c, nb)) * 1.05);
     struct svg_series s1[] = {{"demand", d, nb, "#d62728"}, {"ready capacity", c, nb, "#1f77b4"}};
     char title[256];
-    snprintf(title, sizeof title, "%s on %s: demand and ready capacity (work/s)", ri->so_name,
-             ri->trace);
-    struct svg_linechart lc = {title, "", 0, ymax > 0 ? ymax : 1, SIM_EPOCH, (int64_t)per, s1, 2};
+    snprintf(title, sizeof title, "%s on %s: demand, ready capacity", ri->so_name, ri->trace);
+    struct svg_linechart lc = {title, "", 0, ymax, SIM_EPOCH, (int64_t)per, s1, 2};
     rc = svg_linechart(a, &lc);
-    double rmax = fmax(fmax(series_max(rep, nb), series_max(fl, nb)), 1) * 1.15;
+    double rmax = nice_max(fmax(fmax(series_max(rep, nb), series_max(fl, nb)), 1) * 1.05);
     struct svg_series s2[] = {{"replicas (spec)", rep, nb, "#2ca02c"},
                               {"ready", rd, nb, "#1f77b4"},
                               {"perfect-foresight floor", fl, nb, "#7f7f7f"}};
     char title2[256];
     if (isnan(r->sum.ratio))
-      snprintf(title2, sizeof title2, "replicas: %.1f GPU-hours", r->sum.gpu_hours);
+      snprintf(title2, sizeof title2, "replicas: %.1f GPU-h", r->sum.gpu_hours);
     else
-      snprintf(title2, sizeof title2, "replicas: %.1f GPU-hours, %.2fx the floor; %.1f%% served",
+      snprintf(title2, sizeof title2, "replicas: %.1f GPU-h, %.2fx the floor, %.0f%% served",
                r->sum.gpu_hours, r->sum.ratio, 100 * r->sum.served_share);
-    struct svg_linechart lc2 = {title2, "", 0, ceil(rmax), SIM_EPOCH, (int64_t)per, s2, 3};
+    struct svg_linechart lc2 = {title2, "", 0, rmax, SIM_EPOCH, (int64_t)per, s2, 3};
     if (!rc)
       rc = svg_linechart(b, &lc2);
   }
