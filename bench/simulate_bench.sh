@@ -31,7 +31,7 @@ E=$ROOT/examples/simulate
 week() {
   local so=$1 i walls=""
   for ((i = 0; i < REPS; i++)); do
-    "$GPUSCALE" simulate --model "$E/model-inference.yaml" --scaledobject "$E/$so" \
+    "$GPUSCALE" simulate --model "$E/models/inference.yaml" --scaledobject "$E/$so" \
       --trace weekend --duration 7d --format json --progress never >"$WORK/out.json"
     walls+=" $(/usr/bin/python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["wallSeconds"])' "$WORK/out.json")"
   done
@@ -47,7 +47,7 @@ row "simulate, 1 week @1s, push + minReplicas 0" "$(rate "$W2")" \
   "the same week, push checked every simulated second"
 
 if [[ $ROWS_ONLY == 0 ]]; then
-  printf '\ngpuscale simulate bench: %s CPUs; examples/simulate/model-inference.yaml on the weekend\n' \
+  printf '\ngpuscale simulate bench: %s CPUs; examples/simulate/models/inference.yaml on the weekend\n' \
     "$(nproc)"
   printf 'trace, 7 days at 1 s; median of %d runs.\n\n' "$REPS"
   printf '| %-44s | %-38s | %-56s |\n' "figure" "value" "baseline"

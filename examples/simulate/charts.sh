@@ -14,25 +14,25 @@ chart() { # chart NAME MODEL CONFIG TRACE [args]
   $G --model "$E/$model" --scaledobject "$E/$so" --trace "$trace" --svg "$I/sim-$name.svg" "$@"
   echo
 }
-chart naive-node-max model-inference.yaml naive-node-max.yaml step
-chart workload-util model-inference.yaml workload-util.yaml step
-chart cpu-only model-inference.yaml cpu-only.yaml step
-chart vllm-memory-workload model-vllm.yaml vllm-memory-workload.yaml diurnal
-chart vllm-memory-node model-vllm.yaml vllm-memory-node.yaml diurnal
-chart vllm-kvcache model-vllm.yaml vllm-kvcache.yaml diurnal
-chart timeslice-once model-timeslice.yaml timeslice-workload.yaml step
-chart timeslice-per-pod model-timeslice-per-pod.yaml timeslice-workload.yaml step
-chart zero-gpu-only model-inference.yaml zero-gpu-only.yaml weekend
-chart zero-with-demand model-inference.yaml zero-with-demand.yaml weekend
-$G --model "$E/model-inference.yaml" --trace step --compare "$E/naive-node-max.yaml" \
+chart naive-node-max models/inference.yaml naive-node-max.yaml step
+chart workload-util models/inference.yaml workload-util.yaml step
+chart cpu-only models/inference.yaml cpu-only.yaml step
+chart vllm-memory-workload models/vllm.yaml vllm-memory-workload.yaml diurnal
+chart vllm-memory-node models/vllm.yaml vllm-memory-node.yaml diurnal
+chart vllm-kvcache models/vllm.yaml vllm-kvcache.yaml diurnal
+chart timeslice-once models/timeslice.yaml timeslice-workload.yaml step
+chart timeslice-per-pod models/timeslice-per-pod.yaml timeslice-workload.yaml step
+chart zero-gpu-only models/inference.yaml zero-gpu-only.yaml weekend
+chart zero-with-demand models/inference.yaml zero-with-demand.yaml weekend
+$G --model "$E/models/inference.yaml" --trace step --compare "$E/naive-node-max.yaml" \
   "$E/cpu-only.yaml" "$E/workload-util.yaml"
 echo
-$G --model "$E/model-vllm.yaml" --trace diurnal --compare "$E/vllm-memory-workload.yaml" \
+$G --model "$E/models/vllm.yaml" --trace diurnal --compare "$E/vllm-memory-workload.yaml" \
   "$E/vllm-memory-node.yaml" "$E/vllm-queue.yaml" "$E/vllm-kvcache.yaml" "$E/vllm-kvcache-queue.yaml"
 echo
-$G --model "$E/model-inference.yaml" --trace bursty --compare "$E/workload-util.yaml" \
+$G --model "$E/models/inference.yaml" --trace bursty --compare "$E/workload-util.yaml" \
   "$E/workload-util-fast-down.yaml" "$E/workload-util-slow-down.yaml" \
   "$E/workload-util-window.yaml" "$E/workload-util-rate-limited.yaml"
 echo
-$G --model "$E/model-inference.yaml" --trace cron --compare "$E/zero-with-demand.yaml" \
+$G --model "$E/models/inference.yaml" --trace cron --compare "$E/zero-with-demand.yaml" \
   "$E/zero-with-demand-cooldown-1h.yaml" "$E/workload-util.yaml"

@@ -50,7 +50,7 @@ def timeline(tmp_path, model, so, *extra):
 
 def test_naive_node_scope_caps_at_ceil_100_over_target():
     target = yaml_number(ex("naive-node-max.yaml"), "targetValue")
-    s = summary("model-inference.yaml", "naive-node-max.yaml", "--trace", "step")
+    s = summary("models/inference.yaml", "naive-node-max.yaml", "--trace", "step")
     assert s["maxReplicas"] == math.ceil(100 / target) == 2
     assert s["servedShare"] < 0.5
     assert s["reactSeconds"] is None  # never covers the step
@@ -58,8 +58,8 @@ def test_naive_node_scope_caps_at_ceil_100_over_target():
 
 def test_workload_scope_follows_demand():
     peak = 100
-    capacity = yaml_number(ex("model-inference.yaml"), "capacity")
-    s = summary("model-inference.yaml", "workload-util.yaml", "--trace", "step",
+    capacity = yaml_number(ex("models/inference.yaml"), "capacity")
+    s = summary("models/inference.yaml", "workload-util.yaml", "--trace", "step",
                 "--peak", str(peak))
     assert s["maxReplicas"] >= math.ceil(peak / capacity)
     assert s["servedShare"] > 0.9
@@ -69,34 +69,34 @@ def test_workload_scope_follows_demand():
 
 def test_memory_percent_runs_away_in_workload_scope_and_holds_two_in_node_scope(tmp_path):
     top = yaml_number(ex("vllm-memory-workload.yaml"), "maxReplicaCount")
-    rows = timeline(tmp_path, "model-vllm.yaml", "vllm-memory-workload.yaml", "--trace", "step")
+    rows = timeline(tmp_path, "models/vllm.yaml", "vllm-memory-workload.yaml", "--trace", "step")
     assert float(rows[-1]["replicas"]) == top  # at maxReplicaCount, and still there at the end
-    with open(ex("model-vllm.yaml")) as f:
+    with open(ex("models/vllm.yaml")) as f:
         flat = float(re.search(r"memory_used_percent: \{flat: ([0-9.]+)\}", f.read()).group(1))
-    rows = timeline(tmp_path, "model-vllm.yaml", "vllm-memory-node.yaml", "--trace", "step")
+    rows = timeline(tmp_path, "models/vllm.yaml", "vllm-memory-node.yaml", "--trace", "step")
     held = {float(r["replicas"]) for r in rows if float(r["t"]) >= 600}
     assert held == {math.ceil(flat / 80)} == {2.0}  # the vllm-inference profile's target is 80
 
 
 def test_kv_cache_follows_demand_up_and_down(tmp_path):
-    rows = timeline(tmp_path, "model-vllm.yaml", "vllm-kvcache.yaml", "--trace", "step")
-    capacity = yaml_number(ex("model-vllm.yaml"), "capacity")
+    rows = timeline(tmp_path, "models/vllm.yaml", "vllm-kvcache.yaml", "--trace", "step")
+    capacity = yaml_number(ex("models/vllm.yaml"), "capacity")
     assert max(float(r["replicas"]) for r in rows) >= math.ceil(100 / capacity)
     assert float(rows[-1]["replicas"]) <= 3  # the step is over: back down
 
 
 def test_time_sliced_per_pod_counting_feeds_on_itself():
-    once = summary("model-timeslice.yaml", "timeslice-workload.yaml", "--trace", "step")
-    per_pod = summary("model-timeslice-per-pod.yaml", "timeslice-workload.yaml", "--trace", "step")
-    gpus = yaml_number(ex("model-timeslice.yaml"), "maxGpus")
-    slices = yaml_number(ex("model-timeslice.yaml"), "slicesPerGpu")
+    once = summary("models/timeslice.yaml", "timeslice-workload.yaml", "--trace", "step")
+    per_pod = summary("models/timeslice-per-pod.yaml", "timeslice-workload.yaml", "--trace", "step")
+    gpus = yaml_number(ex("models/timeslice.yaml"), "maxGpus")
+    slices = yaml_number(ex("models/timeslice.yaml"), "slicesPerGpu")
     assert once["maxReplicas"] <= math.ceil(gpus * 100 / 75)
     assert per_pod["maxReplicas"] >= gpus * slices  # until the slices run out
     assert per_pod["maxReplicas"] >= 2 * once["maxReplicas"]
 
 
 def test_cpu_only_hpa_misses_gpu_saturation():
-    s = summary("model-inference.yaml", "cpu-only.yaml", "--trace", "step")
+    s = summary("models/inference.yaml", "cpu-only.yaml", "--trace", "step")
     assert s["maxReplicas"] == 1
     assert s["servedShare"] < 0.5
 
@@ -104,15 +104,15 @@ def test_cpu_only_hpa_misses_gpu_saturation():
 def test_scale_to_zero_needs_a_demand_trigger(tmp_path):
     trace = tmp_path / "wake.csv"
     trace.write_text("seconds,rate\n0,0\n1799,0\n1800,40\n5400,40\n")
-    gpu_only = summary("model-inference.yaml", "zero-gpu-only.yaml", "--trace", str(trace))
-    both = summary("model-inference.yaml", "zero-with-demand.yaml", "--trace", str(trace))
+    gpu_only = summary("models/inference.yaml", "zero-gpu-only.yaml", "--trace", str(trace))
+    both = summary("models/inference.yaml", "zero-with-demand.yaml", "--trace", str(trace))
     assert gpu_only["maxReplicas"] == 0 and gpu_only["servedShare"] < 0.01
     assert both["maxReplicas"] >= 4 and both["servedShare"] > 0.9
 
 
 def test_compare_prints_one_row_per_config_with_ratio_to_floor():
     configs = ["naive-node-max.yaml", "workload-util.yaml", "cpu-only.yaml"]
-    p = run("--model", ex("model-inference.yaml"), "--trace", "diurnal", "--compare",
+    p = run("--model", ex("models/inference.yaml"), "--trace", "diurnal", "--compare",
             *[ex(c) for c in configs])
     assert p.returncode == 0, p.stderr
     lines = p.stdout.splitlines()
@@ -121,7 +121,7 @@ def test_compare_prints_one_row_per_config_with_ratio_to_floor():
         row = [ln for ln in lines if ln.startswith(c)]
         assert len(row) == 1, p.stdout
         assert re.search(r"\s\d+\.\d\dx\s", row[0]), row[0]
-    p = run("--model", ex("model-inference.yaml"), "--trace", "diurnal", "--format", "json",
+    p = run("--model", ex("models/inference.yaml"), "--trace", "diurnal", "--format", "json",
             "--compare", *[ex(c) for c in configs])
     runs = json.loads(p.stdout)["runs"]
     assert [os.path.basename(r["config"]) for r in runs] == configs
@@ -131,7 +131,7 @@ def test_compare_prints_one_row_per_config_with_ratio_to_floor():
 
 def test_svg_chart_and_progress(tmp_path):
     svg = tmp_path / "chart.svg"
-    p = run("--model", ex("model-inference.yaml"), "--scaledobject", ex("workload-util.yaml"),
+    p = run("--model", ex("models/inference.yaml"), "--scaledobject", ex("workload-util.yaml"),
             "--trace", "diurnal", "--svg", str(svg), "--progress", "always")
     assert p.returncode == 0, p.stderr
     root = ET.fromstring(svg.read_bytes())
@@ -142,7 +142,7 @@ def test_svg_chart_and_progress(tmp_path):
 
 
 def test_week_at_one_second_is_fast():
-    s = summary("model-inference.yaml", "workload-util.yaml", "--trace", "weekend")
+    s = summary("models/inference.yaml", "workload-util.yaml", "--trace", "weekend")
     assert s["simulatedSeconds"] == 7 * 86400
     assert s["wallSeconds"] < 5  # docs/simulate.md and `make bench` give the real figure
 
@@ -156,9 +156,9 @@ def test_bad_input_names_file_line_key_and_allowed(tmp_path):
     assert "dedicated|timeslice" in p.stderr
     so = tmp_path / "so.yaml"
     so.write_text("kind: ScaledObject\nspec:\n  triggers:\n    - type: kafka\n")
-    p = run("--model", ex("model-inference.yaml"), "--scaledobject", str(so))
+    p = run("--model", ex("models/inference.yaml"), "--scaledobject", str(so))
     assert p.returncode == 2
     assert "%s:4" % so in p.stderr and "external|external-push|prometheus|cpu" in p.stderr
-    p = run("--model", ex("model-inference.yaml"), "--scaledobject", ex("workload-util.yaml"),
+    p = run("--model", ex("models/inference.yaml"), "--scaledobject", ex("workload-util.yaml"),
             "--trace", "nosuchtrace")
     assert p.returncode == 2 and "diurnal|bursty" in p.stderr

@@ -30,6 +30,7 @@ const modules = path.join(here, "node_modules");
 const NOT_KUBERNETES = new Map([
   ["examples/profiles.yaml", "gpuscale --profiles file (tests/e2e)"],
   ["examples/scenarios/", "mock scenarios (tests/e2e)"],
+  ["examples/simulate/models/", "gpuscale simulate workload models (tests/e2e/test_simulate.py)"],
   ["examples/prometheus/adapter-rules.yaml", "prometheus-adapter Helm values (compared with the chart's copy)"],
   ["examples/prometheus/scrape-config.yaml", "Prometheus config (promtool check config; check 5 below)"],
 ]);
