@@ -24,11 +24,11 @@ def fake_cuda_dir():
         d = os.path.join(os.path.dirname(helpers.fake_nvml_dir()), "fake_cuda")
     if not os.path.exists(os.path.join(d, "libcuda.so.1")):
         pytest.fail("fake libcuda not built in %s (build target fake_cuda)" % d)
-    return d
+    return os.path.abspath(d)  # burn runs in the test's directory
 
 
 def nvml_lib():
-    return os.path.join(helpers.fake_nvml_dir(), "libnvidia-ml.so.1")
+    return os.path.abspath(os.path.join(helpers.fake_nvml_dir(), "libnvidia-ml.so.1"))
 
 
 def nvml_script(path, util=35, used_mib=20480):
@@ -346,9 +346,10 @@ def test_signal_frees_everything(tmp_path, sig, word):
     rec.nothing_left()
 
 
-def test_agent_never_loads_libcuda(tmp_path, procs):
+def test_agent_never_loads_libcuda(tmp_path, procs, monkeypatch):
     """Only burn loads the CUDA driver: an agent with the fake libcuda on its library path has it
     neither mapped nor called."""
+    monkeypatch.setenv("GPUSCALE_BIN", os.path.abspath(helpers.binary()))  # it runs in tmp_path
     a = helpers.Agent(["--collector", "nvml", "--nvml-library", nvml_lib()],
                       env=burn_env(tmp_path), workdir=str(tmp_path))
     procs.append(a)
@@ -383,9 +384,10 @@ def test_load_test_burn_args_run(tmp_path):
     rec.nothing_left()
 
 
-def test_load_test_scaledobject_metadata_is_accepted_by_the_gateway(tmp_path):
+def test_load_test_scaledobject_metadata_is_accepted_by_the_gateway(tmp_path, monkeypatch):
     """The ScaledObject's trigger metadata parses at the gateway (a spec with target 30), while
     the same with one bad key is refused: the check can fail."""
+    monkeypatch.setenv("GPUSCALE_BIN", os.path.abspath(helpers.binary()))  # it runs in tmp_path
     import grpc
     from gateway_helpers import Gateway
     so = load_test_docs("scaledobject.yaml")[0]
