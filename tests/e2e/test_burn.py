@@ -159,6 +159,37 @@ def test_duty_cycle_holds_the_asked_fraction(tmp_path, util):
     rec.nothing_left()
 
 
+def test_status_line_updates_in_place_on_a_terminal(tmp_path):
+    import pty
+    master, slave = pty.openpty()
+    try:
+        p = subprocess.run([os.path.abspath(helpers.binary()), "burn", "--nvml-library", nvml_lib(),
+                            "--util", "40", "--duration", "2500ms"], stdout=slave,
+                           stderr=subprocess.PIPE, text=True, timeout=60,
+                           env=burn_env(tmp_path), cwd=str(tmp_path))
+        os.close(slave)
+        slave = None
+        out = b""
+        while True:
+            try:
+                chunk = os.read(master, 65536)
+            except OSError:  # EIO: the terminal has no writer left
+                break
+            if not chunk:
+                break
+            out += chunk
+    finally:
+        if slave is not None:
+            os.close(slave)
+        os.close(master)
+    assert p.returncode == 0, p.stderr
+    text = out.decode()
+    # every status rewrites the same line: carriage return, the line, erase to its end
+    assert text.count("\rt=") >= 2 and "\x1b[K" in text, repr(text)
+    assert "\nt=" not in text.replace("\r\n", "\n"), repr(text)
+    assert text.rstrip().splitlines()[-1].startswith("burn: done after"), repr(text)
+
+
 def test_zero_and_full_utilisation(tmp_path):
     p, rec = run_burn(tmp_path, ["--util", "0", "--duration", "2s"])
     assert p.returncode == 0, p.stderr
