@@ -241,6 +241,18 @@ def test_step_pattern_is_followed(tmp_path):
     rec.nothing_left()
 
 
+def test_step_pattern_repeats(tmp_path):
+    p, rec = run_burn(tmp_path, ["--pattern", "step", "--steps", "20:500ms,60:500ms", "--repeat",
+                                 "--duration", "3s"])
+    assert p.returncode == 0, p.stderr
+    ks = loop_kernels(rec, p.stderr)
+    low = [ms for t, ms in ks if 0.1 <= t % 1.0 < 0.4]
+    high = [ms for t, ms in ks if 0.6 <= t % 1.0 < 0.9]
+    assert len(low) >= 4 and len(high) >= 4, ks  # every loop, not only the first
+    assert abs(statistics.median(low) - 20) <= 2 and abs(statistics.median(high) - 60) <= 3, ks
+    rec.nothing_left()
+
+
 def util_error(ks, expected):
     return statistics.median(abs(ms - expected(t) * CYCLE_MS / 100.0) for t, ms in ks)
 
