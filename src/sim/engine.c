@@ -333,32 +333,50 @@ static void pod_name(const struct eng *e, const struct pod *p, char *out, size_t
   snprintf(out, len, "%s-%d", e->m->name, p->id);
 }
 
+static void node_name(const struct eng *e, size_t g, char *out, size_t len) {
+  snprintf(out, len, "node-%zu", g / (size_t)e->m->gpus_per_node);
+}
+
+/* The trigger's namespace, nodes and gpuModel selectors against GPU g (and the workload's
+ * namespace, which is the ScaledObject's). */
+static bool gpu_selected(const struct eng *e, const struct trigger *t, size_t g) {
+  char node[32];
+  node_name(e, g, node, sizeof node);
+  return trigger_regex_match(&t->nodes, node) &&
+         trigger_regex_match(&t->gpu_model, e->m->gpu_model);
+}
+
 static int select_workload(struct eng *e, const struct trigger *t, const struct sim_signal *s,
                            double serving, struct scaler_selection *sel) {
+  if (t->ns[0] && strcmp(t->ns, e->so->ns) != 0)
+    return 0; /* the workload's pods live in the ScaledObject's namespace */
+  unsigned char *mark = calloc(e->ngpus ? e->ngpus : 1, 1);
+  if (!mark)
+    return GS_ENOMEM;
   uint32_t group = 0;
-  for (size_t i = 0; i < e->npods; i++) {
+  size_t distinct = 0;
+  int rc = 0;
+  for (size_t i = 0; !rc && i < e->npods; i++) {
     const struct pod *p = &e->pods[i];
-    if (p->ngpu == 0)
+    if (p->ngpu == 0 || !gpu_selected(e, t, (size_t)p->gpu[0]))
       continue;
     char name[160];
     pod_name(e, p, name, sizeof name);
     if (!trigger_regex_match(&t->pods, name))
       continue;
-    for (int k = 0; k < p->ngpu; k++) {
+    for (int k = 0; !rc && k < p->ngpu; k++) {
       int g = p->gpu[k];
       double share = e->m->shared_per_pod ? 1.0 : 1.0 / (double)e->holders[g];
-      int rc = scaler_selection_add_share(sel, gpu_value(e, (size_t)g, s, serving), group, share);
-      if (rc)
-        return rc;
+      rc = scaler_selection_add_share(sel, gpu_value(e, (size_t)g, s, serving), group, share);
+      distinct += !mark[g];
+      mark[g] = 1;
     }
     group++;
   }
+  free(mark);
   sel->n_groups = group;
-  size_t held = 0;
-  for (size_t g = 0; g < e->ngpus; g++)
-    held += e->holders[g] > 0;
-  sel->matched = sel->selected = sel->fresh = sel->n ? held : 0;
-  return 0;
+  sel->matched = sel->selected = sel->fresh = distinct;
+  return rc;
 }
 
 /* The gateway's selector: every node's GPUs, the workload's pods, or one named node. */
@@ -387,19 +405,26 @@ static int gw_select(void *ud, const struct trigger *t, struct scaler_selection 
     scaler_selection_note(sel, "every agent stale (simulated outage)");
     return 0;
   }
-  if (!s) {
-    sel->matched = count;
-    return 0; /* selected 0: the field is not reported */
+  if (!s) { /* matched, none selected: the field is not reported */
+    for (size_t g = 0; t->scope == TRIGGER_SCOPE_WORKLOAD && g < e->ngpus; g++)
+      sel->matched += e->holders[g] > 0;
+    if (t->scope != TRIGGER_SCOPE_WORKLOAD)
+      sel->matched = count;
+    return 0;
   }
   double serving = serving_value(e, s, t->window_ms / 1000);
   if (t->scope == TRIGGER_SCOPE_WORKLOAD)
     return select_workload(e, t, s, serving, sel);
+  size_t n = 0;
   for (size_t g = first; g < first + count; g++) {
+    if (!gpu_selected(e, t, g))
+      continue;
     int rc = scaler_selection_add(sel, gpu_value(e, g, s, serving), 0);
     if (rc)
       return rc;
+    n++;
   }
-  sel->matched = sel->selected = sel->fresh = count;
+  sel->matched = sel->selected = sel->fresh = n;
   return 0;
 }
 

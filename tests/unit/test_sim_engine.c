@@ -209,6 +209,30 @@ static void test_fallback_outage(void **state) {
   run_free(&x);
 }
 
+/* The gateway's selectors apply to the simulated pods: another namespace or a pods regex that
+ * matches none selects nothing, a true 0 (the HPA goes to minReplicas); a matching regex scales. */
+static void test_selectors(void **state) {
+  (void)state;
+  static const struct {
+    const char *extra;
+    bool scales;
+  } cases[] = {{"        namespace: other\n", false},
+               {"        pods: \"web-.*\"\n", false},
+               {"        pods: \"infer-[0-9]+\"\n", true},
+               {"        nodes: \"node-[0-9]+\"\n        gpuModel: \".*H100.*\"\n", true}};
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    char trig[1024], so[2048];
+    snprintf(trig, sizeof trig, "%s%s", GW_UTIL, cases[i].extra);
+    so_text(so, sizeof so, 1, 20, "", trig);
+    struct run x;
+    run_text(&x, MODEL_UTIL, so, "step", NULL);
+    assert_int_equal(x.rc, 0);
+    if (cases[i].scales ? x.r.sum.max_replicas < 10 : x.r.sum.max_replicas != 1)
+      fail_msg("case %zu: max replicas %d", i, x.r.sum.max_replicas);
+    run_free(&x);
+  }
+}
+
 /* The policy's own refusals reach the user: scope workload at an agent address. */
 static void test_policy_refusal(void **state) {
   (void)state;
@@ -328,6 +352,7 @@ int main(void) {
       cmocka_unit_test(test_timeslice_counting),
       cmocka_unit_test(test_scale_to_zero),
       cmocka_unit_test(test_fallback_outage),
+      cmocka_unit_test(test_selectors),
       cmocka_unit_test(test_policy_refusal),
       cmocka_unit_test(test_floor),
       cmocka_unit_test(test_parse_errors),
