@@ -636,6 +636,22 @@ static bool to_gateway(const struct sim_trigger *t) {
   return (sc && strcmp(sc, "node")) || sim_trigger_md(t, "pods") || sim_trigger_md(t, "node");
 }
 
+/* The warning the gateway logs for a load-insensitive metric in workload scope. */
+static void warn_of(const struct eng *e, size_t i, const struct profile_set *ps, char *out,
+                    size_t len) {
+  const struct sim_trigger *st = &e->so->trig[i];
+  struct trigger t;
+  char err[256];
+  out[0] = '\0';
+  if (trigger_parse_ref(st->md, st->nmd, ps, e->so->ns, &t, err, sizeof err) != 0)
+    return;
+  enum trigger_scope sc = t.scope != TRIGGER_SCOPE_AUTO ? t.scope
+                          : e->gw[i]                    ? TRIGGER_SCOPE_CLUSTER
+                                                        : TRIGGER_SCOPE_NODE;
+  trigger_workload_warning(t.metric, sc, out, len);
+  trigger_free(&t);
+}
+
 static int setup(struct eng *e, const struct profile_set *ps, char *err, size_t errlen) {
   e->agent.profiles = e->gateway.profiles = ps;
   e->agent.src = (struct scaler_source){agent_values, no_wait, e};
@@ -895,6 +911,9 @@ int sim_run(const struct sim_model *m, const struct sim_scaledobject *so,
   if (!rc && (rc = alloc_result(out, tr->n, so)) == GS_ENOMEM)
     snprintf(err, errlen, "out of memory for a %zu-second timeline", tr->n);
   out->demand = tr->rate;
+  for (size_t i = 0; !rc && i < so->ntrig; i++)
+    if (so->trig[i].kind == SIM_TRIG_GPUSCALE)
+      warn_of(e, i, ps, out->warning[i], sizeof out->warning[i]);
   if (!rc && (rc = initial_pods(e)))
     snprintf(err, errlen, "out of memory");
   size_t tick = tr->n / 100 ? tr->n / 100 : 1;

@@ -34,6 +34,8 @@ struct sim_result {
   char trig_name[SIM_MAX_TRIGGERS][64];
   float *value[SIM_MAX_TRIGGERS];   /* the value last read for trigger i (NaN: error or unread) */
   int8_t *active[SIM_MAX_TRIGGERS]; /* 1 / 0, -1 when unknown */
+  /* what the policy warns about trigger i (trigger_workload_warning), "" when nothing */
+  char warning[SIM_MAX_TRIGGERS][640];
   struct sim_summary sum;
 };
 

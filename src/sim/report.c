@@ -60,6 +60,9 @@ void sim_report_text(FILE *f, const struct sim_run_info *ri, const struct sim_re
             s->floor_gpu_hours * ri->price.per_gpu_hour, ri->price.key, ri->price.per_gpu_hour);
   else
     fprintf(f, "  cost                - (the model's GPU is not in the price table; --prices)\n");
+  for (size_t i = 0; i < r->ntrig; i++)
+    if (r->warning[i][0])
+      fprintf(f, "  warning             trigger %s: %s\n", r->trig_name[i], r->warning[i]);
 }
 
 static void json_str(FILE *f, const char *s) {
@@ -121,7 +124,16 @@ static void json_run(FILE *f, const struct sim_run_info *ri, const struct sim_re
   json_num(f, ri->price.has ? s->gpu_hours * ri->price.per_gpu_hour : NAN);
   fputs(",\"currency\":", f);
   json_str(f, ri->price.has ? ri->price.currency : "");
-  fputs("}", f);
+  fputs(",\"warnings\":[", f);
+  for (size_t i = 0, k = 0; i < r->ntrig; i++)
+    if (r->warning[i][0]) {
+      fputs(k++ ? ",{\"trigger\":" : "{\"trigger\":", f);
+      json_str(f, r->trig_name[i]);
+      fputs(",\"message\":", f);
+      json_str(f, r->warning[i]);
+      fputs("}", f);
+    }
+  fputs("]}", f);
 }
 
 void sim_report_json(FILE *f, const struct sim_run_info *ri, const struct sim_result *r) {

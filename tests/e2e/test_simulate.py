@@ -78,6 +78,13 @@ def test_memory_percent_runs_away_in_workload_scope_and_holds_two_in_node_scope(
     assert held == {math.ceil(flat / 80)} == {2.0}  # the vllm-inference profile's target is 80
 
 
+def test_policy_warning_for_a_load_insensitive_metric():
+    s = summary("models/vllm.yaml", "vllm-memory-workload.yaml", "--trace", "step")
+    assert len(s["warnings"]) == 1
+    assert "memory_used_percent in workload scope" in s["warnings"][0]["message"]
+    assert summary("models/inference.yaml", "workload-util.yaml", "--trace", "step")["warnings"] == []
+
+
 def test_kv_cache_follows_demand_up_and_down(tmp_path):
     rows = timeline(tmp_path, "models/vllm.yaml", "vllm-kvcache.yaml", "--trace", "step")
     capacity = yaml_number(ex("models/vllm.yaml"), "capacity")
