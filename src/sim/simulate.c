@@ -103,7 +103,8 @@ static void price_of(const struct sim_model *m, const struct rs_prices *p, struc
   }
 }
 
-/* Takes "--compare A B ..." out of argv (the option table takes no positional arguments). */
+/* Takes "--compare A B ..." out of argv, up to the next option (the option table takes no
+ * positional arguments). */
 static int take_compare(int *argc, char **argv, const char **list, size_t *n) {
   *n = 0;
   int w = 1;
@@ -111,7 +112,7 @@ static int take_compare(int *argc, char **argv, const char **list, size_t *n) {
   for (int i = 1; i < *argc; i++) {
     if (!strcmp(argv[i], "--compare")) {
       found = true;
-      while (i + 1 < *argc && strncmp(argv[i + 1], "--", 2) != 0) {
+      while (i + 1 < *argc && argv[i + 1][0] != '-') {
         if (*n == SIM_MAX_COMPARE)
           return GS_ETOOBIG;
         list[(*n)++] = argv[++i];

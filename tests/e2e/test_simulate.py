@@ -128,8 +128,8 @@ def test_compare_prints_one_row_per_config_with_ratio_to_floor():
         row = [ln for ln in lines if ln.startswith(c)]
         assert len(row) == 1, p.stdout
         assert re.search(r"\s\d+\.\d\dx\s", row[0]), row[0]
-    p = run("--model", ex("models/inference.yaml"), "--trace", "diurnal", "--format", "json",
-            "--compare", *[ex(c) for c in configs])
+    p = run("--model", ex("models/inference.yaml"), "--trace", "diurnal", "--compare",
+            *[ex(c) for c in configs], "-f", "json")  # --compare's list ends at the next option
     runs = json.loads(p.stdout)["runs"]
     assert [os.path.basename(r["config"]) for r in runs] == configs
     follows = runs[1]
