@@ -548,7 +548,10 @@ static void set_spec(struct eng *e, int r) {
 static void hpa_sync(struct eng *e, struct sim_result *out) {
   int prop[SIM_MAX_TRIGGERS];
   size_t n = e->so->ntrig;
-  for (size_t i = 0; i < n; i++) {
+  /* Outside [minReplicas, maxReplicas], and at 0 (ScalingDisabled), the HPA reads no metric, so
+   * KEDA counts no failure for it. */
+  bool reads = e->spec != 0 && e->spec >= e->hpa.min_replicas && e->spec <= e->hpa.max_replicas;
+  for (size_t i = 0; reads && i < n; i++) {
     const struct sim_trigger *t = &e->so->trig[i];
     if (t->kind == SIM_TRIG_CPU) {
       prop[i] = cpu_proposal(e, t);
@@ -567,7 +570,7 @@ static void hpa_sync(struct eng *e, struct sim_result *out) {
                   ? sim_hpa_external_value(m, e->target[i], e->spec, e->ready, SIM_HPA_TOLERANCE)
                   : sim_hpa_external_average(m, e->target[i], e->status, SIM_HPA_TOLERANCE);
   }
-  set_spec(e, sim_hpa_reconcile(&e->hpa, e->now, e->spec, prop, n));
+  set_spec(e, sim_hpa_reconcile(&e->hpa, e->now, e->spec, prop, reads ? n : 0));
 }
 
 /* One KEDA poll: activity of every trigger (fallback counts as active), then RequestScale. */
