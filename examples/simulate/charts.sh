@@ -25,7 +25,7 @@ chart timeslice-per-pod models/timeslice-per-pod.yaml timeslice-workload.yaml st
 chart zero-gpu-only models/inference.yaml zero-gpu-only.yaml weekend
 chart zero-with-demand models/inference.yaml zero-with-demand.yaml weekend
 $G --model "$E/models/inference.yaml" --trace step --compare "$E/naive-node-max.yaml" \
-  "$E/cpu-only.yaml" "$E/workload-util.yaml"
+  "$E/cpu-only.yaml" "$E/workload-util.yaml" "$E/workload-util-value.yaml"
 echo
 $G --model "$E/models/vllm.yaml" --trace diurnal --compare "$E/vllm-memory-workload.yaml" \
   "$E/vllm-memory-node.yaml" "$E/vllm-queue.yaml" "$E/vllm-kvcache.yaml" "$E/vllm-kvcache-queue.yaml"

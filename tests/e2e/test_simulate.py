@@ -67,6 +67,13 @@ def test_workload_scope_follows_demand():
     assert 0 < s["reactSeconds"] < 900
 
 
+def test_workload_scope_value_type_follows_demand():
+    capacity = yaml_number(ex("models/inference.yaml"), "capacity")
+    s = summary("models/inference.yaml", "workload-util-value.yaml", "--trace", "step")
+    assert s["maxReplicas"] >= math.ceil(100 / capacity)
+    assert s["servedShare"] > 0.9
+
+
 def test_memory_percent_runs_away_in_workload_scope_and_holds_two_in_node_scope(tmp_path):
     top = yaml_number(ex("vllm-memory-workload.yaml"), "maxReplicaCount")
     rows = timeline(tmp_path, "models/vllm.yaml", "vllm-memory-workload.yaml", "--trace", "step")
