@@ -303,12 +303,8 @@ int sim_so_parse(const char *text, size_t len, const char *file, struct sim_scal
   snprintf(so->name, sizeof so->name, "scaledobject");
   snprintf(so->ns, sizeof so->ns, "default");
   struct sim_yaml y;
-  int rc = sim_yaml_load(&y, text, len, file, E);
+  int rc = sim_yaml_load_kind(&y, text, len, file, "ScaledObject", E);
   yaml_node_t *root = rc ? NULL : sim_yaml_root(&y);
-  const char *kind = sim_yaml_str(sim_yaml_get(&y, root, "kind"));
-  if (!rc && (!kind || strcmp(kind, "ScaledObject")))
-    rc = sim_yaml_fail(&y, root, "kind", E, "\"%.40s\": must be ScaledObject (keda.sh/v1alpha1)",
-                       kind ? kind : "");
   yaml_node_t *meta = rc ? NULL : sim_yaml_get(&y, root, "metadata");
   const char *nm = sim_yaml_str(sim_yaml_get(&y, meta, "name"));
   const char *ns = sim_yaml_str(sim_yaml_get(&y, meta, "namespace"));

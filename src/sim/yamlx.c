@@ -86,6 +86,48 @@ int sim_yaml_load(struct sim_yaml *y, const char *text, size_t len, const char *
   return rc;
 }
 
+int sim_yaml_load_kind(struct sim_yaml *y, const char *text, size_t len, const char *file,
+                       const char *kind, char *err, size_t errlen) {
+  memset(y, 0, sizeof *y);
+  y->file = file;
+  yaml_parser_t p;
+  if (!yaml_parser_initialize(&p)) {
+    snprintf(err, errlen, "%s: out of memory", file);
+    return GS_ENOMEM;
+  }
+  yaml_parser_set_input_string(&p, (const unsigned char *)text, len);
+  char seen[256] = "";
+  int rc = GS_EINVAL;
+  snprintf(err, errlen, "%s: no document of kind %s in the first 256", file, kind);
+  for (int docs = 0; docs < 256; docs++) {
+    if (!yaml_parser_load(&p, &y->doc)) {
+      snprintf(err, errlen, "%s:%zu: YAML: %s", file, p.problem_mark.line + 1,
+               p.problem ? p.problem : "parse error");
+      rc = GS_EPARSE;
+      break;
+    }
+    y->loaded = true;
+    yaml_node_t *root = yaml_document_get_root_node(&y->doc);
+    if (!root) { /* the end of the stream */
+      snprintf(err, errlen, "%s: no document of kind %s (found: %s)", file, kind,
+               seen[0] ? seen : "none");
+      break;
+    }
+    const char *k = sim_yaml_str(sim_yaml_get(y, root, "kind"));
+    if (k && strcmp(k, kind) == 0) {
+      rc = 0;
+      break;
+    }
+    size_t used = strlen(seen);
+    snprintf(seen + used, sizeof seen - used, "%s%.40s", used ? ", " : "", k ? k : "(no kind)");
+    sim_yaml_free(y);
+  }
+  if (rc && y->loaded)
+    sim_yaml_free(y);
+  yaml_parser_delete(&p);
+  return rc;
+}
+
 void sim_yaml_free(struct sim_yaml *y) {
   if (y && y->loaded) {
     yaml_document_delete(&y->doc);

@@ -23,6 +23,11 @@ int sim_read_file(const char *path, size_t cap, char **text, size_t *len, char *
  * GS_ENOMEM; release with sim_yaml_free (also after a failure). */
 int sim_yaml_load(struct sim_yaml *y, const char *text, size_t len, const char *file, char *err,
                   size_t errlen);
+/* As sim_yaml_load, for a multi-document stream: keeps the first document whose root has
+ * "kind: <kind>" (a manifest file may hold a Deployment and a TriggerAuthentication too). When
+ * none has it, GS_EINVAL with err naming the kinds found. */
+int sim_yaml_load_kind(struct sim_yaml *y, const char *text, size_t len, const char *file,
+                       const char *kind, char *err, size_t errlen);
 void sim_yaml_free(struct sim_yaml *y);
 yaml_node_t *sim_yaml_root(struct sim_yaml *y);
 /* The value under key in a mapping node, or NULL (absent, or n not a mapping). */

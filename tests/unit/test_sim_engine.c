@@ -291,7 +291,8 @@ static void test_parse_errors(void **state) {
       fail_msg("%s: rc %d, err \"%s\"", models[i].label, rc, err);
   }
   static const struct bad_case sos[] = {
-      {"kind", "kind: Deployment\nspec: {}\n", "ScaledObject", "Deployment"},
+      {"kind", "kind: Deployment\nspec: {}\n---\nkind: Service\n",
+       "no document of kind ScaledObject", "found: Deployment, Service"},
       {"trigger type", "kind: ScaledObject\nspec:\n  triggers:\n    - type: kafka\n", "so.yaml:4",
        "external|external-push|prometheus|cpu"},
       {"selectPolicy",
@@ -333,6 +334,23 @@ static void test_parse_errors(void **state) {
   }
 }
 
+/* A manifest file with several documents: the ScaledObject is found among them. */
+static void test_multi_document(void **state) {
+  (void)state;
+  const char *text = "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: d}\n---\n"
+                     "apiVersion: keda.sh/v1alpha1\nkind: ScaledObject\nmetadata: {name: so2}\n"
+                     "spec:\n  maxReplicaCount: 7\n  triggers:\n    - type: cpu\n"
+                     "      metadata: {value: \"50\"}\n---\nkind: ScaledObject\n"
+                     "metadata: {name: third}\n";
+  struct sim_scaledobject so;
+  char err[256];
+  assert_int_equal(sim_so_parse(text, strlen(text), "m.yaml", &so, err, sizeof err), 0);
+  assert_string_equal(so.name, "so2");
+  assert_int_equal(so.keda.max_replicas, 7);
+  assert_int_equal(so.ntrig, 1);
+  sim_so_free(&so);
+}
+
 /* A CSV trace is linear between points and held after the last. */
 static void test_csv_trace(void **state) {
   (void)state;
@@ -356,6 +374,7 @@ int main(void) {
       cmocka_unit_test(test_policy_refusal),
       cmocka_unit_test(test_floor),
       cmocka_unit_test(test_parse_errors),
+      cmocka_unit_test(test_multi_document),
       cmocka_unit_test(test_csv_trace),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
