@@ -36,3 +36,6 @@ $G --model "$E/models/inference.yaml" --trace bursty --compare "$E/workload-util
 echo
 $G --model "$E/models/inference.yaml" --trace cron --compare "$E/zero-with-demand.yaml" \
   "$E/zero-with-demand-cooldown-1h.yaml" "$E/workload-util.yaml"
+echo
+$G --model "$E/models/inference.yaml" --trace morning --compare "$E/zero-gpu-only.yaml" \
+  "$E/zero-with-demand.yaml" "$E/zero-with-demand-cooldown-1h.yaml" "$E/workload-util.yaml"
