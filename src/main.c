@@ -9,7 +9,6 @@
 #include "rightsize/drain.h"
 #include "rightsize/rightsize.h"
 #include "sim/simulate.h"
-#include "sim/simulate.h"
 
 static void usage(FILE *f) {
   fprintf(
@@ -21,7 +20,6 @@ static void usage(FILE *f) {
       "  gateway   one ExternalScaler for the cluster or a workload, fed by every agent\n"
       "  query     call an ExternalScaler exactly as KEDA does and print spec, value, activity\n"
       "  rightsize find idle and oversized GPUs in Prometheus history, price them, report\n"
-      "  simulate  replay a demand trace through KEDA + HPA + the scaler policy, offline\n"
       "  simulate  replay a demand trace through KEDA + HPA + the scaler policy, offline\n"
       "  burn      drive one GPU to a target utilisation and memory (load for testing scaling)\n"
       "  version   print the version\n\n"
@@ -46,8 +44,6 @@ int main(int argc, char **argv) {
     return rightsize_drain_main(argc - 1, argv + 1);
   if (!strcmp(cmd, "query"))
     return query_main(argc - 1, argv + 1);
-  if (!strcmp(cmd, "simulate"))
-    return simulate_main(argc - 1, argv + 1);
   if (!strcmp(cmd, "simulate"))
     return simulate_main(argc - 1, argv + 1);
   if (!strcmp(cmd, "burn")) /* the only command that loads libcuda */
