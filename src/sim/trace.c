@@ -220,6 +220,12 @@ int sim_trace_csv(const char *text, size_t len, const char *file, int64_t durati
   int rc = csv_points(text, len, file, &p, &np, err, errlen);
   if (rc)
     return rc;
+  /* Unix timestamps (a Prometheus export, say) count from the first point. */
+  if (p[0].t >= SIM_UNIX_EPOCH_MIN) {
+    double t0 = p[0].t;
+    for (size_t i = 0; i < np; i++)
+      p[i].t -= t0;
+  }
   double last = p[np - 1].t;
   int64_t n = duration_s > 0 ? duration_s : (int64_t)floor(last) + 1;
   if (n > SIM_TRACE_MAX_S || last > SIM_TRACE_MAX_S) {

@@ -8,6 +8,7 @@
 
 #define SIM_TRACE_MAX_S (31 * 86400) /* longest trace: 31 days at 1 s */
 #define SIM_TRACE_MAX_POINTS 2000000
+#define SIM_UNIX_EPOCH_MIN 1e9 /* a first point at or after this is a Unix time (2001 on) */
 
 struct sim_trace {
   double *rate; /* n values, requests (work units) per second at second i; owned */
@@ -25,7 +26,8 @@ int sim_trace_builtin(const char *name, int64_t duration_s, double peak, uint64_
                       struct sim_trace *out, char *err, size_t errlen);
 /* A CSV trace: one "seconds,rate" point per line (a header line, blank lines and # comments
  * are allowed), seconds strictly increasing from >= 0, rate >= 0; linear between points, held
- * after the last. duration_s 0 ends at the last point. Errors name file:line and the field. */
+ * after the last. Seconds from SIM_UNIX_EPOCH_MIN on are Unix times and count from the first
+ * point. duration_s 0 ends at the last point. Errors name file:line and the field. */
 int sim_trace_csv(const char *text, size_t len, const char *file, int64_t duration_s,
                   struct sim_trace *out, char *err, size_t errlen);
 /* A built-in name, else a CSV file path (read with the input cap). */

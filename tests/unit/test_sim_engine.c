@@ -361,6 +361,12 @@ static void test_csv_trace(void **state) {
   assert_int_equal(tr.n, 30);
   assert_true(tr.rate[0] == 0 && tr.rate[5] == 50 && tr.rate[10] == 100 && tr.rate[29] == 100);
   sim_trace_free(&tr);
+  /* Unix seconds, as a Prometheus export has them, count from the first point */
+  const char *unix_csv = "timestamp,value\n1767571200,10\n1767571260,70\n";
+  assert_int_equal(sim_trace_csv(unix_csv, strlen(unix_csv), "u.csv", 0, &tr, err, sizeof err), 0);
+  assert_int_equal(tr.n, 61);
+  assert_true(tr.rate[0] == 10 && tr.rate[30] == 40 && tr.rate[60] == 70);
+  sim_trace_free(&tr);
 }
 
 int main(void) {
