@@ -39,3 +39,6 @@ $G --model "$E/models/inference.yaml" --trace cron --compare "$E/zero-with-deman
 echo
 $G --model "$E/models/inference.yaml" --trace morning --compare "$E/zero-gpu-only.yaml" \
   "$E/zero-with-demand.yaml" "$E/zero-with-demand-cooldown-1h.yaml" "$E/workload-util.yaml"
+echo
+$G --model "$E/models/inference-outage.yaml" --trace step --compare "$E/workload-util.yaml" \
+  "$E/workload-util-fallback.yaml"

@@ -109,6 +109,20 @@ def test_time_sliced_per_pod_counting_feeds_on_itself():
     assert per_pod["maxReplicas"] >= 2 * once["maxReplicas"]
 
 
+def test_fallback_replicas_during_an_outage(tmp_path):
+    with open(ex("workload-util-fallback.yaml")) as f:
+        fallback = float(re.search(r"replicas: (\d+)\}", f.read()).group(1))
+    with open(ex("models/inference-outage.yaml")) as f:
+        frm, to = (float(v) * 60 for v in re.search(r"from: (\d+)m, to: (\d+)m", f.read()).groups())
+    rows = timeline(tmp_path, "models/inference-outage.yaml", "workload-util-fallback.yaml",
+                    "--trace", "step")
+    during = [float(r["replicas"]) for r in rows if frm + 120 <= float(r["t"]) < to]
+    assert during and set(during) == {fallback}
+    rows = timeline(tmp_path, "models/inference-outage.yaml", "workload-util.yaml", "--trace", "step")
+    during = {float(r["replicas"]) for r in rows if frm + 60 <= float(r["t"]) < to}
+    assert len(during) == 1 and during != {fallback}  # frozen: no metric, no fallback
+
+
 def test_cpu_only_hpa_misses_gpu_saturation():
     s = summary("models/inference.yaml", "cpu-only.yaml", "--trace", "step")
     assert s["maxReplicas"] == 1
