@@ -524,17 +524,23 @@ static int cpu_proposal(struct eng *e, const struct sim_trigger *t) {
   const struct sim_signal *s = sim_model_signal(e->m, "cpu");
   if (!s || e->npods == 0)
     return -1;
-  double util[1024];
-  bool ready[1024];
-  size_t n = 0;
-  double v = sim_signal_value(s, e->rho > 1 ? 1 : e->rho, 0);
-  for (size_t i = 0; i < e->npods && n < 1024; i++) {
-    if (e->pods[i].state != POD_STARTING && e->pods[i].state != POD_READY)
-      continue;
-    ready[n] = e->pods[i].state == POD_READY;
-    util[n++] = v;
+  double *util = malloc(e->npods * sizeof *util);
+  bool *ready = malloc(e->npods * sizeof *ready);
+  int r = -1;
+  if (util && ready) {
+    size_t n = 0;
+    double v = sim_signal_value(s, e->rho > 1 ? 1 : e->rho, 0);
+    for (size_t i = 0; i < e->npods; i++) {
+      if (e->pods[i].state != POD_STARTING && e->pods[i].state != POD_READY)
+        continue;
+      ready[n] = e->pods[i].state == POD_READY;
+      util[n++] = v;
+    }
+    r = sim_hpa_resource(util, ready, n, t->target_pct, e->spec, SIM_HPA_TOLERANCE);
   }
-  return sim_hpa_resource(util, ready, n, t->target_pct, e->spec, SIM_HPA_TOLERANCE);
+  free(util);
+  free(ready);
+  return r;
 }
 
 static void set_spec(struct eng *e, int r) {
