@@ -42,7 +42,9 @@ static const struct opt_def sim_defs[] = {
      "the workload model (YAML: capacity, GPUs, placement, start-up, drain, signals), required",
      O(model)},
     {"trace", 't', NULL, OPT_STRING, "diurnal", 0, 0, NULL, "NAME|FILE",
-     "demand: a built-in (" SIM_TRACE_BUILTINS ") or a CSV of seconds,rate", O(trace)},
+     "demand: a built-in (" SIM_TRACE_BUILTINS "), a CSV of seconds,rate, or a Prometheus "
+     "query_range answer (FILE.json)",
+     O(trace)},
     {"duration", 0, NULL, OPT_DURATION, NULL, 1000, 31.0 * 86400000, NULL, "DURATION",
      "simulated time (default: the trace's own length)", O(duration_ms)},
     {"peak", 0, NULL, OPT_DOUBLE, "100", 1e-6, 1e9, NULL, "RATE",
@@ -209,7 +211,7 @@ static int outputs(const struct sim_opts *o, const struct sim_run_info *ri,
 int simulate_main(int argc, char **argv) {
   static const char *usage_line =
       "gpuscale simulate --model MODEL.yaml (--scaledobject SO.yaml | --compare A.yaml B.yaml ...) "
-      "[--trace NAME|FILE.csv] [--duration 1d] [--timeline FILE] [--svg FILE]";
+      "[--trace NAME|FILE.csv|FILE.json] [--duration 1d] [--timeline FILE] [--svg FILE]";
   static const char *description =
       "Replays a demand trace through a faithful KEDA + HPA loop and gpuscale's own scaler policy, "
       "offline, and prints GPU-hours, cost and service against the perfect-foresight floor. See "

@@ -3,6 +3,7 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <json-c/json.h>
 #include <math.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -212,14 +213,9 @@ static int csv_points(const char *text, size_t len, const char *file, struct poi
   return 0;
 }
 
-int sim_trace_csv(const char *text, size_t len, const char *file, int64_t duration_s,
-                  struct sim_trace *out, char *err, size_t errlen) {
-  memset(out, 0, sizeof *out);
-  struct point *p;
-  size_t np;
-  int rc = csv_points(text, len, file, &p, &np, err, errlen);
-  if (rc)
-    return rc;
+/* Resamples points (owned, freed here) to one value per second. */
+static int from_points(struct point *p, size_t np, const char *file, int64_t duration_s,
+                       struct sim_trace *out, char *err, size_t errlen) {
   /* Unix timestamps (a Prometheus export, say) count from the first point. */
   if (p[0].t >= SIM_UNIX_EPOCH_MIN) {
     double t0 = p[0].t;
@@ -257,6 +253,135 @@ int sim_trace_csv(const char *text, size_t len, const char *file, int64_t durati
   return 0;
 }
 
+int sim_trace_csv(const char *text, size_t len, const char *file, int64_t duration_s,
+                  struct sim_trace *out, char *err, size_t errlen) {
+  memset(out, 0, sizeof *out);
+  struct point *p;
+  size_t np;
+  int rc = csv_points(text, len, file, &p, &np, err, errlen);
+  if (rc)
+    return rc;
+  return from_points(p, np, file, duration_s, out, err, errlen);
+}
+
+static int cmp_point(const void *a, const void *b) {
+  double x = ((const struct point *)a)->t, y = ((const struct point *)b)->t;
+  return x < y ? -1 : x > y;
+}
+
+/* The points of every series of a query_range answer, summed per timestamp. */
+static int prom_points(struct json_object *result, const char *file, struct point **out,
+                       size_t *nout, char *err, size_t errlen) {
+  size_t n = 0, cap = 0;
+  struct point *v = NULL;
+  size_t ns = json_object_array_length(result);
+  for (size_t i = 0; i < ns; i++) {
+    struct json_object *series = json_object_array_get_idx(result, i), *values;
+    if (!json_object_object_get_ex(series, "values", &values) ||
+        !json_object_is_type(values, json_type_array)) {
+      snprintf(err, errlen, "%s: result[%zu] has no \"values\" (a query_range matrix is needed)",
+               file, i);
+      free(v);
+      return GS_EPARSE;
+    }
+    size_t nv = json_object_array_length(values);
+    for (size_t k = 0; k < nv; k++) {
+      struct json_object *pair = json_object_array_get_idx(values, k);
+      bool is_pair =
+          json_object_is_type(pair, json_type_array) && json_object_array_length(pair) == 2;
+      struct json_object *ts = is_pair ? json_object_array_get_idx(pair, 0) : NULL;
+      struct json_object *val = is_pair ? json_object_array_get_idx(pair, 1) : NULL;
+      const char *vs = val ? json_object_get_string(val) : NULL;
+      char *end = NULL;
+      double t = ts ? json_object_get_double(ts) : NAN, r = vs ? strtod(vs, &end) : NAN;
+      if (!json_object_is_type(pair, json_type_array) ||
+          !(json_object_is_type(ts, json_type_double) || json_object_is_type(ts, json_type_int)) ||
+          !vs || end == vs || *end || !isfinite(t) || t < 0 || !(r >= 0) || !isfinite(r)) {
+        if (vs && (!strcmp(vs, "NaN") || !strcmp(vs, "+Inf")))
+          continue; /* no value at that step: a gap, interpolated over */
+        snprintf(err, errlen, "%s: result[%zu].values[%zu]: expected [unix_seconds, \"rate >= 0\"]",
+                 file, i, k);
+        free(v);
+        return GS_EPARSE;
+      }
+      if (n == SIM_TRACE_MAX_POINTS) {
+        snprintf(err, errlen, "%s: more than %d points", file, SIM_TRACE_MAX_POINTS);
+        free(v);
+        return GS_ETOOBIG;
+      }
+      if (n == cap) {
+        cap = cap ? cap * 2 : 1024;
+        struct point *nv2 = realloc(v, cap * sizeof *nv2);
+        if (!nv2) {
+          free(v);
+          return GS_ENOMEM;
+        }
+        v = nv2;
+      }
+      v[n++] = (struct point){t, r};
+    }
+  }
+  if (n == 0) {
+    snprintf(err, errlen, "%s: the answer holds no points", file);
+    free(v);
+    return GS_EPARSE;
+  }
+  qsort(v, n, sizeof *v, cmp_point);
+  size_t w = 0;
+  for (size_t i = 0; i < n; i++) {
+    if (w && v[w - 1].t == v[i].t)
+      v[w - 1].r += v[i].r; /* several series: their sum */
+    else
+      v[w++] = v[i];
+  }
+  *out = v;
+  *nout = w;
+  return 0;
+}
+
+int sim_trace_promjson(const char *text, size_t len, const char *file, int64_t duration_s,
+                       struct sim_trace *out, char *err, size_t errlen) {
+  memset(out, 0, sizeof *out);
+  if (len > (size_t)INT32_MAX) {
+    snprintf(err, errlen, "%s: too large", file);
+    return GS_ETOOBIG;
+  }
+  struct json_tokener *tok = json_tokener_new_ex(64);
+  if (!tok)
+    return GS_ENOMEM;
+  struct json_object *root = json_tokener_parse_ex(tok, text, (int)len);
+  enum json_tokener_error jerr = json_tokener_get_error(tok);
+  size_t at = tok->char_offset;
+  json_tokener_free(tok);
+  struct json_object *data, *result, *status;
+  int rc = 0;
+  if (!root || jerr != json_tokener_success) {
+    snprintf(err, errlen, "%s: malformed JSON at byte %zu: %s", file, at,
+             jerr == json_tokener_continue ? "unexpected end of input"
+                                           : json_tokener_error_desc(jerr));
+    rc = GS_EPARSE;
+  } else if (!json_object_is_type(root, json_type_object) ||
+             !json_object_object_get_ex(root, "status", &status) ||
+             strcmp(json_object_get_string(status), "success") != 0 ||
+             !json_object_object_get_ex(root, "data", &data) ||
+             !json_object_object_get_ex(data, "result", &result) ||
+             !json_object_is_type(result, json_type_array)) {
+    snprintf(err, errlen,
+             "%s: not a successful Prometheus query_range answer ({\"status\": \"success\", "
+             "\"data\": {\"result\": [...]}})",
+             file);
+    rc = GS_EPARSE;
+  }
+  struct point *p = NULL;
+  size_t np = 0;
+  if (!rc)
+    rc = prom_points(result, file, &p, &np, err, errlen);
+  json_object_put(root);
+  if (rc)
+    return rc;
+  return from_points(p, np, file, duration_s, out, err, errlen);
+}
+
 int sim_trace_load(const char *spec, int64_t duration_s, double peak, uint64_t seed,
                    struct sim_trace *out, char *err, size_t errlen) {
   int rc = sim_trace_builtin(spec, duration_s, peak, seed, out, err, errlen);
@@ -269,7 +394,11 @@ int sim_trace_load(const char *spec, int64_t duration_s, double peak, uint64_t s
   rc = sim_read_file(spec, SIM_INPUT_MAX, &text, &len, err, errlen);
   if (rc)
     return rc;
-  rc = sim_trace_csv(text, len, spec, duration_s, out, err, errlen);
+  size_t sl = strlen(spec);
+  if (sl > 5 && !strcmp(spec + sl - 5, ".json"))
+    rc = sim_trace_promjson(text, len, spec, duration_s, out, err, errlen);
+  else
+    rc = sim_trace_csv(text, len, spec, duration_s, out, err, errlen);
   free(text);
   return rc;
 }

@@ -30,7 +30,12 @@ int sim_trace_builtin(const char *name, int64_t duration_s, double peak, uint64_
  * point. duration_s 0 ends at the last point. Errors name file:line and the field. */
 int sim_trace_csv(const char *text, size_t len, const char *file, int64_t duration_s,
                   struct sim_trace *out, char *err, size_t errlen);
-/* A built-in name, else a CSV file path (read with the input cap). */
+/* A Prometheus /api/v1/query_range answer (JSON): every series' [unix_seconds, "value"] points,
+ * summed per timestamp, counted from the first; NaN values are gaps. Same returns. */
+int sim_trace_promjson(const char *text, size_t len, const char *file, int64_t duration_s,
+                       struct sim_trace *out, char *err, size_t errlen);
+/* A built-in name, else a file path (read with the input cap): a query_range answer when it ends
+ * in .json, else a CSV. */
 int sim_trace_load(const char *spec, int64_t duration_s, double peak, uint64_t seed,
                    struct sim_trace *out, char *err, size_t errlen);
 void sim_trace_free(struct sim_trace *t);

@@ -138,6 +138,22 @@ def test_scale_to_zero_needs_a_demand_trigger(tmp_path):
     assert both["maxReplicas"] >= 4 and both["servedShare"] > 0.9
 
 
+def test_prometheus_query_range_answer_as_trace(tmp_path):
+    t0 = 1767571200
+    values = [[t0 + 60 * i, "%g" % (10 if i < 30 else 100)] for i in range(120)]
+    ans = {"status": "success", "data": {"resultType": "matrix",
+                                         "result": [{"metric": {}, "values": values}]}}
+    trace = tmp_path / "demand.json"
+    trace.write_text(json.dumps(ans))
+    s = summary("models/inference.yaml", "workload-util.yaml", "--trace", str(trace))
+    assert s["simulatedSeconds"] == 119 * 60 + 1
+    assert s["maxReplicas"] >= 10 and s["stepAtSeconds"] is not None
+    trace.write_text('{"status": "error", "error": "bad query"}')
+    p = run("--model", ex("models/inference.yaml"), "--scaledobject", ex("workload-util.yaml"),
+            "--trace", str(trace))
+    assert p.returncode == 2 and str(trace) in p.stderr and "query_range" in p.stderr
+
+
 def test_compare_prints_one_row_per_config_with_ratio_to_floor():
     configs = ["naive-node-max.yaml", "workload-util.yaml", "cpu-only.yaml"]
     p = run("--model", ex("models/inference.yaml"), "--trace", "diurnal", "--compare",

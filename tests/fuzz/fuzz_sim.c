@@ -1,5 +1,5 @@
-/* libFuzzer target for the simulator's inputs: the workload model, the ScaledObject and the CSV
- * trace, each parsed from the same bytes (no file access). */
+/* libFuzzer target for the simulator's inputs: the workload model, the ScaledObject, the CSV trace
+ * and the Prometheus query_range trace, each parsed from the same bytes (no file access). */
 #include <math.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -32,6 +32,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   struct sim_trace tr;
   /* a bounded duration, so that a point at 31 days does not allocate a month of seconds */
   if (sim_trace_csv(text, size, "fuzz.csv", 3600, &tr, err, sizeof err) == 0) {
+    for (size_t i = 0; i < tr.n; i++)
+      if (!(tr.rate[i] >= 0))
+        abort();
+    sim_trace_free(&tr);
+  }
+  if (sim_trace_promjson(text, size, "fuzz.json", 3600, &tr, err, sizeof err) == 0) {
     for (size_t i = 0; i < tr.n; i++)
       if (!(tr.rate[i] >= 0))
         abort();

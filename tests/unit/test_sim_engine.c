@@ -334,6 +334,31 @@ static void test_parse_errors(void **state) {
   }
 }
 
+/* A Prometheus query_range answer: series summed per timestamp, NaN steps are gaps, Unix time
+ * counts from the first point; anything else is refused with the file's name. */
+static void test_prometheus_trace(void **state) {
+  (void)state;
+  const char *ans =
+      "{\"status\":\"success\",\"data\":{\"resultType\":\"matrix\",\"result\":["
+      "{\"metric\":{\"pod\":\"a\"},\"values\":[[1767571200,\"10\"],[1767571230,\"NaN\"],"
+      "[1767571260,\"30\"]]},"
+      "{\"metric\":{\"pod\":\"b\"},\"values\":[[1767571200,\"5\"],[1767571260,\"5\"]]}]}}";
+  struct sim_trace tr;
+  char err[512];
+  assert_int_equal(sim_trace_promjson(ans, strlen(ans), "q.json", 0, &tr, err, sizeof err), 0);
+  assert_int_equal(tr.n, 61);
+  assert_true(tr.rate[0] == 15 && tr.rate[60] == 35 && tr.rate[30] == 25);
+  sim_trace_free(&tr);
+  static const char *bad[] = {"{\"status\":\"error\"}", "[1,2]", "{\"status\":\"success\",",
+                              "{\"status\":\"success\",\"data\":{\"result\":[{\"value\":"
+                              "[1,\"2\"]}]}}"};
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    int rc = sim_trace_promjson(bad[i], strlen(bad[i]), "q.json", 0, &tr, err, sizeof err);
+    if (rc == 0 || !strstr(err, "q.json"))
+      fail_msg("case %zu: rc %d, err \"%s\"", i, rc, err);
+  }
+}
+
 /* A manifest file with several documents: the ScaledObject is found among them. */
 static void test_multi_document(void **state) {
   (void)state;
@@ -380,6 +405,7 @@ int main(void) {
       cmocka_unit_test(test_policy_refusal),
       cmocka_unit_test(test_floor),
       cmocka_unit_test(test_parse_errors),
+      cmocka_unit_test(test_prometheus_trace),
       cmocka_unit_test(test_multi_document),
       cmocka_unit_test(test_csv_trace),
   };
