@@ -186,10 +186,10 @@ static const struct gpu_pods *pods_of(const struct expo_input *in, size_t i) {
   return in->pods && in->pods[i].n > 0 ? &in->pods[i] : NULL;
 }
 
-/* More than one (pod, container) holds the GPU: time-slicing, MPS, vGPU replicas, or one id
- * listed for two pods. */
+/* More than one distinct pod holds the GPU: time-slicing, MPS, vGPU replicas, or one id listed
+ * for two pods. Two containers of one pod are one holder: the GPU's work is that pod's. */
 static bool pods_several(const struct gpu_pods *pods) {
-  return pods && (pods->total > 1 || pods->n > 1);
+  return pods && attrib_holders(pods) > 1;
 }
 
 static size_t add_pod_labels(struct expo_label *l, size_t n, const struct pod_ref *p) {
@@ -199,27 +199,45 @@ static size_t add_pod_labels(struct expo_label *l, size_t n, const struct pod_re
   return n;
 }
 
-/* The value lines of one GPU. No holder: identity labels only. One holder: its pod labels.
- * Several: one line marked gpuscale_shared="true" without pod labels (who holds it is in
- * gpuscale_gpu_pod_info), or, per-pod, one copy per holder with its pod labels and vgpu. */
+/* The labels of the one pod holding the GPU. container (and, per-pod, vgpu) only when a single
+ * container holds it: when two containers of the pod do, naming one would be a guess, so the line
+ * names the pod and gpuscale_gpu_pod_info names its containers. */
+static size_t add_holder_labels(struct expo_label *l, size_t n, const struct expo_input *in,
+                                const struct gpu_pods *pods) {
+  const struct pod_ref *p = &pods->pods[0];
+  if (pods->total > 1) {
+    l[n++] = (struct expo_label){"namespace", p->ns};
+    l[n++] = (struct expo_label){"pod", p->pod};
+    return n;
+  }
+  n = add_pod_labels(l, n, p);
+  if (in->shared_series == EXPO_SHARED_PER_POD && p->vgpu[0])
+    l[n++] = (struct expo_label){"vgpu", p->vgpu};
+  return n;
+}
+
+/* The value lines of one GPU. No holder: identity labels only. One holder pod: its pod labels
+ * (above). Several pods: one line marked gpuscale_shared="true" without pod labels (who holds it
+ * is in gpuscale_gpu_pod_info), or, per-pod, one copy per (pod, container) with its pod labels and
+ * vgpu. */
 static int value_lines(struct buf *b, const struct expo_input *in, const struct value_family *vf,
                        const struct gpu_ids *id, const struct gpu_pods *pods, const char *value) {
   struct expo_label l[EXPO_MAX_LABELS];
   memcpy(l, id->l, id->n * sizeof l[0]);
   if (!pods)
     return expo_sample(b, vf->name, l, id->n, value);
-  bool several = pods_several(pods);
-  if (several && in->shared_series != EXPO_SHARED_PER_POD) {
+  if (!pods_several(pods))
+    return expo_sample(b, vf->name, l, add_holder_labels(l, id->n, in, pods), value);
+  if (in->shared_series != EXPO_SHARED_PER_POD) {
     l[id->n] = (struct expo_label){"gpuscale_shared", "true"};
     return expo_sample(b, vf->name, l, id->n + 1, value);
   }
   int rc = 0;
   for (size_t p = 0; p < pods->n && !rc; p++) {
     size_t n = add_pod_labels(l, id->n, &pods->pods[p]);
-    if (in->shared_series == EXPO_SHARED_PER_POD && pods->pods[p].vgpu[0])
+    if (pods->pods[p].vgpu[0])
       l[n++] = (struct expo_label){"vgpu", pods->pods[p].vgpu};
-    if (several)
-      l[n++] = (struct expo_label){"gpuscale_shared", "true"};
+    l[n++] = (struct expo_label){"gpuscale_shared", "true"};
     rc = expo_sample(b, vf->name, l, n, value);
   }
   return rc;

@@ -372,6 +372,8 @@ static void test_golden_escaping(void **state) {
 
 /* The pod labels, and one gpuscale_gpu_pod_info line (without its name), as they must read. */
 #define POD(ns, pod, ctr) ",container=\"" ctr "\",namespace=\"" ns "\",pod=\"" pod "\""
+/* A holder pod without a container label: two containers of that pod hold the GPU. */
+#define POD1(ns, pod) ",namespace=\"" ns "\",pod=\"" pod "\""
 #define INFO(ns, pod, ctr) "{" INFO0 ",Hostname=\"gpu-node-1\"" POD(ns, pod, ctr) "} 1"
 #define MIGINFO(ns, pod, ctr)                                                                      \
   "{" INFO0 ",GPU_I_ID=\"1\",Hostname=\"gpu-node-1\"" POD(ns, pod, ctr) "} 1"
@@ -416,11 +418,29 @@ static const struct holder_case {
      {{"batch", "embed-0", "worker", NULL}, {"serving", "triton-a", "triton", NULL}},
      {"{" ID0 "," HOST SHARED "}" W},
      {INFO("batch", "embed-0", "worker"), INFO("serving", "triton-a", "triton")}},
-    {"two containers of one pod are two holders",
+    {"two containers of one pod are one holder: the pod's labels, no container",
      0,
      {{"serving", "vllm-a", "sidecar", NULL}, {"serving", "vllm-a", "vllm", NULL}},
-     {"{" ID0 "," HOST SHARED "}" W},
+     {"{" ID0 "," HOST POD1("serving", "vllm-a") "}" W},
      {INFO("serving", "vllm-a", "sidecar"), INFO("serving", "vllm-a", "vllm")}},
+    {"per-pod: two containers of one pod are one copy, without container or vgpu",
+     HC_PER_POD,
+     {{"serving", "vllm-a", "sidecar", "0"}, {"serving", "vllm-a", "vllm", "1"}},
+     {"{" ID0 "," HOST POD1("serving", "vllm-a") "}" W},
+     {INFO("serving", "vllm-a", "sidecar"), INFO("serving", "vllm-a", "vllm")}},
+    {"two containers of one pod and another pod: shared",
+     0,
+     {{"serving", "vllm-a", "sidecar", NULL},
+      {"serving", "vllm-a", "vllm", NULL},
+      {"serving", "vllm-b", "vllm", NULL}},
+     {"{" ID0 "," HOST SHARED "}" W},
+     {INFO("serving", "vllm-a", "sidecar"), INFO("serving", "vllm-a", "vllm"),
+      INFO("serving", "vllm-b", "vllm")}},
+    {"the same pod name in two namespaces is two holders",
+     0,
+     {{"a", "web-0", "c", NULL}, {"b", "web-0", "c", NULL}},
+     {"{" ID0 "," HOST SHARED "}" W},
+     {INFO("a", "web-0", "c"), INFO("b", "web-0", "c")}},
     {"a shared MIG instance: keyed by the parent's UUID and GPU_I_ID",
      HC_MIG,
      {{"ml", "infer-a", "c", "0"}, {"ml", "infer-b", "c", "1"}},
