@@ -337,7 +337,8 @@ def test_gpu_index_out_of_range(fleet):
     c = fleet.client(devices(dict(gpu_utilization=50)))
     e = rpc_error(c.metrics, {"gpuIndex": "99"})
     assert e.code() == grpc.StatusCode.NOT_FOUND, e  # the reference: any error
-    assert "gpuIndex" in e.details() or "99" in e.details(), e.details()
+    # the message names the key and the bad value, as every gpuscale error does
+    assert "gpuIndex" in e.details() and "99" in e.details(), e.details()
 
 
 # ---- TestAggregationMin/Sum/P95/P99/PercentileDivergesFromMax ------------------------------
