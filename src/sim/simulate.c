@@ -55,8 +55,10 @@ static const struct opt_def sim_defs[] = {
      "write the timeline here: JSON when FILE ends in .json, else CSV (- = stdout)", O(timeline)},
     {"timeline-step", 0, NULL, OPT_DURATION, "15s", 1000, 86400000, NULL, "DURATION",
      "one timeline row per this much simulated time", O(timeline_step_ms)},
-    {"svg", 0, NULL, OPT_STRING, NULL, 0, 0, NULL, "FILE",
-     "write a chart (demand, capacity, replicas, the floor) as SVG", O(svg)},
+    {"svg", 0, NULL, OPT_STRING, NULL, 0, 0, NULL, "FILE|DIR",
+     "write a chart (demand, capacity, replicas, the floor) as SVG; with --compare, a directory "
+     "that gets one NAME.svg per ScaledObject file",
+     O(svg)},
     {"prices", 0, "GPUSCALE_PRICES", OPT_STRING, NULL, 0, 0, NULL, "FILE",
      "price file as for rightsize; default: the built-in table", O(prices)},
     {"profiles", 0, "GPUSCALE_PROFILES", OPT_STRING, NULL, 0, 0, NULL, "FILE",
@@ -205,6 +207,18 @@ static int outputs(const struct sim_opts *o, const struct sim_run_info *ri,
     rc = sim_timeline_write(o->timeline, res, o->timeline_step_ms / 1000, err, errlen);
   if (!rc && !compare && o->svg)
     rc = sim_svg_write(o->svg, ri, res, err, errlen);
+  for (size_t i = 0; !rc && compare && o->svg && i < n; i++) { /* --svg DIR: one chart each */
+    const char *base = strrchr(ri[i].config, '/');
+    base = base ? base + 1 : ri[i].config;
+    size_t bl = strlen(base);
+    if (bl > 5 && !strcmp(base + bl - 5, ".yaml"))
+      bl -= 5;
+    else if (bl > 4 && !strcmp(base + bl - 4, ".yml"))
+      bl -= 4;
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%.*s.svg", o->svg, (int)bl, base);
+    rc = sim_svg_write(path, &ri[i], &res[i], err, errlen);
+  }
   return rc;
 }
 
@@ -243,11 +257,9 @@ int simulate_main(int argc, char **argv) {
   bool compare = nconf > 0;
   if (rc)
     goto out;
-  if (compare && (o.scaledobject || o.timeline || o.svg)) {
+  if (compare && (o.scaledobject || o.timeline)) {
     snprintf(err, sizeof err, "--compare runs the files it names: drop %s",
-             o.scaledobject ? "--scaledobject"
-             : o.timeline   ? "--timeline"
-                            : "--svg");
+             o.scaledobject ? "--scaledobject" : "--timeline");
     goto out;
   }
   if (!compare && !o.scaledobject) {

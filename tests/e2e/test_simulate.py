@@ -154,7 +154,7 @@ def test_prometheus_query_range_answer_as_trace(tmp_path):
     assert p.returncode == 2 and str(trace) in p.stderr and "query_range" in p.stderr
 
 
-def test_compare_prints_one_row_per_config_with_ratio_to_floor():
+def test_compare_prints_one_row_per_config_with_ratio_to_floor(tmp_path):
     configs = ["naive-node-max.yaml", "workload-util.yaml", "cpu-only.yaml"]
     p = run("--model", ex("models/inference.yaml"), "--trace", "diurnal", "--compare",
             *[ex(c) for c in configs])
@@ -168,6 +168,14 @@ def test_compare_prints_one_row_per_config_with_ratio_to_floor():
     p = run("--model", ex("models/inference.yaml"), "--trace", "diurnal", "--compare",
             *[ex(c) for c in configs], "-f", "json")  # --compare's list ends at the next option
     runs = json.loads(p.stdout)["runs"]
+    charts = tmp_path / "charts"
+    charts.mkdir()
+    p = run("--model", ex("models/inference.yaml"), "--trace", "step", "--compare",
+            *[ex(c) for c in configs], "--svg", str(charts))
+    assert p.returncode == 0, p.stderr
+    assert sorted(f.name for f in charts.iterdir()) == sorted(c[:-5] + ".svg" for c in configs)
+    for f in charts.iterdir():
+        ET.fromstring(f.read_bytes())
     assert [os.path.basename(r["config"]) for r in runs] == configs
     follows = runs[1]
     assert follows["ratioToFloor"] >= 1 and follows["gpuHours"] >= follows["floorGpuHours"]
