@@ -52,6 +52,11 @@ struct eng {
   /* this second's answer per trigger: KEDA's poll, the HPA's query and a push check in the same
    * second read the same simulated state, so they get the same answer */
   int64_t cached_at[SIM_MAX_TRIGGERS];
+  /* ... and across seconds for a gpuscale trigger without a window, while nothing it reads has
+   * changed: the pods on GPUs (version), the load and the outage state. */
+  uint64_t version, cached_version[SIM_MAX_TRIGGERS];
+  double cached_rho[SIM_MAX_TRIGGERS], cached_wait[SIM_MAX_TRIGGERS];
+  bool cached_outage[SIM_MAX_TRIGGERS], cacheable[SIM_MAX_TRIGGERS];
   int cached_rc[SIM_MAX_TRIGGERS];
   double cached_value[SIM_MAX_TRIGGERS];
   bool cached_active[SIM_MAX_TRIGGERS];
@@ -132,6 +137,7 @@ static int place(struct eng *e, struct pod *p, bool ready_now) {
     e->holders[g]++;
   }
   p->ngpu = want;
+  e->version++;
   for (int i = 0; i < want; i++) {
     p->gpu[i] = got[i];
     if (ready_now)
@@ -163,6 +169,7 @@ static int add_pod(struct eng *e, bool ready_now) {
 }
 
 static void release_gpus(struct eng *e, struct pod *p, bool was_ready) {
+  e->version++;
   for (int i = 0; i < p->ngpu; i++) {
     e->holders[p->gpu[i]]--;
     if (was_ready)
@@ -191,6 +198,7 @@ static void remove_one(struct eng *e) {
     for (int i = 0; i < victim->ngpu; i++)
       e->ready_holders[victim->gpu[i]]--;
     victim->state = POD_DRAINING; /* out of the endpoints, still on its GPU */
+    e->version++;
     victim->gone_at = (double)e->now + e->m->drain_s;
   }
 }
@@ -207,6 +215,7 @@ static int step_pods(struct eng *e) {
     }
     if (p->state == POD_STARTING && p->ngpu > 0 && p->ready_at <= (double)e->now) {
       p->state = POD_READY;
+      e->version++;
       for (int k = 0; k < p->ngpu; k++)
         e->ready_holders[p->gpu[k]]++;
     }
@@ -511,10 +520,19 @@ static int read_trigger_now(struct eng *e, size_t i, double *value, bool *active
 }
 
 static int read_trigger(struct eng *e, size_t i, double *value, bool *active) {
-  if (e->cached_at[i] != e->now) {
+  bool outage = sim_model_outage(e->m, (double)e->now);
+  bool same = e->cached_at[i] == e->now ||
+              (e->cacheable[i] && e->cached_at[i] >= 0 && e->cached_version[i] == e->version &&
+               e->cached_rho[i] == e->rho && e->cached_wait[i] == e->waiting &&
+               e->cached_outage[i] == outage);
+  if (!same) {
     e->cached_rc[i] = read_trigger_now(e, i, &e->cached_value[i], &e->cached_active[i]);
-    e->cached_at[i] = e->now;
+    e->cached_version[i] = e->version;
+    e->cached_rho[i] = e->rho;
+    e->cached_wait[i] = e->waiting;
+    e->cached_outage[i] = outage;
   }
+  e->cached_at[i] = e->now;
   *value = e->cached_value[i];
   *active = e->cached_active[i];
   return e->cached_rc[i];
@@ -677,6 +695,8 @@ static int setup(struct eng *e, const struct profile_set *ps, char *err, size_t 
     const struct sim_trigger *t = &e->so->trig[i];
     e->push_state[i] = -1;
     e->cached_at[i] = -1;
+    /* the policy's answer depends on nothing else (a window reads the history, which moves) */
+    e->cacheable[i] = t->kind == SIM_TRIG_GPUSCALE && !sim_trigger_md(t, "window");
     if (t->kind == SIM_TRIG_PROMETHEUS)
       e->target[i] = t->threshold;
     if (t->kind != SIM_TRIG_GPUSCALE)
@@ -716,6 +736,25 @@ static int alloc_result(struct sim_result *r, size_t n, const struct sim_scaledo
     memset(r->active[i], -1, n);
   }
   return 0;
+}
+
+void sim_result_drop_series(struct sim_result *r) {
+  if (!r)
+    return;
+  float **f[] = {&r->capacity, &r->served, &r->backlog, &r->replicas,
+                 &r->ready,    &r->gpus,   &r->floor};
+  for (size_t i = 0; i < sizeof f / sizeof f[0]; i++) {
+    free(*f[i]);
+    *f[i] = NULL;
+  }
+  for (size_t i = 0; i < r->ntrig; i++) {
+    free(r->value[i]);
+    free(r->active[i]);
+    r->value[i] = NULL;
+    r->active[i] = NULL;
+  }
+  r->n = 0;
+  r->demand = NULL;
 }
 
 void sim_result_free(struct sim_result *r) {

@@ -48,6 +48,9 @@ int sim_run(const struct sim_model *m, const struct sim_scaledobject *so,
             const struct sim_trace *tr, const struct profile_set *ps, uint64_t seed,
             sim_progress_fn progress, void *pud, struct sim_result *out, char *err, size_t errlen);
 void sim_result_free(struct sim_result *r);
+/* Frees the per-second series and keeps the summary, names and warnings (what --compare prints),
+ * so that many runs do not hold many timelines. */
+void sim_result_drop_series(struct sim_result *r);
 
 /* The perfect-foresight floor: GPUs held at each second by the fewest replicas that cover the
  * demand, started start_s ahead (bridging a gap shorter than a start-up instead of restarting).

@@ -164,10 +164,26 @@ static void free_inputs(struct inputs *in) {
   rs_prices_free(in->prices);
 }
 
-/* Runs each config; fills ri/res. Returns 0 or the first failure (err filled). */
+/* --compare --svg DIR: DIR/<config file name without .yaml>.svg. */
+static int chart_into(const char *dir, const struct sim_run_info *ri, const struct sim_result *r,
+                      char *err, size_t errlen) {
+  const char *base = strrchr(ri->config, '/');
+  base = base ? base + 1 : ri->config;
+  size_t bl = strlen(base);
+  if (bl > 5 && !strcmp(base + bl - 5, ".yaml"))
+    bl -= 5;
+  else if (bl > 4 && !strcmp(base + bl - 4, ".yml"))
+    bl -= 4;
+  char path[4096];
+  snprintf(path, sizeof path, "%s/%.*s.svg", dir, (int)bl, base);
+  return sim_svg_write(path, ri, r, err, errlen);
+}
+
+/* Runs each config; fills ri/res (with --compare, the summaries only, after writing each chart).
+ * Returns 0 or the first failure (err filled). */
 static int run_all(const struct sim_opts *o, struct inputs *in, const char **configs, size_t n,
-                   struct sim_run_info *ri, struct sim_result *res, size_t *done, char *err,
-                   size_t errlen) {
+                   bool compare, struct sim_run_info *ri, struct sim_result *res, size_t *done,
+                   char *err, size_t errlen) {
   struct progress pr = {false, false, now_s(), 0, n};
   pr.enabled = !strcmp(o->progress, "always") || (!strcmp(o->progress, "auto") && isatty(2));
   if (!strcmp(o->progress, "always"))
@@ -189,6 +205,10 @@ static int run_all(const struct sim_opts *o, struct inputs *in, const char **con
     if (rc)
       return rc;
     *done = i + 1;
+    if (compare && o->svg && (rc = chart_into(o->svg, &ri[i], &res[i], err, errlen)))
+      return rc;
+    if (compare)
+      sim_result_drop_series(&res[i]); /* the table needs only the summary */
   }
   return 0;
 }
@@ -207,18 +227,6 @@ static int outputs(const struct sim_opts *o, const struct sim_run_info *ri,
     rc = sim_timeline_write(o->timeline, res, o->timeline_step_ms / 1000, err, errlen);
   if (!rc && !compare && o->svg)
     rc = sim_svg_write(o->svg, ri, res, err, errlen);
-  for (size_t i = 0; !rc && compare && o->svg && i < n; i++) { /* --svg DIR: one chart each */
-    const char *base = strrchr(ri[i].config, '/');
-    base = base ? base + 1 : ri[i].config;
-    size_t bl = strlen(base);
-    if (bl > 5 && !strcmp(base + bl - 5, ".yaml"))
-      bl -= 5;
-    else if (bl > 4 && !strcmp(base + bl - 4, ".yml"))
-      bl -= 4;
-    char path[4096];
-    snprintf(path, sizeof path, "%s/%.*s.svg", o->svg, (int)bl, base);
-    rc = sim_svg_write(path, &ri[i], &res[i], err, errlen);
-  }
   return rc;
 }
 
@@ -270,9 +278,9 @@ int simulate_main(int argc, char **argv) {
     configs[nconf++] = o.scaledobject;
   if ((rc = load_inputs(&o, &in, err, sizeof err)))
     goto out;
-  rc = run_all(&o, &in, configs, nconf, ri, res, &done, err, sizeof err);
+  rc = run_all(&o, &in, configs, nconf, compare, ri, res, &done, err, sizeof err);
   if (rc) {
-    status = rc == GS_ENOMEM ? 1 : 2;
+    status = rc == GS_ENOMEM || rc == GS_EIO ? 1 : 2;
     goto out;
   }
   status = outputs(&o, ri, res, nconf, compare, err, sizeof err) ? 1 : 0;
