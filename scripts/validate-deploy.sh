@@ -86,6 +86,28 @@ if "$HELM" template other "$CHART" --namespace elsewhere >"$OUT/other.yaml" 2>"$
   && grep -q 'agents-dns=other-gpuscale-agent-headless.elsewhere.svc.cluster.local:6000' "$OUT/other.yaml"; then
   ok "helm template (release other, namespace elsewhere): names follow the release"
 else bad "helm template (release other, namespace elsewhere)"; cat "$OUT/other.err"; fi
+# The agent's API access (agent.podPhases): on by default with list on pods and nothing else; off, no
+# token, no role, --kube-api=off.
+agent_access() { # rendered.yaml -> "kube-api=X token=Y rules=Z"
+  python3 -c 'import sys, json, yaml
+docs = [d for d in yaml.safe_load_all(open(sys.argv[1])) if d]
+ds = [d for d in docs if d["kind"] == "DaemonSet" and d["metadata"]["name"].endswith("-agent")][0]
+pod = ds["spec"]["template"]["spec"]
+args = [a for c in pod["containers"] for a in c.get("args", []) if a.startswith("--kube-api=")]
+roles = [d.get("rules") for d in docs if d["kind"] == "ClusterRole" and d["metadata"]["name"] == ds["metadata"]["name"]]
+print("kube-api=%s token=%s rules=%s" % (",".join(a.split("=", 1)[1] for a in args),
+      pod.get("automountServiceAccountToken"), json.dumps(roles, sort_keys=True)))' "$1"
+}
+for s in defaults pod-phases-off-values mock-values; do
+  case "$s" in
+    defaults) want='kube-api=auto token=True rules=[[{"apiGroups": [""], "resources": ["pods"], "verbs": ["list"]}]]' ;;
+    *) want='kube-api=off token=False rules=[]' ;;
+  esac
+  [ -s "$OUT/$s.yaml" ] || continue
+  got="$(agent_access "$OUT/$s.yaml" 2>&1)"
+  if [ "$got" = "$want" ]; then ok "agent API access ($s): $got"
+  else bad "agent API access ($s): got $got, want $want"; fi
+done
 
 # ---- 2. the rendered-manifest snapshot (before the schemas, which validate it too)
 step "manifest snapshot $SNAPSHOT"
