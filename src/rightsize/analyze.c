@@ -190,6 +190,8 @@ struct rs_analyzer {
   bool saw_free, saw_used, saw_power;
   struct strset renaming_jobs; /* jobs whose series carry exported_pod (honorLabels: false) */
   struct strset target_pods;   /* "namespace/pod" of scrape targets seen beside exported_pod */
+  struct strset targets;       /* "job\x1finstance\x1fnamespace\x1fpod" of the targets (`up`) */
+  struct strset own_pods;      /* "namespace/pod" of series that named their own target's pod */
 };
 
 static uint64_t fnv(const char *a, const char *b) {
@@ -535,6 +537,8 @@ void rs_analyzer_free(struct rs_analyzer *a) {
   free(a->wi.slots);
   strset_free(&a->renaming_jobs);
   strset_free(&a->target_pods);
+  strset_free(&a->targets);
+  strset_free(&a->own_pods);
   free(a);
 }
 
@@ -736,19 +740,50 @@ static int note_pod_form(struct rs_analyzer *a, const struct rs_labels *l) {
   return rc;
 }
 
+/* The key of a scrape target: job, instance, namespace, pod. */
+static void target_key(const struct rs_labels *l, char *key, size_t keylen) {
+  snprintf(key, keylen, "%s\x1f%s\x1f%s\x1f%s", nz(l->job), nz(l->instance), nz(l->namespace_),
+           nz(l->pod));
+}
+
+/* A series whose plain `pod` is the pod of its own scrape target (same job and instance, as `up`
+ * names it) comes from the exporter itself: a GPU no pod holds, under honorLabels: false (the
+ * target's labels) or true (an absent label is filled from the target's). It names no workload;
+ * its namespace/pod is kept for the note. */
+static int own_target(struct rs_analyzer *a, const struct rs_labels *l, bool *own) {
+  *own = false;
+  if (l->pod_form != RS_POD_PLAIN || !l->pod[0] || !a->targets.n)
+    return 0;
+  char key[4 * RS_NAME_MAX + 4];
+  target_key(l, key, sizeof(key));
+  if (!strset_has(&a->targets, key))
+    return 0;
+  *own = true;
+  snprintf(key, sizeof(key), "%s/%s", l->namespace_, l->pod);
+  return strset_add(&a->own_pods, key);
+}
+
 int rs_analyzer_add(void *ud, enum rs_metric m, const struct rs_series *s) {
   struct rs_analyzer *a = ud;
   int rc = 0;
   if (!a->c_len && (rc = rs_analyzer_begin_chunk(a, a->start_ms, a->end_ms)) != 0)
-    return rc; /* no chunk begun: the whole window is one */
+    return rc;            /* no chunk begun: the whole window is one */
+  if (m == RS_M_TARGET) { /* a scrape target's own pod: it comes before the chunk's GPU series */
+    char key[4 * RS_NAME_MAX + 4];
+    if (!s->labels.pod[0] || !s->n)
+      return 0;
+    target_key(&s->labels, key, sizeof(key));
+    return strset_add(&a->targets, key);
+  }
   /* a holder names the workload of a GPU that has readings; it never makes a GPU of its own */
   struct gacc *g = m == RS_M_POD_INFO ? gpu_find(a, &s->labels) : gpu_get(a, &s->labels, &rc);
   if (!g)
     return m == RS_M_POD_INFO ? 0 : rc ? rc : GS_ENOMEM;
-  if ((rc = note_pod_form(a, &s->labels)) != 0)
+  bool own = false;
+  if ((rc = note_pod_form(a, &s->labels)) != 0 || (rc = own_target(a, &s->labels, &own)) != 0)
     return rc;
   size_t widx = 0;
-  struct wacc *w = wl_get(a, &s->labels, &rc, &widx);
+  struct wacc *w = own ? NULL : wl_get(a, &s->labels, &rc, &widx);
   if (rc)
     return rc;
   struct wlink *wl = NULL;
@@ -1173,14 +1208,16 @@ static int finish_workload(const struct rs_analyzer *a, const struct wacc *w, si
 }
 
 /* A workload seen only in the plain `pod` label of a scrape job that renames the exporter's pod
- * labels (honorLabels: false), or whose namespace/pod is a scrape target seen beside exported_pod,
- * is the exporter's own pod: never a GPU workload. */
+ * labels (honorLabels: false), or whose namespace/pod is a scrape target seen beside exported_pod
+ * or named by a series as its own target's pod, is the exporter's own pod: never a GPU workload.
+ * (Series matched with `up` never make a workload; this catches the others, e.g. where `up` is
+ * not kept.) */
 static bool is_scrape_target(const struct rs_analyzer *a, const struct wacc *w) {
   if (w->exported)
     return false;
   char key[2 * RS_NAME_MAX + 2];
   snprintf(key, sizeof(key), "%s/%s", w->ns, w->pod);
-  if (strset_has(&a->target_pods, key))
+  if (strset_has(&a->target_pods, key) || strset_has(&a->own_pods, key))
     return true;
   for (size_t i = 0; i < w->n_jobs; i++)
     if (w->jobs[i][0] && strset_has(&a->renaming_jobs, w->jobs[i]))
@@ -1233,8 +1270,8 @@ static int finish_notes(const struct rs_analyzer *a, struct rs_report *r, bool g
   if (!rc && n_targets)
     rc = rs_report_note(r,
                         "%zu pod(s) named only by the scrape target's own `pod` label (e.g. %s: "
-                        "the exporter itself, under honorLabels: false) are not GPU workloads; "
-                        "their GPUs count as unattributed.",
+                        "the exporter itself) are not GPU workloads; their GPUs count as "
+                        "unattributed when no other pod holds them.",
                         n_targets, target_eg);
   uint64_t with_data = 0, holes = single_holes(a, &with_data);
   if (!rc && with_data && holes * 20 > with_data)
@@ -1276,15 +1313,18 @@ int rs_analyzer_finish(struct rs_analyzer *a, struct rs_report *r) {
   }
   for (size_t i = 0; i < a->n_g; i++)
     gord[i] = i;
-  size_t n_kept = 0, n_targets = 0;
+  size_t n_kept = 0, n_targets = a->own_pods.n;
   char target_eg[2 * RS_NAME_MAX + 2] = "";
+  if (a->own_pods.n)
+    snprintf(target_eg, sizeof(target_eg), "%s", a->own_pods.items[0]);
   for (size_t i = 0; i < a->n_w; i++) {
     winv[i] = SIZE_MAX;
-    if (!is_scrape_target(a, a->w[i])) {
+    char key[2 * RS_NAME_MAX + 2];
+    snprintf(key, sizeof(key), "%s/%s", a->w[i]->ns, a->w[i]->pod);
+    if (!is_scrape_target(a, a->w[i]))
       word[n_kept++] = i;
-    } else if (n_targets++ == 0) {
-      snprintf(target_eg, sizeof(target_eg), "%s/%s", a->w[i]->ns, a->w[i]->pod);
-    }
+    else if (!strset_has(&a->own_pods, key) && n_targets++ == 0)
+      snprintf(target_eg, sizeof(target_eg), "%s", key);
   }
   sort_a = a;
   qsort(gord, a->n_g, sizeof(size_t), cmp_g);

@@ -20,7 +20,7 @@
 
 static const char *const metric_names[RS_M_COUNT] = {
     "DCGM_FI_DEV_FB_FREE",     "DCGM_FI_DEV_FB_USED",   "DCGM_FI_DEV_GPU_UTIL",
-    "DCGM_FI_DEV_POWER_USAGE", "gpuscale_gpu_pod_info",
+    "DCGM_FI_DEV_POWER_USAGE", "gpuscale_gpu_pod_info", "up",
 };
 
 const char *rs_metric_name(enum rs_metric m) {
@@ -69,6 +69,7 @@ static void rs_labels_from(struct json_object *metric, struct rs_labels *l) {
   l->gpu_i_id = first_label(metric, "GPU_I_ID", NULL, NULL);
   l->gpu_i_profile = first_label(metric, "GPU_I_PROFILE", NULL, NULL);
   l->job = first_label(metric, "job", NULL, NULL);
+  l->instance = first_label(metric, "instance", NULL, NULL);
   const char *epod = first_label(metric, "exported_pod", NULL, NULL);
   const char *ens = first_label(metric, "exported_namespace", NULL, NULL);
   if (*epod || *ens) {
@@ -192,8 +193,9 @@ int rs_prom_parse(const char *body, size_t len, enum rs_metric m, const struct r
       (*n_series)++;
     struct rs_series ser = {0};
     rs_labels_from(metric, &ser.labels);
-    if (!*ser.labels.node || (!*ser.labels.gpu && !*ser.labels.uuid))
-      continue; /* no GPU identity: not a GPU series we can place */
+    if (m == RS_M_TARGET ? !*ser.labels.pod
+                         : !*ser.labels.node || (!*ser.labels.gpu && !*ser.labels.uuid))
+      continue; /* no GPU identity (a target: no pod): not a series we can place */
     size_t nv = json_object_array_length(values);
     struct rs_point *np = realloc(pts, (nv ? nv : 1) * sizeof(*pts));
     if (!np) {
@@ -345,13 +347,14 @@ static void sleep_ms(int64_t ms) {
   }
 }
 
-/* Means for the averages and GPU-hours, maxima for max, idle and memory ceilings. FB_FREE only
- * gives the memory total (mean used + mean free); power is reported only (its mean per step). The
- * holders last: they name the workloads of GPUs already read in the chunk. */
+/* The scrape targets first: they tell the exporter's own pod from a workload in every series
+ * after them. Means for the averages and GPU-hours, maxima for max, idle and memory ceilings.
+ * FB_FREE only gives the memory total (mean used + mean free); power is reported only (its mean
+ * per step). The holders last: they name the workloads of GPUs already read in the chunk. */
 const struct rs_query rs_queries[RS_N_QUERIES] = {
-    {RS_M_FB_FREE, RS_AGG_AVG},  {RS_M_FB_USED, RS_AGG_AVG}, {RS_M_FB_USED, RS_AGG_MAX},
-    {RS_M_UTIL, RS_AGG_AVG},     {RS_M_UTIL, RS_AGG_MAX},    {RS_M_POWER, RS_AGG_AVG},
-    {RS_M_POD_INFO, RS_AGG_MAX},
+    {RS_M_TARGET, RS_AGG_MAX},  {RS_M_FB_FREE, RS_AGG_AVG},  {RS_M_FB_USED, RS_AGG_AVG},
+    {RS_M_FB_USED, RS_AGG_MAX}, {RS_M_UTIL, RS_AGG_AVG},     {RS_M_UTIL, RS_AGG_MAX},
+    {RS_M_POWER, RS_AGG_AVG},   {RS_M_POD_INFO, RS_AGG_MAX},
 };
 
 int64_t rs_range_window_ms(int64_t step_ms, int major) {
@@ -367,15 +370,23 @@ int rs_query_text(enum rs_metric m, enum rs_agg agg, const char *selector, int64
     snprintf(win, sizeof(win), "%lldms", (long long)window_ms);
   const char *fn = agg == RS_AGG_MAX ? "max_over_time" : "avg_over_time";
   bool sel = selector && *selector;
-  int n = snprintf(out, outlen, "%s(%s%s%s%s[%s])", fn, rs_metric_name(m), sel ? "{" : "",
-                   sel ? selector : "", sel ? "}" : "", win);
+  const char *o = sel ? "{" : "", *s = sel ? selector : "", *c = sel ? "}" : "";
+  int n;
+  if (m == RS_M_TARGET) /* the exporter pods: `up` carries only target labels */
+    n = snprintf(out, outlen,
+                 "group by (job, instance, namespace, pod) (last_over_time(up[%s]) and on (job, "
+                 "instance) (last_over_time(%s%s%s%s[%s]) or last_over_time(%s%s%s%s[%s])))",
+                 win, rs_metric_name(RS_M_UTIL), o, s, c, win, rs_metric_name(RS_M_FB_USED), o, s,
+                 c, win);
+  else
+    n = snprintf(out, outlen, "%s(%s%s%s%s[%s])", fn, rs_metric_name(m), o, s, c, win);
   return n < 0 || (size_t)n >= outlen ? GS_ETOOBIG : 0;
 }
 
 /* Builds the query text into q. */
 static int query_text(const struct rs_prom_opts *o, const struct rs_query *qd, int64_t window_ms,
                       struct buf *q) {
-  size_t need = strlen(o->selector ? o->selector : "") + 128;
+  size_t need = 2 * strlen(o->selector ? o->selector : "") + 256;
   char *t = malloc(need);
   if (!t)
     return GS_ENOMEM;

@@ -14,6 +14,8 @@ enum rs_metric {
   RS_M_POWER,       /* DCGM_FI_DEV_POWER_USAGE, W */
   RS_M_POD_INFO,    /* gpuscale_gpu_pod_info: 1 per (GPU, holding pod); gpuscale writes a shared
                        GPU's value series without pod labels and names its holders here */
+  RS_M_TARGET,      /* `up` of the scrape targets that export GPU series: one row per (job,
+                       instance, namespace, pod), the exporter's own pod (target labels) */
   RS_M_COUNT
 };
 
@@ -47,6 +49,7 @@ struct rs_labels {
   enum rs_pod_form pod_form;
   const char *target_pod; /* RS_POD_EXPORTED: the plain `pod` (the scrape target's own pod) */
   const char *target_ns;  /* RS_POD_EXPORTED: the plain `namespace` */
+  const char *instance;   /* the scrape target's `instance` (may be NULL, meaning "") */
 };
 
 /* What one value of a series stands for: the step's mean or its maximum over the range window
@@ -72,16 +75,21 @@ struct rs_series {
 };
 
 /* The range queries rs_prom_fetch sends per chunk, in order. Each asks what happened within
- * each step, over a range window of exactly one step: never one raw sample per step. */
+ * each step, over a range window of exactly one step: never one raw sample per step. The first,
+ * RS_M_TARGET, names the scrape targets' own pods (from `up`, whose pod labels are always the
+ * target's) before any GPU series of the chunk is read. */
 struct rs_query {
   enum rs_metric metric;
   enum rs_agg agg;
 };
-#define RS_N_QUERIES 7
+#define RS_N_QUERIES 8
 extern const struct rs_query rs_queries[RS_N_QUERIES];
 
 /* Writes the PromQL of one query into out: e.g. avg_over_time(DCGM_FI_DEV_GPU_UTIL{sel}[300s]).
- * window_ms is rs_range_window_ms's. Returns 0, or GS_ETOOBIG when out is too small. */
+ * RS_M_TARGET (agg ignored) is `group by (job, instance, namespace, pod) (last_over_time(up[w])
+ * and on (job, instance) (last_over_time(DCGM_FI_DEV_GPU_UTIL{sel}[w]) or
+ * last_over_time(DCGM_FI_DEV_FB_USED{sel}[w])))`: only targets that export GPU series, one row
+ * each. window_ms is rs_range_window_ms's. Returns 0, or GS_ETOOBIG when out is too small. */
 int rs_query_text(enum rs_metric m, enum rs_agg agg, const char *selector, int64_t window_ms,
                   char *out, size_t outlen);
 
@@ -100,10 +108,10 @@ struct rs_sink {
 };
 
 /* Parses one query_range answer body. Calls the sink once per series that has a usable GPU
- * identity (a node and a gpu or UUID label). *n_series (may be NULL) counts the series seen.
- * Returns 0; GS_EPARSE for malformed JSON or an unexpected shape; GS_EUNAVAIL for
- * "status":"error" (err holds Prometheus' errorType and error); or the sink's code. err always
- * says what went wrong. */
+ * identity (a node and a gpu or UUID label); for RS_M_TARGET, once per series with a `pod`.
+ * *n_series (may be NULL) counts the series seen. Returns 0; GS_EPARSE for malformed JSON or an
+ * unexpected shape; GS_EUNAVAIL for "status":"error" (err holds Prometheus' errorType and error);
+ * or the sink's code. err always says what went wrong. */
 int rs_prom_parse(const char *body, size_t len, enum rs_metric m, const struct rs_sink *sink,
                   size_t *n_series, char *err, size_t errlen);
 

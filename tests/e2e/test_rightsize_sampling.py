@@ -15,7 +15,13 @@ It checks how rightsize reads between its 5-minute steps (docs/rightsize.md, "Sa
   gpu-shared-0 one GPU time-sliced by two pods, as gpuscale's agent writes it: the value series
                once, without pod labels (gpuscale_shared="true"), and one gpuscale_gpu_pod_info
                series per holder. Both pods hold it; it counts once.
-The agent's pods must never be taken for GPU workloads.
+  gpu-idle-0   dcgm-exporter (its own label set) in a job of its own, scraped with honorLabels:
+               false, in an idle cluster: no GPU held, so no series of the job has exported_pod and
+               every series carries only the exporter's `pod`. `up` of the target names that pod.
+  gpu-honor-0  dcgm-exporter scraped with honorLabels: true: GPU 0 held by a pod named exactly
+               like gpu-idle-0's exporter, in namespace ml (a workload); GPU 1 held by none, so
+               Prometheus fills in the target's own `pod` (not a workload).
+The agent's and the exporters' own pods must never be taken for GPU workloads.
 
 Expected numbers come from the history's definition here, never from the output.
 """
@@ -40,6 +46,9 @@ DAY = 86400
 FB_TOTAL = trp.FB_TOTAL
 H100 = trp.H100
 BURST = (120, 180)  # seconds into every 5 minutes: 60 s busy
+A100 = 81920  # MiB, FB_USED + FB_FREE of an A100 80GB here
+IDLE_EXPORTER = "nvidia-dcgm-exporter-5qz7b"
+HONOR_EXPORTER = "nvidia-dcgm-exporter-h8k3m"
 
 pytestmark = trp.pytestmark
 
@@ -101,6 +110,25 @@ def series_specs():
         out.append((dict(shared, exported_pod=holder, exported_namespace="serving",
                          exported_container="vllm"),
                     {"gpuscale_gpu_pod_info": lambda t: 1}))
+    dcgm = dict(base, modelName="NVIDIA A100-SXM4-80GB", DCGM_FI_DRIVER_VERSION="550.54.15")
+    for job, inst, node, epod, held in (
+            ("nvidia-dcgm-exporter", "10.0.0.7:9400", "gpu-idle-0", IDLE_EXPORTER, None),
+            ("dcgm-honor", "10.0.0.8:9400", "gpu-honor-0", HONOR_EXPORTER, IDLE_EXPORTER)):
+        target = dict(job=job, instance=inst, namespace="gpu-operator", pod=epod)
+        out.append((target, {"up": lambda t: 1}))
+        for g in range(2):
+            lab = dict(dcgm, **target, container="nvidia-dcgm-exporter", Hostname=node,
+                       gpu=str(g), UUID="GPU-%s-%d" % (node, g), device="nvidia%d" % g)
+            u, m = 0, 0
+            if held and g == 0:  # honorLabels: true: the holder's labels win
+                lab.update(namespace="ml", pod=held, container="trainer")
+                u, m = 50, 20000
+            out.append((lab, {"DCGM_FI_DEV_GPU_UTIL": lambda t, u=u: u,
+                              "DCGM_FI_DEV_FB_USED": lambda t, m=m: m,
+                              "DCGM_FI_DEV_FB_FREE": lambda t, m=m: A100 - m}))
+    for job in ("gpuscale-agent", "gpuscale-agent-2"):  # the burst node's agent, as a target
+        out.append((dict(job=job, instance="10.0.0.1:9400", namespace="gpuscale",
+                         pod="gpuscale-agent-b1"), {"up": lambda t: 1}))
     return out
 
 
@@ -199,10 +227,11 @@ def test_second_scrape_job_counts_once(report):
     assert w["hours_observed"] == pytest.approx(24.0, abs=0.01)
     assert w["used_gpu_hours"] == pytest.approx(0.2 * 24, abs=0.15)
     s = report["summary"]
-    # cards: burst 1, MIG 1, free-0 2, free-1 1, shared 1; a day each (paid hours not doubled)
-    assert s["gpus"] == 6
-    assert s["gpu_hours_paid"] == pytest.approx(6 * 24, abs=0.1)
-    assert s["gpu_hours_used"] == pytest.approx((0.2 + 0.9 + 0.8) * 24, abs=0.2)
+    # cards: burst 1, MIG 1, free-0 2, free-1 1, shared 1, idle 2, honor 2; a day each (paid
+    # hours not doubled)
+    assert s["gpus"] == 10
+    assert s["gpu_hours_paid"] == pytest.approx(10 * 24, abs=0.1)
+    assert s["gpu_hours_used"] == pytest.approx((0.2 + 0.9 + 0.8 + 0.5) * 24, abs=0.2)
 
 
 def test_mig_parent_and_instances_stay_separate_rows(report):
@@ -221,8 +250,8 @@ def test_mig_parent_and_instances_stay_separate_rows(report):
 
 def test_the_agents_own_pod_is_never_a_workload(report):
     pods = sorted("%s/%s" % (w["namespace"], w["pod"]) for w in report["workloads"])
-    assert pods == ["ml/burst-job-0", "ml/mig-user-1", "ml/mig-user-2", "ml/train-llama-0",
-                    "serving/vllm-a", "serving/vllm-b"]
+    assert pods == ["ml/burst-job-0", "ml/mig-user-1", "ml/mig-user-2", "ml/%s" % IDLE_EXPORTER,
+                    "ml/train-llama-0", "serving/vllm-a", "serving/vllm-b"]
     g0, g1 = gpus_of(report, "gpu-free-0")
     assert [report["workloads"][i]["pod"] for i in g0["workloads"]] == ["train-llama-0"]
     assert g1["workloads"] == []
@@ -243,3 +272,41 @@ def test_a_shared_gpu_written_once_names_both_holders(report):
         assert w["hours_observed"] == pytest.approx(24.0, abs=0.01)
         assert w["util_pct"]["p50"] == pytest.approx(80, abs=0.5)
         assert w.get("container") == "vllm"
+
+
+def test_an_idle_dcgm_exporter_job_is_no_workload(history, report):
+    # The premise: the whole job has no exported_pod, and its series carry the exporter's pod.
+    res = history.query_range('count by (pod, namespace) (DCGM_FI_DEV_GPU_UTIL{job='
+                              '"nvidia-dcgm-exporter"})', history.now - STEP, history.now, STEP)
+    assert [s["metric"] for s in res] == [{"namespace": "gpu-operator", "pod": IDLE_EXPORTER}]
+    # Its GPUs are idle and unattributed, and the exporter is no workload.
+    rows = gpus_of(report, "gpu-idle-0")
+    assert [g["gpu"] for g in rows] == ["0", "1"]
+    for g in rows:
+        assert g["workloads"] == []
+        assert g["idle_fraction"] == 1
+        assert g["hours_observed"] == pytest.approx(24.0, abs=0.01)
+    assert not [w for w in report["workloads"] if w["namespace"] == "gpu-operator"]
+    (n,) = [n for n in report["nodes"] if n["name"] == "gpu-idle-0"]
+    assert n["idle_fraction"] == 1
+    assert [r for r in report["recommendations"] if r["kind"] == "idle_node" and
+            "gpu-idle-0" in r.get("nodes", [r.get("node")])]
+    assert not [r for r in report["recommendations"] if r.get("pod") == IDLE_EXPORTER and
+                r.get("namespace") == "gpu-operator"]
+    # the exporters' own pods: the agents of gpu-free-0, gpu-free-1, gpu-mig-0 (the parent's
+    # series) and gpu-shared-0 (its value series), and the exporters of gpu-idle-0 and gpu-honor-0
+    (note,) = [n for n in report["notes"] if "scrape target" in n]
+    assert note.startswith("6 pod(s)"), note
+
+
+def test_honor_labels_true_keeps_a_pod_named_like_the_exporter(report):
+    g0, g1 = gpus_of(report, "gpu-honor-0")
+    (w,) = [w for w in report["workloads"] if w["pod"] == IDLE_EXPORTER]
+    assert w["namespace"] == "ml" and w.get("container") == "trainer"
+    assert [report["workloads"][i]["pod"] for i in g0["workloads"]] == [IDLE_EXPORTER]
+    assert w["util_pct"]["mean"] == pytest.approx(50, abs=0.5)
+    assert w["hours_observed"] == pytest.approx(24.0, abs=0.01)
+    # GPU 1: Prometheus filled in the target's own pod; it holds nothing
+    assert g1["workloads"] == []
+    assert g1["idle_fraction"] == 1
+    assert not [w for w in report["workloads"] if w["pod"] == HONOR_EXPORTER]

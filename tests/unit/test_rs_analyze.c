@@ -408,6 +408,66 @@ static void test_exporter_pod_is_not_a_workload(void **state) {
   rs_analyzer_free(a);
 }
 
+/* An idle cluster: no pod holds a GPU, so under honorLabels: false no series of the job has
+ * exported_pod and every GPU series carries only its scrape target's `pod`. The targets' `up` rows
+ * (RS_M_TARGET, first in each chunk) name those pods: no workload, every GPU unattributed. A second
+ * scrape job of the same exporters counts once and is recognised by its own `up` rows; a pod named
+ * like an exporter but not the target of the job and instance that reported it stays a workload. */
+static void test_exporter_pod_in_an_idle_cluster(void **state) {
+  (void)state;
+  static const struct {
+    const char *node, *uuid, *job, *instance, *ns, *pod;
+  } series[] = {
+      {"n1", "GPU-1", "dcgm", "10.0.0.1:9400", "gpu-operator", "dcgm-exporter-a"},
+      {"n1", "GPU-2", "dcgm", "10.0.0.1:9400", "gpu-operator", "dcgm-exporter-a"},
+      {"n2", "GPU-3", "dcgm", "10.0.0.2:9400", "gpu-operator", "dcgm-exporter-b"},
+      /* a second scrape job of the same exporter */
+      {"n1", "GPU-1", "dcgm-2", "10.0.0.1:9400", "gpu-operator", "dcgm-exporter-a"},
+      /* honorLabels: true on n3: a pod named like n1's exporter (in ml) holds its GPU */
+      {"n3", "GPU-4", "dcgm", "10.0.0.3:9400", "ml", "dcgm-exporter-a"},
+  };
+  static const struct {
+    const char *job, *instance, *ns, *pod;
+  } targets[] = {
+      {"dcgm", "10.0.0.1:9400", "gpu-operator", "dcgm-exporter-a"},
+      {"dcgm", "10.0.0.2:9400", "gpu-operator", "dcgm-exporter-b"},
+      {"dcgm", "10.0.0.3:9400", "gpu-operator", "dcgm-exporter-c"},
+      {"dcgm-2", "10.0.0.1:9400", "gpu-operator", "dcgm-exporter-a"},
+  };
+  struct rs_analyzer *a = day();
+  /* two chunks: each begins with the targets, as rs_prom_fetch asks them */
+  for (int c = 0; c < 2; c++) {
+    int64_t from = START + c * 12 * H, to = from + 12 * H;
+    assert_int_equal(rs_analyzer_begin_chunk(a, from, to - T_STEP), 0);
+    for (size_t i = 0; i < sizeof(targets) / sizeof(targets[0]); i++) {
+      struct rs_labels t =
+          lab("", "", "", "", targets[i].job, RS_POD_PLAIN, targets[i].pod, targets[i].ns, "");
+      t.instance = targets[i].instance;
+      feed(a, RS_M_TARGET, RS_AGG_MAX, &t, from, to, 1);
+    }
+    for (size_t i = 0; i < sizeof(series) / sizeof(series[0]); i++) {
+      struct rs_labels l = lab(series[i].node, "0", series[i].uuid, "", series[i].job, RS_POD_PLAIN,
+                               series[i].pod, series[i].ns, "");
+      l.instance = series[i].instance;
+      feed(a, RS_M_UTIL, RS_AGG_SAMPLE, &l, from, to, series[i].node[1] == '3' ? 60 : 0);
+    }
+  }
+  struct rs_report r;
+  finish(a, &r);
+  assert_int_equal(r.n_gpus, 4);
+  assert_int_equal(r.n_workloads, 1);
+  assert_string_equal(r.workloads[0].pod, "dcgm-exporter-a");
+  for (size_t g = 0; g < 3; g++) { /* n1 (twice scraped), n2: idle and unattributed */
+    assert_int_equal(r.gpus[g].n_workloads, 0);
+    assert_true(r.gpus[g].idle_fraction > 0.99);
+  }
+  assert_int_equal(r.gpus[3].n_workloads, 1); /* n3 */
+  assert_true(fabs(r.workloads[0].hours_observed - 24) < 1e-9);
+  assert_true(has_note(&r, "2 pod(s) named only by the scrape target"));
+  rs_report_free(&r);
+  rs_analyzer_free(a);
+}
+
 /* gpuscale writes a shared GPU's value series once, without pod labels, and names each holder in
  * gpuscale_gpu_pod_info: both pods hold the GPU, which counts once. A holder of a GPU that has no
  * readings makes no GPU. */
@@ -472,6 +532,7 @@ int main(void) {
       cmocka_unit_test(test_duplicates_count_once),
       cmocka_unit_test(test_mig_rows),
       cmocka_unit_test(test_exporter_pod_is_not_a_workload),
+      cmocka_unit_test(test_exporter_pod_in_an_idle_cluster),
       cmocka_unit_test(test_step_below_scrape_interval),
       cmocka_unit_test(test_holders_of_a_shared_gpu),
   };

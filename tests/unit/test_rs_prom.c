@@ -1,6 +1,7 @@
 /* Unit tests of the Prometheus answer parser: good answers, exported_* labels, NaN values, error
  * status, malformed JSON, empty and wrong-shaped results. */
 #include <setjmp.h>
+#include <stdbool.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -11,6 +12,7 @@
 #include <cmocka.h>
 
 #include "core/err.h"
+#include "rightsize/analyze.h"
 #include "rightsize/prom.h"
 
 #define MAXS 8
@@ -179,9 +181,14 @@ static void test_query_text(void **state) {
       {RS_M_FB_USED, RS_AGG_AVG, "Hostname=~\"gpu-.*\"", 60000, 0,
        "avg_over_time(DCGM_FI_DEV_FB_USED{Hostname=~\"gpu-.*\"}[60s])"},
       {RS_M_POWER, RS_AGG_AVG, "", 1500, 3, "avg_over_time(DCGM_FI_DEV_POWER_USAGE[1500ms])"},
+      /* the scrape targets that export GPU series, each with its own pod (from `up`) */
+      {RS_M_TARGET, RS_AGG_MAX, "Hostname=~\"gpu-.*\"", 300000, 3,
+       "group by (job, instance, namespace, pod) (last_over_time(up[300s]) and on (job, "
+       "instance) (last_over_time(DCGM_FI_DEV_GPU_UTIL{Hostname=~\"gpu-.*\"}[300s]) or "
+       "last_over_time(DCGM_FI_DEV_FB_USED{Hostname=~\"gpu-.*\"}[300s])))"},
   };
   for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-    char q[256];
+    char q[512];
     int64_t w = rs_range_window_ms(cases[i].step_ms, cases[i].major);
     assert_int_equal(rs_query_text(cases[i].m, cases[i].agg, cases[i].sel, w, q, sizeof(q)), 0);
     assert_string_equal(q, cases[i].want);
@@ -197,8 +204,109 @@ static void test_query_text(void **state) {
     assert_true(rs_queries[i].agg != RS_AGG_SAMPLE);
   }
   assert_int_equal(avg, 4);
-  assert_int_equal(max, 3); /* util, memory, and the holders (presence) */
+  assert_int_equal(max, 4); /* util, memory, the holders and the targets (presence) */
+  /* the targets come first: every GPU series of a chunk is read knowing the exporters' pods */
+  assert_int_equal(rs_queries[0].metric, RS_M_TARGET);
+  for (size_t i = 1; i < RS_N_QUERIES; i++)
+    assert_true(rs_queries[i].metric != RS_M_TARGET);
 }
+
+/* An idle cluster (no pod holds a GPU) scraped with honorLabels: false, as each exporter labels
+ * it: every GPU series carries only the scrape target's `pod`, and no series of the job has
+ * exported_pod. The `up` rows of the targets name those pods: no workload, every GPU unattributed.
+ * honorLabels: true gives the same target labels to a GPU no pod holds; a held GPU's pod stays a
+ * workload even when it is named like the exporter (another namespace). */
+#define UP_ROW(job, inst, ns, pod)                                                                 \
+  "{\"metric\":{\"job\":\"" job "\",\"instance\":\"" inst "\",\"namespace\":\"" ns                 \
+  "\",\"pod\":\"" pod "\"},\"values\":[[1767225600,\"1\"]]}"
+#define ANSWER(rows)                                                                               \
+  "{\"status\":\"success\",\"data\":{\"resultType\":\"matrix\",\"result\":[" rows "]}}"
+#define GPUSCALE_LABELS(gpu, ns, pod)                                                              \
+  "\"__name__\":\"DCGM_FI_DEV_GPU_UTIL\",\"Hostname\":\"gpu-a\",\"gpu\":\"" gpu                    \
+  "\",\"UUID\":\"GPU-a" gpu "\",\"modelName\":\"NVIDIA H100 80GB HBM3\",\"job\":\"gpuscale-"       \
+  "agent\",\"instance\":\"10.0.0.5:9400\",\"endpoint\":\"metrics\",\"namespace\":\"" ns            \
+  "\",\"pod\":\"" pod "\",\"container\":\"agent\""
+#define DCGM_LABELS(gpu, ns, pod)                                                                  \
+  "\"__name__\":\"DCGM_FI_DEV_GPU_UTIL\",\"Hostname\":\"gpu-b\",\"gpu\":\"" gpu                    \
+  "\",\"UUID\":\"GPU-b" gpu "\",\"device\":\"nvidia" gpu "\",\"modelName\":\"NVIDIA A100-SXM4-"    \
+  "80GB\",\"DCGM_FI_DRIVER_VERSION\":\"550.54.15\",\"job\":\"nvidia-dcgm-exporter\","              \
+  "\"instance\":\"10.0.0.6:9400\",\"service\":\"nvidia-dcgm-exporter\",\"namespace\":\"" ns        \
+  "\",\"pod\":\"" pod "\",\"container\":\"nvidia-dcgm-exporter\""
+#define GPU_ROW(labels) "{\"metric\":{" labels "},\"values\":[[1767225600,\"0\"]]}"
+
+static void test_exporter_pod_in_an_idle_cluster(void **state) {
+  (void)state;
+  static const char gs_up[] =
+      ANSWER(UP_ROW("gpuscale-agent", "10.0.0.5:9400", "gpuscale", "gpuscale-agent-7xk2p"));
+  static const char dcgm_up[] = ANSWER(UP_ROW("nvidia-dcgm-exporter", "10.0.0.6:9400",
+                                              "gpu-operator", "nvidia-dcgm-exporter-5qz7b"));
+  static const struct {
+    const char *name, *up, *gpus;
+    size_t gpus_want, workloads_want;
+    const char *pod_want; /* the one workload, when there is one */
+  } cases[] = {
+      {"gpuscale agent, honorLabels false, idle", gs_up,
+       ANSWER(GPU_ROW(GPUSCALE_LABELS("0", "gpuscale", "gpuscale-agent-7xk2p")) "," GPU_ROW(
+           GPUSCALE_LABELS("1", "gpuscale", "gpuscale-agent-7xk2p"))),
+       2, 0, NULL},
+      {"dcgm-exporter, honorLabels false, idle", dcgm_up,
+       ANSWER(GPU_ROW(DCGM_LABELS("0", "gpu-operator", "nvidia-dcgm-exporter-5qz7b")) "," GPU_ROW(
+           DCGM_LABELS("1", "gpu-operator", "nvidia-dcgm-exporter-5qz7b"))),
+       2, 0, NULL},
+      {"dcgm-exporter, honorLabels true: an unheld GPU, a pod named like the exporter", dcgm_up,
+       ANSWER(GPU_ROW(DCGM_LABELS("0", "gpu-operator", "nvidia-dcgm-exporter-5qz7b")) "," GPU_ROW(
+           DCGM_LABELS("1", "ml", "nvidia-dcgm-exporter-5qz7b"))),
+       2, 1, "nvidia-dcgm-exporter-5qz7b"},
+      {"another target's pod is not this one's", gs_up,
+       ANSWER(GPU_ROW(GPUSCALE_LABELS("0", "gpuscale", "gpuscale-agent-other"))), 1, 1,
+       "gpuscale-agent-other"},
+  };
+  for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+    print_message("case %s\n", cases[i].name);
+    struct rs_params p;
+    rs_params_default(&p);
+    p.step_ms = 300000;
+    p.window_ms = 3600000;
+    struct rs_analyzer *a = rs_analyzer_new(&p, 1767225600000LL - 3300000, 1767225600000LL);
+    assert_non_null(a);
+    struct rs_sink sink = {rs_analyzer_add, a};
+    char err[256];
+    size_t seen = 0;
+    /* `up` rows have no GPU identity: a GPU query skips them, the target query keeps them */
+    assert_int_equal(
+        rs_prom_parse(cases[i].up, strlen(cases[i].up), RS_M_UTIL, &sink, &seen, err, sizeof(err)),
+        0);
+    assert_int_equal(seen, 1);
+    assert_int_equal(
+        rs_prom_parse(cases[i].up, strlen(cases[i].up), RS_M_TARGET, &sink, NULL, err, sizeof(err)),
+        0);
+    assert_int_equal(rs_prom_parse(cases[i].gpus, strlen(cases[i].gpus), RS_M_UTIL, &sink, NULL,
+                                   err, sizeof(err)),
+                     0);
+    struct rs_report r;
+    rs_report_init(&r);
+    assert_int_equal(rs_analyzer_finish(a, &r), 0);
+    assert_int_equal(r.n_gpus, cases[i].gpus_want);
+    assert_int_equal(r.n_workloads, cases[i].workloads_want);
+    size_t held = 0;
+    for (size_t g = 0; g < r.n_gpus; g++)
+      held += r.gpus[g].n_workloads;
+    assert_int_equal(held, cases[i].workloads_want);
+    if (cases[i].pod_want)
+      assert_string_equal(r.workloads[0].pod, cases[i].pod_want);
+    bool noted = false;
+    for (size_t k = 0; k < r.n_notes; k++)
+      noted |= strstr(r.notes[k].text, "scrape target's own `pod`") != NULL;
+    assert_true(noted == (cases[i].gpus_want > cases[i].workloads_want));
+    rs_report_free(&r);
+    rs_analyzer_free(a);
+  }
+}
+#undef UP_ROW
+#undef ANSWER
+#undef GPUSCALE_LABELS
+#undef DCGM_LABELS
+#undef GPU_ROW
 
 static void test_nan(void **state) {
   (void)state;
@@ -284,6 +392,7 @@ int main(void) {
       cmocka_unit_test(test_exported),
       cmocka_unit_test(test_label_forms),
       cmocka_unit_test(test_query_text),
+      cmocka_unit_test(test_exporter_pod_in_an_idle_cluster),
       cmocka_unit_test(test_nan),
       cmocka_unit_test(test_errors),
       cmocka_unit_test(test_empty),
