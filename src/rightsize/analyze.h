@@ -29,8 +29,10 @@ void rs_analyzer_free(struct rs_analyzer *a);
 int rs_analyzer_begin_chunk(void *ud, int64_t start_ms, int64_t end_ms);
 /* Adds one series: s->agg says whether its values are step means, step maxima or plain samples
  * (both). Points off the step grid snap to the nearest step; points outside the window or the
- * current chunk are ignored. A workload named only by a scrape target's own `pod` label (see
- * rs_labels) is dropped at finish. Returns 0 or GS_ENOMEM. Matches struct rs_sink.series. */
+ * current chunk are ignored. RS_M_TARGET rows (job, instance, namespace, pod of a scrape target)
+ * are remembered for the whole run; a later series whose plain `pod` is its own target's names no
+ * workload. A workload named only by a scrape target's own `pod` label otherwise (see rs_labels)
+ * is dropped at finish. Returns 0 or GS_ENOMEM. Matches struct rs_sink.series. */
 int rs_analyzer_add(void *ud, enum rs_metric m, const struct rs_series *s);
 
 /* Builds GPUs, nodes, workloads and notes into r (which must be rs_report_init'ed; params,
