@@ -4,9 +4,11 @@
   fake_prom_bench.py serve --gpus N --port P [--ready-file F]
       A fake Prometheus on 127.0.0.1 that answers /api/v1/query_range for the four DCGM series
       (DCGM_FI_DEV_GPU_UTIL, _FB_USED, _FB_FREE, _POWER_USAGE) of N GPUs, 8 per node, at whatever
-      start/end/step is asked. Each answer is built once and kept by its exact URL, so a warm-up
+      start/end/step is asked, and the query of the scrape targets (`group by (job, instance,
+      namespace, pod) (... up ...)`): one exporter pod per node. Each answer is built once and kept by its exact URL, so a warm-up
       run fills the cache and the timed run measures gpuscale, not Python. GET /stats tells
-      the cache hits and misses and the paths served.
+      the cache hits and misses, the answers built for the scrape-target query, how many paths
+      were served and the last 256 of them.
   fake_prom_bench.py openmetrics --gpus N --end T --days D --out FILE
       The same fleet as an OpenMetrics file for `promtool tsdb create-blocks-from openmetrics`,
       for the real-Prometheus floor.
@@ -36,12 +38,20 @@ STEP = 300
 def labels(g):
     kind = g % 10
     lab = {"Hostname": "bench-node-%04d" % (g // 8), "gpu": str(g % 8),
+           "job": "dcgm-exporter", "instance": "10.1.%d.%d:9400" % (g // 8 // 250, g // 8 % 250),
            "UUID": "GPU-%08x-0000-4000-8000-%012d" % (g, g),
            "modelName": "NVIDIA H100 80GB HBM3"}
     if kind != 0:
         lab.update({"namespace": "bench", "pod": "job-%04d-7d9f8c6b5-x%04d" % (g, g),
                     "container": "main"})
     return lab
+
+
+def target(node):
+    """The scrape target of node's exporter: what `up` carries (honorLabels: true, so the GPU
+    series keep the workloads' own pod labels)."""
+    return {"job": "dcgm-exporter", "instance": "10.1.%d.%d:9400" % (node // 250, node % 250),
+            "namespace": "gpu-operator", "pod": "dcgm-exporter-%04d" % node}
 
 
 def value(metric, g, i):
@@ -84,6 +94,16 @@ def answer(metric, gpus, start, end, step):
     return body.encode()
 
 
+def targets_answer(gpus, start, end, step):
+    """The answer to rightsize's first query of a chunk: one row per node's exporter pod."""
+    n = int((end - start) // step) + 1 if end >= start else 0
+    pts = ",".join('[%s,"1"]' % fmt_ts(start + k * step) for k in range(n))
+    parts = ['{"metric":%s,"values":[%s]}' % (json.dumps(target(node), separators=(",", ":")), pts)
+             for node in range((gpus + 7) // 8)]
+    body = '{"status":"success","data":{"resultType":"matrix","result":[%s]}}' % ",".join(parts)
+    return body.encode()
+
+
 class Handler(http.server.BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
 
@@ -95,7 +115,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
         if u.path == "/stats":  # for the bench script: cache use and what was asked
             srv = self.server
             with srv.lock:
-                st = {"hits": srv.hits, "misses": srv.misses, "served": srv.served[-64:]}
+                st = {"hits": srv.hits, "misses": srv.misses, "targets": srv.targets,
+                      "n_served": len(srv.served), "served": srv.served[-256:]}
             return self.send(200, json.dumps(st).encode())
         if u.path != "/api/v1/query_range":
             return self.send(404, b'{"status":"error","errorType":"not_found","error":"no"}')
@@ -117,8 +138,13 @@ class Handler(http.server.BaseHTTPRequestHandler):
             body = srv.cache.get(self.path)
             if body is None:
                 srv.misses += 1
-                body = (answer(metric, srv.gpus, start, end, step) if metric in METRICS else
-                        b'{"status":"success","data":{"resultType":"matrix","result":[]}}')
+                if query.startswith("group by (job, instance, namespace, pod)"):
+                    body = targets_answer(srv.gpus, start, end, step)
+                elif metric in METRICS:
+                    body = answer(metric, srv.gpus, start, end, step)
+                else:
+                    body = b'{"status":"success","data":{"resultType":"matrix","result":[]}}'
+                srv.targets += query.startswith("group by (job, instance, namespace, pod)")
                 srv.cache[self.path] = body
             else:
                 srv.hits += 1
@@ -142,7 +168,7 @@ def serve(args):
     srv.gpus = args.gpus
     srv.cache = {}
     srv.lock = threading.Lock()
-    srv.hits = srv.misses = 0
+    srv.hits = srv.misses = srv.targets = 0
     srv.served = []
     if args.ready_file:
         with open(args.ready_file, "w") as f:
@@ -160,6 +186,10 @@ def openmetrics(args):
                 lab = ",".join('%s="%s"' % kv for kv in labels(g).items())
                 f.write("".join("%s{%s} %d %d\n" % (m, lab, value(m, g, t // STEP), t)
                                 for t in ts))
+        f.write("# TYPE up gauge\n")
+        for node in range((args.gpus + 7) // 8):
+            lab = ",".join('%s="%s"' % kv for kv in target(node).items())
+            f.write("".join("up{%s} 1 %d\n" % (lab, t) for t in ts))
         f.write("# EOF\n")
 
 

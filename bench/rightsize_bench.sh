@@ -101,7 +101,7 @@ misses() { curl_ "$FAKE_URL/stats" | "$PY" -c 'import json, sys; print(json.load
 END=$(($(date +%s) / 300 * 300))
 timed "$WORK/warm" --prometheus "$FAKE_URL" --end "$END"
 m0=$(misses)
-served() { curl_ "$FAKE_URL/stats" | "$PY" -c 'import json, sys; print(len(json.load(sys.stdin)["served"]))'; }
+served() { curl_ "$FAKE_URL/stats" | "$PY" -c 'import json, sys; print(json.load(sys.stdin)["n_served"])'; }
 S0=$(served)
 WALLS="" CPUS="" RSS=""
 for ((rep = 1; rep <= REPS; rep++)); do
@@ -118,7 +118,7 @@ fi
 WALL=$(median <<<"$WALLS")
 CPU=$(median <<<"$CPUS")
 PEAK=$(median <<<"$RSS")
-# The transport floor: the very answers of the last run (every chunk of the 7 queries),
+# The transport floor: the very answers of the last run (every chunk of the 8 queries),
 # downloaded with curl.
 PER_RUN=$((($(served) - S0) / REPS))
 curl_ "$FAKE_URL/stats" | "$PY" -c '
@@ -190,7 +190,10 @@ d = json.load(open(sys.argv[1]))
 def ts(v):
     return datetime.datetime.fromisoformat(v.replace("Z", "+00:00")).timestamp()
 s, e = ts(d["start"]), ts(d["end"])
-for q in ("avg_over_time(DCGM_FI_DEV_FB_FREE[300s])", "avg_over_time(DCGM_FI_DEV_FB_USED[300s])",
+for q in ("group by (job, instance, namespace, pod) (last_over_time(up[300s]) and on (job, "
+          "instance) (last_over_time(DCGM_FI_DEV_GPU_UTIL[300s]) or "
+          "last_over_time(DCGM_FI_DEV_FB_USED[300s])))",
+          "avg_over_time(DCGM_FI_DEV_FB_FREE[300s])", "avg_over_time(DCGM_FI_DEV_FB_USED[300s])",
           "max_over_time(DCGM_FI_DEV_FB_USED[300s])", "avg_over_time(DCGM_FI_DEV_GPU_UTIL[300s])",
           "max_over_time(DCGM_FI_DEV_GPU_UTIL[300s])",
           "avg_over_time(DCGM_FI_DEV_POWER_USAGE[300s])",
@@ -215,11 +218,11 @@ row "rightsize $GPUS GPUs x 7d: CPU user+sys" "$(secs "$CPU")" "-"
 row "rightsize $GPUS GPUs x 7d: peak RSS" "$(mib "$PEAK")" \
   "largest single answer: $(mb "$BIGGEST")"
 row "  same, --max-points 288: peak RSS, wall" "$(mib "$CHUNK_RSS"), $(secs "$CHUNK_WALL")" \
-  "7 chunks x 7 queries instead of $((PER_RUN / 7)) x 7"
+  "7 chunks x 8 queries instead of $((PER_RUN / 8)) x 8"
 if [[ $FLOOR_ROWS == 1 ]]; then
   row "rightsize $FLOOR_GPUS GPUs x 7d: wall, real Prom" \
     "$(secs "$PWALL"), peak RSS $(mib "$PRSS")" \
-    "floor, Prometheus answering the same 7 queries: $(secs "$PFLOOR")"
+    "floor, Prometheus answering the same 8 queries: $(secs "$PFLOOR")"
 else
   row "rightsize against a real Prometheus" "skipped" "no $PROMETHEUS / $PROMTOOL"
 fi
