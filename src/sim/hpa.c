@@ -44,9 +44,10 @@ void sim_hpa_free(struct sim_hpa *h) {
   h->nrecs = h->caprecs = h->nup = h->capup = h->ndown = h->capdown = 0;
 }
 
-/* Quantities are milli-values in the HPA (Quantity.MilliValue rounds up). */
+/* The HPA reads milli-values; KEDA writes each metric as "%.3f" (pkg/scalers/scaler.go
+ * quantityFromFloat64), so a value arrives rounded to the nearest thousandth. */
 static int64_t milli(double v) {
-  return (int64_t)ceil(v * 1000.0 - 1e-9);
+  return (int64_t)llround(v * 1000.0);
 }
 
 static int clamp_int(int64_t v) {
