@@ -26,7 +26,7 @@ import grpc
 import pytest
 
 import helpers
-from gateway_helpers import Gateway
+from gateway_helpers import Gateway, samples
 from helpers import Scenario, close, wait_for
 from test_attribution import FakeKubelet
 from test_node_api import NodeClient
@@ -227,6 +227,33 @@ def test_split_is_reported_in_api_v1_gpus(rig):
         assert sorted((p["pod"], p["container"]) for p in g["pods"]) == sorted(refs), g
         for p in g["pods"]:
             assert close(p["share"], 1.0 / len(h)), g
+
+
+def test_metrics_value_series_once_per_gpu_labelled_by_distinct_holder_pods(rig):
+    """docs/metrics.md: each GPU's value series once. Several pods: gpuscale_shared, no pod
+    labels. One pod through one container: its container, namespace, pod. One pod through two
+    containers (duo-0): still that pod's namespace and pod, not shared, and no container. The info
+    series lists every (pod, container)."""
+    status, body = rig.agent.http_get("/metrics")
+    assert status == 200, body
+    for i, (util, refs) in enumerate(MODEL):
+        lines = samples(body, "DCGM_FI_DEV_GPU_UTIL", UUID=uuid(i))
+        assert len(lines) == 1, (i, lines)
+        lab, v = lines[0]
+        assert v == util, (i, lines)
+        h = holders(MODEL, i)
+        pod_labels = {k: lab[k] for k in ("container", "namespace", "pod") if k in lab}
+        if len(h) > 1:
+            assert lab.get("gpuscale_shared") == "true" and not pod_labels, (i, lab)
+        elif len(refs) > 1:
+            want = {"namespace": NS, "pod": h[0]}
+            assert "gpuscale_shared" not in lab and pod_labels == want, (i, lab)
+        else:
+            want = {"container": refs[0][1], "namespace": NS, "pod": refs[0][0]}
+            assert "gpuscale_shared" not in lab and pod_labels == want, (i, lab)
+        info = samples(body, "gpuscale_gpu_pod_info", UUID=uuid(i))
+        assert sorted((lb["pod"], lb["container"]) for lb, _ in info) == sorted(refs), (i, info)
+        assert all(lb["namespace"] == NS and v == 1 for lb, v in info), (i, info)
 
 
 def test_a_new_replica_on_the_same_gpu_does_not_raise_the_value(rig):
