@@ -193,6 +193,22 @@ def test_svg_chart_and_progress(tmp_path):
     assert "simulating [" in p.stderr
 
 
+def test_text_summary_and_json_timeline(tmp_path):
+    out = tmp_path / "timeline.json"
+    p = run("--model", ex("models/inference.yaml"), "--scaledobject", ex("workload-util.yaml"),
+            "--trace", "step", "--timeline", str(out), "--timeline-step", "60s")
+    assert p.returncode == 0, p.stderr
+    for label in ("demand served", "over capacity", "replicas", "time to react", "GPU-hours",
+                  "perfect-foresight floor", "cost"):
+        assert label in p.stdout, p.stdout
+    tl = json.loads(out.read_text())
+    assert tl["stepSeconds"] == 60 and len(tl["rows"]) == 7200 // 60
+    row = tl["rows"][45]  # 00:45, inside the step
+    assert row["demand"] == 100 and row["replicas"] >= 10
+    trig = row["triggers"]["external-0"]
+    assert trig["active"] is True and trig["value"] > 75  # workload sum of utilisation
+
+
 def test_week_at_one_second_is_fast():
     s = summary("models/inference.yaml", "workload-util.yaml", "--trace", "weekend")
     assert s["simulatedSeconds"] == 7 * 86400
