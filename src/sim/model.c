@@ -208,6 +208,24 @@ static int parse_strings(struct sim_yaml *y, yaml_node_t *root, struct sim_model
   return 0;
 }
 
+/* memory_used_mib from memory_used_percent and gpuMemoryMiB, unless the file gives it (for
+ * triggers on DCGM_FI_DEV_FB_USED or memory_used_mib). */
+static void derive_mib(struct sim_model *m) {
+  const struct sim_signal *pct = sim_model_field(m, GF_MEM_USED_PCT);
+  if (!pct || pct->kind == SIM_SIG_QUEUE || sim_model_field(m, GF_MEM_USED_MIB) ||
+      m->nsig == SIM_MAX_SIGNALS)
+    return;
+  struct sim_signal *s = &m->sig[m->nsig++];
+  double k = m->gpu_memory_mib / 100.0;
+  *s = *pct;
+  snprintf(s->name, sizeof s->name, "%s", gpu_field_name(GF_MEM_USED_MIB));
+  s->field = GF_MEM_USED_MIB;
+  s->idle *= k;
+  s->full *= k;
+  s->max *= k;
+  s->flat *= k;
+}
+
 int sim_model_parse(const char *text, size_t len, const char *file, struct sim_model *m, char *err,
                     size_t errlen) {
   static const char *const keys[] = {
@@ -265,6 +283,8 @@ int sim_model_parse(const char *text, size_t len, const char *file, struct sim_m
     rc = parse_signals(&y, sim_yaml_get(&y, root, "signals"), m, E);
   if (!rc)
     rc = parse_outages(&y, sim_yaml_get(&y, root, "outages"), m, E);
+  if (!rc)
+    derive_mib(m);
   if (!rc && m->placement == SIM_PLACE_TIMESLICE && m->gpus_per_replica != 1)
     rc = sim_yaml_fail(&y, root, "gpusPerReplica", E,
                        "%d: time-sliced replicas take one slice of one GPU (use 1)",

@@ -376,6 +376,22 @@ static void test_multi_document(void **state) {
   sim_so_free(&so);
 }
 
+/* memory_used_mib follows memory_used_percent x gpuMemoryMiB unless the file gives it. */
+static void test_derived_mib(void **state) {
+  (void)state;
+  struct sim_model m;
+  char err[256];
+  const char *a = "capacity: 1\ngpuMemoryMiB: 1000\nsignals:\n  memory_used_percent: {flat: 90}\n";
+  assert_int_equal(sim_model_parse(a, strlen(a), "m", &m, err, sizeof err), 0);
+  const struct sim_signal *s = sim_model_field(&m, GF_MEM_USED_MIB);
+  assert_non_null(s);
+  assert_true(sim_signal_value(s, 0.5, 0) == 900);
+  const char *b = "capacity: 1\nsignals:\n  memory_used_percent: {flat: 90}\n"
+                  "  memory_used_mib: {idle: 1, full: 2}\n";
+  assert_int_equal(sim_model_parse(b, strlen(b), "m", &m, err, sizeof err), 0);
+  assert_true(sim_signal_value(sim_model_field(&m, GF_MEM_USED_MIB), 1, 0) == 2);
+}
+
 /* A CSV trace is linear between points and held after the last. */
 static void test_csv_trace(void **state) {
   (void)state;
@@ -407,6 +423,7 @@ int main(void) {
       cmocka_unit_test(test_parse_errors),
       cmocka_unit_test(test_prometheus_trace),
       cmocka_unit_test(test_multi_document),
+      cmocka_unit_test(test_derived_mib),
       cmocka_unit_test(test_csv_trace),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
