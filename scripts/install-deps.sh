@@ -30,6 +30,7 @@ SET_test=(
   valgrind clang-format
   curl procps prometheus openssl chromium
   nodejs npm unzip
+  ca-certificates # npm over HTTPS, and one of the Dockerfile's runtime packages the deploy test checks
 )
 SET_bench=(curl procps python3 prometheus time)
 SET_fuzz=(clang libclang-rt-14-dev)
