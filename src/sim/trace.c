@@ -168,7 +168,7 @@ static int csv_points(const char *text, size_t len, const char *file, struct poi
     if (!e)
       e = end;
     line++;
-    struct point p;
+    struct point p = {0, 0};
     const char *bad = NULL;
     int rc = csv_line(s, e, &p, &bad);
     if (rc < 0 && header_ok)
