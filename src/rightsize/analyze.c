@@ -153,6 +153,7 @@ struct wacc {
   char ns[RS_NAME_MAX], pod[RS_NAME_MAX], container[RS_NAME_MAX];
   bool multi_container;
   bool exported; /* seen in exported_pod: Prometheus renamed the exporter's labels */
+  bool in_info;  /* named by a gpuscale_gpu_pod_info series: a holder, as the agent says */
   char **jobs;   /* scrape jobs where it was seen only in the plain `pod` label */
   size_t n_jobs;
   struct hist util, mem;
@@ -192,6 +193,7 @@ struct rs_analyzer {
   struct strset target_pods;   /* "namespace/pod" of scrape targets seen beside exported_pod */
   struct strset targets;       /* "job\x1finstance\x1fnamespace\x1fpod" of the targets (`up`) */
   struct strset own_pods;      /* "namespace/pod" of series that named their own target's pod */
+  struct strset info_jobs;     /* jobs that write gpuscale_gpu_pod_info (gpuscale's agent) */
 };
 
 static uint64_t fnv(const char *a, const char *b) {
@@ -539,6 +541,7 @@ void rs_analyzer_free(struct rs_analyzer *a) {
   strset_free(&a->target_pods);
   strset_free(&a->targets);
   strset_free(&a->own_pods);
+  strset_free(&a->info_jobs);
   free(a);
 }
 
@@ -799,6 +802,10 @@ int rs_analyzer_add(void *ud, enum rs_metric m, const struct rs_series *s) {
     a->saw_power = true;
   int sa, sm;               /* the slots of the mean and of the max */
   if (m == RS_M_POD_INFO) { /* presence only: the workload holds the GPU at these steps */
+    if (w)
+      w->in_info = true;
+    if (nz(s->labels.job)[0] && (rc = strset_add(&a->info_jobs, s->labels.job)) != 0)
+      return rc;
     for (size_t i = 0; wl && i < s->n; i++) {
       int64_t k = step_of(a, s->points[i].t_ms);
       if (k >= a->c_start && k < a->c_start + (int64_t)a->c_len && k < (int64_t)a->n_steps &&
@@ -1213,11 +1220,18 @@ static int finish_workload(const struct rs_analyzer *a, const struct wacc *w, si
  * (Series matched with `up` never make a workload; this catches the others, e.g. where `up` is
  * not kept.) */
 static bool is_scrape_target(const struct rs_analyzer *a, const struct wacc *w) {
-  if (w->exported)
+  if (w->exported || w->in_info)
     return false;
   char key[2 * RS_NAME_MAX + 2];
   snprintf(key, sizeof(key), "%s/%s", w->ns, w->pod);
   if (strset_has(&a->target_pods, key) || strset_has(&a->own_pods, key))
+    return true;
+  /* gpuscale's agent names every holder in gpuscale_gpu_pod_info: in the jobs that write it, a
+   * plain `pod` no info series names holds nothing (the target's own, filled in by Prometheus) */
+  bool all_info = w->n_jobs > 0;
+  for (size_t i = 0; all_info && i < w->n_jobs; i++)
+    all_info = w->jobs[i][0] && strset_has(&a->info_jobs, w->jobs[i]);
+  if (all_info)
     return true;
   for (size_t i = 0; i < w->n_jobs; i++)
     if (w->jobs[i][0] && strset_has(&a->renaming_jobs, w->jobs[i]))

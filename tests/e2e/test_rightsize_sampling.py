@@ -21,6 +21,9 @@ It checks how rightsize reads between its 5-minute steps (docs/rightsize.md, "Sa
   gpu-honor-0  dcgm-exporter scraped with honorLabels: true: GPU 0 held by a pod named exactly
                like gpu-idle-0's exporter, in namespace ml (a workload); GPU 1 held by none, so
                Prometheus fills in the target's own `pod` (not a workload).
+  gpu-agent-honor-0  gpuscale's agent scraped with honorLabels: true and no `up` kept for the job:
+               GPU 0 held by ml/train-b-0 (its labels, and a gpuscale_gpu_pod_info series), GPU 1
+               by none, so Prometheus fills in the agent's own pod, which no info series names.
 The agent's and the exporters' own pods must never be taken for GPU workloads.
 
 Expected numbers come from the history's definition here, never from the output.
@@ -126,6 +129,18 @@ def series_specs():
             out.append((lab, {"DCGM_FI_DEV_GPU_UTIL": lambda t, u=u: u,
                               "DCGM_FI_DEV_FB_USED": lambda t, m=m: m,
                               "DCGM_FI_DEV_FB_FREE": lambda t, m=m: A100 - m}))
+    honor = dict(base, job="gpuscale-agent-honor", namespace="gpuscale", pod="gpuscale-agent-h1",
+                 container="agent", Hostname="gpu-agent-honor-0")
+    for g in range(2):
+        lab = dict(honor, gpu=str(g), UUID="GPU-ah-%d" % g)
+        u, m = 0, 0
+        if g == 0:  # the holder's labels win
+            lab.update(namespace="ml", pod="train-b-0", container="trainer")
+            u, m = 40, 30000
+            out.append((dict(lab), {"gpuscale_gpu_pod_info": lambda t: 1}))
+        out.append((lab, {"DCGM_FI_DEV_GPU_UTIL": lambda t, u=u: u,
+                          "DCGM_FI_DEV_FB_USED": lambda t, m=m: m,
+                          "DCGM_FI_DEV_FB_FREE": lambda t, m=m: FB_TOTAL - m}))
     for job in ("gpuscale-agent", "gpuscale-agent-2"):  # the burst node's agent, as a target
         out.append((dict(job=job, instance="10.0.0.1:9400", namespace="gpuscale",
                          pod="gpuscale-agent-b1"), {"up": lambda t: 1}))
@@ -227,11 +242,11 @@ def test_second_scrape_job_counts_once(report):
     assert w["hours_observed"] == pytest.approx(24.0, abs=0.01)
     assert w["used_gpu_hours"] == pytest.approx(0.2 * 24, abs=0.15)
     s = report["summary"]
-    # cards: burst 1, MIG 1, free-0 2, free-1 1, shared 1, idle 2, honor 2; a day each (paid
-    # hours not doubled)
-    assert s["gpus"] == 10
-    assert s["gpu_hours_paid"] == pytest.approx(10 * 24, abs=0.1)
-    assert s["gpu_hours_used"] == pytest.approx((0.2 + 0.9 + 0.8 + 0.5) * 24, abs=0.2)
+    # cards: burst 1, MIG 1, free-0 2, free-1 1, shared 1, idle 2, honor 2, agent-honor 2; a day
+    # each (paid hours not doubled)
+    assert s["gpus"] == 12
+    assert s["gpu_hours_paid"] == pytest.approx(12 * 24, abs=0.1)
+    assert s["gpu_hours_used"] == pytest.approx((0.2 + 0.9 + 0.8 + 0.5 + 0.4) * 24, abs=0.2)
 
 
 def test_mig_parent_and_instances_stay_separate_rows(report):
@@ -251,7 +266,7 @@ def test_mig_parent_and_instances_stay_separate_rows(report):
 def test_the_agents_own_pod_is_never_a_workload(report):
     pods = sorted("%s/%s" % (w["namespace"], w["pod"]) for w in report["workloads"])
     assert pods == ["ml/burst-job-0", "ml/mig-user-1", "ml/mig-user-2", "ml/%s" % IDLE_EXPORTER,
-                    "ml/train-llama-0", "serving/vllm-a", "serving/vllm-b"]
+                    "ml/train-b-0", "ml/train-llama-0", "serving/vllm-a", "serving/vllm-b"]
     g0, g1 = gpus_of(report, "gpu-free-0")
     assert [report["workloads"][i]["pod"] for i in g0["workloads"]] == ["train-llama-0"]
     assert g1["workloads"] == []
@@ -294,9 +309,10 @@ def test_an_idle_dcgm_exporter_job_is_no_workload(history, report):
     assert not [r for r in report["recommendations"] if r.get("pod") == IDLE_EXPORTER and
                 r.get("namespace") == "gpu-operator"]
     # the exporters' own pods: the agents of gpu-free-0, gpu-free-1, gpu-mig-0 (the parent's
-    # series) and gpu-shared-0 (its value series), and the exporters of gpu-idle-0 and gpu-honor-0
+    # series), gpu-shared-0 (its value series) and gpu-agent-honor-0, and the exporters of
+    # gpu-idle-0 and gpu-honor-0
     (note,) = [n for n in report["notes"] if "scrape target" in n]
-    assert note.startswith("6 pod(s)"), note
+    assert note.startswith("7 pod(s)"), note
 
 
 def test_honor_labels_true_keeps_a_pod_named_like_the_exporter(report):
@@ -310,3 +326,18 @@ def test_honor_labels_true_keeps_a_pod_named_like_the_exporter(report):
     assert g1["workloads"] == []
     assert g1["idle_fraction"] == 1
     assert not [w for w in report["workloads"] if w["pod"] == HONOR_EXPORTER]
+
+
+def test_the_agents_info_series_name_the_holders_without_up(history, report):
+    # The premise: no `up` for this job, and its unheld GPU's series carry the agent's own pod.
+    assert history.query_range('up{job="gpuscale-agent-honor"}', history.now - STEP,
+                               history.now, STEP) == []
+    res = history.query_range('DCGM_FI_DEV_GPU_UTIL{job="gpuscale-agent-honor",gpu="1"}',
+                              history.now - STEP, history.now, STEP)
+    assert [s["metric"]["pod"] for s in res] == ["gpuscale-agent-h1"]
+    g0, g1 = gpus_of(report, "gpu-agent-honor-0")
+    assert [report["workloads"][i]["pod"] for i in g0["workloads"]] == ["train-b-0"]
+    assert g1["workloads"] == [] and g1["idle_fraction"] == 1
+    assert not [w for w in report["workloads"] if w["pod"] == "gpuscale-agent-h1"]
+    (w,) = [w for w in report["workloads"] if w["pod"] == "train-b-0"]
+    assert w["util_pct"]["mean"] == pytest.approx(40, abs=0.5)

@@ -468,6 +468,53 @@ static void test_exporter_pod_in_an_idle_cluster(void **state) {
   rs_analyzer_free(a);
 }
 
+/* gpuscale's agent names every holder in gpuscale_gpu_pod_info. Under honorLabels: true, where no
+ * `up` is kept and no series has exported_pod, a GPU no pod holds carries the agent's own pod
+ * (filled in from the target's labels): in a job that writes the info series, a plain pod no info
+ * series names holds nothing. A job that writes none (dcgm-exporter) keeps its plain pods. */
+static void test_pod_info_names_the_holders(void **state) {
+  (void)state;
+  static const struct {
+    const char *job, *uuid, *pod, *ns;
+    bool info; /* an info series names this pod on this GPU */
+    bool workload;
+  } cases[] = {
+      {"gpuscale-agent", "GPU-1", "train-0", "ml", true, true},
+      {"gpuscale-agent", "GPU-2", "gpuscale-agent-x", "gpuscale", false, false},
+      {"gpuscale-agent", "GPU-3", "gpuscale-agent-y", "gpuscale", false, false},
+      {"dcgm", "GPU-4", "infer-0", "ml", false, true},
+  };
+  struct rs_analyzer *a = day();
+  size_t want = 0;
+  for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+    struct rs_labels l = lab("n1", "0", cases[i].uuid, "", cases[i].job, RS_POD_PLAIN, cases[i].pod,
+                             cases[i].ns, "");
+    feed(a, RS_M_UTIL, RS_AGG_SAMPLE, &l, START, T_END + T_STEP, cases[i].workload ? 50 : 0);
+    want += cases[i].workload;
+  }
+  for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) { /* the holders, last */
+    struct rs_labels l = lab("n1", "0", cases[i].uuid, "", cases[i].job, RS_POD_PLAIN, cases[i].pod,
+                             cases[i].ns, "");
+    if (cases[i].info)
+      feed(a, RS_M_POD_INFO, RS_AGG_MAX, &l, START, T_END + T_STEP, 1);
+  }
+  struct rs_report r;
+  finish(a, &r);
+  assert_int_equal(r.n_gpus, 4);
+  assert_int_equal(r.n_workloads, want);
+  for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+    print_message("case %s %s\n", cases[i].job, cases[i].pod);
+    bool found = false;
+    for (size_t k = 0; k < r.n_workloads; k++)
+      found |= !strcmp(r.workloads[k].pod, cases[i].pod);
+    assert_true(found == cases[i].workload);
+    assert_int_equal(r.gpus[i].n_workloads, cases[i].workload ? 1 : 0);
+  }
+  assert_true(has_note(&r, "2 pod(s) named only by the scrape target"));
+  rs_report_free(&r);
+  rs_analyzer_free(a);
+}
+
 /* gpuscale writes a shared GPU's value series once, without pod labels, and names each holder in
  * gpuscale_gpu_pod_info: both pods hold the GPU, which counts once. A holder of a GPU that has no
  * readings makes no GPU. */
@@ -533,6 +580,7 @@ int main(void) {
       cmocka_unit_test(test_mig_rows),
       cmocka_unit_test(test_exporter_pod_is_not_a_workload),
       cmocka_unit_test(test_exporter_pod_in_an_idle_cluster),
+      cmocka_unit_test(test_pod_info_names_the_holders),
       cmocka_unit_test(test_step_below_scrape_interval),
       cmocka_unit_test(test_holders_of_a_shared_gpu),
   };
