@@ -43,6 +43,7 @@ struct eng {
   double rho_hist[HIST_S], wait_hist[HIST_S]; /* ring by second */
   struct scaler agent, gateway;
   struct scaler_selector selector;
+  struct sim_params prm;
   struct sim_hpa hpa;
   struct sim_keda keda;
   struct sim_fallback fb[SIM_MAX_TRIGGERS];
@@ -554,7 +555,7 @@ static int cpu_proposal(struct eng *e, const struct sim_trigger *t) {
       ready[n] = e->pods[i].state == POD_READY;
       util[n++] = v;
     }
-    r = sim_hpa_resource(util, ready, n, t->target_pct, e->spec, SIM_HPA_TOLERANCE);
+    r = sim_hpa_resource(util, ready, n, t->target_pct, e->spec, e->prm.tolerance);
   }
   free(util);
   free(ready);
@@ -591,8 +592,8 @@ static void hpa_sync(struct eng *e, struct sim_result *out) {
     }
     out->value[i][e->now] = (float)m;
     prop[i] = t->value_type
-                  ? sim_hpa_external_value(m, e->target[i], e->spec, e->ready, SIM_HPA_TOLERANCE)
-                  : sim_hpa_external_average(m, e->target[i], e->status, SIM_HPA_TOLERANCE);
+                  ? sim_hpa_external_value(m, e->target[i], e->spec, e->ready, e->prm.tolerance)
+                  : sim_hpa_external_average(m, e->target[i], e->status, e->prm.tolerance);
   }
   set_spec(e, sim_hpa_reconcile(&e->hpa, e->now, e->spec, prop, reads ? n : 0));
 }
@@ -687,10 +688,11 @@ static int setup(struct eng *e, const struct profile_set *ps, char *err, size_t 
   e->keda = e->so->keda;
   e->hpa.min_replicas = sim_keda_hpa_min(&e->keda);
   e->hpa.max_replicas = e->keda.max_replicas;
-  e->hpa.tolerance = SIM_HPA_TOLERANCE;
+  e->hpa.tolerance = e->prm.tolerance;
+  e->hpa.legacy_down_s = e->prm.down_window_s;
   e->hpa.behavior = e->so->behavior;
   if (e->hpa.behavior.set)
-    sim_hpa_behavior_default(&e->hpa.behavior);
+    sim_hpa_behavior_default_with(&e->hpa.behavior, e->prm.down_window_s);
   for (size_t i = 0; i < e->so->ntrig; i++) {
     const struct sim_trigger *t = &e->so->trig[i];
     e->push_state[i] = -1;
@@ -911,7 +913,7 @@ static int step(struct eng *e, struct sim_result *out) {
   push_check(e, out);
   if (e->now % e->keda.polling_s == 0)
     keda_poll(e, out);
-  if (e->now % SIM_HPA_SYNC_S == 0)
+  if (e->now % e->prm.hpa_sync_s == 0)
     hpa_sync(e, out);
   double held = 0;
   if (e->m->placement == SIM_PLACE_TIMESLICE) {
@@ -931,7 +933,7 @@ static int step(struct eng *e, struct sim_result *out) {
   /* carry the last read value and activity forward, so each second shows what KEDA last saw */
   for (size_t i = 0; t > 0 && i < e->so->ntrig; i++) {
     if (isnan(out->value[i][t]) && !isnan(out->value[i][t - 1]) &&
-        (e->now % SIM_HPA_SYNC_S != 0 || e->so->trig[i].kind == SIM_TRIG_CPU))
+        (e->now % e->prm.hpa_sync_s != 0 || e->so->trig[i].kind == SIM_TRIG_CPU))
       out->value[i][t] = out->value[i][t - 1];
     if (out->active[i][t] < 0)
       out->active[i][t] = out->active[i][t - 1];
@@ -939,8 +941,13 @@ static int step(struct eng *e, struct sim_result *out) {
   return 0;
 }
 
+struct sim_params sim_params_default(void) {
+  struct sim_params p = {1, SIM_HPA_SYNC_S, SIM_HPA_TOLERANCE, SIM_HPA_DOWN_WINDOW_S};
+  return p;
+}
+
 int sim_run(const struct sim_model *m, const struct sim_scaledobject *so,
-            const struct sim_trace *tr, const struct profile_set *ps, uint64_t seed,
+            const struct sim_trace *tr, const struct profile_set *ps, const struct sim_params *prm,
             sim_progress_fn progress, void *pud, struct sim_result *out, char *err, size_t errlen) {
   memset(out, 0, sizeof *out);
   if (!tr->n) {
@@ -953,7 +960,10 @@ int sim_run(const struct sim_model *m, const struct sim_scaledobject *so,
   e->m = m;
   e->so = so;
   e->tr = tr;
-  e->rng = seed * 0x9E3779B97F4A7C15ULL + 7;
+  e->prm = *prm;
+  if (e->prm.hpa_sync_s < 1)
+    e->prm.hpa_sync_s = SIM_HPA_SYNC_S;
+  e->rng = prm->seed * 0x9E3779B97F4A7C15ULL + 7;
   double t0 = wall_now();
   int rc = setup(e, ps, err, errlen);
   if (!rc && (rc = alloc_result(out, tr->n, so)) == GS_ENOMEM)

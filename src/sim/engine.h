@@ -39,13 +39,23 @@ struct sim_result {
   struct sim_summary sum;
 };
 
+/* Settings of the cluster rather than of the ScaledObject. */
+struct sim_params {
+  uint64_t seed;     /* trace noise and start-up delays */
+  int hpa_sync_s;    /* --horizontal-pod-autoscaler-sync-period (15) */
+  double tolerance;  /* --horizontal-pod-autoscaler-tolerance (0.1) */
+  int down_window_s; /* --horizontal-pod-autoscaler-downscale-stabilization (300) */
+};
+/* The Kubernetes defaults, with seed 1. */
+struct sim_params sim_params_default(void);
+
 /* Progress: fraction done in [0, 1]; called about every 1 %. */
 typedef void (*sim_progress_fn)(void *ud, double done);
 
 /* Runs one configuration over the trace. Returns 0 with *out filled (release with
  * sim_result_free), or a GS_E* code with err filled (a trigger the policy refuses, say). */
 int sim_run(const struct sim_model *m, const struct sim_scaledobject *so,
-            const struct sim_trace *tr, const struct profile_set *ps, uint64_t seed,
+            const struct sim_trace *tr, const struct profile_set *ps, const struct sim_params *prm,
             sim_progress_fn progress, void *pud, struct sim_result *out, char *err, size_t errlen);
 void sim_result_free(struct sim_result *r);
 /* Frees the per-second series and keeps the summary, names and warnings (what --compare prints),

@@ -11,6 +11,10 @@
 #include "core/err.h"
 
 void sim_hpa_behavior_default(struct sim_hpa_behavior *b) {
+  sim_hpa_behavior_default_with(b, SIM_HPA_DOWN_WINDOW_S);
+}
+
+void sim_hpa_behavior_default_with(struct sim_hpa_behavior *b, int down_window_s) {
   struct sim_hpa_rules *u = &b->up, *d = &b->down;
   if (!u->has_window)
     u->window_s = 0;
@@ -22,7 +26,7 @@ void sim_hpa_behavior_default(struct sim_hpa_behavior *b) {
     u->policies[1] = (struct sim_policy){SIM_POLICY_PERCENT, 100, 15};
   }
   if (!d->has_window)
-    d->window_s = SIM_HPA_DOWN_WINDOW_S; /* maybeInitScaleDownStabilizationWindow */
+    d->window_s = down_window_s; /* maybeInitScaleDownStabilizationWindow */
   if (!d->has_select)
     d->select = SIM_SELECT_MAX;
   if (!d->has_policies) {
@@ -162,7 +166,7 @@ static int stabilize_legacy(struct sim_hpa *h, int64_t now, int desired, int *ou
   int best = desired;
   bool found_old = false;
   size_t old = 0;
-  int64_t cutoff = now - SIM_HPA_DOWN_WINDOW_S;
+  int64_t cutoff = now - (h->legacy_down_s > 0 ? h->legacy_down_s : SIM_HPA_DOWN_WINDOW_S);
   for (size_t i = 0; i < h->nrecs; i++) {
     if (h->recs[i].t < cutoff) {
       found_old = true;

@@ -44,6 +44,9 @@ struct sim_hpa_behavior {
  * Scale-up: window 0, Max of {4 Pods, 100 Percent} per 15 s. Scale-down: window 300 s, Max of
  * {100 Percent} per 15 s. */
 void sim_hpa_behavior_default(struct sim_hpa_behavior *b);
+/* The same with the controller's --horizontal-pod-autoscaler-downscale-stabilization for an unset
+ * scale-down window. */
+void sim_hpa_behavior_default_with(struct sim_hpa_behavior *b, int down_window_s);
 
 struct sim_hpa_rec {
   int64_t t;
@@ -59,6 +62,7 @@ struct sim_hpa_event {
 struct sim_hpa {
   int min_replicas, max_replicas; /* minReplicas >= 1 (KEDA), maxReplicas >= minReplicas */
   double tolerance;               /* 0.1 */
+  int legacy_down_s;              /* the downscale window without a behavior block; 0 means 300 */
   struct sim_hpa_behavior behavior;
   /* recommendations and scale events, grown as Kubernetes grows them (an old entry is reused) */
   struct sim_hpa_rec *recs;

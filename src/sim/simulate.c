@@ -32,6 +32,9 @@ struct sim_opts {
   char *profiles;
   char *format;
   char *progress;
+  int64_t hpa_sync_ms;
+  double hpa_tolerance;
+  int64_t hpa_down_ms;
 };
 
 #define O(f) offsetof(struct sim_opts, f)
@@ -65,6 +68,14 @@ static const struct opt_def sim_defs[] = {
      "extra trigger profiles (YAML), as the agent and gateway load them", O(profiles)},
     {"format", 'f', NULL, OPT_ENUM, "text", 0, 0, "text|json", "FORMAT", "summary format",
      O(format)},
+    {"hpa-sync-period", 0, NULL, OPT_DURATION, "15s", 1000, 600000, NULL, "DURATION",
+     "the cluster's --horizontal-pod-autoscaler-sync-period (whole seconds)", O(hpa_sync_ms)},
+    {"hpa-tolerance", 0, NULL, OPT_DOUBLE, "0.1", 0, 1, NULL, "FRACTION",
+     "the cluster's --horizontal-pod-autoscaler-tolerance", O(hpa_tolerance)},
+    {"hpa-downscale-stabilization", 0, NULL, OPT_DURATION, "5m", 1000, 3600000, NULL, "DURATION",
+     "the cluster's --horizontal-pod-autoscaler-downscale-stabilization: the scale-down window "
+     "where a behavior block leaves it unset, and the window without one",
+     O(hpa_down_ms)},
     {"progress", 0, NULL, OPT_ENUM, "auto", 0, 0, "auto|always|never", "WHEN",
      "progress bar on stderr (auto: on a terminal, once a run takes over half a second)",
      O(progress)},
@@ -199,8 +210,10 @@ static int run_all(const struct sim_opts *o, struct inputs *in, const char **con
     ri[i] = (struct sim_run_info){configs[i], names[i], in->trace.name, in->model.name, {0}};
     price_of(&in->model, in->prices, &ri[i].price);
     pr.run = i;
-    rc = sim_run(&in->model, &so, &in->trace, &in->ps, (uint64_t)o->seed, progress_cb, &pr, &res[i],
-                 err, errlen);
+    struct sim_params prm = {(uint64_t)o->seed, (int)(o->hpa_sync_ms / 1000), o->hpa_tolerance,
+                             (int)(o->hpa_down_ms / 1000)};
+    rc =
+        sim_run(&in->model, &so, &in->trace, &in->ps, &prm, progress_cb, &pr, &res[i], err, errlen);
     sim_so_free(&so);
     if (rc)
       return rc;

@@ -71,7 +71,8 @@ static void run_text(struct run *x, const char *model, const char *so, const cha
     rc = sim_trace_builtin(trace_name, 0, 100, 1, &x->tr, x->err, sizeof x->err);
   assert_int_equal(rc, 0);
   assert_int_equal(profile_set_init(&x->ps), 0);
-  x->rc = sim_run(&x->m, &x->so, &x->tr, &x->ps, 1, NULL, NULL, &x->r, x->err, sizeof x->err);
+  struct sim_params prm = sim_params_default();
+  x->rc = sim_run(&x->m, &x->so, &x->tr, &x->ps, &prm, NULL, NULL, &x->r, x->err, sizeof x->err);
 }
 
 static void run_free(struct run *x) {

@@ -240,6 +240,30 @@ static void test_behavior_defaults(void **state) {
   assert_int_equal(b.down.policies[0].period_s, 15);
 }
 
+/* kube-controller-manager's --horizontal-pod-autoscaler-downscale-stabilization sets the window
+ * of the legacy path and of a behavior block that leaves scaleDown's window unset (HC
+ * maybeInitScaleDownStabilizationWindow); a window the user wrote is kept. */
+static void test_controller_downscale_flag(void **state) {
+  (void)state;
+  struct sim_hpa h = new_hpa(1, 100, false);
+  h.legacy_down_s = 60;
+  int cur = sync1(&h, 0, 10, 10);
+  assert_int_equal(sync1(&h, 45, cur, 2), 10);
+  /* the legacy window keeps a recommendation that is exactly 60 s old (!Before(cutoff)) */
+  assert_int_equal(sync1(&h, 60, cur, 2), 10);
+  assert_int_equal(sync1(&h, 75, cur, 2), 2);
+  sim_hpa_free(&h);
+  struct sim_hpa_behavior b;
+  memset(&b, 0, sizeof b);
+  sim_hpa_behavior_default_with(&b, 120);
+  assert_int_equal(b.down.window_s, 120);
+  memset(&b, 0, sizeof b);
+  b.down.has_window = true;
+  b.down.window_s = 30;
+  sim_hpa_behavior_default_with(&b, 120);
+  assert_int_equal(b.down.window_s, 30);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_average_value),
@@ -256,6 +280,7 @@ int main(void) {
       cmocka_unit_test(test_min_max),
       cmocka_unit_test(test_legacy_rules),
       cmocka_unit_test(test_behavior_defaults),
+      cmocka_unit_test(test_controller_downscale_flag),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
