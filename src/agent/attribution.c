@@ -138,16 +138,25 @@ int attribution_join(const struct podres_list *l, const struct gpu_info *infos, 
     size_t dev = h.v[i].dev;
     snprintf(cur->uuid, sizeof cur->uuid, "%s", infos[dev].uuid);
     const struct hold *prev = NULL;
+    size_t listed = 0; /* distinct pods with at least one container listed */
     for (; i < h.n && h.v[i].dev == dev; i++) {
       if (prev && cmp_hold(prev, &h.v[i]) == 0)
         continue; /* the same container holds two replicas of one device */
       bool new_pod =
           !prev || strcmp(prev->ns, h.v[i].ns) != 0 || strcmp(prev->pod, h.v[i].pod) != 0;
       prev = &h.v[i];
-      if (cur->pods.n < ATTRIB_MAX_PODS)
+      if (cur->pods.n < ATTRIB_MAX_PODS) {
         fill_ref(&cur->pods.pods[cur->pods.n++], prev);
+        listed += new_pod;
+      }
       cur->pods.total++;
       cur->pods.holders += new_pod; /* sorted by pod: a pod's containers are adjacent */
+    }
+    if (stats && cur->pods.holders > listed) {
+      if (stats->unlisted++ == 0)
+        snprintf(stats->first_unlisted, sizeof stats->first_unlisted, "%s", cur->uuid);
+      if (cur->pods.holders > stats->most_holders)
+        stats->most_holders = cur->pods.holders;
     }
     cur->pods.shared = cur->pods.total > 1;
     attrib_split_even(&cur->pods);
@@ -293,6 +302,17 @@ int attribution_refresh(struct attribution *a) {
              "%zu of %zu GPU device ids from the kubelet match no device here (e.g. \"%s\"); "
              "those pods are not attributed",
              stats.unknown, stats.gpu_ids, stats.first_unknown);
+  }
+  atomic_store(&a->unlisted_gpus, stats.unlisted);
+  if (stats.unlisted == 0) {
+    log_complain_clear(&a->unlisted_complain);
+  } else if (log_complain(&a->unlisted_complain, time_mono_ms())) {
+    LOG_WARN(MOD,
+             "%zu GPU(s) held by more pods than the %d listed per GPU (e.g. %s, up to %zu "
+             "holders): /metrics and the node API name the first %d; the gateway counts such a "
+             "GPU as unknown for pod selections",
+             stats.unlisted, ATTRIB_MAX_PODS, stats.first_unlisted, stats.most_holders,
+             ATTRIB_MAX_PODS);
   }
   return 0;
 }

@@ -39,13 +39,15 @@ struct attribution {
   bool down;                         /* the last List failed */
   struct log_complain down_complain; /* one warning per outage, then debug reminders */
   struct log_complain unknown_complain;
-  struct podphase *phases;             /* finished pods from the API, or NULL; the caller's */
-  struct log_complain phases_complain; /* the API does not answer */
+  struct log_complain unlisted_complain; /* GPUs with more holders than listed */
+  struct podphase *phases;               /* finished pods from the API, or NULL; the caller's */
+  struct log_complain phases_complain;   /* the API does not answer */
   bool phases_down;
 
   atomic_uint_fast64_t refreshes;      /* List calls that answered and were applied */
   atomic_uint_fast64_t failures;       /* List calls that failed (absent, slow, bad answer) */
   atomic_uint_fast64_t unknown_ids;    /* GPU device ids in the last answer that matched nothing */
+  atomic_uint_fast64_t unlisted_gpus;  /* GPUs in the last answer with more holders than listed */
   atomic_int_fast64_t last_ok_mono_ms; /* 0 before the first good answer */
   atomic_uint_fast64_t finished_dropped; /* finished pods left out, over all refreshes */
 };
@@ -55,6 +57,11 @@ struct attribution_stats {
   size_t gpu_ids;          /* device ids of GPU resources (nvidia.com/gpu, nvidia.com/mig-*) */
   size_t unknown;          /* of those, ids that parse to nothing or name no device of ours */
   char first_unknown[128]; /* one of them, for the log */
+  /* GPUs held by more pods than a GPU lists (ATTRIB_MAX_PODS): their entries list the first pods
+   * and count all of them in holders; the gateway counts them unknown for pod selections */
+  size_t unlisted;
+  size_t most_holders;              /* the most holders of one of those */
+  char first_unlisted[GPU_STR_LEN]; /* one of them (uuid), for the log */
 };
 
 /* Starts the refresher: a first List at once, then one every refresh_ms (> 0) with a deadline of

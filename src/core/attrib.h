@@ -10,7 +10,11 @@
 
 #include "core/sample.h"
 
-#define ATTRIB_MAX_PODS 16 /* pods per GPU kept (time-slicing); more are counted, not listed */
+/* Pods listed per GPU: time-slicing replicas of 32 and 48 (GKE's most clients per GPU) fit. A GPU
+ * held by more is counted (gpu_pods.total, .holders), not listed, and is unknown to a pod
+ * selection at the gateway. Each listed pod costs 408 bytes in every copy of a node_gpu (about
+ * 26 KB per GPU at 64). */
+#define ATTRIB_MAX_PODS 64
 
 /* How a shared GPU's value is split between the pods holding it (see docs/gateway.md). */
 enum attrib_split {

@@ -25,6 +25,8 @@ struct pick {
   bool node_found;                 /* scope node: the named node was seen */
   size_t unknown;                  /* agents that never reported */
   size_t seen_fresh, seen_dropped; /* agents with a fresh view; agents past --drop-after */
+  size_t node_overflow;            /* this node's GPUs with more holders than it lists */
+  size_t overflow_max;             /* the most holders of one of them */
   char unknown_notes[UNKNOWN_NOTES][CLUSTER_ADDR_LEN + CLUSTER_REASON_LEN + 64];
   struct pod_slot *pods; /* this node's pods seen so far (reset per node) */
   size_t npods, cap;
@@ -175,11 +177,64 @@ static void note_unknown(struct pick *k, const struct cluster_node_view *v, cons
   k->unknown++;
 }
 
+/* The GPUs of node v that a pod selection could take (the model matches, not lost, the field not
+ * known to be unsupported) into *could; returns the GPUs whose model matches. */
+static size_t could_take(const struct trigger *t, const struct node_snapshot *s, size_t *could) {
+  size_t models = 0;
+  *could = 0;
+  for (size_t i = 0; i < s->n; i++) {
+    const struct node_gpu *g = &s->gpus[i];
+    if (!trigger_regex_match(&t->gpu_model, g->info.name))
+      continue;
+    models++;
+    if (g->health != GPU_HEALTH_LOST && (!g->has_sample || sample_has(&g->latest, t->metric)))
+      (*could)++;
+  }
+  return models;
+}
+
+/* Distinct pods listed as holding g. */
+static size_t listed_pods(const struct gpu_pods *p) {
+  size_t n = p->n < ATTRIB_MAX_PODS ? p->n : ATTRIB_MAX_PODS, distinct = 0;
+  for (size_t i = 0; i < n; i++) {
+    bool dup = false;
+    for (size_t j = 0; j < i && !dup; j++)
+      dup = same_pod(&p->pods[j], &p->pods[i]);
+    distinct += !dup;
+  }
+  return distinct;
+}
+
+/* A pod selection and GPU i of v holds more pods than the agent could list: any unlisted one may
+ * be selected, and the listed ones' shares are parts of a whole nobody sees, so the GPU counts
+ * as unknown (k->node_overflow) and gets no value, never a lower one. False when visit_gpu
+ * decides (not a pod selection, the model or MIG rules leave it out, lost, or nothing unlisted). */
+static bool overflow_unknown(struct pick *k, const struct cluster_node_view *v, size_t i,
+                             bool explicit_pick) {
+  const struct node_gpu *g = &v->snap->gpus[i];
+  const struct trigger *t = k->t;
+  if (!k->pod_sel || !trigger_regex_match(&t->gpu_model, g->info.name))
+    return false;
+  size_t holders = attrib_holders(&g->pods);
+  if (holders <= listed_pods(&g->pods))
+    return false;
+  if (!explicit_pick && mig_parent_skipped(v->snap, i, t->metric))
+    return false;
+  if (g->health == GPU_HEALTH_LOST || (g->has_sample && !sample_has(&g->latest, t->metric)))
+    return false;
+  k->node_overflow++;
+  if (holders > k->overflow_max)
+    k->overflow_max = holders;
+  return true;
+}
+
 static int visit_gpus(struct pick *k, const struct cluster_node_view *v, size_t *stale) {
   const struct trigger *t = k->t;
   const struct node_snapshot *s = v->snap;
   if (t->scope != TRIGGER_SCOPE_NODE || t->n_indices == 0) {
     for (size_t i = 0; i < s->n; i++) {
+      if (overflow_unknown(k, v, i, false))
+        continue;
       int rc = visit_gpu(k, v, i, false);
       if (rc < 0)
         return rc;
@@ -196,6 +251,8 @@ static int visit_gpus(struct pick *k, const struct cluster_node_view *v, size_t 
                v->node, s->n);
       return GS_ENOTFOUND;
     }
+    if (overflow_unknown(k, v, i, true))
+      continue;
     int rc = visit_gpu(k, v, i, true);
     if (rc < 0)
       return rc;
@@ -204,12 +261,77 @@ static int visit_gpus(struct pick *k, const struct cluster_node_view *v, size_t 
   return 0;
 }
 
+/* Whether node v passes the trigger's node and nodes selectors (scope node: notes it was seen). */
+static bool node_passes(struct pick *k, const struct cluster_node_view *v) {
+  const struct trigger *t = k->t;
+  if (t->scope == TRIGGER_SCOPE_NODE) {
+    if (strcmp(v->node, t->node) != 0)
+      return false;
+    k->node_found = true;
+  }
+  return trigger_regex_match(&t->nodes, v->node);
+}
+
+/* How long ago node v last updated, and why it is not fresh, for a note. */
+static void not_fresh_text(const struct cluster_node_view *v, char *out, size_t len) {
+  if (v->dropped)
+    snprintf(out, len, "dropped after --drop-after, last update %.1fs ago",
+             (double)v->age_ms / 1000.0);
+  else if (!v->connected)
+    snprintf(out, len, "disconnected%s%s, last update %.1fs ago", v->reason[0] ? ": " : "",
+             v->reason, (double)v->age_ms / 1000.0);
+  else
+    snprintf(out, len, "stale, last update %.1fs ago (stale after %.1fs)",
+             (double)v->age_ms / 1000.0, (double)v->stale_after_ms / 1000.0);
+}
+
+/* A pod selection after node v's GPUs were visited, `counted` of them selected. A node without a
+ * current view may hold selected pods that were placed after its last snapshot: its other GPUs
+ * the selection could take (at least 1) are unknown, so that its old "no pod of yours here" never
+ * makes a 0. A fresh node's GPUs with unlisted holders are unknown. */
+static void pod_unknowns(struct pick *k, const struct cluster_node_view *v, size_t counted,
+                         bool noted) {
+  char why[CLUSTER_REASON_LEN + 96];
+  if (!v->fresh) {
+    size_t could, models = could_take(k->t, v->snap, &could);
+    size_t rest = could > counted ? could - counted : 0;
+    if ((!models && !v->dropped) || (rest == 0 && counted))
+      return;
+    k->sel->unknown++;
+    k->sel->unknown_gpus += rest ? rest : 1;
+    not_fresh_text(v, why, sizeof why);
+    if (noted)
+      scaler_selection_note(k->sel,
+                            "node %s: %zu more GPU%s that pods placed since its last update may "
+                            "hold, counted as unknown",
+                            v->node, rest ? rest : 1, rest == 1 || !rest ? "" : "s");
+    else
+      scaler_selection_note(k->sel,
+                            "node %s (%s): %s; pods placed since may hold its GPUs, counted as %zu "
+                            "unknown",
+                            v->node[0] ? v->node : "?", v->addr, why, rest ? rest : 1);
+    return;
+  }
+  if (k->node_overflow) {
+    k->sel->unknown++;
+    k->sel->unknown_gpus += k->node_overflow;
+    scaler_selection_note(k->sel,
+                          "node %s: %zu GPU%s held by more pods than the agent lists (up to %zu "
+                          "holders, %d listed), cannot tell which of them the selection holds",
+                          v->node, k->node_overflow, k->node_overflow == 1 ? "" : "s",
+                          k->overflow_max, ATTRIB_MAX_PODS);
+  }
+}
+
 static int visit_node(void *ud, const struct cluster_node_view *v) {
   struct pick *k = ud;
-  const struct trigger *t = k->t;
   if (v->dropped) {
     k->seen_dropped++;
-    return 0; /* forgotten after drop_after_ms: it no longer holds anything */
+    /* forgotten after drop_after_ms: it no longer holds anything that cluster or node scope
+     * counts, but a pod selection cannot know that none of its pods went there */
+    if (k->pod_sel && node_passes(k, v))
+      pod_unknowns(k, v, 0, false);
+    return 0;
   }
   if (!v->reported) {
     note_unknown(k, v, v->connected ? "has not reported yet" : "unreachable, never reported");
@@ -217,25 +339,12 @@ static int visit_node(void *ud, const struct cluster_node_view *v) {
   }
   if (v->fresh)
     k->seen_fresh++;
-  if (t->scope == TRIGGER_SCOPE_NODE) {
-    if (strcmp(v->node, t->node) != 0)
-      return 0;
-    k->node_found = true;
-  }
-  if (!trigger_regex_match(&t->nodes, v->node))
+  if (!node_passes(k, v))
     return 0;
   if (k->pod_sel && !v->snap->attribution) {
     /* The pods may hold any of its GPUs that the selection could take: all of those count in the
      * coverage denominator (at least one when the model matches). */
-    size_t models = 0, could = 0;
-    for (size_t i = 0; i < v->snap->n; i++) {
-      const struct node_gpu *g = &v->snap->gpus[i];
-      if (!trigger_regex_match(&t->gpu_model, g->info.name))
-        continue;
-      models++;
-      if (g->health != GPU_HEALTH_LOST && (!g->has_sample || sample_has(&g->latest, t->metric)))
-        could++;
-    }
+    size_t could, models = could_take(k->t, v->snap, &could);
     if (models) {
       k->sel->unknown++;
       k->sel->unknown_gpus += could ? could : 1;
@@ -247,22 +356,17 @@ static int visit_node(void *ud, const struct cluster_node_view *v) {
     return 0;
   }
   k->npods = 0;
-  size_t stale = 0;
+  k->node_overflow = k->overflow_max = 0;
+  size_t stale = 0, selected0 = k->sel->selected;
   int rc = visit_gpus(k, v, &stale);
   if (rc == 0 && stale && !v->fresh) {
-    if (!v->connected)
-      scaler_selection_note(k->sel,
-                            "node %s (%s): disconnected%s%s, last update %.1fs ago, %zu selected "
-                            "GPUs",
-                            v->node, v->addr, v->reason[0] ? ": " : "", v->reason,
-                            (double)v->age_ms / 1000.0, stale);
-    else
-      scaler_selection_note(k->sel,
-                            "node %s (%s): stale, last update %.1fs ago (stale after %.1fs), %zu "
-                            "selected GPUs",
-                            v->node, v->addr, (double)v->age_ms / 1000.0,
-                            (double)v->stale_after_ms / 1000.0, stale);
+    char why[CLUSTER_REASON_LEN + 96];
+    not_fresh_text(v, why, sizeof why);
+    scaler_selection_note(k->sel, "node %s (%s): %s, %zu selected GPUs", v->node, v->addr, why,
+                          stale);
   }
+  if (rc == 0 && k->pod_sel)
+    pod_unknowns(k, v, k->sel->selected - selected0, stale && !v->fresh);
   return rc;
 }
 

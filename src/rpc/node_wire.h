@@ -7,7 +7,7 @@
 
 #include "core/node.h"
 
-/* Largest NodeSnapshot message sent or accepted (256 GPUs with 16 pods each is about 1.6 MB). */
+/* Largest NodeSnapshot message sent or accepted (256 GPUs with 64 pods each is about 6.5 MB). */
 #define NODE_WIRE_MAX_BYTES (16 * 1024 * 1024)
 
 /* Method paths of gpuscale.v1.Node (protobuf-c generates no service stubs). */

@@ -441,8 +441,19 @@ def test_killed_agent_is_unavailable_never_lower_then_partial_then_recovery(cl):
     e = rpc_error(value, cl.client, vllm)
     assert e.code() == grpc.StatusCode.UNAVAILABLE
     assert "gpu-node-2" in e.details() and "allowPartial" in e.details(), e.details()
-    # agents that hold none of the selected GPUs do not matter
-    assert close(value(cl.client, md(pods="embed-.*")), 60.0)
+    # a pod selection the dead node held none of: a pod placed there since may hold its GPUs,
+    # so the others' value is partial (both GPUs of gpu-node-2 unknown), never complete
+    e = rpc_error(value, cl.client, md(pods="embed-.*"))
+    assert e.code() == grpc.StatusCode.UNAVAILABLE, e.details()
+    assert "gpu-node-2" in e.details() and "pods placed since may hold its GPUs" in e.details(), \
+        e.details()
+    assert close(value(cl.client, md(pods="embed-.*", allowPartial="true")), 60.0)
+    # and a selection nobody held is UNAVAILABLE, not 0, allowPartial or not
+    for m in (md(pods="nobody-.*"), md(pods="nobody-.*", allowPartial="true")):
+        e = rpc_error(value, cl.client, m)
+        assert e.code() == grpc.StatusCode.UNAVAILABLE and "gpu-node-2" in e.details(), \
+            e.details()
+    # node scope on another node does not depend on it
     assert close(value(cl.client, md(node="gpu-node-3")), 90.0)
     # allowPartial: the pods that are still visible
     alive = ["gpu-node-1", "gpu-node-3"]
@@ -467,10 +478,15 @@ def test_killed_agent_is_unavailable_never_lower_then_partial_then_recovery(cl):
     part = gh.samples(text, "gpuscale_gateway_trigger_partial", scaledobject="so-part")
     assert part and part[0][1] == 1.0, part
     assert cl.gw.agents()[a2.grpc_address]["connected"] is False
-    # --drop-after on the second replica: the dead node's GPUs no longer count as selected
+    # --drop-after on the second replica: the dead node's GPUs no longer count as selected,
+    # but a pod selection still cannot know that none of its pods is there: unknown (1 GPU)
     wait_for(lambda: dropper.agents()[a2.grpc_address]["dropped"], timeout=10,
              what="the agent dropped after --drop-after 1s")
-    assert close(value(dclient, vllm), want)
+    e = rpc_error(value, dclient, vllm)
+    assert e.code() == grpc.StatusCode.UNAVAILABLE, e.details()
+    assert "gpu-node-2" in e.details() and "dropped after --drop-after" in e.details(), e.details()
+    assert close(value(dclient, md(pods=VLLM + ".*", allowPartial="true")), want)
+    assert close(value(dclient, md(aggregation="avg")), cluster_expected("avg", alive=alive))
     # the first replica (default drop-after 5m) still refuses
     assert rpc_error(value, cl.client, vllm).code() == grpc.StatusCode.UNAVAILABLE
     # recovery: the agent comes back on the same port
@@ -479,6 +495,43 @@ def test_killed_agent_is_unavailable_never_lower_then_partial_then_recovery(cl):
         wait_for(lambda: value_or_code(c, vllm) == full, timeout=30, interval=0.1,
                  what="full value after the agent restarted")
     assert cl.gw.agents()[a2.grpc_address]["connected"] is True
+    assert_alive(cl)
+
+
+def test_stopped_agent_is_unknown_to_pod_selections_never_zero(cl):
+    """An agent that stops updating (SIGSTOP: the stream stays open, no snapshot comes) last
+    showed none of the selected pods. A replica may have been placed on its node since, so a pod
+    selection is UNAVAILABLE naming the node rather than 0; with allowPartial the fresh nodes
+    answer with coverage below 1; once it updates again the true 0 is back."""
+    nobody = md(pods="nobody-.*")
+    embed = md(pods="embed-.*", allowPartial="true")
+    assert value(cl.client, nobody) == 0.0
+    a3 = cl.agents["gpu-node-3"]
+    a3.signal(signal.SIGSTOP)
+    try:
+        wait_for(lambda: value_or_code(cl.client, nobody) == grpc.StatusCode.UNAVAILABLE,
+                 timeout=15, interval=0.1, what="UNAVAILABLE once gpu-node-3 is stale")
+        e = rpc_error(value, cl.client, nobody)
+        assert "gpu-node-3" in e.details() and "pods placed since may hold its GPUs" in \
+            e.details(), e.details()
+        for m in (md(pods="nobody-.*", allowPartial="true"),
+                  md(pods="nobody-.*", minCoverage="0.01"), md(pods=VLLM + "a")):
+            assert rpc_error(value, cl.client, m).code() == grpc.StatusCode.UNAVAILABLE
+        # the fresh nodes' part of a workload that gpu-node-3 held too, with coverage < 1
+        alive = ["gpu-node-1", "gpu-node-2"]
+        want = workload_expected(pods="embed-.*", ns=NS, alive=alive)
+        assert close(value(cl.client, embed, name="so-stale"), want)
+        cov = gh.samples(cl.gw.metrics_text(), "gpuscale_gateway_trigger_coverage",
+                         scaledobject="so-stale")
+        assert cov and 0 < cov[0][1] < 1, cov
+        # cluster scope without a pod selection: its GPUs are selected and not fresh
+        assert rpc_error(value, cl.client, md(aggregation="avg")).code() == \
+            grpc.StatusCode.UNAVAILABLE
+    finally:
+        a3.signal(signal.SIGCONT)
+    wait_for(lambda: value_or_code(cl.client, nobody) == 0.0, timeout=15, interval=0.1,
+             what="the true 0 once gpu-node-3 updates again")
+    assert close(value(cl.client, embed), workload_expected(pods="embed-.*", ns=NS))
     assert_alive(cl)
 
 

@@ -287,38 +287,66 @@ static void test_join_same_id_two_pods(void **state) {
   free(e);
 }
 
+/* More holders than a GPU lists: the first ATTRIB_MAX_PODS (pod, container) pairs are listed,
+ * every pod is counted in holders, and the stats say the GPU has unlisted holders, unless the
+ * only pairs left out are more containers of listed pods. */
 static void test_join_many_pods_capped(void **state) {
-  enum { N = ATTRIB_MAX_PODS + 4 };
-  struct ctr_spec specs[N];
-  char names[N][16];
-  static char ids[N][GPU_STR_LEN];
-  for (int i = 0; i < N; i++) {
-    snprintf(names[i], sizeof names[i], "p%02d", N - 1 - i); /* reverse order: join sorts */
-    snprintf(ids[i], sizeof ids[i], "%s::%d", UC, i);
-    memset(&specs[i], 0, sizeof specs[i]);
-    specs[i].ns = "ts";
-    specs[i].pod = names[i];
-    specs[i].container = "c";
-    specs[i].devs[0].resource = "nvidia.com/gpu";
-    specs[i].devs[0].ids[0] = ids[i];
+  (void)state;
+  enum { MAXN = ATTRIB_MAX_PODS + 4 };
+  static const struct {
+    const char *label;
+    int pods;        /* pods p00.., one container each */
+    bool extra_ctr;  /* the last listed pod has a second container */
+    size_t unlisted; /* GPUs the stats count with unlisted holders */
+  } cases[] = {
+      {"4 more pods than listed", ATTRIB_MAX_PODS + 4, false, 1},
+      {"one more pod than listed", ATTRIB_MAX_PODS + 1, false, 1},
+      {"exactly as many as listed", ATTRIB_MAX_PODS, false, 0},
+      {"a listed pod's second container left out", ATTRIB_MAX_PODS, true, 0},
+  };
+  for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+    int np = cases[c].pods, nc = np + (cases[c].extra_ctr ? 1 : 0);
+    struct ctr_spec specs[MAXN + 1];
+    char names[MAXN + 1][16];
+    static char ids[MAXN + 1][GPU_STR_LEN];
+    for (int i = 0; i < nc; i++) {
+      int pod = i < np ? np - 1 - i : np - 1; /* reverse order: join sorts */
+      snprintf(names[i], sizeof names[i], "p%02d", pod);
+      snprintf(ids[i], sizeof ids[i], "%s::%d", UC, i);
+      memset(&specs[i], 0, sizeof specs[i]);
+      specs[i].ns = "ts";
+      specs[i].pod = names[i];
+      specs[i].container = i < np ? "c" : "d";
+      specs[i].devs[0].resource = "nvidia.com/gpu";
+      specs[i].devs[0].ids[0] = ids[i];
+    }
+    struct podres_list l;
+    build_list(specs, (size_t)nc, &l);
+    struct attrib_entry *e = NULL;
+    size_t n = 0;
+    struct attribution_stats st;
+    assert_int_equal(attribution_join(&l, devs, 6, &e, &n, &st), 0);
+    podres_list_free(&l);
+    print_message("case %s\n", cases[c].label);
+    assert_int_equal(n, 1);
+    assert_int_equal(e[0].pods.n, ATTRIB_MAX_PODS);
+    assert_int_equal(e[0].pods.total, nc);
+    assert_true(e[0].pods.shared);
+    assert_string_equal(e[0].pods.pods[0].pod, "p00");
+    char last[16];
+    snprintf(last, sizeof last, "p%02d", ATTRIB_MAX_PODS - 1);
+    assert_string_equal(e[0].pods.pods[ATTRIB_MAX_PODS - 1].pod, last);
+    /* the unlisted pods still take their part of the GPU */
+    assert_int_equal(e[0].pods.holders, np);
+    assert_int_equal(e[0].pods.split, ATTRIB_SPLIT_EVEN);
+    assert_true(e[0].pods.pods[0].share == 1.0 / np);
+    assert_int_equal(st.unlisted, cases[c].unlisted);
+    if (cases[c].unlisted) {
+      assert_int_equal(st.most_holders, np);
+      assert_string_equal(st.first_unlisted, e[0].uuid);
+    }
+    free(e);
   }
-  struct podres_list l;
-  build_list(specs, N, &l);
-  struct attrib_entry *e = NULL;
-  size_t n = 0;
-  assert_int_equal(attribution_join(&l, devs, 6, &e, &n, NULL), 0);
-  podres_list_free(&l);
-  assert_int_equal(n, 1);
-  assert_int_equal(e[0].pods.n, ATTRIB_MAX_PODS);
-  assert_int_equal(e[0].pods.total, N);
-  assert_true(e[0].pods.shared);
-  assert_string_equal(e[0].pods.pods[0].pod, "p00");
-  assert_string_equal(e[0].pods.pods[ATTRIB_MAX_PODS - 1].pod, "p15");
-  /* the unlisted pods still take their part of the GPU */
-  assert_int_equal(e[0].pods.holders, N);
-  assert_int_equal(e[0].pods.split, ATTRIB_SPLIT_EVEN);
-  assert_true(e[0].pods.pods[0].share == 1.0 / N);
-  free(e);
 }
 
 /* The even split the join sets: each distinct pod holding a GPU gets 1 / holders, whatever its

@@ -376,14 +376,30 @@ static const struct gw_case cases[] = {
      false,
      "coverage 60% (3 of 5",
      "below minCoverage 0.7"},
-    {"stale agent holds none of the selection",
+    /* ... nor when its last snapshot shows none of the selection: a pod placed there since may
+     * hold its GPUs */
+    {"stale agent held none of the selection",
      V_A2_STALE,
      {UTIL, {"pods", "train-.*"}},
+     GS_EUNAVAIL,
+     0,
+     0,
+     2,
+     2,
+     false,
+     false,
+     "node gpu-a-2 (10.0.0.2:6000): stale, last update 10.0s ago",
+     "pods placed since may hold its GPUs, counted as 2 unknown"},
+    {"stale agent held none of the selection, allowPartial",
+     V_A2_STALE,
+     {UTIL, {"pods", "train-.*"}, {"allowPartial", "true"}},
      0,
      80,
      1,
      2,
-     2},
+     2,
+     false,
+     true},
     {"stale agent in cluster scope",
      V_A2_STALE,
      {UTIL, AVG},
@@ -750,7 +766,25 @@ enum world {
   W_ALL_STALE,     /* every agent 10 s without an update */
   W_ALL_DROPPED,   /* every agent past drop_after_ms */
   W_NO_AGENTS,     /* the gateway knows no agent */
+  W_A2_DROPPED,    /* gpu-a-2 past drop_after_ms, the others fresh */
+  W_OVERFLOW,      /* gpu-h-1's GPU 2 held by more staging pods than a GPU lists */
 };
+
+/* gpu-h-1's GPU 2 as a time-sliced GPU with ATTRIB_MAX_PODS listed holders and 8 more that the
+ * agent counted but could not list. */
+static void overflow_gpu(struct node_snapshot *s) {
+  struct gpu_pods *p = &s->gpus[2].pods;
+  memset(p, 0, sizeof *p);
+  for (size_t i = 0; i < ATTRIB_MAX_PODS; i++) {
+    struct pod_ref *r = &p->pods[p->n++];
+    snprintf(r->ns, sizeof r->ns, "staging");
+    snprintf(r->pod, sizeof r->pod, "chat-%02zu", i);
+    snprintf(r->container, sizeof r->container, "main");
+  }
+  p->total = p->holders = ATTRIB_MAX_PODS + 8;
+  p->shared = true;
+  attrib_split_even(p);
+}
 
 static void world_init(struct rig *r, enum world w, enum variant v) {
   if (w == W_VARIANT) {
@@ -758,14 +792,28 @@ static void world_init(struct rig *r, enum world w, enum variant v) {
     return;
   }
   fake_now = 1000000;
-  r->c = cluster_new(w == W_ALL_DROPPED ? 5000 : 300000);
+  r->c = cluster_new(w == W_ALL_DROPPED || w == W_A2_DROPPED ? 5000 : 300000);
   assert_non_null(r->c);
   cluster_set_clock(r->c, fake_clock, NULL);
   if (w == W_ONLY_UNKNOWN)
     cluster_set_state(r->c, "10.0.0.9:6000", false, "connection refused");
-  for (size_t i = 0; w != W_ONLY_UNKNOWN && w != W_NO_AGENTS && i < NAGENTS; i++) {
+  for (size_t pass = 0; pass < 2; pass++) /* W_A2_DROPPED: gpu-a-2, then 10 s, then the rest */
+    for (size_t i = 0; w == W_A2_DROPPED && i < NAGENTS; i++) {
+      if ((strcmp(fixture[i].node, "gpu-a-2") == 0) != (pass == 0))
+        continue;
+      struct node_snapshot s;
+      build(&fixture[i], &s);
+      assert_int_equal(cluster_update(r->c, fixture[i].addr, &s), 0);
+      node_snapshot_clear(&s);
+      if (pass == 0)
+        fake_now += 10000;
+    }
+  for (size_t i = 0; w != W_ONLY_UNKNOWN && w != W_NO_AGENTS && w != W_A2_DROPPED && i < NAGENTS;
+       i++) {
     struct node_snapshot s;
     build(&fixture[i], &s);
+    if (w == W_OVERFLOW && strcmp(fixture[i].node, "gpu-h-1") == 0)
+      overflow_gpu(&s);
     if (w == W_ALL_NO_ATTRIB) {
       s.attribution = false;
       for (size_t k = 0; k < s.n; k++)
@@ -816,10 +864,199 @@ static const struct cov_case cov_cases[] = {
      1,
      false,
      true},
-    {"a stale agent holds nothing either: 0",
+    /* an agent without a current view may hold pods placed after its last snapshot: its GPUs
+     * are unknown, so its old "none of yours here" is never a 0 */
+    {"a stale agent may hold the pods now: no 0",
      W_VARIANT,
      V_A2_STALE,
      {UTIL, NOBODY},
+     GS_EUNAVAIL,
+     0,
+     0,
+     0,
+     1,
+     0,
+     false,
+     false,
+     "nothing to aggregate",
+     "node gpu-a-2 (10.0.0.2:6000): stale, last update 10.0s ago"},
+    {"a stale agent may hold the pods now, allowPartial: no 0",
+     W_VARIANT,
+     V_A2_STALE,
+     {UTIL, NOBODY, PART},
+     GS_EUNAVAIL,
+     0,
+     0,
+     0,
+     1,
+     0,
+     false,
+     false,
+     "whatever allowPartial or minCoverage say",
+     "counted as 2 unknown"},
+    {"a disconnected agent may hold the pods now: no 0",
+     W_VARIANT,
+     V_A2_DISCONNECTED,
+     {UTIL, NOBODY},
+     GS_EUNAVAIL,
+     0,
+     0,
+     0,
+     1,
+     0,
+     false,
+     false,
+     "node gpu-a-2 (10.0.0.2:6000): disconnected: connection refused",
+     "pods placed since may hold its GPUs"},
+    {"stale agent, the workload on a fresh one: refused",
+     W_VARIANT,
+     V_A2_STALE,
+     {UTIL, {"pods", "train-.*"}},
+     GS_EUNAVAIL,
+     0,
+     2,
+     2,
+     1,
+     0.5,
+     false,
+     false,
+     "1 agent or node with unknown GPUs (counted as 2 GPUs); refusing a partial value",
+     "node gpu-a-2 (10.0.0.2:6000): stale"},
+    {"stale agent, the workload on a fresh one + allowPartial: 2/(2+2)",
+     W_VARIANT,
+     V_A2_STALE,
+     {UTIL, {"pods", "train-.*"}, PART},
+     0,
+     80,
+     2,
+     2,
+     1,
+     0.5,
+     true},
+    {"stale agent holding part of the workload: its GPUs only once, 3/5",
+     W_VARIANT,
+     V_A2_STALE,
+     {UTIL, VLLM, PART},
+     0,
+     270,
+     5,
+     3,
+     0,
+     0.6,
+     true},
+    {"a stale agent outside the nodes selector does not matter: 0",
+     W_VARIANT,
+     V_A2_STALE,
+     {UTIL, NOBODY, {"nodes", "gpu-(a-1|h-1|l-1)"}},
+     0,
+     0,
+     0,
+     0,
+     0,
+     1,
+     false,
+     true},
+    {"a stale agent in cluster scope: its GPUs are selected, not fresh",
+     W_VARIANT,
+     V_A2_STALE,
+     {UTIL, AVG, PART},
+     0,
+     (5 * 90 + 80 + 40 + 60 + 10 + 0 - 2 * 90) / 8.0,
+     10,
+     8,
+     0,
+     0.8,
+     true},
+    {"a dropped agent may hold the pods now: no 0",
+     W_A2_DROPPED,
+     0,
+     {UTIL, NOBODY, PART},
+     GS_EUNAVAIL,
+     0,
+     0,
+     0,
+     1,
+     0,
+     false,
+     false,
+     "nothing to aggregate",
+     "node gpu-a-2 (10.0.0.2:6000): dropped after --drop-after, last update 10.0s ago"},
+    {"a dropped agent + allowPartial: the rest of the workload, 3/(3+1)",
+     W_A2_DROPPED,
+     0,
+     {UTIL, VLLM, PART},
+     0,
+     270,
+     3,
+     3,
+     1,
+     0.75,
+     true},
+    {"a dropped agent in cluster scope is forgotten: complete",
+     W_A2_DROPPED,
+     0,
+     {UTIL, {"aggregation", "sum"}},
+     0,
+     5 * 90 + 80 + 40 + 60 + 10 + 0 - 2 * 90,
+     8,
+     8,
+     0,
+     1},
+    /* a GPU with more holders than the agent lists: unknown for a pod selection, never a lower
+     * share; cluster scope counts it once as before */
+    {"holders past the list: the workload's GPU is unknown",
+     W_OVERFLOW,
+     0,
+     {UTIL, {"scope", "workload"}, {"namespace", "staging"}, PART},
+     GS_EUNAVAIL,
+     0,
+     0,
+     0,
+     1,
+     0,
+     false,
+     false,
+     "nothing to aggregate",
+     "node gpu-h-1: 1 GPU held by more pods than the agent lists (up to"},
+    {"holders past the list: another workload may be among them, 5/6",
+     W_OVERFLOW,
+     0,
+     {UTIL, VLLM, PART},
+     0,
+     450,
+     5,
+     5,
+     1,
+     5.0 / 6,
+     true},
+    {"holders past the list: refused without allowPartial",
+     W_OVERFLOW,
+     0,
+     {UTIL, VLLM},
+     GS_EUNAVAIL,
+     0,
+     5,
+     5,
+     1,
+     5.0 / 6,
+     false,
+     false,
+     "refusing a partial value",
+     "held by more pods than the agent lists"},
+    {"holders past the list: not a pod selection, counted once",
+     W_OVERFLOW,
+     0,
+     {UTIL, AVG},
+     0,
+     64,
+     10,
+     10,
+     0,
+     1},
+    {"holders past the list, on a model the selection rules out: 0",
+     W_OVERFLOW,
+     0,
+     {UTIL, NOBODY, {"gpuModel", ".*A100.*"}},
      0,
      0,
      0,
@@ -1046,7 +1283,7 @@ static const struct cov_case cov_cases[] = {
      false,
      "nothing to aggregate"},
     /* no agent with a current view: "nobody holds a GPU" cannot be known */
-    {"all stale, nobody + allowPartial",
+    {"all stale, nobody + allowPartial: every node's GPUs unknown",
      W_ALL_STALE,
      0,
      {UTIL, NOBODY, PART},
@@ -1054,11 +1291,25 @@ static const struct cov_case cov_cases[] = {
      0,
      0,
      0,
-     1,
+     4,
      0,
      false,
      false,
-     "no agent has a fresh view: 4 agents, 0 of them dropped"},
+     "4 agents or nodes with unknown GPUs (counted as 10 GPUs)",
+     "node gpu-l-1 (10.0.0.4:6000): stale, last update 10.0s ago"},
+    {"all stale, cluster scope + allowPartial",
+     W_ALL_STALE,
+     0,
+     {UTIL, AVG, PART},
+     GS_EUNAVAIL,
+     0,
+     10,
+     0,
+     0,
+     0,
+     false,
+     false,
+     "nothing to aggregate"},
     {"all dropped, nobody",
      W_ALL_DROPPED,
      0,
@@ -1067,11 +1318,12 @@ static const struct cov_case cov_cases[] = {
      0,
      0,
      0,
-     1,
+     4,
      0,
      false,
      false,
-     "4 agents, 4 of them dropped after --drop-after"},
+     "4 agents or nodes with unknown GPUs (counted as 4 GPUs)",
+     "node gpu-h-1 (10.0.0.3:6000): dropped after --drop-after, last update 10.0s ago"},
     {"all dropped, cluster + allowPartial",
      W_ALL_DROPPED,
      0,
