@@ -230,3 +230,17 @@ def test_bad_input_names_file_line_key_and_allowed(tmp_path):
     p = run("--model", ex("models/inference.yaml"), "--scaledobject", ex("workload-util.yaml"),
             "--trace", "nosuchtrace")
     assert p.returncode == 2 and "diurnal|bursty" in p.stderr
+
+
+def test_help_and_command_list():
+    p = run("--help")
+    assert p.returncode == 0, p.stderr
+    for opt in ("--model", "--scaledobject", "--compare", "--trace", "--timeline", "--svg",
+                "--hpa-sync-period", "docs/simulate.md"):
+        assert opt in p.stdout, opt
+    p = subprocess.run([helpers.binary(), "help"], capture_output=True, text=True, timeout=TIMEOUT)
+    assert re.search(r"^\s+simulate\s", p.stdout, re.M), p.stdout
+    p = run("--model", ex("models/inference.yaml"))
+    assert p.returncode == 2 and "--scaledobject" in p.stderr
+    p = run("--model", ex("models/inference.yaml"), "--compare")
+    assert p.returncode == 2 and "--compare" in p.stderr
