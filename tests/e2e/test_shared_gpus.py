@@ -284,6 +284,52 @@ def test_a_new_replica_on_the_same_gpu_does_not_raise_the_value(rig):
         rig.kubelet.set(kubelet_pods(MODEL))
 
 
+LISTED = 64  # pods the agent lists per GPU (ATTRIB_MAX_PODS)
+
+
+def test_more_holders_than_listed_is_unknown_to_pod_selections(rig):
+    """70 time-sliced replicas on GPU0: the agent lists 64 and counts 70. The gateway cannot tell
+    whether an unlisted one is a pod a trigger selects, so for pod selections GPU0 is unknown
+    (UNAVAILABLE, or the other GPUs with coverage < 1 under allowPartial), never a lower value;
+    cluster scope without pods still counts it once. The agent logs it; /metrics counts 70."""
+    crowd = [list(g) for g in MODEL]
+    crowd[0] = (80, [("app-%02d" % k, "main") for k in range(LISTED + 6)])
+    try:
+        rig.kubelet.set(kubelet_pods(crowd))
+        wait_for(lambda: any(g["uuid"] == uuid(0) and g.get("holders") == LISTED + 6
+                             for g in rig.agent.gpus_json()["gpus"]),
+                 timeout=15, what="the agent to count 70 holders on GPU0")
+        g0 = [g for g in rig.agent.gpus_json()["gpus"] if g["uuid"] == uuid(0)][0]
+        assert len(g0["pods"]) == LISTED, len(g0["pods"])
+        apps = md(pods="app-.*")
+        wait_for(lambda: value_or_code(rig.client, apps) == grpc.StatusCode.UNAVAILABLE,
+                 timeout=15, interval=0.1, what="UNAVAILABLE for the crowded GPU's workload")
+        for m in (apps, md(pods="app-.*", allowPartial="true")):
+            with pytest.raises(grpc.RpcError) as ei:
+                value(rig.client, m)
+            assert ei.value.code() == grpc.StatusCode.UNAVAILABLE
+            assert "held by more pods than the agent lists (up to 70 holders, 64 listed)" in \
+                ei.value.details(), ei.value.details()
+        # another workload may be among the unlisted: refused, or partial with allowPartial
+        with pytest.raises(grpc.RpcError) as ei:
+            value(rig.client, md(pods="solo-.*"))
+        assert "refusing a partial value" in ei.value.details(), ei.value.details()
+        assert close(value(rig.client, md(pods="solo-.*", allowPartial="true")),
+                     workload_expected(crowd, "solo-.*"))
+        # no pod selection: GPU0 counts once, as any GPU
+        assert close(value(rig.client, md(scope="cluster", aggregation="avg")),
+                     sum(u for u, _ in crowd) / len(crowd))
+        status, body = rig.agent.http_get("/metrics")
+        assert status == 200
+        assert samples(body, "gpuscale_gpu_pods", UUID=uuid(0))[0][1] == LISTED + 6
+        assert len(samples(body, "gpuscale_gpu_pod_info", UUID=uuid(0))) == LISTED
+        assert "held by more pods than the 64 listed per GPU" in rig.agent.log()
+    finally:
+        rig.kubelet.set(kubelet_pods(MODEL))
+    wait_for(lambda: value_or_code(rig.client, md(pods="app-.*")) ==
+             workload_expected(MODEL, "app-.*"), timeout=15, interval=0.1, what="back to 2 pods")
+
+
 # ---- the split by process ------------------------------------------------------------------
 #
 # The agent on the fake NVML library, whose `proc` lines give nvmlDeviceGetProcessUtilization's
