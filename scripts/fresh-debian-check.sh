@@ -103,16 +103,16 @@ record() { steps+=("$1"); results+=("$2"); times+=("$3"); notes+=("${4:-}"); }
 table() {
   echo
   echo "fresh-debian-check: Debian 12 minbase, mirror $MIRROR, project $SRC_DESC"
-  printf '| %-2s | %-58s | %-6s | %7s | %s\n' "#" "step" "result" "seconds" "note"
-  printf '|----|%s|--------|---------|------\n' "------------------------------------------------------------"
+  printf '| %-2s | %-58s | %-7s | %7s | %s\n' "#" "step" "result" "seconds" "note"
+  printf '|----|%s|---------|---------|------\n' "------------------------------------------------------------"
   local total=0
   for i in "${!steps[@]}"; do
     local st="${steps[$i]}"
     [ ${#st} -le 58 ] || st="${st:0:55}..."
-    printf '| %-2s | %-58s | %-6s | %7s | %s\n' "$((i + 1))" "$st" "${results[$i]}" "${times[$i]}" "${notes[$i]}"
+    printf '| %-2s | %-58s | %-7s | %7s | %s\n' "$((i + 1))" "$st" "${results[$i]}" "${times[$i]}" "${notes[$i]}"
     total=$((total + times[i]))
   done
-  printf '|    | %-58s | %-6s | %7s |\n' "total" "" "$total"
+  printf '|    | %-58s | %-7s | %7s |\n' "total" "" "$total"
   echo "logs: $LOGS"
 }
 
@@ -142,7 +142,14 @@ stop_run() {
   RUN_PGID=""
 }
 FAILED=0
+exec 3>&1 # the table goes to the caller's stdout even when the exit comes inside a step (its output is a log)
+CURRENT="" # the step running now, for the table when interrupted
+STARTED=0
 finish() {
+  if [ -n "$CURRENT" ]; then
+    record "$CURRENT" STOPPED $(($(date +%s) - STARTED)) "interrupted or exited inside the step"
+    FAILED=1
+  fi
   stop_run
   # Processes the checks left behind in the root (none expected) would hold the mounts.
   local p
@@ -151,7 +158,7 @@ finish() {
   done
   sleep 0.5
   unmount_all
-  [ ${#steps[@]} -gt 0 ] && table
+  [ ${#steps[@]} -gt 0 ] && table >&3
   if [ "$KEEP" = 0 ] && [ "$FAILED" = 0 ] && [ -d "$R" ]; then
     if findmnt -rn -o TARGET | grep -q "^$R/"; then
       echo "fresh-debian-check: something is still mounted under $R; not removing it" >&2
@@ -159,7 +166,7 @@ finish() {
       rm -rf --one-file-system "$R"
     fi
   elif [ -d "$R" ]; then
-    echo "fresh-debian-check: the root is kept in $R"
+    echo "fresh-debian-check: the root is kept in $R" >&3
   fi
 }
 trap finish EXIT
@@ -190,8 +197,11 @@ step() {
   log="$LOGS/$(printf '%02d' "$n")-$(tr -c 'a-zA-Z0-9' '-' <<<"$name" | cut -c1-40).log"
   echo "fresh-debian-check: [$n] $name (log: $log)"
   t0=$(date +%s)
+  CURRENT=$name
+  STARTED=$t0
   STEP_LOG=$log "$@" >>"$log" 2>&1
   rc=$?
+  CURRENT=""
   if [ $rc -eq 0 ]; then record "$name" ok $(($(date +%s) - t0)) "${STEP_NOTE:-}"
   else
     record "$name" FAILED $(($(date +%s) - t0)) "${STEP_NOTE:-exit $rc}"
