@@ -31,7 +31,7 @@ run:
 # ASan+UBSan; one summary line per stage at the end, non-zero exit when any failed.
 check:
 	@bash scripts/install-deps.sh build run test
-	@MAKE="$(MAKE)" bash scripts/check.sh $(BUILD) $(ASAN_BUILD) $(JOBS)
+	@bash scripts/check.sh $(BUILD) $(ASAN_BUILD) $(JOBS)
 
 unit: build
 	@ctest --test-dir $(BUILD) --output-on-failure -L 'unit|fuzz'
