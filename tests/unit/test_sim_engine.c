@@ -375,6 +375,19 @@ static void test_multi_document(void **state) {
   assert_int_equal(so.keda.max_replicas, 7);
   assert_int_equal(so.ntrig, 1);
   sim_so_free(&so);
+  /* KEDA's defaults (apis/keda/v1alpha1: maxReplicaCount 100, pollingInterval 30; the executor's
+   * cooldownPeriod 300 and initialCooldownPeriod 0; minReplicaCount 0) */
+  const char *bare = "kind: ScaledObject\nspec:\n  triggers:\n    - type: cpu\n"
+                     "      metadata: {value: \"50\"}\n";
+  assert_int_equal(sim_so_parse(bare, strlen(bare), "b.yaml", &so, err, sizeof err), 0);
+  assert_int_equal(so.keda.max_replicas, 100);
+  assert_int_equal(so.keda.min_replicas, 0);
+  assert_int_equal(so.keda.polling_s, 30);
+  assert_int_equal(so.keda.cooldown_s, 300);
+  assert_int_equal(so.keda.initial_cooldown_s, 0);
+  assert_false(so.keda.has_fallback);
+  assert_false(so.behavior.set);
+  sim_so_free(&so);
 }
 
 /* memory_used_mib follows memory_used_percent x gpuMemoryMiB unless the file gives it. */

@@ -145,8 +145,9 @@ static void test_fallback_behaviors(void **state) {
   }
 }
 
-/* KEDA's HPA: minReplicas is minReplicaCount, or 1 at minReplicaCount 0 (pkg/scaling/
- * resources getHPAMinReplicas; KEDA owns 0 <-> 1). */
+/* KEDA's HPA: minReplicas is minReplicaCount, or 1 at minReplicaCount 0; maxReplicas defaults to
+ * 100 (apis/keda/v1alpha1/scaledobject_types.go GetHPAMinReplicas, GetHPAMaxReplicas; KEDA owns
+ * 0 <-> 1). */
 static void test_hpa_min(void **state) {
   (void)state;
   struct sim_keda k0 = keda(0, 10), k3 = keda(3, 10);
