@@ -53,8 +53,9 @@ static void test_cooldown_from_last_active(void **state) {
   assert_int_equal(sim_keda_request_scale(&k2, 1, 2, false, false), 0);
 }
 
-/* DOC cooldownPeriod: "only applies after a trigger occurs; when scaling from 0 to 1 ... and
- * from N to 0": with minReplicaCount 2 an inactive poll leaves 5 replicas to the HPA. */
+/* EX RequestScale: the cooldown is checked only on the way to zero (scaleToZeroOrIdle runs when
+ * minReplicaCount is 0); DOC cooldownPeriod: scaling 1 -> N is the HPA's. With minReplicaCount 2
+ * an inactive poll leaves 5 replicas to the HPA. */
 static void test_cooldown_only_to_zero(void **state) {
   (void)state;
   struct sim_keda k = keda(2, 10);
