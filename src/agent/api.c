@@ -71,12 +71,16 @@ static json_object *gpu_json(const struct agent_api *api, const struct gpu_snaps
     json_object_object_add(o, "age_seconds",
                            json_object_new_double((double)(now - g->latest.mono_ms) / 1000.0));
   }
+  json_object *failed = json_object_new_array(); /* absent because the read failed */
   for (int f = 0; f < GF__COUNT; f++) {
     if (g->has_sample && sample_has(&g->latest, (enum gpu_field)f))
       json_object_object_add(vals, gpu_field_name((enum gpu_field)f),
                              json_object_new_double(g->latest.v[f]));
     else
       json_object_array_add(absent, json_object_new_string(gpu_field_name((enum gpu_field)f)));
+    if (g->has_sample && sample_failed(&g->latest, (enum gpu_field)f) &&
+        !sample_has(&g->latest, (enum gpu_field)f))
+      json_object_array_add(failed, json_object_new_string(gpu_field_name((enum gpu_field)f)));
   }
   struct gpu_pods gp;
   json_object *pods = json_object_new_array();
@@ -99,6 +103,7 @@ static json_object *gpu_json(const struct agent_api *api, const struct gpu_snaps
   }
   json_object_object_add(o, "values", vals);
   json_object_object_add(o, "absent", absent);
+  json_object_object_add(o, "failed", failed);
   json_object_object_add(
       o, "samples", json_object_new_int64((int64_t)history_len(api->hist, (size_t)g->info.index)));
   return o;

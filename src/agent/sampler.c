@@ -34,6 +34,7 @@ static int register_devices(struct sampler *s) {
   free(s->complain);
   s->complain = cp;
   s->ncomplain = n;
+  s->identity_seen = s->col->identity_gen;
   return 0;
 }
 
@@ -66,6 +67,15 @@ void sampler_pass(struct sampler *s) {
     atomic_fetch_add(&s->reads, 1);
     int rc = s->col->ops->sample(s->col, i, &smp, err, sizeof err);
     int64_t now = time_mono_ms();
+    if (s->col->identity_gen != s->identity_seen) {
+      /* A device out of service was identified: its ring takes the new UUID and name before
+       * its first sample is stored (the other rings are kept, by UUID). */
+      int r = register_devices(s);
+      if (r)
+        LOG_ERROR("sampler", "cannot register a newly identified GPU: %s", gs_strerror(r));
+      else
+        LOG_INFO("sampler", "GPU %zu identified: %s", i, s->col->ops->info(s->col, i)->uuid);
+    }
     if (rc == 0) {
       if (!smp.ts_ms)
         smp.ts_ms = time_wall_ms();

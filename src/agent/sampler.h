@@ -35,6 +35,7 @@ struct sampler {
   atomic_int_fast64_t last_good_mono_ms; /* when the newest good sample of any GPU was stored */
   struct log_complain *complain;         /* one per device, for repeating read errors */
   size_t ncomplain;
+  uint64_t identity_seen; /* col->identity_gen when the devices were last registered */
 };
 
 /* Registers the collector's devices in the history and starts the thread. Returns 0 or GS_E*. */

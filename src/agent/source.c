@@ -14,7 +14,8 @@ bool history_source_fresh(const struct gpu_snapshot *g, int64_t interval_ms, int
 }
 
 /* Value of one GPU for the trigger. explicit: the user named this GPU in gpuIndex, so anything
- * missing is an error; otherwise lost GPUs and unsupported fields are skipped (rc 1). */
+ * missing is an error; otherwise lost GPUs and unsupported fields are skipped (rc 1). A field
+ * whose read failed is never skipped: the GPU is selected and has no fresh reading. */
 static int one_value(const struct history_source *hs, const struct trigger *t,
                      const struct gpu_snapshot *g, bool explicit_pick, int64_t now, double *out,
                      char *err, size_t errlen) {
@@ -35,6 +36,20 @@ static int one_value(const struct history_source *hs, const struct trigger *t,
     else
       snprintf(err, errlen, "GPU %d (%s) has no reading yet%s%s", g->info.index, g->info.uuid,
                g->reason[0] ? "; last error: " : "", g->reason);
+    return GS_EUNAVAIL;
+  }
+  if (!sample_has(&g->latest, t->metric) && sample_failed(&g->latest, t->metric)) {
+    /* Its call failed (not unsupported): a selected GPU without a fresh reading, never left out
+     * of the aggregate. A window mean may still stand on the earlier samples that have it. */
+    size_t ns = 0;
+    if (t->window_ms > 0 && history_window_mean(hs->hist, (size_t)g->info.index, t->metric,
+                                                now - t->window_ms, out, &ns) == 0)
+      return 0;
+    snprintf(err, errlen,
+             "GPU %d (%s) has no fresh %s reading: its NVML call failed in the newest sample%s "
+             "(see gpuscale_nvml_errors_total on the agent's /metrics)",
+             g->info.index, g->info.uuid, metric,
+             t->window_ms > 0 ? " and no sample in the window has it" : "");
     return GS_EUNAVAIL;
   }
   if (!sample_has(&g->latest, t->metric)) {

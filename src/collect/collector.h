@@ -41,6 +41,10 @@ struct collector_config {
 struct collector {
   const struct collector_ops *ops;
   unsigned caps;
+  /* Bumped by sample() (on the caller's thread) when a device's static info changed: a device
+   * out of service since open was identified on a later try (nvml). The caller then re-reads
+   * info() of every device (the device count does not change). */
+  uint64_t identity_gen;
 };
 
 struct collector_ops {
@@ -50,14 +54,17 @@ struct collector_ops {
   int (*open)(const struct collector_config *cfg, struct collector **out, char *err, size_t errlen);
   /* Number of devices (whole GPUs and MIG instances). May change only after reload(). */
   size_t (*count)(struct collector *c);
-  /* Static facts about device i (0 <= i < count). Pointer valid until close() or reload(). */
+  /* Static facts about device i (0 <= i < count). Pointer valid until close() or reload(); a
+   * device identified late gets a new pointer (identity_gen), the old one stays valid. */
   const struct gpu_info *(*info)(struct collector *c, size_t i);
   /* Reads device i now. Fills *out (sets ts/mono and the presence bits of what it read; calls
    * sample_derive). Returns 0 when the device answered: a field that is not supported, or whose
    * call failed this time, is absent (err then names the first such failure, e.g.
    * "nvmlDeviceGetTotalEnergyConsumption: Insufficient Permissions", else is empty). Returns
    * GS_ELOST when the GPU is lost, or GS_EIO when it could not be identified at open or every
-   * field failed (the caller marks it unhealthy; err gets the reason). Never makes up a value. */
+   * field failed (the caller marks it unhealthy; err gets the reason). A device not identified
+   * at open is tried again on later calls, with backoff; once identified it answers and
+   * identity_gen grows. Never makes up a value. */
   int (*sample)(struct collector *c, size_t i, struct gpu_sample *out, char *err, size_t errlen);
   /* Driver version string, or NULL when unknown. */
   const char *(*driver_version)(struct collector *c);

@@ -40,7 +40,8 @@ enum { NVML_TEMPERATURE_GPU = 0, NVML_DEVICE_MIG_ENABLE = 1 };
 
 #define NVML_BUF 96 /* NVML_DEVICE_NAME_V2_BUFFER_SIZE, also enough for UUIDs (80) */
 #define NVML_DRIVER_BUF 80
-#define NVML_MAX_GPUS 1024 /* sanity cap on nvmlDeviceGetCount */
+#define NVML_MAX_GPUS 1024                /* sanity cap on nvmlDeviceGetCount */
+#define NVML_RETRY_MAX_MS (5 * 60 * 1000) /* longest wait between identification tries */
 
 struct nvml_device; /* nvmlDevice_t is struct nvml_device * */
 
@@ -216,8 +217,17 @@ struct nvml_dev {
   unsigned nvml_index;        /* of the whole GPU (the parent for a MIG instance) */
   bool mig_enabled;           /* whole GPU in MIG mode: its instances follow in the list */
   bool mem_v1;                /* _v2 memory call refused on this device: use the v1 call */
-  int down_rc;                /* GS_ELOST or GS_EIO: out of service since open (reason in down) */
-  char down[160];             /* non-empty: lost or not identified at open; every sample fails */
+  int down_rc;                /* GS_ELOST or GS_EIO: out of service (reason in down) */
+  char down[160];             /* non-empty: lost or not identified; every sample fails */
+  /* Identification retries of a device down with GS_EIO (see retry_identity). */
+  bool no_retry;            /* lost, or a MIG parent: a retry cannot bring it back */
+  uint64_t calls;           /* sample() calls on it so far */
+  uint64_t next_try;        /* the call on which identification is tried again */
+  uint64_t wait;            /* calls between tries: doubles from 1, capped at NVML_RETRY_MAX_MS */
+  int64_t prev_call_ms;     /* monotonic time of the previous sample() call (the interval) */
+  struct gpu_info *at_open; /* what info() shows until identified (the live copy changes) */
+  _Atomic(const struct gpu_info *) shown;    /* what info() returns; NULL: &info */
+  atomic_bool serving;                       /* identified: processes() may use handle */
   struct log_complain complain[NVML_NCALLS]; /* a field call failing sample after sample */
 };
 
@@ -387,15 +397,18 @@ static void count_error(struct nvml_ctx *n, enum nvml_call call, int rc) {
   atomic_fetch_add_explicit(&n->errors[call][code_slot(rc)], 1, memory_order_relaxed);
 }
 
-/* Takes device d out of service for good: a call that identifies it failed at open (or it is
- * lost). It stays listed, and every sample() fails with the reason. */
+/* Takes device d out of service: a call that identifies it failed (or it is lost). It stays
+ * listed, and every sample() fails with the reason; unless lost, identification is tried again
+ * on later samples (retry_identity). */
 static void mark_down(struct nvml_ctx *n, struct nvml_dev *d, enum nvml_call call, int rc,
                       const char *why) {
   count_error(n, call, rc);
   d->down_rc = is_lost(rc) ? GS_ELOST : GS_EIO;
   snprintf(d->down, sizeof d->down, "%s: %s%s", call_names[call], nvml_errstr(n, rc), why);
-  LOG_WARN(NVML_LOG, "%s %u %s at start-up: %s", d->info.mig ? "MIG device of GPU" : "GPU",
-           d->nvml_index, is_lost(rc) ? "is lost" : "is out of service", d->down);
+  if (d->down_rc == GS_ELOST)
+    d->no_retry = true;
+  LOG_WARN(NVML_LOG, "%s %u %s%s: %s", d->info.mig ? "MIG device of GPU" : "GPU", d->nvml_index,
+           is_lost(rc) ? "is lost" : "is out of service", d->calls ? "" : " at start-up", d->down);
 }
 
 /* Reads UUID and name of d->handle: they identify it, so a failure marks it down. The name is
@@ -532,10 +545,11 @@ static int add_mig_instances(struct nvml_ctx *n, size_t parent, char *err, size_
   struct nvml_device *ph = n->devs[parent].handle;
   unsigned pidx = n->devs[parent].nvml_index;
   size_t first = n->ndevs;
-  const char *why = "; its MIG devices cannot be listed";
+  const char *why = "; its MIG devices cannot be listed (restart the agent once NVML answers)";
   int rc = n->api.get_max_mig_count(ph, &max);
   if (rc != NVML_SUCCESS) {
     mark_down(n, &n->devs[parent], NVML_CALL_get_max_mig_count, rc, why);
+    n->devs[parent].no_retry = true; /* the device list is fixed after open */
     return 0;
   }
   for (unsigned j = 0; j < max && j < 64; j++) {
@@ -546,6 +560,7 @@ static int add_mig_instances(struct nvml_ctx *n, size_t parent, char *err, size_
     if (rc != NVML_SUCCESS) {
       n->ndevs = first;
       mark_down(n, &n->devs[parent], NVML_CALL_get_mig_handle, rc, why);
+      n->devs[parent].no_retry = true; /* the device list is fixed after open */
       return 0;
     }
     struct nvml_dev *d = add_dev(n);
@@ -590,6 +605,28 @@ static void read_driver_version(struct nvml_ctx *n) {
   }
 }
 
+/* After open, when the list is final: what info() shows, and the retry state of each device. */
+static void publish_devices(struct nvml_ctx *n) {
+  for (size_t i = 0; i < n->ndevs; i++) {
+    struct nvml_dev *d = &n->devs[i];
+    atomic_init(&d->serving, d->down[0] == '\0');
+    atomic_init(&d->shown, &d->info);
+    if (!d->down[0] || d->no_retry)
+      continue;
+    /* Identified later, on the sampler's thread, while other threads may read info(): they see
+     * this copy until then, and the live one, complete, after. */
+    d->at_open = malloc(sizeof *d->at_open);
+    if (!d->at_open) {
+      d->no_retry = true;
+      continue;
+    }
+    *d->at_open = d->info;
+    atomic_init(&d->shown, d->at_open);
+    d->next_try = 2; /* one call (an interval) after the first sample */
+    d->wait = 1;
+  }
+}
+
 static int enumerate(struct nvml_ctx *n, char *err, size_t errlen) {
   unsigned count = 0;
   int rc = n->api.get_count(&count);
@@ -615,6 +652,7 @@ static int enumerate(struct nvml_ctx *n, char *err, size_t errlen) {
     if (rc)
       return rc;
   }
+  publish_devices(n);
   return 0;
 }
 
@@ -629,6 +667,8 @@ static void nvml_close(struct collector *c) {
   }
   if (n->lib)
     dlclose(n->lib);
+  for (size_t i = 0; i < n->ndevs; i++)
+    free(n->devs[i].at_open);
   free(n->devs);
   free(n);
 }
@@ -670,13 +710,85 @@ static size_t nvml_count(struct collector *c) {
 
 static const struct gpu_info *nvml_info(struct collector *c, size_t i) {
   struct nvml_ctx *n = ctx_of(c);
-  return i < n->ndevs ? &n->devs[i].info : NULL;
+  return i < n->ndevs ? atomic_load_explicit(&n->devs[i].shown, memory_order_acquire) : NULL;
+}
+
+/* Identifies again a whole GPU that was out of service: handle, UUID, name, facts, MIG mode. */
+static void reidentify_gpu(struct nvml_ctx *n, struct nvml_dev *d) {
+  if (!d->handle) {
+    struct nvml_device *h = NULL;
+    int rc = n->api.get_handle_by_index(d->nvml_index, &h);
+    if (rc != NVML_SUCCESS) {
+      mark_down(n, d, NVML_CALL_get_handle_by_index, rc, "");
+      return;
+    }
+    d->handle = h;
+  }
+  read_identity(n, d);
+  if (d->down_rc != GS_ELOST)
+    read_facts(n, d);
+  if (!d->down[0] && d->mig_enabled) {
+    d->down_rc = GS_EIO;
+    d->no_retry = true;
+    snprintf(d->down, sizeof d->down,
+             "identified late, in MIG mode: its MIG devices are listed only at start-up; restart "
+             "the agent to serve them");
+    LOG_WARN(NVML_LOG, "GPU %u (%s) %s", d->nvml_index, d->info.uuid, d->down);
+  }
+}
+
+/* Identifies again a MIG device that was out of service: GPU instance id, UUID, name, profile. */
+static void reidentify_mig(struct nvml_ctx *n, struct nvml_dev *d) {
+  unsigned gi = 0;
+  int rc = n->api.get_gi_id(d->handle, &gi);
+  if (rc != NVML_SUCCESS) {
+    mark_down(n, d, NVML_CALL_get_gi_id, rc, "");
+    return;
+  }
+  d->info.gi_id = (int)gi;
+  read_identity(n, d);
+  if (!d->down[0] &&
+      !profile_from_name(d->info.name, d->info.mig_profile, sizeof d->info.mig_profile))
+    profile_from_attributes(n, d);
+}
+
+/* A device out of service since an identifying call failed with a code that may pass (TIMEOUT,
+ * UNKNOWN...) is identified again on its sample() calls 2, 4, 8, 16... (one interval after the
+ * first sample, then doubling, the wait capped at NVML_RETRY_MAX_MS; `since` is the time since
+ * the previous call). Lost GPUs and MIG parents whose devices were not listed are not retried.
+ * Returns true when it now serves: info() then shows its full identity and identity_gen grows. */
+static bool retry_identity(struct nvml_ctx *n, struct nvml_dev *d, int64_t since) {
+  if (d->no_retry || d->calls < d->next_try)
+    return false;
+  d->down[0] = '\0';
+  d->down_rc = 0;
+  if (d->info.mig)
+    reidentify_mig(n, d);
+  else
+    reidentify_gpu(n, d);
+  if (d->down[0]) {
+    if (!d->no_retry) {
+      d->wait *= 2;
+      if (since > 0 && (int64_t)d->wait * since > NVML_RETRY_MAX_MS)
+        d->wait = NVML_RETRY_MAX_MS / since > 1 ? (uint64_t)(NVML_RETRY_MAX_MS / since) : 1;
+      d->next_try = d->calls + d->wait;
+    }
+    return false;
+  }
+  LOG_INFO(NVML_LOG, "%s %u identified on a later try (sample %llu): %s (%s), in service",
+           d->info.mig ? "MIG device of GPU" : "GPU", d->nvml_index, (unsigned long long)d->calls,
+           d->info.uuid, d->info.name);
+  atomic_store_explicit(&d->serving, true, memory_order_release);
+  atomic_store_explicit(&d->shown, &d->info, memory_order_release);
+  n->base.identity_gen++;
+  return true;
 }
 
 /* One sample in progress: the device, how many calls failed, and the first failure's text. */
 struct nvml_read {
   struct nvml_ctx *n;
   struct nvml_dev *d;
+  struct gpu_sample *out; /* failed bits are set here */
   char *err;
   size_t errlen;
   unsigned failed; /* field calls that failed with an error this time */
@@ -689,9 +801,24 @@ static void read_ok(struct nvml_read *r, enum nvml_call call) {
              call_names[call]);
 }
 
+/* The sample fields that one field call reads. */
+static uint32_t call_field_bits(enum nvml_call call) {
+  switch (call) {
+  case NVML_CALL_get_utilization: return GF_BIT(GF_GPU_UTIL) | GF_BIT(GF_MEM_UTIL);
+  case NVML_CALL_get_memory:
+  case NVML_CALL_get_memory_v2:
+    return GF_BIT(GF_MEM_USED_MIB) | GF_BIT(GF_MEM_FREE_MIB) | GF_BIT(GF_MEM_TOTAL_MIB);
+  case NVML_CALL_get_temperature: return GF_BIT(GF_TEMP_C);
+  case NVML_CALL_get_power: return GF_BIT(GF_POWER_W);
+  case NVML_CALL_get_energy: return GF_BIT(GF_ENERGY_MJ);
+  default: return 0;
+  }
+}
+
 /* Classifies a failed field call. NOT_SUPPORTED (and `also_absent`) leave the field absent, not
  * an error. GPU_IS_LOST / RESET_REQUIRED: returns true, the GPU is lost and reading stops. Any
- * other code leaves this call's fields absent in this sample and is counted and logged
+ * other code leaves this call's fields absent in this sample, marked failed (not unsupported:
+ * sample.failed), and is counted and logged
  * (rate-limited per device and call); the other fields are read as usual. */
 static bool read_fail(struct nvml_read *r, enum nvml_call call, int rc, int also_absent) {
   if (rc == NVML_ERROR_NOT_SUPPORTED || (also_absent && rc == also_absent))
@@ -703,6 +830,7 @@ static bool read_fail(struct nvml_read *r, enum nvml_call call, int rc, int also
       snprintf(r->err, r->errlen, "%s: %s", call_names[call], es);
     return true;
   }
+  r->out->failed |= call_field_bits(call); /* absent because it failed, not unsupported */
   if (r->failed++ == 0 && r->err && r->errlen)
     snprintf(r->err, r->errlen, "%s: %s", call_names[call], es);
   if (log_complain(&r->d->complain[call], time_mono_ms()))
@@ -797,12 +925,15 @@ static int nvml_sample(struct collector *c, size_t i, struct gpu_sample *out, ch
     return GS_ENOTFOUND;
   }
   struct nvml_dev *d = &n->devs[i];
-  if (d->down[0]) {
+  int64_t since = d->prev_call_ms ? out->mono_ms - d->prev_call_ms : 0;
+  d->prev_call_ms = out->mono_ms;
+  d->calls++;
+  if (d->down[0] && !retry_identity(n, d, since)) {
     if (err && errlen)
       snprintf(err, errlen, "%s", d->down);
     return d->down_rc;
   }
-  struct nvml_read r = {.n = n, .d = d, .err = err, .errlen = errlen, .failed = 0};
+  struct nvml_read r = {.n = n, .d = d, .out = out, .err = err, .errlen = errlen, .failed = 0};
   struct nvml_utilization u = {0, 0};
   int rc = n->api.get_utilization(d->handle, &u);
   if (rc == NVML_SUCCESS) {
@@ -829,7 +960,7 @@ static int nvml_sample(struct collector *c, size_t i, struct gpu_sample *out, ch
   }
   return 0;
 lost:
-  out->valid = 0;
+  out->valid = out->failed = 0;
   return GS_ELOST;
 }
 
@@ -865,7 +996,7 @@ static int nvml_processes(struct collector *c, size_t i, uint64_t *since_us,
   if (i >= x->ndevs)
     return GS_ENOTFOUND;
   struct nvml_dev *d = &x->devs[i];
-  if (!x->api.get_process_util || d->down[0])
+  if (!x->api.get_process_util || !atomic_load_explicit(&d->serving, memory_order_acquire))
     return GS_ENOTSUP;
   unsigned count = 0;
   int rc = x->api.get_process_util(d->handle, NULL, &count, *since_us);

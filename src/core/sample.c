@@ -36,6 +36,10 @@ void sample_derive(struct gpu_sample *s) {
     sample_set(s, GF_MEM_USED_PCT, s->v[GF_MEM_USED_MIB] / s->v[GF_MEM_TOTAL_MIB] * 100.0);
   else
     s->valid &= ~GF_BIT(GF_MEM_USED_PCT);
+  /* A percent whose inputs failed has failed too (not merely unsupported). */
+  if (!sample_has(s, GF_MEM_USED_PCT) &&
+      (s->failed & (GF_BIT(GF_MEM_USED_MIB) | GF_BIT(GF_MEM_TOTAL_MIB))))
+    s->failed |= GF_BIT(GF_MEM_USED_PCT);
 }
 
 const char *gpu_health_name(enum gpu_health h) {

@@ -26,6 +26,11 @@ struct gpu_sample {
   int64_t ts_ms;   /* wall clock at which it was read */
   int64_t mono_ms; /* monotonic clock at which it was read, for staleness */
   uint32_t valid;  /* GF_BIT(field) set when v[field] is a real reading */
+  /* GF_BIT(field) set when the field is absent because its call failed this time (TIMEOUT,
+   * NO_PERMISSION, UNKNOWN...), not because the GPU does not report it (NOT_SUPPORTED). Never
+   * overlaps valid. A selected GPU whose field failed has no fresh reading of it: it is missing
+   * from an aggregate, not left out as unsupported. */
+  uint32_t failed;
   double v[GF__COUNT];
 };
 
@@ -65,6 +70,10 @@ static inline void sample_set(struct gpu_sample *s, enum gpu_field f, double v) 
 }
 static inline bool sample_has(const struct gpu_sample *s, enum gpu_field f) {
   return (s->valid & GF_BIT(f)) != 0;
+}
+/* True when field f is absent because its read failed (see gpu_sample.failed). */
+static inline bool sample_failed(const struct gpu_sample *s, enum gpu_field f) {
+  return (s->failed & GF_BIT(f)) != 0;
 }
 const char *gpu_health_name(enum gpu_health h);
 

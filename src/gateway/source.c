@@ -110,18 +110,29 @@ static bool gpu_value(const struct pick *k, const struct cluster_node_view *v, s
              (double)g->age_ms / 1000.0, g->reason[0] ? ": " : "", g->reason);
     return false;
   }
-  if (!sample_has(&g->latest, f)) {
-    snprintf(why, whylen, "GPU %d does not report %s", g->info.index, gpu_field_name(f));
+  bool failed = !sample_has(&g->latest, f) && sample_failed(&g->latest, f);
+  if (!sample_has(&g->latest, f) && (!failed || k->t->window_ms <= 0)) {
+    if (failed)
+      snprintf(why, whylen, "GPU %d (%s) has no fresh %s reading: its NVML call failed",
+               g->info.index, g->info.uuid, gpu_field_name(f));
+    else
+      snprintf(why, whylen, "GPU %d does not report %s", g->info.index, gpu_field_name(f));
     return false;
   }
   if (k->t->window_ms <= 0) {
     *out = g->latest.v[f];
     return true;
   }
-  size_t ns;
+  size_t ns; /* a failed newest reading: the window's earlier readings, if any */
   if (cluster_gpu_window_mean(v, i, f, k->t->window_ms, k->now, out, &ns) != 0) {
-    snprintf(why, whylen, "GPU %d has no %s readings in the last %lldms", g->info.index,
-             gpu_field_name(f), (long long)k->t->window_ms);
+    if (failed)
+      snprintf(why, whylen,
+               "GPU %d (%s) has no fresh %s reading: its NVML call failed and no sample in the "
+               "last %lldms has it",
+               g->info.index, g->info.uuid, gpu_field_name(f), (long long)k->t->window_ms);
+    else
+      snprintf(why, whylen, "GPU %d has no %s readings in the last %lldms", g->info.index,
+               gpu_field_name(f), (long long)k->t->window_ms);
     return false;
   }
   return true;
@@ -152,7 +163,9 @@ static int visit_gpu(struct pick *k, const struct cluster_node_view *v, size_t i
   if (!explicit_pick && mig_parent_skipped(v->snap, i, t->metric))
     return 0; /* counted through its MIG instances */
   k->sel->matched++;
-  bool unsupported = g->has_sample && !sample_has(&g->latest, t->metric);
+  /* A field whose read failed is selected and not fresh, unlike one the GPU does not report. */
+  bool unsupported =
+      g->has_sample && !sample_has(&g->latest, t->metric) && !sample_failed(&g->latest, t->metric);
   if (!explicit_pick && (g->health == GPU_HEALTH_LOST || unsupported))
     return 0; /* as on the agent: lost GPUs and absent fields are left out */
   k->sel->selected++;

@@ -71,6 +71,9 @@ static void encode_sample(const struct gpu_sample *s, Gpuscale__V1__Sample *m) {
     m->valid |= 1u << field_map[k].bit;
     *sample_slot(m, field_map[k].off) = s->v[field_map[k].f];
   }
+  for (size_t k = 0; k < NFIELDS; k++)
+    if (sample_failed(s, field_map[k].f) && !sample_has(s, field_map[k].f))
+      m->failed |= 1u << field_map[k].bit;
 }
 
 static void encode_gpu(const struct node_gpu *g, Gpuscale__V1__GPU *m, struct enc *e, size_t i,
@@ -247,6 +250,9 @@ static const char *decode_gpu(const Gpuscale__V1__GPU *m, struct node_gpu *g) {
       sample_set(&g->latest, field_map[k].f,
                  *sample_slot((Gpuscale__V1__Sample *)m->latest, field_map[k].off));
     }
+    for (size_t k = 0; k < NFIELDS; k++) /* a bit in both: the reading wins */
+      if ((m->latest->failed & (1u << field_map[k].bit)) && !sample_has(&g->latest, field_map[k].f))
+        g->latest.failed |= GF_BIT(field_map[k].f);
     g->age_ms = m->age_ms;
   }
   g->fresh = m->fresh;

@@ -4,6 +4,7 @@ dlopen path, the real binary, values from a script the test writes."""
 import os
 import re
 import subprocess
+import time
 
 import grpc
 import pytest
@@ -221,6 +222,8 @@ def test_nvml_one_field_failing_is_one_field_absent(tmp_path, procs):
     assert "energy" not in v0 and v0["gpu_utilization"] == 37 and v0["temperature"] == 45
     assert close(v0["power_draw"], 150.25)
     assert "temperature" not in v1 and v1["energy"] == 5000 and v1["gpu_utilization"] == 82
+    # failed, not unsupported: said apart in the JSON
+    assert doc["gpus"][0]["failed"] == ["energy"] and doc["gpus"][1]["failed"] == ["temperature"]
     # /metrics: the failing field is absent, never 0; the rest is there
     u0 = "GPU-fa11ed00-0000-4000-8000-000000000000"
     u1 = "GPU-fa11ed00-0000-4000-8000-000000000001"
@@ -230,7 +233,8 @@ def test_nvml_one_field_failing_is_one_field_absent(tmp_path, procs):
     assert series(body, "DCGM_FI_DEV_GPU_TEMP", UUID=u1) == []
     assert [v for _, v in series(body, "DCGM_FI_DEV_GPU_TEMP", UUID=u0)] == [45]
     # the scaler: GPU 1's other fields answer; its temperature, named, is UNAVAILABLE; over all
-    # GPUs the one without a temperature reading is left out
+    # GPUs too: a failed reading is a selected GPU without a fresh reading, not an unsupported
+    # field to leave out (the min would silently be GPU 0's alone)
     assert c.spec_and_value({"metricType": "gpu_utilization", "gpuIndex": "1"})[1] \
         .metricValueFloat == 82
     assert close(c.spec_and_value({"metricType": "power_draw", "targetValue": "300",
@@ -238,7 +242,14 @@ def test_nvml_one_field_failing_is_one_field_absent(tmp_path, procs):
     tmd = {"metricType": "temperature", "targetValue": "90"}
     e = rpc_error(c.metrics, dict(tmd, gpuIndex="1"))
     assert e.code() == grpc.StatusCode.UNAVAILABLE and "temperature" in e.details(), e
-    assert c.spec_and_value(dict(tmd, aggregation="min"))[1].metricValueFloat == 45
+    for agg in ("min", "max", "sum"):
+        e = rpc_error(c.metrics, dict(tmd, aggregation=agg))
+        assert e.code() == grpc.StatusCode.UNAVAILABLE, (agg, e)
+        assert "GPU 1 (GPU-fa11ed00-0000-4000-8000-000000000001)" in e.details(), e.details()
+        assert "temperature" in e.details() and "NVML call failed" in e.details(), e.details()
+    # a field no GPU fails is answered over all GPUs as before
+    assert c.spec_and_value({"metricType": "gpu_utilization", "aggregation": "min"})[1] \
+        .metricValueFloat == 37
     # counted every sample, logged rate-limited (1 s, then doubling: a handful of lines at most)
     log = a.log()
     lines = [ln for ln in log.splitlines() if energy in ln and "Insufficient Permissions" in ln]
@@ -268,7 +279,8 @@ def test_nvml_every_field_failing_is_gpu_unhealthy(tmp_path, procs):
 
 
 def test_nvml_unidentified_gpu_is_out_of_service_not_the_agent(tmp_path, procs):
-    text = FIELD_FAIL.replace('uuid=GPU-fa11ed00-0000-4000-8000-000000000001', 'uuid=err:999')
+    u1 = "GPU-fa11ed00-0000-4000-8000-000000000001"
+    text = FIELD_FAIL.replace('uuid=' + u1, 'uuid=err:999')
     a = start_script_agent(tmp_path, procs, text)
     c = a.client()
     assert c.spec_and_value({"metricType": "gpu_utilization", "gpuIndex": "0"})[1] \
@@ -276,7 +288,33 @@ def test_nvml_unidentified_gpu_is_out_of_service_not_the_agent(tmp_path, procs):
     e = rpc_error(c.metrics, {"metricType": "gpu_utilization", "gpuIndex": "1"})
     assert e.code() == grpc.StatusCode.UNAVAILABLE, e
     assert "nvmlDeviceGetUUID" in e.details(), e.details()
-    assert nvml_errors(scrape(a), "nvmlDeviceGetUUID", "UNKNOWN") == 1
+    # every all-GPU trigger is UNAVAILABLE while it is out of service; the agent stays ready
+    # (it serves its other GPUs; docs/agent.md)
+    e = rpc_error(c.metrics, {"metricType": "gpu_utilization", "aggregation": "max"})
+    assert e.code() == grpc.StatusCode.UNAVAILABLE and "GPU 1" in e.details(), e.details()
+    assert a.http_get("/readyz")[0] == 200
+    assert a.gpus_json()["gpus"][1]["uuid"] == ""
+    # identification is tried again on its samples 2, 4, 8, 16...: each try counts the failure
+    helpers.wait_for(lambda: nvml_errors(scrape(a), "nvmlDeviceGetUUID", "UNKNOWN") >= 3,
+                     timeout=10, what="identification retried")
+    # once NVML answers, the GPU joins with its full identity, without a restart
+    write_atomic(a.script_path, FIELD_FAIL)
+    helpers.wait_for(lambda: a.gpus_json()["gpus"][1]["uuid"] == u1, timeout=30,
+                     what="GPU 1 identified on a later try")
+    g1 = a.gpus_json()["gpus"][1]
+    assert g1["name"] == "NVIDIA Fake 1" and g1["index"] == 1, g1
+    helpers.wait_for(lambda: a.gpus_json()["gpus"][1]["health"] == "ok", timeout=10,
+                     what="GPU 1 in service")
+    assert c.spec_and_value({"metricType": "gpu_utilization", "gpuIndex": "1"})[1] \
+        .metricValueFloat == 82
+    assert c.spec_and_value({"metricType": "gpu_utilization", "aggregation": "max"})[1] \
+        .metricValueFloat == 82
+    body = scrape(a)
+    assert [v for _, v in series(body, "DCGM_FI_DEV_GPU_UTIL", UUID=u1)] == [82]
+    assert "identified on a later try" in a.log()
+    tries = nvml_errors(body, "nvmlDeviceGetUUID", "UNKNOWN")
+    time.sleep(1.0)  # five more passes
+    assert nvml_errors(scrape(a), "nvmlDeviceGetUUID", "UNKNOWN") == tries  # no more tries
 
 
 # --- MIG: a parent is not aggregated beside its instances -----------------------------------------

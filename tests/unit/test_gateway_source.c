@@ -117,6 +117,7 @@ enum variant {
   V_UNKNOWN_AGENT,   /* a fifth agent never reported */
   V_A2_NO_ATTRIB,    /* gpu-a-2 has no pod attribution */
   V_H1_LOST_GPU3,    /* gpu-h-1's GPU 3 is lost */
+  V_H1_FAILED_GPU0,  /* gpu-h-1's GPU 0 (80 %): its utilisation call failed (sample.failed) */
 };
 
 static void rig_init(struct rig *r, enum variant v) {
@@ -148,6 +149,14 @@ static void rig_init(struct rig *r, enum variant v) {
     cluster_set_state(r->c, "10.0.0.2:6000", false, "connection refused");
   if (v == V_UNKNOWN_AGENT)
     cluster_set_state(r->c, "10.0.0.9:6000", false, "deadline exceeded");
+  if (v == V_H1_FAILED_GPU0) {
+    struct node_snapshot s;
+    build(&fixture[2], &s);
+    s.gpus[0].latest.valid &= ~GF_BIT(GF_GPU_UTIL);
+    s.gpus[0].latest.failed |= GF_BIT(GF_GPU_UTIL);
+    assert_int_equal(cluster_update(r->c, fixture[2].addr, &s), 0);
+    node_snapshot_clear(&s);
+  }
   if (v == V_A2_NO_ATTRIB || v == V_H1_LOST_GPU3) {
     size_t i = v == V_A2_NO_ATTRIB ? 1 : 2;
     struct node_snapshot s;
@@ -480,6 +489,62 @@ static const struct gw_case cases[] = {
      false,
      "GPU 3 is lost",
      NULL},
+    /* A failed field is not an unsupported one: the GPU is selected and not fresh, so the
+     * coverage rules apply instead of a silently lower max. */
+    {"failed field: selected, not fresh",
+     V_H1_FAILED_GPU0,
+     {UTIL, {"node", "gpu-h-1"}},
+     GS_EUNAVAIL,
+     0,
+     0,
+     4,
+     3,
+     false,
+     false,
+     "GPU 0 (GPU-gpu-h-1-0) has no fresh gpu_utilization reading: its NVML call failed",
+     "coverage 75%"},
+    {"failed field, allowPartial: the rest, marked partial",
+     V_H1_FAILED_GPU0,
+     {UTIL, {"node", "gpu-h-1"}, {"allowPartial", "true"}},
+     0,
+     60,
+     0,
+     4,
+     3,
+     false,
+     true},
+    {"failed field picked",
+     V_H1_FAILED_GPU0,
+     {UTIL, {"node", "gpu-h-1"}, {"gpuIndex", "0"}},
+     GS_EUNAVAIL,
+     0,
+     0,
+     1,
+     0,
+     false,
+     false,
+     "its NVML call failed",
+     NULL},
+    {"failed field in a pod's GPUs",
+     V_H1_FAILED_GPU0,
+     {UTIL, {"pods", "train-.*"}},
+     GS_EUNAVAIL,
+     0,
+     0,
+     2,
+     1,
+     false,
+     false,
+     "GPU 0 (GPU-gpu-h-1-0)",
+     NULL},
+    {"failed field elsewhere: other GPUs unaffected",
+     V_H1_FAILED_GPU0,
+     {UTIL, {"nodes", "gpu-a-.*"}, AVG},
+     0,
+     90,
+     0,
+     5,
+     5},
 };
 
 static void test_cases(void **state) {

@@ -123,6 +123,38 @@ static void test_window_means(void **state) {
   history_free(h);
 }
 
+/* A field whose read failed in some samples: the mask is kept in the ring (snapshot), and a
+ * window mean stands on the samples that have the field; a window where none has it is no
+ * reading at all (GS_EUNAVAIL), never a 0. */
+static void test_failed_fields_in_window(void **state) {
+  (void)state;
+  struct history *h = history_new(8);
+  assert_non_null(h);
+  struct gpu_info in = mkinfo("GPU-f");
+  assert_int_equal(history_set_devices(h, &in, 1), 0);
+  struct gpu_sample a = mksample(1000, 80, 100), b = mksample(2000, -1, 200),
+                    c = mksample(3000, -1, 300);
+  b.failed = c.failed = GF_BIT(GF_GPU_UTIL);
+  history_push(h, 0, &a);
+  history_push(h, 0, &b);
+  history_push(h, 0, &c);
+  struct gpu_snapshot snap;
+  assert_int_equal(history_get(h, 0, &snap), 0);
+  assert_true(sample_failed(&snap.latest, GF_GPU_UTIL));
+  assert_false(sample_has(&snap.latest, GF_GPU_UTIL));
+  assert_false(sample_failed(&snap.latest, GF_POWER_W));
+  double mean = -1;
+  size_t ns = 0;
+  assert_int_equal(history_window_mean(h, 0, GF_GPU_UTIL, 0, &mean, &ns), 0);
+  assert_int_equal(ns, 1);
+  assert_true(mean == 80); /* the failed samples neither count as 0 nor as readings */
+  assert_int_equal(history_window_mean(h, 0, GF_GPU_UTIL, 1500, &mean, &ns), GS_EUNAVAIL);
+  assert_int_equal(ns, 0);
+  assert_int_equal(history_window_mean(h, 0, GF_POWER_W, 1500, &mean, &ns), 0);
+  assert_true(mean == 250);
+  history_free(h);
+}
+
 static void test_empty_device_has_no_sample(void **state) {
   (void)state;
   static const char *const u[] = {"GPU-a", "GPU-b"};
@@ -334,6 +366,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_ring_wraps),
       cmocka_unit_test(test_window_means),
+      cmocka_unit_test(test_failed_fields_in_window),
       cmocka_unit_test(test_empty_device_has_no_sample),
       cmocka_unit_test(test_set_devices_keeps_rings_by_uuid),
       cmocka_unit_test(test_set_devices_duplicate_uuid),

@@ -192,6 +192,51 @@ static void test_absent_stays_absent(void **state) {
   free_snapshot(in);
 }
 
+/* Sample.failed: a field absent because its read failed travels as such, distinct from an
+ * unsupported one; a bit also set in valid, or unknown, is dropped; an older agent (no failed
+ * field on the wire) means 0. */
+static void test_failed_bits(void **state) {
+  (void)state;
+  struct node_snapshot *in = make_snapshot();
+  struct node_gpu *g = &in->gpus[1]; /* has mem used/total only */
+  g->latest.failed = GF_BIT(GF_GPU_UTIL) | GF_BIT(GF_MEM_UTIL) | GF_BIT(GF_POWER_W);
+  struct node_snapshot out;
+  roundtrip(in, &out);
+  const struct gpu_sample *s = &out.gpus[1].latest;
+  assert_int_equal(s->valid, GF_BIT(GF_MEM_USED_MIB) | GF_BIT(GF_MEM_TOTAL_MIB));
+  assert_int_equal(s->failed, GF_BIT(GF_GPU_UTIL) | GF_BIT(GF_MEM_UTIL) | GF_BIT(GF_POWER_W));
+  assert_true(sample_failed(s, GF_GPU_UTIL));
+  assert_false(sample_failed(s, GF_TEMP_C)); /* absent, not failed: unsupported */
+  assert_int_equal(out.gpus[0].latest.failed, 0);
+  node_snapshot_clear(&out);
+  free_snapshot(in);
+
+  Gpuscale__V1__Sample smp = GPUSCALE__V1__SAMPLE__INIT;
+  smp.valid = 1u << GPUSCALE__V1__FIELD__FIELD_POWER_DRAW;
+  smp.power_draw = 100;
+  smp.failed = (1u << GPUSCALE__V1__FIELD__FIELD_POWER_DRAW) |
+               (1u << GPUSCALE__V1__FIELD__FIELD_TEMPERATURE) | (1u << 20);
+  Gpuscale__V1__GPU gpu = GPUSCALE__V1__GPU__INIT;
+  gpu.uuid = "GPU-x";
+  gpu.latest = &smp;
+  Gpuscale__V1__GPU *gl[1] = {&gpu};
+  Gpuscale__V1__NodeSnapshot m = GPUSCALE__V1__NODE_SNAPSHOT__INIT;
+  m.node = "n";
+  m.n_gpus = 1;
+  m.gpus = gl;
+  uint8_t buf[512];
+  size_t len = gpuscale__v1__node_snapshot__pack(&m, buf);
+  assert_int_equal(node_wire_decode(buf, len, sizeof buf, &out, NULL), 0);
+  assert_int_equal(out.gpus[0].latest.valid, GF_BIT(GF_POWER_W));
+  assert_int_equal(out.gpus[0].latest.failed, GF_BIT(GF_TEMP_C));
+  node_snapshot_clear(&out);
+  smp.failed = 0; /* what an agent before the field sends */
+  len = gpuscale__v1__node_snapshot__pack(&m, buf);
+  assert_int_equal(node_wire_decode(buf, len, sizeof buf, &out, NULL), 0);
+  assert_int_equal(out.gpus[0].latest.failed, 0);
+  node_snapshot_clear(&out);
+}
+
 /* Unknown presence bits (a newer agent's metric) are dropped; an unknown health is an error. */
 static void test_forward_compatible(void **state) {
   Gpuscale__V1__Sample smp = GPUSCALE__V1__SAMPLE__INIT;
@@ -425,6 +470,7 @@ int main(void) {
       cmocka_unit_test(test_shares),
       cmocka_unit_test(test_roundtrip),
       cmocka_unit_test(test_absent_stays_absent),
+      cmocka_unit_test(test_failed_bits),
       cmocka_unit_test(test_forward_compatible),
       cmocka_unit_test(test_pods_cap_and_truncation),
       cmocka_unit_test(test_size_caps),

@@ -327,8 +327,11 @@ static void test_field_failure_is_field_absent(void **state) {
       assert_int_equal(collector_nvml.sample(c, 0, &s, err, sizeof err), fc->want_rc);
       assert_string_equal(err, fc->err);
       assert_int_equal(s.valid & fc->absent, 0);
-      if (fc->want_rc == 0) /* everything else is there, with its value */
+      if (fc->want_rc == 0) { /* everything else is there, with its value */
         assert_int_equal(s.valid, (uint32_t)((1u << GF__COUNT) - 1) & ~fc->absent);
+        /* a failed call's fields are marked failed; an unsupported one's are merely absent */
+        assert_int_equal(s.failed, fc->call ? fc->absent : 0);
+      }
       if (!(fc->absent & GF_BIT(GF_POWER_W)))
         assert_field(&s, GF_POWER_W, 1.5);
       if (!(fc->absent & GF_BIT(GF_GPU_UTIL)))
@@ -460,7 +463,9 @@ static void test_no_gpus_and_count_failure(void **state) {
 }
 
 /* The calls that identify a GPU failing at open take that GPU out of service, not the agent: it
- * stays listed, every sample fails with the reason, and the other GPUs serve. */
+ * stays listed, every sample fails with the reason, and the other GPUs serve. Unless it is lost or
+ * a MIG parent whose devices could not be listed, identification is tried again on its samples
+ * 2, 4, 8...: once the call answers, the GPU serves with its full identity. */
 struct ident_case {
   const char *script; /* GPU 1 is the one that fails */
   int want_rc;        /* what sampling GPU 1 returns */
@@ -468,48 +473,116 @@ struct ident_case {
   const char *uuid; /* GPU 1's UUID as listed ("" when it could not be read) */
   size_t ndevs;
   const char *name, *pci; /* what is still known about it, for its labels */
+  bool retried;           /* sample 2 tries to identify it again (and fails: same script) */
+  const char *fixed;      /* GPU 1's script line once NVML answers again */
+  const char *after;      /* NULL: sample 4 serves it as GPU-b; else its reason, still down */
 };
 
 static void test_identity_failure_is_gpu_down(void **state) {
   (void)state;
   static const struct ident_case cases[] = {
       {"gpu 1 uuid=err:999", GS_EIO, "nvmlDeviceGetUUID: Unknown Error", "", 2, "NVIDIA Fake GPU",
-       "00000000:02:00.0"},
+       "00000000:02:00.0", true, "gpu 1 uuid=GPU-b", NULL},
       {"gpu 1 uuid=GPU-b name=err:4", GS_EIO, "nvmlDeviceGetName: Insufficient Permissions",
-       "GPU-b", 2, "", "00000000:02:00.0"},
-      {"gpu 1 handle=err:10", GS_EIO, "nvmlDeviceGetHandleByIndex_v2: Timeout", "", 2, "", ""},
-      {"gpu 1 uuid=GPU-b name=lost", GS_ELOST, "nvmlDeviceGetName: GPU is lost", "GPU-b", 2, "",
-       ""},
+       "GPU-b", 2, "", "00000000:02:00.0", true, "gpu 1 uuid=GPU-b", NULL},
+      {"gpu 1 handle=err:10", GS_EIO, "nvmlDeviceGetHandleByIndex_v2: Timeout", "", 2, "", "", true,
+       "gpu 1 uuid=GPU-b", NULL},
+      {"gpu 1 uuid=GPU-b name=lost", GS_ELOST, "nvmlDeviceGetName: GPU is lost", "GPU-b", 2, "", "",
+       false, "gpu 1 uuid=GPU-b", "nvmlDeviceGetName: GPU is lost"},
       {"gpu 1 uuid=GPU-b mig=err:999", GS_EIO, "nvmlDeviceGetMigMode: Unknown Error", "GPU-b", 2,
-       "NVIDIA Fake GPU", "00000000:02:00.0"},
+       "NVIDIA Fake GPU", "00000000:02:00.0", true, "gpu 1 uuid=GPU-b mig=0", NULL},
+      /* identified late in MIG mode: its instances were never listed, so it stays down */
+      {"gpu 1 uuid=GPU-b mig=err:999", GS_EIO, "nvmlDeviceGetMigMode: Unknown Error", "GPU-b", 2,
+       "NVIDIA Fake GPU", "00000000:02:00.0", true, "gpu 1 uuid=GPU-b mig=1\nmig 1 0 gi=3",
+       "MIG devices are listed only at start-up; restart the agent"},
       /* MIG listing fails: the parent is down and none of its instances is listed */
       {"gpu 1 uuid=GPU-b mig=1\nmig 1 0 gi=3 handle=err:999", GS_EIO,
        "nvmlDeviceGetMigDeviceHandleByIndex: Unknown Error", "GPU-b", 2, "NVIDIA Fake GPU",
-       "00000000:02:00.0"},
+       "00000000:02:00.0", false, "gpu 1 uuid=GPU-b mig=1\nmig 1 0 gi=3",
+       "nvmlDeviceGetMigDeviceHandleByIndex: Unknown Error"},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    const struct ident_case *k = &cases[i];
     char text[256];
     snprintf(text, sizeof text, "gpu 0 uuid=GPU-a util=12 total_mib=100 used_mib=10\n%s\n",
-             cases[i].script);
+             k->script);
     struct collector *c = open_fake(write_script(text));
-    assert_int_equal(collector_nvml.count(c), cases[i].ndevs);
-    assert_string_equal(collector_nvml.info(c, 1)->uuid, cases[i].uuid);
-    assert_string_equal(collector_nvml.info(c, 1)->name, cases[i].name);
-    assert_string_equal(collector_nvml.info(c, 1)->pci_bus_id, cases[i].pci);
+    assert_int_equal(collector_nvml.count(c), k->ndevs);
+    assert_string_equal(collector_nvml.info(c, 1)->uuid, k->uuid);
+    assert_string_equal(collector_nvml.info(c, 1)->name, k->name);
+    assert_string_equal(collector_nvml.info(c, 1)->pci_bus_id, k->pci);
     struct gpu_sample s;
     char err[256] = "";
     for (int round = 0; round < 2; round++) {
-      assert_int_equal(collector_nvml.sample(c, 1, &s, err, sizeof err), cases[i].want_rc);
-      assert_contains(err, cases[i].reason);
+      assert_int_equal(collector_nvml.sample(c, 1, &s, err, sizeof err), k->want_rc);
+      assert_contains(err, k->reason);
       assert_int_equal(s.valid, 0);
       assert_int_equal(collector_nvml.sample(c, 0, &s, err, sizeof err), 0);
       assert_field(&s, GF_GPU_UTIL, 12);
     }
     struct collector_error_count ec[4];
     assert_int_equal(collector_nvml.errors(c, ec, 4), 1);
-    assert_int_equal(ec[0].count, 1); /* counted once, at open */
+    assert_int_equal(ec[0].count, k->retried ? 2 : 1); /* at open, and at the try on sample 2 */
+    assert_string_equal(collector_nvml.info(c, 1)->uuid, k->uuid);
+    assert_int_equal(c->identity_gen, 0);
+
+    snprintf(text, sizeof text, "gpu 0 uuid=GPU-a util=12 total_mib=100 used_mib=10\n%s\n",
+             k->fixed);
+    write_script(text);
+    /* sample 3: no try (the wait doubled to 2 samples); sample 4 tries */
+    assert_int_equal(collector_nvml.sample(c, 1, &s, err, sizeof err), k->want_rc);
+    assert_contains(err, k->reason);
+    int rc = collector_nvml.sample(c, 1, &s, err, sizeof err);
+    if (k->after) {
+      assert_int_equal(rc, k->want_rc);
+      assert_contains(err, k->after);
+      assert_int_equal(c->identity_gen, 0);
+      assert_string_equal(collector_nvml.info(c, 1)->uuid, k->uuid);
+    } else {
+      if (rc != 0)
+        fail_msg("case %zu: GPU 1 not identified on sample 4: %d %s", i, rc, err);
+      assert_int_equal(c->identity_gen, 1);
+      const struct gpu_info *info = collector_nvml.info(c, 1);
+      assert_string_equal(info->uuid, "GPU-b");
+      assert_string_equal(info->name, "NVIDIA Fake GPU");
+      assert_string_equal(info->pci_bus_id, "00000000:02:00.0");
+      assert_int_equal(info->index, 1);
+      assert_field(&s, GF_MEM_TOTAL_MIB, 16384); /* the fake's default GPU: real readings */
+      assert_int_equal(collector_nvml.sample(c, 1, &s, err, sizeof err), 0);
+    }
     collector_nvml.close(c);
   }
+}
+
+/* Tries follow the sample calls 2, 4, 8, 16... while the call keeps failing; a wait never passes
+ * NVML_RETRY_MAX_MS of the interval seen between samples. */
+static void test_identity_retry_backoff(void **state) {
+  (void)state;
+  struct collector *c = open_fake(write_script("gpu 0 uuid=GPU-a util=1 total_mib=100 used_mib=10\n"
+                                               "gpu 1 uuid=err:10\n"));
+  struct gpu_sample s;
+  char err[256];
+  uint64_t tries_seen = 1; /* the failure at open */
+  for (unsigned call = 1; call <= 40; call++) {
+    assert_int_equal(collector_nvml.sample(c, 1, &s, err, sizeof err), GS_EIO);
+    struct collector_error_count ec[2];
+    assert_int_equal(collector_nvml.errors(c, ec, 2), 1);
+    bool tried = ec[0].count > tries_seen;
+    bool want = call == 2 || call == 4 || call == 8 || call == 16 || call == 32;
+    if (tried != want)
+      fail_msg("sample %u: %s, want %s", call, tried ? "tried" : "not tried",
+               want ? "a try" : "none");
+    tries_seen = ec[0].count;
+  }
+  /* the cap: with samples 60 s apart, the wait is at most 5 min = 5 samples */
+  struct nvml_dev *d = &ctx_of(c)->devs[1];
+  d->next_try = d->calls + 1;
+  d->wait = 64;
+  d->prev_call_ms = time_mono_ms() - 60000;
+  assert_int_equal(collector_nvml.sample(c, 1, &s, err, sizeof err), GS_EIO);
+  assert_int_equal(d->wait, 5);
+  assert_int_equal(d->next_try, d->calls + 5);
+  collector_nvml.close(c);
 }
 
 static void test_mig_devices(void **state) {
@@ -618,6 +691,7 @@ struct cy_dev {
   int parent; /* NVML index of the parent for a MIG device, else -1 */
   int rc[2];  /* sample() result in each round */
   uint32_t valid[2];
+  uint32_t failed[2]; /* fields marked failed (rc 0 only) */
 };
 
 /* What one open / sample x2 / close cycle saw. */
@@ -666,6 +740,7 @@ static void run_cycle(struct cy_out *o) {
       int rc = collector_nvml.sample(c, i, &s, err, sizeof err);
       o->dev[i].rc[round] = rc;
       o->dev[i].valid[round] = s.valid;
+      o->dev[i].failed[round] = rc == 0 ? s.failed : 0;
       if (rc != 0)
         assert_true(strlen(err) > 0); /* an unhealthy GPU always says why */
     }
@@ -735,10 +810,18 @@ static void remove_dev(struct cy_out *e, size_t i) {
   e->n--;
 }
 
-/* Device i (of the clean list) out of service since open: both rounds fail; a MIG parent's
- * devices are then not listed. */
+/* Device i (of the clean list) out of service since open: the first round fails; a MIG parent's
+ * devices are then not listed. The second round (its second sample) tries to identify it again,
+ * and, the injected failure being gone, it serves as in the clean run, unless it is lost or a
+ * MIG parent (its devices are listed at open only). The UUID listed is the one read at open. */
 static void expect_down(struct cy_out *e, size_t i, int code, bool uuid_unknown) {
+  bool parent = false;
+  for (size_t j = 0; j < e->n; j++)
+    parent |= e->dev[j].mig && e->dev[j].parent == (int)i && !e->dev[i].mig;
+  bool recovers = code != 15 && !parent;
   for (int r = 0; r < 2; r++) {
+    if (r == 1 && recovers)
+      break; /* rc 0 and the clean valid bits */
     e->dev[i].rc[r] = code == 15 ? GS_ELOST : GS_EIO;
     e->dev[i].valid[r] = 0;
   }
@@ -828,9 +911,12 @@ static void expect_outcome(const struct cy_out *clean, const struct cy_call *tr,
   d->valid[r] &= ~call_fields(fn);
   if (notsup)
     return;
+  d->failed[r] |= call_fields(fn) & ~d->valid[r];
   expect_error(e, fn, code);
-  if (d->valid[r] == 0)
+  if (d->valid[r] == 0) {
     d->rc[r] = GS_EIO; /* every field failed */
+    d->failed[r] = 0;
+  }
 }
 
 static void assert_cycle_equal(const struct cy_out *want, const struct cy_out *got, unsigned long n,
@@ -851,9 +937,11 @@ static void assert_cycle_equal(const struct cy_out *want, const struct cy_out *g
     if (strcmp(w->uuid, g->uuid) != 0 || w->mig != g->mig)
       fail_msg("%s: device %zu is %s, want %s", what, i, g->uuid, w->uuid);
     for (int r = 0; r < 2; r++)
-      if (g->rc[r] != w->rc[r] || g->valid[r] != w->valid[r])
-        fail_msg("%s: device %zu round %d: rc %d valid 0x%x, want rc %d valid 0x%x", what, i, r,
-                 g->rc[r], g->valid[r], w->rc[r], w->valid[r]);
+      if (g->rc[r] != w->rc[r] || g->valid[r] != w->valid[r] || g->failed[r] != w->failed[r])
+        fail_msg("%s: device %zu round %d: rc %d valid 0x%x failed 0x%x, want rc %d valid 0x%x "
+                 "failed 0x%x",
+                 what, i, r, g->rc[r], g->valid[r], g->failed[r], w->rc[r], w->valid[r],
+                 w->failed[r]);
   }
   if (got->nerr != want->nerr)
     fail_msg("%s: %zu error counters (first %s/%s), want %zu", what, got->nerr,
@@ -953,6 +1041,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_not_supported_fields_absent, setup, teardown),
       cmocka_unit_test_setup_teardown(test_field_failure_is_field_absent, setup, teardown),
       cmocka_unit_test_setup_teardown(test_identity_failure_is_gpu_down, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_identity_retry_backoff, setup, teardown),
       cmocka_unit_test_setup_teardown(test_lost_at_start, setup, teardown),
       cmocka_unit_test_setup_teardown(test_lost_while_running, setup, teardown),
       cmocka_unit_test_setup_teardown(test_missing_library, setup, teardown),

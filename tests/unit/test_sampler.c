@@ -224,6 +224,53 @@ static void test_nvml_field_failure_keeps_gpu_healthy(void **state) {
   buf_free(&b);
 }
 
+/* A GPU not identified at open (its UUID call timed out) is down in the history with an empty
+ * UUID; once NVML answers, a later pass identifies it and the sampler registers it again before
+ * storing its first sample: its ring has the UUID and that sample, GPU 0's ring is kept. */
+static void test_nvml_gpu_identified_late(void **state) {
+  (void)state;
+  char path[64], next[72];
+  snprintf(path, sizeof path, "/tmp/gs_sampler_late_%ld.txt", (long)getpid());
+  snprintf(next, sizeof next, "%s.new", path);
+  FILE *f = fopen(path, "w");
+  assert_non_null(f);
+  fputs("gpu 0 uuid=GPU-a util=55\ngpu 1 uuid=err:10 util=60\n", f);
+  assert_int_equal(fclose(f), 0);
+  setenv("FAKE_NVML_SCRIPT", path, 1);
+  struct collector_config cfg = {.scenario_path = NULL, .nvml_library = FAKE_NVML_PATH};
+  struct collector *col = NULL;
+  char err[512] = "";
+  assert_int_equal(collector_nvml.open(&cfg, &col, err, sizeof err), 0);
+  struct history *h = history_new(16);
+  struct sampler s;
+  assert_int_equal(sampler_start(&s, col, h, 3600 * 1000), 0);
+  wait_for(&s.passes, 1); /* pass 1: GPU 1 down (no try yet) */
+  struct gpu_snapshot g;
+  assert_int_equal(history_get(h, 1, &g), 0);
+  assert_int_equal(g.health, GPU_HEALTH_ERROR);
+  assert_string_equal(g.info.uuid, "");
+  assert_non_null(strstr(g.reason, "nvmlDeviceGetUUID: Timeout"));
+  f = fopen(next, "w");
+  assert_non_null(f);
+  fputs("gpu 0 uuid=GPU-a util=55\ngpu 1 uuid=GPU-b util=60\n", f);
+  assert_int_equal(fclose(f), 0);
+  assert_int_equal(rename(next, path), 0);
+  sampler_pass(&s); /* pass 2: the try identifies it */
+  assert_int_equal(history_get(h, 1, &g), 0);
+  assert_string_equal(g.info.uuid, "GPU-b");
+  assert_int_equal(g.info.index, 1);
+  assert_int_equal(g.health, GPU_HEALTH_OK);
+  assert_true(g.has_sample && sample_has(&g.latest, GF_GPU_UTIL) && g.latest.v[GF_GPU_UTIL] == 60);
+  assert_int_equal(history_len(h, 1), 1);
+  assert_int_equal(history_len(h, 0), 2); /* kept by UUID */
+  assert_int_equal(s.identity_seen, col->identity_gen);
+  sampler_stop(&s);
+  history_free(h);
+  collector_nvml.close(col);
+  unsetenv("FAKE_NVML_SCRIPT");
+  unlink(path);
+}
+
 static void test_thread_samples_on_interval(void **state) {
   struct sampler s;
   struct history *h = history_new(16);
@@ -241,6 +288,7 @@ int main(void) {
       cmocka_unit_test_setup(test_lost_and_error_mark_health, setup),
       cmocka_unit_test_setup(test_reload_failure_keeps_devices, setup),
       cmocka_unit_test_setup(test_nvml_field_failure_keeps_gpu_healthy, setup),
+      cmocka_unit_test_setup(test_nvml_gpu_identified_late, setup),
       cmocka_unit_test_setup(test_thread_samples_on_interval, setup),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

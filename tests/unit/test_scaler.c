@@ -433,6 +433,59 @@ static void test_history_source_stale(void **state) {
   history_free(g.h);
 }
 
+/* GPU 1 (the busiest) read gpu_utilization 70 two seconds ago; in its newest sample that call
+ * failed (a TIMEOUT: sample.failed), power read fine. It is not an unsupported field to leave
+ * out: every all-GPU answer that needs it is UNAVAILABLE, naming the GPU and the failed call,
+ * unless a window still has readings of it. */
+static const struct hist_case failed_cases[] = {
+    {"failed newest, max", {UTIL}, GS_EUNAVAIL, 0, "GPU 1 (GPU-1)", "NVML call failed"},
+    {"failed newest, min",
+     {UTIL, {"aggregation", "min"}},
+     GS_EUNAVAIL,
+     0,
+     "gpu_utilization",
+     "gpuscale_nvml_errors_total"},
+    {"failed newest, sum", {UTIL, {"aggregation", "sum"}}, GS_EUNAVAIL, 0, "GPU 1", NULL},
+    {"failed newest, picked", {UTIL, {"gpuIndex", "1"}}, GS_EUNAVAIL, 0, "GPU 1", "failed"},
+    {"failed GPU not selected", {UTIL, {"gpuIndex", "0,2"}}, 0, 30, NULL, NULL},
+    {"other field unaffected", {POWER, {"aggregation", "avg"}}, 0, 150, NULL, NULL},
+    {"window with an earlier reading", {UTIL, {"window", "1m"}}, 0, 70, NULL, NULL},
+    {"window without one",
+     {UTIL, {"window", "1500ms"}},
+     GS_EUNAVAIL,
+     0,
+     "GPU 1",
+     "no sample in the window"},
+};
+
+static void test_history_source_failed_field(void **state) {
+  (void)state;
+  struct rig g;
+  rig_init(&g);
+  struct gpu_info infos[3];
+  memset(infos, 0, sizeof infos);
+  for (int i = 0; i < 3; i++)
+    snprintf(infos[i].uuid, sizeof infos[i].uuid, "GPU-%d", i);
+  infos[1].uuid[0] = 'X'; /* GPU 1's ring starts again */
+  assert_int_equal(history_set_devices(g.h, infos, 3), 0);
+  snprintf(infos[1].uuid, sizeof infos[1].uuid, "GPU-1");
+  assert_int_equal(history_set_devices(g.h, infos, 3), 0);
+  int64_t now = time_mono_ms();
+  struct gpu_sample s;
+  memset(&s, 0, sizeof s);
+  s.mono_ms = now - 2000;
+  sample_set(&s, GF_GPU_UTIL, 70);
+  sample_set(&s, GF_POWER_W, 200);
+  history_push(g.h, 1, &s);
+  memset(&s, 0, sizeof s);
+  s.mono_ms = now;
+  sample_set(&s, GF_POWER_W, 200);
+  s.failed = GF_BIT(GF_GPU_UTIL) | GF_BIT(GF_MEM_UTIL);
+  history_push(g.h, 1, &s);
+  run_hist_cases(&g, failed_cases, sizeof failed_cases / sizeof failed_cases[0]);
+  history_free(g.h);
+}
+
 /* Window: samples 2 s, 1 s and 0 s old with 10, 20, 60 on a one-GPU node. */
 static void test_history_source_window(void **state) {
   (void)state;
@@ -1264,6 +1317,7 @@ int main(void) {
       cmocka_unit_test(test_history_source_selection),
       cmocka_unit_test(test_history_source_lost),
       cmocka_unit_test(test_history_source_stale),
+      cmocka_unit_test(test_history_source_failed_field),
       cmocka_unit_test(test_history_source_window),
       cmocka_unit_test(test_fresh_rule),
       cmocka_unit_test(test_agent_refuses_gateway_scopes),
