@@ -44,6 +44,7 @@ struct eng {
   struct scaler agent, gateway;
   struct scaler_selector selector;
   struct sim_params prm;
+  struct sim_tol tol; /* the cluster's, or the behavior block's per direction */
   struct sim_hpa hpa;
   struct sim_keda keda;
   struct sim_fallback fb[SIM_MAX_TRIGGERS];
@@ -555,7 +556,7 @@ static int cpu_proposal(struct eng *e, const struct sim_trigger *t) {
       ready[n] = e->pods[i].state == POD_READY;
       util[n++] = v;
     }
-    r = sim_hpa_resource(util, ready, n, t->target_pct, e->spec, e->prm.tolerance);
+    r = sim_hpa_resource(util, ready, n, t->target_pct, e->spec, e->tol);
   }
   free(util);
   free(ready);
@@ -591,9 +592,8 @@ static void hpa_sync(struct eng *e, struct sim_result *out) {
       continue;
     }
     out->value[i][e->now] = (float)m;
-    prop[i] = t->value_type
-                  ? sim_hpa_external_value(m, e->target[i], e->spec, e->ready, e->prm.tolerance)
-                  : sim_hpa_external_average(m, e->target[i], e->status, e->prm.tolerance);
+    prop[i] = t->value_type ? sim_hpa_external_value(m, e->target[i], e->spec, e->ready, e->tol)
+                            : sim_hpa_external_average(m, e->target[i], e->status, e->tol);
   }
   set_spec(e, sim_hpa_reconcile(&e->hpa, e->now, e->spec, prop, reads ? n : 0));
 }
@@ -688,8 +688,12 @@ static int setup(struct eng *e, const struct profile_set *ps, char *err, size_t 
   e->keda = e->so->keda;
   e->hpa.min_replicas = sim_keda_hpa_min(&e->keda);
   e->hpa.max_replicas = e->keda.max_replicas;
-  e->hpa.tolerance = e->prm.tolerance;
   e->hpa.legacy_down_s = e->prm.down_window_s;
+  e->tol = sim_tol_both(e->prm.tolerance);
+  if (e->hpa.behavior.set && e->hpa.behavior.up.has_tolerance)
+    e->tol.up = e->hpa.behavior.up.tolerance;
+  if (e->hpa.behavior.set && e->hpa.behavior.down.has_tolerance)
+    e->tol.down = e->hpa.behavior.down.tolerance;
   e->hpa.behavior = e->so->behavior;
   if (e->hpa.behavior.set)
     sim_hpa_behavior_default_with(&e->hpa.behavior, e->prm.down_window_s);

@@ -62,25 +62,29 @@ static int64_t ceil_div(int64_t a, int64_t b) {
   return a >= 0 ? (a + b - 1) / b : -((-a) / b);
 }
 
-int sim_hpa_external_average(double usage, double target, int status_replicas, double tolerance) {
+static bool within(struct sim_tol t, double ratio) {
+  return 1.0 - t.down <= ratio && ratio <= 1.0 + t.up;
+}
+
+int sim_hpa_external_average(double usage, double target, int status_replicas, struct sim_tol tol) {
   int64_t u = milli(usage), t = milli(target);
   if (t <= 0)
     t = 1;
   double ratio = (double)u / ((double)t * (double)status_replicas);
-  if (status_replicas > 0 && fabs(1.0 - ratio) <= tolerance)
+  if (status_replicas > 0 && within(tol, ratio))
     return status_replicas;
   return clamp_int(ceil_div(u, t));
 }
 
 int sim_hpa_external_value(double value, double target, int spec_replicas, int ready_pods,
-                           double tolerance) {
+                           struct sim_tol tol) {
   int64_t u = milli(value), t = milli(target);
   if (t <= 0)
     t = 1;
   double ratio = (double)u / (double)t;
   if (spec_replicas == 0) /* getUsageRatioReplicaCount: scale from zero on the ratio alone */
     return clamp_int((int64_t)ceil(ratio));
-  if (fabs(1.0 - ratio) <= tolerance)
+  if (within(tol, ratio))
     return spec_replicas;
   return clamp_int((int64_t)ceil(ratio * (double)ready_pods));
 }
@@ -92,7 +96,7 @@ static double util_ratio(double sum_pct, size_t pods, int target_pct, int *pct) 
 }
 
 int sim_hpa_resource(const double *util, const bool *ready, size_t n, int target_pct, int current,
-                     double tolerance) {
+                     struct sim_tol tol) {
   double sum = 0;
   size_t nready = 0, ignored = 0;
   for (size_t i = 0; i < n; i++) {
@@ -109,14 +113,13 @@ int sim_hpa_resource(const double *util, const bool *ready, size_t n, int target
   double ratio = util_ratio(sum, nready, target_pct, &pct);
   bool rebalance = ignored > 0 && ratio > 1.0;
   if (!rebalance) {
-    if (fabs(1.0 - ratio) <= tolerance)
+    if (within(tol, ratio))
       return current;
     return clamp_int((int64_t)ceil(ratio * (double)nready));
   }
   /* on a scale-up, pods that are not ready count as using 0 % */
   double nratio = util_ratio(sum, nready + ignored, target_pct, &pct);
-  if (fabs(1.0 - nratio) <= tolerance || (ratio < 1.0 && nratio > 1.0) ||
-      (ratio > 1.0 && nratio < 1.0))
+  if (within(tol, nratio) || (ratio < 1.0 && nratio > 1.0) || (ratio > 1.0 && nratio < 1.0))
     return current;
   int proposal = clamp_int((int64_t)ceil(nratio * (double)(nready + ignored)));
   if ((nratio < 1.0 && proposal > current) || (nratio > 1.0 && proposal < current))

@@ -16,6 +16,17 @@
 #define SIM_HPA_MAX_PERIOD_S 1800 /* the API's bound on periodSeconds */
 
 enum sim_policy_type { SIM_POLICY_PODS = 0, SIM_POLICY_PERCENT };
+
+/* The tolerance band: a usage ratio within [1 - down, 1 + up] keeps the count (Tolerances.isWithin;
+ * both are the cluster's --horizontal-pod-autoscaler-tolerance unless behavior.scaleDown/scaleUp
+ * set their own, Kubernetes 1.33+ HPAConfigurableTolerance). */
+struct sim_tol {
+  double down, up;
+};
+static inline struct sim_tol sim_tol_both(double t) {
+  struct sim_tol b = {t, t};
+  return b;
+}
 enum sim_select { SIM_SELECT_MAX = 0, SIM_SELECT_MIN, SIM_SELECT_DISABLED };
 
 struct sim_policy {
@@ -27,7 +38,8 @@ struct sim_policy {
 /* One direction of spec.behavior (HPAScalingRules). The has_* bits say what the user wrote;
  * sim_hpa_rules_default fills the rest the way the API server's defaulting does. */
 struct sim_hpa_rules {
-  bool has_window, has_select, has_policies;
+  bool has_window, has_select, has_policies, has_tolerance;
+  double tolerance; /* when has_tolerance */
   int window_s;
   enum sim_select select;
   size_t npolicies;
@@ -58,10 +70,9 @@ struct sim_hpa_event {
   bool outdated;
 };
 
-/* One HPA's controller state. Zero it, set min/max/behavior/tolerance, then reconcile. */
+/* One HPA's controller state. Zero it, set min/max/behavior, then reconcile. */
 struct sim_hpa {
   int min_replicas, max_replicas; /* minReplicas >= 1 (KEDA), maxReplicas >= minReplicas */
-  double tolerance;               /* 0.1 */
   int legacy_down_s;              /* the downscale window without a behavior block; 0 means 300 */
   struct sim_hpa_behavior behavior;
   /* recommendations and scale events, grown as Kubernetes grows them (an old entry is reused) */
@@ -78,17 +89,17 @@ void sim_hpa_free(struct sim_hpa *h);
  * of the values, status_replicas the pods of the scale subresource's status (ready or not).
  * Returns status_replicas within tolerance, else ceil(usage / target). Values are quantised to
  * milli-units as the HPA's Quantity does. */
-int sim_hpa_external_average(double usage, double target, int status_replicas, double tolerance);
+int sim_hpa_external_average(double usage, double target, int status_replicas, struct sim_tol tol);
 /* External metric, target type Value (GetExternalMetricReplicas): at spec_replicas 0 returns
  * ceil(value / target); else spec_replicas within tolerance, else ceil(value / target * ready). */
 int sim_hpa_external_value(double value, double target, int spec_replicas, int ready_pods,
-                           double tolerance);
+                           struct sim_tol tol);
 /* Resource metric, Utilization target (GetResourceReplicas) for n pods with equal requests:
  * util[i] is pod i's usage in percent of its request; ready[i] false marks a pod that is not
  * ready yet (ignored; counted as 0 on a scale-up). Returns the proposal, or -1 when no ready
  * pod has a metric (the HPA's "did not receive metrics for any ready pods"). */
 int sim_hpa_resource(const double *util, const bool *ready, size_t n, int target_pct, int current,
-                     double tolerance);
+                     struct sim_tol tol);
 
 /* One reconcile (reconcileAutoscaler) at time now: proposals[i] is metric i's replica count, or
  * -1 when that metric failed. current is scale.spec.replicas. Returns the replicas to set (equal

@@ -54,9 +54,20 @@ static int parse_rules(struct sim_yaml *y, yaml_node_t *v, const char *what,
     r->has_select = true;
     r->select = (enum sim_select)idx;
   }
-  if ((n = sim_yaml_get(y, v, "tolerance"))) {
+  if ((n = sim_yaml_get(y, v, "tolerance"))) { /* a Quantity: "0.05" or "50m" */
     snprintf(key, sizeof key, "%s.tolerance", what);
-    return sim_yaml_fail(y, n, key, E, "not modelled (the alpha per-HPA tolerance); remove it");
+    const char *q = sim_yaml_str(n);
+    char *end = NULL;
+    double t = q ? strtod(q, &end) : -1;
+    if (end && end != q && *end == 'm' && end[1] == '\0') {
+      t /= 1000;
+      end++;
+    }
+    if (!q || end == q || *end || !(t >= 0) || t > 1)
+      return sim_yaml_fail(y, n, key, E, "\"%.40s\": must be a quantity in [0, 1] (0.05, 50m)",
+                           q ? q : "(not a scalar)");
+    r->has_tolerance = true;
+    r->tolerance = t;
   }
   yaml_node_t *ps = sim_yaml_get(y, v, "policies");
   if (!ps)

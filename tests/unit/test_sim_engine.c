@@ -301,6 +301,11 @@ static void test_parse_errors(void **state) {
        "      behavior:\n        scaleUp:\n          selectPolicy: Biggest\n"
        "  triggers:\n    - type: cpu\n      metadata: {value: \"50\"}\n",
        "so.yaml:7", "Max|Min|Disabled"},
+      {"tolerance",
+       "kind: ScaledObject\nspec:\n  advanced:\n    horizontalPodAutoscalerConfig:\n"
+       "      behavior:\n        scaleDown:\n          tolerance: \"2\"\n"
+       "  triggers:\n    - type: cpu\n      metadata: {value: \"50\"}\n",
+       "so.yaml:7", "quantity in [0, 1]"},
       {"prometheus threshold",
        "kind: ScaledObject\nspec:\n  triggers:\n    - type: prometheus\n      metadata:\n"
        "        query: up\n",
@@ -387,6 +392,13 @@ static void test_multi_document(void **state) {
   assert_int_equal(so.keda.initial_cooldown_s, 0);
   assert_false(so.keda.has_fallback);
   assert_false(so.behavior.set);
+  sim_so_free(&so);
+  const char *tol = "kind: ScaledObject\nspec:\n  advanced:\n    horizontalPodAutoscalerConfig:\n"
+                    "      behavior:\n        scaleUp: {tolerance: 50m}\n"
+                    "  triggers:\n    - type: cpu\n      metadata: {value: \"50\"}\n";
+  assert_int_equal(sim_so_parse(tol, strlen(tol), "t.yaml", &so, err, sizeof err), 0);
+  assert_true(so.behavior.set && so.behavior.up.has_tolerance && so.behavior.up.tolerance == 0.05);
+  assert_false(so.behavior.down.has_tolerance);
   sim_so_free(&so);
 }
 

@@ -14,7 +14,7 @@
 
 #include "sim/hpa.h"
 
-#define TOL SIM_HPA_TOLERANCE
+#define TOL sim_tol_both(SIM_HPA_TOLERANCE)
 
 /* RC GetExternalPerPodMetricReplicas: AverageValue divides the summed usage by the target.
  * Two pods report 250 in total against 75 per pod: ceil(250 / 75) = 4. */
@@ -32,6 +32,20 @@ static void test_tolerance(void **state) {
   assert_int_equal(sim_hpa_external_average(160, 75, 2, TOL), 2);
   assert_int_equal(sim_hpa_external_average(170, 75, 2, TOL), 3);
   assert_int_equal(sim_hpa_external_average(140, 75, 2, TOL), 2); /* 6.7 % below */
+}
+
+/* RC Tolerances.isWithin: the band is [1 - scaleDown, 1 + scaleUp], each settable per HPA
+ * (behavior.scaleUp/scaleDown.tolerance, Kubernetes 1.33+). With up 0.05, 160 against 150 (6.7 %
+ * above) now scales to 3; with down 0.2, 125 against 150 (17 % below) stays at 2. */
+static void test_tolerance_per_direction(void **state) {
+  (void)state;
+  struct sim_tol t = {0.2, 0.05};
+  assert_int_equal(sim_hpa_external_average(160, 75, 2, t), 3);
+  assert_int_equal(sim_hpa_external_average(125, 75, 2, t), 2);
+  assert_int_equal(sim_hpa_external_average(125, 75, 2, TOL), 2); /* ceil(125 / 75) = 2 too */
+  assert_int_equal(sim_hpa_external_average(110, 75, 2, t), 2);   /* 26.7 % below: ceil = 2 */
+  assert_int_equal(sim_hpa_external_value(64, 60, 4, 4, t), 5);   /* 6.7 % above 0.05 */
+  assert_int_equal(sim_hpa_external_value(64, 60, 4, 4, TOL), 4);
 }
 
 /* DESIGN "HPA arithmetic": one node-scope max(util) under AverageValue gives ceil(util / target),
@@ -79,7 +93,6 @@ static struct sim_hpa new_hpa(int min, int max, bool behavior) {
   memset(&h, 0, sizeof h);
   h.min_replicas = min;
   h.max_replicas = max;
-  h.tolerance = TOL;
   h.behavior.set = behavior;
   if (behavior)
     sim_hpa_behavior_default(&h.behavior);
@@ -268,6 +281,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_average_value),
       cmocka_unit_test(test_tolerance),
+      cmocka_unit_test(test_tolerance_per_direction),
       cmocka_unit_test(test_node_scope_max_stalls),
       cmocka_unit_test(test_value),
       cmocka_unit_test(test_not_ready_pods),
