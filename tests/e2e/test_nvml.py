@@ -396,3 +396,43 @@ def test_nvml_mig_through_the_gateway_every_scope(tmp_path, procs, kubelet):
     helpers.wait_for(lambda: value(dict(mem, pods="(a|b|w)-.*", namespace="ml")) == want,
                      timeout=10, what="workload scope over the three pods")
     assert value(dict(mem, pods="a-.*", namespace="ml")) == 1024
+
+
+def test_nvml_failed_field_through_the_gateway_counts_as_not_fresh(tmp_path, procs):
+    """A field whose NVML call failed crosses the node API as failed, not unsupported: at the
+    gateway the GPU is selected and not fresh, so the coverage rules decide (refused without
+    allowPartial, partial with it), instead of a max over the other GPUs only."""
+    s = str(tmp_path / "fake.txt")
+    write_atomic(s, FIELD_FAIL)  # GPU 1 (66 C would be the max): temperature TIMEOUT
+    a = Agent(["--collector", "nvml", "--nvml-library", lib_path(), "--interval",
+               helpers.INTERVAL], env={"FAKE_NVML_SCRIPT": s, "NODE_NAME": "ff-node"},
+              workdir=str(tmp_path))
+    procs.append(a)
+    a.start()
+    gw = Gateway(["--agents", a.grpc_address, "--tick", "200ms"],
+                 workdir=str(tmp_path / "gw")).start()
+    procs.append(gw)
+    helpers.wait_for(lambda: gw.agents()[a.grpc_address]["reported"], timeout=10,
+                     what="the agent reported to the gateway")
+    c = gw.client()
+    temp = {"metricType": "temperature", "targetValue": "90", "scope": "node", "node": "ff-node"}
+    e = rpc_error(c.metrics, temp)
+    assert e.code() == grpc.StatusCode.UNAVAILABLE, e
+    d = e.details()
+    assert "GPU 1 (GPU-fa11ed00-0000-4000-8000-000000000001)" in d and "NVML call failed" in d, d
+    assert "coverage 50%" in d, d
+    assert c.spec_and_value(dict(temp, allowPartial="true"))[1].metricValueFloat == 45
+    # a field that did not fail is answered over both GPUs
+    assert c.spec_and_value({"metricType": "gpu_utilization", "scope": "cluster"})[1] \
+        .metricValueFloat == 82
+    # and once the call answers again, the GPU is fresh and the max is its reading
+    write_atomic(s, FIELD_FAIL.replace("temp=err:10", "temp=66"))
+    helpers.wait_for(lambda: value_or_none(c, temp) == 66, timeout=10,
+                     what="GPU 1's temperature at the gateway")
+
+
+def value_or_none(c, md):
+    try:
+        return c.spec_and_value(md)[1].metricValueFloat
+    except grpc.RpcError:
+        return None
