@@ -191,7 +191,8 @@ static void note_unknown(struct pick *k, const struct cluster_node_view *v, cons
 }
 
 /* The GPUs of node v that a pod selection could take (the model matches, not lost, the field not
- * known to be unsupported) into *could; returns the GPUs whose model matches. */
+ * known to be unsupported; a failed read still counts) into *could; returns the GPUs whose model
+ * matches. */
 static size_t could_take(const struct trigger *t, const struct node_snapshot *s, size_t *could) {
   size_t models = 0;
   *could = 0;
@@ -200,7 +201,8 @@ static size_t could_take(const struct trigger *t, const struct node_snapshot *s,
     if (!trigger_regex_match(&t->gpu_model, g->info.name))
       continue;
     models++;
-    if (g->health != GPU_HEALTH_LOST && (!g->has_sample || sample_has(&g->latest, t->metric)))
+    if (g->health != GPU_HEALTH_LOST && (!g->has_sample || sample_has(&g->latest, t->metric) ||
+                                         sample_failed(&g->latest, t->metric)))
       (*could)++;
   }
   return models;
@@ -233,7 +235,8 @@ static bool overflow_unknown(struct pick *k, const struct cluster_node_view *v, 
     return false;
   if (!explicit_pick && mig_parent_skipped(v->snap, i, t->metric))
     return false;
-  if (g->health == GPU_HEALTH_LOST || (g->has_sample && !sample_has(&g->latest, t->metric)))
+  if (g->health == GPU_HEALTH_LOST || (g->has_sample && !sample_has(&g->latest, t->metric) &&
+                                       !sample_failed(&g->latest, t->metric)))
     return false;
   k->node_overflow++;
   if (holders > k->overflow_max)

@@ -112,12 +112,13 @@ struct rig {
 
 enum variant {
   V_ALL_FRESH = 0,
-  V_A2_STALE,        /* gpu-a-2 has not updated for 10 s */
-  V_A2_DISCONNECTED, /* gpu-a-2's stream broke just now */
-  V_UNKNOWN_AGENT,   /* a fifth agent never reported */
-  V_A2_NO_ATTRIB,    /* gpu-a-2 has no pod attribution */
-  V_H1_LOST_GPU3,    /* gpu-h-1's GPU 3 is lost */
-  V_H1_FAILED_GPU0,  /* gpu-h-1's GPU 0 (80 %): its utilisation call failed (sample.failed) */
+  V_A2_STALE,            /* gpu-a-2 has not updated for 10 s */
+  V_A2_DISCONNECTED,     /* gpu-a-2's stream broke just now */
+  V_UNKNOWN_AGENT,       /* a fifth agent never reported */
+  V_A2_NO_ATTRIB,        /* gpu-a-2 has no pod attribution */
+  V_H1_LOST_GPU3,        /* gpu-h-1's GPU 3 is lost */
+  V_H1_FAILED_GPU0,      /* gpu-h-1's GPU 0 (80 %): its utilisation call failed (sample.failed) */
+  V_A2_NO_ATTRIB_FAILED, /* gpu-a-2 has no pod attribution, and its GPU 0's utilisation failed */
 };
 
 static void rig_init(struct rig *r, enum variant v) {
@@ -157,14 +158,18 @@ static void rig_init(struct rig *r, enum variant v) {
     assert_int_equal(cluster_update(r->c, fixture[2].addr, &s), 0);
     node_snapshot_clear(&s);
   }
-  if (v == V_A2_NO_ATTRIB || v == V_H1_LOST_GPU3) {
-    size_t i = v == V_A2_NO_ATTRIB ? 1 : 2;
+  if (v == V_A2_NO_ATTRIB || v == V_A2_NO_ATTRIB_FAILED || v == V_H1_LOST_GPU3) {
+    size_t i = v == V_H1_LOST_GPU3 ? 2 : 1;
     struct node_snapshot s;
     build(&fixture[i], &s);
-    if (v == V_A2_NO_ATTRIB) {
+    if (v != V_H1_LOST_GPU3) {
       s.attribution = false;
       for (size_t k = 0; k < s.n; k++)
         memset(&s.gpus[k].pods, 0, sizeof s.gpus[k].pods);
+      if (v == V_A2_NO_ATTRIB_FAILED) { /* a failed read is still a GPU the selection could take */
+        s.gpus[0].latest.valid &= ~GF_BIT(GF_GPU_UTIL);
+        s.gpus[0].latest.failed |= GF_BIT(GF_GPU_UTIL);
+      }
     } else {
       s.gpus[3].health = GPU_HEALTH_LOST;
     }
@@ -1287,6 +1292,20 @@ static const struct cov_case cov_cases[] = {
     {"no attribution, minCoverage 0.61 missed",
      W_VARIANT,
      V_A2_NO_ATTRIB,
+     {UTIL, VLLM, {"minCoverage", "0.61"}},
+     GS_EUNAVAIL,
+     0,
+     3,
+     3,
+     1,
+     0.6,
+     false,
+     false,
+     "(counted as 2 GPUs)) is below minCoverage 0.61",
+     "gpu-a-2: no pod attribution"},
+    {"no attribution, a failed read still counts: (counted as 2 GPUs)",
+     W_VARIANT,
+     V_A2_NO_ATTRIB_FAILED,
      {UTIL, VLLM, {"minCoverage", "0.61"}},
      GS_EUNAVAIL,
      0,
