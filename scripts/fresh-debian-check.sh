@@ -5,7 +5,7 @@
 #
 #   --worktree        copy the working tree (tracked and untracked, not ignored files) instead of HEAD
 #   --mirror URL      the Debian mirror for debootstrap and the root's apt (default: the host's configured
-#                     Debian mirror from /etc/apt/sources.list.d/ or /etc/apt/sources.list, else the configured mirror)
+#                     Debian mirror from /etc/apt/sources.list.d/ or /etc/apt/sources.list; required when neither names one)
 #   --ca-bundle FILE  a PEM CA bundle for networks that intercept TLS: trusted in the root by npm/Node.js
 #                     (NODE_EXTRA_CA_CERTS), by apt for an https mirror, and by ca-certificates once installed
 #   --dir DIR         the scratch directory (default: a new /var/tmp/gpuscale-fresh.XXXXXX)
@@ -62,7 +62,10 @@ host_mirror() {
     awk '$1 == "deb" { for (i = 2; i <= NF; i++) if ($i !~ /^\[/ && $i !~ /\]$/) { if ($(i + 1) == "bookworm") print $i; break } }'
 }
 [ -n "$MIRROR" ] || MIRROR="$(host_mirror | head -n1)"
-[ -n "$MIRROR" ] || MIRROR=$MIRROR_URL
+if [ -z "$MIRROR" ]; then
+  echo "fresh-debian-check: no bookworm mirror in this machine's apt sources; pass --mirror URL" >&2
+  exit 2
+fi
 
 # The README's lines: the first ```sh block of "## Quick start", and the block after "While `make run` is running".
 readme_block() { # $1: awk regex of the line the block follows (the first ```sh after it)
