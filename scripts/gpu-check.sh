@@ -8,8 +8,11 @@
 # (docs/internals/nvml.md): gpuscale_nvml_errors_total is exposed; every GPU nvidia-smi reads stays healthy in
 # every round, even where one field's call fails (energy answering NO_PERMISSION in a container, say); and a
 # field absent on our side is either unsupported (nvidia-smi cannot read it either) or counted as failing.
-# Exits 1 when a difference is outside its tolerance, when a reading is present on one side only, when the
-# rule is broken, or when nothing was compared.
+# Then `gpuscale burn` (docs/burn.md) on GPU 0 at 30, 60 and 90 % and at two memory sizes, the agent's values
+# (gpuscale query, /metrics) beside nvidia-smi at the same moments, the activation push on an idle -> busy
+# step, and the agent's RSS and CPU, printed as one markdown table for docs/bench.md (BURN_STEP=seconds per
+# step, default 20). Exits 1 when a difference is outside its tolerance, when a reading is present on one side
+# only, when the rule is broken, when a burn check fails, or when nothing was compared.
 set -euo pipefail
 
 DURATION=${1:-30}
@@ -322,4 +325,218 @@ if grep -qiE 'level=(error|warn)' "$WORK/agent.log"; then
   echo "== agent warnings/errors:"
   grep -iE 'level=(error|warn)' "$WORK/agent.log" | tail -20
 fi
+# --- gpuscale burn (docs/burn.md) ------------------------------------------------------------------
+# burn at 30, 60 and 90 % and at two memory sizes on GPU 0 while the agent runs; for each step the agent's
+# values through `gpuscale query` and /metrics beside nvidia-smi read at the same moments; the activation push
+# on an idle -> busy step; the agent's RSS and CPU. One table (markdown: paste it into docs/bench.md with the
+# date and GPU model it prints). BURN_STEP seconds per step (default 20): about 2.5 minutes in all.
+if [[ -n "$LOAD_PID" ]] && kill -0 "$LOAD_PID" 2>/dev/null; then
+  kill "$LOAD_PID" 2>/dev/null || true # burn needs the GPU to itself
+  wait "$LOAD_PID" 2>/dev/null || true
+fi
+LOAD_PID=""
+cat >"$WORK/burncheck.py" <<'EOF'
+"""gpuscale burn on GPU 0 at 30/60/90 % and two memory sizes, with the agent's readings (gpuscale
+query, /metrics) beside nvidia-smi at the same moments; the activation push on an idle -> busy step;
+the agent's RSS and CPU. Prints one table (markdown, for docs/bench.md) and exits 1 on a failed check.
+
+usage: burncheck.py BIN GRPC HTTP AGENT_PID STEP_SECONDS INTERVAL_SECONDS   (burn logs go to $GPU_CHECK_WORK)"""
+import os
+import re
+import subprocess
+import sys
+import time
+import urllib.request
+
+BIN, GRPC, HTTP, AGENT_PID = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+STEP_S, INTERVAL_S = float(sys.argv[5]), float(sys.argv[6])
+WARMUP_S = 6.0  # calibration, then one NVML sample window and one agent interval
+STEPS = [("30 %", "30", "0"), ("60 %", "60", "0"), ("90 %", "90", "0"),
+         ("50 % + 4 GiB", "50", "4GiB"), ("50 % + 25 %", "50", "25%")]
+TOL_UTIL, TOL_MEM_PCT, TOL_BURN = 5.0, 1.0, 10.0
+LOGS = os.environ.get("GPU_CHECK_WORK", "/tmp")
+ENV = dict(os.environ, NO_PROXY="127.0.0.1,localhost", no_proxy="127.0.0.1,localhost")
+
+
+def smi():
+    """(util %, memory used MiB, memory total MiB) of GPU 0."""
+    out = subprocess.run(["nvidia-smi", "-i", "0", "--query-gpu=utilization.gpu,memory.used,"
+                          "memory.total", "--format=csv,noheader,nounits"],
+                         capture_output=True, text=True, timeout=10).stdout
+    u, used, total = (float(x) for x in out.strip().splitlines()[0].split(","))
+    return u, used, total
+
+
+def query_util():
+    """The agent's gpu_utilization of GPU 0 as KEDA reads it (GetMetrics VALUE_FLOAT)."""
+    p = subprocess.run([BIN, "query", "--address", GRPC, "-m", "metricType=gpu_utilization",
+                        "-m", "gpuIndex=0", "-m", "aggregation=max"], capture_output=True,
+                       text=True, timeout=10, env=ENV)
+    rows = [ln.split() for ln in p.stdout.splitlines() if ln and not ln.startswith("METRIC")]
+    return float(rows[0][4]) if p.returncode == 0 and rows else None
+
+
+SERIES = re.compile(r'^(DCGM_FI_DEV_GPU_UTIL|DCGM_FI_DEV_FB_USED)\{([^}]*)\}\s+(\S+)$')
+
+
+def metrics():
+    """DCGM_FI_DEV_GPU_UTIL and DCGM_FI_DEV_FB_USED of gpu="0" from the agent's /metrics."""
+    body = urllib.request.urlopen("http://%s/metrics" % HTTP, timeout=5).read().decode()
+    got = {}
+    for ln in body.splitlines():
+        m = SERIES.match(ln)
+        if m and re.search(r'(^|,)gpu="0"', m.group(2)):
+            got[m.group(1)] = float(m.group(3))
+    return got.get("DCGM_FI_DEV_GPU_UTIL"), got.get("DCGM_FI_DEV_FB_USED")
+
+
+def mean(xs):
+    xs = [x for x in xs if x is not None]
+    return sum(xs) / len(xs) if xs else None
+
+
+def fmt(x, f="%.1f"):
+    return "-" if x is None else f % x
+
+
+def agent_cpu_s():
+    with open("/proc/%d/stat" % AGENT_PID) as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def agent_rss_mib():
+    with open("/proc/%d/status" % AGENT_PID) as f:
+        for ln in f:
+            if ln.startswith("VmRSS:"):
+                return int(ln.split()[1]) / 1024.0
+    return None
+
+
+def burn(util, memory, seconds, log):
+    return subprocess.Popen([BIN, "burn", "--gpu", "0", "--util", util, "--memory", memory,
+                             "--duration", "%ds" % seconds], stdout=log, stderr=subprocess.STDOUT,
+                            env=ENV)
+
+
+failures = []
+rows = []
+cpu0, t_cpu0 = agent_cpu_s(), time.monotonic()
+for name, util, memory in STEPS:
+    step_log = os.path.join(LOGS, "burn-%s.log" % util)
+    with open(step_log, "w") as log:
+        p = burn(util, memory, STEP_S, log)
+        time.sleep(WARMUP_S)
+        samples = []
+        while p.poll() is None and len(samples) < 12:
+            a_util = query_util()
+            m_util, m_mem = metrics()
+            s_util, s_mem, s_total = smi()
+            samples.append((a_util, m_util, m_mem, s_util, s_mem, s_total))
+            time.sleep(1.0)
+        rc = p.wait(timeout=STEP_S + 30)
+    text = open(step_log).read()
+    nvml_burn = [float(x) for x in re.findall(r"util_nvml=(\d+)", text)]
+    if rc != 0 or not samples:
+        failures.append("burn %s exited %d:\n%s" % (name, rc, text[-2000:]))
+        continue
+    a_util = mean(s[0] for s in samples)
+    m_util = mean(s[1] for s in samples)
+    s_util = mean(s[3] for s in samples)
+    # Means over the same moments: NVML averages utilisation over its own sample window.
+    util_diff = max(abs(a_util - s_util), abs(m_util - s_util)) \
+        if a_util is not None and m_util is not None else None
+    mem_diff = mean(abs(s[2] - s[4]) / s[5] * 100 for s in samples if s[2] is not None)
+    rows.append((name, util, s_util, a_util, m_util, mean(s[4] for s in samples),
+                 mean(s[2] for s in samples), mean(nvml_burn[-len(samples):]) if nvml_burn else None,
+                 util_diff, mem_diff))
+    if util_diff is None:
+        failures.append("%s: the agent gave no utilisation (query %s, /metrics %s)" %
+                        (name, a_util, m_util))
+    elif util_diff > TOL_UTIL:
+        failures.append("%s: agent %.1f (query) / %.1f (/metrics) vs nvidia-smi %.1f" %
+                        (name, a_util, m_util, s_util))
+    if mem_diff is None or mem_diff > TOL_MEM_PCT:
+        failures.append("%s: memory differs from nvidia-smi by %s %% of the GPU" %
+                        (name, fmt(mem_diff, "%.2f")))
+    if abs(s_util - float(util)) > TOL_BURN:
+        failures.append("%s: burn asked %s %%, nvidia-smi read %.1f" % (name, util, s_util))
+    time.sleep(2)  # idle between steps
+
+# Activation: idle -> busy. StreamIsActive is open while the GPU idles; burn starts; the push
+# must come within one sampling interval of the moment nvidia-smi first reads the GPU busy.
+time.sleep(3)
+watch = subprocess.Popen([BIN, "query", "--address", GRPC, "--watch", "-m",
+                          "metricType=gpu_utilization", "-m", "gpuIndex=0", "-m",
+                          "activationThreshold=10", "-m", "targetValue=50"],
+                         stdout=subprocess.PIPE, env=ENV)
+os.set_blocking(watch.stdout.fileno(), False)
+time.sleep(2)  # the state on open (inactive) arrives first
+pending = (watch.stdout.read() or b"").decode()
+log = open(os.path.join(LOGS, "burn-activation.log"), "w")
+p = burn("80", "0", 12, log)
+t_busy = t_push = None
+deadline = time.monotonic() + 20
+buf = ""
+while time.monotonic() < deadline and t_push is None:
+    if t_busy is None and smi()[0] > 10:
+        t_busy = time.monotonic()
+    chunk = watch.stdout.read()
+    if chunk:
+        buf += chunk.decode()
+        if "active=true" in buf:
+            t_push = time.monotonic()
+    time.sleep(0.1)
+watch.terminate()
+watch.wait(timeout=10)
+p.wait(timeout=40)
+if t_push is None or t_busy is None:
+    act = None
+    failures.append("activation: no push (busy seen: %s, stream said: %r)" %
+                    (t_busy is not None, (pending + buf)[-300:]))
+else:
+    act = t_push - t_busy
+    if act > INTERVAL_S + 0.5:  # nvidia-smi is polled every ~0.2 s: half a second of slack
+        failures.append("activation pushed %.2f s after nvidia-smi read busy (interval %.1f s)" %
+                        (act, INTERVAL_S))
+
+cpu = (agent_cpu_s() - cpu0) / (time.monotonic() - t_cpu0) * 100
+rss = agent_rss_mib()
+
+name = subprocess.run(["nvidia-smi", "-i", "0", "--query-gpu=name,driver_version",
+                       "--format=csv,noheader"], capture_output=True, text=True).stdout.strip()
+print("\n### gpuscale burn on %s, %s UTC\n" % (name, time.strftime("%Y-%m-%d %H:%M",
+                                                                     time.gmtime())))
+print("| step | asked % | nvidia-smi util % | agent query % | /metrics util % | nvidia-smi MiB "
+      "| /metrics MiB | burn's NVML % | util diff (points) | mem diff (% of GPU) |")
+print("|---|---|---|---|---|---|---|---|---|---|")
+for r in rows:
+    print("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
+        r[0], r[1], fmt(r[2]), fmt(r[3]), fmt(r[4]), fmt(r[5], "%.0f"), fmt(r[6], "%.0f"),
+        fmt(r[7]), fmt(r[8]), fmt(r[9], "%.2f")))
+util_worst = max((r[8] for r in rows if r[8] is not None), default=None)
+mem_worst = max((r[9] for r in rows if r[9] is not None), default=None)
+burn_worst = max((abs(r[2] - float(r[1])) for r in rows), default=None)
+print("\n| check | pass | measured | result |")
+print("|---|---|---|---|")
+print("| the agent agrees with nvidia-smi | within %g points of utilisation and %g %% of memory | "
+      "%s points, %s %% | %s |" % (TOL_UTIL, TOL_MEM_PCT, fmt(util_worst), fmt(mem_worst, "%.2f"),
+                                   "ok" if util_worst is not None and util_worst <= TOL_UTIL and
+                                   mem_worst is not None and mem_worst <= TOL_MEM_PCT else "FAIL"))
+print("| burn holds its target | within %g points | %s points | %s |" % (
+    TOL_BURN, fmt(burn_worst), "ok" if burn_worst is not None and burn_worst <= TOL_BURN
+    else "FAIL"))
+print("| activation on an idle->busy step | pushed within one sampling interval (%g s) | %s | %s |"
+      % (INTERVAL_S, "-" if act is None else "%.2f s after nvidia-smi read busy" % act,
+         "ok" if act is not None and act <= INTERVAL_S + 0.5 else "FAIL"))
+print("| agent RSS and CPU | recorded | %s MiB, %.2f %% of one core | recorded |" % (
+    fmt(rss), cpu))
+for f in failures:
+    print("FAIL:", f)
+sys.exit(1 if failures else 0)
+EOF
+echo "== gpuscale burn on GPU 0: 30/60/90 % and two memory sizes, ${BURN_STEP:-20} s each"
+GPU_CHECK_WORK="$WORK" python3 "$WORK/burncheck.py" "$BUILD/gpuscale" "$GRPC" "$HTTP" "$AGENT_PID" \
+  "${BURN_STEP:-20}" 1 || status=1
+
 exit "$status"
