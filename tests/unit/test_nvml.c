@@ -574,11 +574,13 @@ static void test_identity_retry_backoff(void **state) {
                want ? "a try" : "none");
     tries_seen = ec[0].count;
   }
-  /* the cap: with samples 60 s apart, the wait is at most 5 min = 5 samples */
+  /* the cap: with samples 55 s apart, the wait is at most 5 min = floor(5.45) = 5 samples. Not 60
+   * s: the sample call itself takes a few ms (much more under valgrind), and 300 / 60.001 is 4, so
+   * the interval must leave room for the call's own time (up to 5 s here). */
   struct nvml_dev *d = &ctx_of(c)->devs[1];
   d->next_try = d->calls + 1;
   d->wait = 64;
-  d->prev_call_ms = time_mono_ms() - 60000;
+  d->prev_call_ms = time_mono_ms() - 55000;
   assert_int_equal(collector_nvml.sample(c, 1, &s, err, sizeof err), GS_EIO);
   assert_int_equal(d->wait, 5);
   assert_int_equal(d->next_try, d->calls + 5);
