@@ -802,7 +802,7 @@ static void read_ok(struct nvml_read *r, enum nvml_call call) {
 }
 
 /* The sample fields that one field call reads. */
-static uint32_t call_field_bits(enum nvml_call call) {
+static uint64_t call_field_bits(enum nvml_call call) {
   switch (call) {
   case NVML_CALL_get_utilization: return GF_BIT(GF_GPU_UTIL) | GF_BIT(GF_MEM_UTIL);
   case NVML_CALL_get_memory:

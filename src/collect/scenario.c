@@ -248,7 +248,7 @@ static int key_index(const char *list, const char *key) {
  * its index in keys. Returns 0 or a failure already written to err. */
 struct map_iter {
   yaml_node_pair_t *pair, *end;
-  uint32_t seen;
+  uint64_t seen;
 };
 
 static int map_begin(struct ctx *c, const yaml_node_t *n, const char *path, const char *what,
@@ -277,9 +277,9 @@ static int map_next(struct ctx *c, struct map_iter *it, const char *path, const 
   int i = key_index(keys, k);
   if (i < 0)
     return fail(c, GS_EINVAL, kn, sub, "unknown key; allowed: %s", keys);
-  if (it->seen & (1u << i))
+  if (it->seen & (UINT64_C(1) << i))
     return fail(c, GS_EINVAL, kn, sub, "duplicate key; each key may appear once");
-  it->seen |= 1u << i;
+  it->seen |= UINT64_C(1) << i;
   if (!*val)
     return fail(c, GS_EPARSE, kn, sub, "missing value");
   *idx = i;

@@ -22,7 +22,7 @@ struct scenario_gpu {
   struct gpu_info info;
   enum gpu_health health;
   double memory_total_mib;
-  uint32_t present; /* GF_BIT(f) for every metric the scenario gives */
+  uint64_t present; /* GF_BIT(f) for every metric the scenario gives */
   struct pattern metric[GF__COUNT];
 };
 

@@ -15,7 +15,32 @@ static const char *const field_names[GF__COUNT] = {
     [GF_TEMP_C] = "temperature",
     [GF_POWER_W] = "power_draw",
     [GF_ENERGY_MJ] = "energy",
+    [GF_SM_CLOCK_MHZ] = "sm_clock_mhz",
+    [GF_MEM_CLOCK_MHZ] = "memory_clock_mhz",
+    [GF_MEM_TEMP_C] = "memory_temperature",
+    [GF_ENC_UTIL] = "encoder_utilization",
+    [GF_DEC_UTIL] = "decoder_utilization",
+    [GF_PCIE_REPLAY] = "pcie_replay_count",
+    [GF_XID_LAST] = "xid_last",
+    [GF_MEM_RESERVED_MIB] = "memory_reserved_mib",
+    [GF_NVLINK_BW_TOTAL] = "nvlink_bandwidth_total",
+    [GF_ROWS_REMAP_CORR] = "remapped_rows_correctable",
+    [GF_ROWS_REMAP_UNCORR] = "remapped_rows_uncorrectable",
+    [GF_ROW_REMAP_FAILURE] = "row_remap_failure",
+    [GF_VGPU_LICENSE] = "vgpu_license_status",
+    [GF_GR_ENGINE_ACTIVE] = "gr_engine_active",
+    [GF_SM_ACTIVE] = "sm_active",
+    [GF_SM_OCCUPANCY] = "sm_occupancy",
+    [GF_TENSOR_ACTIVE] = "tensor_active",
+    [GF_DRAM_ACTIVE] = "dram_active",
+    [GF_PROF_PCIE_TX_BPS] = "prof_pcie_tx_bytes",
+    [GF_PROF_PCIE_RX_BPS] = "prof_pcie_rx_bytes",
+    [GF_PCIE_TX_KBPS] = "pcie_tx_kbps",
+    [GF_PCIE_RX_KBPS] = "pcie_rx_kbps",
+    [GF_NVLINK_TX_MBPS] = "nvlink_tx_mbps",
+    [GF_NVLINK_RX_MBPS] = "nvlink_rx_mbps",
 };
+_Static_assert(GF__COUNT <= 64, "presence masks are 64 bits");
 
 int gpu_field_parse(const char *name, enum gpu_field *out) {
   for (int i = 0; i < GF__COUNT; i++)

@@ -17,20 +17,48 @@ enum gpu_field {
   GF_TEMP_C,        /* degrees C */
   GF_POWER_W,       /* watts (mW / 1000) */
   GF_ENERGY_MJ,     /* millijoules since driver load, counter */
+  /* dcgm-exporter's other default DEV counters (issue 11). */
+  GF_SM_CLOCK_MHZ,      /* MHz, nvmlDeviceGetClockInfo(NVML_CLOCK_SM) */
+  GF_MEM_CLOCK_MHZ,     /* MHz, nvmlDeviceGetClockInfo(NVML_CLOCK_MEM) */
+  GF_MEM_TEMP_C,        /* degrees C, memory (HBM) temperature */
+  GF_ENC_UTIL,          /* %, encoder utilisation */
+  GF_DEC_UTIL,          /* %, decoder utilisation */
+  GF_PCIE_REPLAY,       /* PCIe replay counter (counter) */
+  GF_XID_LAST,          /* the last XID error seen since start (event thread) */
+  GF_MEM_RESERVED_MIB,  /* MiB reserved by the driver (nvmlMemory_v2.reserved) */
+  GF_NVLINK_BW_TOTAL,   /* NVLink bandwidth counter over all links (counter, DCGM's unit) */
+  GF_ROWS_REMAP_CORR,   /* rows remapped for correctable errors (counter) */
+  GF_ROWS_REMAP_UNCORR, /* rows remapped for uncorrectable errors (counter) */
+  GF_ROW_REMAP_FAILURE, /* 1 when row remapping has failed, else 0 */
+  GF_VGPU_LICENSE,      /* vGPU license status (DCGM's value), vGPU guests only */
+  /* Profiling metrics from NVML GPM (Hopper and later), stored in percent / bytes per s. */
+  GF_GR_ENGINE_ACTIVE, /* % of time the graphics engine is active */
+  GF_SM_ACTIVE,        /* % of cycles an SM has at least one warp assigned */
+  GF_SM_OCCUPANCY,     /* % of warps resident on an SM */
+  GF_TENSOR_ACTIVE,    /* % of cycles the tensor (HMMA) pipe is active */
+  GF_DRAM_ACTIVE,      /* % of cycles the memory interface is active */
+  GF_PROF_PCIE_TX_BPS, /* bytes/s transmitted over PCIe (GPM) */
+  GF_PROF_PCIE_RX_BPS, /* bytes/s received over PCIe (GPM) */
+  /* Throughputs the reference scaler scales on (its names and units). */
+  GF_PCIE_TX_KBPS,   /* KB/s, nvmlDeviceGetPcieThroughput(TX) */
+  GF_PCIE_RX_KBPS,   /* KB/s, nvmlDeviceGetPcieThroughput(RX) */
+  GF_NVLINK_TX_MBPS, /* MB/s over all NVLinks, transmitted */
+  GF_NVLINK_RX_MBPS, /* MB/s over all NVLinks, received */
   GF__COUNT
 };
 
-#define GF_BIT(f) (1u << (f))
+/* Presence masks are 64 bits wide: fields number at most 64. */
+#define GF_BIT(f) (UINT64_C(1) << (f))
 
 struct gpu_sample {
   int64_t ts_ms;   /* wall clock at which it was read */
   int64_t mono_ms; /* monotonic clock at which it was read, for staleness */
-  uint32_t valid;  /* GF_BIT(field) set when v[field] is a real reading */
+  uint64_t valid;  /* GF_BIT(field) set when v[field] is a real reading */
   /* GF_BIT(field) set when the field is absent because its call failed this time (TIMEOUT,
    * NO_PERMISSION, UNKNOWN...), not because the GPU does not report it (NOT_SUPPORTED). Never
    * overlaps valid. A selected GPU whose field failed has no fresh reading of it: it is missing
    * from an aggregate, not left out as unsupported. */
-  uint32_t failed;
+  uint64_t failed;
   double v[GF__COUNT];
 };
 

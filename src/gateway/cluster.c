@@ -13,7 +13,7 @@
 
 struct ring_entry {
   int64_t mono_ms; /* sample time on the gateway's monotonic clock */
-  uint32_t valid;
+  uint64_t valid;
   double v[GF__COUNT];
 };
 

@@ -31,8 +31,55 @@ static const struct {
      offsetof(Gpuscale__V1__Sample, temperature)},
     {GF_POWER_W, GPUSCALE__V1__FIELD__FIELD_POWER_DRAW, offsetof(Gpuscale__V1__Sample, power_draw)},
     {GF_ENERGY_MJ, GPUSCALE__V1__FIELD__FIELD_ENERGY, offsetof(Gpuscale__V1__Sample, energy)},
+    {GF_SM_CLOCK_MHZ, GPUSCALE__V1__FIELD__FIELD_SM_CLOCK_MHZ,
+     offsetof(Gpuscale__V1__Sample, sm_clock_mhz)},
+    {GF_MEM_CLOCK_MHZ, GPUSCALE__V1__FIELD__FIELD_MEMORY_CLOCK_MHZ,
+     offsetof(Gpuscale__V1__Sample, memory_clock_mhz)},
+    {GF_MEM_TEMP_C, GPUSCALE__V1__FIELD__FIELD_MEMORY_TEMPERATURE,
+     offsetof(Gpuscale__V1__Sample, memory_temperature)},
+    {GF_ENC_UTIL, GPUSCALE__V1__FIELD__FIELD_ENCODER_UTILIZATION,
+     offsetof(Gpuscale__V1__Sample, encoder_utilization)},
+    {GF_DEC_UTIL, GPUSCALE__V1__FIELD__FIELD_DECODER_UTILIZATION,
+     offsetof(Gpuscale__V1__Sample, decoder_utilization)},
+    {GF_PCIE_REPLAY, GPUSCALE__V1__FIELD__FIELD_PCIE_REPLAY_COUNT,
+     offsetof(Gpuscale__V1__Sample, pcie_replay_count)},
+    {GF_XID_LAST, GPUSCALE__V1__FIELD__FIELD_XID_LAST, offsetof(Gpuscale__V1__Sample, xid_last)},
+    {GF_MEM_RESERVED_MIB, GPUSCALE__V1__FIELD__FIELD_MEMORY_RESERVED_MIB,
+     offsetof(Gpuscale__V1__Sample, memory_reserved_mib)},
+    {GF_NVLINK_BW_TOTAL, GPUSCALE__V1__FIELD__FIELD_NVLINK_BANDWIDTH_TOTAL,
+     offsetof(Gpuscale__V1__Sample, nvlink_bandwidth_total)},
+    {GF_ROWS_REMAP_CORR, GPUSCALE__V1__FIELD__FIELD_REMAPPED_ROWS_CORRECTABLE,
+     offsetof(Gpuscale__V1__Sample, remapped_rows_correctable)},
+    {GF_ROWS_REMAP_UNCORR, GPUSCALE__V1__FIELD__FIELD_REMAPPED_ROWS_UNCORRECTABLE,
+     offsetof(Gpuscale__V1__Sample, remapped_rows_uncorrectable)},
+    {GF_ROW_REMAP_FAILURE, GPUSCALE__V1__FIELD__FIELD_ROW_REMAP_FAILURE,
+     offsetof(Gpuscale__V1__Sample, row_remap_failure)},
+    {GF_VGPU_LICENSE, GPUSCALE__V1__FIELD__FIELD_VGPU_LICENSE_STATUS,
+     offsetof(Gpuscale__V1__Sample, vgpu_license_status)},
+    {GF_GR_ENGINE_ACTIVE, GPUSCALE__V1__FIELD__FIELD_GR_ENGINE_ACTIVE,
+     offsetof(Gpuscale__V1__Sample, gr_engine_active)},
+    {GF_SM_ACTIVE, GPUSCALE__V1__FIELD__FIELD_SM_ACTIVE, offsetof(Gpuscale__V1__Sample, sm_active)},
+    {GF_SM_OCCUPANCY, GPUSCALE__V1__FIELD__FIELD_SM_OCCUPANCY,
+     offsetof(Gpuscale__V1__Sample, sm_occupancy)},
+    {GF_TENSOR_ACTIVE, GPUSCALE__V1__FIELD__FIELD_TENSOR_ACTIVE,
+     offsetof(Gpuscale__V1__Sample, tensor_active)},
+    {GF_DRAM_ACTIVE, GPUSCALE__V1__FIELD__FIELD_DRAM_ACTIVE,
+     offsetof(Gpuscale__V1__Sample, dram_active)},
+    {GF_PROF_PCIE_TX_BPS, GPUSCALE__V1__FIELD__FIELD_PROF_PCIE_TX_BYTES,
+     offsetof(Gpuscale__V1__Sample, prof_pcie_tx_bytes)},
+    {GF_PROF_PCIE_RX_BPS, GPUSCALE__V1__FIELD__FIELD_PROF_PCIE_RX_BYTES,
+     offsetof(Gpuscale__V1__Sample, prof_pcie_rx_bytes)},
+    {GF_PCIE_TX_KBPS, GPUSCALE__V1__FIELD__FIELD_PCIE_TX_KBPS,
+     offsetof(Gpuscale__V1__Sample, pcie_tx_kbps)},
+    {GF_PCIE_RX_KBPS, GPUSCALE__V1__FIELD__FIELD_PCIE_RX_KBPS,
+     offsetof(Gpuscale__V1__Sample, pcie_rx_kbps)},
+    {GF_NVLINK_TX_MBPS, GPUSCALE__V1__FIELD__FIELD_NVLINK_TX_MBPS,
+     offsetof(Gpuscale__V1__Sample, nvlink_tx_mbps)},
+    {GF_NVLINK_RX_MBPS, GPUSCALE__V1__FIELD__FIELD_NVLINK_RX_MBPS,
+     offsetof(Gpuscale__V1__Sample, nvlink_rx_mbps)},
 };
 #define NFIELDS (sizeof field_map / sizeof field_map[0])
+_Static_assert(NFIELDS == GF__COUNT, "every field has a wire bit");
 
 static double *sample_slot(Gpuscale__V1__Sample *m, size_t off) {
   return (double *)(void *)((char *)m + off);
@@ -68,12 +115,12 @@ static void encode_sample(const struct gpu_sample *s, Gpuscale__V1__Sample *m) {
   for (size_t k = 0; k < NFIELDS; k++) {
     if (!sample_has(s, field_map[k].f))
       continue;
-    m->valid |= 1u << field_map[k].bit;
+    m->valid |= UINT64_C(1) << field_map[k].bit;
     *sample_slot(m, field_map[k].off) = s->v[field_map[k].f];
   }
   for (size_t k = 0; k < NFIELDS; k++)
     if (sample_failed(s, field_map[k].f) && !sample_has(s, field_map[k].f))
-      m->failed |= 1u << field_map[k].bit;
+      m->failed |= UINT64_C(1) << field_map[k].bit;
 }
 
 static void encode_gpu(const struct node_gpu *g, Gpuscale__V1__GPU *m, struct enc *e, size_t i,
@@ -245,13 +292,14 @@ static const char *decode_gpu(const Gpuscale__V1__GPU *m, struct node_gpu *g) {
     g->has_sample = true;
     g->latest.ts_ms = m->latest->timestamp_ms;
     for (size_t k = 0; k < NFIELDS; k++) {
-      if (!(m->latest->valid & (1u << field_map[k].bit)))
+      if (!(m->latest->valid & (UINT64_C(1) << field_map[k].bit)))
         continue;
       sample_set(&g->latest, field_map[k].f,
                  *sample_slot((Gpuscale__V1__Sample *)m->latest, field_map[k].off));
     }
     for (size_t k = 0; k < NFIELDS; k++) /* a bit in both: the reading wins */
-      if ((m->latest->failed & (1u << field_map[k].bit)) && !sample_has(&g->latest, field_map[k].f))
+      if ((m->latest->failed & (UINT64_C(1) << field_map[k].bit)) &&
+          !sample_has(&g->latest, field_map[k].f))
         g->latest.failed |= GF_BIT(field_map[k].f);
     g->age_ms = m->age_ms;
   }

@@ -123,7 +123,7 @@ static void test_roundtrip(void **state) {
   assert_true(g->has_sample);
   assert_int_equal(g->latest.ts_ms, 1700000000000);
   assert_int_equal(g->latest.mono_ms, 0);
-  assert_int_equal(g->latest.valid, (1u << GF__COUNT) - 1);
+  assert_int_equal(g->latest.valid, (UINT64_C(1) << GF__COUNT) - 1);
   assert_true(g->latest.v[GF_GPU_UTIL] == 0);
   for (int f = 1; f < GF__COUNT; f++)
     assert_true(g->latest.v[f] == 10.5 + f);
@@ -215,7 +215,7 @@ static void test_failed_bits(void **state) {
   smp.valid = 1u << GPUSCALE__V1__FIELD__FIELD_POWER_DRAW;
   smp.power_draw = 100;
   smp.failed = (1u << GPUSCALE__V1__FIELD__FIELD_POWER_DRAW) |
-               (1u << GPUSCALE__V1__FIELD__FIELD_TEMPERATURE) | (1u << 20);
+               (1u << GPUSCALE__V1__FIELD__FIELD_TEMPERATURE) | (UINT64_C(1) << 60);
   Gpuscale__V1__GPU gpu = GPUSCALE__V1__GPU__INIT;
   gpu.uuid = "GPU-x";
   gpu.latest = &smp;
@@ -240,7 +240,7 @@ static void test_failed_bits(void **state) {
 /* Unknown presence bits (a newer agent's metric) are dropped; an unknown health is an error. */
 static void test_forward_compatible(void **state) {
   Gpuscale__V1__Sample smp = GPUSCALE__V1__SAMPLE__INIT;
-  smp.valid = (1u << GPUSCALE__V1__FIELD__FIELD_POWER_DRAW) | (1u << 20);
+  smp.valid = (1u << GPUSCALE__V1__FIELD__FIELD_POWER_DRAW) | (UINT64_C(1) << 60);
   smp.power_draw = 250.5;
   Gpuscale__V1__GPU gpu = GPUSCALE__V1__GPU__INIT;
   gpu.uuid = "GPU-x";

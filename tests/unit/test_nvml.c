@@ -328,7 +328,7 @@ static void test_field_failure_is_field_absent(void **state) {
       assert_string_equal(err, fc->err);
       assert_int_equal(s.valid & fc->absent, 0);
       if (fc->want_rc == 0) { /* everything else is there, with its value */
-        assert_int_equal(s.valid, (uint32_t)((1u << GF__COUNT) - 1) & ~fc->absent);
+        assert_int_equal(s.valid, ((UINT64_C(1) << (GF_ENERGY_MJ + 1)) - 1) & ~fc->absent);
         /* a failed call's fields are marked failed; an unsupported one's are merely absent */
         assert_int_equal(s.failed, fc->call ? fc->absent : 0);
       }
