@@ -8,5 +8,6 @@ void node_snapshot_clear(struct node_snapshot *s) {
   if (!s)
     return;
   free(s->gpus);
+  free(s->engines);
   memset(s, 0, sizeof *s);
 }

@@ -8,6 +8,7 @@
 #include <stdint.h>
 
 #include "core/attrib.h"
+#include "core/engine.h"
 #include "core/sample.h"
 
 #define NODE_NAME_LEN 256
@@ -35,6 +36,12 @@ struct node_snapshot {
   bool attribution;                 /* pod attribution is available on that node */
   size_t n;
   struct node_gpu *gpus; /* n entries, heap-allocated; released by node_snapshot_clear */
+  /* Engine pods (issue 12). engines_on is false when the agent reads no engines (no API access,
+   * turned off, an older agent): engines_why says why. */
+  bool engines_on;
+  char engines_why[ENGINE_REASON_LEN];
+  size_t n_engines;
+  struct engine_reading *engines; /* n_engines entries, heap; released by node_snapshot_clear */
 };
 
 /* Frees gpus and zeroes the snapshot. NULL is fine. */

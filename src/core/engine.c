@@ -1,0 +1,55 @@
+/* Names of inference-engine signals and kinds. */
+#include "core/engine.h"
+
+#include <string.h>
+
+static const struct {
+  const char *name;
+  enum engine_kind kind;
+} signals[ES__COUNT] = {
+    [ES_VLLM_QUEUE_DEPTH] = {"vllm_queue_depth", ENGINE_VLLM},
+    [ES_VLLM_RUNNING] = {"vllm_requests_running", ENGINE_VLLM},
+    [ES_VLLM_KV_CACHE] = {"vllm_kv_cache_usage", ENGINE_VLLM},
+    [ES_TGI_QUEUE] = {"tgi_queue_size", ENGINE_TGI},
+    [ES_TGI_BATCH] = {"tgi_batch_size", ENGINE_TGI},
+    [ES_SGLANG_QUEUE] = {"sglang_queue_depth", ENGINE_SGLANG},
+    [ES_SGLANG_TOKEN_USAGE] = {"sglang_token_usage", ENGINE_SGLANG},
+    [ES_TRITON_PENDING] = {"triton_pending_requests", ENGINE_TRITON},
+    [ES_TRITON_QUEUE_WAIT_MS] = {"triton_queue_wait_ms", ENGINE_TRITON},
+    [ES_TRITON_REQUEST_RATE] = {"triton_request_rate", ENGINE_TRITON},
+};
+
+static const char *const kinds[ENGINE__COUNT] = {
+    [ENGINE_UNKNOWN] = "unknown", [ENGINE_VLLM] = "vllm",     [ENGINE_TGI] = "tgi",
+    [ENGINE_SGLANG] = "sglang",   [ENGINE_TRITON] = "triton",
+};
+
+int engine_signal_parse(const char *name, enum engine_signal *out) {
+  for (int i = 0; i < ES__COUNT; i++)
+    if (name && strcmp(name, signals[i].name) == 0) {
+      *out = (enum engine_signal)i;
+      return 0;
+    }
+  return -1;
+}
+
+const char *engine_signal_name(enum engine_signal s) {
+  return (s >= 0 && s < ES__COUNT) ? signals[s].name : "unknown";
+}
+
+enum engine_kind engine_signal_kind(enum engine_signal s) {
+  return (s >= 0 && s < ES__COUNT) ? signals[s].kind : ENGINE_UNKNOWN;
+}
+
+const char *engine_kind_name(enum engine_kind k) {
+  return (k >= 0 && k < ENGINE__COUNT) ? kinds[k] : "unknown";
+}
+
+int engine_kind_parse(const char *name, enum engine_kind *out) {
+  for (int i = ENGINE_VLLM; i < ENGINE__COUNT; i++)
+    if (name && strcmp(name, kinds[i]) == 0) {
+      *out = (enum engine_kind)i;
+      return 0;
+    }
+  return -1;
+}

@@ -1,0 +1,74 @@
+/* Inference-engine signals (issue 12): what the agent reads from the vLLM, TGI, SGLang and Triton
+ * pods on its node, per pod. Plain data shared by the agent (producer), rpc/ (node API wire), the
+ * scaler policy (metricType) and the gateway (per-workload sums). A signal is present only when
+ * its bit is set in engine_reading.valid: an absent reading is never 0. */
+#ifndef GS_ENGINE_H
+#define GS_ENGINE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+enum engine_kind {
+  ENGINE_UNKNOWN = 0, /* not said and not detected (yet) */
+  ENGINE_VLLM,
+  ENGINE_TGI,
+  ENGINE_SGLANG,
+  ENGINE_TRITON,
+  ENGINE__COUNT
+};
+
+/* One per metricType. Values are summed over a pod's series (per model / per engine index)
+ * unless said otherwise; percents are 0..100. The metric names each comes from are checked
+ * against the engines' sources by the reader (src/agent/engine_read.c). */
+enum engine_signal {
+  ES_VLLM_QUEUE_DEPTH = 0, /* vllm_queue_depth: requests waiting (vllm:num_requests_waiting) */
+  ES_VLLM_RUNNING,         /* vllm_requests_running: requests running (vllm:num_requests_running) */
+  ES_VLLM_KV_CACHE,        /* vllm_kv_cache_usage: % of KV cache used (kv_cache_usage_perc or the
+                              older gpu_cache_usage_perc, 0..1 in vLLM, x100 here; max over series) */
+  ES_TGI_QUEUE,            /* tgi_queue_size: requests waiting in TGI's queue */
+  ES_TGI_BATCH,            /* tgi_batch_size: current batch size */
+  ES_SGLANG_QUEUE,         /* sglang_queue_depth: requests waiting (sglang:num_queue_reqs) */
+  ES_SGLANG_TOKEN_USAGE, /* sglang_token_usage: % of token (KV) pool used, x100; max over series */
+  ES_TRITON_PENDING,     /* triton_pending_requests: requests pending (nv_inference_pending_...) */
+  ES_TRITON_QUEUE_WAIT_MS, /* triton_queue_wait_ms: mean queue time per request between the last
+                              two scrapes, ms (absent until two scrapes exist) */
+  ES_TRITON_REQUEST_RATE,  /* triton_request_rate: requests/s between the last two scrapes
+                              (absent until two scrapes exist) */
+  ES__COUNT
+};
+
+#define ES_BIT(s) (UINT32_C(1) << (s))
+#define ENGINE_NS_LEN 64
+#define ENGINE_POD_LEN 254
+#define ENGINE_REASON_LEN 192
+#define ENGINE_MAX_PODS 256 /* engine pods one agent reads; more are absent with a reason */
+
+/* One engine pod as the agent last read it. */
+struct engine_reading {
+  char ns[ENGINE_NS_LEN];
+  char pod[ENGINE_POD_LEN];
+  enum engine_kind kind; /* from gpuscale.io/engine, or detected from the metric names */
+  int64_t ts_ms;         /* agent wall clock of the last successful scrape (0: none yet) */
+  bool fresh;            /* the last scrape succeeded and is at most 3 engine intervals old */
+  uint32_t valid;        /* ES_BIT(signal) when v[signal] is a real reading */
+  double v[ES__COUNT];
+  char reason[ENGINE_REASON_LEN]; /* why the pod is not fresh or a signal is absent; "" when ok */
+};
+
+/* Parses a metricType ("vllm_queue_depth", ...). Returns 0 and sets *out, or -1 (not an engine
+ * metric: the caller tries GPU fields). */
+int engine_signal_parse(const char *name, enum engine_signal *out);
+/* The public metricType name of a signal (static string). */
+const char *engine_signal_name(enum engine_signal s);
+/* The engine a signal comes from. */
+enum engine_kind engine_signal_kind(enum engine_signal s);
+/* "vllm", "tgi", "sglang", "triton"; "unknown" for ENGINE_UNKNOWN. */
+const char *engine_kind_name(enum engine_kind k);
+/* Parses an engine name as in the gpuscale.io/engine annotation. Returns 0 or -1. */
+int engine_kind_parse(const char *name, enum engine_kind *out);
+static inline bool engine_has(const struct engine_reading *r, enum engine_signal s) {
+  return (r->valid & ES_BIT(s)) != 0;
+}
+
+#endif
