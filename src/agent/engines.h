@@ -1,0 +1,85 @@
+/* Engine pods on this node (issue 12): the agent lists and watches its node's pods through the
+ * Kubernetes API, scrapes those that ask for it (annotations) on their pod IP, on a thread of its
+ * own, and keeps one struct engine_reading per pod. Also the operator's opt-in to scrape a URL
+ * named in a trigger (--allow-engine-endpoints) and the safety check of such a URL.
+ *
+ * Which pods are read (docs/engines.md):
+ *   - gpuscale.io/engine (vllm|tgi|sglang|triton) with gpuscale.io/metrics-port, and optionally
+ *     gpuscale.io/metrics-path (default /metrics);
+ *   - or, without gpuscale.io/engine: prometheus.io/scrape="true" with prometheus.io/port (and
+ *     prometheus.io/path); the engine is then detected from the metric names the pod serves, and
+ *     a pod that serves no engine's metrics is not an engine pod (not listed).
+ * Only Running pods of this node with a pod IP from the API are fetched. A pod with a bad
+ * annotation value, or whose scrape failed (timeout, over PROMTEXT_MAX_BYTES, not 200, not the
+ * text format), is listed with fresh=false, no values and a reason. */
+#ifndef GS_AGENT_ENGINES_H
+#define GS_AGENT_ENGINES_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/engine.h"
+
+#define ENGINE_ANN_ENGINE "gpuscale.io/engine"
+#define ENGINE_ANN_PORT "gpuscale.io/metrics-port"
+#define ENGINE_ANN_PATH "gpuscale.io/metrics-path"
+#define ENGINE_ANN_PROM_SCRAPE "prometheus.io/scrape"
+#define ENGINE_ANN_PROM_PORT "prometheus.io/port"
+#define ENGINE_ANN_PROM_PATH "prometheus.io/path"
+#define ENGINE_DEFAULT_PATH "/metrics"
+#define ENGINE_URL_CACHE 32 /* URLs engines_scrape_url keeps (readings and Triton counters) */
+
+struct engines_config {
+  const char *mode;     /* --engines: "auto" (on when the Kubernetes API can be used) or "off" */
+  const char *kube_api; /* the agent's --kube-api: "auto", "off" or a kubeconfig path */
+  const char *node;     /* this node's name (spec.nodeName of the pods read) */
+  int64_t interval_ms;  /* --engine-interval: one scrape of every engine pod per interval */
+  int64_t timeout_ms;   /* --engine-timeout: per pod and request, at most interval_ms */
+  bool allow_endpoints; /* --allow-engine-endpoints: engines_scrape_url may be used */
+};
+
+struct engines;
+
+/* Starts pod discovery and the scrape thread. Returns 0 with *out set (never NULL on success):
+ * without API access (--engines off, --kube-api off, auto outside a cluster, a service account
+ * that cannot be used) the object runs no thread and engines_copy answers on=false with why,
+ * which is also written to why here ("" when discovery runs). Errors: GS_EINVAL (bad config:
+ * why names the option), GS_ENOMEM, GS_EIO (no thread), with why. */
+int engines_start(const struct engines_config *cfg, struct engines **out, char *why, size_t whylen);
+/* Stops the threads (a scrape in flight is abandoned) and frees. NULL is fine. */
+void engines_stop(struct engines *e);
+
+/* A heap copy of every engine pod's reading (*out, caller frees; NULL when *n is 0), with fresh
+ * computed now (the last scrape succeeded and is at most 3 engine intervals old). *on is false
+ * when engine discovery is off or the pod list cannot be had now; why (may be NULL) says why,
+ * "" when on. Thread-safe, never blocks on I/O. e NULL: *n 0, *on false. Returns 0 or
+ * GS_ENOMEM. */
+int engines_copy(struct engines *e, struct engine_reading **out, size_t *n, bool *on, char *why,
+                 size_t whylen);
+
+/* The engine interval (ms) and whether --allow-engine-endpoints was given. NULL: 0 / false. */
+int64_t engines_interval_ms(const struct engines *e);
+bool engines_endpoints_allowed(const struct engines *e);
+
+/* The operator's opt-in: reads one URL named in a trigger (vllmEndpoint, tritonEndpoint) as an
+ * engine of `kind`. Refused (GS_EINVAL, err says why) unless --allow-engine-endpoints was given
+ * and engine_endpoint_check passes; the request goes to the checked address only (no second
+ * name lookup, no redirects, no proxy). Answers from a per-URL cache when the URL was read less
+ * than one engine interval ago, so that KEDA's polls do not multiply the requests; Triton's
+ * counters are kept per URL for the rates. Fills *out (ns and pod empty, fresh as for pods).
+ * Returns 0 when *out holds a successful scrape (signals absent from the exposition are absent
+ * from out->valid), GS_EUNAVAIL when the URL could not be read (err and out->reason say why),
+ * GS_EINVAL, GS_ENOMEM. Blocks at most the engine timeout; thread-safe. */
+int engines_scrape_url(struct engines *e, const char *url, enum engine_kind kind,
+                       struct engine_reading *out, char *err, size_t errlen);
+
+/* The safety rule for a URL from a trigger: http:// or https:// only, no user info, a host that
+ * resolves, and no resolved address loopback (127/8, ::1), unspecified (0.0.0.0, ::),
+ * link-local (169.254/16, fe80::/10) or a cloud metadata address (169.254.169.254,
+ * fd00:ec2::254, 100.100.100.200, metadata.google.internal and metadata names); IPv4-mapped
+ * IPv6 addresses are checked as IPv4. Every address a name resolves to must pass. Returns 0, or
+ * GS_EINVAL with err naming the URL and the rule it breaks. */
+int engine_endpoint_check(const char *url, char *err, size_t errlen);
+
+#endif
