@@ -27,6 +27,7 @@
 #include "core/profile.h"
 #include "core/stats.h"
 #include "core/timeutil.h"
+#include "http/counters.h"
 #include "http/server.h"
 #include "keda/scaler.h"
 #include "rpc/podresources.h"
@@ -52,6 +53,10 @@ struct agent_opts {
   char *pod_logs;
   bool no_hostname_label;
   char *shared_gpu_series;
+  char *collectors;          /* --collectors / -f (dcgm-exporter's flag) */
+  char *counters_alias;      /* --counters, the same */
+  char *hostname_label;      /* --hostname-label */
+  struct counters *counters; /* loaded from the file; not an option row */
 };
 
 #define O(f) offsetof(struct agent_opts, f)
@@ -92,6 +97,19 @@ static const struct opt_def agent_opts_table[] = {
     {"no-hostname-label", 0, "GPUSCALE_NO_HOSTNAME_LABEL", OPT_BOOL, "false", 0, 0, NULL, NULL,
      "leave the Hostname label out of /metrics (when Prometheus adds the node itself)",
      O(no_hostname_label)},
+    {"collectors", 'f', "GPUSCALE_COLLECTORS", OPT_STRING, NULL, 0, 0, NULL, "FILE",
+     "dcgm-exporter's counters CSV (its -f/--collectors file): /metrics writes only the DCGM "
+     "series it lists, with its types and HELP texts, and names those gpuscale cannot serve in "
+     "one start-up warning (default: dcgm-exporter's default set plus DCGM_FI_PROF_SM_ACTIVE "
+     "and DCGM_FI_PROF_SM_OCCUPANCY)",
+     O(collectors)},
+    {"counters", 0, "GPUSCALE_COUNTERS", OPT_STRING, NULL, 0, 0, NULL, "FILE",
+     "the same as --collectors", O(counters_alias)},
+    {"hostname-label", 0, "GPUSCALE_HOSTNAME_LABEL", OPT_ENUM, "Hostname", 0, 0,
+     "Hostname|hostname", "NAME",
+     "the name of the node label on /metrics: Hostname (dcgm-exporter 4.5.3-4.8.2 and older) or "
+     "hostname (its next release)",
+     O(hostname_label)},
     {"shared-gpu-series", 0, "GPUSCALE_SHARED_GPU_SERIES", OPT_ENUM, "once", 0, 0, "once|per-pod",
      "MODE",
      "/metrics for a GPU that several pods hold: its value series once, marked "
@@ -236,8 +254,13 @@ static int agent_run(struct agent_opts *o) {
   }
   struct http_route routes[8];
   size_t nroutes = agent_api_routes(&api, routes, 8);
-  struct metrics_ctx mctx = {&api, pods, stats, !o->no_hostname_label,
-                             strcmp(o->shared_gpu_series, "per-pod") == 0};
+  struct metrics_ctx mctx = {&api,
+                             pods,
+                             stats,
+                             !o->no_hostname_label,
+                             strcmp(o->shared_gpu_series, "per-pod") == 0,
+                             o->counters,
+                             o->hostname_label};
   routes[nroutes++] = (struct http_route){"/metrics", metrics_handle, &mctx};
   if (http_server_start(o->serve.http_listen, routes, nroutes, &http, err, sizeof err) != 0) {
     LOG_ERROR("agent", "--http-listen: %s", err);
@@ -269,6 +292,33 @@ out:
   return exit_code;
 }
 
+/* --collectors: reads the counters file before anything starts, so that a bad file stops the
+ * agent with the line that is wrong. Returns 0 or 2. */
+static int load_counters(struct agent_opts *o) {
+  const char *path = o->collectors ? o->collectors : o->counters_alias;
+  const char *flag = o->collectors ? "--collectors" : "--counters";
+  if (!path)
+    return 0;
+  if (o->collectors && o->counters_alias && strcmp(o->collectors, o->counters_alias) != 0) {
+    LOG_ERROR("agent", "--collectors (%s) and --counters (%s) name different files; give one",
+              o->collectors, o->counters_alias);
+    return 2;
+  }
+  char err[512] = "";
+  o->counters = calloc(1, sizeof *o->counters);
+  if (!o->counters || counters_load(path, o->counters, err, sizeof err) != 0) {
+    LOG_ERROR("agent", "%s: %s", flag, o->counters ? err : "out of memory");
+    return 2;
+  }
+  LOG_INFO("agent", "%s %s: %zu records, %zu not served", flag, path, o->counters->n_records,
+           o->counters->n_unserved);
+  if (o->counters->n_unserved)
+    LOG_WARN("agent",
+             "%s %s: %zu listed fields are not written, gpuscale has no NVML source for them: %s",
+             flag, path, o->counters->n_unserved, o->counters->unserved);
+  return 0;
+}
+
 int agent_main(int argc, char **argv) {
   struct agent_opts o;
   memset(&o, 0, sizeof o);
@@ -288,11 +338,17 @@ int agent_main(int argc, char **argv) {
              o.collector);
   LOG_INFO("agent", "gpuscale %s starting", GPUSCALE_VERSION);
   config_log("agent", agent_opts_table, NOPTS, &o);
+  if (load_counters(&o) != 0) {
+    free(o.counters);
+    config_free(agent_opts_table, NOPTS, &o);
+    return 2;
+  }
 
   serve_block_signals(); /* before gRPC's threads and ours, which inherit the mask */
   rpc_global_init();
   code = agent_run(&o);
   rpc_global_shutdown();
+  free(o.counters);
   config_free(agent_opts_table, NOPTS, &o);
   return code;
 }

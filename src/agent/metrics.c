@@ -68,6 +68,8 @@ int metrics_render(const struct metrics_ctx *m, struct buf *out) {
       .shared_series = m->per_pod_series ? EXPO_SHARED_PER_POD : EXPO_SHARED_ONCE,
       .rpc = rpc,
       .version = GPUSCALE_VERSION,
+      .counters = m->counters,
+      .hostname_label = m->host_label_name,
   };
   rc = expo_render(out, &in);
   if (rc == 0)
@@ -187,7 +189,7 @@ struct metrics_mock *metrics_mock_new(size_t ngpus) {
   /* A one-hour interval keeps the samples fresh however long the bench runs. */
   mm->api =
       (struct agent_api){NULL, mm->hist, "bench-node", "mock", "550.54.15", 3600000, mm->attrib};
-  mm->ctx = (struct metrics_ctx){&mm->api, mm->attrib, mm->stats, true, false};
+  mm->ctx = (struct metrics_ctx){&mm->api, mm->attrib, mm->stats, true, false, NULL, NULL};
   if (!mm->hist || !mm->attrib || !mm->stats || mock_fill(mm, ngpus) != 0) {
     metrics_mock_free(mm);
     return NULL;

@@ -18,6 +18,8 @@ struct metrics_ctx {
   struct stats *stats;         /* gRPC self-metrics; NULL leaves them out */
   bool hostname_label;         /* Hostname = api->node_name; false with --no-hostname-label */
   bool per_pod_series; /* --shared-gpu-series per-pod: a shared GPU's value series once per pod */
+  const struct counters *counters; /* --collectors: the series to write; NULL = the default set */
+  const char *host_label_name;     /* --hostname-label: "Hostname" (NULL) or "hostname" */
 };
 
 /* The /metrics handler (an http_route's handle, ud = struct metrics_ctx *): renders, gzips when

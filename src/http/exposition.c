@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "core/err.h"
+#include "http/counters.h"
 #include "rpc/status.h"
 
 /* Identity labels (at most 10) + container, namespace, pod, vgpu, shared, or + a family label. */
@@ -20,23 +21,148 @@ enum vfmt {
   VF_SHORT, /* ours: shortest round-trip text */
 };
 
-/* The DCGM series, in DESIGN.md's order, and our memory_used_percent with the same labels. */
+/* Family flags. */
+#define VFL_CARD 1u   /* a whole-card reading: never written for a MIG instance */
+#define VFL_OURS 2u   /* gpuscale's own series: always written, whatever --collectors says */
+#define VFL_OPT_IN 4u /* a DCGM series written only when a counters file names it */
+#define VFL_XID 8u    /* DCGM_FI_DEV_XID_ERRORS: dcgm-exporter's err_code and err_msg labels */
+
+/* The value series: dcgm-exporter's names, types and HELP texts (its etc/default-counters.csv),
+ * DCGM's value format for the field (int64 "%d", double "%f"), then gpuscale's own series with
+ * the same labels. div turns our stored unit into DCGM's: the PROF ratios are stored in %. */
 static const struct value_family {
   enum gpu_field f;
   const char *name, *type, *help;
   enum vfmt fmt;
+  double div;
+  unsigned flags;
 } value_families[] = {
-    {GF_GPU_UTIL, "DCGM_FI_DEV_GPU_UTIL", "gauge", "GPU utilization (in %).", VF_INT},
-    {GF_MEM_UTIL, "DCGM_FI_DEV_MEM_COPY_UTIL", "gauge", "Memory utilization (in %).", VF_INT},
-    {GF_MEM_USED_MIB, "DCGM_FI_DEV_FB_USED", "gauge", "Framebuffer memory used (in MiB).", VF_INT},
-    {GF_MEM_FREE_MIB, "DCGM_FI_DEV_FB_FREE", "gauge", "Framebuffer memory free (in MiB).", VF_INT},
-    {GF_TEMP_C, "DCGM_FI_DEV_GPU_TEMP", "gauge", "GPU temperature (in C).", VF_INT},
-    {GF_POWER_W, "DCGM_FI_DEV_POWER_USAGE", "gauge", "Power draw (in W).", VF_F6},
+    {GF_GPU_UTIL, "DCGM_FI_DEV_GPU_UTIL", "gauge", "GPU utilization (in %).", VF_INT, 1, 0},
+    {GF_MEM_UTIL, "DCGM_FI_DEV_MEM_COPY_UTIL", "gauge", "Memory utilization (in %).", VF_INT, 1, 0},
+    {GF_MEM_USED_MIB, "DCGM_FI_DEV_FB_USED", "gauge", "Framebuffer memory used (in MiB).", VF_INT,
+     1, 0},
+    {GF_MEM_FREE_MIB, "DCGM_FI_DEV_FB_FREE", "gauge", "Framebuffer memory free (in MiB).", VF_INT,
+     1, 0},
+    {GF_TEMP_C, "DCGM_FI_DEV_GPU_TEMP", "gauge", "GPU temperature (in C).", VF_INT, 1, 0},
+    {GF_POWER_W, "DCGM_FI_DEV_POWER_USAGE", "gauge", "Power draw (in W).", VF_F6, 1, 0},
     {GF_ENERGY_MJ, "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION", "counter",
-     "Total energy consumption since boot (in mJ).", VF_INT},
+     "Total energy consumption since boot (in mJ).", VF_INT, 1, 0},
+    {GF_SM_CLOCK_MHZ, "DCGM_FI_DEV_SM_CLOCK", "gauge", "SM clock frequency (in MHz).", VF_INT, 1,
+     VFL_CARD},
+    {GF_MEM_CLOCK_MHZ, "DCGM_FI_DEV_MEM_CLOCK", "gauge", "Memory clock frequency (in MHz).", VF_INT,
+     1, VFL_CARD},
+    {GF_MEM_TEMP_C, "DCGM_FI_DEV_MEMORY_TEMP", "gauge", "Memory temperature (in C).", VF_INT, 1,
+     VFL_CARD},
+    {GF_PCIE_REPLAY, "DCGM_FI_DEV_PCIE_REPLAY_COUNTER", "counter", "Total number of PCIe retries.",
+     VF_INT, 1, VFL_CARD},
+    {GF_ENC_UTIL, "DCGM_FI_DEV_ENC_UTIL", "gauge", "Encoder utilization (in %).", VF_INT, 1,
+     VFL_CARD},
+    {GF_DEC_UTIL, "DCGM_FI_DEV_DEC_UTIL", "gauge", "Decoder utilization (in %).", VF_INT, 1,
+     VFL_CARD},
+    {GF_XID_LAST, "DCGM_FI_DEV_XID_ERRORS", "gauge", "Value of the last XID error encountered.",
+     VF_INT, 1, VFL_CARD | VFL_XID},
+    {GF_MEM_RESERVED_MIB, "DCGM_FI_DEV_FB_RESERVED", "gauge",
+     "Framebuffer memory reserved (in MiB).", VF_INT, 1, 0},
+    {GF_MEM_TOTAL_MIB, "DCGM_FI_DEV_FB_TOTAL", "gauge", "Framebuffer memory total (in MiB).",
+     VF_INT, 1, VFL_OPT_IN},
+    {GF_NVLINK_BW_TOTAL, "DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL", "counter",
+     "Total number of NVLink bandwidth counters for all lanes.", VF_INT, 1, VFL_CARD},
+    {GF_VGPU_LICENSE, "DCGM_FI_DEV_VGPU_LICENSE_STATUS", "gauge", "vGPU License status", VF_INT, 1,
+     VFL_CARD},
+    {GF_ROWS_REMAP_UNCORR, "DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS", "counter",
+     "Number of remapped rows for uncorrectable errors", VF_INT, 1, VFL_CARD},
+    {GF_ROWS_REMAP_CORR, "DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS", "counter",
+     "Number of remapped rows for correctable errors", VF_INT, 1, VFL_CARD},
+    {GF_ROW_REMAP_FAILURE, "DCGM_FI_DEV_ROW_REMAP_FAILURE", "gauge",
+     "Whether remapping of rows has failed", VF_INT, 1, VFL_CARD},
+    {GF_GR_ENGINE_ACTIVE, "DCGM_FI_PROF_GR_ENGINE_ACTIVE", "gauge",
+     "Ratio of time the graphics engine is active.", VF_F6, 100, 0},
+    {GF_SM_ACTIVE, "DCGM_FI_PROF_SM_ACTIVE", "gauge",
+     "The ratio of cycles an SM has at least 1 warp assigned.", VF_F6, 100, 0},
+    {GF_SM_OCCUPANCY, "DCGM_FI_PROF_SM_OCCUPANCY", "gauge",
+     "The ratio of number of warps resident on an SM.", VF_F6, 100, 0},
+    {GF_TENSOR_ACTIVE, "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE", "gauge",
+     "Ratio of cycles the tensor (HMMA) pipe is active.", VF_F6, 100, 0},
+    {GF_DRAM_ACTIVE, "DCGM_FI_PROF_DRAM_ACTIVE", "gauge",
+     "Ratio of cycles the device memory interface is active sending or receiving data.", VF_F6, 100,
+     0},
+    {GF_PROF_PCIE_TX_BPS, "DCGM_FI_PROF_PCIE_TX_BYTES", "gauge",
+     "The rate of data transmitted over the PCIe bus - including both protocol headers and data "
+     "payloads - in bytes per second.",
+     VF_INT, 1, 0},
+    {GF_PROF_PCIE_RX_BPS, "DCGM_FI_PROF_PCIE_RX_BYTES", "gauge",
+     "The rate of data received over the PCIe bus - including both protocol headers and data "
+     "payloads - in bytes per second.",
+     VF_INT, 1, 0},
     {GF_MEM_USED_PCT, "gpuscale_memory_used_percent", "gauge",
-     "Framebuffer memory used as a percentage of the total (in %).", VF_SHORT},
+     "Framebuffer memory used as a percentage of the total (in %).", VF_SHORT, 1, VFL_OURS},
+    {GF_PCIE_TX_KBPS, "gpuscale_pcie_tx_kbps", "gauge",
+     "PCIe transmit throughput (in KB/s, nvmlDeviceGetPcieThroughput); metricType pcie_tx_kbps.",
+     VF_SHORT, 1, VFL_OURS | VFL_CARD},
+    {GF_PCIE_RX_KBPS, "gpuscale_pcie_rx_kbps", "gauge",
+     "PCIe receive throughput (in KB/s, nvmlDeviceGetPcieThroughput); metricType pcie_rx_kbps.",
+     VF_SHORT, 1, VFL_OURS | VFL_CARD},
+    {GF_NVLINK_TX_MBPS, "gpuscale_nvlink_tx_mbps", "gauge",
+     "NVLink transmit throughput over all links (in MB/s); metricType nvlink_tx_mbps.", VF_SHORT, 1,
+     VFL_OURS | VFL_CARD},
+    {GF_NVLINK_RX_MBPS, "gpuscale_nvlink_rx_mbps", "gauge",
+     "NVLink receive throughput over all links (in MB/s); metricType nvlink_rx_mbps.", VF_SHORT, 1,
+     VFL_OURS | VFL_CARD},
 };
+
+#define NFAMILIES (sizeof value_families / sizeof value_families[0])
+_Static_assert(NFAMILIES <= EXPO_MAX_FAMILIES, "a counters mask has one bit per family");
+
+/* err_msg for the XIDs that clusters see most, with the text dcgm-exporter writes for them (from
+ * NVIDIA's XID catalogue), so that the series match; another code gets err_code only, never a
+ * guessed text. */
+static const struct {
+  int code;
+  const char *msg;
+} xid_msgs[] = {
+    {0, "No Error"},
+    {13, "Graphics Engine Exception"},
+    {31, "GPU memory page fault"},
+    {32, "Invalid or corrupted push buffer stream"},
+    {43, "GPU stopped processing"},
+    {45, "Preemptive cleanup, due to previous errors -- Most likely to see when running multiple "
+         "cuda"},
+    {48, "Double Bit ECC Error"},
+    {61, "Internal micro-controller breakpoint/warning"},
+    {62, "Internal micro-controller halt"},
+    {63, "ECC page retirement or row remapping recording event"},
+    {64, "ECC page retirement or row remapper recording failure"},
+    {74, "NVLINK Error"},
+    {79, "GPU has fallen off the bus"},
+    {92, "High single-bit ECC error rate"},
+    {94, "Contained ECC error"},
+    {95, "Uncontained ECC error"},
+    {119, "GSP RPC Timeout"},
+    {120, "GSP Error"},
+};
+
+size_t expo_family_count(void) {
+  return NFAMILIES;
+}
+
+const char *expo_family_name(size_t k) {
+  return k < NFAMILIES ? value_families[k].name : NULL;
+}
+
+int expo_family_find(const char *name) {
+  for (size_t k = 0; k < NFAMILIES; k++)
+    if (strcmp(value_families[k].name, name) == 0)
+      return (int)k;
+  return -1;
+}
+
+bool expo_family_selectable(size_t k) {
+  return k < NFAMILIES && !(value_families[k].flags & VFL_OURS);
+}
+
+bool expo_family_default(size_t k) {
+  return k < NFAMILIES && !(value_families[k].flags & VFL_OPT_IN);
+}
 
 /* A GPU's identity labels, built once per scrape, with storage for the formatted numbers. */
 struct gpu_ids {
@@ -138,6 +264,10 @@ static void add_label(struct gpu_ids *g, const char *name, const char *value) {
     g->l[g->n++] = (struct expo_label){name, value};
 }
 
+static const char *host_label(const struct expo_input *in) {
+  return in->hostname_label && in->hostname_label[0] ? in->hostname_label : "Hostname";
+}
+
 /* dcgm-exporter's identity labels. A MIG instance carries its parent GPU's index, UUID and model
  * name (as dcgm-exporter does) and tells itself apart with GPU_I_PROFILE and GPU_I_ID. */
 static void gpu_ids_build(struct gpu_ids *g, const struct expo_input *in, size_t i) {
@@ -167,8 +297,9 @@ static void gpu_ids_build(struct gpu_ids *g, const struct expo_input *in, size_t
     add_label(g, "GPU_I_ID", g->gi_id);
   }
   if (in->hostname && in->hostname[0])
-    add_label(g, "Hostname", in->hostname);
-  if (in->driver_version && in->driver_version[0])
+    add_label(g, host_label(in), in->hostname);
+  if (in->driver_version && in->driver_version[0] &&
+      (!in->counters || in->counters->driver_version))
     add_label(g, "DCGM_FI_DRIVER_VERSION", in->driver_version);
 }
 
@@ -221,20 +352,23 @@ static size_t add_holder_labels(struct expo_label *l, size_t n, const struct exp
  * is in gpuscale_gpu_pod_info), or, per-pod, one copy per (pod, container) with its pod labels and
  * vgpu. */
 static int value_lines(struct buf *b, const struct expo_input *in, const struct value_family *vf,
-                       const struct gpu_ids *id, const struct gpu_pods *pods, const char *value) {
-  struct expo_label l[EXPO_MAX_LABELS];
+                       const struct gpu_ids *id, const struct expo_label *extra, size_t nextra,
+                       const struct gpu_pods *pods, const char *value) {
+  struct expo_label l[EXPO_MAX_LABELS + 2];
   memcpy(l, id->l, id->n * sizeof l[0]);
+  memcpy(l + id->n, extra, nextra * sizeof l[0]);
+  size_t base = id->n + nextra;
   if (!pods)
-    return expo_sample(b, vf->name, l, id->n, value);
+    return expo_sample(b, vf->name, l, base, value);
   if (!pods_several(pods))
-    return expo_sample(b, vf->name, l, add_holder_labels(l, id->n, in, pods), value);
+    return expo_sample(b, vf->name, l, add_holder_labels(l, base, in, pods), value);
   if (in->shared_series != EXPO_SHARED_PER_POD) {
-    l[id->n] = (struct expo_label){"gpuscale_shared", "true"};
-    return expo_sample(b, vf->name, l, id->n + 1, value);
+    l[base] = (struct expo_label){"gpuscale_shared", "true"};
+    return expo_sample(b, vf->name, l, base + 1, value);
   }
   int rc = 0;
   for (size_t p = 0; p < pods->n && !rc; p++) {
-    size_t n = add_pod_labels(l, id->n, &pods->pods[p]);
+    size_t n = add_pod_labels(l, base, &pods->pods[p]);
     if (pods->pods[p].vgpu[0])
       l[n++] = (struct expo_label){"vgpu", pods->pods[p].vgpu};
     l[n++] = (struct expo_label){"gpuscale_shared", "true"};
@@ -243,19 +377,40 @@ static int value_lines(struct buf *b, const struct expo_input *in, const struct 
   return rc;
 }
 
+/* dcgm-exporter's XID labels: err_code, and err_msg when the code has a known text. */
+static size_t xid_labels(struct expo_label *l, double v, char *code, size_t len) {
+  long long c = llround(v);
+  snprintf(code, len, "%lld", c);
+  l[0] = (struct expo_label){"err_code", code};
+  for (size_t i = 0; i < sizeof xid_msgs / sizeof xid_msgs[0]; i++)
+    if (xid_msgs[i].code == c) {
+      l[1] = (struct expo_label){"err_msg", xid_msgs[i].msg};
+      return 2;
+    }
+  return 1;
+}
+
 static int render_values(struct buf *b, const struct expo_input *in, const struct gpu_ids *ids) {
   int rc = 0;
-  for (size_t k = 0; k < sizeof value_families / sizeof value_families[0] && !rc; k++) {
+  for (size_t k = 0; k < NFAMILIES && !rc; k++) {
     const struct value_family *vf = &value_families[k];
-    rc = expo_family(b, vf->name, vf->type, vf->help);
+    if (!counters_on(in->counters, k))
+      continue;
+    bool from_file = in->counters && expo_family_selectable(k);
+    rc = expo_family(b, vf->name, from_file ? in->counters->type[k] : vf->type,
+                     from_file ? in->counters->help[k] : vf->help);
     for (size_t i = 0; i < in->ngpus && !rc; i++) {
       const struct gpu_snapshot *g = &in->gpus[i];
       if (!gpu_serves_values(in, g) || !sample_has(&g->latest, vf->f) ||
-          !isfinite(g->latest.v[vf->f]))
+          !isfinite(g->latest.v[vf->f]) || (g->info.mig && (vf->flags & VFL_CARD)))
         continue;
-      char value[64];
-      format_value(g->latest.v[vf->f], vf->fmt, value, sizeof value);
-      rc = value_lines(b, in, vf, &ids[i], pods_of(in, i), value);
+      char value[64], code[24];
+      struct expo_label extra[2];
+      size_t nextra = 0;
+      format_value(g->latest.v[vf->f] / vf->div, vf->fmt, value, sizeof value);
+      if (vf->flags & VFL_XID)
+        nextra = xid_labels(extra, g->latest.v[vf->f], code, sizeof code);
+      rc = value_lines(b, in, vf, &ids[i], extra, nextra, pods_of(in, i), value);
     }
   }
   return rc;
@@ -284,7 +439,7 @@ static int render_pod_info(struct buf *b, const struct expo_input *in, const str
       if (ids[i].mig)
         l[n++] = (struct expo_label){"GPU_I_ID", ids[i].gi_id};
       if (in->hostname && in->hostname[0])
-        l[n++] = (struct expo_label){"Hostname", in->hostname};
+        l[n++] = (struct expo_label){host_label(in), in->hostname};
       n = add_pod_labels(l, n, &pods->pods[p]);
       rc = expo_sample(b, "gpuscale_gpu_pod_info", l, n, "1");
     }

@@ -40,6 +40,8 @@ enum expo_shared_series {
   EXPO_SHARED_PER_POD,
 };
 
+struct counters; /* http/counters.h: which series a dcgm-exporter counters file picks */
+
 /* Everything one scrape shows. Pointers are borrowed for the call. */
 struct expo_input {
   const struct gpu_snapshot *gpus; /* the history snapshot, in device order */
@@ -54,6 +56,10 @@ struct expo_input {
   enum expo_shared_series shared_series; /* value series of a GPU with several holders */
   const struct stats_snapshot *rpc;      /* NULL leaves the gRPC series out */
   const char *version;                   /* gpuscale_build_info{version}; NULL leaves it out */
+  /* --collectors: the DCGM series (and the DCGM_FI_DRIVER_VERSION label) a counters file lists,
+   * with its types and HELP texts. NULL: gpuscale's default set (expo_family_default). */
+  const struct counters *counters;
+  const char *hostname_label; /* the name of the host label: "Hostname" (NULL) or "hostname" */
 };
 
 /* Renders the whole exposition into b (appending). Returns 0, GS_ETOOBIG or GS_ENOMEM; on error
@@ -63,6 +69,20 @@ int expo_render(struct buf *b, const struct expo_input *in);
 /* The series every gpuscale process has: gRPC calls (when rpc is set) and build info (when
  * version is set). expo_render includes them; the gateway renders them beside its own. */
 int expo_render_process(struct buf *b, const struct stats_snapshot *rpc, const char *version);
+
+/* The value series families (DCGM_FI_* and gpuscale's own GPU series), in render order. */
+#define EXPO_MAX_FAMILIES 64
+size_t expo_family_count(void);
+/* The series name of family k (< expo_family_count()), e.g. "DCGM_FI_DEV_SM_CLOCK". */
+const char *expo_family_name(size_t k);
+/* The index of the family named name, or -1. */
+int expo_family_find(const char *name);
+/* True for a DCGM series that a counters file selects; false for gpuscale_ series, which are
+ * always written. */
+bool expo_family_selectable(size_t k);
+/* True when gpuscale writes family k without a counters file (dcgm-exporter's default set plus
+ * DCGM_FI_PROF_SM_ACTIVE and _SM_OCCUPANCY); false for one written only when a file names it. */
+bool expo_family_default(size_t k);
 
 /* Building blocks, exposed for tests and other exporters. */
 

@@ -17,6 +17,7 @@
 #include "agent/metrics.h"
 #include "core/err.h"
 #include "core/stats.h"
+#include "http/counters.h"
 #include "http/exposition.h"
 #include "http/gzip.h"
 
@@ -53,6 +54,36 @@ static void all_fields(struct gpu_snapshot *g) {
   sample_set(&g->latest, GF_POWER_W, 312.457);
   sample_set(&g->latest, GF_ENERGY_MJ, 123456789012);
   sample_derive(&g->latest);
+}
+
+/* Every field of issue 11 on a Hopper GPU: clocks, memory temperature, codecs, PCIe replays, the
+ * last XID (0: none seen), reserved framebuffer, NVLink, remapped rows, vGPU license, the GPM
+ * ratios (stored in %) and bytes/s, and the reference scaler's throughputs. */
+static void new_fields(struct gpu_snapshot *g) {
+  struct gpu_sample *s = &g->latest;
+  sample_set(s, GF_SM_CLOCK_MHZ, 1980);
+  sample_set(s, GF_MEM_CLOCK_MHZ, 2619);
+  sample_set(s, GF_MEM_TEMP_C, 58);
+  sample_set(s, GF_ENC_UTIL, 0);
+  sample_set(s, GF_DEC_UTIL, 12);
+  sample_set(s, GF_PCIE_REPLAY, 3);
+  sample_set(s, GF_XID_LAST, 0);
+  sample_set(s, GF_MEM_RESERVED_MIB, 567);
+  sample_set(s, GF_NVLINK_BW_TOTAL, 987654321);
+  sample_set(s, GF_ROWS_REMAP_CORR, 2);
+  sample_set(s, GF_ROWS_REMAP_UNCORR, 0);
+  sample_set(s, GF_ROW_REMAP_FAILURE, 0);
+  sample_set(s, GF_GR_ENGINE_ACTIVE, 91.25);
+  sample_set(s, GF_SM_ACTIVE, 87.34);
+  sample_set(s, GF_SM_OCCUPANCY, 41.5);
+  sample_set(s, GF_TENSOR_ACTIVE, 63.0625);
+  sample_set(s, GF_DRAM_ACTIVE, 22.2);
+  sample_set(s, GF_PROF_PCIE_TX_BPS, 1250000000);
+  sample_set(s, GF_PROF_PCIE_RX_BPS, 310000000);
+  sample_set(s, GF_PCIE_TX_KBPS, 1220703);
+  sample_set(s, GF_PCIE_RX_KBPS, 302734);
+  sample_set(s, GF_NVLINK_TX_MBPS, 48210.5);
+  sample_set(s, GF_NVLINK_RX_MBPS, 47990.25);
 }
 
 static struct expo_input base_input(const struct gpu_snapshot *gpus, size_t n) {
@@ -356,6 +387,274 @@ static void test_golden_escaping(void **state) {
   struct expo_input in = base_input(&g, 1);
   in.hostname = "node\\\"x";
   golden("escaping", &in);
+}
+
+static size_t lines_of(const char *body, const char *name, char out[][512], size_t max);
+
+/* An H100 with every field, next to an A100 without GPM, NVLink, vGPU or remapping: the series
+ * the A100 does not report are absent, never 0, and the PROF ratios read 0..1 as DCGM's. */
+static void test_golden_hopper(void **state) {
+  (void)state;
+  struct gpu_snapshot g[2] = {gpu(0, "GPU-40404040-0000-0000-0000-000000000000"),
+                              gpu(1, "GPU-41414141-0000-0000-0000-000000000000")};
+  snprintf(g[0].info.name, sizeof g[0].info.name, "NVIDIA H100 80GB HBM3");
+  all_fields(&g[0]);
+  new_fields(&g[0]);
+  all_fields(&g[1]);
+  sample_set(&g[1].latest, GF_SM_CLOCK_MHZ, 1410);
+  sample_set(&g[1].latest, GF_MEM_CLOCK_MHZ, 1593);
+  sample_set(&g[1].latest, GF_PCIE_REPLAY, 0);
+  sample_set(&g[1].latest, GF_XID_LAST, 79);
+  sample_set(&g[1].latest, GF_PCIE_TX_KBPS, 0);
+  struct gpu_pods pods[2];
+  memset(pods, 0, sizeof pods);
+  pods[0].n = pods[0].total = 1;
+  set_pod(&pods[0], 0, "training", "llama-0", "trainer");
+  struct expo_input in = base_input(g, 2);
+  in.pods = pods;
+  in.attribution = 1;
+  golden("hopper", &in);
+}
+
+/* A MIG-enabled H100: the PROF (GPM) series per instance with GPU_I_ID, the card's clocks,
+ * memory temperature, XID, NVLink and remapped rows only on the parent, even when a collector
+ * handed them for an instance. */
+static void test_golden_mig_gpm(void **state) {
+  (void)state;
+  struct gpu_snapshot g[3] = {gpu(0, "GPU-4e4e4e4e-0000-0000-0000-000000000000"),
+                              gpu(1, "MIG-4e4e4e4e-aaaa-bbbb-cccc-000000000001"),
+                              gpu(2, "MIG-4e4e4e4e-aaaa-bbbb-cccc-000000000002")};
+  snprintf(g[0].info.name, sizeof g[0].info.name, "NVIDIA H100 80GB HBM3");
+  all_fields(&g[0]);
+  new_fields(&g[0]);
+  g[0].latest.valid &= ~(GF_BIT(GF_GPU_UTIL) | GF_BIT(GF_MEM_UTIL));
+  for (int i = 1; i <= 2; i++) {
+    const char *prof = i == 1 ? "3g.40gb" : "1g.10gb";
+    snprintf(g[i].info.name, sizeof g[i].info.name, "NVIDIA H100 80GB HBM3 MIG %s", prof);
+    g[i].info.mig = true;
+    g[i].info.parent_index = 0;
+    g[i].info.gi_id = i == 1 ? 2 : 13;
+    snprintf(g[i].info.pci_bus_id, sizeof g[i].info.pci_bus_id, "00000000:10:00.0");
+    g[i].info.minor = 0;
+    snprintf(g[i].info.mig_profile, sizeof g[i].info.mig_profile, "%s", prof);
+    struct gpu_sample *s = &g[i].latest;
+    sample_set(s, GF_MEM_TOTAL_MIB, i == 1 ? 40192 : 9728);
+    sample_set(s, GF_MEM_USED_MIB, i == 1 ? 30144 : 0);
+    sample_set(s, GF_MEM_FREE_MIB, i == 1 ? 10048 : 9728);
+    sample_set(s, GF_GR_ENGINE_ACTIVE, i == 1 ? 75 : 0);
+    sample_set(s, GF_SM_ACTIVE, i == 1 ? 70.5 : 0);
+    sample_set(s, GF_SM_OCCUPANCY, i == 1 ? 33.125 : 0);
+    sample_set(s, GF_TENSOR_ACTIVE, i == 1 ? 55 : 0);
+    sample_set(s, GF_DRAM_ACTIVE, i == 1 ? 18.75 : 0);
+    /* card-level readings a collector must not hand for an instance: never written for it */
+    sample_set(s, GF_SM_CLOCK_MHZ, 1980);
+    sample_set(s, GF_XID_LAST, 0);
+    sample_set(s, GF_NVLINK_TX_MBPS, 100);
+    sample_derive(s);
+  }
+  struct gpu_pods pods[3];
+  memset(pods, 0, sizeof pods);
+  pods[1].n = pods[1].total = 1;
+  set_pod(&pods[1], 0, "ml", "infer-0", "server");
+  struct expo_input in = base_input(g, 3);
+  in.pods = pods;
+  in.attribution = 1;
+  golden("mig_gpm", &in);
+}
+
+static const char custom_counters[] =
+    "# a user's dcgm-exporter file\n"
+    "DCGM_FI_DEV_GPU_UTIL, gauge, GPU utilization (in %).\n"
+    "DCGM_FI_DEV_FB_TOTAL, gauge, \"Framebuffer memory total, in MiB.\"\n"
+    "DCGM_FI_PROF_SM_ACTIVE, gauge, SM activity ratio.\n"
+    "DCGM_FI_DEV_XID_ERRORS, counter, Last XID.\n"
+    "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL, counter, Double-bit ECC errors.\n";
+
+/* --collectors: only the series the file lists, with its types and HELP texts; the opt-in
+ * FB_TOTAL because it is listed; no DCGM_FI_DRIVER_VERSION label (the file has no label line);
+ * gpuscale's own series stay. */
+static void test_golden_collectors(void **state) {
+  (void)state;
+  struct counters *c = calloc(1, sizeof *c);
+  char err[256] = "";
+  assert_non_null(c);
+  assert_int_equal(
+      counters_parse(custom_counters, sizeof custom_counters - 1, "custom.csv", c, err, sizeof err),
+      0);
+  assert_int_equal(c->n_unserved, 1);
+  assert_string_equal(c->unserved, "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL");
+  struct gpu_snapshot g = gpu(0, "GPU-c0c0c0c0-0000-0000-0000-000000000000");
+  all_fields(&g);
+  new_fields(&g);
+  g.latest.v[GF_XID_LAST] = 31;
+  struct expo_input in = base_input(&g, 1);
+  in.counters = c;
+  golden("collectors", &in);
+  free(c);
+}
+
+/* --hostname-label hostname: dcgm-exporter's next release spells it in lower case, on the value
+ * series, the health series and gpuscale_gpu_pod_info alike. */
+static void test_golden_hostname_lower(void **state) {
+  (void)state;
+  struct gpu_snapshot g = gpu(0, "GPU-b0b0b0b0-0000-0000-0000-000000000000");
+  all_fields(&g);
+  struct gpu_pods pods;
+  memset(&pods, 0, sizeof pods);
+  pods.n = pods.total = 1;
+  set_pod(&pods, 0, "serving", "vllm-0", "vllm");
+  struct expo_input in = base_input(&g, 1);
+  in.pods = &pods;
+  in.attribution = 1;
+  in.hostname_label = "hostname";
+  golden("hostname_lower", &in);
+}
+
+/* --- every new field: its line, value format and absence --- */
+
+static const struct field_case {
+  enum gpu_field f;
+  const char *series;
+  double stored;
+  const char *written; /* the value text DCGM would print */
+  bool card;           /* never written for a MIG instance */
+} field_cases[] = {
+    {GF_SM_CLOCK_MHZ, "DCGM_FI_DEV_SM_CLOCK", 1755, "1755", true},
+    {GF_MEM_CLOCK_MHZ, "DCGM_FI_DEV_MEM_CLOCK", 2619, "2619", true},
+    {GF_MEM_TEMP_C, "DCGM_FI_DEV_MEMORY_TEMP", 61, "61", true},
+    {GF_ENC_UTIL, "DCGM_FI_DEV_ENC_UTIL", 7, "7", true},
+    {GF_DEC_UTIL, "DCGM_FI_DEV_DEC_UTIL", 100, "100", true},
+    {GF_PCIE_REPLAY, "DCGM_FI_DEV_PCIE_REPLAY_COUNTER", 12, "12", true},
+    {GF_XID_LAST, "DCGM_FI_DEV_XID_ERRORS", 48, "48", true},
+    {GF_MEM_RESERVED_MIB, "DCGM_FI_DEV_FB_RESERVED", 512, "512", false},
+    {GF_NVLINK_BW_TOTAL, "DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL", 123456789012, "123456789012", true},
+    {GF_ROWS_REMAP_CORR, "DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS", 4, "4", true},
+    {GF_ROWS_REMAP_UNCORR, "DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS", 1, "1", true},
+    {GF_ROW_REMAP_FAILURE, "DCGM_FI_DEV_ROW_REMAP_FAILURE", 1, "1", true},
+    {GF_VGPU_LICENSE, "DCGM_FI_DEV_VGPU_LICENSE_STATUS", 1, "1", true},
+    {GF_GR_ENGINE_ACTIVE, "DCGM_FI_PROF_GR_ENGINE_ACTIVE", 100, "1.000000", false},
+    {GF_SM_ACTIVE, "DCGM_FI_PROF_SM_ACTIVE", 87.34, "0.873400", false},
+    {GF_SM_OCCUPANCY, "DCGM_FI_PROF_SM_OCCUPANCY", 0.5, "0.005000", false},
+    {GF_TENSOR_ACTIVE, "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE", 0, "0.000000", false},
+    {GF_DRAM_ACTIVE, "DCGM_FI_PROF_DRAM_ACTIVE", 33.3, "0.333000", false},
+    {GF_PROF_PCIE_TX_BPS, "DCGM_FI_PROF_PCIE_TX_BYTES", 25000000000, "25000000000", false},
+    {GF_PROF_PCIE_RX_BPS, "DCGM_FI_PROF_PCIE_RX_BYTES", 1024.4, "1024", false},
+    {GF_PCIE_TX_KBPS, "gpuscale_pcie_tx_kbps", 24414062, "24414062", true},
+    {GF_PCIE_RX_KBPS, "gpuscale_pcie_rx_kbps", 1.5, "1.5", true},
+    {GF_NVLINK_TX_MBPS, "gpuscale_nvlink_tx_mbps", 48210.5, "48210.5", true},
+    {GF_NVLINK_RX_MBPS, "gpuscale_nvlink_rx_mbps", 0.25, "0.25", true},
+};
+
+/* The value text of name's only sample line for GPU gpu_label (and, for a MIG instance, GPU_I_ID
+ * gi), or NULL when there is none. Fails on two. */
+static const char *value_of(const char *body, const char *name, const char *gi, char *out,
+                            size_t len) {
+  char lines[8][512];
+  size_t n = lines_of(body, name, lines, 8), hits = 0;
+  for (size_t i = 0; i < n; i++) {
+    bool is_mig = strstr(lines[i], "GPU_I_ID=") != NULL;
+    char want[32];
+    snprintf(want, sizeof want, "GPU_I_ID=\"%s\"", gi ? gi : "");
+    if (gi ? !strstr(lines[i], want) : is_mig)
+      continue;
+    snprintf(out, len, "%s", strrchr(lines[i], ' ') + 1);
+    hits++;
+  }
+  assert_true(hits <= 1);
+  return hits ? out : NULL;
+}
+
+static void test_new_fields(void **state) {
+  (void)state;
+  for (size_t k = 0; k < sizeof field_cases / sizeof field_cases[0]; k++) {
+    const struct field_case *fc = &field_cases[k];
+    /* GPU 0 reports it; GPU 1 does not (unsupported); GPU 2's read failed; GPU 3 is an
+     * instance of GPU 0 that the collector handed the reading for too */
+    struct gpu_snapshot g[4] = {gpu(0, "GPU-f0000000-0000-0000-0000-000000000000"),
+                                gpu(1, "GPU-f1000000-0000-0000-0000-000000000000"),
+                                gpu(2, "GPU-f2000000-0000-0000-0000-000000000000"),
+                                gpu(3, "MIG-f0000000-0000-0000-0000-000000000003")};
+    g[3].info.mig = true;
+    g[3].info.parent_index = 0;
+    g[3].info.gi_id = 7;
+    snprintf(g[3].info.mig_profile, sizeof g[3].info.mig_profile, "1g.10gb");
+    for (int i = 0; i < 4; i++)
+      sample_set(&g[i].latest, GF_TEMP_C, 40); /* something else to serve */
+    sample_set(&g[0].latest, fc->f, fc->stored);
+    g[2].latest.failed |= GF_BIT(fc->f);
+    sample_set(&g[3].latest, fc->f, fc->stored);
+    struct expo_input in = base_input(g, 4);
+    struct buf b;
+    buf_init(&b, 1u << 20);
+    assert_int_equal(expo_render(&b, &in), 0);
+    char v[64];
+    char lines[8][512];
+    size_t n = lines_of(b.data, fc->series, lines, 8);
+    const char *got = value_of(b.data, fc->series, NULL, v, sizeof v);
+    if (!got || strcmp(got, fc->written) != 0)
+      fail_msg("%s: GPU 0 writes %s, want %s", fc->series, got ? got : "nothing", fc->written);
+    for (size_t i = 0; i < n; i++)
+      if (strstr(lines[i], "gpu=\"1\"") || strstr(lines[i], "gpu=\"2\""))
+        fail_msg("%s: a GPU without the reading has a line: %s", fc->series, lines[i]);
+    bool inst = value_of(b.data, fc->series, "7", v, sizeof v) != NULL;
+    if (inst == fc->card)
+      fail_msg("%s: the MIG instance %s a line", fc->series, inst ? "has" : "lacks");
+    assert_int_equal(n, fc->card ? 1 : 2);
+    char head[256];
+    snprintf(head, sizeof head, "# TYPE %s ", fc->series);
+    assert_non_null(strstr(b.data, head));
+    assert_promtool_ok(b.data, b.len);
+    buf_free(&b);
+  }
+}
+
+/* DCGM_FI_DEV_XID_ERRORS carries dcgm-exporter's err_code and, for a known code, err_msg. */
+static void test_xid_labels(void **state) {
+  (void)state;
+  static const struct {
+    double xid;
+    const char *labels;
+  } cases[] = {
+      {0, ",err_code=\"0\",err_msg=\"No Error\"} 0"},
+      {79, ",err_code=\"79\",err_msg=\"GPU has fallen off the bus\"} 79"},
+      {48, ",err_code=\"48\",err_msg=\"Double Bit ECC Error\"} 48"},
+      {154, ",err_code=\"154\"} 154"}, /* no text known: no guessed err_msg */
+  };
+  for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+    struct gpu_snapshot g = gpu(0, "GPU-0d0d0d0d-0000-0000-0000-000000000000");
+    sample_set(&g.latest, GF_XID_LAST, cases[k].xid);
+    struct expo_input in = base_input(&g, 1);
+    struct buf b;
+    buf_init(&b, 1u << 20);
+    assert_int_equal(expo_render(&b, &in), 0);
+    char lines[2][512];
+    assert_int_equal(lines_of(b.data, "DCGM_FI_DEV_XID_ERRORS", lines, 2), 1);
+    char want[512];
+    snprintf(want, sizeof want, "DCGM_FI_DRIVER_VERSION=\"550.54.15\"%s", cases[k].labels);
+    if (!strstr(lines[0], want))
+      fail_msg("XID %g: %s\n  want ...%s", cases[k].xid, lines[0], want);
+    buf_free(&b);
+  }
+}
+
+/* Without a counters file: dcgm-exporter's default set plus SM_ACTIVE and SM_OCCUPANCY, and the
+ * opt-in FB_TOTAL is not written. */
+static void test_default_set(void **state) {
+  (void)state;
+  struct gpu_snapshot g = gpu(0, "GPU-de000000-0000-0000-0000-000000000000");
+  all_fields(&g);
+  new_fields(&g);
+  struct expo_input in = base_input(&g, 1);
+  struct buf b;
+  buf_init(&b, 1u << 20);
+  assert_int_equal(expo_render(&b, &in), 0);
+  assert_null(strstr(b.data, "DCGM_FI_DEV_FB_TOTAL"));
+  for (size_t k = 0; k < expo_family_count(); k++) {
+    char head[160];
+    snprintf(head, sizeof head, "# TYPE %s ", expo_family_name(k));
+    assert_true((strstr(b.data, head) != NULL) == expo_family_default(k));
+  }
+  buf_free(&b);
 }
 
 /* --- shared GPUs: who holds a GPU, and how its value series are written --- */
@@ -867,6 +1166,13 @@ int main(void) {
       cmocka_unit_test(test_sum_stays_physical),
       cmocka_unit_test(test_golden_no_hostname),
       cmocka_unit_test(test_golden_escaping),
+      cmocka_unit_test(test_golden_hopper),
+      cmocka_unit_test(test_golden_mig_gpm),
+      cmocka_unit_test(test_golden_collectors),
+      cmocka_unit_test(test_golden_hostname_lower),
+      cmocka_unit_test(test_new_fields),
+      cmocka_unit_test(test_xid_labels),
+      cmocka_unit_test(test_default_set),
       cmocka_unit_test(test_golden_detects_change),
       cmocka_unit_test(test_promtool_rejects_garbage),
       cmocka_unit_test(test_format_double),

@@ -1,0 +1,45 @@
+/* dcgm-exporter's counters CSV (its -f/--collectors file): which DCGM series /metrics writes,
+ * with the file's Prometheus types and HELP texts. Pure parsing: no logging. */
+#ifndef GS_COUNTERS_H
+#define GS_COUNTERS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "http/exposition.h"
+
+#define COUNTERS_MAX_BYTES (64 * 1024) /* dcgm-exporter's own default file is about 5 KB */
+#define COUNTERS_MAX_LINE 1024
+#define COUNTERS_MAX_RECORDS 512
+#define COUNTERS_HELP_MAX 256
+#define COUNTERS_UNSERVED_MAX 2048
+
+struct counters {
+  uint64_t on;                     /* bit k: value family k (expo_family_*) is written */
+  bool driver_version;             /* the file lists DCGM_FI_DRIVER_VERSION as a label */
+  char type[EXPO_MAX_FAMILIES][8]; /* "gauge" or "counter", as the file says */
+  char help[EXPO_MAX_FAMILIES][COUNTERS_HELP_MAX + 1]; /* the file's HELP text */
+  size_t n_records;                                    /* DCGM lines in the file */
+  size_t n_unserved;                                   /* ... of which gpuscale cannot serve */
+  /* The names it cannot serve, in file order, "A, B, C" ("" when none; cut with "..." when they
+   * do not fit): DCGM fields without an NVML source in gpuscale, or labels other than
+   * DCGM_FI_DRIVER_VERSION. */
+  char unserved[COUNTERS_UNSERVED_MAX];
+};
+
+/* Parses the text of a counters file: '#' comment lines, blank lines, and records
+ * "NAME, TYPE, HELP" (comma-separated, spaces around fields trimmed, a field may be in double
+ * quotes). TYPE is gauge or counter for a series, label for DCGM_FI_DRIVER_VERSION. Returns 0;
+ * GS_EPARSE with err naming the line, what was wrong and what is allowed (a line that is not 3
+ * fields, a name that is not a DCGM field, a type that does not fit, a name listed twice, no
+ * record at all); GS_ETOOBIG when the text, a line, a HELP text or the record count is over its
+ * cap. source names the file in err. out is fully written on success. */
+int counters_parse(const char *text, size_t len, const char *source, struct counters *out,
+                   char *err, size_t errlen);
+/* Reads path (at most COUNTERS_MAX_BYTES) and parses it. GS_EIO when it cannot be read. */
+int counters_load(const char *path, struct counters *out, char *err, size_t errlen);
+/* True when family k is written under c (NULL: gpuscale's default set). */
+bool counters_on(const struct counters *c, size_t k);
+
+#endif
