@@ -16,18 +16,27 @@
 /* The reference scaler's (pmady/keda-gpu-scaler pkg/profiles) GPU-metric profiles, with its
  * values. It has no per-profile aggregation: every profile aggregates with max unless the
  * trigger says otherwise, and so do these (training included). */
+#define GPU_PROFILE(name, metric, target, act)                                                     \
+  { name, metric, target, act, AGG_MAX, false, 0 }
+/* Engine profiles read one engine signal per pod and sum over pods: the HPA's Pods-metric
+ * arithmetic (docs/engines.md). The reference scaler's three keep its target and activation. */
+#define ENGINE_PROFILE(name, sig, target, act)                                                     \
+  { name, GF_GPU_UTIL, target, act, AGG_SUM, true, sig }
 static const struct profile builtin[] = {
-    {"vllm-inference", GF_MEM_USED_PCT, 80, 5, AGG_MAX},
-    {"triton-inference", GF_GPU_UTIL, 75, 10, AGG_MAX},
-    {"training", GF_GPU_UTIL, 90, 0, AGG_MAX},
-    {"batch", GF_MEM_USED_PCT, 70, 1, AGG_MAX},
-    {"ollama", GF_MEM_USED_PCT, 70, 3, AGG_MAX},
-    {"tgi-inference", GF_MEM_USED_PCT, 75, 5, AGG_MAX},
+    GPU_PROFILE("vllm-inference", GF_MEM_USED_PCT, 80, 5),
+    GPU_PROFILE("triton-inference", GF_GPU_UTIL, 75, 10),
+    GPU_PROFILE("training", GF_GPU_UTIL, 90, 0),
+    GPU_PROFILE("batch", GF_MEM_USED_PCT, 70, 1),
+    GPU_PROFILE("ollama", GF_MEM_USED_PCT, 70, 3),
+    GPU_PROFILE("tgi-inference", GF_MEM_USED_PCT, 75, 5),
+    ENGINE_PROFILE("vllm-queue-depth", ES_VLLM_QUEUE_DEPTH, 5, 1),
+    ENGINE_PROFILE("triton-queue-wait", ES_TRITON_QUEUE_WAIT_MS, 50, 5),
+    ENGINE_PROFILE("triton-request-rate", ES_TRITON_REQUEST_RATE, 50, 1),
+    /* ours, argued in docs/profiles.md */
+    ENGINE_PROFILE("vllm-kv-cache", ES_VLLM_KV_CACHE, 75, 5),
+    ENGINE_PROFILE("tgi-queue-size", ES_TGI_QUEUE, 5, 1),
+    ENGINE_PROFILE("sglang-queue-depth", ES_SGLANG_QUEUE, 5, 1),
 };
-
-#define ENGINE_LATER                                                                               \
-  "engine metrics are coming (gpuscale will find the engine pods on each node itself); until "     \
-  "then scale on a GPU metric, or on the queue with KEDA's prometheus trigger"
 
 /* Reference-scaler profiles that need signals gpuscale does not read yet. */
 static const struct {
@@ -36,9 +45,6 @@ static const struct {
     {"distributed-training",
      "needs NVLink throughput (nvlink_tx_mbps), which gpuscale does not collect yet; it comes "
      "with the NVLink and profiling metrics. Until then use profile training"},
-    {"vllm-queue-depth", "scales on vLLM's request queue (vllm_queue_depth): " ENGINE_LATER},
-    {"triton-queue-wait", "scales on Triton's queue time (triton_queue_wait_ms): " ENGINE_LATER},
-    {"triton-request-rate", "scales on Triton's request rate (triton_request_rate): " ENGINE_LATER},
 };
 
 const char *profile_planned(const char *name) {
@@ -50,6 +56,7 @@ const char *profile_planned(const char *name) {
 
 int profile_set_init(struct profile_set *ps) {
   size_t n = sizeof builtin / sizeof builtin[0];
+  ps->endpoint_check = NULL;
   ps->items = malloc(sizeof builtin);
   if (!ps->items)
     return GS_ENOMEM;
@@ -115,7 +122,7 @@ static int parse_profile(yaml_document_t *doc, const char *path, const char *nam
     return fail(err, errlen, path, body, "profile names must be 1..63 characters", name);
   snprintf(p->name, sizeof p->name, "%s", name);
   p->agg = AGG_MAX;
-  bool have_metric = false, have_target = false;
+  bool have_metric = false, have_target = false, have_agg = false;
   for (yaml_node_pair_t *pr = body->data.mapping.pairs.start; pr < body->data.mapping.pairs.top;
        pr++) {
     yaml_node_t *k = yaml_document_get_node(doc, pr->key);
@@ -124,13 +131,20 @@ static int parse_profile(yaml_document_t *doc, const char *path, const char *nam
       return fail(err, errlen, path, k ? k : body, "keys and values must be plain scalars", name);
     const char *key = (const char *)k->data.scalar.value;
     const char *val = (const char *)v->data.scalar.value;
-    char msg[256];
-    if (strcmp(key, "metric") == 0) {
+    char msg[384];
+    if (strcmp(key, "metric") == 0 && engine_signal_parse(val, &p->esignal) == 0) {
+      p->engine = true; /* an engine signal, read per pod (docs/engines.md) */
+      if (!have_agg)
+        p->agg = AGG_SUM;
+      have_metric = true;
+    } else if (strcmp(key, "metric") == 0) {
+      p->engine = false;
       if (gpu_field_parse(val, &p->metric) || p->metric == GF_MEM_FREE_MIB ||
           p->metric == GF_MEM_TOTAL_MIB || p->metric == GF_ENERGY_MJ) {
         snprintf(msg, sizeof msg,
                  "\"%s\" is not a scaler metric; allowed: gpu_utilization, memory_utilization, "
-                 "memory_used_percent, memory_used_mib, temperature, power_draw",
+                 "memory_used_percent, memory_used_mib, temperature, power_draw, or an engine "
+                 "signal (vllm_queue_depth, vllm_kv_cache_usage, ...: docs/engines.md)",
                  val);
         return fail(err, errlen, path, v, msg, "metric");
       }
@@ -147,6 +161,7 @@ static int parse_profile(yaml_document_t *doc, const char *path, const char *nam
         return fail(err, errlen, path, v, msg, "activation");
       }
     } else if (strcmp(key, "aggregation") == 0) {
+      have_agg = true;
       if (aggregation_parse(val, &p->agg)) {
         snprintf(msg, sizeof msg, "\"%s\" is not allowed; allowed: %s", val, aggregation_allowed());
         return fail(err, errlen, path, v, msg, "aggregation");
@@ -213,6 +228,7 @@ static int load_doc(struct profile_set *ps, yaml_document_t *doc, const char *pa
       slot = &next.items[next.n++];
     *slot = p;
   }
+  next.endpoint_check = ps->endpoint_check;
   free(ps->items);
   *ps = next;
   return 0;

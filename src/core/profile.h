@@ -6,6 +6,7 @@
 #include <stddef.h>
 
 #include "core/aggregate.h"
+#include "core/engine.h"
 #include "core/sample.h"
 
 struct profile {
@@ -14,15 +15,23 @@ struct profile {
   double target;     /* > 0 */
   double activation; /* >= 0; active means value > activation */
   enum aggregation agg;
+  bool engine;                /* an engine profile: esignal, not metric (docs/engines.md) */
+  enum engine_signal esignal; /* when engine */
 };
 
 struct profile_set {
   struct profile *items;
   size_t n;
+  /* The operator's --allow-engine-endpoints (agent): when set, a trigger's vllmEndpoint /
+   * tritonEndpoint is accepted if this check passes (0; else it writes why into err). NULL:
+   * every URL in trigger metadata is refused. profile_set_init sets it NULL. */
+  int (*endpoint_check)(const char *url, char *err, size_t errlen);
 };
 
-/* Fills the set with the built-in profiles (vllm-inference, triton-inference, training, batch,
- * ollama, tgi-inference). Returns 0 or GS_ENOMEM. */
+/* Fills the set with the built-in profiles: the GPU ones (vllm-inference, triton-inference,
+ * training, batch, ollama, tgi-inference) and the engine ones (vllm-queue-depth, vllm-kv-cache,
+ * triton-queue-wait, triton-request-rate, tgi-queue-size, sglang-queue-depth; docs/profiles.md).
+ * Returns 0 or GS_ENOMEM. */
 int profile_set_init(struct profile_set *ps);
 /* Adds or replaces profiles from a YAML file of the form
  *   profiles:

@@ -26,9 +26,11 @@ static bool is_scaler_metric(enum gpu_field f) {
          f == GF_TEMP_C || f == GF_POWER_W;
 }
 
-#define ENGINE_COMING                                                                              \
-  "engine metrics are coming: gpuscale will find the engine pods on each node itself (a URL "      \
-  "only with the operator's opt-in)"
+/* Engine signals (core/engine.h), read per engine pod: docs/engines.md. */
+static const char engine_metrics[] =
+    "vllm_queue_depth, vllm_requests_running, vllm_kv_cache_usage, tgi_queue_size, "
+    "tgi_batch_size, sglang_queue_depth, sglang_token_usage, triton_pending_requests, "
+    "triton_queue_wait_ms, triton_request_rate";
 #define LINK_COMING                                                                                \
   "gpuscale does not collect PCIe or NVLink throughput yet; it comes with the NVLink and "         \
   "profiling metrics"
@@ -37,10 +39,10 @@ static bool is_scaler_metric(enum gpu_field f) {
 static const struct {
   const char *name, *why;
 } later_metrics[] = {
-    {"pcie_tx_kbps", LINK_COMING},           {"pcie_rx_kbps", LINK_COMING},
-    {"nvlink_tx_mbps", LINK_COMING},         {"nvlink_rx_mbps", LINK_COMING},
-    {"vllm_queue_depth", ENGINE_COMING},     {"vllm_kv_cache_usage", ENGINE_COMING},
-    {"triton_queue_wait_ms", ENGINE_COMING}, {"triton_request_rate", ENGINE_COMING},
+    {"pcie_tx_kbps", LINK_COMING},
+    {"pcie_rx_kbps", LINK_COMING},
+    {"nvlink_tx_mbps", LINK_COMING},
+    {"nvlink_rx_mbps", LINK_COMING},
 };
 
 static const char *later_metric(const char *name) {
@@ -558,6 +560,8 @@ static int parse_metric_keys(const struct kv *md, size_t n, const struct profile
     t->target = p->target;
     t->activation = p->activation;
     t->agg = p->agg;
+    t->engine = p->engine;
+    t->esignal = p->esignal;
   }
   if ((v = md_get(md, n, "metricType"))) {
     const char *later = later_metric(v);
@@ -565,9 +569,14 @@ static int parse_metric_keys(const struct kv *md, size_t n, const struct profile
       snprintf(rule, sizeof rule, "%s; allowed now: %s", later, scaler_metrics);
       return bad(err, errlen, "metricType", v, rule);
     }
-    if (gpu_field_parse(v, &t->metric) || !is_scaler_metric(t->metric)) {
-      snprintf(rule, sizeof rule, "allowed: %s", scaler_metrics);
+    if (engine_signal_parse(v, &t->esignal) == 0) {
+      t->engine = true;
+    } else if (gpu_field_parse(v, &t->metric) || !is_scaler_metric(t->metric)) {
+      snprintf(rule, sizeof rule, "allowed: %s; engine signals (per pod, docs/engines.md): %s",
+               scaler_metrics, engine_metrics);
       return bad(err, errlen, "metricType", v, rule);
+    } else {
+      t->engine = false;
     }
   }
   static const struct {
@@ -582,8 +591,10 @@ static int parse_metric_keys(const struct kv *md, size_t n, const struct profile
       continue;
     if (parse_number(v, &t->target) || t->target <= 0)
       return bad(err, errlen, targets[i].key, v, "must be a finite number greater than 0");
-    if (targets[i].sets_metric)
+    if (targets[i].sets_metric) {
       t->metric = targets[i].metric;
+      t->engine = false;
+    }
   }
   return 0;
 }
@@ -601,13 +612,90 @@ static int parse_reference_keys(const struct kv *md, size_t n, struct trigger *t
                  "StreamIsActive follows the sampler, within one --interval)");
     t->poll_interval_s = (int)s;
   }
-  static const char *const endpoints[] = {"vllmEndpoint", "tritonEndpoint"};
-  for (size_t i = 0; i < sizeof endpoints / sizeof endpoints[0]; i++)
-    if ((v = md_get(md, n, endpoints[i])))
-      return bad(err, errlen, endpoints[i], v,
-                 "engine metrics are not served yet; they are coming: gpuscale will find the "
-                 "engine pods on each node itself, and read a URL only with the operator's "
-                 "opt-in. Remove the key and scale on a GPU metric until then");
+  return 0;
+}
+
+/* vllmEndpoint / tritonEndpoint (keda-gpu-scaler's URL to scrape). A URL in trigger metadata is
+ * one pod behind a Service, and one any ScaledObject author can point anywhere: refused with how
+ * to annotate the pods instead, unless the operator allowed URLs (ps->endpoint_check), and then
+ * only a URL that passes the check, for a metricType of that engine. */
+static int parse_endpoint_keys(const struct kv *md, size_t n, const struct profile_set *ps,
+                               struct trigger *t, char *err, size_t errlen) {
+  static const struct {
+    const char *key, *engine, *port;
+    enum engine_kind kind;
+  } eps[] = {{"vllmEndpoint", "vllm", "8000", ENGINE_VLLM},
+             {"tritonEndpoint", "triton", "8002", ENGINE_TRITON}};
+  char rule[640];
+  for (size_t i = 0; i < sizeof eps / sizeof eps[0]; i++) {
+    const char *v = md_get(md, n, eps[i].key);
+    if (!v)
+      continue;
+    if (!ps || !ps->endpoint_check) {
+      snprintf(rule, sizeof rule,
+               "gpuscale reads no URL from trigger metadata: it reads every engine pod on every "
+               "node itself. Annotate the engine pods instead (gpuscale.io/engine: \"%s\", "
+               "gpuscale.io/metrics-port: \"%s\", gpuscale.io/metrics-path: \"/metrics\"), "
+               "remove %s and select the pods with namespace and pods through the gateway "
+               "(docs/engines.md); an operator may allow URLs with the agent's "
+               "--allow-engine-endpoints",
+               eps[i].engine, eps[i].port, eps[i].key);
+      return bad(err, errlen, eps[i].key, v, rule);
+    }
+    if (!t->engine || engine_signal_kind(t->esignal) != eps[i].kind) {
+      snprintf(rule, sizeof rule, "is read only for a %s metricType (metricType %s is not)",
+               eps[i].engine, trigger_metric_label(t));
+      return bad(err, errlen, eps[i].key, v, rule);
+    }
+    if (strlen(v) >= TRIGGER_URL_LEN) {
+      snprintf(rule, sizeof rule, "must be an http(s) URL of at most %d characters",
+               TRIGGER_URL_LEN - 1);
+      return bad(err, errlen, eps[i].key, v, rule);
+    }
+    char why[384] = "";
+    if (ps->endpoint_check(v, why, sizeof why) != 0) {
+      snprintf(rule, sizeof rule,
+               "refused even with --allow-engine-endpoints: %s (an http(s) URL whose address is "
+               "not loopback, link-local or a metadata address)",
+               why[0] ? why : "not an allowed URL");
+      return bad(err, errlen, eps[i].key, v, rule);
+    }
+    snprintf(t->endpoint, sizeof t->endpoint, "%s", v);
+    t->endpoint_key = eps[i].key;
+  }
+  return 0;
+}
+
+/* Keys that mean GPUs, next to an engine metric (read per pod): refused rather than ignored, so
+ * that a trigger never silently means less than it says. Also pods with a URL. */
+static int check_engine_keys(const struct kv *md, size_t n, const struct trigger *t, char *err,
+                             size_t errlen) {
+  char rule[320];
+  static const char *const gpu_keys[] = {"gpuIndex", "gpuModel", "window"};
+  for (size_t i = 0; t->engine && i < sizeof gpu_keys / sizeof gpu_keys[0]; i++) {
+    const char *v = md_get(md, n, gpu_keys[i]);
+    if (!v || (i == 0 && t->n_indices == 0))
+      continue; /* gpuIndex "-1" means every GPU: nothing picked */
+    snprintf(rule, sizeof rule,
+             "applies to GPU metrics only; metricType %s is read per engine pod (select pods "
+             "with namespace and pods; %s)",
+             trigger_metric_label(t),
+             i == 2 ? "the value is the newest reading" : "docs/engines.md");
+    return bad(err, errlen, gpu_keys[i], v, rule);
+  }
+  if (t->endpoint[0]) {
+    static const char *const sel_keys[] = {"pods", "namespace", "scope"};
+    for (size_t i = 0; i < sizeof sel_keys / sizeof sel_keys[0]; i++) {
+      const char *v = md_get(md, n, sel_keys[i]);
+      if (v && !(i == 2 && strcmp(v, "node") == 0)) {
+        snprintf(rule, sizeof rule,
+                 "selects engine pods, while %s reads the one URL it names (node scope, at the "
+                 "agent); drop one of them",
+                 t->endpoint_key);
+        return bad(err, errlen, sel_keys[i], v, rule);
+      }
+    }
+  }
   return 0;
 }
 
@@ -626,8 +714,15 @@ int trigger_parse_ref(const struct kv *md, size_t n, const struct profile_set *p
   int rc = parse_metric_keys(md, n, ps, &t, err, errlen);
   if (!rc)
     rc = parse_reference_keys(md, n, &t, err, errlen);
+  if (!rc)
+    rc = parse_endpoint_keys(md, n, ps, &t, err, errlen);
   if (rc)
     return rc;
+  /* Engine signals count requests (or per-pod percents the HPA averages): they add up over pods.
+   * An engine profile says its own aggregation. */
+  if (t.engine && !md_get(md, n, "aggregation") &&
+      !(md_get(md, n, "profile") && !md_get(md, n, "metricType")))
+    t.agg = AGG_SUM;
   if ((v = md_get(md, n, "activationThreshold"))) {
     if (parse_number(v, &t.activation) || t.activation < 0)
       return bad(err, errlen, "activationThreshold", v, "must be a finite number >= 0");
@@ -651,18 +746,24 @@ int trigger_parse_ref(const struct kv *md, size_t n, const struct profile_set *p
                  "must be 1..99 characters of letters, digits, '-', '_' or '.'");
     snprintf(t.metric_name, sizeof t.metric_name, "%s", v);
   }
+  if (check_engine_keys(md, n, &t, err, errlen))
+    return GS_EINVAL;
   /* Last, so that an error above never leaves a compiled regex behind. */
   if (parse_gateway_keys(md, n, ref_ns, &t, err, errlen))
     return GS_EINVAL;
   if (!t.metric_name[0]) {
     /* Kubernetes-friendly default: gpuscale-memory-used-percent */
-    int w = snprintf(t.metric_name, sizeof t.metric_name, "gpuscale-%s", gpu_field_name(t.metric));
+    int w = snprintf(t.metric_name, sizeof t.metric_name, "gpuscale-%s", trigger_metric_label(&t));
     for (int i = 0; i < w && t.metric_name[i]; i++)
       if (t.metric_name[i] == '_')
         t.metric_name[i] = '-';
   }
   *out = t;
   return 0;
+}
+
+const char *trigger_metric_label(const struct trigger *t) {
+  return t->engine ? engine_signal_name(t->esignal) : gpu_field_name(t->metric);
 }
 
 bool trigger_flat_metric(enum gpu_field metric) {

@@ -8,6 +8,7 @@
 #include <stdint.h>
 
 #include "core/aggregate.h"
+#include "core/engine.h"
 #include "core/profile.h"
 #include "core/sample.h"
 
@@ -19,6 +20,7 @@
 #define TRIGGER_NS_LEN 64
 #define TRIGGER_NODE_LEN 254
 #define TRIGGER_DEFAULT_TARGET 80.0 /* targetValue without a profile (keda-gpu-scaler's) */
+#define TRIGGER_URL_LEN 512         /* longest vllmEndpoint / tritonEndpoint accepted */
 
 /* Which GPUs one value stands for. AUTO (no scope key, no pods key) is resolved by the policy:
  * node at the agent, cluster at the gateway. */
@@ -64,17 +66,27 @@ struct trigger {
   double min_coverage; /* minCoverage in (0,1]; 1 (the default) = every selected GPU fresh */
   bool has_min_coverage;
   bool gateway_keys; /* node, nodes or gpuModel was given: only the gateway can honour them */
+  /* Engine metrics (issue 12, docs/engines.md): metricType is an engine signal, read per engine
+   * pod; metric is then unused. Without an aggregation key they aggregate with sum. */
+  bool engine;
+  enum engine_signal esignal;
+  /* vllmEndpoint / tritonEndpoint: set only when the operator allowed URLs (profile_set's
+   * endpoint_check) and the check passed; "" otherwise. endpoint_key names the key given. */
+  char endpoint[TRIGGER_URL_LEN];
+  const char *endpoint_key;
 };
 
-/* Parses metadata. Keys: profile, metricType, targetValue, activationThreshold, aggregation,
- * gpuIndex, window, metricName; keda-gpu-scaler's targetGpuUtilization, targetMemoryUtilization
- * and pollIntervalSeconds (vllmEndpoint and tritonEndpoint are refused: engine metrics are not
- * served yet); and the gateway's scope, namespace, pods, nodes, gpuModel, node, value,
- * allowPartial, minCoverage; all others are ignored. Without a profile the defaults are
- * keda-gpu-scaler's: gpu_utilization, target 80, activation 0, max, every GPU, so empty
- * metadata is a valid trigger. Returns 0, or GS_EINVAL with a message naming the key, the bad
- * value and what is allowed in err. On success *out may own compiled regexes: release them with
- * trigger_free (on failure nothing is owned). Same as trigger_parse_ref with ref_ns NULL. */
+/* Parses metadata. Keys: profile, metricType (a GPU field or an engine signal), targetValue,
+ * activationThreshold, aggregation, gpuIndex, window, metricName; keda-gpu-scaler's
+ * targetGpuUtilization, targetMemoryUtilization, pollIntervalSeconds, and vllmEndpoint /
+ * tritonEndpoint (refused with how to annotate the pods instead, unless ps->endpoint_check is
+ * set: the operator's --allow-engine-endpoints; the URL must then pass it); and the gateway's
+ * scope, namespace, pods, nodes, gpuModel, node, value, allowPartial, minCoverage; all others are
+ * ignored. Without a profile the defaults are keda-gpu-scaler's: gpu_utilization, target 80,
+ * activation 0, max, every GPU, so empty metadata is a valid trigger. Returns 0, or GS_EINVAL with
+ * a message naming the key, the bad value and what is allowed in err. On success *out may own
+ * compiled regexes: release them with trigger_free (on failure nothing is owned). Same as
+ * trigger_parse_ref with ref_ns NULL. */
 int trigger_parse(const struct kv *md, size_t n, const struct profile_set *ps, struct trigger *out,
                   char *err, size_t errlen);
 /* As trigger_parse; ref_ns is the ScaledObjectRef's namespace, the default namespace selector in
@@ -95,6 +107,8 @@ bool trigger_flat_metric(enum gpu_field metric);
  * wrong and what to use instead) into buf and returns true; else false, buf untouched. */
 bool trigger_workload_warning(enum gpu_field metric, enum trigger_scope scope, char *buf,
                               size_t len);
+/* The metricType a trigger reads: the engine signal's name or the GPU field's (static). */
+const char *trigger_metric_label(const struct trigger *t);
 /* True when the trigger selects GPUs by the pods holding them (namespace or pods, or workload
  * scope): nodes without pod attribution cannot answer it. */
 bool trigger_selects_pods(const struct trigger *t);

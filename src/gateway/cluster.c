@@ -209,13 +209,25 @@ static void ring_push(struct cluster_gpu_ring *r, const struct node_gpu *g, int6
 int cluster_update(struct cluster *c, const char *addr, const struct node_snapshot *snap) {
   if (snap->n > NODE_MAX_GPUS)
     return GS_EINVAL;
-  struct node_snapshot copy = *snap; /* deep copy outside the lock */
+  if (snap->n_engines > ENGINE_MAX_PODS)
+    return GS_EINVAL;
+  struct node_snapshot copy = *snap; /* deep copy outside the lock: GPUs and engine pods */
   copy.gpus = NULL;
+  copy.engines = NULL;
+  copy.n_engines = snap->engines ? snap->n_engines : 0;
   if (snap->n) {
     copy.gpus = malloc(snap->n * sizeof *copy.gpus);
     if (!copy.gpus)
       return GS_ENOMEM;
     memcpy(copy.gpus, snap->gpus, snap->n * sizeof *copy.gpus);
+  }
+  if (copy.n_engines) {
+    copy.engines = malloc(copy.n_engines * sizeof *copy.engines);
+    if (!copy.engines) {
+      free(copy.gpus);
+      return GS_ENOMEM;
+    }
+    memcpy(copy.engines, snap->engines, copy.n_engines * sizeof *copy.engines);
   }
   pthread_rwlock_wrlock(&c->lock);
   int64_t now = now_ms(c);
@@ -225,14 +237,14 @@ int cluster_update(struct cluster *c, const char *addr, const struct node_snapsh
   if (!a || (!same && !rings)) {
     pthread_rwlock_unlock(&c->lock);
     free(rings);
-    free(copy.gpus);
+    node_snapshot_clear(&copy);
     return GS_ENOMEM;
   }
   if (rings) {
     free(a->rings);
     a->rings = rings;
   }
-  struct node_gpu *old = a->snap.gpus;
+  struct node_snapshot old = a->snap;
   a->snap = copy;
   for (size_t i = 0; i < copy.n; i++)
     ring_push(&a->rings[i], &copy.gpus[i], now);
@@ -241,7 +253,7 @@ int cluster_update(struct cluster *c, const char *addr, const struct node_snapsh
   a->reason[0] = '\0';
   a->updates++;
   pthread_rwlock_unlock(&c->lock);
-  free(old);
+  node_snapshot_clear(&old);
   bump(c);
   return 0;
 }
@@ -284,10 +296,13 @@ size_t cluster_sweep(struct cluster *c) {
   int64_t now = now_ms(c);
   for (size_t i = 0; i < c->n; i++) {
     struct agent *a = c->agents[i];
-    if (a->snap.n > 0 && is_dropped(c, a, now)) {
+    if ((a->snap.n > 0 || a->snap.n_engines > 0) && is_dropped(c, a, now)) {
       free(a->snap.gpus);
       a->snap.gpus = NULL;
       a->snap.n = 0;
+      free(a->snap.engines); /* its engine pods are forgotten with its GPUs */
+      a->snap.engines = NULL;
+      a->snap.n_engines = 0;
       free(a->rings);
       a->rings = NULL;
       dropped++;
@@ -343,6 +358,8 @@ int cluster_visit(struct cluster *c, int (*fn)(void *ud, const struct cluster_no
     struct node_snapshot empty = a->snap; /* header only, for a dropped agent */
     empty.n = 0;
     empty.gpus = NULL;
+    empty.n_engines = 0;
+    empty.engines = NULL;
     struct cluster_node_view v;
     v.addr = a->addr;
     v.node = a->snap.node;

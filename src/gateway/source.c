@@ -339,6 +339,44 @@ static void pod_unknowns(struct pick *k, const struct cluster_node_view *v, size
   }
 }
 
+/* An engine trigger on node v: its engine pods through scaler_select_engines (one value per pod,
+ * as for GPUs). Without engine metrics on v's agent, what it holds is unknown; so is a stale
+ * node's engine pods placed since its last update. */
+static int visit_engines(struct pick *k, const struct cluster_node_view *v) {
+  const struct trigger *t = k->t;
+  const struct node_snapshot *s = v->snap;
+  if (!s->engines_on) {
+    k->sel->unknown++;
+    k->sel->unknown_gpus++;
+    scaler_selection_note(k->sel, "node %s: engine metrics are off on its agent: %s", v->node,
+                          s->engines_why[0] ? s->engines_why
+                                            : "not said (an agent without engine metrics)");
+    return 0;
+  }
+  size_t stale = 0, selected0 = k->sel->selected;
+  int rc = scaler_select_engines(t, s->engines, s->n_engines, v->fresh, v->node, k->sel,
+                                 &k->next_group, &stale);
+  if (rc)
+    return rc;
+  if (!v->fresh) {
+    char why[CLUSTER_REASON_LEN + 96];
+    not_fresh_text(v, why, sizeof why);
+    if (stale)
+      scaler_selection_note(k->sel, "node %s (%s): %s, %zu selected engine pods", v->node, v->addr,
+                            why, stale);
+    if (k->sel->selected == selected0) {
+      /* its old "no engine pod of yours here" must not make a 0: pods come and go */
+      k->sel->unknown++;
+      k->sel->unknown_gpus++;
+      scaler_selection_note(k->sel,
+                            "node %s (%s): %s; engine pods placed since may be selected, counted "
+                            "as 1 unknown",
+                            v->node, v->addr, why);
+    }
+  }
+  return 0;
+}
+
 static int visit_node(void *ud, const struct cluster_node_view *v) {
   struct pick *k = ud;
   if (v->dropped) {
@@ -357,6 +395,8 @@ static int visit_node(void *ud, const struct cluster_node_view *v) {
     k->seen_fresh++;
   if (!node_passes(k, v))
     return 0;
+  if (k->t->engine)
+    return visit_engines(k, v);
   if (k->pod_sel && !v->snap->attribution) {
     /* The pods may hold any of its GPUs that the selection could take: all of those count in the
      * coverage denominator (at least one when the model matches). */

@@ -83,6 +83,45 @@ void scaler_selection_release(struct scaler_selection *sel) {
   sel->n = sel->cap = 0;
 }
 
+int scaler_select_engines(const struct trigger *t, const struct engine_reading *rs, size_t n,
+                          bool node_fresh, const char *node, struct scaler_selection *sel,
+                          uint32_t *next_group, size_t *stale) {
+  enum engine_kind want = engine_signal_kind(t->esignal);
+  const char *sig = engine_signal_name(t->esignal);
+  for (size_t i = 0; i < n; i++) {
+    const struct engine_reading *r = &rs[i];
+    if ((t->ns[0] && strcmp(t->ns, r->ns) != 0) || !trigger_regex_match(&t->pods, r->pod))
+      continue;
+    sel->matched++;
+    if (r->kind != want && (r->kind != ENGINE_UNKNOWN || r->fresh))
+      continue; /* another engine, or read and none we know: it cannot report the signal */
+    sel->selected++;
+    if (!node_fresh) {
+      (*stale)++;
+      continue; /* the caller notes the node */
+    }
+    if (!r->fresh || !engine_has(r, t->esignal)) {
+      scaler_selection_note(sel, "node %s: pod %s/%s has no fresh %s reading%s%s", node, r->ns,
+                            r->pod, sig, r->reason[0] ? ": " : "",
+                            r->reason[0] ? r->reason
+                            : !r->fresh  ? ""
+                                         : " (its engine does not serve it, or a rate awaits a "
+                                           "second scrape)");
+      continue;
+    }
+    sel->fresh++;
+    uint32_t group = 0;
+    if (t->scope == TRIGGER_SCOPE_WORKLOAD) {
+      group = (*next_group)++;
+      sel->n_groups = *next_group;
+    }
+    int rc = scaler_selection_add(sel, r->v[t->esignal], group);
+    if (rc)
+      return rc;
+  }
+  return 0;
+}
+
 /* values() on a wrapped selector: the flat list of selected values, errors for anything less. */
 static int selector_values(void *ud, const struct trigger *t, double *vals, size_t cap, size_t *n,
                            char *err, size_t errlen) {
@@ -118,6 +157,30 @@ struct scaler_source scaler_source_from_selector(struct scaler_selector *sel) {
 
 static const struct scaler_selector *selector_of(const struct scaler_source *src) {
   return src->values == selector_values ? src->ud : NULL;
+}
+
+/* values() on a dual source: GPU triggers from the GPU source, engine ones flattened from the
+ * engine selector (for tools and tests; the policy itself judges the engine selection). */
+static int dual_values(void *ud, const struct trigger *t, double *vals, size_t cap, size_t *n,
+                       char *err, size_t errlen) {
+  struct scaler_dual *d = ud;
+  if (!t->engine)
+    return d->gpus.values(d->gpus.ud, t, vals, cap, n, err, errlen);
+  return selector_values(&d->engines, t, vals, cap, n, err, errlen);
+}
+
+static uint64_t dual_wait_tick(void *ud, uint64_t seen, int timeout_ms) {
+  struct scaler_dual *d = ud;
+  return d->gpus.wait_tick ? d->gpus.wait_tick(d->gpus.ud, seen, timeout_ms) : seen;
+}
+
+struct scaler_source scaler_source_dual(struct scaler_dual *d) {
+  struct scaler_source s = {dual_values, dual_wait_tick, d};
+  return s;
+}
+
+static struct scaler_dual *dual_of(const struct scaler_source *src) {
+  return src->values == dual_values ? src->ud : NULL;
 }
 
 /* ---- parsing and scope resolution ---- */
@@ -179,6 +242,14 @@ static int resolve_scope(const struct scaler *s, const struct scaler_request *r,
              v ? v : "", sc);
     return e->code;
   }
+  if (gateway && t->endpoint[0]) {
+    snprintf(e->msg, sizeof e->msg,
+             "invalid trigger metadata: %s=\"%.200s\": the gateway reads no URL; engine pods "
+             "are read by the agents on their nodes (annotate them, docs/engines.md), or point "
+             "scalerAddress at the agent that was started with --allow-engine-endpoints",
+             t->endpoint_key ? t->endpoint_key : "vllmEndpoint", t->endpoint);
+    return e->code;
+  }
   if (gateway && t->scope == TRIGGER_SCOPE_NODE && !t->node[0]) {
     snprintf(e->msg, sizeof e->msg,
              "invalid trigger metadata: scope=\"node\": at the gateway, node scope needs node "
@@ -205,11 +276,19 @@ static int parse(const struct scaler *s, const struct scaler_request *r, struct 
 /* ---- evaluation ---- */
 
 /* Node-scope sources: one flat list of values, errors decided by the source. */
-static int evaluate_values(const struct scaler *s, const struct trigger *t,
+static int evaluate_values(const struct scaler_source *src, const struct trigger *t,
                            struct scaler_result *out, struct scaler_error *e) {
   double vals[SCALER_MAX_VALUES];
   size_t n = 0;
-  int rc = s->src.values(s->src.ud, t, vals, SCALER_MAX_VALUES, &n, e->msg, sizeof e->msg);
+  if (t->engine) { /* a GPU-only source: nothing to select engine pods from */
+    e->code = GS_EUNAVAIL;
+    snprintf(e->msg, sizeof e->msg,
+             "metricType %s is read from engine pods, and this scaler reads none (an agent "
+             "without engine metrics, or a GPU-only source); see docs/engines.md",
+             trigger_metric_label(t));
+    return e->code;
+  }
+  int rc = src->values(src->ud, t, vals, SCALER_MAX_VALUES, &n, e->msg, sizeof e->msg);
   if (rc == 0 && n == 0) {
     rc = GS_EUNAVAIL;
     snprintf(e->msg, sizeof e->msg, "no GPU readings for %s", gpu_field_name(t->metric));
@@ -279,20 +358,22 @@ enum coverage_fail {
 
 /* "3 of 5 selected GPUs fresh, and 1 agent or node that cannot be seen (counted as 1 GPU)";
  * with say_stale the first part counts the GPUs without a fresh reading instead. */
-static void count_text(const struct scaler_selection *sel, bool say_stale, char *out, size_t len) {
+static void count_text(const struct trigger *t, const struct scaler_selection *sel, bool say_stale,
+                       char *out, size_t len) {
+  const char *unit = t->engine ? "engine pods" : "GPUs", *one = t->engine ? "engine pod" : "GPU";
   size_t w = 0;
   out[0] = '\0';
   bool stale_part =
       say_stale ? sel->selected > sel->fresh || !sel->unknown : sel->selected > 0 || !sel->unknown;
   if (stale_part)
-    w = (size_t)snprintf(out, len, "%zu of %zu selected GPUs %s",
-                         say_stale ? sel->selected - sel->fresh : sel->fresh, sel->selected,
+    w = (size_t)snprintf(out, len, "%zu of %zu selected %s %s",
+                         say_stale ? sel->selected - sel->fresh : sel->fresh, sel->selected, unit,
                          say_stale ? "have no fresh reading" : "fresh");
   if (sel->unknown && w < len) {
     size_t share = unknown_share(sel);
-    snprintf(out + w, len - w, "%s%zu agent%s or node%s with unknown GPUs (counted as %zu GPU%s)",
+    snprintf(out + w, len - w, "%s%zu agent%s or node%s with unknown %s (counted as %zu %s%s)",
              w ? ", and " : "", sel->unknown, sel->unknown == 1 ? "" : "s",
-             sel->unknown == 1 ? "" : "s", share, share == 1 ? "" : "s");
+             sel->unknown == 1 ? "" : "s", unit, share, one, share == 1 ? "" : "s");
   }
 }
 
@@ -308,13 +389,13 @@ static int coverage_error(const struct trigger *t, const struct scaler_selection
   e->unknown = out->unknown;
   e->coverage = out->coverage;
   char counts[256], missing[SCALER_MISSING_LEN + 64];
-  count_text(sel, why == COV_REFUSED, counts, sizeof counts);
+  count_text(t, sel, why == COV_REFUSED, counts, sizeof counts);
   missing_text(sel, missing, sizeof missing);
   if (why == COV_NOTHING)
     snprintf(e->msg, sizeof e->msg,
              "no fresh %s reading to answer from (%s); UNAVAILABLE whatever allowPartial or "
              "minCoverage say, as there is nothing to aggregate: %s",
-             gpu_field_name(t->metric), counts, missing);
+             trigger_metric_label(t), counts, missing);
   else if (why == COV_BELOW)
     snprintf(e->msg, sizeof e->msg, "coverage %.0f%% (%s) is below minCoverage %g: %s",
              out->coverage * 100, counts, t->min_coverage, missing);
@@ -339,6 +420,15 @@ static int judge(const struct trigger *t, struct scaler_selection *sel, struct s
     out->empty_selection = true; /* everything is known and no pod holds a GPU: 0 is the truth */
     out->value = 0;
     return 0;
+  }
+  if (sel->selected == 0 && sel->unknown == 0 && t->engine) {
+    e->code = GS_EUNAVAIL;
+    snprintf(e->msg, sizeof e->msg,
+             "%zu engine pods match the selection but none can report %s (another engine: it "
+             "comes from %s pods)",
+             sel->matched, trigger_metric_label(t),
+             engine_kind_name(engine_signal_kind(t->esignal)));
+    return e->code;
   }
   if (sel->selected == 0 && sel->unknown == 0) {
     e->code = GS_EUNAVAIL;
@@ -372,8 +462,13 @@ static int judge(const struct trigger *t, struct scaler_selection *sel, struct s
 static int evaluate(const struct scaler *s, const struct trigger *t, struct scaler_result *out,
                     struct scaler_error *e) {
   const struct scaler_selector *sr = selector_of(&s->src);
+  const struct scaler_dual *dual = dual_of(&s->src);
+  if (dual && t->engine)
+    sr = &dual->engines; /* the agent's engine pods: selected and judged as at the gateway */
+  else if (dual)
+    return evaluate_values(&dual->gpus, t, out, e);
   if (!sr)
-    return evaluate_values(s, t, out, e);
+    return evaluate_values(&s->src, t, out, e);
   struct scaler_selection sel;
   memset(&sel, 0, sizeof sel);
   int rc = sr->select(sr->ud, t, &sel, e->msg, sizeof e->msg);

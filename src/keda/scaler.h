@@ -58,6 +58,17 @@ void scaler_selection_note(struct scaler_selection *sel, const char *fmt, ...)
 /* Frees vals, group and share; the struct may be reused after zeroing. NULL is fine. */
 void scaler_selection_release(struct scaler_selection *sel);
 
+/* Engine triggers (t->engine): adds one node's engine pods rs[0..n) to sel. A pod matches by
+ * t->ns and t->pods; one of another engine is matched and left out (as a GPU that does not report
+ * a field); one whose engine is not detected yet is selected too. A selected pod counts fresh
+ * with its value when node_fresh, its reading is fresh and it has the signal; else it is missing
+ * and noted with its reason (node names the node). With node_fresh false every selected pod is
+ * counted into *stale instead, for the caller's note. Workload scope: one group per pod, from
+ * *next_group. Returns 0, GS_ENOMEM or GS_ETOOBIG. */
+int scaler_select_engines(const struct trigger *t, const struct engine_reading *rs, size_t n,
+                          bool node_fresh, const char *node, struct scaler_selection *sel,
+                          uint32_t *next_group, size_t *stale);
+
 /* Where per-GPU values come from. The agent's source reads struct history and serves node scope
  * only. A selecting source (the gateway's) is built with scaler_source_from_selector. */
 struct scaler_source {
@@ -96,6 +107,17 @@ struct scaler_selector {
  * (A wrapper rather than new scaler_source fields, so that the positional initialisers
  * {values, wait_tick, ud} used across the tree stay warning-free.) */
 struct scaler_source scaler_source_from_selector(struct scaler_selector *sel);
+
+/* The agent's source: GPU triggers from gpus (values, node scope, errors decided there), engine
+ * triggers from engines (a selector whose scopes are SCALER_SCOPE_NODE: its engine pods), judged
+ * with the partial-answer rules as at the gateway (docs/engines.md). The policy still treats the
+ * source as node-scope only. */
+struct scaler_dual {
+  struct scaler_source gpus;
+  struct scaler_selector engines;
+};
+/* Wraps d (which must outlive the result and not move). wait_tick is the GPU source's. */
+struct scaler_source scaler_source_dual(struct scaler_dual *d);
 
 struct scaler_request {
   const char *name;    /* ScaledObject name */

@@ -36,12 +36,11 @@ BAD_METADATA = [
     ({"targetMemoryUtilization": "0"}, "targetMemoryUtilization", "0"),
     ({"pollIntervalSeconds": "0"}, "pollIntervalSeconds", "0"),  # the reference panics
     ({"pollIntervalSeconds": "-5"}, "pollIntervalSeconds", "-5"),
-    ({"vllmEndpoint": "http://vllm:8000/metrics"}, "vllmEndpoint", "engine metrics"),
-    ({"tritonEndpoint": "http://triton:8002/metrics"}, "tritonEndpoint", "engine metrics"),
+    ({"vllmEndpoint": "http://vllm:8000/metrics"}, "vllmEndpoint", "gpuscale.io/engine"),
+    ({"tritonEndpoint": "http://triton:8002/metrics"}, "tritonEndpoint", "Annotate the engine pods"),
     ({"profile": "distributed-training"}, "profile", "NVLink"),
-    ({"profile": "vllm-queue-depth"}, "profile", "engine metrics are coming"),
     ({"metricType": "nvlink_tx_mbps"}, "metricType", "NVLink"),
-    ({"metricType": "triton_queue_wait_ms"}, "metricType", "engine metrics are coming"),
+    ({"metricType": "vllm_queue_depth", "gpuIndex": "0"}, "gpuIndex", "per engine pod"),
     # selectors glibc's regcomp would take gigabytes (8 GB) or minutes over, refused before it
     ({"scope": "cluster", "nodes": "a{1,32767}"}, "nodes", "4096 copies"),
     ({"pods": "((a*)+){255}"}, "pods", "empty string"),

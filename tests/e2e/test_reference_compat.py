@@ -14,8 +14,9 @@ and says why in a comment (each is listed in docs/migrate.md, "What deliberately
   `keda_gpu_metric`; KEDA sends back whatever GetMetricSpec returned, so the reference's
   GetMetrics with a fixed `keda_gpu_metric` becomes "GetMetrics with the spec's name".
 - pollIntervalSeconds 0 is INVALID_ARGUMENT (the reference accepts it and then panics).
-- engine metrics (vllmEndpoint, tritonEndpoint, the queue profiles) are INVALID_ARGUMENT until
-  gpuscale serves them from its own pod discovery.
+- engine metrics come from the engine pods gpuscale discovers (annotations); vllmEndpoint and
+  tritonEndpoint are INVALID_ARGUMENT saying how to annotate the pods, unless the operator
+  started the agent with --allow-engine-endpoints.
 - a GPU without a memory reading has no memory_used_percent (the reference makes up 0).
 """
 
@@ -470,33 +471,64 @@ def test_poll_interval_zero_is_invalid_argument_not_a_panic(fleet):
 
 # ---- the engine-metric cases: TestVLLMQueueDepthE2E*, TestTriton*E2E* ----------------------
 # The reference scrapes the URL in vllmEndpoint / tritonEndpoint (one pod behind a Service).
-# gpuscale will read engine metrics from the engine pods it discovers itself, and a URL only
-# with the operator's opt-in; until then these triggers are INVALID_ARGUMENT saying so, never
-# a GPU value under an engine metric's name.
+# gpuscale reads the engine pods it discovers itself (annotations, docs/engines.md), and a URL
+# only with the operator's --allow-engine-endpoints (test_engines_gateway.py). Without it, a
+# trigger with a URL is INVALID_ARGUMENT saying how to annotate the pods; the engine metricTypes
+# and profiles themselves are served: an agent that cannot read engine pods (this one has no
+# Kubernetes API) answers UNAVAILABLE, never a GPU value under an engine metric's name.
 
-ENGINE = [
+ENGINE_URL = [
     ("vllm queue depth", {"profile": "vllm-queue-depth",
-                          "vllmEndpoint": "http://127.0.0.1:9/metrics"}, "profile"),
-    ("vllm missing endpoint", {"metricType": "vllm_queue_depth"}, "metricType"),
+                          "vllmEndpoint": "http://127.0.0.1:9/metrics"}, "vllmEndpoint", "vllm"),
     ("vllm kv cache", {"metricType": "vllm_kv_cache_usage",
-                       "vllmEndpoint": "http://vllm-svc:8000/metrics"}, "metricType"),
+                       "vllmEndpoint": "http://vllm-svc:8000/metrics"}, "vllmEndpoint", "vllm"),
     ("triton request rate", {"profile": "triton-request-rate",
-                             "tritonEndpoint": "http://127.0.0.1:9/metrics"}, "profile"),
+                             "tritonEndpoint": "http://127.0.0.1:9/metrics"}, "tritonEndpoint",
+     "triton"),
     ("triton queue wait", {"profile": "triton-queue-wait",
-                           "tritonEndpoint": "http://127.0.0.1:9/metrics"}, "profile"),
-    ("triton missing endpoint", {"metricType": "triton_queue_wait_ms"}, "metricType"),
+                           "tritonEndpoint": "http://127.0.0.1:9/metrics"}, "tritonEndpoint",
+     "triton"),
     ("endpoint beside a GPU profile", {"profile": "vllm-inference",
                                        "vllmEndpoint": "http://vllm-svc:8000/metrics"},
-     "vllmEndpoint"),
+     "vllmEndpoint", "vllm"),
     ("triton endpoint alone", {"tritonEndpoint": "http://triton-svc:8002/metrics"},
-     "tritonEndpoint"),
+     "tritonEndpoint", "triton"),
 ]
 
 
-@pytest.mark.parametrize("label,md,key", ENGINE, ids=[c[0] for c in ENGINE])
-def test_engine_metrics_are_refused_saying_what_is_coming(fleet, label, md, key):
+@pytest.mark.parametrize("label,md,key,engine", ENGINE_URL, ids=[c[0] for c in ENGINE_URL])
+def test_engine_urls_are_refused_saying_how_to_annotate(fleet, label, md, key, engine):
     details = invalid(fleet.client(devices(dict(gpu_utilization=10))), md, key)
-    assert "engine metrics" in details, details
+    assert md[key] in details, details
+    assert 'gpuscale.io/engine: "%s"' % engine in details, details
+    assert "gpuscale.io/metrics-port" in details and "gpuscale.io/metrics-path" in details
+    assert "docs/engines.md" in details and "--allow-engine-endpoints" in details, details
+
+
+# The reference scaler's engine profiles, with its values (pkg/profiles/profiles.go).
+ENGINE_PROFILES = {
+    "vllm-queue-depth": ("vllm_queue_depth", 5, 1),
+    "triton-queue-wait": ("triton_queue_wait_ms", 50, 5),
+    "triton-request-rate": ("triton_request_rate", 50, 1),
+}
+
+
+@pytest.mark.parametrize("md,metric,target", [
+    ({"profile": p}, m, t) for p, (m, t, _) in sorted(ENGINE_PROFILES.items())] + [
+    ({"metricType": "vllm_queue_depth"}, "vllm_queue_depth", 80),
+    ({"metricType": "vllm_kv_cache_usage", "targetValue": "75"}, "vllm_kv_cache_usage", 75),
+    ({"metricType": "triton_queue_wait_ms"}, "triton_queue_wait_ms", 80)])
+def test_engine_metrics_are_served_from_engine_pods_only(fleet, md, metric, target):
+    """The spec answers with the reference's target; the value needs engine pods, which an agent
+    without the Kubernetes API cannot read: UNAVAILABLE saying why, not a GPU reading."""
+    c = fleet.client(devices(dict(gpu_utilization=10)))
+    sr = c._spec(ref(c, md), timeout=helpers.RPC_TIMEOUT)
+    assert sr.metricSpecs[0].targetSizeFloat == target, sr
+    assert sr.metricSpecs[0].metricName == "gpuscale-" + metric.replace("_", "-"), sr
+    for call in (c.metrics, c.is_active):
+        e = rpc_error(call, md)
+        assert e.code() == grpc.StatusCode.UNAVAILABLE, (call.__name__, e)
+        assert "engine" in e.details(), e.details()
 
 
 @pytest.mark.parametrize("md", [{"profile": "distributed-training"},

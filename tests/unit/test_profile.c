@@ -42,21 +42,57 @@ static const struct want_profile builtins[] = {
     {"ollama", GF_MEM_USED_PCT, 70, 3, AGG_MAX},
     {"tgi-inference", GF_MEM_USED_PCT, 75, 5, AGG_MAX},
 };
-#define NBUILTIN (sizeof builtins / sizeof builtins[0])
+/* Engine profiles (docs/profiles.md): the reference scaler's three with its values
+ * (pkg/profiles/profiles.go), and ours; each sums over pods. */
+static const struct {
+  const char *name;
+  enum engine_signal sig;
+  double target, activation;
+} engine_builtins[] = {
+    {"vllm-queue-depth", ES_VLLM_QUEUE_DEPTH, 5, 1},
+    {"triton-queue-wait", ES_TRITON_QUEUE_WAIT_MS, 50, 5},
+    {"triton-request-rate", ES_TRITON_REQUEST_RATE, 50, 1},
+    {"vllm-kv-cache", ES_VLLM_KV_CACHE, 75, 5},
+    {"tgi-queue-size", ES_TGI_QUEUE, 5, 1},
+    {"sglang-queue-depth", ES_SGLANG_QUEUE, 5, 1},
+};
+#define NENGINE (sizeof engine_builtins / sizeof engine_builtins[0])
+#define NBUILTIN (sizeof builtins / sizeof builtins[0] + NENGINE)
+
+static void check_engine(const struct profile_set *ps, const char *name, enum engine_signal sig,
+                         double target, double activation, enum aggregation agg) {
+  const struct profile *p = profile_find(ps, name);
+  if (!p)
+    print_error("profile %s not found\n", name);
+  assert_non_null(p);
+  assert_true(p->engine);
+  assert_int_equal(p->esignal, sig);
+  assert_true(p->target == target);
+  assert_true(p->activation == activation);
+  assert_int_equal(p->agg, agg);
+}
 
 static void test_builtins(void **state) {
   (void)state;
   struct profile_set ps;
   assert_int_equal(profile_set_init(&ps), 0);
   assert_int_equal(ps.n, NBUILTIN);
-  for (size_t i = 0; i < NBUILTIN; i++)
+  assert_null(ps.endpoint_check); /* URLs in triggers: refused unless the operator allows */
+  for (size_t i = 0; i < sizeof builtins / sizeof builtins[0]; i++) {
     check_profile(&ps, &builtins[i]);
+    assert_false(profile_find(&ps, builtins[i].name)->engine);
+  }
+  for (size_t i = 0; i < NENGINE; i++)
+    check_engine(&ps, engine_builtins[i].name, engine_builtins[i].sig, engine_builtins[i].target,
+                 engine_builtins[i].activation, AGG_SUM);
   assert_null(profile_find(&ps, "vllm"));
   assert_null(profile_find(&ps, ""));
-  char names[256];
+  char names[384];
   profile_names(&ps, names, sizeof names);
-  assert_string_equal(names,
-                      "vllm-inference, triton-inference, training, batch, ollama, tgi-inference");
+  assert_string_equal(names, "vllm-inference, triton-inference, training, batch, ollama, "
+                             "tgi-inference, vllm-queue-depth, triton-queue-wait, "
+                             "triton-request-rate, vllm-kv-cache, tgi-queue-size, "
+                             "sglang-queue-depth");
   char small[12];
   profile_names(&ps, small, sizeof small); /* truncates without overflowing */
   assert_true(strlen(small) < sizeof small);
@@ -177,12 +213,7 @@ static void test_missing_file(void **state) {
  * that is neither built in nor planned gets NULL. A user profile of a planned name wins. */
 static void test_planned(void **state) {
   (void)state;
-  static const struct {
-    const char *name, *why;
-  } cases[] = {{"distributed-training", "NVLink"},
-               {"vllm-queue-depth", "engine metrics are coming"},
-               {"triton-queue-wait", "engine metrics are coming"},
-               {"triton-request-rate", "engine metrics are coming"}};
+  static const struct { const char *name, *why; } cases[] = {{"distributed-training", "NVLink"}};
   struct profile_set ps;
   assert_int_equal(profile_set_init(&ps), 0);
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
@@ -201,11 +232,46 @@ static void test_planned(void **state) {
   profile_set_free(&ps);
 }
 
+/* Engine profiles from a file: an engine signal as metric (sum unless aggregation is given), an
+ * override of a built-in engine profile, and a trigger that uses one; loading keeps the
+ * operator's endpoint check. */
+static int no_url(const char *url, char *err, size_t errlen) {
+  (void)url;
+  snprintf(err, errlen, "no");
+  return GS_EINVAL;
+}
+
+static void test_engine_file(void **state) {
+  (void)state;
+  struct profile_set ps;
+  assert_int_equal(profile_set_init(&ps), 0);
+  ps.endpoint_check = no_url;
+  char err[512] = "";
+  int rc = profile_set_load(&ps, FIX "engine.yaml", err, sizeof err);
+  if (rc)
+    print_error("%s\n", err);
+  assert_int_equal(rc, 0);
+  assert_int_equal(ps.n, NBUILTIN + 2);
+  assert_ptr_equal(ps.endpoint_check, no_url);
+  check_engine(&ps, "vllm-running", ES_VLLM_RUNNING, 16, 0, AGG_SUM);
+  check_engine(&ps, "sglang-kv", ES_SGLANG_TOKEN_USAGE, 70, 2, AGG_MAX);
+  check_engine(&ps, "vllm-queue-depth", ES_VLLM_QUEUE_DEPTH, 3, 0, AGG_SUM);
+  const struct kv md[] = {{"profile", "sglang-kv"}};
+  struct trigger t;
+  assert_int_equal(trigger_parse(md, 1, &ps, &t, err, sizeof err), 0);
+  assert_true(t.engine);
+  assert_int_equal(t.esignal, ES_SGLANG_TOKEN_USAGE);
+  assert_int_equal(t.agg, AGG_MAX);
+  assert_string_equal(t.metric_name, "gpuscale-sglang-token-usage");
+  trigger_free(&t);
+  profile_set_free(&ps);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_builtins),  cmocka_unit_test(test_load_adds_and_overrides),
       cmocka_unit_test(test_bad_files), cmocka_unit_test(test_missing_file),
-      cmocka_unit_test(test_planned),
+      cmocka_unit_test(test_planned),   cmocka_unit_test(test_engine_file),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -609,21 +609,6 @@ static const struct bad_case bad_cases[] = {
      "profile",
      "distributed-training",
      "needs NVLink throughput"},
-    {"vllm-queue-depth needs engine metrics",
-     {{"profile", "vllm-queue-depth"}},
-     "profile",
-     "vllm-queue-depth",
-     "engine metrics are coming"},
-    {"triton-queue-wait needs engine metrics",
-     {{"profile", "triton-queue-wait"}},
-     "profile",
-     "triton-queue-wait",
-     "engine metrics are coming"},
-    {"triton-request-rate needs engine metrics",
-     {{"profile", "triton-request-rate"}, {"tritonEndpoint", "http://triton:8002/metrics"}},
-     "profile",
-     "triton-request-rate",
-     "engine metrics are coming"},
     {"metricType pcie_tx_kbps",
      {{"metricType", "pcie_tx_kbps"}},
      "metricType",
@@ -634,37 +619,48 @@ static const struct bad_case bad_cases[] = {
      "metricType",
      "nvlink_rx_mbps",
      "allowed now: gpu_utilization"},
-    {"metricType vllm_queue_depth",
-     {{"metricType", "vllm_queue_depth"}},
-     "metricType",
-     "vllm_queue_depth",
-     "engine metrics are coming"},
-    {"metricType vllm_kv_cache_usage",
-     {{"metricType", "vllm_kv_cache_usage"}},
-     "metricType",
-     "vllm_kv_cache_usage",
-     "engine metrics are coming"},
-    {"metricType triton_queue_wait_ms",
-     {{"metricType", "triton_queue_wait_ms"}},
-     "metricType",
-     "triton_queue_wait_ms",
-     "engine metrics are coming"},
-    {"metricType triton_request_rate",
-     {{"metricType", "triton_request_rate"}},
-     "metricType",
-     "triton_request_rate",
-     "engine metrics are coming"},
+    /* A URL in trigger metadata is refused with how to annotate the pods (docs/engines.md)
+     * unless the operator allowed URLs (test_endpoint_policy). */
     {"vllmEndpoint",
      {{"profile", "vllm-inference"}, {"vllmEndpoint", "http://vllm-svc:8000/metrics"}},
      "vllmEndpoint",
      "http://vllm-svc:8000/metrics",
-     "engine metrics are not served yet; they are coming"},
+     "Annotate the engine pods instead (gpuscale.io/engine: \"vllm\", gpuscale.io/metrics-port: "
+     "\"8000\", gpuscale.io/metrics-path: \"/metrics\")"},
+    {"vllmEndpoint with its metric",
+     {{"metricType", "vllm_queue_depth"}, {"vllmEndpoint", "http://vllm-svc:8000/metrics"}},
+     "vllmEndpoint",
+     "http://vllm-svc:8000/metrics",
+     "--allow-engine-endpoints"},
     {"tritonEndpoint",
-     {{"tritonEndpoint", "http://triton-svc:8002/metrics"}},
+     {{"profile", "triton-request-rate"}, {"tritonEndpoint", "http://triton-svc:8002/metrics"}},
      "tritonEndpoint",
      "http://triton-svc:8002/metrics",
-     "operator's opt-in"},
-    {"empty vllmEndpoint", {{"vllmEndpoint", ""}}, "vllmEndpoint", "", "coming"},
+     "gpuscale.io/engine: \"triton\", gpuscale.io/metrics-port: \"8002\""},
+    {"empty vllmEndpoint", {{"vllmEndpoint", ""}}, "vllmEndpoint", "", "docs/engines.md"},
+    /* GPU-only keys next to an engine metric are refused, not ignored. */
+    {"gpuIndex with an engine metric",
+     {{"metricType", "vllm_queue_depth"}, {"gpuIndex", "0"}},
+     "gpuIndex",
+     "0",
+     "applies to GPU metrics only; metricType vllm_queue_depth is read per engine pod"},
+    {"gpuModel with an engine profile",
+     {{"profile", "tgi-queue-size"}, {"gpuModel", "NVIDIA A100.*"}},
+     "gpuModel",
+     "NVIDIA A100.*",
+     "metricType tgi_queue_size is read per engine pod"},
+    {"window with an engine metric",
+     {{"metricType", "sglang_queue_depth"}, {"window", "30s"}},
+     "window",
+     "30s",
+     "the value is the newest reading"},
+    {"engine-like metricType",
+     {{"metricType", "vllm_queue"}},
+     "metricType",
+     "vllm_queue",
+     "engine signals (per pod, docs/engines.md): vllm_queue_depth, vllm_requests_running, "
+     "vllm_kv_cache_usage, tgi_queue_size, tgi_batch_size, sglang_queue_depth, "
+     "sglang_token_usage, triton_pending_requests, triton_queue_wait_ms, triton_request_rate"},
     /* The shorthands are validated as targetValue is. */
     {"targetGpuUtilization abc",
      {{"targetGpuUtilization", "abc"}},
@@ -1003,7 +999,7 @@ static void test_bad_cases(void **state) {
   for (size_t i = 0; i < sizeof bad_cases / sizeof bad_cases[0]; i++) {
     const struct bad_case *c = &bad_cases[i];
     struct trigger t;
-    char err[512] = "";
+    char err[1024] = ""; /* KEDA gets up to SCALER_MSG_LEN; the URL rule is long */
     int rc = trigger_parse(c->md, kv_count(c->md), ps, &t, err, sizeof err);
     char keyval[256];
     if (c->value)
@@ -1352,6 +1348,319 @@ static void test_reference_keys(void **state) {
   assert_non_null(strstr(err, "pollIntervalSeconds=\"2147483648\""));
 }
 
+struct engine_case {
+  const char *label;
+  struct kv md[MAXKV];
+  enum engine_signal sig;
+  double target, activation;
+  enum aggregation agg;
+  const char *metric_name;
+};
+
+/* Engine metricTypes and profiles (docs/engines.md, docs/profiles.md): the reference scaler's
+ * names and values, ours, and the aggregation (sum unless said). */
+static const struct engine_case engine_cases[] = {
+    {"metricType vllm_queue_depth (reference name)",
+     {{"metricType", "vllm_queue_depth"}, {"targetValue", "5"}},
+     ES_VLLM_QUEUE_DEPTH,
+     5,
+     0,
+     AGG_SUM,
+     "gpuscale-vllm-queue-depth"},
+    {"metricType vllm_kv_cache_usage, aggregation given",
+     {{"metricType", "vllm_kv_cache_usage"}, {"aggregation", "max"}},
+     ES_VLLM_KV_CACHE,
+     TRIGGER_DEFAULT_TARGET,
+     0,
+     AGG_MAX,
+     "gpuscale-vllm-kv-cache-usage"},
+    {"metricType triton_queue_wait_ms",
+     {{"metricType", "triton_queue_wait_ms"}},
+     ES_TRITON_QUEUE_WAIT_MS,
+     TRIGGER_DEFAULT_TARGET,
+     0,
+     AGG_SUM,
+     "gpuscale-triton-queue-wait-ms"},
+    {"metricType triton_request_rate",
+     {{"metricType", "triton_request_rate"}},
+     ES_TRITON_REQUEST_RATE,
+     TRIGGER_DEFAULT_TARGET,
+     0,
+     AGG_SUM,
+     "gpuscale-triton-request-rate"},
+    {"metricType vllm_requests_running",
+     {{"metricType", "vllm_requests_running"}},
+     ES_VLLM_RUNNING,
+     TRIGGER_DEFAULT_TARGET,
+     0,
+     AGG_SUM,
+     "gpuscale-vllm-requests-running"},
+    {"metricType tgi_queue_size",
+     {{"metricType", "tgi_queue_size"}},
+     ES_TGI_QUEUE,
+     TRIGGER_DEFAULT_TARGET,
+     0,
+     AGG_SUM,
+     "gpuscale-tgi-queue-size"},
+    {"metricType tgi_batch_size",
+     {{"metricType", "tgi_batch_size"}},
+     ES_TGI_BATCH,
+     TRIGGER_DEFAULT_TARGET,
+     0,
+     AGG_SUM,
+     "gpuscale-tgi-batch-size"},
+    {"metricType sglang_queue_depth",
+     {{"metricType", "sglang_queue_depth"}},
+     ES_SGLANG_QUEUE,
+     TRIGGER_DEFAULT_TARGET,
+     0,
+     AGG_SUM,
+     "gpuscale-sglang-queue-depth"},
+    {"metricType sglang_token_usage",
+     {{"metricType", "sglang_token_usage"}},
+     ES_SGLANG_TOKEN_USAGE,
+     TRIGGER_DEFAULT_TARGET,
+     0,
+     AGG_SUM,
+     "gpuscale-sglang-token-usage"},
+    {"metricType triton_pending_requests",
+     {{"metricType", "triton_pending_requests"}},
+     ES_TRITON_PENDING,
+     TRIGGER_DEFAULT_TARGET,
+     0,
+     AGG_SUM,
+     "gpuscale-triton-pending-requests"},
+    /* The reference scaler's profiles, with its values (pkg/profiles/profiles.go). */
+    {"profile vllm-queue-depth",
+     {{"profile", "vllm-queue-depth"}},
+     ES_VLLM_QUEUE_DEPTH,
+     5,
+     1,
+     AGG_SUM,
+     "gpuscale-vllm-queue-depth"},
+    {"profile triton-queue-wait",
+     {{"profile", "triton-queue-wait"}},
+     ES_TRITON_QUEUE_WAIT_MS,
+     50,
+     5,
+     AGG_SUM,
+     "gpuscale-triton-queue-wait-ms"},
+    {"profile triton-request-rate",
+     {{"profile", "triton-request-rate"}},
+     ES_TRITON_REQUEST_RATE,
+     50,
+     1,
+     AGG_SUM,
+     "gpuscale-triton-request-rate"},
+    /* Ours. */
+    {"profile vllm-kv-cache",
+     {{"profile", "vllm-kv-cache"}},
+     ES_VLLM_KV_CACHE,
+     75,
+     5,
+     AGG_SUM,
+     "gpuscale-vllm-kv-cache-usage"},
+    {"profile tgi-queue-size",
+     {{"profile", "tgi-queue-size"}},
+     ES_TGI_QUEUE,
+     5,
+     1,
+     AGG_SUM,
+     "gpuscale-tgi-queue-size"},
+    {"profile sglang-queue-depth",
+     {{"profile", "sglang-queue-depth"}},
+     ES_SGLANG_QUEUE,
+     5,
+     1,
+     AGG_SUM,
+     "gpuscale-sglang-queue-depth"},
+    /* Overrides, as for GPU profiles. */
+    {"engine profile, overrides",
+     {{"profile", "vllm-queue-depth"},
+      {"targetValue", "8"},
+      {"activationThreshold", "0"},
+      {"aggregation", "max"},
+      {"metricName", "q"}},
+     ES_VLLM_QUEUE_DEPTH,
+     8,
+     0,
+     AGG_MAX,
+     "q"},
+    {"GPU profile, engine metricType: sum, the profile's target",
+     {{"profile", "vllm-inference"}, {"metricType", "vllm_queue_depth"}},
+     ES_VLLM_QUEUE_DEPTH,
+     80,
+     5,
+     AGG_SUM,
+     "gpuscale-vllm-queue-depth"},
+    {"gpuIndex -1 picks nothing: fine",
+     {{"metricType", "tgi_queue_size"}, {"gpuIndex", "-1"}, {"pods", "tgi-.*"}},
+     ES_TGI_QUEUE,
+     TRIGGER_DEFAULT_TARGET,
+     0,
+     AGG_SUM,
+     "gpuscale-tgi-queue-size"},
+};
+
+static void test_engine_triggers(void **state) {
+  const struct profile_set *ps = *state;
+  for (size_t i = 0; i < sizeof engine_cases / sizeof engine_cases[0]; i++) {
+    const struct engine_case *c = &engine_cases[i];
+    struct trigger t;
+    char err[1024] = "";
+    int rc = trigger_parse(c->md, kv_count(c->md), ps, &t, err, sizeof err);
+    if (rc)
+      print_error("case \"%s\": %s\n", c->label, err);
+    assert_int_equal(rc, 0);
+    if (!t.engine || t.esignal != c->sig || t.target != c->target ||
+        t.activation != c->activation || t.agg != c->agg)
+      print_error("case \"%s\": engine %d signal %d target %g activation %g agg %d\n", c->label,
+                  t.engine, t.esignal, t.target, t.activation, t.agg);
+    assert_true(t.engine);
+    assert_int_equal(t.esignal, c->sig);
+    assert_true(t.target == c->target);
+    assert_true(t.activation == c->activation);
+    assert_int_equal(t.agg, c->agg);
+    assert_string_equal(t.metric_name, c->metric_name);
+    assert_string_equal(trigger_metric_label(&t), engine_signal_name(c->sig));
+    assert_string_equal(t.endpoint, "");
+    trigger_free(&t);
+  }
+  /* The reference scaler's shorthand after an engine metric: the GPU metric wins (last given). */
+  const struct kv md[] = {{"metricType", "vllm_queue_depth"}, {"targetGpuUtilization", "60"}};
+  struct trigger t;
+  char err[512] = "";
+  assert_int_equal(trigger_parse(md, 2, ps, &t, err, sizeof err), 0);
+  assert_false(t.engine);
+  assert_int_equal(t.metric, GF_GPU_UTIL);
+  assert_string_equal(trigger_metric_label(&t), "gpu_utilization");
+}
+
+/* A fake --allow-engine-endpoints check: refuses URLs containing "127." or "169.254.". */
+static int calls;
+static int fake_check(const char *url, char *err, size_t errlen) {
+  calls++;
+  if (strstr(url, "127.") || strstr(url, "169.254.")) {
+    snprintf(err, errlen, "%s resolves to a blocked address", url);
+    return GS_EINVAL;
+  }
+  return 0;
+}
+
+struct endpoint_case {
+  const char *label;
+  struct kv md[MAXKV];
+  bool allowed;         /* the operator's opt-in (endpoint_check set) */
+  int rc;               /* 0 or GS_EINVAL */
+  const char *key;      /* GS_EINVAL: key="value" named */
+  const char *fragment; /* GS_EINVAL: a fragment of the rule; 0: the URL kept */
+};
+
+static const struct endpoint_case endpoint_cases[] = {
+    {"refused without the opt-in",
+     {{"metricType", "vllm_queue_depth"}, {"vllmEndpoint", "http://10.0.0.5:8000/metrics"}},
+     false,
+     GS_EINVAL,
+     "vllmEndpoint",
+     "gpuscale.io/metrics-path"},
+    {"allowed, safe URL",
+     {{"metricType", "vllm_queue_depth"}, {"vllmEndpoint", "http://10.0.0.5:8000/metrics"}},
+     true,
+     0,
+     NULL,
+     "http://10.0.0.5:8000/metrics"},
+    {"allowed, Triton profile",
+     {{"profile", "triton-queue-wait"}, {"tritonEndpoint", "https://triton.ml:8002/metrics"}},
+     true,
+     0,
+     NULL,
+     "https://triton.ml:8002/metrics"},
+    {"allowed, scope node is fine",
+     {{"metricType", "vllm_queue_depth"},
+      {"vllmEndpoint", "http://10.0.0.5:8000/metrics"},
+      {"scope", "node"}},
+     true,
+     0,
+     NULL,
+     "http://10.0.0.5:8000/metrics"},
+    {"loopback refused even then",
+     {{"metricType", "vllm_queue_depth"}, {"vllmEndpoint", "http://127.0.0.1:8000/metrics"}},
+     true,
+     GS_EINVAL,
+     "vllmEndpoint",
+     "refused even with --allow-engine-endpoints: "
+     "http://127.0.0.1:8000/metrics resolves to a blocked address"},
+    {"metadata address refused even then",
+     {{"profile", "triton-request-rate"}, {"tritonEndpoint", "http://169.254.169.254/latest"}},
+     true,
+     GS_EINVAL,
+     "tritonEndpoint",
+     "not loopback, link-local or a metadata address"},
+    {"vllmEndpoint for a Triton metric",
+     {{"metricType", "triton_request_rate"}, {"vllmEndpoint", "http://10.0.0.5:8000/metrics"}},
+     true,
+     GS_EINVAL,
+     "vllmEndpoint",
+     "only for a vllm metricType (metricType triton_request_rate"},
+    {"vllmEndpoint for a GPU metric",
+     {{"profile", "vllm-inference"}, {"vllmEndpoint", "http://10.0.0.5:8000/metrics"}},
+     true,
+     GS_EINVAL,
+     "vllmEndpoint",
+     "metricType memory_used_percent is not"},
+    {"pods with a URL",
+     {{"metricType", "vllm_queue_depth"},
+      {"vllmEndpoint", "http://10.0.0.5:8000/metrics"},
+      {"pods", "vllm-.*"}},
+     true,
+     GS_EINVAL,
+     "pods",
+     "reads the one URL it names"},
+    {"scope workload with a URL",
+     {{"metricType", "vllm_queue_depth"},
+      {"vllmEndpoint", "http://10.0.0.5:8000/metrics"},
+      {"scope", "workload"}},
+     true,
+     GS_EINVAL,
+     "scope",
+     "drop one of them"},
+};
+
+static void test_endpoint_policy(void **state) {
+  const struct profile_set *base = *state;
+  for (size_t i = 0; i < sizeof endpoint_cases / sizeof endpoint_cases[0]; i++) {
+    const struct endpoint_case *c = &endpoint_cases[i];
+    struct profile_set ps = *base;
+    ps.endpoint_check = c->allowed ? fake_check : NULL;
+    struct trigger t;
+    char err[1024] = "";
+    int rc = trigger_parse(c->md, kv_count(c->md), &ps, &t, err, sizeof err);
+    if (rc != c->rc || (rc && (!strstr(err, c->key) || !strstr(err, c->fragment))))
+      print_error("case \"%s\": rc %d err \"%s\"\n", c->label, rc, err);
+    assert_int_equal(rc, c->rc);
+    if (rc) {
+      char keyval[64];
+      snprintf(keyval, sizeof keyval, "%s=\"", c->key);
+      assert_non_null(strstr(err, keyval));
+      assert_non_null(strstr(err, c->fragment));
+      continue;
+    }
+    assert_true(t.engine);
+    assert_string_equal(t.endpoint, c->fragment);
+    assert_non_null(t.endpoint_key);
+    trigger_free(&t);
+  }
+  /* Without the opt-in the check is never called: nothing about the URL is looked up. */
+  calls = 0;
+  struct profile_set ps = *base;
+  ps.endpoint_check = NULL;
+  const struct kv md[] = {{"vllmEndpoint", "http://10.0.0.5:8000/metrics"}};
+  struct trigger t;
+  char err[1024];
+  assert_int_equal(trigger_parse(md, 1, &ps, &t, err, sizeof err), GS_EINVAL);
+  assert_int_equal(calls, 0);
+}
+
 struct warn_case {
   struct kv md[MAXKV];
   bool warn;
@@ -1409,6 +1718,8 @@ int main(void) {
       cmocka_unit_test(test_regex_whole_match),
       cmocka_unit_test(test_regex_cap_and_cleanup),
       cmocka_unit_test(test_reference_keys),
+      cmocka_unit_test(test_engine_triggers),
+      cmocka_unit_test(test_endpoint_policy),
       cmocka_unit_test(test_regex_cost_allowed),
       cmocka_unit_test(test_workload_warning),
   };
