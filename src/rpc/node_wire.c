@@ -81,6 +81,50 @@ static const struct {
 #define NFIELDS (sizeof field_map / sizeof field_map[0])
 _Static_assert(NFIELDS == GF__COUNT, "every field has a wire bit");
 
+/* Where each engine signal lives: its stable wire bit and its EnginePod member. */
+static const struct {
+  enum engine_signal s;
+  unsigned bit;
+  size_t off;
+} signal_map[] = {
+    {ES_VLLM_QUEUE_DEPTH, GPUSCALE__V1__ENGINE_SIGNAL__ENGINE_SIGNAL_VLLM_QUEUE_DEPTH,
+     offsetof(Gpuscale__V1__EnginePod, vllm_queue_depth)},
+    {ES_VLLM_RUNNING, GPUSCALE__V1__ENGINE_SIGNAL__ENGINE_SIGNAL_VLLM_REQUESTS_RUNNING,
+     offsetof(Gpuscale__V1__EnginePod, vllm_requests_running)},
+    {ES_VLLM_KV_CACHE, GPUSCALE__V1__ENGINE_SIGNAL__ENGINE_SIGNAL_VLLM_KV_CACHE_USAGE,
+     offsetof(Gpuscale__V1__EnginePod, vllm_kv_cache_usage)},
+    {ES_TGI_QUEUE, GPUSCALE__V1__ENGINE_SIGNAL__ENGINE_SIGNAL_TGI_QUEUE_SIZE,
+     offsetof(Gpuscale__V1__EnginePod, tgi_queue_size)},
+    {ES_TGI_BATCH, GPUSCALE__V1__ENGINE_SIGNAL__ENGINE_SIGNAL_TGI_BATCH_SIZE,
+     offsetof(Gpuscale__V1__EnginePod, tgi_batch_size)},
+    {ES_SGLANG_QUEUE, GPUSCALE__V1__ENGINE_SIGNAL__ENGINE_SIGNAL_SGLANG_QUEUE_DEPTH,
+     offsetof(Gpuscale__V1__EnginePod, sglang_queue_depth)},
+    {ES_SGLANG_TOKEN_USAGE, GPUSCALE__V1__ENGINE_SIGNAL__ENGINE_SIGNAL_SGLANG_TOKEN_USAGE,
+     offsetof(Gpuscale__V1__EnginePod, sglang_token_usage)},
+    {ES_TRITON_PENDING, GPUSCALE__V1__ENGINE_SIGNAL__ENGINE_SIGNAL_TRITON_PENDING_REQUESTS,
+     offsetof(Gpuscale__V1__EnginePod, triton_pending_requests)},
+    {ES_TRITON_QUEUE_WAIT_MS, GPUSCALE__V1__ENGINE_SIGNAL__ENGINE_SIGNAL_TRITON_QUEUE_WAIT_MS,
+     offsetof(Gpuscale__V1__EnginePod, triton_queue_wait_ms)},
+    {ES_TRITON_REQUEST_RATE, GPUSCALE__V1__ENGINE_SIGNAL__ENGINE_SIGNAL_TRITON_REQUEST_RATE,
+     offsetof(Gpuscale__V1__EnginePod, triton_request_rate)},
+};
+#define NSIGNALS (sizeof signal_map / sizeof signal_map[0])
+_Static_assert(NSIGNALS == ES__COUNT, "every engine signal has a wire bit");
+
+static const struct {
+  enum engine_kind k;
+  int wire;
+} kind_map[] = {
+    {ENGINE_VLLM, GPUSCALE__V1__ENGINE_KIND__ENGINE_KIND_VLLM},
+    {ENGINE_TGI, GPUSCALE__V1__ENGINE_KIND__ENGINE_KIND_TGI},
+    {ENGINE_SGLANG, GPUSCALE__V1__ENGINE_KIND__ENGINE_KIND_SGLANG},
+    {ENGINE_TRITON, GPUSCALE__V1__ENGINE_KIND__ENGINE_KIND_TRITON},
+};
+
+static double *engine_slot(Gpuscale__V1__EnginePod *m, size_t off) {
+  return (double *)(void *)((char *)m + off);
+}
+
 static double *sample_slot(Gpuscale__V1__Sample *m, size_t off) {
   return (double *)(void *)((char *)m + off);
 }
@@ -98,9 +142,13 @@ struct enc {
   Gpuscale__V1__Mig *migs;
   Gpuscale__V1__PodRef *pods;
   Gpuscale__V1__PodRef **pod_ptrs;
+  Gpuscale__V1__EnginePod *engines;
+  Gpuscale__V1__EnginePod **engine_ptrs;
 };
 
 static void enc_free(struct enc *e) {
+  free(e->engines);
+  free(e->engine_ptrs);
   free(e->gpus);
   free(e->gpu_ptrs);
   free(e->samples);
@@ -177,10 +225,29 @@ static void encode_gpu(const struct node_gpu *g, Gpuscale__V1__GPU *m, struct en
   }
 }
 
+static void encode_engine(const struct engine_reading *r, Gpuscale__V1__EnginePod *m) {
+  *m = (Gpuscale__V1__EnginePod)GPUSCALE__V1__ENGINE_POD__INIT;
+  m->namespace_ = wire_str(r->ns);
+  m->pod = wire_str(r->pod);
+  m->engine = GPUSCALE__V1__ENGINE_KIND__ENGINE_KIND_UNKNOWN;
+  for (size_t k = 0; k < sizeof kind_map / sizeof kind_map[0]; k++)
+    if (kind_map[k].k == r->kind)
+      m->engine = (Gpuscale__V1__EngineKind)kind_map[k].wire;
+  m->timestamp_ms = r->ts_ms;
+  m->fresh = r->fresh;
+  m->reason = wire_str(r->reason);
+  for (size_t k = 0; k < NSIGNALS; k++) {
+    if (!engine_has(r, signal_map[k].s))
+      continue;
+    m->valid |= UINT64_C(1) << signal_map[k].bit;
+    *engine_slot(m, signal_map[k].off) = r->v[signal_map[k].s];
+  }
+}
+
 int node_wire_encode(const struct node_snapshot *s, size_t max, uint8_t **out, size_t *len) {
   *out = NULL;
   *len = 0;
-  if (s->n > NODE_MAX_GPUS)
+  if (s->n > NODE_MAX_GPUS || s->n_engines > ENGINE_MAX_PODS)
     return GS_ETOOBIG;
   size_t npods = 0;
   for (size_t i = 0; i < s->n; i++)
@@ -193,7 +260,11 @@ int node_wire_encode(const struct node_snapshot *s, size_t max, uint8_t **out, s
   e.migs = calloc(ng, sizeof *e.migs);
   e.pods = calloc(npods ? npods : 1, sizeof *e.pods);
   e.pod_ptrs = calloc(npods ? npods : 1, sizeof *e.pod_ptrs);
-  if (!e.gpus || !e.gpu_ptrs || !e.samples || !e.migs || !e.pods || !e.pod_ptrs) {
+  size_t ne = s->engines ? s->n_engines : 0;
+  e.engines = calloc(ne ? ne : 1, sizeof *e.engines);
+  e.engine_ptrs = calloc(ne ? ne : 1, sizeof *e.engine_ptrs);
+  if (!e.gpus || !e.gpu_ptrs || !e.samples || !e.migs || !e.pods || !e.pod_ptrs || !e.engines ||
+      !e.engine_ptrs) {
     enc_free(&e);
     return GS_ENOMEM;
   }
@@ -211,6 +282,14 @@ int node_wire_encode(const struct node_snapshot *s, size_t max, uint8_t **out, s
   }
   m.n_gpus = s->n;
   m.gpus = s->n ? e.gpu_ptrs : NULL;
+  m.engines_on = s->engines_on;
+  m.engines_why = wire_str(s->engines_why);
+  for (size_t i = 0; i < ne; i++) {
+    encode_engine(&s->engines[i], &e.engines[i]);
+    e.engine_ptrs[i] = &e.engines[i];
+  }
+  m.n_engines = ne;
+  m.engines = ne ? e.engine_ptrs : NULL;
   int rc = 0;
   size_t n = protobuf_c_message_get_packed_size(&m.base);
   if (n > max) {
@@ -318,6 +397,24 @@ static const char *decode_gpu(const Gpuscale__V1__GPU *m, struct node_gpu *g) {
   return decode_split(m, &g->pods);
 }
 
+static void decode_engine(const Gpuscale__V1__EnginePod *m, struct engine_reading *r) {
+  memset(r, 0, sizeof *r);
+  copy_str(r->ns, sizeof r->ns, m->namespace_);
+  copy_str(r->pod, sizeof r->pod, m->pod);
+  r->kind = ENGINE_UNKNOWN; /* ENGINE_KIND_UNKNOWN, or a kind from a newer agent */
+  for (size_t k = 0; k < sizeof kind_map / sizeof kind_map[0]; k++)
+    if (kind_map[k].wire == (int)m->engine)
+      r->kind = kind_map[k].k;
+  r->ts_ms = m->timestamp_ms;
+  r->fresh = m->fresh;
+  copy_str(r->reason, sizeof r->reason, m->reason);
+  for (size_t k = 0; k < NSIGNALS; k++) /* unknown (newer) bits are dropped */
+    if (m->valid & (UINT64_C(1) << signal_map[k].bit)) {
+      r->v[signal_map[k].s] = *engine_slot((Gpuscale__V1__EnginePod *)m, signal_map[k].off);
+      r->valid |= ES_BIT(signal_map[k].s);
+    }
+}
+
 static int fail(const char **err, const char *msg, int rc) {
   if (err)
     *err = msg;
@@ -339,10 +436,20 @@ int node_wire_decode(const uint8_t *p, size_t len, size_t max, struct node_snaps
     gpuscale__v1__node_snapshot__free_unpacked(m, NULL);
     return fail(err, "NodeSnapshot lists more than 256 GPUs", GS_ETOOBIG);
   }
+  if (m->n_engines > ENGINE_MAX_PODS) {
+    gpuscale__v1__node_snapshot__free_unpacked(m, NULL);
+    return fail(err, "NodeSnapshot lists more than 256 engine pods", GS_ETOOBIG);
+  }
+  struct engine_reading *engines = NULL;
+  if (m->n_engines && !(engines = calloc(m->n_engines, sizeof *engines))) {
+    gpuscale__v1__node_snapshot__free_unpacked(m, NULL);
+    return fail(err, "out of memory", GS_ENOMEM);
+  }
   struct node_gpu *gpus = NULL;
   if (m->n_gpus) {
     gpus = calloc(m->n_gpus, sizeof *gpus);
     if (!gpus) {
+      free(engines);
       gpuscale__v1__node_snapshot__free_unpacked(m, NULL);
       return fail(err, "out of memory", GS_ENOMEM);
     }
@@ -357,6 +464,7 @@ int node_wire_decode(const uint8_t *p, size_t len, size_t max, struct node_snaps
     const char *bad = decode_gpu(m->gpus[i], &gpus[i]);
     if (bad) {
       free(gpus);
+      free(engines);
       memset(out, 0, sizeof *out);
       gpuscale__v1__node_snapshot__free_unpacked(m, NULL);
       return fail(err, bad, GS_EPARSE);
@@ -364,6 +472,15 @@ int node_wire_decode(const uint8_t *p, size_t len, size_t max, struct node_snaps
   }
   out->n = m->n_gpus;
   out->gpus = gpus;
+  out->engines_on = m->engines_on; /* false from an agent before engines */
+  copy_str(out->engines_why, sizeof out->engines_why, m->engines_why);
+  if (!out->engines_on && !out->engines_why[0])
+    copy_str(out->engines_why, sizeof out->engines_why,
+             "the agent reports no engine pods (a version before engine metrics)");
+  for (size_t i = 0; i < m->n_engines; i++)
+    decode_engine(m->engines[i], &engines[i]);
+  out->n_engines = m->n_engines;
+  out->engines = engines;
   gpuscale__v1__node_snapshot__free_unpacked(m, NULL);
   return 0;
 }

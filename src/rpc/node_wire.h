@@ -16,7 +16,8 @@
 
 /* Packs s into a malloc'd block (*out, caller frees; never NULL on success). Only readings whose
  * valid bit is set are written; a GPU without has_sample has no `latest`. Returns 0, GS_ETOOBIG
- * when the message would exceed max bytes or s->n > NODE_MAX_GPUS, or GS_ENOMEM. */
+ * when the message would exceed max bytes, s->n > NODE_MAX_GPUS or s->n_engines > ENGINE_MAX_PODS,
+ * or GS_ENOMEM. Engine pods go with their presence bits (engine_reading.valid). */
 int node_wire_encode(const struct node_snapshot *s, size_t max, uint8_t **out, size_t *len);
 
 /* Unpacks len bytes into *out, which must be zeroed or cleared; on success the caller releases it
@@ -25,9 +26,9 @@ int node_wire_encode(const struct node_snapshot *s, size_t max, uint8_t **out, s
  * an unknown health value reads as GPU_HEALTH_ERROR. latest.mono_ms is 0 (the sender's monotonic
  * clock means nothing here). Pod shares are kept when share_method is known (pods.split), else
  * zeroed with split ATTRIB_SPLIT_NONE. Returns 0, or GS_ETOOBIG (len > max, or more than
- * NODE_MAX_GPUS GPUs), GS_EPARSE (not a NodeSnapshot, or a share outside [0, 1], or one GPU's
- * shares summing past 1) or GS_ENOMEM, with *err set to a static message and *out
- * left zeroed. err may be NULL. */
+ * NODE_MAX_GPUS GPUs or ENGINE_MAX_PODS engine pods), GS_EPARSE (not a NodeSnapshot, or a share
+ * outside [0, 1], or one GPU's shares summing past 1) or GS_ENOMEM, with *err set to a static
+ * message and *out left zeroed. err may be NULL. */
 int node_wire_decode(const uint8_t *p, size_t len, size_t max, struct node_snapshot *out,
                      const char **err);
 

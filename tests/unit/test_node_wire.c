@@ -465,6 +465,183 @@ static void test_shares(void **state) {
   }
 }
 
+/* Engine pods: every kind and signal round trips with its presence bits; a value behind a clear
+ * bit is not sent; engines_on and engines_why travel; more than ENGINE_MAX_PODS is refused. */
+static const struct {
+  const char *ns, *pod;
+  enum engine_kind kind;
+  bool fresh;
+  uint32_t valid;
+  const char *reason;
+} engine_cases[] = {
+    {"prod", "vllm-0", ENGINE_VLLM, true,
+     ES_BIT(ES_VLLM_QUEUE_DEPTH) | ES_BIT(ES_VLLM_RUNNING) | ES_BIT(ES_VLLM_KV_CACHE), ""},
+    {"prod", "tgi-0", ENGINE_TGI, true, ES_BIT(ES_TGI_QUEUE) | ES_BIT(ES_TGI_BATCH), ""},
+    {"lab", "sgl-0", ENGINE_SGLANG, true, ES_BIT(ES_SGLANG_QUEUE) | ES_BIT(ES_SGLANG_TOKEN_USAGE),
+     ""},
+    {"infer", "triton-0", ENGINE_TRITON, true, ES_BIT(ES_TRITON_PENDING),
+     "triton_queue_wait_ms, triton_request_rate: absent until two scrapes"},
+    {"infer", "triton-1", ENGINE_TRITON, true,
+     ES_BIT(ES_TRITON_PENDING) | ES_BIT(ES_TRITON_QUEUE_WAIT_MS) | ES_BIT(ES_TRITON_REQUEST_RATE),
+     ""},
+    {"prod", "slow-0", ENGINE_VLLM, false, 0, "GET http://10.0.0.9:8000/metrics: timed out"},
+    {"prod", "odd-0", ENGINE_UNKNOWN, false, 0, "gpuscale.io/metrics-port=\"http\": not a port"},
+};
+#define N_ENGINE_CASES (sizeof engine_cases / sizeof engine_cases[0])
+
+static void add_engines(struct node_snapshot *s) {
+  s->engines_on = true;
+  s->n_engines = N_ENGINE_CASES;
+  s->engines = calloc(N_ENGINE_CASES, sizeof *s->engines);
+  assert_non_null(s->engines);
+  for (size_t i = 0; i < N_ENGINE_CASES; i++) {
+    struct engine_reading *r = &s->engines[i];
+    snprintf(r->ns, sizeof r->ns, "%s", engine_cases[i].ns);
+    snprintf(r->pod, sizeof r->pod, "%s", engine_cases[i].pod);
+    r->kind = engine_cases[i].kind;
+    r->fresh = engine_cases[i].fresh;
+    r->ts_ms = engine_cases[i].valid ? 1700000000000 + (int64_t)i : 0;
+    r->valid = engine_cases[i].valid;
+    snprintf(r->reason, sizeof r->reason, "%s", engine_cases[i].reason);
+    for (int k = 0; k < ES__COUNT; k++)
+      r->v[k] = engine_has(r, (enum engine_signal)k) ? 0.25 + k + 10.0 * (double)i : 99;
+  }
+  s->engines[0].v[ES_VLLM_QUEUE_DEPTH] = 0; /* a real 0 stays present */
+}
+
+static void test_engines_roundtrip(void **state) {
+  (void)state;
+  struct node_snapshot *in = make_snapshot();
+  add_engines(in);
+  struct node_snapshot out;
+  roundtrip(in, &out);
+  assert_true(out.engines_on);
+  assert_string_equal(out.engines_why, "");
+  assert_int_equal(out.n_engines, N_ENGINE_CASES);
+  for (size_t i = 0; i < N_ENGINE_CASES; i++) {
+    const struct engine_reading *r = &out.engines[i];
+    assert_string_equal(r->ns, engine_cases[i].ns);
+    assert_string_equal(r->pod, engine_cases[i].pod);
+    assert_int_equal(r->kind, engine_cases[i].kind);
+    assert_int_equal(r->fresh, engine_cases[i].fresh);
+    assert_int_equal(r->ts_ms, in->engines[i].ts_ms);
+    assert_int_equal(r->valid, engine_cases[i].valid);
+    assert_string_equal(r->reason, engine_cases[i].reason);
+    for (int k = 0; k < ES__COUNT; k++)
+      if (engine_has(r, (enum engine_signal)k))
+        assert_true(r->v[k] == in->engines[i].v[k]);
+      else
+        assert_true(r->v[k] == 0); /* the 99 behind a clear bit did not travel */
+  }
+  assert_true(engine_has(&out.engines[0], ES_VLLM_QUEUE_DEPTH));
+  assert_true(out.engines[0].v[ES_VLLM_QUEUE_DEPTH] == 0);
+  node_snapshot_clear(&out);
+
+  /* On the wire: the stable bit numbers and field of each signal. */
+  uint8_t *bytes = NULL;
+  size_t len = 0;
+  assert_int_equal(node_wire_encode(in, NODE_WIRE_MAX_BYTES, &bytes, &len), 0);
+  Gpuscale__V1__NodeSnapshot *m = gpuscale__v1__node_snapshot__unpack(NULL, len, bytes);
+  assert_non_null(m);
+  assert_int_equal(m->n_engines, N_ENGINE_CASES);
+  assert_int_equal(m->engines[0]->engine, GPUSCALE__V1__ENGINE_KIND__ENGINE_KIND_VLLM);
+  assert_int_equal(m->engines[0]->valid, (1u << 0) | (1u << 1) | (1u << 2));
+  assert_true(m->engines[0]->vllm_requests_running == in->engines[0].v[ES_VLLM_RUNNING]);
+  assert_int_equal(m->engines[4]->engine, GPUSCALE__V1__ENGINE_KIND__ENGINE_KIND_TRITON);
+  assert_int_equal(m->engines[4]->valid, (1u << 7) | (1u << 8) | (1u << 9));
+  assert_true(m->engines[4]->triton_request_rate == in->engines[4].v[ES_TRITON_REQUEST_RATE]);
+  assert_true(m->engines[5]->vllm_queue_depth == 0);
+  gpuscale__v1__node_snapshot__free_unpacked(m, NULL);
+  free(bytes);
+  free_snapshot(in);
+}
+
+/* An agent before engines sends none of the new fields: engines off, with a reason. Off with a
+ * reason travels as such. Unknown kinds and bits (a newer agent) read as unknown / dropped. */
+static void test_engines_off_and_older_agents(void **state) {
+  (void)state;
+  struct node_snapshot *in = make_snapshot();
+  struct node_snapshot out;
+  roundtrip(in, &out);
+  assert_false(out.engines_on);
+  assert_int_equal(out.n_engines, 0);
+  assert_null(out.engines);
+  assert_true(strstr(out.engines_why, "no engine pods") != NULL);
+  node_snapshot_clear(&out);
+
+  snprintf(in->engines_why, sizeof in->engines_why, "--engines off");
+  roundtrip(in, &out);
+  assert_false(out.engines_on);
+  assert_string_equal(out.engines_why, "--engines off");
+  node_snapshot_clear(&out);
+  free_snapshot(in);
+
+  Gpuscale__V1__EnginePod ep = GPUSCALE__V1__ENGINE_POD__INIT;
+  Gpuscale__V1__EnginePod *eps[] = {&ep};
+  ep.namespace_ = "ns";
+  ep.pod = "p";
+  ep.engine = (Gpuscale__V1__EngineKind)42;
+  ep.valid = (UINT64_C(1) << 40) |
+             (UINT64_C(1) << GPUSCALE__V1__ENGINE_SIGNAL__ENGINE_SIGNAL_TGI_QUEUE_SIZE);
+  ep.tgi_queue_size = 3;
+  Gpuscale__V1__NodeSnapshot m = GPUSCALE__V1__NODE_SNAPSHOT__INIT;
+  m.node = "n";
+  m.engines_on = true;
+  m.n_engines = 1;
+  m.engines = eps;
+  size_t len = protobuf_c_message_get_packed_size(&m.base);
+  uint8_t *buf = malloc(len);
+  assert_non_null(buf);
+  protobuf_c_message_pack(&m.base, buf);
+  assert_int_equal(node_wire_decode(buf, len, NODE_WIRE_MAX_BYTES, &out, NULL), 0);
+  assert_int_equal(out.n_engines, 1);
+  assert_int_equal(out.engines[0].kind, ENGINE_UNKNOWN);
+  assert_int_equal(out.engines[0].valid, ES_BIT(ES_TGI_QUEUE));
+  assert_true(out.engines[0].v[ES_TGI_QUEUE] == 3);
+  node_snapshot_clear(&out);
+  free(buf);
+}
+
+static void test_engines_cap(void **state) {
+  (void)state;
+  struct node_snapshot *in = make_snapshot();
+  in->engines_on = true;
+  in->n_engines = ENGINE_MAX_PODS + 1;
+  in->engines = calloc(in->n_engines, sizeof *in->engines);
+  assert_non_null(in->engines);
+  uint8_t *bytes = NULL;
+  size_t len = 0;
+  assert_int_equal(node_wire_encode(in, NODE_WIRE_MAX_BYTES, &bytes, &len), GS_ETOOBIG);
+  assert_null(bytes);
+  in->n_engines = ENGINE_MAX_PODS; /* exactly the cap is fine */
+  struct node_snapshot out;
+  roundtrip(in, &out);
+  assert_int_equal(out.n_engines, ENGINE_MAX_PODS);
+  node_snapshot_clear(&out);
+  free_snapshot(in);
+
+  /* A sender over the cap is refused on decode. */
+  Gpuscale__V1__EnginePod ep = GPUSCALE__V1__ENGINE_POD__INIT;
+  Gpuscale__V1__EnginePod **eps = calloc(ENGINE_MAX_PODS + 1, sizeof *eps);
+  assert_non_null(eps);
+  for (size_t i = 0; i < ENGINE_MAX_PODS + 1; i++)
+    eps[i] = &ep;
+  Gpuscale__V1__NodeSnapshot m = GPUSCALE__V1__NODE_SNAPSHOT__INIT;
+  m.n_engines = ENGINE_MAX_PODS + 1;
+  m.engines = eps;
+  size_t n = protobuf_c_message_get_packed_size(&m.base);
+  uint8_t *buf = malloc(n);
+  assert_non_null(buf);
+  protobuf_c_message_pack(&m.base, buf);
+  const char *err = NULL;
+  assert_int_equal(node_wire_decode(buf, n, NODE_WIRE_MAX_BYTES, &out, &err), GS_ETOOBIG);
+  assert_non_null(err);
+  assert_int_equal(out.n_engines, 0);
+  assert_null(out.engines);
+  free(buf);
+  free(eps);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_shares),
@@ -475,6 +652,9 @@ int main(void) {
       cmocka_unit_test(test_pods_cap_and_truncation),
       cmocka_unit_test(test_size_caps),
       cmocka_unit_test(test_garbage_and_empty),
+      cmocka_unit_test(test_engines_roundtrip),
+      cmocka_unit_test(test_engines_off_and_older_agents),
+      cmocka_unit_test(test_engines_cap),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
