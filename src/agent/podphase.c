@@ -16,9 +16,10 @@ struct podphase {
   char *node;
 };
 
-int podphase_new(const char *mode, const char *node, struct podphase **out, char *msg,
-                 size_t msglen) {
-  *out = NULL;
+int agent_kube_access(const char *mode, const char *node, struct kube_config *cfg, bool *have,
+                      char *msg, size_t msglen) {
+  memset(cfg, 0, sizeof *cfg);
+  *have = false;
   msg[0] = '\0';
   if (!mode || !*mode) {
     snprintf(msg, msglen, "--kube-api=\"\": expected auto, off or the path of a kubeconfig file");
@@ -40,31 +41,51 @@ int podphase_new(const char *mode, const char *node, struct podphase **out, char
              node ? node : "");
     return GS_EINVAL;
   }
-  struct podphase *p = calloc(1, sizeof *p);
-  if (!p || !(p->node = strdup(node))) {
-    free(p);
-    snprintf(msg, msglen, "out of memory");
-    return GS_ENOMEM;
-  }
   char err[512] = "";
   int rc = strcmp(mode, "auto") == 0
-               ? kube_config_load(NULL, &p->cfg, err, sizeof err)
-               : kube_config_from_kubeconfig(mode, NULL, &p->cfg, err, sizeof err);
-  if (!rc) {
-    p->cfg.timeout_ms = PODPHASE_TIMEOUT_MS;
-    rc = kube_client_new(&p->cfg, &p->client);
-    if (rc)
-      snprintf(err, sizeof err, "cannot open a client for %s", p->cfg.server ? p->cfg.server : "");
+               ? kube_config_load(NULL, cfg, err, sizeof err)
+               : kube_config_from_kubeconfig(mode, NULL, cfg, err, sizeof err);
+  if (!rc && (!cfg->server || !cfg->server[0])) {
+    snprintf(err, sizeof err, "no server");
+    rc = GS_EINVAL;
   }
   if (rc && strcmp(mode, "auto") == 0 && rc != GS_ENOMEM) {
     /* In a pod without a service account token (automountServiceAccountToken: false) or
      * without the RBAC: not an error, the agent works as it did without the API. */
     snprintf(msg, msglen, "in a cluster, but its service account cannot be used: %s", err);
-    podphase_free(p);
+    kube_config_free(cfg);
     return 0;
   }
   if (rc) {
     snprintf(msg, msglen, "--kube-api=\"%.200s\": %s", mode, err);
+    kube_config_free(cfg);
+    return rc;
+  }
+  *have = true;
+  return 0;
+}
+
+int podphase_new(const char *mode, const char *node, struct podphase **out, char *msg,
+                 size_t msglen) {
+  *out = NULL;
+  struct kube_config cfg;
+  bool have = false;
+  int rc = agent_kube_access(mode, node, &cfg, &have, msg, msglen);
+  if (rc || !have)
+    return rc;
+  struct podphase *p = calloc(1, sizeof *p);
+  if (!p || !(p->node = strdup(node))) {
+    free(p);
+    kube_config_free(&cfg);
+    snprintf(msg, msglen, "out of memory");
+    return GS_ENOMEM;
+  }
+  p->cfg = cfg;
+  p->cfg.timeout_ms = PODPHASE_TIMEOUT_MS;
+  rc = kube_client_new(&p->cfg, &p->client);
+  if (rc) {
+    snprintf(msg, msglen, "--kube-api=\"%.200s\": cannot open a client for %s", mode,
+             p->cfg.server ? p->cfg.server : "");
     podphase_free(p);
     return rc;
   }

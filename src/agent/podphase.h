@@ -3,6 +3,7 @@
 #ifndef GS_PODPHASE_H
 #define GS_PODPHASE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "rightsize/kube.h"
@@ -18,6 +19,13 @@ struct podphase;
  * account cannot be read); msg then says why. Errors:
  * GS_EINVAL (empty mode, a node name that is not a DNS-1123 name), GS_EIO/GS_EPARSE/GS_ENOTSUP
  * (the kubeconfig or the service account cannot be used), GS_ENOMEM, with msg. */
+/* The Kubernetes API access of --kube-api (mode as below) for node, shared by pod phases and
+ * engine discovery. Returns 0 with *have true and *cfg filled (kube_config_free after); 0 with
+ * *have false (no access: off, auto outside a cluster, an unusable service account) and msg
+ * saying why; or podphase_new's errors with msg. */
+int agent_kube_access(const char *mode, const char *node, struct kube_config *cfg, bool *have,
+                      char *msg, size_t msglen);
+
 int podphase_new(const char *mode, const char *node, struct podphase **out, char *msg,
                  size_t msglen);
 /* NULL is fine. */

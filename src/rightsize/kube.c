@@ -962,6 +962,10 @@ static int parse_pod(json_object *o, struct kube_pod *p, const char **err) {
     rc = parse_local_volume(jget(o, "spec"), p, err);
   if (!rc)
     rc = parse_annotations(meta, &p->annotations, &p->n_annotations, err);
+  if (!rc && (dup_opt(jget(o, "status"), "podIP", &p->pod_ip) ||
+              dup_opt(jget(o, "spec"), "nodeName", &p->node_name) ||
+              dup_opt(meta, "resourceVersion", &p->resource_version)))
+    rc = GS_ENOMEM;
   return rc;
 }
 
@@ -986,6 +990,8 @@ int kube_pod_list_parse(const char *json, size_t len, struct kube_pod_list *out,
     *err = "PodList items is not an array";
     rc = GS_EPARSE;
   }
+  if (!rc && dup_opt(jget(o, "metadata"), "resourceVersion", &out->resource_version))
+    rc = GS_ENOMEM;
   size_t n =
       !rc && json_object_is_type(items, json_type_array) ? json_object_array_length(items) : 0;
   if (n && !(out->items = calloc(n, sizeof(*out->items))))
@@ -998,22 +1004,31 @@ int kube_pod_list_parse(const char *json, size_t len, struct kube_pod_list *out,
   return rc;
 }
 
+void kube_pod_free(struct kube_pod *p) {
+  if (!p)
+    return;
+  free(p->ns);
+  free(p->name);
+  free(p->uid);
+  free(p->phase);
+  free(p->owner_kind);
+  free(p->owner_name);
+  free(p->template_hash);
+  free(p->local_volume);
+  free(p->pod_ip);
+  free(p->node_name);
+  free(p->resource_version);
+  kv_free(p->annotations, p->n_annotations);
+  memset(p, 0, sizeof(*p));
+}
+
 void kube_pod_list_free(struct kube_pod_list *l) {
   if (!l)
     return;
-  for (size_t i = 0; i < l->n; i++) {
-    struct kube_pod *p = &l->items[i];
-    free(p->ns);
-    free(p->name);
-    free(p->uid);
-    free(p->phase);
-    free(p->owner_kind);
-    free(p->owner_name);
-    free(p->template_hash);
-    free(p->local_volume);
-    kv_free(p->annotations, p->n_annotations);
-  }
+  for (size_t i = 0; i < l->n; i++)
+    kube_pod_free(&l->items[i]);
   free(l->items);
+  free(l->resource_version);
   memset(l, 0, sizeof(*l));
 }
 
@@ -1207,5 +1222,187 @@ int kube_post_event(struct kube_client *c, const struct kube_event *ev, struct k
   rc = kube_request(c, "POST", "/api/v1/namespaces/default/events", body, "application/json", NULL,
                     NULL, res);
   free(body);
+  return rc;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Watch */
+
+struct watch_ctx {
+  struct kube_client *c;
+  kube_watch_fn fn;
+  void *ud;
+  const atomic_bool *stop;
+  char *rv;
+  size_t rvlen;
+  struct buf line; /* the event being received, up to its newline */
+  int rc;          /* first error or the callback's value; ends the transfer */
+  long error_code; /* Status.code of an ERROR event */
+  char error_msg[300];
+};
+
+static void watch_set_rv(struct watch_ctx *w, const char *rv) {
+  if (rv && rv[0] && strlen(rv) < w->rvlen)
+    snprintf(w->rv, w->rvlen, "%s", rv);
+}
+
+/* One JSON line: {"type": "...", "object": {...}}. Returns 0 to go on. */
+static int watch_event(struct watch_ctx *w, const char *s, size_t len) {
+  while (len && (s[len - 1] == '\r' || s[len - 1] == ' '))
+    len--;
+  if (!len)
+    return 0;
+  json_object *o = json_parse(s, len);
+  const char *type = jstr(o, "type");
+  json_object *obj = jget(o, "object");
+  int rc = 0;
+  if (!type || !obj || !json_object_is_type(obj, json_type_object)) {
+    snprintf(w->error_msg, sizeof(w->error_msg), "watch event is not {type, object} JSON");
+    rc = GS_EPARSE;
+  } else if (!strcmp(type, "ERROR")) {
+    json_object *code = jget(obj, "code");
+    w->error_code =
+        code && json_object_is_type(code, json_type_int) ? json_object_get_int(code) : 0;
+    const char *m = jstr(obj, "message");
+    snprintf(w->error_msg, sizeof(w->error_msg), "watch ERROR %ld: %.250s", w->error_code,
+             m ? m : "");
+    rc = GS_EUNAVAIL;
+  } else if (!strcmp(type, "BOOKMARK")) {
+    watch_set_rv(w, jstr(jget(obj, "metadata"), "resourceVersion"));
+  } else if (!strcmp(type, "ADDED") || !strcmp(type, "MODIFIED") || !strcmp(type, "DELETED")) {
+    struct kube_pod p;
+    memset(&p, 0, sizeof(p));
+    const char *err = "";
+    rc = parse_pod(obj, &p, &err);
+    if (rc == GS_EPARSE)
+      snprintf(w->error_msg, sizeof(w->error_msg), "watch %s event: %s", type, err);
+    if (!rc) {
+      watch_set_rv(w, p.resource_version);
+      rc = w->fn(w->ud, type, &p);
+    }
+    kube_pod_free(&p);
+  } /* an event type from a newer server: skipped */
+  json_object_put(o);
+  return rc;
+}
+
+static size_t on_watch_body(char *p, size_t size, size_t n, void *ud) {
+  struct watch_ctx *w = ud;
+  size_t len = size * n;
+  for (size_t i = 0; i < len && !w->rc;) {
+    char *nl = memchr(p + i, '\n', len - i);
+    size_t take = nl ? (size_t)(nl - (p + i)) : len - i;
+    if (buf_append(&w->line, p + i, take) != 0) {
+      snprintf(w->error_msg, sizeof(w->error_msg), "watch event over %u bytes",
+               KUBE_WATCH_MAX_EVENT);
+      w->rc = GS_ETOOBIG;
+      break;
+    }
+    i += take;
+    if (nl) {
+      i++;
+      w->rc = watch_event(w, w->line.data ? w->line.data : "", w->line.len);
+      buf_reset(&w->line);
+    }
+  }
+  return w->rc ? 0 : len;
+}
+
+static int on_watch_progress(void *ud, curl_off_t dt, curl_off_t dn, curl_off_t ut, curl_off_t un) {
+  (void)dt, (void)dn, (void)ut, (void)un;
+  struct watch_ctx *w = ud;
+  return w->stop && atomic_load(w->stop) ? 1 : 0;
+}
+
+int kube_watch_pods_on_node(struct kube_client *c, const char *node, char *rv, size_t rvlen,
+                            int timeout_s, kube_watch_fn fn, void *ud, const atomic_bool *stop,
+                            struct kube_result *res) {
+  int rc = check_name("node", node, res);
+  if (rc)
+    return rc;
+  for (const char *q = rv; *q; q++) /* resourceVersion is opaque, but goes into the query */
+    if (!((*q >= '0' && *q <= '9') || (*q >= 'a' && *q <= 'z') || (*q >= 'A' && *q <= 'Z') ||
+          *q == '-' || *q == '_' || *q == '.')) {
+      snprintf(res->message, sizeof(res->message), "resourceVersion \"%.100s\" is not a token", rv);
+      return GS_EINVAL;
+    }
+  char path[640];
+  snprintf(path, sizeof(path),
+           "/api/v1/pods?fieldSelector=spec.nodeName%%3D%s&watch=1&resourceVersion=%s"
+           "&allowWatchBookmarks=true&timeoutSeconds=%d",
+           node, rv, timeout_s);
+  struct watch_ctx w = {.c = c, .fn = fn, .ud = ud, .stop = stop, .rv = rv, .rvlen = rvlen};
+  buf_init(&w.line, KUBE_WATCH_MAX_EVENT);
+  CURL *h = c->curl;
+  curl_easy_reset(h);
+  buf_reset(&c->body);
+  size_t ul = strlen(c->cfg.server) + strlen(path) + 1;
+  char *url = malloc(ul), *tok = NULL;
+  rc = url ? current_token(c, &tok) : GS_ENOMEM;
+  if (rc) {
+    snprintf(res->message, sizeof(res->message), "GET %s: cannot read the token file %s", path,
+             c->cfg.token_file ? c->cfg.token_file : "");
+    free(url);
+    buf_free(&w.line);
+    return rc;
+  }
+  snprintf(url, ul, "%s%s", c->cfg.server, path);
+  char line[8192];
+  struct curl_slist *hdrs = curl_slist_append(NULL, "Accept: application/json");
+  snprintf(line, sizeof(line), "User-Agent: gpuscale/%s", GPUSCALE_VERSION);
+  hdrs = curl_slist_append(hdrs, line);
+  if (tok && tok[0]) {
+    snprintf(line, sizeof(line), "Authorization: Bearer %s", tok);
+    hdrs = curl_slist_append(hdrs, line);
+    memset(line, 0, sizeof(line));
+  }
+  free(tok);
+  curl_easy_setopt(h, CURLOPT_URL, url);
+  curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
+  curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdrs);
+  curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+  curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, (long)(timeout_s + 30) * 1000L);
+  curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS,
+                   (long)(c->cfg.timeout_ms < 10000 ? c->cfg.timeout_ms : 10000));
+  curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_watch_body);
+  curl_easy_setopt(h, CURLOPT_WRITEDATA, &w);
+  curl_easy_setopt(h, CURLOPT_NOPROGRESS, 0L);
+  curl_easy_setopt(h, CURLOPT_XFERINFOFUNCTION, on_watch_progress);
+  curl_easy_setopt(h, CURLOPT_XFERINFODATA, &w);
+  curl_easy_setopt(h, CURLOPT_FAILONERROR, 1L); /* a refused watch: no body to parse as events */
+  char errbuf[CURL_ERROR_SIZE];
+  errbuf[0] = '\0';
+  curl_easy_setopt(h, CURLOPT_ERRORBUFFER, errbuf);
+  if (set_tls(c) != 0) {
+    snprintf(res->message, sizeof(res->message),
+             "GET %s: this libcurl cannot take the TLS material", path);
+    rc = GS_ENOTSUP;
+  } else {
+    CURLcode e = curl_easy_perform(h);
+    curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &res->http_status);
+    if (w.rc) {
+      rc = w.rc;
+      if (w.error_code)
+        res->http_status = w.error_code;
+      snprintf(res->message, sizeof(res->message), "GET %s: %s", path,
+               w.error_msg[0] ? w.error_msg : "ended by the caller");
+    } else if (e == CURLE_ABORTED_BY_CALLBACK) {
+      rc = 0; /* *stop */
+    } else if (e == CURLE_HTTP_RETURNED_ERROR) {
+      rc = status_to_rc(res->http_status);
+      snprintf(res->message, sizeof(res->message), "GET %s: %ld %s", path, res->http_status,
+               status_text(res->http_status));
+    } else if (e != CURLE_OK) {
+      snprintf(res->message, sizeof(res->message), "GET %s%s: %s", c->cfg.server, path,
+               errbuf[0] ? errbuf : curl_easy_strerror(e));
+      rc = GS_EUNAVAIL;
+    } else {
+      snprintf(res->message, sizeof(res->message), "GET %s: watch ended", path);
+    }
+  }
+  LOG_DEBUG(KUBE_MOD, "%s", res->message);
+  curl_slist_free_all(hdrs);
+  free(url);
+  buf_free(&w.line);
   return rc;
 }

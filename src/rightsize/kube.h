@@ -3,6 +3,7 @@
 #ifndef GS_RIGHTSIZE_KUBE_H
 #define GS_RIGHTSIZE_KUBE_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -99,11 +100,15 @@ struct kube_pod {
                           (emptyDir, or a generic ephemeral volume), or NULL when none */
   struct kube_kv *annotations;
   size_t n_annotations;
+  char *pod_ip;           /* status.podIP, or NULL before the pod has one */
+  char *node_name;        /* spec.nodeName, or NULL when not scheduled */
+  char *resource_version; /* metadata.resourceVersion, or NULL */
 };
 
 struct kube_pod_list {
   struct kube_pod *items;
   size_t n;
+  char *resource_version; /* the list's metadata.resourceVersion (where a watch starts), or NULL */
 };
 
 /* Parses a v1 Node. Returns 0 or GS_EPARSE (err says what is wrong: not JSON, not a Node, no
@@ -133,6 +138,27 @@ int kube_annotate_node(struct kube_client *c, const char *name, const struct kub
 /* GET /api/v1/pods?fieldSelector=spec.nodeName={node}, parsed, every namespace. */
 int kube_list_pods_on_node(struct kube_client *c, const char *node, struct kube_pod_list *out,
                            struct kube_result *res);
+/* Releases one pod's strings (kube_pod_list_free does it for each item). NULL is fine. */
+void kube_pod_free(struct kube_pod *p);
+
+/* One event of a pod watch: type is "ADDED", "MODIFIED" or "DELETED" (the pod as the API sent it).
+ * Returning non-zero ends the watch (kube_watch_pods_on_node then returns that value). */
+typedef int (*kube_watch_fn)(void *ud, const char *type, const struct kube_pod *pod);
+/* Largest single watch event accepted (one JSON line); a longer one ends the watch, GS_ETOOBIG. */
+#define KUBE_WATCH_MAX_EVENT (4u * 1024u * 1024u)
+/* GET /api/v1/pods?fieldSelector=spec.nodeName={node}&watch=1&resourceVersion={rv}
+ * &allowWatchBookmarks=true&timeoutSeconds={timeout_s}: calls fn for each event as it streams in,
+ * and keeps rv (capacity rvlen, in and out) at the newest resourceVersion seen (BOOKMARK events
+ * included), so that the caller can watch again from there. Returns 0 when the server ended the
+ * watch (its timeout), the callback's value, or an error: an ERROR event (the Status's code in
+ * res->http_status: 410 Gone means rv is too old, list again) is GS_EUNAVAIL, a malformed event is
+ * GS_EPARSE, kube_request's codes for a refused request. *stop (may be NULL) is polled about once
+ * a second: when it turns true the watch ends with 0. The client's timeout_ms does not apply; the
+ * transfer is limited to timeout_s + 30 s. */
+int kube_watch_pods_on_node(struct kube_client *c, const char *node, char *rv, size_t rvlen,
+                            int timeout_s, kube_watch_fn fn, void *ud, const atomic_bool *stop,
+                            struct kube_result *res);
+
 /* POST a policy/v1 Eviction for the pod. 201/200: 0. 429 (a PodDisruptionBudget forbids it now):
  * GS_EUNAVAIL with res->http_status 429; the caller retries. */
 int kube_evict_pod(struct kube_client *c, const char *ns, const char *name,

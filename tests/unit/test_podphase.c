@@ -112,7 +112,7 @@ static void test_drop_finished(void **state) {
     struct podres_list l;
     kubelet_list(c->kubelet, &l);
     struct kube_pod items[MAXP];
-    struct kube_pod_list api = {items, 0};
+    struct kube_pod_list api = {items, 0, NULL};
     memset(items, 0, sizeof items);
     for (size_t k = 0; k < MAXP && c->api[k].ns; k++) {
       items[k].ns = (char *)c->api[k].ns;
