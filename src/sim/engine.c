@@ -59,6 +59,7 @@ struct eng {
   uint64_t version, cached_version[SIM_MAX_TRIGGERS];
   double cached_rho[SIM_MAX_TRIGGERS], cached_wait[SIM_MAX_TRIGGERS];
   bool cached_outage[SIM_MAX_TRIGGERS], cacheable[SIM_MAX_TRIGGERS];
+  size_t rr; /* agentNode round-robin: reads so far */
   int cached_rc[SIM_MAX_TRIGGERS];
   double cached_value[SIM_MAX_TRIGGERS];
   bool cached_active[SIM_MAX_TRIGGERS];
@@ -124,11 +125,75 @@ static int gpu_slot(struct eng *e, bool timeslice) {
   return (int)e->ngpus++;
 }
 
+static size_t gpus_held(const struct eng *e) {
+  size_t n = 0;
+  for (size_t g = 0; g < e->ngpus; g++)
+    n += e->holders[g] > 0;
+  return n;
+}
+
+/* On a fixed set of nodes (the model's `nodes`): the pod's GPUs all on one node, the node chosen
+ * by the scheduling policy. pack: the lowest node that fits (dedicated), or the lowest GPU with a
+ * free slice (time-sliced); spread: the node with the most free GPUs, or the GPU with the fewest
+ * holders on the least used node. Fills got[want]; GS_ENOTFOUND when nothing fits. */
+static int place_fixed(struct eng *e, bool ts, int want, int *got) {
+  const struct sim_model *m = e->m;
+  size_t per = (size_t)m->gpus_per_node, held = gpus_held(e);
+  int best_node = -1, best_free = -1, best_g = -1;
+  long best_score = 0;
+  for (int nd = 0; nd < m->nodes; nd++) {
+    int freeg = 0, use = 0;
+    for (size_t k = 0; k < per; k++) {
+      int h = e->holders[(size_t)nd * per + k];
+      freeg += h == 0;
+      use += h;
+    }
+    if (!ts) {
+      if (freeg >= want &&
+          (best_node < 0 || (m->scheduling == SIM_SCHED_SPREAD && freeg > best_free))) {
+        best_node = nd;
+        best_free = freeg;
+      }
+      continue;
+    }
+    for (size_t k = 0; k < per; k++) {
+      size_t g = (size_t)nd * per + k;
+      int h = e->holders[g];
+      if (h >= m->slices_per_gpu || (h == 0 && m->max_gpus && held >= (size_t)m->max_gpus))
+        continue;
+      long score = m->scheduling == SIM_SCHED_SPREAD ? (long)use * 1000 + h : (long)h;
+      if (best_g < 0 || score < best_score) {
+        best_g = (int)g;
+        best_score = score;
+      }
+    }
+  }
+  if (ts) {
+    if (best_g < 0)
+      return GS_ENOTFOUND;
+    got[0] = best_g;
+    return 0;
+  }
+  if (best_node < 0 || (m->max_gpus && held + (size_t)want > (size_t)m->max_gpus))
+    return GS_ENOTFOUND;
+  for (size_t k = 0, i = 0; k < per && i < (size_t)want; k++)
+    if (e->holders[(size_t)best_node * per + k] == 0)
+      got[i++] = (int)((size_t)best_node * per + k);
+  return 0;
+}
+
 /* Gives a Pending pod its GPUs (all or none); 0, or GS_ENOTFOUND while it stays Pending. */
 static int place(struct eng *e, struct pod *p, bool ready_now) {
   bool ts = e->m->placement == SIM_PLACE_TIMESLICE;
   int want = ts ? 1 : e->m->gpus_per_replica, got[MAX_GPR];
-  for (int i = 0; i < want; i++) {
+  if (e->m->nodes > 0) {
+    int rc = place_fixed(e, ts, want, got);
+    if (rc)
+      return rc;
+    for (int i = 0; i < want; i++)
+      e->holders[got[i]]++;
+  }
+  for (int i = 0; e->m->nodes == 0 && i < want; i++) {
     int g = gpu_slot(e, ts);
     if (g < 0) {
       for (int k = 0; k < i; k++)
@@ -303,11 +368,27 @@ static const struct sim_signal *field_signal(const struct eng *e, const struct t
   return sim_model_field(e->m, t->metric);
 }
 
-/* The agent's source: node 0's GPUs (what a node-scope agent sees). */
+static size_t node_count(const struct eng *e) {
+  if (e->m->nodes > 0)
+    return (size_t)e->m->nodes;
+  size_t per = (size_t)e->m->gpus_per_node, n = (e->ngpus + per - 1) / per;
+  return n ? n : 1; /* the agent's node is always there */
+}
+
+/* The agent that answers a node-scope read: agentNode's, or with round-robin (a headless
+ * Service, KEDA >= 2.16) the next node's at each read. */
+static size_t agent_node(struct eng *e) {
+  if (!e->m->agent_round_robin)
+    return (size_t)e->m->agent_node;
+  return e->rr++ % node_count(e);
+}
+
+/* The agent's source: one node's GPUs (what a node-scope agent sees). */
 static int agent_values(void *ud, const struct trigger *t, double *vals, size_t cap, size_t *n,
                         char *err, size_t errlen) {
   struct eng *e = ud;
   *n = 0;
+  size_t first = agent_node(e) * (size_t)e->m->gpus_per_node;
   if (sim_model_outage(e->m, (double)e->now)) {
     snprintf(err, errlen, "no fresh reading (simulated outage)");
     return GS_EUNAVAIL;
@@ -327,12 +408,12 @@ static int agent_values(void *ud, const struct trigger *t, double *vals, size_t 
                  per_node);
         return GS_ENOTFOUND;
       }
-      vals[(*n)++] = gpu_value(e, (size_t)t->indices[i], s, serving);
+      vals[(*n)++] = gpu_value(e, first + (size_t)t->indices[i], s, serving);
     }
     return 0;
   }
   for (size_t g = 0; g < per_node && *n < cap; g++)
-    vals[(*n)++] = gpu_value(e, g, s, serving);
+    vals[(*n)++] = gpu_value(e, first + g, s, serving);
   return 0;
 }
 
@@ -351,6 +432,8 @@ static void node_name(const struct eng *e, size_t g, char *out, size_t len) {
 /* The trigger's namespace, nodes and gpuModel selectors against GPU g (and the workload's
  * namespace, which is the ScaledObject's). */
 static bool gpu_selected(const struct eng *e, const struct trigger *t, size_t g) {
+  if (!t->nodes.set) /* names are formatted only for a regex (this runs per GPU per read) */
+    return trigger_regex_match(&t->gpu_model, e->m->gpu_model);
   char node[32];
   node_name(e, g, node, sizeof node);
   return trigger_regex_match(&t->nodes, node) &&
@@ -371,10 +454,12 @@ static int select_workload(struct eng *e, const struct trigger *t, const struct 
     const struct pod *p = &e->pods[i];
     if (p->ngpu == 0 || !gpu_selected(e, t, (size_t)p->gpu[0]))
       continue;
-    char name[160];
-    pod_name(e, p, name, sizeof name);
-    if (!trigger_regex_match(&t->pods, name))
-      continue;
+    if (t->pods.set) {
+      char name[160];
+      pod_name(e, p, name, sizeof name);
+      if (!trigger_regex_match(&t->pods, name))
+        continue;
+    }
     for (int k = 0; !rc && k < p->ngpu; k++) {
       int g = p->gpu[k];
       double share = e->m->shared_per_pod ? 1.0 : 1.0 / (double)e->holders[g];
@@ -395,10 +480,7 @@ static int gw_select(void *ud, const struct trigger *t, struct scaler_selection 
                      size_t errlen) {
   struct eng *e = ud;
   const struct sim_signal *s = field_signal(e, t);
-  size_t per_node = (size_t)e->m->gpus_per_node;
-  size_t nodes = (e->ngpus + per_node - 1) / per_node;
-  if (nodes == 0)
-    nodes = 1; /* the agent's node is always there */
+  size_t per_node = (size_t)e->m->gpus_per_node, nodes = node_count(e);
   size_t first = 0, count = nodes * per_node;
   if (t->scope == TRIGGER_SCOPE_NODE) {
     int k = -1;
@@ -500,9 +582,29 @@ static double prometheus_value(const struct eng *e, const struct sim_trigger *t)
   return agg == 1 ? sum / (double)n : agg == 2 ? mx : sum;
 }
 
+/* The HTTP add-on's metric (scaler/handlers.go GetMetrics): the interceptor's concurrency,
+ * requests in flight (arriving at demand x requestSeconds by Little's law, plus those queued),
+ * a whole count; or with requestRate the mean rate over its window, rounded up. Demand is in
+ * requests per second here. */
+static double http_value(const struct eng *e, const struct sim_trigger *t) {
+  if (!t->http_rate)
+    return floor(e->demand * e->m->request_s + e->backlog + 0.5);
+  int64_t w = (int64_t)t->http_window_s, from = e->now - w + 1;
+  from = from < 0 ? 0 : from;
+  double sum = 0;
+  for (int64_t k = from; k <= e->now; k++)
+    sum += e->tr->rate[k];
+  return ceil(sum / (double)(e->now - from + 1) - 1e-9);
+}
+
 /* One trigger's value and activity as KEDA gets them. Returns 0, or -1 on a scaler error. */
 static int read_trigger_now(struct eng *e, size_t i, double *value, bool *active) {
   const struct sim_trigger *t = &e->so->trig[i];
+  if (t->kind == SIM_TRIG_HTTP) {
+    *value = http_value(e, t);
+    *active = *value > 0; /* IsActive: any metric value > 0 */
+    return 0;
+  }
   if (t->kind == SIM_TRIG_PROMETHEUS) {
     *value = prometheus_value(e, t);
     *active = *value > t->activation;
@@ -570,47 +672,114 @@ static void set_spec(struct eng *e, int r) {
   }
 }
 
-/* One HPA sync: a proposal per metric (through KEDA's fallback), then the reconcile. */
-static void hpa_sync(struct eng *e, struct sim_result *out) {
-  int prop[SIM_MAX_TRIGGERS];
-  size_t n = e->so->ntrig;
-  /* Outside [minReplicas, maxReplicas], and at 0 (ScalingDisabled), the HPA reads no metric, so
-   * KEDA counts no failure for it. */
-  bool reads = e->spec != 0 && e->spec >= e->hpa.min_replicas && e->spec <= e->hpa.max_replicas;
-  for (size_t i = 0; reads && i < n; i++) {
-    const struct sim_trigger *t = &e->so->trig[i];
-    if (t->kind == SIM_TRIG_CPU) {
-      prop[i] = cpu_proposal(e, t);
-      continue;
-    }
-    double v = 0, m;
-    bool active = false, fell;
-    int rc = read_trigger(e, i, &v, &active);
-    if (sim_keda_metric(&e->keda, &e->fb[i], rc == 0, v, e->target[i], t->value_type, e->spec,
-                        e->ready, &m, &fell) != 0) {
-      prop[i] = -1;
+/* One trigger's metric through KEDA's fallback (GetMetricsWithFallback): 0 with *m (and *fell),
+ * or -1 when the HPA sees an error. */
+static int metric_of(struct eng *e, size_t i, const struct sim_keda *k, double target,
+                     bool value_type, double *m, bool *fell, bool *active) {
+  double v = 0;
+  *active = false;
+  int rc = read_trigger(e, i, &v, active);
+  return sim_keda_metric(k, &e->fb[i], rc == 0, v, target, value_type, e->spec, e->ready, m, fell);
+}
+
+/* advanced.scalingModifiers (pkg/scaling/modifiers/formula.go): every trigger is read; a trigger
+ * in fallback makes the composite the fallback metric (the modifiers' target x replicas,
+ * doFallback); a failed trigger the formula names fails it (expr-lang cannot add a missing
+ * value); else it is the formula over the named triggers. *any_err tells whether any trigger
+ * failed (KEDA then counts the ScaledObject inactive). Records each trigger's value and the
+ * composite. Returns 0 with *value, or -1. */
+static int composite(struct eng *e, struct sim_result *out, double *value, bool *any_err) {
+  const struct sim_modifiers *md = &e->so->mods;
+  struct sim_keda k = e->keda;
+  k.has_fallback = k.has_fallback && md->fallback_ok; /* HasValidFallback */
+  double vals[SIM_MAX_TRIGGERS] = {0}, fb = 0;
+  bool failed[SIM_MAX_TRIGGERS] = {false}, fell_any = false;
+  *any_err = false;
+  for (size_t i = 0; i < e->so->ntrig; i++) {
+    if (e->so->trig[i].kind == SIM_TRIG_CPU)
+      continue; /* a resource metric of its own, not in the formula */
+    double m;
+    bool fell, act;
+    if (metric_of(e, i, &k, md->target, md->value_type, &m, &fell, &act) != 0) {
+      failed[i] = *any_err = true;
       continue;
     }
     out->value[i][e->now] = (float)m;
-    prop[i] = t->value_type ? sim_hpa_external_value(m, e->target[i], e->spec, e->ready, e->tol)
-                            : sim_hpa_external_average(m, e->target[i], e->status, e->tol);
+    if (fell && !fell_any)
+      fb = m;
+    fell_any = fell_any || fell;
+    vals[i] = m;
   }
-  set_spec(e, sim_hpa_reconcile(&e->hpa, e->now, e->spec, prop, reads ? n : 0));
+  if (fell_any) {
+    *value = fb;
+  } else {
+    double fv[SIM_MAX_TRIGGERS];
+    for (size_t v = 0; v < md->nvars; v++) {
+      if ((md->f.used >> v & 1) && failed[md->var_trig[v]])
+        return -1;
+      fv[v] = vals[md->var_trig[v]];
+    }
+    if (sim_formula_eval(&md->f, fv, value) != 0)
+      return -1;
+  }
+  out->value[e->so->ntrig][e->now] = (float)*value;
+  return 0;
 }
 
-/* One KEDA poll: activity of every trigger (fallback counts as active), then RequestScale. */
+static int external_proposal(const struct eng *e, double m, double target, bool value_type) {
+  return value_type ? sim_hpa_external_value(m, target, e->spec, e->ready, e->tol)
+                    : sim_hpa_external_average(m, target, e->status, e->tol);
+}
+
+/* One HPA sync: a proposal per metric (through KEDA's fallback), then the reconcile. With
+ * scalingModifiers the external metrics are one composite metric; cpu stays its own. */
+static void hpa_sync(struct eng *e, struct sim_result *out) {
+  int prop[SIM_MAX_TRIGGERS + 1];
+  size_t np = 0;
+  const struct sim_modifiers *md = &e->so->mods;
+  /* Outside [minReplicas, maxReplicas], and at 0 (ScalingDisabled), the HPA reads no metric, so
+   * KEDA counts no failure for it. */
+  bool reads = e->spec != 0 && e->spec >= e->hpa.min_replicas && e->spec <= e->hpa.max_replicas;
+  for (size_t i = 0; reads && i < e->so->ntrig; i++) {
+    const struct sim_trigger *t = &e->so->trig[i];
+    if (t->kind == SIM_TRIG_CPU) {
+      prop[np++] = cpu_proposal(e, t);
+      continue;
+    }
+    if (md->set)
+      continue;
+    double m;
+    bool active, fell;
+    if (metric_of(e, i, &e->keda, e->target[i], t->value_type, &m, &fell, &active) != 0) {
+      prop[np++] = -1;
+      continue;
+    }
+    out->value[i][e->now] = (float)m;
+    prop[np++] = external_proposal(e, m, e->target[i], t->value_type);
+  }
+  if (reads && md->set) {
+    double c;
+    bool err;
+    prop[np++] =
+        composite(e, out, &c, &err) == 0 ? external_proposal(e, c, md->target, md->value_type) : -1;
+  }
+  set_spec(e, sim_hpa_reconcile(&e->hpa, e->now, e->spec, prop, np));
+}
+
+/* One KEDA poll: activity of every trigger (fallback counts as active), then RequestScale. With
+ * scalingModifiers the activity is the composite's, above activationTarget, and none on an error
+ * (scale_handler.go getScaledObjectState). */
 static void keda_poll(struct eng *e, struct sim_result *out) {
   bool any_active = false, any_error = false, only_cpu = true;
-  for (size_t i = 0; i < e->so->ntrig; i++) {
+  const struct sim_modifiers *md = &e->so->mods;
+  for (size_t i = 0; !md->set && i < e->so->ntrig; i++) {
     const struct sim_trigger *t = &e->so->trig[i];
     if (t->kind == SIM_TRIG_CPU)
       continue;
     only_cpu = false;
-    double v = 0, m;
-    bool active = false, fell;
-    int rc = read_trigger(e, i, &v, &active);
-    int frc = sim_keda_metric(&e->keda, &e->fb[i], rc == 0, v, e->target[i], t->value_type, e->spec,
-                              e->ready, &m, &fell);
+    double m;
+    bool active, fell;
+    int frc = metric_of(e, i, &e->keda, e->target[i], t->value_type, &m, &fell, &active);
     if (frc != 0)
       any_error = true;
     active = frc == 0 && (fell || active);
@@ -618,6 +787,14 @@ static void keda_poll(struct eng *e, struct sim_result *out) {
     out->active[i][e->now] = (int8_t)active;
     if (frc == 0)
       out->value[i][e->now] = (float)m;
+  }
+  if (md->set) {
+    double c;
+    only_cpu = false;
+    bool failed = composite(e, out, &c, &any_error) != 0;
+    any_error = any_error || failed;
+    any_active = !any_error && c > md->activation;
+    out->active[e->so->ntrig][e->now] = (int8_t)any_active;
   }
   if (only_cpu && !any_error)
     any_active = true; /* cpu/memory triggers alone are always active */
@@ -627,12 +804,14 @@ static void keda_poll(struct eng *e, struct sim_result *out) {
 }
 
 /* external-push: the scaler sends true on each inactive -> active transition (and the state
- * when the stream opens); KEDA acts on true at once and ignores false. */
+ * when the stream opens); KEDA acts on true at once and ignores false. The HTTP add-on's scaler
+ * sends its state at every stream interval (StreamIsActive), so a true every second. KEDA acts on
+ * a pushed activity as it is, without scalingModifiers. */
 static void push_check(struct eng *e, struct sim_result *out) {
   /* Above zero a push only refreshes lastActiveTime, which matters only for N -> 0: with
-   * minReplicaCount > 0 it changes nothing, so it is not evaluated then (the same result,
-   * faster). */
-  if (e->spec > 0 && e->keda.min_replicas > 0)
+   * minReplicaCount > 0 (and no idleReplicaCount) it changes nothing, so it is not evaluated
+   * then (the same result, faster). */
+  if (e->spec > 0 && e->keda.min_replicas > 0 && !e->keda.has_idle)
     return;
   for (size_t i = 0; i < e->so->ntrig; i++) {
     if (!e->so->trig[i].push)
@@ -641,7 +820,7 @@ static void push_check(struct eng *e, struct sim_result *out) {
     bool active = false;
     if (read_trigger(e, i, &v, &active) != 0)
       continue; /* the stream reconnects; nothing is sent */
-    bool send = active && e->push_state[i] != 1;
+    bool send = active && (e->push_state[i] != 1 || e->so->trig[i].kind == SIM_TRIG_HTTP);
     e->push_state[i] = active;
     if (send) {
       out->active[i][e->now] = 1;
@@ -689,25 +868,44 @@ static int setup(struct eng *e, const struct profile_set *ps, char *err, size_t 
   e->hpa.min_replicas = sim_keda_hpa_min(&e->keda);
   e->hpa.max_replicas = e->keda.max_replicas;
   e->hpa.legacy_down_s = e->prm.down_window_s;
+  e->hpa.behavior = e->so->behavior; /* before the tolerances, which it may set */
   e->tol = sim_tol_both(e->prm.tolerance);
   if (e->hpa.behavior.set && e->hpa.behavior.up.has_tolerance)
     e->tol.up = e->hpa.behavior.up.tolerance;
   if (e->hpa.behavior.set && e->hpa.behavior.down.has_tolerance)
     e->tol.down = e->hpa.behavior.down.tolerance;
-  e->hpa.behavior = e->so->behavior;
   if (e->hpa.behavior.set)
     sim_hpa_behavior_default_with(&e->hpa.behavior, e->prm.down_window_s);
+  if (e->m->nodes > 0) { /* a fixed cluster: every node's GPUs exist from the start */
+    size_t n = (size_t)e->m->nodes * (size_t)e->m->gpus_per_node;
+    e->holders = calloc(n, sizeof *e->holders);
+    e->ready_holders = calloc(n, sizeof *e->ready_holders);
+    if (!e->holders || !e->ready_holders) {
+      snprintf(err, errlen, "out of memory");
+      return GS_ENOMEM;
+    }
+    e->ngpus = e->capgpus = n;
+  }
   for (size_t i = 0; i < e->so->ntrig; i++) {
     const struct sim_trigger *t = &e->so->trig[i];
     e->push_state[i] = -1;
     e->cached_at[i] = -1;
-    /* the policy's answer depends on nothing else (a window reads the history, which moves) */
-    e->cacheable[i] = t->kind == SIM_TRIG_GPUSCALE && !sim_trigger_md(t, "window");
-    if (t->kind == SIM_TRIG_PROMETHEUS)
+    e->gw[i] = t->kind == SIM_TRIG_GPUSCALE && to_gateway(t);
+    /* the policy's answer depends on nothing else (a window reads the history, which moves;
+     * a round-robin agent answers from another node each time) */
+    e->cacheable[i] = t->kind == SIM_TRIG_GPUSCALE && !sim_trigger_md(t, "window") &&
+                      (e->gw[i] || !e->m->agent_round_robin);
+    if (t->kind == SIM_TRIG_PROMETHEUS || t->kind == SIM_TRIG_HTTP)
       e->target[i] = t->threshold;
+    if (t->kind == SIM_TRIG_HTTP && !t->http_rate && !(e->m->request_s > 0)) {
+      snprintf(err, errlen,
+               "trigger %s (line %d, the HTTP add-on's concurrency): the model needs "
+               "requestSeconds (how long one request is in flight) to count requests in flight",
+               t->name, t->line);
+      return GS_EINVAL;
+    }
     if (t->kind != SIM_TRIG_GPUSCALE)
       continue;
-    e->gw[i] = to_gateway(t);
     struct scaler_request r = request_of(e, i);
     struct scaler_spec spec;
     struct scaler_error er;
@@ -730,9 +928,10 @@ static int alloc_result(struct sim_result *r, size_t n, const struct sim_scaledo
   for (size_t i = 0; i < sizeof f / sizeof f[0]; i++)
     if (!(*f[i] = malloc(n * sizeof(float))))
       return GS_ENOMEM;
-  r->ntrig = so->ntrig;
-  for (size_t i = 0; i < so->ntrig; i++) {
-    snprintf(r->trig_name[i], sizeof r->trig_name[i], "%s", so->trig[i].name);
+  r->ntrig = so->ntrig + (so->mods.set ? 1 : 0);
+  for (size_t i = 0; i < r->ntrig; i++) {
+    snprintf(r->trig_name[i], sizeof r->trig_name[i], "%s",
+             i < so->ntrig ? so->trig[i].name : "composite-metric");
     r->value[i] = malloc(n * sizeof(float));
     r->active[i] = malloc(n);
     if (!r->value[i] || !r->active[i])
@@ -935,9 +1134,10 @@ static int step(struct eng *e, struct sim_result *out) {
   out->ready[t] = (float)e->ready;
   out->gpus[t] = (float)held;
   /* carry the last read value and activity forward, so each second shows what KEDA last saw */
-  for (size_t i = 0; t > 0 && i < e->so->ntrig; i++) {
+  for (size_t i = 0; t > 0 && i < out->ntrig; i++) {
+    bool cpu = i < e->so->ntrig && e->so->trig[i].kind == SIM_TRIG_CPU;
     if (isnan(out->value[i][t]) && !isnan(out->value[i][t - 1]) &&
-        (e->now % e->prm.hpa_sync_s != 0 || e->so->trig[i].kind == SIM_TRIG_CPU))
+        (e->now % e->prm.hpa_sync_s != 0 || cpu))
       out->value[i][t] = out->value[i][t - 1];
     if (out->active[i][t] < 0)
       out->active[i][t] = out->active[i][t - 1];

@@ -30,12 +30,13 @@ struct sim_result {
   size_t n;       /* seconds */
   double *demand; /* the trace's values (not owned) */
   float *capacity, *served, *backlog, *replicas, *ready, *gpus, *floor;
+  /* the triggers, then "composite-metric" when scalingModifiers are set */
   size_t ntrig;
-  char trig_name[SIM_MAX_TRIGGERS][64];
-  float *value[SIM_MAX_TRIGGERS];   /* the value last read for trigger i (NaN: error or unread) */
-  int8_t *active[SIM_MAX_TRIGGERS]; /* 1 / 0, -1 when unknown */
+  char trig_name[SIM_MAX_TRIGGERS + 1][64];
+  float *value[SIM_MAX_TRIGGERS + 1];   /* the value last read for trigger i (NaN: error, unread) */
+  int8_t *active[SIM_MAX_TRIGGERS + 1]; /* 1 / 0, -1 when unknown */
   /* what the policy warns about trigger i (trigger_workload_warning), "" when nothing */
-  char warning[SIM_MAX_TRIGGERS][640];
+  char warning[SIM_MAX_TRIGGERS + 1][640];
   struct sim_summary sum;
 };
 

@@ -1,7 +1,6 @@
 /* KEDA's scale decisions and fallback, written from kedacore/keda (scale_scaledobjects.go
  * RequestScale, scaleToZeroOrIdle, scaleFromZeroOrIdle; fallback.go GetMetricsWithFallback and
- * doFallback). No code is copied. idleReplicaCount, paused annotations and scaling modifiers are
- * not modelled. */
+ * doFallback). No code is copied. Paused annotations are not modelled. */
 #include "sim/keda.h"
 
 int sim_keda_hpa_min(const struct sim_keda *k) {
@@ -11,7 +10,7 @@ int sim_keda_hpa_min(const struct sim_keda *k) {
 int sim_keda_request_scale(struct sim_keda *k, int64_t now, int current, bool active,
                            bool is_error) {
   if (active) {
-    if (current == 0) { /* scaleFromZeroOrIdle */
+    if (current == 0 || (k->has_idle && current < k->min_replicas)) { /* scaleFromZeroOrIdle */
       k->has_last_active = true;
       k->last_active = now;
       return k->min_replicas > 0 ? k->min_replicas : 1;
@@ -26,12 +25,15 @@ int sim_keda_request_scale(struct sim_keda *k, int64_t now, int current, bool ac
     return -1; /* the HPA applies the fallback replicas after failureThreshold */
   if (is_error && !k->has_fallback)
     return -1;
-  if (current > 0 && k->min_replicas == 0) { /* scaleToZeroOrIdle */
+  if ((k->has_idle && current > k->idle_replicas) ||
+      (current > 0 && k->min_replicas == 0)) { /* scaleToZeroOrIdle */
     bool cooled = k->has_last_active ? k->last_active + k->cooldown_s < now
                                      : k->created + k->initial_cooldown_s < now;
-    return cooled ? 0 : -1;
+    if (!cooled)
+      return -1;
+    return k->has_idle ? k->idle_replicas : k->min_replicas; /* getIdleOrMinimumReplicaCount */
   }
-  if (current < k->min_replicas)
+  if (!k->has_idle && current < k->min_replicas)
     return k->min_replicas;
   return -1;
 }

@@ -21,6 +21,8 @@ enum sim_fallback_behavior {
 
 struct sim_keda {
   int min_replicas; /* minReplicaCount, default 0 */
+  bool has_idle;    /* idleReplicaCount given (it must be below minReplicaCount) */
+  int idle_replicas;
   int max_replicas; /* maxReplicaCount, default 100 */
   int polling_s;    /* pollingInterval */
   int cooldown_s;   /* cooldownPeriod: only N -> 0 */
@@ -38,7 +40,9 @@ int sim_keda_hpa_min(const struct sim_keda *k);
 
 /* RequestScale for one poll or push: active is "any trigger active", is_error "any trigger
  * failed". Returns the replicas KEDA writes to the scale subresource, or -1 when it leaves them
- * to the HPA. Updates last_active as KEDA does (not on an active poll with an error). */
+ * to the HPA. Updates last_active as KEDA does (not on an active poll with an error). With
+ * idleReplicaCount: active below minReplicaCount scales to minReplicaCount; inactive above
+ * idleReplicaCount scales to it once cooled down (from any count, not only from 1). */
 int sim_keda_request_scale(struct sim_keda *k, int64_t now, int current, bool active,
                            bool is_error);
 

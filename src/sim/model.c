@@ -200,6 +200,23 @@ static int parse_strings(struct sim_yaml *y, yaml_node_t *root, struct sim_model
       return rc;
     m->placement = (enum sim_placement)idx;
   }
+  if ((n = sim_yaml_get(y, root, "scheduling"))) {
+    if ((rc = sim_yaml_enum(y, n, "scheduling", "pack|spread", &idx, E)))
+      return rc;
+    m->scheduling = (enum sim_scheduling)idx;
+  }
+  if ((n = sim_yaml_get(y, root, "agentNode"))) {
+    const char *v = sim_yaml_str(n);
+    long l;
+    if (v && !strcmp(v, "round-robin"))
+      m->agent_round_robin = true;
+    else if ((rc = sim_yaml_int(y, n, "agentNode", 0, 100000, &l, E)))
+      return sim_yaml_fail(y, n, "agentNode", E,
+                           "\"%.40s\": must be a node number (0, 1, ...) or round-robin",
+                           v ? v : "");
+    else
+      m->agent_node = (int)l;
+  }
   if ((n = sim_yaml_get(y, root, "sharedCounting"))) {
     if ((rc = sim_yaml_enum(y, n, "sharedCounting", "once|per-pod", &idx, E)))
       return rc;
@@ -229,10 +246,10 @@ static void derive_mib(struct sim_model *m) {
 int sim_model_parse(const char *text, size_t len, const char *file, struct sim_model *m, char *err,
                     size_t errlen) {
   static const char *const keys[] = {
-      "name",        "capacity",       "gpusPerReplica", "gpusPerNode",
-      "gpuModel",    "gpuMemoryMiB",   "placement",      "slicesPerGpu",
-      "maxGpus",     "sharedCounting", "startup",        "drain",
-      "queuePerPod", "signals",        "outages",        NULL};
+      "name",         "capacity",   "gpusPerReplica", "gpusPerNode",    "gpuModel",
+      "gpuMemoryMiB", "placement",  "slicesPerGpu",   "maxGpus",        "sharedCounting",
+      "startup",      "drain",      "queuePerPod",    "signals",        "outages",
+      "nodes",        "scheduling", "agentNode",      "requestSeconds", NULL};
   memset(m, 0, sizeof *m);
   snprintf(m->name, sizeof m->name, "workload");
   snprintf(m->gpu_model, sizeof m->gpu_model, "NVIDIA H100 80GB HBM3");
@@ -266,6 +283,11 @@ int sim_model_parse(const char *text, size_t len, const char *file, struct sim_m
   if (!rc && (n = sim_yaml_get(&y, root, "slicesPerGpu")) &&
       !(rc = sim_yaml_int(&y, n, "slicesPerGpu", 1, 64, &l, E)))
     m->slices_per_gpu = (int)l;
+  if (!rc && (n = sim_yaml_get(&y, root, "nodes")) &&
+      !(rc = sim_yaml_int(&y, n, "nodes", 0, 10000, &l, E)))
+    m->nodes = (int)l;
+  if (!rc && (n = sim_yaml_get(&y, root, "requestSeconds")))
+    rc = sim_yaml_duration(&y, n, "requestSeconds", 0.001, 3600, &m->request_s, E);
   if (!rc && (n = sim_yaml_get(&y, root, "maxGpus")) &&
       !(rc = sim_yaml_int(&y, n, "maxGpus", 0, 100000, &l, E)))
     m->max_gpus = (int)l;
@@ -285,6 +307,15 @@ int sim_model_parse(const char *text, size_t len, const char *file, struct sim_m
     rc = parse_outages(&y, sim_yaml_get(&y, root, "outages"), m, E);
   if (!rc)
     derive_mib(m);
+  if (!rc && m->scheduling == SIM_SCHED_SPREAD && m->nodes == 0)
+    rc = sim_yaml_fail(&y, root, "scheduling", E,
+                       "spread needs nodes (the cluster's GPU node count) to spread over");
+  if (!rc && m->nodes > 0 && m->agent_node >= m->nodes)
+    rc = sim_yaml_fail(&y, root, "agentNode", E, "%d: the cluster has nodes 0..%d", m->agent_node,
+                       m->nodes - 1);
+  if (!rc && m->nodes > 0 && m->gpus_per_replica > m->gpus_per_node)
+    rc = sim_yaml_fail(&y, root, "gpusPerReplica", E, "%d: a pod fits on one node (gpusPerNode %d)",
+                       m->gpus_per_replica, m->gpus_per_node);
   if (!rc && m->placement == SIM_PLACE_TIMESLICE && m->gpus_per_replica != 1)
     rc = sim_yaml_fail(&y, root, "gpusPerReplica", E,
                        "%d: time-sliced replicas take one slice of one GPU (use 1)",

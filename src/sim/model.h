@@ -29,14 +29,22 @@ struct sim_signal {
 };
 
 enum sim_placement { SIM_PLACE_DEDICATED = 0, SIM_PLACE_TIMESLICE };
+/* Which node a new pod goes to: pack fills the lowest node first (a bin-packing scheduler
+ * profile, and the default); spread takes the node with the most free GPUs (kube-scheduler's
+ * default LeastAllocated scoring). */
+enum sim_scheduling { SIM_SCHED_PACK = 0, SIM_SCHED_SPREAD };
 enum sim_startup { SIM_START_FIXED = 0, SIM_START_UNIFORM, SIM_START_NORMAL };
 
 struct sim_model {
   char name[96];
   double capacity;      /* work per second one replica (one GPU's worth) serves at full load */
   int gpus_per_replica; /* dedicated placement */
-  int gpus_per_node;    /* node 0's GPUs are what a node-scope agent reports */
-  char gpu_model[96];   /* modelName for the price table ("NVIDIA H100 80GB HBM3") */
+  int gpus_per_node;    /* GPUs per node; a node-scope agent reports its own node's */
+  int nodes;            /* GPU nodes in the cluster (0: as many as the pods need) */
+  enum sim_scheduling scheduling;
+  int agent_node;         /* the node whose agent answers node-scope triggers ... */
+  bool agent_round_robin; /* ... or the next node's agent at each read (a headless Service) */
+  char gpu_model[96];     /* modelName for the price table ("NVIDIA H100 80GB HBM3") */
   double gpu_memory_mib;
   enum sim_placement placement;
   int slices_per_gpu;     /* timeslice: pods one GPU holds at most */
@@ -47,6 +55,8 @@ struct sim_model {
   double start_s, start_max_s, start_sd_s;
   double drain_s;       /* a removed pod holds its GPU this long */
   double queue_per_pod; /* waiting requests a pod holds before new ones are dropped */
+  double request_s;     /* seconds one request is in flight when served (HTTP add-on's
+                           concurrency); 0 when the model does not say */
   struct sim_signal sig[SIM_MAX_SIGNALS];
   size_t nsig;
   /* outages: readings unavailable (stale agents) in [from, to) seconds */

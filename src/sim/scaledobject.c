@@ -2,6 +2,7 @@
  * behavior block of advanced.horizontalPodAutoscalerConfig. */
 #include "sim/scaledobject.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -106,10 +107,6 @@ static int parse_behavior(struct sim_yaml *y, yaml_node_t *spec, struct sim_hpa_
   yaml_node_t *adv = sim_yaml_get(y, spec, "advanced");
   yaml_node_t *hc = sim_yaml_get(y, adv, "horizontalPodAutoscalerConfig");
   yaml_node_t *bv = sim_yaml_get(y, hc, "behavior");
-  yaml_node_t *mods = sim_yaml_get(y, adv, "scalingModifiers");
-  if (mods)
-    return sim_yaml_fail(y, mods, "spec.advanced.scalingModifiers", E,
-                         "not modelled by the simulator; remove it");
   if (!bv)
     return 0;
   static const char *const keys[] = {"scaleUp", "scaleDown", NULL};
@@ -225,6 +222,7 @@ static int parse_trigger(struct sim_yaml *y, yaml_node_t *tn, size_t idx, struct
   t->kind = k <= 1 ? SIM_TRIG_GPUSCALE : k == 2 ? SIM_TRIG_PROMETHEUS : SIM_TRIG_CPU;
   t->push = k == 1;
   const char *n = sim_yaml_str(nm);
+  t->named = n && *n;
   snprintf(t->name, sizeof t->name, "%.50s", n ? n : sim_yaml_str(type));
   if (!n)
     snprintf(t->name + strlen(t->name), sizeof t->name - strlen(t->name), "-%zu", idx);
@@ -237,6 +235,8 @@ static int parse_trigger(struct sim_yaml *y, yaml_node_t *tn, size_t idx, struct
   if ((rc = copy_metadata(y, md, t, E)))
     return rc;
   yaml_node_t *at = md ? md : tn;
+  if (t->kind == SIM_TRIG_GPUSCALE && sim_trigger_md(t, "httpScaledObject"))
+    t->kind = SIM_TRIG_HTTP; /* the add-on's scaler; its target comes from the HTTPScaledObject */
   if (t->kind == SIM_TRIG_PROMETHEUS) {
     if (!sim_trigger_md(t, "query"))
       return sim_yaml_fail(y, at, "query", E, "missing from the prometheus trigger's metadata");
@@ -252,14 +252,216 @@ static int parse_trigger(struct sim_yaml *y, yaml_node_t *tn, size_t idx, struct
   return 0;
 }
 
+/* A float field of scalingModifiers ("target", "activationTarget"), a string in the CRD. */
+static int mod_number(struct sim_yaml *y, yaml_node_t *n, const char *key, bool positive,
+                      double *out, bool *whole, char *err, size_t errlen) {
+  const char *v = sim_yaml_str(n);
+  char *end = NULL;
+  double d = v ? strtod(v, &end) : NAN;
+  if (!v || end == v || *end || !isfinite(d) || (positive ? !(d > 0) : false))
+    return sim_yaml_fail(y, n, key, E, "\"%.40s\": must be a number%s", v ? v : "(not a scalar)",
+                         positive ? " > 0" : "");
+  *out = d;
+  if (whole) { /* HasValidFallback parses the target as an integer */
+    char *e2;
+    long long w = strtoll(v, &e2, 10);
+    *whole = e2 != v && *e2 == '\0' && w > 0;
+  }
+  return 0;
+}
+
+/* advanced.scalingModifiers (ValidateAndCompileScalingModifiers): formula and target are
+ * mandatory, target > 0, metricType AverageValue or Value; the formula names the triggers by
+ * their name (cpu and memory triggers are not in it). */
+static int parse_modifiers(struct sim_yaml *y, yaml_node_t *spec, struct sim_scaledobject *so,
+                           char *err, size_t errlen) {
+  yaml_node_t *v = sim_yaml_get(y, sim_yaml_get(y, spec, "advanced"), "scalingModifiers");
+  if (!v)
+    return 0;
+  static const char *const keys[] = {"formula", "target", "activationTarget", "metricType", NULL};
+  const char *key = "spec.advanced.scalingModifiers";
+  struct sim_modifiers *m = &so->mods;
+  int rc = sim_yaml_known(y, v, key, keys, E), idx;
+  if (rc)
+    return rc;
+  yaml_node_t *fn = sim_yaml_get(y, v, "formula"), *tn = sim_yaml_get(y, v, "target");
+  yaml_node_t *an = sim_yaml_get(y, v, "activationTarget"), *mt = sim_yaml_get(y, v, "metricType");
+  const char *formula = sim_yaml_str(fn);
+  if (!formula || !*formula)
+    return sim_yaml_fail(y, fn ? fn : v, "spec.advanced.scalingModifiers.formula", E,
+                         "mandatory (a formula over the triggers' names)");
+  if (!tn)
+    return sim_yaml_fail(y, v, "spec.advanced.scalingModifiers.target", E,
+                         "mandatory when a formula is given");
+  if ((rc = mod_number(y, tn, "spec.advanced.scalingModifiers.target", true, &m->target,
+                       &m->fallback_ok, E)))
+    return rc;
+  if (an && (rc = mod_number(y, an, "spec.advanced.scalingModifiers.activationTarget", false,
+                             &m->activation, NULL, E)))
+    return rc;
+  if (mt) {
+    if ((rc = sim_yaml_enum(y, mt, "spec.advanced.scalingModifiers.metricType",
+                            "AverageValue|Value", &idx, E)))
+      return rc;
+    m->value_type = idx == 1;
+  }
+  const char *names[SIM_MAX_TRIGGERS];
+  for (size_t i = 0; i < so->ntrig; i++)
+    if (so->trig[i].named && so->trig[i].kind != SIM_TRIG_CPU) {
+      m->var_trig[m->nvars] = (int)i;
+      names[m->nvars++] = so->trig[i].name;
+    }
+  char ferr[1024];
+  if (sim_formula_parse(formula, names, m->nvars, &m->f, ferr, sizeof ferr) != 0)
+    return sim_yaml_fail(y, fn, "spec.advanced.scalingModifiers.formula", E, "\"%.200s\": %s",
+                         formula, ferr);
+  snprintf(m->formula, sizeof m->formula, "%s", formula);
+  m->set = true;
+  return 0;
+}
+
+/* The target and metric of an HTTPScaledObject's spec (the add-on's GetMetricSpec): the
+ * concurrency or requestRate targetValue (default 100), else targetPendingRequests (default
+ * 100); requestRate averages over window (default 1m). */
+static int http_metric(struct sim_yaml *y, yaml_node_t *spec, struct sim_trigger *t, char *err,
+                       size_t errlen) {
+  yaml_node_t *tp = sim_yaml_get(y, spec, "targetPendingRequests");
+  yaml_node_t *sm = sim_yaml_get(y, spec, "scalingMetric");
+  yaml_node_t *cc = sim_yaml_get(y, sm, "concurrency"), *rr = sim_yaml_get(y, sm, "requestRate");
+  int rc;
+  long l;
+  t->threshold = 100;
+  t->http_window_s = 60;
+  if (tp && (rc = sim_yaml_int(y, tp, "spec.targetPendingRequests", 1, 1000000000, &l, E)))
+    return rc;
+  if (tp)
+    t->threshold = (double)l;
+  if (cc && rr)
+    return sim_yaml_fail(y, sm, "spec.scalingMetric", E,
+                         "concurrency and requestRate are mutually exclusive");
+  yaml_node_t *m = cc ? cc : rr, *n;
+  if (!m)
+    return 0;
+  if ((n = sim_yaml_get(y, m, "targetValue"))) {
+    if ((rc = sim_yaml_int(y, n,
+                           cc ? "spec.scalingMetric.concurrency.targetValue"
+                              : "spec.scalingMetric.requestRate.targetValue",
+                           1, 1000000000, &l, E)))
+      return rc;
+    t->threshold = (double)l;
+  } else {
+    t->threshold = 100;
+  }
+  t->http_rate = rr != NULL;
+  if (rr && (n = sim_yaml_get(y, rr, "window")))
+    return sim_yaml_duration(y, n, "spec.scalingMetric.requestRate.window", 1, 3600,
+                             &t->http_window_s, E);
+  return 0;
+}
+
+/* The ScaledObject the add-on's operator creates from an HTTPScaledObject (pkg/k8s/
+ * scaledobject.go NewScaledObject): replicas.min and .max, scaledownPeriod as cooldownPeriod,
+ * initialCooldownPeriod, pollingInterval 15, and one external-push trigger to the add-on's
+ * scaler naming the HTTPScaledObject. */
+static int parse_http_so(struct sim_yaml *y, yaml_node_t *spec, struct sim_scaledobject *so,
+                         char *err, size_t errlen) {
+  struct sim_keda *k = &so->keda;
+  yaml_node_t *rp = sim_yaml_get(y, spec, "replicas"), *n;
+  long l;
+  int rc;
+  if ((n = sim_yaml_get(y, rp, "min"))) {
+    if ((rc = sim_yaml_int(y, n, "spec.replicas.min", 0, 100000, &l, E)))
+      return rc;
+    k->min_replicas = (int)l;
+  }
+  if ((n = sim_yaml_get(y, rp, "max"))) {
+    if ((rc = sim_yaml_int(y, n, "spec.replicas.max", 1, 100000, &l, E)))
+      return rc;
+    k->max_replicas = (int)l;
+  }
+  if (k->max_replicas < k->min_replicas)
+    return sim_yaml_fail(y, rp, "spec.replicas.max", E, "%d is below replicas.min %d",
+                         k->max_replicas, k->min_replicas);
+  if ((n = sim_yaml_get(y, spec, "scaledownPeriod"))) {
+    if ((rc = sim_yaml_int(y, n, "spec.scaledownPeriod", 0, 86400 * 7, &l, E)))
+      return rc;
+    k->cooldown_s = (int)l;
+  }
+  if ((n = sim_yaml_get(y, spec, "initialCooldownPeriod"))) {
+    if ((rc = sim_yaml_int(y, n, "spec.initialCooldownPeriod", 0, 86400 * 7, &l, E)))
+      return rc;
+    k->initial_cooldown_s = (int)l;
+  }
+  k->polling_s = 15;
+  struct sim_trigger *t = &so->trig[0];
+  memset(t, 0, sizeof *t);
+  t->kind = SIM_TRIG_HTTP;
+  t->push = true;
+  t->line = sim_yaml_line(spec);
+  snprintf(t->name, sizeof t->name, "external-push-0");
+  size_t nl = strlen(so->name), al = strlen(SIM_HTTP_SCALER);
+  t->strings = malloc(sizeof "scalerAddress" + al + 1 + sizeof "httpScaledObject" + nl + 1);
+  if (!t->strings)
+    return GS_ENOMEM;
+  so->ntrig = 1;
+  char *w = t->strings;
+  const char *kv[4] = {"scalerAddress", SIM_HTTP_SCALER, "httpScaledObject", so->name};
+  for (size_t i = 0; i < 4; i++) {
+    size_t len = strlen(kv[i]) + 1;
+    memcpy(w, kv[i], len);
+    if (i % 2 == 0)
+      t->md[t->nmd].key = w;
+    else
+      t->md[t->nmd++].value = w;
+    w += len;
+  }
+  so->from_http = true;
+  return http_metric(y, spec, t, E);
+}
+
+/* A ScaledObject trigger naming an HTTPScaledObject reads its target from that document. */
+static int resolve_http(const char *text, size_t len, const char *file, struct sim_scaledobject *so,
+                        char *err, size_t errlen) {
+  for (size_t i = 0; i < so->ntrig; i++) {
+    struct sim_trigger *t = &so->trig[i];
+    if (t->kind != SIM_TRIG_HTTP)
+      continue;
+    const char *want = sim_trigger_md(t, "httpScaledObject");
+    struct sim_yaml y;
+    int rc = sim_yaml_load_kind(&y, text, len, file, "HTTPScaledObject", E);
+    if (rc == GS_EINVAL) {
+      snprintf(err, errlen,
+               "%s:%d: httpScaledObject: \"%.100s\": no HTTPScaledObject in this file; the "
+               "add-on's scaler reads the target from it, so give it in the same file",
+               file, t->line, want);
+      return rc;
+    }
+    if (rc)
+      return rc;
+    yaml_node_t *root = sim_yaml_root(&y);
+    const char *nm = sim_yaml_str(sim_yaml_get(&y, sim_yaml_get(&y, root, "metadata"), "name"));
+    if (!nm || strcmp(nm, want) != 0) {
+      snprintf(err, errlen,
+               "%s:%d: httpScaledObject: \"%.100s\": the file's HTTPScaledObject is "
+               "named \"%.100s\"",
+               file, t->line, want, nm ? nm : "");
+      sim_yaml_free(&y);
+      return GS_EINVAL;
+    }
+    rc = http_metric(&y, sim_yaml_get(&y, root, "spec"), t, E);
+    sim_yaml_free(&y);
+    if (rc)
+      return rc;
+  }
+  return 0;
+}
+
 static int parse_spec(struct sim_yaml *y, yaml_node_t *spec, struct sim_scaledobject *so, char *err,
                       size_t errlen) {
   struct sim_keda *k = &so->keda;
   yaml_node_t *n;
   long l;
   int rc = 0;
-  if ((n = sim_yaml_get(y, spec, "idleReplicaCount")))
-    return sim_yaml_fail(y, n, "spec.idleReplicaCount", E, "not modelled; remove it");
   if ((n = sim_yaml_get(y, spec, "minReplicaCount"))) {
     if ((rc = sim_yaml_int(y, n, "spec.minReplicaCount", 0, 100000, &l, E)))
       return rc;
@@ -273,6 +475,17 @@ static int parse_spec(struct sim_yaml *y, yaml_node_t *spec, struct sim_scaledob
   if (k->max_replicas < k->min_replicas)
     return sim_yaml_fail(y, spec, "spec.maxReplicaCount", E, "%d is below minReplicaCount %d",
                          k->max_replicas, k->min_replicas);
+  if ((n = sim_yaml_get(y, spec, "idleReplicaCount"))) {
+    /* CheckReplicaCountBoundsAreValid: idle must be below minReplicaCount (0 when unset) */
+    if ((rc = sim_yaml_int(y, n, "spec.idleReplicaCount", 0, 100000, &l, E)))
+      return rc;
+    if (l >= k->min_replicas)
+      return sim_yaml_fail(y, n, "spec.idleReplicaCount", E,
+                           "%ld must be less than minReplicaCount (%d) (KEDA refuses it too)", l,
+                           k->min_replicas);
+    k->has_idle = true;
+    k->idle_replicas = (int)l;
+  }
   if ((n = sim_yaml_get(y, spec, "pollingInterval"))) {
     if ((rc = sim_yaml_int(y, n, "spec.pollingInterval", 1, 86400, &l, E)))
       return rc;
@@ -302,7 +515,7 @@ static int parse_spec(struct sim_yaml *y, yaml_node_t *spec, struct sim_scaledob
     if (rc)
       return rc;
   }
-  return 0;
+  return parse_modifiers(y, spec, so, E);
 }
 
 int sim_so_parse(const char *text, size_t len, const char *file, struct sim_scaledobject *so,
@@ -315,6 +528,11 @@ int sim_so_parse(const char *text, size_t len, const char *file, struct sim_scal
   snprintf(so->ns, sizeof so->ns, "default");
   struct sim_yaml y;
   int rc = sim_yaml_load_kind(&y, text, len, file, "ScaledObject", E);
+  bool http = false;
+  if (rc == GS_EINVAL && strstr(err, "HTTPScaledObject")) { /* "(found: HTTPScaledObject)" */
+    rc = sim_yaml_load_kind(&y, text, len, file, "HTTPScaledObject", E);
+    http = rc == 0;
+  }
   yaml_node_t *root = rc ? NULL : sim_yaml_root(&y);
   yaml_node_t *meta = rc ? NULL : sim_yaml_get(&y, root, "metadata");
   const char *nm = sim_yaml_str(sim_yaml_get(&y, meta, "name"));
@@ -327,7 +545,9 @@ int sim_so_parse(const char *text, size_t len, const char *file, struct sim_scal
   if (!rc && (!spec || spec->type != YAML_MAPPING_NODE))
     rc = sim_yaml_fail(&y, spec ? spec : root, "spec", E, "missing or not a mapping");
   if (!rc)
-    rc = parse_spec(&y, spec, so, E);
+    rc = http ? parse_http_so(&y, spec, so, E) : parse_spec(&y, spec, so, E);
+  if (!rc && !http)
+    rc = resolve_http(text, len, file, so, E);
   if (rc == GS_ENOMEM)
     snprintf(err, errlen, "%s: out of memory", file);
   sim_yaml_free(&y);

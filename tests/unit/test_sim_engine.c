@@ -282,6 +282,9 @@ static void test_parse_errors(void **state) {
        "allowed: idle, full"},
       {"negative", "capacity: -3\n", "capacity", "\"-3\""},
       {"bad startup", "capacity: 1\nstartup: soon\n", "startup", "duration"},
+      {"spread without nodes", "capacity: 1\nscheduling: spread\n", "scheduling", "needs nodes"},
+      {"agent node", "capacity: 1\nnodes: 2\nagentNode: 2\n", "agentNode", "nodes 0..1"},
+      {"agent word", "capacity: 1\nagentNode: any\n", "agentNode", "round-robin"},
   };
   for (size_t i = 0; i < sizeof models / sizeof models[0]; i++) {
     struct sim_model m;
@@ -314,8 +317,32 @@ static void test_parse_errors(void **state) {
        "kind: ScaledObject\nspec:\n  minReplicaCount: 5\n  maxReplicaCount: 2\n  triggers:\n"
        "    - type: cpu\n      metadata: {value: \"50\"}\n",
        "maxReplicaCount", "below minReplicaCount 5"},
+      /* CheckReplicaCountBoundsAreValid: idle must be below minReplicaCount (0 when unset) */
       {"idle replicas", "kind: ScaledObject\nspec:\n  idleReplicaCount: 0\n  triggers: []\n",
-       "idleReplicaCount", "not modelled"},
+       "so.yaml:3: spec.idleReplicaCount", "must be less than minReplicaCount (0)"},
+      /* ValidateAndCompileScalingModifiers: formula and target mandatory, names must exist */
+      {"modifiers no target",
+       "kind: ScaledObject\nspec:\n  advanced:\n    scalingModifiers:\n      formula: a\n"
+       "  triggers:\n    - type: cpu\n      metadata: {value: \"50\"}\n",
+       "scalingModifiers.target", "mandatory"},
+      {"modifiers unknown name",
+       "kind: ScaledObject\nspec:\n  advanced:\n    scalingModifiers:\n      formula: a + b\n"
+       "      target: \"5\"\n  triggers:\n    - type: external\n      name: a\n",
+       "so.yaml:5: spec.advanced.scalingModifiers.formula", "unknown name \"b\""},
+      {"modifiers utilization",
+       "kind: ScaledObject\nspec:\n  advanced:\n    scalingModifiers:\n      formula: a\n"
+       "      target: \"5\"\n      metricType: Utilization\n  triggers:\n"
+       "    - type: external\n      name: a\n",
+       "scalingModifiers.metricType", "AverageValue|Value"},
+      /* the add-on's scaler reads the target from the HTTPScaledObject it names */
+      {"http without its HTTPScaledObject",
+       "kind: ScaledObject\nspec:\n  triggers:\n    - type: external-push\n      metadata:\n"
+       "        httpScaledObject: web\n",
+       "httpScaledObject: \"web\"", "no HTTPScaledObject in this file"},
+      {"http both metrics",
+       "kind: HTTPScaledObject\nmetadata: {name: web}\nspec:\n  scalingMetric:\n"
+       "    concurrency: {targetValue: 10}\n    requestRate: {targetValue: 10}\n",
+       "so.yaml:5: spec.scalingMetric", "mutually exclusive"},
   };
   for (size_t i = 0; i < sizeof sos / sizeof sos[0]; i++) {
     struct sim_scaledobject so;
@@ -436,6 +463,204 @@ static void test_csv_trace(void **state) {
   sim_trace_free(&tr);
 }
 
+static const char *ZERO_CSV = "0,0\n1199,0\n1200,40\n3600,40\n";
+#define PROM_RPS                                                                                   \
+  "    - type: prometheus\n      name: rps\n      metadata:\n"                                     \
+  "        query: sum(rate(http_requests_total[1m]))\n        threshold: \"10\"\n"                 \
+  "        activationThreshold: \"0.5\"\n"
+
+/* KEDA idleReplicaCount (executor RequestScale, scaleToZeroOrIdle): with idle 0 and min 2 the
+ * idle workload goes to 0 (lastActiveTime unset: initialCooldownPeriod 0 from creation), and
+ * activity brings it straight to minReplicaCount 2, not 1; the HPA keeps >= 2 above zero.
+ * Without idleReplicaCount minReplicaCount 2 holds. */
+static void test_idle_replicas_run(void **state) {
+  (void)state;
+  char so[2048];
+  struct run x;
+  so_text(so, sizeof so, 2, 10, "  idleReplicaCount: 0\n  pollingInterval: 30\n", PROM_RPS);
+  run_text(&x, MODEL_UTIL, so, NULL, ZERO_CSV);
+  assert_int_equal(x.rc, 0);
+  assert_int_equal((int)x.r.replicas[600], 0);
+  assert_int_equal((int)x.r.replicas[1199], 0);
+  assert_true(x.r.replicas[1200] >= 2); /* the poll at 1200 (and the HPA's sync after it) */
+  assert_int_equal(x.r.sum.min_replicas, 0);
+  for (size_t t = 1200; t < x.r.n; t++)
+    if (x.r.replicas[t] < 2)
+      fail_msg("replicas %g at %zu, below minReplicaCount while active", x.r.replicas[t], t);
+  run_free(&x);
+  so_text(so, sizeof so, 2, 10, "", PROM_RPS);
+  run_text(&x, MODEL_UTIL, so, NULL, ZERO_CSV);
+  assert_int_equal(x.rc, 0);
+  assert_int_equal(x.r.sum.min_replicas, 2);
+  run_free(&x);
+}
+
+/* advanced.scalingModifiers (modifiers/formula.go, scale_handler.go): one composite metric,
+ * max(util / 75, rps / 10) replicas' worth, with target 1 follows the step; activity is the
+ * composite above activationTarget (an idle workload at 0 wakes at the poll after demand comes);
+ * a failed trigger the formula names fails the composite (the HPA holds), one it does not name
+ * only makes KEDA count the ScaledObject inactive. */
+static void test_scaling_modifiers(void **state) {
+  (void)state;
+  char so[4096], trig[2048];
+  struct run x;
+  const char *mods = "  advanced:\n    scalingModifiers:\n      formula: max(util / 75, rps / 10)\n"
+                     "      target: \"1\"\n      activationTarget: \"0.05\"\n";
+  snprintf(trig, sizeof trig,
+           "    - type: external\n      name: util\n      metadata:\n"
+           "        scalerAddress: gpuscale-gateway:6000\n        scope: workload\n"
+           "        metricType: gpu_utilization\n%s",
+           PROM_RPS);
+  so_text(so, sizeof so, 1, 20, mods, trig);
+  run_text(&x, MODEL_UTIL, so, "step", NULL);
+  assert_int_equal(x.rc, 0);
+  assert_int_equal(x.r.ntrig, 3);
+  assert_string_equal(x.r.trig_name[2], "composite-metric");
+  assert_true(x.r.sum.max_replicas >= 10);
+  assert_true(x.r.sum.served_share > 0.9);
+  assert_false(isnan(x.r.value[2][4500]));
+  run_free(&x);
+  so_text(so, sizeof so, 0, 20, mods, trig);
+  run_text(&x, MODEL_UTIL, so, NULL, ZERO_CSV);
+  assert_int_equal(x.rc, 0);
+  assert_int_equal((int)x.r.replicas[1100], 0);
+  assert_true(x.r.replicas[1231] >= 1);
+  run_free(&x);
+  /* power_draw is not in MODEL_UTIL: the trigger fails */
+  snprintf(trig, sizeof trig,
+           "    - type: external\n      name: power\n      metadata:\n"
+           "        scalerAddress: gpuscale-gateway:6000\n        scope: workload\n"
+           "        metricType: power_draw\n%s",
+           PROM_RPS);
+  const char *named = "  advanced:\n    scalingModifiers:\n      formula: rps / 10 + power * 0\n"
+                      "      target: \"1\"\n";
+  so_text(so, sizeof so, 1, 20, named, trig);
+  run_text(&x, MODEL_UTIL, so, "step", NULL);
+  assert_int_equal(x.rc, 0);
+  assert_int_equal(x.r.sum.max_replicas, 1);
+  assert_true(isnan(x.r.value[2][4500]));
+  run_free(&x);
+  const char *unnamed = "  advanced:\n    scalingModifiers:\n      formula: rps / 10\n"
+                        "      target: \"1\"\n";
+  so_text(so, sizeof so, 1, 20, unnamed, trig);
+  run_text(&x, MODEL_UTIL, so, "step", NULL);
+  assert_int_equal(x.rc, 0);
+  assert_true(x.r.sum.max_replicas >= 10);
+  run_free(&x);
+}
+
+static const char *MODEL_HTTP = "name: web\n"
+                                "capacity: 10\n"
+                                "startup: 60s\n"
+                                "drain: 0s\n"
+                                "requestSeconds: 0.5\n"
+                                "signals:\n"
+                                "  gpu_utilization: {idle: 0, full: 100}\n";
+
+/* The HTTP add-on (http-add-on pkg/k8s/scaledobject.go, scaler/handlers.go): an
+ * HTTPScaledObject is run as the ScaledObject its operator creates (pollingInterval 15, one
+ * external-push trigger); the scaler's stream sends true whenever requests are pending, so KEDA
+ * wakes the workload at once (0 -> 1 in the second demand arrives, not at the next poll). The
+ * concurrency is requests in flight (demand x requestSeconds + queued); requestRate with target
+ * 10 at 40 requests/s asks for 4 replicas. Without requestSeconds, concurrency is refused. */
+static void test_http_addon(void **state) {
+  (void)state;
+  const char *conc =
+      "apiVersion: http.keda.sh/v1alpha1\nkind: HTTPScaledObject\n"
+      "metadata: {name: web, namespace: ml}\nspec:\n  replicas: {min: 0, max: 20}\n"
+      "  scaledownPeriod: 120\n  scalingMetric:\n    concurrency: {targetValue: 10}\n";
+  struct run x;
+  const char *late = "0,0\n1206,0\n1207,40\n3600,40\n"; /* 1207: no poll, no HPA sync */
+  run_text(&x, MODEL_HTTP, conc, NULL, late);
+  assert_int_equal(x.rc, 0);
+  assert_true(x.so.from_http);
+  assert_int_equal(x.so.keda.polling_s, 15);
+  assert_int_equal(x.so.keda.cooldown_s, 120);
+  assert_int_equal((int)x.r.replicas[1206], 0);
+  assert_int_equal((int)x.r.replicas[1207], 1);
+  assert_true(x.r.sum.max_replicas >= 2);
+  assert_true(x.r.value[0][1500] >= 20); /* 40 x 0.5 in flight, and the queue */
+  run_free(&x);
+  const char *rate = "apiVersion: http.keda.sh/v1alpha1\nkind: HTTPScaledObject\n"
+                     "metadata: {name: web, namespace: ml}\nspec:\n  replicas: {min: 1, max: 20}\n"
+                     "  scalingMetric:\n    requestRate: {targetValue: 10, window: 1m}\n";
+  run_text(&x, MODEL_HTTP, rate, NULL, ZERO_CSV);
+  assert_int_equal(x.rc, 0);
+  assert_int_equal((int)x.r.replicas[3500], 4);
+  assert_true(x.r.value[0][3500] == 40);
+  run_free(&x);
+  /* a ScaledObject with the add-on's trigger reads its target from the HTTPScaledObject */
+  char both[2048];
+  snprintf(both, sizeof both,
+           "%s---\napiVersion: keda.sh/v1alpha1\nkind: ScaledObject\nmetadata: {name: web, "
+           "namespace: ml}\nspec:\n  minReplicaCount: 1\n  triggers:\n    - type: external-push\n"
+           "      metadata:\n        scalerAddress: " SIM_HTTP_SCALER "\n"
+           "        httpScaledObject: web\n",
+           rate);
+  run_text(&x, MODEL_HTTP, both, NULL, ZERO_CSV);
+  assert_int_equal(x.rc, 0);
+  assert_false(x.so.from_http);
+  assert_true(x.so.trig[0].kind == SIM_TRIG_HTTP && x.so.trig[0].threshold == 10);
+  assert_int_equal((int)x.r.replicas[3500], 4);
+  run_free(&x);
+  run_text(&x, MODEL_UTIL, conc, NULL, ZERO_CSV);
+  assert_int_equal(x.rc, GS_EINVAL);
+  assert_non_null(strstr(x.err, "requestSeconds"));
+  run_free(&x);
+}
+
+/* Agents on several nodes: the node-scope answer is the answering agent's own node. With 4 nodes
+ * of 4 GPUs, pack (bin-packing) puts the first pods on node 0, so node 0's max stalls at 2 as
+ * always; node 3's agent sees no pod and reads idle, so the count never leaves 1. spread
+ * (LeastAllocated) puts one pod per node: node 0's avg is a quarter of its GPUs and asks for 1.
+ * Round-robin over the agents (a headless Service) reads busy and idle nodes in turn. Workload
+ * scope counts every pod wherever it runs. */
+static void test_nodes(void **state) {
+  (void)state;
+  static const struct {
+    const char *model, *agg;
+    int lo, hi;
+  } cases[] = {
+      {"nodes: 4\ngpusPerNode: 4\n", "max", 2, 2},
+      {"nodes: 4\ngpusPerNode: 4\nagentNode: 3\n", "max", 1, 1},
+      {"nodes: 4\ngpusPerNode: 4\nscheduling: spread\n", "avg", 1, 1},
+      {"nodes: 4\ngpusPerNode: 4\nscheduling: spread\nagentNode: round-robin\n", "max", 1, 2},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    char model[1024], trig[1024], so[2048];
+    snprintf(model, sizeof model, "%s%s", MODEL_UTIL, cases[i].model);
+    snprintf(trig, sizeof trig,
+             "    - type: external\n      metadata:\n        scalerAddress: gpuscale-agent:6000\n"
+             "        metricType: gpu_utilization\n        targetValue: \"75\"\n"
+             "        aggregation: %s\n",
+             cases[i].agg);
+    so_text(so, sizeof so, 1, 16, "", trig);
+    struct run x;
+    run_text(&x, model, so, "step", NULL);
+    assert_int_equal(x.rc, 0);
+    if (x.r.sum.max_replicas < cases[i].lo || x.r.sum.max_replicas > cases[i].hi)
+      fail_msg("case %zu: max replicas %d, want %d..%d", i, x.r.sum.max_replicas, cases[i].lo,
+               cases[i].hi);
+    if (i == 3) { /* the reads after the step see 100 on a busy node and 0 on an idle one */
+      bool busy = false, idle = false;
+      for (size_t t = 2000; t < 5000; t += 15) {
+        busy = busy || x.r.value[0][t] >= 99;
+        idle = idle || x.r.value[0][t] == 0;
+      }
+      assert_true(busy && idle);
+    }
+    run_free(&x);
+  }
+  char model[1024], so[2048];
+  snprintf(model, sizeof model, "%snodes: 4\ngpusPerNode: 4\nscheduling: spread\n", MODEL_UTIL);
+  so_text(so, sizeof so, 1, 16, "", GW_UTIL);
+  struct run x;
+  run_text(&x, model, so, "step", NULL);
+  assert_int_equal(x.rc, 0);
+  assert_true(x.r.sum.max_replicas >= 10);
+  run_free(&x);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_naive_caps_and_workload_follows),
@@ -451,6 +676,10 @@ int main(void) {
       cmocka_unit_test(test_multi_document),
       cmocka_unit_test(test_derived_mib),
       cmocka_unit_test(test_csv_trace),
+      cmocka_unit_test(test_idle_replicas_run),
+      cmocka_unit_test(test_scaling_modifiers),
+      cmocka_unit_test(test_http_addon),
+      cmocka_unit_test(test_nodes),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -156,6 +156,31 @@ static void test_hpa_min(void **state) {
   assert_int_equal(sim_keda_hpa_min(&k3), 3);
 }
 
+/* EX RequestScale with idleReplicaCount (the switch's first case in each branch, and
+ * getIdleOrMinimumReplicaCount): idle 0, min 3. Active at 0 (below min) scales to min 3. Inactive
+ * above idle scales straight to idle once cooled, from any count (5 -> 0, not 5 -> 3); while
+ * cooling it waits. Inactive below min is not corrected in idle mode (the third case needs
+ * IdleReplicaCount nil). With idle 1, min 3, an active poll at 2 (below min) also scales to 3. */
+static void test_idle_replicas(void **state) {
+  (void)state;
+  struct sim_keda k = keda(3, 10);
+  k.has_idle = true;
+  k.idle_replicas = 0;
+  assert_int_equal(sim_keda_request_scale(&k, 100, 0, true, false), 3);
+  assert_int_equal(k.last_active, 100);
+  assert_int_equal(sim_keda_request_scale(&k, 200, 5, false, false), -1); /* cooling down */
+  assert_int_equal(sim_keda_request_scale(&k, 401, 5, false, false), 0);  /* 100 + 300 < 401 */
+  struct sim_keda k1 = keda(3, 10);
+  k1.has_idle = true;
+  k1.idle_replicas = 1;
+  assert_int_equal(sim_keda_request_scale(&k1, 50, 2, true, false), 3);
+  assert_int_equal(sim_keda_request_scale(&k1, 1000, 2, false, false), 1);
+  assert_int_equal(sim_keda_request_scale(&k1, 1000, 1, false, false), -1); /* at idle: no change */
+  /* without idle mode the same inactive poll below min corrects to min */
+  struct sim_keda k2 = keda(3, 10);
+  assert_int_equal(sim_keda_request_scale(&k2, 1000, 1, false, false), 3);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_zero_to_one),
@@ -166,6 +191,7 @@ int main(void) {
       cmocka_unit_test(test_fallback_value),
       cmocka_unit_test(test_fallback_behaviors),
       cmocka_unit_test(test_hpa_min),
+      cmocka_unit_test(test_idle_replicas),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
