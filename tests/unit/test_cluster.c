@@ -98,6 +98,96 @@ static void test_deep_copy_and_order(void **state) {
   cluster_free(NULL);
 }
 
+/* Engine pods (issue 12): kept as a deep copy beside the GPUs (the caller frees its snapshot at
+ * once), replaced by the next update, hidden from readers and freed once the agent is dropped,
+ * and more than ENGINE_MAX_PODS refused with the previous state kept. Valgrind and ASan see a
+ * shared pointer as a double free. */
+struct eng_seen {
+  size_t n_engines;
+  bool on;
+  char pod[2][ENGINE_POD_LEN];
+  double q[2];
+};
+
+static int collect_engines(void *ud, const struct cluster_node_view *v) {
+  struct eng_seen *e = ud;
+  e->n_engines = v->snap->n_engines;
+  e->on = v->snap->engines_on;
+  for (size_t i = 0; i < v->snap->n_engines && i < 2; i++) {
+    snprintf(e->pod[i], sizeof e->pod[i], "%s", v->snap->engines[i].pod);
+    e->q[i] = v->snap->engines[i].v[ES_VLLM_QUEUE_DEPTH];
+  }
+  return 0;
+}
+
+static void mk_engines(struct node_snapshot *s, size_t n, double q0) {
+  s->engines_on = true;
+  s->n_engines = n;
+  s->engines = calloc(n ? n : 1, sizeof *s->engines);
+  assert_non_null(s->engines);
+  for (size_t i = 0; i < n; i++) {
+    snprintf(s->engines[i].ns, sizeof s->engines[i].ns, "prod");
+    snprintf(s->engines[i].pod, sizeof s->engines[i].pod, "vllm-%zu", i);
+    s->engines[i].kind = ENGINE_VLLM;
+    s->engines[i].fresh = true;
+    s->engines[i].valid = ES_BIT(ES_VLLM_QUEUE_DEPTH);
+    s->engines[i].v[ES_VLLM_QUEUE_DEPTH] = q0 + (double)i;
+  }
+}
+
+static void test_engines_deep_copy(void **state) {
+  (void)state;
+  struct cluster *c = new_view(60000);
+  struct node_snapshot s;
+  const double u[] = {10};
+  mk(&s, "node-a", 1000, 1, u, 1);
+  mk_engines(&s, 2, 3);
+  assert_int_equal(cluster_update(c, "a:1", &s), 0);
+  s.engines[0].v[ES_VLLM_QUEUE_DEPTH] = 99; /* must not show */
+  node_snapshot_clear(&s);
+  struct eng_seen e = {0};
+  assert_int_equal(cluster_visit(c, collect_engines, &e, NULL), 0);
+  assert_int_equal(e.n_engines, 2);
+  assert_true(e.on);
+  assert_string_equal(e.pod[1], "vllm-1");
+  assert_true(e.q[0] == 3 && e.q[1] == 4);
+  /* the next update replaces them (the old copy is freed) */
+  mk(&s, "node-a", 1000, 1, u, 2);
+  mk_engines(&s, 1, 12);
+  assert_int_equal(cluster_update(c, "a:1", &s), 0);
+  node_snapshot_clear(&s);
+  assert_int_equal(cluster_visit(c, collect_engines, &e, NULL), 0);
+  assert_int_equal(e.n_engines, 1);
+  assert_true(e.q[0] == 12);
+  /* too many engine pods: refused, the previous state kept */
+  mk(&s, "node-a", 1000, 1, u, 3);
+  mk_engines(&s, ENGINE_MAX_PODS + 1, 0);
+  assert_int_equal(cluster_update(c, "a:1", &s), GS_EINVAL);
+  node_snapshot_clear(&s);
+  assert_int_equal(cluster_visit(c, collect_engines, &e, NULL), 0);
+  assert_int_equal(e.n_engines, 1);
+  /* an update without engines (engines off) clears them */
+  mk(&s, "node-a", 1000, 1, u, 4);
+  snprintf(s.engines_why, sizeof s.engines_why, "no API access");
+  assert_int_equal(cluster_update(c, "a:1", &s), 0);
+  node_snapshot_clear(&s);
+  assert_int_equal(cluster_visit(c, collect_engines, &e, NULL), 0);
+  assert_int_equal(e.n_engines, 0);
+  assert_false(e.on);
+  /* dropped: readers see none, the sweep frees them */
+  mk(&s, "node-a", 1000, 1, u, 5);
+  mk_engines(&s, 2, 1);
+  assert_int_equal(cluster_update(c, "a:1", &s), 0);
+  node_snapshot_clear(&s);
+  fake_now += 60001;
+  assert_int_equal(cluster_visit(c, collect_engines, &e, NULL), 0);
+  assert_int_equal(e.n_engines, 0);
+  assert_int_equal(cluster_sweep(c), 1);
+  assert_int_equal(cluster_visit(c, collect_engines, &e, NULL), 0);
+  assert_int_equal(e.n_engines, 0);
+  cluster_free(c);
+}
+
 struct age_case {
   const char *label;
   int64_t interval, advance; /* since the last update */
@@ -384,6 +474,7 @@ static void test_concurrent(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_deep_copy_and_order),
+      cmocka_unit_test(test_engines_deep_copy),
       cmocka_unit_test(test_freshness_and_drop),
       cmocka_unit_test(test_state_and_remove),
       cmocka_unit_test(test_window_ring),

@@ -1526,6 +1526,429 @@ static void test_long_coverage_message(void **state) {
   cluster_free(r.c);
 }
 
+/* ---- engine pods (issue 12, docs/engines.md) ---- */
+
+/* One engine pod of the engine fixture: "ns/pod", engine, fresh, and up to two signals. */
+struct eng_def {
+  const char *pod;
+  enum engine_kind kind;
+  bool fresh;
+  enum engine_signal s1, s2;
+  double v1, v2;
+  bool has1, has2;
+  const char *reason;
+};
+
+#define VLLM_POD(p, q, kv)                                                                         \
+  { p, ENGINE_VLLM, true, ES_VLLM_QUEUE_DEPTH, ES_VLLM_KV_CACHE, q, kv, true, true, "" }
+
+struct eng_agent {
+  const char *addr, *node;
+  size_t n;
+  struct eng_def e[6];
+};
+
+/* Three vLLM pods of one deployment (prod/vllm-*) on two nodes, queue depths 3, 7 and 12; a TGI
+ * pod, a Triton pod before its second scrape (pending requests only), a vLLM pod of another
+ * namespace. */
+static const struct eng_agent eng_fixture[] = {
+    {"10.0.1.1:6000",
+     "gpu-e-1",
+     4,
+     {VLLM_POD("prod/vllm-a", 3, 40),
+      VLLM_POD("prod/vllm-b", 7, 60),
+      {"prod/tgi-0", ENGINE_TGI, true, ES_TGI_QUEUE, ES_TGI_BATCH, 4, 8, true, true, ""},
+      VLLM_POD("staging/vllm-c", 100, 90)}},
+    {"10.0.1.2:6000",
+     "gpu-e-2",
+     2,
+     {VLLM_POD("prod/vllm-d", 12, 80),
+      {"prod/triton-0", ENGINE_TRITON, true, ES_TRITON_PENDING, ES_TRITON_REQUEST_RATE, 2, 0, true,
+       false, ""}}},
+};
+#define NENG (sizeof eng_fixture / sizeof eng_fixture[0])
+
+enum eng_variant {
+  EV_ALL = 0,
+  EV_E2_STALE,     /* gpu-e-2 has not updated for 10 s */
+  EV_VLLM_D_STALE, /* vllm-d's last scrape timed out */
+  EV_NEW_POD,      /* prod/vllm-e on gpu-e-2: not scraped yet, engine not known yet */
+  EV_E3_OFF,       /* a third agent reads no engines (no API access) */
+  EV_E3_OLD,       /* a third agent that says nothing of engines (older, or GPUs only) */
+  EV_UNKNOWN,      /* a third agent never reported */
+  EV_E2_DROPPED,   /* gpu-e-2 past --drop-after */
+};
+
+static void eng_build(const struct eng_agent *a, struct node_snapshot *s, enum eng_variant v) {
+  memset(s, 0, sizeof *s);
+  snprintf(s->node, sizeof s->node, "%s", a->node);
+  s->interval_ms = 1000;
+  s->attribution = true;
+  s->engines_on = true;
+  bool e2 = strcmp(a->node, "gpu-e-2") == 0;
+  size_t n = a->n + (v == EV_NEW_POD && e2);
+  s->engines = calloc(n, sizeof *s->engines);
+  assert_non_null(s->engines);
+  s->n_engines = n;
+  for (size_t i = 0; i < a->n; i++) {
+    struct engine_reading *r = &s->engines[i];
+    const struct eng_def *d = &a->e[i];
+    const char *slash = strchr(d->pod, '/');
+    snprintf(r->ns, sizeof r->ns, "%.*s", (int)(slash - d->pod), d->pod);
+    snprintf(r->pod, sizeof r->pod, "%s", slash + 1);
+    r->kind = d->kind;
+    r->fresh = d->fresh;
+    r->ts_ms = fake_now;
+    if (d->has1) {
+      r->v[d->s1] = d->v1;
+      r->valid |= ES_BIT(d->s1);
+    }
+    if (d->has2) {
+      r->v[d->s2] = d->v2;
+      r->valid |= ES_BIT(d->s2);
+    }
+    if (d->kind == ENGINE_TRITON)
+      snprintf(r->reason, sizeof r->reason, "triton rates need a second scrape");
+    if (v == EV_VLLM_D_STALE && strcmp(r->pod, "vllm-d") == 0) {
+      r->fresh = false;
+      r->valid = 0;
+      snprintf(r->reason, sizeof r->reason, "scrape timed out after 2000ms");
+    }
+  }
+  if (v == EV_NEW_POD && e2) {
+    struct engine_reading *r = &s->engines[a->n];
+    snprintf(r->ns, sizeof r->ns, "prod");
+    snprintf(r->pod, sizeof r->pod, "vllm-e");
+    r->kind = ENGINE_UNKNOWN;
+    snprintf(r->reason, sizeof r->reason, "not scraped yet");
+  }
+}
+
+static void eng_rig(struct rig *r, enum eng_variant v) {
+  fake_now = 1000000;
+  r->c = cluster_new(300000);
+  assert_non_null(r->c);
+  cluster_set_clock(r->c, fake_clock, NULL);
+  bool late = v == EV_E2_STALE || v == EV_E2_DROPPED;
+  for (size_t i = 0; i < NENG; i++) {
+    if (late && i == 0)
+      continue; /* gpu-e-2 first, then the clock moves, then gpu-e-1 */
+    struct node_snapshot s;
+    eng_build(&eng_fixture[i], &s, v);
+    assert_int_equal(cluster_update(r->c, eng_fixture[i].addr, &s), 0);
+    node_snapshot_clear(&s);
+  }
+  if (late) {
+    fake_now += v == EV_E2_STALE ? 10000 : 400000;
+    struct node_snapshot s;
+    eng_build(&eng_fixture[0], &s, v);
+    assert_int_equal(cluster_update(r->c, eng_fixture[0].addr, &s), 0);
+    node_snapshot_clear(&s);
+  }
+  if (v == EV_E3_OFF || v == EV_E3_OLD) {
+    struct node_snapshot s;
+    memset(&s, 0, sizeof s);
+    snprintf(s.node, sizeof s.node, "gpu-e-3");
+    s.interval_ms = 1000;
+    s.attribution = true;
+    if (v == EV_E3_OFF)
+      snprintf(s.engines_why, sizeof s.engines_why, "no Kubernetes API access: no service account");
+    assert_int_equal(cluster_update(r->c, "10.0.1.3:6000", &s), 0);
+  }
+  if (v == EV_UNKNOWN)
+    cluster_set_state(r->c, "10.0.1.9:6000", false, "connection refused");
+  r->gs.cluster = r->c;
+  r->gs.coalesce_ms = 0;
+  r->s.profiles = &profiles;
+  r->s.src = gwsource_make(&r->gs);
+}
+
+#define VQ                                                                                         \
+  { "metricType", "vllm_queue_depth" }
+#define VPODS                                                                                      \
+  { "pods", "vllm-.*" }
+
+struct eng_case {
+  const char *label;
+  enum eng_variant v;
+  struct kv md[MAXKV];
+  int rc;
+  double value;
+  size_t pods, selected, fresh;
+  bool empty, partial;
+  const char *msg, *msg2;
+};
+
+static const struct eng_case eng_cases[] = {
+    /* Workload scope: one value per pod, summed, exactly as for GPUs (issue 12's example). */
+    {"3 vLLM pods on 2 nodes: 3 + 7 + 12", EV_ALL, {VQ, VPODS}, 0, 22, 3, 3, 3},
+    {"the reference profile", EV_ALL, {{"profile", "vllm-queue-depth"}, VPODS}, 0, 22, 3, 3, 3},
+    {"value average", EV_ALL, {VQ, VPODS, {"value", "average"}}, 0, 22.0 / 3, 3, 3, 3},
+    {"KV cache: 40 + 60 + 80", EV_ALL, {{"profile", "vllm-kv-cache"}, VPODS}, 0, 180, 3, 3, 3},
+    {"namespace selector", EV_ALL, {VQ, VPODS, {"namespace", "staging"}}, 0, 100, 1, 1, 1},
+    {"TGI pods", EV_ALL, {{"profile", "tgi-queue-size"}, {"pods", "tgi-.*"}}, 0, 4, 1, 1, 1},
+    {"Triton pending",
+     EV_ALL,
+     {{"metricType", "triton_pending_requests"}, {"pods", "triton-.*"}},
+     0,
+     2,
+     1,
+     1,
+     1},
+    /* Cluster scope: every engine pod of the signal's engine, any namespace, summed. */
+    {"cluster sum", EV_ALL, {VQ, {"scope", "cluster"}}, 0, 122, 0, 4, 4},
+    {"cluster max", EV_ALL, {VQ, {"scope", "cluster"}, {"aggregation", "max"}}, 0, 100, 0, 4, 4},
+    {"node scope at the gateway",
+     EV_ALL,
+     {VQ, {"scope", "node"}, {"node", "gpu-e-2"}},
+     0,
+     12,
+     0,
+     1,
+     1},
+    /* Nothing selected, everything known: the one true 0 (zero replicas: no engine pod). */
+    {"no engine pod of the workload", EV_ALL, {VQ, {"pods", "gone-.*"}}, 0, 0, 0, 0, 0, true},
+    /* Another engine's pods: matched, never a value. */
+    {"vLLM metric on TGI pods",
+     EV_ALL,
+     {VQ, {"pods", "tgi-.*"}},
+     GS_EUNAVAIL,
+     0,
+     0,
+     0,
+     0,
+     false,
+     false,
+     "1 engine pods match the selection but none can report vllm_queue_depth",
+     "vllm pods"},
+    /* Triton's rates before a second scrape: missing, not 0. */
+    {"Triton rate before its second scrape",
+     EV_ALL,
+     {{"profile", "triton-request-rate"}, {"pods", "triton-.*"}},
+     GS_EUNAVAIL,
+     0,
+     0,
+     1,
+     0,
+     false,
+     false,
+     "no fresh triton_request_rate reading",
+     "second scrape"},
+    /* A stale agent: its pods are missing, as GPUs are. */
+    {"stale node refused",
+     EV_E2_STALE,
+     {VQ, VPODS},
+     GS_EUNAVAIL,
+     0,
+     0,
+     3,
+     2,
+     false,
+     false,
+     "1 of 3 selected engine pods have no fresh reading",
+     "node gpu-e-2 (10.0.1.2:6000): stale"},
+    {"stale node, allowPartial",
+     EV_E2_STALE,
+     {VQ, VPODS, {"allowPartial", "true"}},
+     0,
+     10,
+     2,
+     3,
+     2,
+     false,
+     true},
+    {"stale node, minCoverage met",
+     EV_E2_STALE,
+     {VQ, VPODS, {"minCoverage", "0.6"}},
+     0,
+     10,
+     2,
+     3,
+     2,
+     false,
+     true},
+    {"stale node, minCoverage not met",
+     EV_E2_STALE,
+     {VQ, VPODS, {"minCoverage", "0.9"}},
+     GS_EUNAVAIL,
+     0,
+     0,
+     3,
+     2,
+     false,
+     false,
+     "below minCoverage 0.9"},
+    {"stale node, nothing of ours known there: not 0",
+     EV_E2_STALE,
+     {VQ, {"pods", "gone-.*"}},
+     GS_EUNAVAIL,
+     0,
+     0,
+     0,
+     0,
+     false,
+     false,
+     "engine pods placed since may be selected"},
+    /* A pod whose scrape failed: missing with its reason. */
+    {"pod not fresh",
+     EV_VLLM_D_STALE,
+     {VQ, VPODS},
+     GS_EUNAVAIL,
+     0,
+     0,
+     3,
+     2,
+     false,
+     false,
+     "pod prod/vllm-d has no fresh vllm_queue_depth reading: scrape timed out after 2000ms"},
+    {"pod not fresh, allowPartial",
+     EV_VLLM_D_STALE,
+     {VQ, VPODS, {"allowPartial", "true"}},
+     0,
+     10,
+     2,
+     3,
+     2,
+     false,
+     true},
+    {"new pod, engine not known yet",
+     EV_NEW_POD,
+     {VQ, VPODS},
+     GS_EUNAVAIL,
+     0,
+     0,
+     4,
+     3,
+     false,
+     false,
+     "pod prod/vllm-e has no fresh vllm_queue_depth reading: not scraped yet"},
+    /* An agent that reads no engines: whatever it holds is unknown. */
+    {"engines off on an agent",
+     EV_E3_OFF,
+     {VQ, VPODS},
+     GS_EUNAVAIL,
+     0,
+     0,
+     3,
+     3,
+     false,
+     false,
+     "engine metrics are off on its agent: no Kubernetes API access",
+     "1 agent or node"},
+    {"engines off, allowPartial",
+     EV_E3_OFF,
+     {VQ, VPODS, {"allowPartial", "true"}},
+     0,
+     22,
+     3,
+     3,
+     3,
+     false,
+     true},
+    {"an older agent",
+     EV_E3_OLD,
+     {VQ, {"scope", "cluster"}},
+     GS_EUNAVAIL,
+     0,
+     0,
+     4,
+     4,
+     false,
+     false,
+     "node gpu-e-3: engine metrics are off on its agent: not said"},
+    {"narrowed by nodes", EV_E3_OFF, {VQ, VPODS, {"nodes", "gpu-e-[12]"}}, 0, 22, 3, 3, 3},
+    {"never reported",
+     EV_UNKNOWN,
+     {VQ, VPODS},
+     GS_EUNAVAIL,
+     0,
+     0,
+     3,
+     3,
+     false,
+     false,
+     "agent 10.0.1.9:6000 unreachable, never reported"},
+    /* Dropped: forgotten in cluster scope, unknown for a pod selection. */
+    {"dropped, cluster scope", EV_E2_DROPPED, {VQ, {"scope", "cluster"}}, 0, 110, 0, 3, 3},
+    {"dropped, workload scope",
+     EV_E2_DROPPED,
+     {VQ, VPODS},
+     GS_EUNAVAIL,
+     0,
+     0,
+     2,
+     2,
+     false,
+     false,
+     "counted as"},
+};
+
+static void test_engine_cases(void **state) {
+  (void)state;
+  for (size_t i = 0; i < sizeof eng_cases / sizeof eng_cases[0]; i++) {
+    const struct eng_case *k = &eng_cases[i];
+    struct rig r;
+    eng_rig(&r, k->v);
+    struct scaler_request req = {"vllm", "prod", k->md, kv_count(k->md)};
+    struct scaler_result res;
+    memset(&res, 0, sizeof res);
+    res.value = -1;
+    struct scaler_error e;
+    memset(&e, 0, sizeof e);
+    int rc = scaler_get_metrics(&r.s, &req, NULL, &res, &e);
+    bool ok = rc == k->rc;
+    if (rc == 0)
+      ok = ok && fabs(res.value - k->value) < 1e-9 && res.pods == k->pods &&
+           res.selected == k->selected && res.fresh == k->fresh &&
+           res.empty_selection == k->empty && res.partial == k->partial;
+    else
+      ok = ok && (!k->msg || strstr(e.msg, k->msg)) && (!k->msg2 || strstr(e.msg, k->msg2)) &&
+           (!e.has_coverage || (e.selected == k->selected && e.fresh == k->fresh));
+    if (!ok)
+      print_error("case \"%s\": rc %d value %g pods %zu selected %zu fresh %zu empty %d partial "
+                  "%d cov %g msg \"%s\"\n",
+                  k->label, rc, res.value, res.pods, res.selected, res.fresh, res.empty_selection,
+                  res.partial, res.coverage, e.msg);
+    assert_true(ok);
+    cluster_free(r.c);
+  }
+}
+
+/* KEDA's arithmetic on the workload answer: 22 queued requests, target 5 -> ceil(22/5) = 5
+ * replicas; activity for 0 <-> 1 (vllm-queue-depth: active above 1). */
+static void test_engine_hpa(void **state) {
+  (void)state;
+  struct rig r;
+  eng_rig(&r, EV_ALL);
+  const struct kv md[] = {VQ, VPODS, {"targetValue", "5"}};
+  struct scaler_request req = {"vllm", "prod", md, 3};
+  struct scaler_spec spec;
+  struct scaler_result res;
+  struct scaler_error e = {0};
+  assert_int_equal(scaler_get_spec(&r.s, &req, &spec, &e), 0);
+  assert_string_equal(spec.metric_name, "gpuscale-vllm-queue-depth");
+  assert_int_equal(scaler_get_metrics(&r.s, &req, spec.metric_name, &res, &e), 0);
+  assert_int_equal(res.scope, TRIGGER_SCOPE_WORKLOAD);
+  assert_true(res.value == 22);
+  assert_int_equal(hpa_desired_average_value(res.value, spec.target), 5);
+  const struct kv prof[] = {{"profile", "vllm-queue-depth"}, {"pods", "gone-.*"}};
+  struct scaler_request req0 = {"vllm", "prod", prof, 2};
+  bool active = true;
+  assert_int_equal(scaler_is_active(&r.s, &req0, &active, &e), 0);
+  assert_false(active); /* zero replicas, no engine pod: the demand trigger wakes it */
+  /* The gateway reads no URL, even one a trigger names; the GPU path is untouched. */
+  const struct kv url[] = {VQ, {"vllmEndpoint", "http://10.0.0.5:8000/metrics"}};
+  struct scaler_request requ = {"vllm", "prod", url, 2};
+  assert_int_equal(scaler_get_metrics(&r.s, &requ, NULL, &res, &e), GS_EINVAL);
+  assert_non_null(strstr(e.msg, "gpuscale.io/engine"));
+  const struct kv gpu[] = {{"metricType", "gpu_utilization"}, {"scope", "cluster"}};
+  struct scaler_request reqg = {"vllm", "prod", gpu, 2};
+  assert_int_equal(scaler_get_metrics(&r.s, &reqg, NULL, &res, &e), 0);
+  assert_true(res.empty_selection); /* these agents report no GPU: engine pods are not GPUs */
+  assert_int_equal(res.selected, 0);
+  cluster_free(r.c);
+}
+
 static int setup(void **state) {
   (void)state;
   return profile_set_init(&profiles);
@@ -1547,6 +1970,8 @@ int main(void) {
       cmocka_unit_test(test_long_coverage_message),
       cmocka_unit_test(test_shared_gpus),
       cmocka_unit_test(test_replicas_on_one_gpu_do_not_feed_the_loop),
+      cmocka_unit_test(test_engine_cases),
+      cmocka_unit_test(test_engine_hpa),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }
