@@ -220,7 +220,9 @@ static int resolve_scope(const struct scaler *s, const struct scaler_request *r,
              sc, given ? "" : " (the default when pods is given)", GATEWAY_HINT);
     return e->code;
   }
-  if (!gateway && t->gateway_keys) {
+  /* An agent knows the namespace of its own engine pods: namespace selects among them. */
+  bool engine_ns = t->engine && !t->node[0] && !t->nodes.set && !t->gpu_model.set;
+  if (!gateway && t->gateway_keys && !engine_ns) {
     const char *key = t->node[0]         ? "node"
                       : t->nodes.set     ? "nodes"
                       : t->gpu_model.set ? "gpuModel"

@@ -1307,6 +1307,193 @@ static int teardown(void **state) {
   return 0;
 }
 
+/* ---- the agent's engine pods: scaler_source_dual (docs/engines.md, node scope) ---- */
+
+struct eng_stub {
+  int rc; /* what select returns (GS_EUNAVAIL: engines off) */
+  const char *why;
+  struct engine_reading r[4];
+  size_t n;
+  int calls;
+};
+
+static int eng_select(void *ud, const struct trigger *t, struct scaler_selection *sel, char *err,
+                      size_t errlen) {
+  struct eng_stub *es = ud;
+  es->calls++;
+  if (es->rc) {
+    snprintf(err, errlen, "%s", es->why);
+    return es->rc;
+  }
+  uint32_t next = 0;
+  size_t stale = 0;
+  return scaler_select_engines(t, es->r, es->n, true, "gpu-1", sel, &next, &stale);
+}
+
+static void eng_pod(struct engine_reading *r, const char *ns, const char *pod,
+                    enum engine_kind kind, bool fresh, double queue) {
+  memset(r, 0, sizeof *r);
+  snprintf(r->ns, sizeof r->ns, "%s", ns);
+  snprintf(r->pod, sizeof r->pod, "%s", pod);
+  r->kind = kind;
+  r->fresh = fresh;
+  if (fresh && kind == ENGINE_VLLM) {
+    r->valid = ES_BIT(ES_VLLM_QUEUE_DEPTH);
+    r->v[ES_VLLM_QUEUE_DEPTH] = queue;
+  } else if (!fresh) {
+    snprintf(r->reason, sizeof r->reason, "HTTP 503");
+  }
+}
+
+struct dual_case {
+  const char *label;
+  struct kv md[MAXKV];
+  bool vllm_b_stale, off;
+  int rc;
+  double value;
+  bool empty, partial;
+  const char *msg;
+};
+
+static const struct dual_case dual_cases[] = {
+    {"every engine pod of the node: 3 + 7",
+     {{"metricType", "vllm_queue_depth"}},
+     false,
+     false,
+     0,
+     10},
+    {"the reference profile", {{"profile", "vllm-queue-depth"}}, false, false, 0, 10},
+    {"aggregation max",
+     {{"metricType", "vllm_queue_depth"}, {"aggregation", "max"}},
+     false,
+     false,
+     0,
+     7},
+    {"pods regex (scope node)",
+     {{"metricType", "vllm_queue_depth"}, {"scope", "node"}, {"pods", "vllm-a"}},
+     false,
+     false,
+     0,
+     3},
+    {"namespace at the agent",
+     {{"metricType", "vllm_queue_depth"}, {"namespace", "other"}},
+     false,
+     false,
+     0,
+     0,
+     true},
+    {"no engine pod selected: the true 0",
+     {{"metricType", "vllm_queue_depth"}, {"scope", "node"}, {"pods", "gone-.*"}},
+     false,
+     false,
+     0,
+     0,
+     true},
+    {"pods without scope node: the gateway's",
+     {{"metricType", "vllm_queue_depth"}, {"pods", "vllm-.*"}},
+     false,
+     false,
+     GS_EINVAL,
+     0,
+     false,
+     false,
+     "served by the gpuscale gateway"},
+    {"a pod not fresh: refused",
+     {{"metricType", "vllm_queue_depth"}},
+     true,
+     false,
+     GS_EUNAVAIL,
+     0,
+     false,
+     false,
+     "pod prod/vllm-b has no fresh vllm_queue_depth reading: HTTP 503"},
+    {"a pod not fresh, allowPartial",
+     {{"metricType", "vllm_queue_depth"}, {"allowPartial", "true"}},
+     true,
+     false,
+     0,
+     3,
+     false,
+     true},
+    {"engines off: UNAVAILABLE with the why",
+     {{"metricType", "vllm_queue_depth"}},
+     false,
+     true,
+     GS_EUNAVAIL,
+     0,
+     false,
+     false,
+     "engine metrics are off on this agent: no API access"},
+    {"TGI signal on vLLM pods",
+     {{"metricType", "tgi_queue_size"}},
+     false,
+     false,
+     GS_EUNAVAIL,
+     0,
+     false,
+     false,
+     "none can report tgi_queue_size"},
+};
+
+static void test_agent_engines(void **state) {
+  (void)state;
+  for (size_t i = 0; i < sizeof dual_cases / sizeof dual_cases[0]; i++) {
+    const struct dual_case *c = &dual_cases[i];
+    struct stub gpus = {0};
+    gpus.vals[0] = 42;
+    gpus.n = 1;
+    struct eng_stub es = {0};
+    es.rc = c->off ? GS_EUNAVAIL : 0;
+    es.why = "engine metrics are off on this agent: no API access (docs/engines.md)";
+    eng_pod(&es.r[0], "prod", "vllm-a", ENGINE_VLLM, true, 3);
+    eng_pod(&es.r[1], "prod", "vllm-b", ENGINE_VLLM, !c->vllm_b_stale, 7);
+    es.n = 2;
+    struct scaler_dual d = {{stub_values, stub_wait, &gpus},
+                            {SCALER_SCOPE_NODE, eng_select, NULL, &es}};
+    struct scaler s = {&profiles, scaler_source_dual(&d)};
+    struct scaler_request r = req(c->md);
+    struct scaler_result res;
+    memset(&res, 0, sizeof res);
+    struct scaler_error e;
+    memset(&e, 0, sizeof e);
+    int rc = scaler_get_metrics(&s, &r, NULL, &res, &e);
+    bool ok = rc == c->rc && gpus.calls == 0;
+    if (rc == 0)
+      ok = ok && res.value == c->value && res.empty_selection == c->empty &&
+           res.partial == c->partial && res.scope == TRIGGER_SCOPE_NODE;
+    else
+      ok = ok && c->msg && strstr(e.msg, c->msg);
+    if (!ok)
+      print_error("case \"%s\": rc %d value %g empty %d partial %d gpu calls %d msg \"%s\"\n",
+                  c->label, rc, res.value, res.empty_selection, res.partial, gpus.calls, e.msg);
+    assert_true(ok);
+  }
+  /* GPU triggers still go to the GPU source, and the wait is the sampler's. */
+  struct stub gpus = {0};
+  gpus.vals[0] = 42;
+  gpus.n = 1;
+  struct eng_stub es = {0};
+  struct scaler_dual d = {{stub_values, stub_wait, &gpus},
+                          {SCALER_SCOPE_NODE, eng_select, NULL, &es}};
+  struct scaler s = {&profiles, scaler_source_dual(&d)};
+  const struct kv md[MAXKV] = {{"profile", "triton-inference"}};
+  struct scaler_request r = req(md);
+  struct scaler_result res;
+  struct scaler_error e = {0};
+  assert_int_equal(scaler_get_metrics(&s, &r, NULL, &res, &e), 0);
+  assert_true(res.value == 42);
+  assert_int_equal(gpus.calls, 1);
+  assert_int_equal(es.calls, 0);
+  assert_int_equal(s.src.wait_tick(s.src.ud, 7, 10), 8);
+  /* A GPU-only source answers an engine trigger UNAVAILABLE, never a GPU value. */
+  struct scaler plain = stub_scaler(&gpus);
+  const struct kv emd[MAXKV] = {{"profile", "vllm-queue-depth"}};
+  struct scaler_request er = req(emd);
+  assert_int_equal(scaler_get_metrics(&plain, &er, NULL, &res, &e), GS_EUNAVAIL);
+  assert_non_null(strstr(e.msg, "read from engine pods"));
+  assert_int_equal(gpus.calls, 1);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_get_spec),
@@ -1325,6 +1512,7 @@ int main(void) {
       cmocka_unit_test(test_coverage_rules),
       cmocka_unit_test(test_workload_groups),
       cmocka_unit_test(test_workload_shares),
+      cmocka_unit_test(test_agent_engines),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }
