@@ -1,4 +1,5 @@
 /* The mock collector: plays a scenario (YAML file or the built-in default) as if it were NVML. */
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,6 +14,8 @@ struct mock {
   struct scenario *sc;
   char *path;    /* NULL: built-in default scenario */
   int64_t t0_ms; /* monotonic time of the last (re)load: pattern time 0 */
+  /* Scripted failures (fail:) counted by metric and code since open, across reloads. */
+  _Atomic uint64_t errors[GF__COUNT][SCENARIO_FAIL__COUNT];
 };
 
 static struct mock *mock_of(struct collector *c) {
@@ -77,7 +80,34 @@ static int mock_sample(struct collector *c, size_t i, struct gpu_sample *out, ch
   int64_t now = time_mono_ms();
   out->mono_ms = now;
   out->ts_ms = time_wall_ms();
-  return scenario_fill(m->sc, i, (double)(now - m->t0_ms) / 1000.0, out, err, errlen);
+  double t = (double)(now - m->t0_ms) / 1000.0;
+  int rc = scenario_fill(m->sc, i, t, out, err, errlen);
+  /* health: lost or error reads nothing, so no call of it failed */
+  if (rc == 0 || (rc == GS_EIO && m->sc->gpus[i].health == GPU_HEALTH_OK))
+    for (int f = 0; f < GF__COUNT; f++) {
+      enum scenario_fail_code code = scenario_failing(m->sc, i, (enum gpu_field)f, t);
+      if (code != SCENARIO_FAIL_NONE)
+        atomic_fetch_add_explicit(&m->errors[f][code], 1, memory_order_relaxed);
+    }
+  return rc;
+}
+
+/* Like NVML's counts, by call and code; the mock's "call" is the metric it fails. */
+static size_t mock_errors(struct collector *c, struct collector_error_count *out, size_t cap) {
+  struct mock *m = mock_of(c);
+  size_t k = 0;
+  for (int f = 0; f < GF__COUNT; f++)
+    for (int code = 1; code < SCENARIO_FAIL__COUNT; code++) {
+      uint64_t v = atomic_load_explicit(&m->errors[f][code], memory_order_relaxed);
+      if (v == 0)
+        continue;
+      if (k < cap)
+        out[k] =
+            (struct collector_error_count){gpu_field_name((enum gpu_field)f),
+                                           scenario_fail_name((enum scenario_fail_code)code), v};
+      k++;
+    }
+  return k;
 }
 
 static const char *mock_driver_version(struct collector *c) {
@@ -106,5 +136,6 @@ const struct collector_ops collector_mock = {
     .sample = mock_sample,
     .driver_version = mock_driver_version,
     .reload = mock_reload,
+    .errors = mock_errors,
     .close = mock_close,
 };

@@ -21,6 +21,7 @@
 /* Upper bounds that no real GPU reaches; they keep arithmetic finite. */
 #define MEM_TOTAL_MAX_MIB 16777216.0 /* 16 TiB */
 #define VALUE_MAX 1e9
+#define COUNTER_MAX 1e15 /* counters (energy in mJ, bytes) grow past VALUE_MAX */
 #define PATH_MAX_LEN 4096
 #define KEYPATH_LEN 160
 
@@ -28,68 +29,234 @@ const char scenario_default_yaml[] =
     "# gpuscale built-in mock scenario: four GPUs with different loads.\n"
     "# Used when the agent runs with --collector mock and no --scenario file.\n"
     "# Same content as the string scenario_default_yaml in src/collect/scenario.c.\n"
+    "# GPU 0 is a Hopper GPU with GPM (profiling metrics); the others are older and have none.\n"
     "driver_version: mock-550.54.15\n"
     "gpus:\n"
-    "  # GPU 0: busy inference server (util ~85%, memory ~70%).\n"
+    "  # GPU 0: busy inference server (util ~85%, memory ~70%), tensor-parallel over NVLink.\n"
+    "  # Its GPM ratios move with its utilisation (same sine period).\n"
     "  - model: NVIDIA H100 80GB HBM3\n"
     "    memory_total_mib: 81559\n"
     "    memory_used_mib: 57000\n"
+    "    memory_reserved_mib: 527\n"
     "    gpu_utilization: {sine: {min: 80, max: 90, period: 45s}}\n"
     "    memory_utilization: 48\n"
     "    temperature: 68\n"
+    "    memory_temperature: 76\n"
     "    power_draw: {sine: {min: 520, max: 600, period: 45s}}\n"
-    "  # GPU 1: moderate, oscillating load (util 25..65%, memory 45%).\n"
+    "    energy: {counter: {start: 48384000000, rate: 560000}}\n"
+    "    sm_clock_mhz: 1980\n"
+    "    memory_clock_mhz: 2619\n"
+    "    encoder_utilization: 0\n"
+    "    decoder_utilization: 0\n"
+    "    pcie_replay_count: 0\n"
+    "    xid_last: 0\n"
+    "    remapped_rows_correctable: 0\n"
+    "    remapped_rows_uncorrectable: 0\n"
+    "    row_remap_failure: 0\n"
+    "    gpm: true\n"
+    "    gr_engine_active: {sine: {min: 79, max: 89, period: 45s}}\n"
+    "    sm_active: {sine: {min: 62, max: 74, period: 45s}}\n"
+    "    sm_occupancy: {sine: {min: 38, max: 46, period: 45s}}\n"
+    "    tensor_active: {sine: {min: 34, max: 46, period: 45s}}\n"
+    "    dram_active: {sine: {min: 45, max: 55, period: 45s}}\n"
+    "    prof_pcie_tx_bytes: {sine: {min: 180000000, max: 260000000, period: 45s}}\n"
+    "    prof_pcie_rx_bytes: {sine: {min: 90000000, max: 130000000, period: 45s}}\n"
+    "    pcie_tx_kbps: {sine: {min: 175000, max: 255000, period: 45s}}\n"
+    "    pcie_rx_kbps: {sine: {min: 88000, max: 127000, period: 45s}}\n"
+    "    nvlink_tx_mbps: {sine: {min: 12000, max: 18000, period: 45s}}\n"
+    "    nvlink_rx_mbps: {sine: {min: 11500, max: 17500, period: 45s}}\n"
+    "    nvlink_bandwidth_total: {counter: {start: 0, rate: 30000}}\n"
+    "  # GPU 1: moderate, oscillating load (util 25..65%, memory 45%). Ampere: no GPM.\n"
     "  - model: NVIDIA A100-SXM4-80GB\n"
     "    memory_total_mib: 81920\n"
     "    memory_used_mib: 36864\n"
+    "    memory_reserved_mib: 566\n"
     "    gpu_utilization: {sine: {min: 25, max: 65, period: 120s}}\n"
     "    memory_utilization: 22\n"
     "    temperature: 55\n"
+    "    memory_temperature: 61\n"
     "    power_draw: {sine: {min: 180, max: 300, period: 120s}}\n"
-    "  # GPU 2: nearly idle (util 3%, memory 3%).\n"
+    "    energy: {counter: {start: 20736000000, rate: 240000}}\n"
+    "    sm_clock_mhz: 1410\n"
+    "    memory_clock_mhz: 1593\n"
+    "    encoder_utilization: 0\n"
+    "    decoder_utilization: 0\n"
+    "    pcie_replay_count: 0\n"
+    "    xid_last: 0\n"
+    "    remapped_rows_correctable: 0\n"
+    "    remapped_rows_uncorrectable: 0\n"
+    "    row_remap_failure: 0\n"
+    "    pcie_tx_kbps: {sine: {min: 60000, max: 140000, period: 120s}}\n"
+    "    pcie_rx_kbps: {sine: {min: 40000, max: 90000, period: 120s}}\n"
+    "    nvlink_tx_mbps: {sine: {min: 3000, max: 9000, period: 120s}}\n"
+    "    nvlink_rx_mbps: {sine: {min: 2800, max: 8600, period: 120s}}\n"
+    "    nvlink_bandwidth_total: {counter: {start: 0, rate: 12000}}\n"
+    "  # GPU 2: nearly idle (util 3%, memory 3%). Ada, GDDR6: no memory temperature, no NVLink,\n"
+    "  # no row remapping, no GPM (absent, never 0).\n"
     "  - model: NVIDIA L4\n"
     "    memory_total_mib: 23034\n"
     "    memory_used_mib: 690\n"
+    "    memory_reserved_mib: 336\n"
     "    gpu_utilization: 3\n"
     "    memory_utilization: 1\n"
     "    temperature: 38\n"
     "    power_draw: 17.5\n"
-    "  # GPU 3: memory-heavy (memory 90%, util 60%).\n"
+    "    energy: {counter: {start: 1512000000, rate: 17500}}\n"
+    "    sm_clock_mhz: 2040\n"
+    "    memory_clock_mhz: 6251\n"
+    "    encoder_utilization: 0\n"
+    "    decoder_utilization: 0\n"
+    "    pcie_replay_count: 0\n"
+    "    xid_last: 0\n"
+    "    pcie_tx_kbps: 1200\n"
+    "    pcie_rx_kbps: 800\n"
+    "  # GPU 3: memory-heavy (memory 90%, util 60%). Ampere: no GPM.\n"
     "  - model: NVIDIA A100-SXM4-40GB\n"
     "    memory_total_mib: 40960\n"
     "    memory_used_mib: 36864\n"
+    "    memory_reserved_mib: 445\n"
     "    gpu_utilization: 60\n"
     "    memory_utilization: 35\n"
     "    temperature: 62\n"
-    "    power_draw: 250\n";
+    "    memory_temperature: 66\n"
+    "    power_draw: 250\n"
+    "    energy: {counter: {start: 21600000000, rate: 250000}}\n"
+    "    sm_clock_mhz: 1410\n"
+    "    memory_clock_mhz: 1215\n"
+    "    encoder_utilization: 0\n"
+    "    decoder_utilization: 0\n"
+    "    pcie_replay_count: 0\n"
+    "    xid_last: 0\n"
+    "    remapped_rows_correctable: 2\n"
+    "    remapped_rows_uncorrectable: 0\n"
+    "    row_remap_failure: 0\n"
+    "    pcie_tx_kbps: 90000\n"
+    "    pcie_rx_kbps: 250000\n"
+    "    nvlink_tx_mbps: 2000\n"
+    "    nvlink_rx_mbps: 1800\n"
+    "    nvlink_bandwidth_total: {counter: {start: 0, rate: 3800}}\n";
 
-/* The metrics a scenario may give, with their ranges. */
+/* The metrics a scenario may give, with their ranges. Keys are gpu_field_name()s. */
+enum { ROUND_INT = 0, ROUND_MILLI, ROUND_NONE }; /* how NVML reports the value */
+#define MF_GPM 1u                                /* only NVML GPM gives it: needs gpm */
+#define MF_COUNTER 2u                            /* a counter: may take {counter: {start, rate}} */
+#define MF_MIG 4u                                /* a MIG instance reports it */
+#define MF_NO_MIG_PARENT 8u /* a whole GPU in MIG mode does not (NVML: NOT_SUPPORTED) */
+
 struct metric_def {
   const char *key;
   enum gpu_field field;
   double lo, hi;
   const char *allowed;
+  int round;
+  unsigned flags;
 };
 
+static const char pct[] = "a number from 0 to 100";
+
 static const struct metric_def metric_defs[] = {
-    {"gpu_utilization", GF_GPU_UTIL, 0, 100, "a number from 0 to 100"},
-    {"memory_utilization", GF_MEM_UTIL, 0, 100, "a number from 0 to 100"},
+    {"gpu_utilization", GF_GPU_UTIL, 0, 100, pct, ROUND_INT, MF_NO_MIG_PARENT},
+    {"memory_utilization", GF_MEM_UTIL, 0, 100, pct, ROUND_INT, MF_NO_MIG_PARENT},
     {"memory_used_mib", GF_MEM_USED_MIB, 0, MEM_TOTAL_MAX_MIB,
-     "a number from 0 to memory_total_mib"},
-    {"temperature", GF_TEMP_C, 0, VALUE_MAX, "a number >= 0 (degrees C)"},
-    {"power_draw", GF_POWER_W, 0, VALUE_MAX, "a number >= 0 (watts)"},
+     "a number from 0 to memory_total_mib", ROUND_INT, MF_MIG},
+    {"temperature", GF_TEMP_C, 0, VALUE_MAX, "a number >= 0 (degrees C)", ROUND_INT, 0},
+    {"power_draw", GF_POWER_W, 0, VALUE_MAX, "a number >= 0 (watts)", ROUND_MILLI, 0},
+    {"energy", GF_ENERGY_MJ, 0, COUNTER_MAX, "a number >= 0 (millijoules, a counter)", ROUND_INT,
+     MF_COUNTER},
+    {"sm_clock_mhz", GF_SM_CLOCK_MHZ, 0, VALUE_MAX, "a number >= 0 (MHz)", ROUND_INT, 0},
+    {"memory_clock_mhz", GF_MEM_CLOCK_MHZ, 0, VALUE_MAX, "a number >= 0 (MHz)", ROUND_INT, 0},
+    {"memory_temperature", GF_MEM_TEMP_C, 0, VALUE_MAX, "a number >= 0 (degrees C)", ROUND_INT, 0},
+    {"encoder_utilization", GF_ENC_UTIL, 0, 100, pct, ROUND_INT, 0},
+    {"decoder_utilization", GF_DEC_UTIL, 0, 100, pct, ROUND_INT, 0},
+    {"pcie_replay_count", GF_PCIE_REPLAY, 0, COUNTER_MAX, "a number >= 0 (a counter)", ROUND_INT,
+     MF_COUNTER},
+    {"xid_last", GF_XID_LAST, 0, VALUE_MAX, "a number >= 0 (an XID code; 0: none yet)", ROUND_INT,
+     0},
+    {"memory_reserved_mib", GF_MEM_RESERVED_MIB, 0, MEM_TOTAL_MAX_MIB,
+     "a number from 0 to memory_total_mib", ROUND_INT, MF_MIG},
+    {"nvlink_bandwidth_total", GF_NVLINK_BW_TOTAL, 0, COUNTER_MAX, "a number >= 0 (a counter)",
+     ROUND_INT, MF_COUNTER},
+    {"remapped_rows_correctable", GF_ROWS_REMAP_CORR, 0, COUNTER_MAX, "a number >= 0 (a counter)",
+     ROUND_INT, MF_COUNTER},
+    {"remapped_rows_uncorrectable", GF_ROWS_REMAP_UNCORR, 0, COUNTER_MAX,
+     "a number >= 0 (a counter)", ROUND_INT, MF_COUNTER},
+    {"row_remap_failure", GF_ROW_REMAP_FAILURE, 0, 1, "0 or 1 (1: row remapping failed)", ROUND_INT,
+     0},
+    {"vgpu_license_status", GF_VGPU_LICENSE, 0, 1, "0 or 1 (1: the vGPU is licensed)", ROUND_INT,
+     0},
+    {"gr_engine_active", GF_GR_ENGINE_ACTIVE, 0, 100, pct, ROUND_NONE, MF_GPM | MF_MIG},
+    {"sm_active", GF_SM_ACTIVE, 0, 100, pct, ROUND_NONE, MF_GPM | MF_MIG},
+    {"sm_occupancy", GF_SM_OCCUPANCY, 0, 100, pct, ROUND_NONE, MF_GPM | MF_MIG},
+    {"tensor_active", GF_TENSOR_ACTIVE, 0, 100, pct, ROUND_NONE, MF_GPM | MF_MIG},
+    {"dram_active", GF_DRAM_ACTIVE, 0, 100, pct, ROUND_NONE, MF_GPM | MF_MIG},
+    {"prof_pcie_tx_bytes", GF_PROF_PCIE_TX_BPS, 0, COUNTER_MAX, "a number >= 0 (bytes per second)",
+     ROUND_INT, MF_GPM | MF_MIG},
+    {"prof_pcie_rx_bytes", GF_PROF_PCIE_RX_BPS, 0, COUNTER_MAX, "a number >= 0 (bytes per second)",
+     ROUND_INT, MF_GPM | MF_MIG},
+    {"pcie_tx_kbps", GF_PCIE_TX_KBPS, 0, VALUE_MAX, "a number >= 0 (KB/s)", ROUND_INT, 0},
+    {"pcie_rx_kbps", GF_PCIE_RX_KBPS, 0, VALUE_MAX, "a number >= 0 (KB/s)", ROUND_INT, 0},
+    {"nvlink_tx_mbps", GF_NVLINK_TX_MBPS, 0, VALUE_MAX, "a number >= 0 (MB/s)", ROUND_NONE, 0},
+    {"nvlink_rx_mbps", GF_NVLINK_RX_MBPS, 0, VALUE_MAX, "a number >= 0 (MB/s)", ROUND_NONE, 0},
 };
 #define N_METRICS (sizeof metric_defs / sizeof metric_defs[0])
 
+#define GPU_METRIC_KEYS                                                                            \
+  "gpu_utilization, memory_utilization, memory_used_mib, temperature, power_draw, energy, "        \
+  "sm_clock_mhz, memory_clock_mhz, memory_temperature, encoder_utilization, "                      \
+  "decoder_utilization, pcie_replay_count, xid_last, memory_reserved_mib, "                        \
+  "nvlink_bandwidth_total, remapped_rows_correctable, remapped_rows_uncorrectable, "               \
+  "row_remap_failure, vgpu_license_status, gr_engine_active, sm_active, sm_occupancy, "            \
+  "tensor_active, dram_active, prof_pcie_tx_bytes, prof_pcie_rx_bytes, pcie_tx_kbps, "             \
+  "pcie_rx_kbps, nvlink_tx_mbps, nvlink_rx_mbps"
+#define MIG_METRIC_KEYS                                                                            \
+  "memory_used_mib, memory_reserved_mib, gr_engine_active, sm_active, sm_occupancy, "              \
+  "tensor_active, dram_active, prof_pcie_tx_bytes, prof_pcie_rx_bytes"
+#define GPU_FIXED_KEYS 8 /* model ... fail, before the metrics */
+#define MIG_FIXED_KEYS 5 /* profile ... fail, before the metrics */
+
 static const char root_keys[] = "driver_version, gpus, description";
 static const char gpu_keys[] =
-    "model, uuid, pci_bus_id, health, memory_total_mib, gpu_utilization, "
-    "memory_utilization, memory_used_mib, temperature, power_draw";
-static const char pattern_keys[] = "steps, sine, csv, repeat, period, interpolate";
+    "model, uuid, pci_bus_id, health, memory_total_mib, gpm, mig, fail, " GPU_METRIC_KEYS;
+static const char gpu_metric_keys[] = GPU_METRIC_KEYS;
+static const char mig_keys[] = "profile, gi_id, uuid, memory_total_mib, fail, " MIG_METRIC_KEYS;
+static const char mig_metric_keys[] = MIG_METRIC_KEYS;
+static const char pattern_keys[] = "steps, sine, csv, counter, repeat, period, interpolate";
 static const char sine_keys[] = "min, max, period, phase";
+static const char counter_keys[] = "start, rate";
+static const char fail_keys[] = "code, from, until";
+static const char fail_codes[] = "NO_PERMISSION, TIMEOUT, NO_DATA, UNKNOWN";
 static const char pattern_allowed[] =
-    "a number, or a pattern map {steps: [[0s, V], [30s, V], ...]}, {sine: {min, max, period}} or "
-    "{csv: FILE}";
+    "a number, or a pattern map {steps: [[0s, V], [30s, V], ...]}, {sine: {min, max, period}}, "
+    "{csv: FILE} or, for a counter, {counter: {start: N, rate: N}}";
+
+static const struct metric_def *metric_find(const char *key) {
+  for (size_t i = 0; i < N_METRICS; i++)
+    if (strcmp(metric_defs[i].key, key) == 0)
+      return &metric_defs[i];
+  return NULL;
+}
+
+static const struct metric_def *metric_of(enum gpu_field f) {
+  for (size_t i = 0; i < N_METRICS; i++)
+    if (metric_defs[i].field == f)
+      return &metric_defs[i];
+  return NULL;
+}
+
+bool scenario_is_gpm_field(enum gpu_field f) {
+  const struct metric_def *md = metric_of(f);
+  return md && (md->flags & MF_GPM);
+}
+
+static const char *const fail_names[SCENARIO_FAIL__COUNT] = {"NONE", "NO_PERMISSION", "TIMEOUT",
+                                                             "NO_DATA", "UNKNOWN"};
+/* nvmlErrorString's text for each code. */
+static const char *const fail_texts[SCENARIO_FAIL__COUNT] = {"", "Insufficient Permissions",
+                                                             "Timeout", "No data", "Unknown Error"};
+
+const char *scenario_fail_name(enum scenario_fail_code code) {
+  return code >= 0 && code < SCENARIO_FAIL__COUNT ? fail_names[code] : "NONE";
+}
 
 struct ctx {
   yaml_document_t *doc;
@@ -105,7 +272,7 @@ struct ctx {
 __attribute__((format(printf, 5, 6))) static int fail(struct ctx *c, int code, const yaml_node_t *n,
                                                       const char *path, const char *fmt, ...) {
   if (c->err && c->errlen) {
-    char msg[512];
+    char msg[1024];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
@@ -486,10 +653,47 @@ static int parse_csv(struct ctx *c, const yaml_node_t *n, const char *path,
   return 0;
 }
 
-/* A metric value: a number, or a map with exactly one of steps, sine, csv. */
+/* {counter: {start: N, rate: N}}: a constant start that grows by rate per second. */
+static int parse_counter(struct ctx *c, const yaml_node_t *n, const char *path,
+                         const struct metric_def *md, struct pattern *p, double *rate) {
+  struct map_iter it;
+  int rc = map_begin(c, n, path, "{start: N, rate: N}", &it);
+  if (rc)
+    return rc;
+  bool has_start = false, has_rate = false;
+  int idx;
+  const char *key;
+  yaml_node_t *val;
+  while ((rc = map_next(c, &it, path, counter_keys, &idx, &key, &val)) == 1) {
+    char sub[KEYPATH_LEN];
+    key_join(sub, path, key);
+    if (idx == 0) {
+      rc = get_number(c, val, sub, md->lo, md->hi, md->allowed, &p->value);
+      has_start = true;
+    } else {
+      rc = get_number(c, val, sub, 0, VALUE_MAX, "a number >= 0 (per second)", rate);
+      has_rate = true;
+    }
+    if (rc)
+      return rc;
+  }
+  if (rc)
+    return rc;
+  if (!has_start || !has_rate) {
+    char sub[KEYPATH_LEN];
+    key_join(sub, path, has_start ? "rate" : "start");
+    return fail(c, GS_EINVAL, n, sub, "required; a counter needs start and rate");
+  }
+  p->kind = PATTERN_CONST;
+  p->min = p->max = p->value;
+  return 0;
+}
+
+/* A metric value: a number, or a map with exactly one of steps, sine, csv, counter. */
 static int parse_pattern(struct ctx *c, const yaml_node_t *n, const char *path,
-                         const struct metric_def *md, struct pattern *p) {
+                         const struct metric_def *md, struct pattern *p, double *rate) {
   memset(p, 0, sizeof *p);
+  *rate = 0;
   if (n->type == YAML_SCALAR_NODE) {
     const char *s = scalar_text(n);
     double v;
@@ -505,29 +709,47 @@ static int parse_pattern(struct ctx *c, const yaml_node_t *n, const char *path,
   int rc = map_begin(c, n, path, pattern_allowed, &it);
   if (rc)
     return rc;
-  const yaml_node_t *kinds[3] = {NULL, NULL, NULL}, *repeat = NULL, *period = NULL, *interp = NULL;
+  const yaml_node_t *kinds[4] = {NULL, NULL, NULL, NULL}, *repeat = NULL, *period = NULL,
+                    *interp = NULL;
   int idx;
   const char *key;
   yaml_node_t *val;
   while ((rc = map_next(c, &it, path, pattern_keys, &idx, &key, &val)) == 1) {
-    if (idx < 3)
+    if (idx < 4)
       kinds[idx] = val;
-    else if (idx == 3)
-      repeat = val;
     else if (idx == 4)
+      repeat = val;
+    else if (idx == 5)
       period = val;
     else
       interp = val;
   }
   if (rc)
     return rc;
-  int nk = (kinds[0] != NULL) + (kinds[1] != NULL) + (kinds[2] != NULL);
+  int nk = (kinds[0] != NULL) + (kinds[1] != NULL) + (kinds[2] != NULL) + (kinds[3] != NULL);
   if (nk != 1)
     return fail(c, GS_EINVAL, n, path,
-                "a pattern needs exactly one of steps, sine, csv; "
+                "a pattern needs exactly one of steps, sine, csv, counter; "
                 "allowed: %s",
                 pattern_allowed);
   char sub[KEYPATH_LEN];
+  if (kinds[3]) {
+    key_join(sub, path, "counter");
+    if (!(md->flags & MF_COUNTER))
+      return fail(c, GS_EINVAL, kinds[3], sub,
+                  "%s is not a counter; allowed only for energy, pcie_replay_count, "
+                  "nvlink_bandwidth_total, remapped_rows_correctable, remapped_rows_uncorrectable",
+                  md->key);
+    if (repeat || period || interp)
+      return fail(c, GS_EINVAL,
+                  repeat   ? repeat
+                  : period ? period
+                           : interp,
+                  path,
+                  "a counter takes only start and rate; repeat, period and interpolate are "
+                  "allowed with steps or csv");
+    return parse_counter(c, kinds[3], sub, md, p, rate);
+  }
   if (repeat) {
     key_join(sub, path, "repeat");
     if (kinds[1])
@@ -591,7 +813,256 @@ static int parse_pattern(struct ctx *c, const yaml_node_t *n, const char *path,
 
 static const char model_allowed[] = "a string such as \"NVIDIA A100-SXM4-80GB\"";
 
-static int parse_gpu(struct ctx *c, const yaml_node_t *n, size_t i, struct scenario_gpu *g) {
+/* One fail: value, a code or {code, from, until}. */
+static int parse_fail_one(struct ctx *c, const yaml_node_t *n, const char *path,
+                          struct scenario_fail *f) {
+  f->from = 0;
+  f->until = -1;
+  const yaml_node_t *code = n;
+  if (n->type == YAML_MAPPING_NODE) {
+    struct map_iter it;
+    int rc = map_begin(c, n, path, "{code: CODE, from: DURATION, until: DURATION}", &it);
+    if (rc)
+      return rc;
+    code = NULL;
+    int idx;
+    const char *key;
+    yaml_node_t *val;
+    while ((rc = map_next(c, &it, path, fail_keys, &idx, &key, &val)) == 1) {
+      char sub[KEYPATH_LEN];
+      key_join(sub, path, key);
+      rc = 0;
+      if (idx == 0)
+        code = val;
+      else if (idx == 1)
+        rc = get_seconds(c, val, sub, true, &f->from);
+      else
+        rc = get_seconds(c, val, sub, false, &f->until);
+      if (rc)
+        return rc;
+    }
+    if (rc)
+      return rc;
+    char sub[KEYPATH_LEN];
+    if (!code)
+      return fail(c, GS_EINVAL, n, key_join(sub, path, "code"), "required; allowed: %s",
+                  fail_codes);
+    if (f->until >= 0 && f->until <= f->from)
+      return fail(c, GS_EINVAL, n, key_join(sub, path, "until"),
+                  "%gs is not after from (%gs); allowed: a later time", f->until, f->from);
+    path = key_join(sub, path, "code");
+    const char *s = scalar_text(code);
+    for (int k = 1; s && k < SCENARIO_FAIL__COUNT; k++)
+      if (strcmp(s, fail_names[k]) == 0) {
+        f->code = (enum scenario_fail_code)k;
+        return 0;
+      }
+    return fail(c, GS_EINVAL, code, path, "not a failure code; allowed: %s", fail_codes);
+  }
+  const char *s = scalar_text(code);
+  for (int k = 1; s && k < SCENARIO_FAIL__COUNT; k++)
+    if (strcmp(s, fail_names[k]) == 0) {
+      f->code = (enum scenario_fail_code)k;
+      return 0;
+    }
+  return fail(c, GS_EINVAL, code, path,
+              "not a failure; allowed: a code (%s) or {code: CODE, from: DURATION, until: "
+              "DURATION}",
+              fail_codes);
+}
+
+/* fail: {METRIC: CODE or {code, from, until}, ...}; keys: the metrics of this kind of device. */
+static int parse_fails(struct ctx *c, const yaml_node_t *n, const char *path, const char *keys,
+                       struct scenario_gpu *g, const yaml_node_t *nodes[GF__COUNT]) {
+  struct map_iter it;
+  int rc = map_begin(c, n, path, "{METRIC: CODE, ...}", &it);
+  if (rc)
+    return rc;
+  int idx;
+  const char *key;
+  yaml_node_t *val;
+  while ((rc = map_next(c, &it, path, keys, &idx, &key, &val)) == 1) {
+    char sub[KEYPATH_LEN];
+    key_join(sub, path, key);
+    const struct metric_def *md = metric_find(key);
+    if ((rc = parse_fail_one(c, val, sub, &g->fail[md->field])))
+      return rc;
+    if (!nodes[md->field])
+      nodes[md->field] = val; /* where a later check points */
+  }
+  return rc;
+}
+
+/* The checks that need the whole GPU mapping: GPM, MIG mode, memory bounds. */
+static int check_gpu(struct ctx *c, const yaml_node_t *n, const char *path,
+                     const struct scenario_gpu *g, bool mig_mode,
+                     const yaml_node_t *nodes[GF__COUNT]) {
+  char sub[KEYPATH_LEN];
+  for (size_t m = 0; m < N_METRICS; m++) {
+    const struct metric_def *md = &metric_defs[m];
+    bool given = (g->present & GF_BIT(md->field)) || g->fail[md->field].code;
+    const yaml_node_t *at = nodes[md->field] ? nodes[md->field] : n;
+    if (given && (md->flags & MF_GPM) && !g->gpm)
+      return fail(c, GS_EINVAL, at, key_join(sub, path, md->key),
+                  "a GPU with gpm: false never reports GPM fields; allowed: gpm: true (Hopper "
+                  "and later) or leave it out");
+    if (given && mig_mode && (md->flags & MF_NO_MIG_PARENT))
+      return fail(c, GS_EINVAL, at, key_join(sub, path, md->key),
+                  "a GPU in MIG mode does not report it (NVML: NOT_SUPPORTED); allowed: leave "
+                  "it out (its MIG instances' GPM fields give their activity)");
+  }
+  static const enum gpu_field bounded[] = {GF_MEM_USED_MIB, GF_MEM_RESERVED_MIB};
+  for (size_t k = 0; k < 2; k++) {
+    enum gpu_field f = bounded[k];
+    if ((g->present & GF_BIT(f)) && g->metric[f].max > g->memory_total_mib)
+      return fail(c, GS_EINVAL, nodes[f], key_join(sub, path, gpu_field_name(f)),
+                  "reaches %g, above memory_total_mib %g; allowed: at most memory_total_mib",
+                  g->metric[f].max, g->memory_total_mib);
+  }
+  return 0;
+}
+
+/* One metric key of a GPU or MIG instance. */
+static int parse_metric(struct ctx *c, const yaml_node_t *val, const char *sub, const char *key,
+                        struct scenario_gpu *g, const yaml_node_t *nodes[GF__COUNT]) {
+  const struct metric_def *md = metric_find(key);
+  int rc = parse_pattern(c, val, sub, md, &g->metric[md->field], &g->rate[md->field]);
+  g->present |= GF_BIT(md->field);
+  nodes[md->field] = val;
+  return rc;
+}
+
+static bool gpm_given(const struct scenario_gpu *g) {
+  for (size_t m = 0; m < N_METRICS; m++)
+    if ((metric_defs[m].flags & MF_GPM) &&
+        ((g->present & GF_BIT(metric_defs[m].field)) || g->fail[metric_defs[m].field].code))
+      return true;
+  return false;
+}
+
+/* One MIG instance j of whole GPU parent, into *g (a slot after every whole GPU). */
+static int parse_mig(struct ctx *c, const yaml_node_t *n, const char *path, size_t j,
+                     const struct scenario_gpu *parent, bool gpm_set, struct scenario_gpu *g) {
+  struct map_iter it;
+  int rc = map_begin(c, n, path, mig_keys, &it);
+  if (rc)
+    return rc;
+  const yaml_node_t *nodes[GF__COUNT] = {0};
+  const yaml_node_t *fails = NULL;
+  g->info.mig = true;
+  g->info.parent_index = parent->info.index;
+  g->info.minor = parent->info.minor;
+  g->info.gi_id = (int)j + 1;
+  g->health = parent->health;
+  bool has_profile = false, has_total = false;
+  int idx;
+  const char *key;
+  yaml_node_t *val;
+  while ((rc = map_next(c, &it, path, mig_keys, &idx, &key, &val)) == 1) {
+    rc = 0;
+    char sub[KEYPATH_LEN];
+    key_join(sub, path, key);
+    double gi = 0;
+    switch (idx) {
+    case 0:
+      rc = get_string(c, val, sub, g->info.mig_profile, sizeof g->info.mig_profile,
+                      "a MIG profile such as 1g.10gb or 3g.40gb");
+      has_profile = true;
+      break;
+    case 1:
+      rc = get_number(c, val, sub, 0, 1000, "a whole number from 0 to 1000", &gi);
+      if (rc == 0 && gi != floor(gi))
+        rc = fail(c, GS_EINVAL, val, sub,
+                  "%g is not whole; allowed: a whole number from 0 to "
+                  "1000",
+                  gi);
+      g->info.gi_id = (int)gi;
+      break;
+    case 2:
+      rc = get_string(c, val, sub, g->info.uuid, sizeof g->info.uuid,
+                      "a string such as MIG-8f3b1c2a-0000-4000-8000-000000000001");
+      break;
+    case 3:
+      rc = get_number(c, val, sub, 1, MEM_TOTAL_MAX_MIB, "a number >= 1 (MiB)",
+                      &g->memory_total_mib);
+      has_total = true;
+      break;
+    case 4: fails = val; break;
+    default: rc = parse_metric(c, val, sub, key, g, nodes); break;
+    }
+    if (rc)
+      return rc;
+  }
+  if (rc)
+    return rc;
+  char sub[KEYPATH_LEN];
+  if (!has_profile)
+    return fail(c, GS_EINVAL, n, key_join(sub, path, "profile"),
+                "required; allowed: a MIG profile such as 1g.10gb");
+  if (!has_total)
+    return fail(c, GS_EINVAL, n, key_join(sub, path, "memory_total_mib"),
+                "required; allowed: a number >= 1 (MiB)");
+  if (fails && (rc = parse_fails(c, fails, key_join(sub, path, "fail"), mig_metric_keys, g, nodes)))
+    return rc;
+  g->gpm = parent->gpm || (!gpm_set && gpm_given(g));
+  if ((rc = check_gpu(c, n, path, g, false, nodes)))
+    return rc;
+  snprintf(g->info.name, sizeof g->info.name, "%.58s MIG %.31s", parent->info.name,
+           g->info.mig_profile);
+  memcpy(g->info.pci_bus_id, parent->info.pci_bus_id, sizeof g->info.pci_bus_id);
+  if (!g->info.uuid[0])
+    snprintf(g->info.uuid, sizeof g->info.uuid, "MIG-00000000-0000-4000-9000-%06x%06zx",
+             (unsigned)parent->info.index, j);
+  return 0;
+}
+
+/* The mig: list of a whole GPU: its instances go to s->gpus[*next...]. */
+static int parse_migs(struct ctx *c, const yaml_node_t *n, const char *path,
+                      struct scenario_gpu *parent, bool gpm_set, struct scenario *s, size_t *next) {
+  static const char allowed[] = "a list of MIG instances {profile, memory_total_mib, ...}";
+  if (n->type != YAML_SEQUENCE_NODE)
+    return fail(c, GS_EPARSE, n, path, "not a list; allowed: %s", allowed);
+  size_t k = (size_t)(n->data.sequence.items.top - n->data.sequence.items.start);
+  if (k == 0)
+    return fail(c, GS_EINVAL, n, path, "empty; allowed: %s (leave mig out for a whole GPU)",
+                allowed);
+  double mem = 0;
+  for (size_t j = 0; j < k; j++) {
+    char sub[KEYPATH_LEN];
+    snprintf(sub, sizeof sub, "%s[%zu]", path, j);
+    yaml_node_t *item = node_at(c, n->data.sequence.items.start[j]);
+    if (*next >= SCENARIO_MAX_GPUS)
+      return fail(c, GS_ETOOBIG, item, sub,
+                  "over the limit of %d devices (GPUs and MIG instances) per scenario",
+                  SCENARIO_MAX_GPUS);
+    struct scenario_gpu *g = &s->gpus[*next];
+    g->info.index = (int)*next;
+    (*next)++;
+    int rc = parse_mig(c, item, sub, j, parent, gpm_set, g);
+    if (rc)
+      return rc;
+    if (g->gpm && !parent->gpm)
+      parent->gpm = true; /* implied by an instance's GPM field */
+    char gsub[KEYPATH_LEN];
+    for (size_t i = 0; i < j; i++)
+      if (g[-(ptrdiff_t)(j - i)].info.gi_id == g->info.gi_id)
+        return fail(c, GS_EINVAL, item, key_join(gsub, sub, "gi_id"),
+                    "%d is also the gi_id of %s[%zu]; allowed: unique ids on one GPU",
+                    g->info.gi_id, path, i);
+    mem += g->memory_total_mib;
+  }
+  if (mem > parent->memory_total_mib)
+    return fail(c, GS_EINVAL, n, path,
+                "the instances' memory_total_mib add up to %g, above the GPU's %g; allowed: at "
+                "most the GPU's memory",
+                mem, parent->memory_total_mib);
+  parent->n_mig = k;
+  return 0;
+}
+
+static int parse_gpu(struct ctx *c, const yaml_node_t *n, size_t i, struct scenario *s,
+                     size_t *next) {
+  struct scenario_gpu *g = &s->gpus[i];
   char path[KEYPATH_LEN];
   snprintf(path, sizeof path, "gpus[%zu]", i);
   struct map_iter it;
@@ -603,8 +1074,9 @@ static int parse_gpu(struct ctx *c, const yaml_node_t *n, size_t i, struct scena
   g->info.parent_index = -1;
   g->info.gi_id = -1;
   g->health = GPU_HEALTH_OK;
-  bool has_model = false, has_total = false;
-  const yaml_node_t *used_node = NULL;
+  bool has_model = false, has_total = false, gpm_set = false;
+  const yaml_node_t *nodes[GF__COUNT] = {0};
+  const yaml_node_t *migs = NULL, *fails = NULL;
   int idx;
   const char *key;
   yaml_node_t *val;
@@ -626,12 +1098,12 @@ static int parse_gpu(struct ctx *c, const yaml_node_t *n, size_t i, struct scena
                       "a string such as 00000000:01:00.0");
       break;
     case 3: {
-      const char *s = scalar_text(val);
-      if (s && strcmp(s, "ok") == 0)
+      const char *str = scalar_text(val);
+      if (str && strcmp(str, "ok") == 0)
         g->health = GPU_HEALTH_OK;
-      else if (s && strcmp(s, "lost") == 0)
+      else if (str && strcmp(str, "lost") == 0)
         g->health = GPU_HEALTH_LOST;
-      else if (s && strcmp(s, "error") == 0)
+      else if (str && strcmp(str, "error") == 0)
         g->health = GPU_HEALTH_ERROR;
       else
         rc = fail(c, GS_EINVAL, val, sub, "not a health state; allowed: ok, lost, error");
@@ -642,14 +1114,13 @@ static int parse_gpu(struct ctx *c, const yaml_node_t *n, size_t i, struct scena
                       &g->memory_total_mib);
       has_total = true;
       break;
-    default: {
-      const struct metric_def *md = &metric_defs[idx - 5];
-      rc = parse_pattern(c, val, sub, md, &g->metric[md->field]);
-      g->present |= GF_BIT(md->field);
-      if (md->field == GF_MEM_USED_MIB)
-        used_node = val;
+    case 5:
+      rc = get_bool(c, val, sub, &g->gpm);
+      gpm_set = true;
       break;
-    }
+    case 6: migs = val; break;
+    case 7: fails = val; break;
+    default: rc = parse_metric(c, val, sub, key, g, nodes); break;
     }
     if (rc)
       return rc;
@@ -663,14 +1134,45 @@ static int parse_gpu(struct ctx *c, const yaml_node_t *n, size_t i, struct scena
   if (!has_total)
     return fail(c, GS_EINVAL, n, key_join(sub, path, "memory_total_mib"),
                 "required; allowed: a number >= 1 (MiB)");
-  if (used_node && g->metric[GF_MEM_USED_MIB].max > g->memory_total_mib)
-    return fail(c, GS_EINVAL, used_node, key_join(sub, path, "memory_used_mib"),
-                "reaches %g, above memory_total_mib %g; allowed: at most memory_total_mib",
-                g->metric[GF_MEM_USED_MIB].max, g->memory_total_mib);
+  if (fails && (rc = parse_fails(c, fails, key_join(sub, path, "fail"), gpu_metric_keys, g, nodes)))
+    return rc;
+  if (!gpm_set)
+    g->gpm = gpm_given(g);
   if (!g->info.uuid[0])
     snprintf(g->info.uuid, sizeof g->info.uuid, "GPU-00000000-0000-4000-8000-%012zx", i);
   if (!g->info.pci_bus_id[0])
     snprintf(g->info.pci_bus_id, sizeof g->info.pci_bus_id, "00000000:%02zX:00.0", i + 1);
+  if (migs && (rc = parse_migs(c, migs, key_join(sub, path, "mig"), g, gpm_set, s, next)))
+    return rc;
+  return check_gpu(c, n, path, g, migs != NULL, nodes);
+}
+
+static int check_unique(struct ctx *c, const yaml_node_t *gpus, const struct scenario *s) {
+  char sub[KEYPATH_LEN];
+  for (size_t i = 0; i < s->ngpus; i++)
+    for (size_t j = 0; j < i; j++) {
+      const struct gpu_info *a = &s->gpus[j].info, *b = &s->gpus[i].info;
+      if (strcmp(a->uuid, b->uuid) == 0) {
+        char other[64];
+        if (a->mig)
+          snprintf(other, sizeof other, "a MIG instance of gpus[%d]", a->parent_index);
+        else
+          snprintf(other, sizeof other, "gpus[%d]", a->index);
+        if (b->mig)
+          snprintf(sub, sizeof sub, "gpus[%d].mig[].uuid", b->parent_index);
+        else
+          snprintf(sub, sizeof sub, "gpus[%zu].uuid", i);
+        return fail(c, GS_EINVAL, gpus, sub, "%s is also the uuid of %s; allowed: unique uuids",
+                    b->uuid, other);
+      }
+      if (!a->mig && !b->mig && strcmp(a->pci_bus_id, b->pci_bus_id) == 0) {
+        snprintf(sub, sizeof sub, "gpus[%zu].pci_bus_id", i);
+        return fail(c, GS_EINVAL, gpus, sub,
+                    "%s is also the pci_bus_id of gpus[%zu]; allowed: "
+                    "unique bus ids",
+                    b->pci_bus_id, j);
+      }
+    }
   return 0;
 }
 
@@ -707,29 +1209,19 @@ static int parse_root(struct ctx *c, const yaml_node_t *root, struct scenario *s
   if (n > SCENARIO_MAX_GPUS)
     return fail(c, GS_ETOOBIG, gpus, "gpus", "%zu GPUs is over the limit; allowed: 0 to %d", n,
                 SCENARIO_MAX_GPUS);
+  size_t next = n; /* MIG instances follow every whole GPU, as NVML lists them */
   for (size_t i = 0; i < n; i++) {
     yaml_node_t *g = node_at(c, gpus->data.sequence.items.start[i]);
-    s->ngpus = i + 1; /* so scenario_free releases what this GPU already holds */
-    if ((rc = parse_gpu(c, g, i, &s->gpus[i])))
+    if ((rc = parse_gpu(c, g, i, s, &next)))
       return rc;
-    for (size_t j = 0; j < i; j++) {
-      char sub[KEYPATH_LEN];
-      if (strcmp(s->gpus[j].info.uuid, s->gpus[i].info.uuid) == 0) {
-        snprintf(sub, sizeof sub, "gpus[%zu].uuid", i);
-        return fail(c, GS_EINVAL, g, sub, "%s is also the uuid of gpus[%zu]; allowed: unique uuids",
-                    s->gpus[i].info.uuid, j);
-      }
-      if (strcmp(s->gpus[j].info.pci_bus_id, s->gpus[i].info.pci_bus_id) == 0) {
-        snprintf(sub, sizeof sub, "gpus[%zu].pci_bus_id", i);
-        return fail(c, GS_EINVAL, g, sub,
-                    "%s is also the pci_bus_id of gpus[%zu]; allowed: "
-                    "unique bus ids",
-                    s->gpus[i].info.pci_bus_id, j);
-      }
-    }
+    /* errors report the first GPU with a clash, at its own line */
+    s->ngpus = i + 1;
+    if ((rc = check_unique(c, g, s)))
+      return rc;
   }
-  s->ngpus = n;
-  return 0;
+  s->nwhole = n;
+  s->ngpus = next;
+  return check_unique(c, gpus, s);
 }
 
 int scenario_parse(const char *data, size_t len, const char *name, const char *base_dir,
@@ -834,7 +1326,8 @@ int scenario_default(struct scenario **out, char *err, size_t errlen) {
 void scenario_free(struct scenario *s) {
   if (!s)
     return;
-  for (size_t i = 0; i < s->ngpus; i++)
+  /* every slot: a failed parse may have filled MIG slots beyond ngpus (calloc'd, NULL if not) */
+  for (size_t i = 0; i < SCENARIO_MAX_GPUS; i++)
     for (int f = 0; f < GF__COUNT; f++)
       free(s->gpus[i].metric[f].points);
   free(s);
@@ -864,18 +1357,41 @@ int scenario_eval(const struct scenario *s, size_t gpu, enum gpu_field f, double
   }
   if (!(g->present & GF_BIT(f)))
     return GS_ENOTSUP;
-  *out = pattern_eval(&g->metric[f], t);
+  *out = pattern_eval(&g->metric[f], t) + g->rate[f] * t;
   return 0;
+}
+
+enum scenario_fail_code scenario_failing(const struct scenario *s, size_t gpu, enum gpu_field f,
+                                         double t) {
+  if (!s || gpu >= s->ngpus || f < 0 || f >= GF__COUNT)
+    return SCENARIO_FAIL_NONE;
+  if (!(t >= 0))
+    t = 0;
+  const struct scenario_fail *fl = &s->gpus[gpu].fail[f];
+  if (fl->code == SCENARIO_FAIL_NONE || t < fl->from || (fl->until >= 0 && t >= fl->until))
+    return SCENARIO_FAIL_NONE;
+  return fl->code;
+}
+
+static double nvml_round(const struct metric_def *md, double v) {
+  switch (md->round) {
+  case ROUND_MILLI: return round(v * 1000.0) / 1000.0; /* NVML reports milliwatts */
+  case ROUND_NONE: return v;
+  default: return round(v);
+  }
 }
 
 int scenario_fill(const struct scenario *s, size_t gpu, double t, struct gpu_sample *out, char *err,
                   size_t errlen) {
+  if (err && errlen)
+    err[0] = '\0';
   if (!s || gpu >= s->ngpus) {
     set_err(err, errlen, "no GPU %zu in the scenario", gpu);
     return GS_ENOTFOUND;
   }
   const struct scenario_gpu *g = &s->gpus[gpu];
   out->valid = 0;
+  out->failed = 0;
   if (g->health == GPU_HEALTH_LOST) {
     set_err(err, errlen, "GPU is lost (scenario health: lost)");
     return GS_ELOST;
@@ -889,13 +1405,33 @@ int scenario_fill(const struct scenario *s, size_t gpu, double t, struct gpu_sam
     double v;
     if (scenario_eval(s, gpu, f, t, &v) != 0)
       continue;
-    /* NVML reports whole percents, MiB and degrees, and power in milliwatts. */
-    v = f == GF_POWER_W ? round(v * 1000.0) / 1000.0 : round(v);
-    sample_set(out, f, v);
+    sample_set(out, f, nvml_round(&metric_defs[m], v));
   }
   sample_set(out, GF_MEM_TOTAL_MIB, round(g->memory_total_mib));
   if (sample_has(out, GF_MEM_USED_MIB))
     sample_set(out, GF_MEM_FREE_MIB, out->v[GF_MEM_TOTAL_MIB] - out->v[GF_MEM_USED_MIB]);
+  unsigned nfail = 0;
+  for (size_t m = 0; m < N_METRICS; m++) {
+    enum gpu_field f = metric_defs[m].field;
+    enum scenario_fail_code code = scenario_failing(s, gpu, f, t);
+    if (code == SCENARIO_FAIL_NONE)
+      continue;
+    uint64_t bits = GF_BIT(f);
+    if (f == GF_MEM_USED_MIB) /* one NVML call gives total, used and free */
+      bits |= GF_BIT(GF_MEM_TOTAL_MIB) | GF_BIT(GF_MEM_FREE_MIB);
+    out->valid &= ~bits;
+    out->failed |= bits;
+    if (nfail++ == 0)
+      set_err(err, errlen, "%s: %s (scenario fail: %s)", metric_defs[m].key, fail_texts[code],
+              fail_names[code]);
+  }
   sample_derive(out);
+  if (out->valid == 0 && nfail > 0) {
+    char first[160];
+    snprintf(first, sizeof first, "%s", err ? err : "");
+    set_err(err, errlen, "every reading failed (%u calls), first %s", nfail, first);
+    out->failed = 0;
+    return GS_EIO;
+  }
   return 0;
 }

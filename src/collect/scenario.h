@@ -18,20 +18,52 @@
 
 /* Each metric's pattern is a core pattern (src/core/pattern.h): one evaluator, shared with burn. */
 
+/* The answers a scenario's fail: key can make a call give (NVML's names for them). */
+enum scenario_fail_code {
+  SCENARIO_FAIL_NONE = 0,
+  SCENARIO_FAIL_NO_PERMISSION,
+  SCENARIO_FAIL_TIMEOUT,
+  SCENARIO_FAIL_NO_DATA,
+  SCENARIO_FAIL_UNKNOWN,
+  SCENARIO_FAIL__COUNT
+};
+
+/* One metric's scripted failure: code from `from` seconds until `until` (< 0: for ever). */
+struct scenario_fail {
+  enum scenario_fail_code code;
+  double from, until;
+};
+
+/* One device: a whole GPU, or (info.mig) a MIG instance of the whole GPU info.parent_index. */
 struct scenario_gpu {
   struct gpu_info info;
   enum gpu_health health;
   double memory_total_mib;
+  bool gpm;         /* NVML GPM supported (Hopper+): only then are GPM fields ever present */
+  size_t n_mig;     /* a whole GPU in MIG mode: its instances, listed after every whole GPU */
   uint64_t present; /* GF_BIT(f) for every metric the scenario gives */
   struct pattern metric[GF__COUNT];
+  double rate[GF__COUNT]; /* {counter: ...}: added per second to metric[f] (else 0) */
+  struct scenario_fail fail[GF__COUNT];
 };
 
-/* A parsed scenario. Read-only once returned; free with scenario_free. */
+/* A parsed scenario. Read-only once returned; free with scenario_free. gpus[] lists every whole
+ * GPU in file order, then the MIG instances of each (as NVML does); ngpus counts both. */
 struct scenario {
   char driver_version[GPU_STR_LEN];
   size_t ngpus;
+  size_t nwhole; /* whole GPUs: gpus[0..nwhole) */
   struct scenario_gpu gpus[SCENARIO_MAX_GPUS];
 };
+
+/* True for the fields that only NVML GPM gives (gr_engine_active ... prof_pcie_rx_bytes). */
+bool scenario_is_gpm_field(enum gpu_field f);
+/* NVML's name of a fail code ("NO_PERMISSION"), or "NONE". Static string. */
+const char *scenario_fail_name(enum scenario_fail_code code);
+/* The code with which metric f of device gpu fails at t seconds, or SCENARIO_FAIL_NONE. Only
+ * the metric named in fail: is reported (memory_used_mib also takes total, free and percent). */
+enum scenario_fail_code scenario_failing(const struct scenario *s, size_t gpu, enum gpu_field f,
+                                         double t);
 
 /* The built-in scenario (4 GPUs, different loads), NUL-terminated YAML. Same text as
  * examples/scenarios/default.yaml. */
@@ -61,9 +93,11 @@ void scenario_free(struct scenario *s);
  * out (absent, never 0). GF_MEM_TOTAL_MIB, GF_MEM_FREE_MIB and GF_MEM_USED_PCT are answered too. */
 int scenario_eval(const struct scenario *s, size_t gpu, enum gpu_field f, double t, double *out);
 /* Fills every reading of GPU gpu at time t into *out (presence bits, rounding as NVML reports:
- * whole percents, MiB and degrees; then sample_derive). Does not touch ts_ms/mono_ms.
- * Returns 0; GS_ELOST for health: lost; GS_EIO with a reason in err for health: error (out then
- * has no readings); GS_ENOTFOUND for a bad gpu. */
+ * whole percents, MiB, MHz and degrees, power in mW, GPM ratios unrounded; then sample_derive).
+ * A metric failing at t (fail:) is absent with its bit in out->failed, and err names the first
+ * ("power_draw: Insufficient Permissions"), else err is empty. Does not touch ts_ms/mono_ms.
+ * Returns 0; GS_ELOST for health: lost; GS_EIO with a reason in err for health: error, or when
+ * every reading failed (out then has no readings); GS_ENOTFOUND for a bad gpu. */
 int scenario_fill(const struct scenario *s, size_t gpu, double t, struct gpu_sample *out, char *err,
                   size_t errlen);
 

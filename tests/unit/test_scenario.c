@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <dirent.h>
+#include <math.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -222,6 +223,46 @@ static void test_default_scenario(void **state) {
   assert_true(maxutil > 75);
   assert_string_equal(s->gpus[0].info.name, "NVIDIA H100 80GB HBM3");
   assert_string_equal(s->gpus[2].info.name, "NVIDIA L4");
+  /* GPU 0 (Hopper) has GPM and reports every field but the vGPU licence; the older GPUs report
+   * no GPM field at all */
+  assert_true(s->gpus[0].gpm);
+  for (size_t i = 0; i < s->ngpus; i++) {
+    struct gpu_sample smp;
+    memset(&smp, 0, sizeof smp);
+    assert_int_equal(scenario_fill(s, i, 10, &smp, err, sizeof err), 0);
+    assert_int_equal(smp.failed, 0);
+    for (int f = 0; f < GF__COUNT; f++) {
+      bool want = i == 0 ? f != GF_VGPU_LICENSE : !scenario_is_gpm_field((enum gpu_field)f);
+      if (i == 2 && (f == GF_MEM_TEMP_C || f == GF_NVLINK_BW_TOTAL || f == GF_NVLINK_TX_MBPS ||
+                     f == GF_NVLINK_RX_MBPS || f == GF_ROWS_REMAP_CORR ||
+                     f == GF_ROWS_REMAP_UNCORR || f == GF_ROW_REMAP_FAILURE))
+        want = false; /* L4: GDDR6, no NVLink, no row remapping */
+      if (i > 0 && f == GF_VGPU_LICENSE)
+        want = false;
+      if (sample_has(&smp, (enum gpu_field)f) != want)
+        print_error("gpu %zu %s: present %d, want %d\n", i, gpu_field_name((enum gpu_field)f),
+                    sample_has(&smp, (enum gpu_field)f), want);
+      assert_int_equal(sample_has(&smp, (enum gpu_field)f), want);
+    }
+    if (i > 0)
+      assert_false(s->gpus[i].gpm);
+  }
+  /* GPU 0's SM and tensor activity move with its utilisation: highest together at a quarter
+   * period (11.25 s), lowest together at three quarters */
+  double u_hi, u_lo, sm_hi, sm_lo, te_hi, te_lo;
+  assert_int_equal(scenario_eval(s, 0, GF_GPU_UTIL, 11.25, &u_hi), 0);
+  assert_int_equal(scenario_eval(s, 0, GF_GPU_UTIL, 33.75, &u_lo), 0);
+  assert_int_equal(scenario_eval(s, 0, GF_SM_ACTIVE, 11.25, &sm_hi), 0);
+  assert_int_equal(scenario_eval(s, 0, GF_SM_ACTIVE, 33.75, &sm_lo), 0);
+  assert_int_equal(scenario_eval(s, 0, GF_TENSOR_ACTIVE, 11.25, &te_hi), 0);
+  assert_int_equal(scenario_eval(s, 0, GF_TENSOR_ACTIVE, 33.75, &te_lo), 0);
+  assert_true(u_hi > u_lo && sm_hi > sm_lo && te_hi > te_lo);
+  assert_true(sm_hi < u_hi && te_hi < sm_hi); /* SM and tensor activity are below utilisation */
+  /* counters grow: energy at 10 s is 10 s of power above its start */
+  double e0, e10;
+  assert_int_equal(scenario_eval(s, 0, GF_ENERGY_MJ, 0, &e0), 0);
+  assert_int_equal(scenario_eval(s, 0, GF_ENERGY_MJ, 10, &e10), 0);
+  assert_true(fabs(e10 - e0 - 5600000) < 1e-3); /* cmocka's float compare is single precision */
   scenario_free(s);
 
   /* examples/scenarios/default.yaml ships the same text */
@@ -260,6 +301,284 @@ static void test_examples(void **state) {
   }
   closedir(d);
   assert_true(n >= 2);
+}
+
+/* ---- issue 11 fields: every metric name, GPM, MIG, counters, XID, failures ---- */
+
+static const char *const derived_fields[] = {"memory_free_mib", "memory_total_mib",
+                                             "memory_used_percent"};
+
+static bool is_derived(const char *name) {
+  for (size_t i = 0; i < sizeof derived_fields / sizeof derived_fields[0]; i++)
+    if (strcmp(name, derived_fields[i]) == 0)
+      return true;
+  return false;
+}
+
+/* Every field that is not derived is a scenario key under its gpu_field_name, and a constant
+ * of it is reported as NVML would (whole numbers except power and the GPM ratios). */
+static void test_every_field_name(void **state) {
+  (void)state;
+  for (int f = 0; f < GF__COUNT; f++) {
+    const char *name = gpu_field_name((enum gpu_field)f);
+    if (is_derived(name))
+      continue;
+    char yaml[256];
+    snprintf(yaml, sizeof yaml, "gpus: [{model: X, memory_total_mib: 100, %s: 0.6}]\n", name);
+    struct scenario *s = parse_ok(yaml);
+    struct gpu_sample smp;
+    memset(&smp, 0, sizeof smp);
+    char err[128] = "";
+    assert_int_equal(scenario_fill(s, 0, 1, &smp, err, sizeof err), 0);
+    assert_true(sample_has(&smp, (enum gpu_field)f));
+    bool raw = f == GF_POWER_W ||
+               (scenario_is_gpm_field((enum gpu_field)f) && f != GF_PROF_PCIE_TX_BPS &&
+                f != GF_PROF_PCIE_RX_BPS) ||
+               f == GF_NVLINK_TX_MBPS || f == GF_NVLINK_RX_MBPS;
+    if (smp.v[f] != (raw ? 0.6 : 1.0))
+      print_error("%s: %g\n", name, smp.v[f]);
+    assert_float_equal(smp.v[f], raw ? 0.6 : 1.0, 1e-9);
+    /* a GPM field makes the GPU a GPM one (gpm: true is implied) */
+    assert_int_equal(s->gpus[0].gpm, scenario_is_gpm_field((enum gpu_field)f));
+    scenario_free(s);
+  }
+  /* the GPM fields are exactly the profiling ones */
+  assert_true(scenario_is_gpm_field(GF_SM_ACTIVE));
+  assert_true(scenario_is_gpm_field(GF_PROF_PCIE_RX_BPS));
+  assert_false(scenario_is_gpm_field(GF_PCIE_TX_KBPS));
+  assert_false(scenario_is_gpm_field(GF_GPU_UTIL));
+}
+
+static void test_counter_and_xid(void **state) {
+  (void)state;
+  struct scenario *s = parse_ok("gpus:\n"
+                                "  - model: X\n"
+                                "    memory_total_mib: 100\n"
+                                "    energy: {counter: {start: 1000, rate: 250.5}}\n"
+                                "    pcie_replay_count: {steps: [[0s, 0], [20s, 3]]}\n"
+                                "    xid_last: {steps: [[0s, 0], [30s, 79], [1m, 48]]}\n"
+                                "    remapped_rows_correctable: 4\n"
+                                "    row_remap_failure: 1\n");
+  static const struct {
+    enum gpu_field f;
+    double t, want;
+  } cases[] = {
+      {GF_ENERGY_MJ, 0, 1000},      {GF_ENERGY_MJ, 10, 3505},
+      {GF_ENERGY_MJ, 3600, 902800}, {GF_ENERGY_MJ, 86400, 21644200},
+      {GF_PCIE_REPLAY, 19, 0},      {GF_PCIE_REPLAY, 20, 3},
+      {GF_XID_LAST, 0, 0},          {GF_XID_LAST, 29.9, 0},
+      {GF_XID_LAST, 30, 79},        {GF_XID_LAST, 59, 79},
+      {GF_XID_LAST, 600, 48},       {GF_ROWS_REMAP_CORR, 5, 4},
+      {GF_ROW_REMAP_FAILURE, 5, 1},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    struct gpu_sample smp;
+    memset(&smp, 0, sizeof smp);
+    char err[128] = "";
+    assert_int_equal(scenario_fill(s, 0, cases[i].t, &smp, err, sizeof err), 0);
+    if (!sample_has(&smp, cases[i].f) || fabs(smp.v[cases[i].f] - cases[i].want) > 1e-6)
+      print_error("case %zu: %s at %g: %g, want %g\n", i, gpu_field_name(cases[i].f), cases[i].t,
+                  smp.v[cases[i].f], cases[i].want);
+    assert_true(sample_has(&smp, cases[i].f));
+    assert_true(fabs(smp.v[cases[i].f] - cases[i].want) <= 1e-6);
+  }
+  scenario_free(s);
+}
+
+static const char mig_yaml[] =
+    "gpus:\n"
+    "  - model: NVIDIA H100 80GB HBM3\n"
+    "    memory_total_mib: 81559\n"
+    "    memory_used_mib: 30000\n"
+    "    temperature: 60\n"
+    "    mig:\n"
+    "      - profile: 3g.40gb\n"
+    "        gi_id: 1\n"
+    "        memory_total_mib: 40448\n"
+    "        memory_used_mib: 20000\n"
+    "        sm_active: 55\n"
+    "        tensor_active: {sine: {min: 20, max: 40, period: 1m}}\n"
+    "      - profile: 1g.10gb\n"
+    "        uuid: MIG-aaaaaaaa-0000-4000-8000-000000000001\n"
+    "        memory_total_mib: 9984\n"
+    "        memory_used_mib: 1000\n"
+    "  - model: NVIDIA A100-SXM4-80GB\n"
+    "    memory_total_mib: 81920\n"
+    "    gpm: false\n"
+    "    temperature: 40\n"
+    "    mig:\n"
+    "      - {profile: 7g.80gb, gi_id: 0, memory_total_mib: 81000, memory_used_mib: 5}\n";
+
+static void test_mig(void **state) {
+  (void)state;
+  struct scenario *s = parse_ok(mig_yaml);
+  /* whole GPUs first, then the instances of each, as NVML lists them */
+  assert_int_equal(s->nwhole, 2);
+  assert_int_equal(s->ngpus, 5);
+  assert_int_equal(s->gpus[0].n_mig, 2);
+  assert_int_equal(s->gpus[1].n_mig, 1);
+  assert_true(s->gpus[0].gpm);  /* implied by an instance's GPM field */
+  assert_false(s->gpus[1].gpm); /* said so */
+  static const struct {
+    int parent, gi;
+    const char *name, *profile, *uuid;
+  } want[] = {
+      {0, 1, "NVIDIA H100 80GB HBM3 MIG 3g.40gb", "3g.40gb",
+       "MIG-00000000-0000-4000-9000-000000000000"},
+      {0, 2, "NVIDIA H100 80GB HBM3 MIG 1g.10gb", "1g.10gb",
+       "MIG-aaaaaaaa-0000-4000-8000-000000000001"},
+      {1, 0, "NVIDIA A100-SXM4-80GB MIG 7g.80gb", "7g.80gb",
+       "MIG-00000000-0000-4000-9000-000001000000"},
+  };
+  for (size_t k = 0; k < 3; k++) {
+    const struct gpu_info *in = &s->gpus[2 + k].info;
+    assert_int_equal(in->index, (int)(2 + k));
+    assert_true(in->mig);
+    assert_int_equal(in->parent_index, want[k].parent);
+    assert_int_equal(in->gi_id, want[k].gi);
+    assert_string_equal(in->name, want[k].name);
+    assert_string_equal(in->mig_profile, want[k].profile);
+    assert_string_equal(in->uuid, want[k].uuid);
+    assert_string_equal(in->pci_bus_id, s->gpus[want[k].parent].info.pci_bus_id);
+    assert_int_equal(in->minor, want[k].parent);
+  }
+  assert_false(s->gpus[0].info.mig);
+  struct gpu_sample smp;
+  char err[128] = "";
+  /* the MIG parent: whole-card memory and temperature, no utilisation */
+  memset(&smp, 0, sizeof smp);
+  assert_int_equal(scenario_fill(s, 0, 0, &smp, err, sizeof err), 0);
+  assert_float_equal(smp.v[GF_MEM_USED_MIB], 30000, 0);
+  assert_false(sample_has(&smp, GF_GPU_UTIL));
+  /* an instance: its own memory and GPM fields */
+  memset(&smp, 0, sizeof smp);
+  assert_int_equal(scenario_fill(s, 2, 15, &smp, err, sizeof err), 0);
+  assert_float_equal(smp.v[GF_MEM_TOTAL_MIB], 40448, 0);
+  assert_float_equal(smp.v[GF_MEM_USED_MIB], 20000, 0);
+  assert_float_equal(smp.v[GF_SM_ACTIVE], 55, 1e-9);
+  assert_float_equal(smp.v[GF_TENSOR_ACTIVE], 40, 1e-9);
+  assert_false(sample_has(&smp, GF_GPU_UTIL));
+  assert_false(sample_has(&smp, GF_TEMP_C));
+  /* an instance without GPM fields reports memory only */
+  memset(&smp, 0, sizeof smp);
+  assert_int_equal(scenario_fill(s, 3, 0, &smp, err, sizeof err), 0);
+  assert_false(sample_has(&smp, GF_SM_ACTIVE));
+  assert_true(sample_has(&smp, GF_MEM_USED_PCT));
+  scenario_free(s);
+}
+
+static void test_failures(void **state) {
+  (void)state;
+  struct scenario *s = parse_ok("gpus:\n"
+                                "  - model: X\n"
+                                "    memory_total_mib: 100\n"
+                                "    memory_used_mib: 50\n"
+                                "    gpu_utilization: 40\n"
+                                "    power_draw: 100\n"
+                                "    temperature: 50\n"
+                                "    fail:\n"
+                                "      energy: NO_PERMISSION\n"
+                                "      temperature: {code: TIMEOUT, from: 10s, until: 20s}\n"
+                                "      memory_used_mib: {code: UNKNOWN, from: 30s}\n"
+                                "  - model: Y\n"
+                                "    memory_total_mib: 100\n"
+                                "    power_draw: 10\n"
+                                "    fail: {power_draw: NO_DATA}\n");
+  static const struct {
+    size_t gpu;
+    double t;
+    int rc;
+    uint64_t failed, valid_has;
+    const char *err;
+  } cases[] = {
+      /* energy is never read: failed (not unsupported), no value */
+      {0, 0, 0, GF_BIT(GF_ENERGY_MJ), GF_BIT(GF_TEMP_C) | GF_BIT(GF_MEM_USED_PCT),
+       "energy: Insufficient Permissions (scenario fail: NO_PERMISSION)"},
+      /* temperature times out in [10s, 20s) only */
+      {0, 10, 0, GF_BIT(GF_ENERGY_MJ) | GF_BIT(GF_TEMP_C), GF_BIT(GF_POWER_W),
+       "temperature: Timeout (scenario fail: TIMEOUT)"},
+      {0, 20, 0, GF_BIT(GF_ENERGY_MJ), GF_BIT(GF_TEMP_C), "energy:"},
+      /* the memory call gives total, used and free: all fail, and the percent with them */
+      {0, 30, 0,
+       GF_BIT(GF_ENERGY_MJ) | GF_BIT(GF_MEM_USED_MIB) | GF_BIT(GF_MEM_TOTAL_MIB) |
+           GF_BIT(GF_MEM_FREE_MIB) | GF_BIT(GF_MEM_USED_PCT),
+       GF_BIT(GF_GPU_UTIL) | GF_BIT(GF_TEMP_C), "memory_used_mib: Unknown Error"},
+      /* GPU 1 still answers its memory total */
+      {1, 0, 0, GF_BIT(GF_POWER_W), GF_BIT(GF_MEM_TOTAL_MIB),
+       "power_draw: No data (scenario fail: NO_DATA)"},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    struct gpu_sample smp;
+    memset(&smp, 0, sizeof smp);
+    char err[256] = "";
+    int rc = scenario_fill(s, cases[i].gpu, cases[i].t, &smp, err, sizeof err);
+    if (rc != cases[i].rc || smp.failed != cases[i].failed ||
+        (smp.valid & cases[i].valid_has) != cases[i].valid_has || (smp.valid & smp.failed) ||
+        !strstr(err, cases[i].err))
+      print_error("case %zu: rc %d failed %#llx valid %#llx err \"%s\"\n", i, rc,
+                  (unsigned long long)smp.failed, (unsigned long long)smp.valid, err);
+    assert_int_equal(rc, cases[i].rc);
+    assert_int_equal(smp.failed, cases[i].failed);
+    assert_int_equal(smp.valid & cases[i].valid_has, cases[i].valid_has);
+    assert_int_equal(smp.valid & smp.failed, 0);
+    assert_non_null(strstr(err, cases[i].err));
+  }
+  assert_int_equal(scenario_failing(s, 0, GF_TEMP_C, 15), SCENARIO_FAIL_TIMEOUT);
+  assert_int_equal(scenario_failing(s, 0, GF_TEMP_C, 25), SCENARIO_FAIL_NONE);
+  assert_int_equal(scenario_failing(s, 0, GF_POWER_W, 25), SCENARIO_FAIL_NONE);
+  assert_string_equal(scenario_fail_name(SCENARIO_FAIL_NO_PERMISSION), "NO_PERMISSION");
+  scenario_free(s);
+
+  /* every reading failing is a GPU that does not answer */
+  s = parse_ok("gpus:\n  - model: X\n    memory_total_mib: 100\n    memory_used_mib: 5\n"
+               "    gpu_utilization: 1\n"
+               "    fail: {memory_used_mib: TIMEOUT, gpu_utilization: UNKNOWN}\n");
+  struct gpu_sample smp;
+  memset(&smp, 0, sizeof smp);
+  char err[256] = "";
+  assert_int_equal(scenario_fill(s, 0, 0, &smp, err, sizeof err), GS_EIO);
+  assert_int_equal(smp.valid, 0);
+  assert_non_null(strstr(err, "every reading failed (2 calls)"));
+  scenario_free(s);
+}
+
+static void test_mock_errors(void **state) {
+  (void)state;
+  char dir[] = "/tmp/gs_scenario_XXXXXX";
+  assert_non_null(mkdtemp(dir));
+  char path[128];
+  snprintf(path, sizeof path, "%s/s.yaml", dir);
+  write_file(path, "gpus:\n"
+                   "  - model: X\n    memory_total_mib: 100\n    gpu_utilization: 3\n"
+                   "    fail: {energy: NO_PERMISSION, temperature: TIMEOUT}\n"
+                   "  - model: Y\n    memory_total_mib: 100\n    health: lost\n"
+                   "    fail: {temperature: TIMEOUT}\n");
+  struct collector_config cfg = {path, NULL};
+  struct collector *c = NULL;
+  char err[512] = "";
+  assert_int_equal(collector_mock.open(&cfg, &c, err, sizeof err), 0);
+  assert_non_null(c->ops->errors);
+  assert_int_equal(c->ops->errors(c, NULL, 0), 0);
+  struct gpu_sample smp;
+  for (int k = 0; k < 3; k++) {
+    assert_int_equal(c->ops->sample(c, 0, &smp, err, sizeof err), 0);
+    assert_true(sample_failed(&smp, GF_ENERGY_MJ));
+    assert_int_equal(c->ops->sample(c, 1, &smp, err, sizeof err), GS_ELOST);
+  }
+  struct collector_error_count ec[4];
+  assert_int_equal(c->ops->errors(c, ec, 4), 2);
+  int seen = 0;
+  for (int k = 0; k < 2; k++) {
+    assert_int_equal(ec[k].count, 3); /* the lost GPU's reads fail as lost, not by field */
+    if (strcmp(ec[k].call, "energy") == 0 && strcmp(ec[k].code, "NO_PERMISSION") == 0)
+      seen |= 1;
+    if (strcmp(ec[k].call, "temperature") == 0 && strcmp(ec[k].code, "TIMEOUT") == 0)
+      seen |= 2;
+  }
+  assert_int_equal(seen, 3);
+  c->ops->close(c);
+  unlink(path);
+  rmdir(dir);
 }
 
 /* ---- bad scenarios: message names file:line and the key ---- */
@@ -354,6 +673,57 @@ static const struct bad_case bad_cases[] = {
     {"[1]: x\n", 1, "keys must be plain strings", NULL},
     {"description: [1]\ngpus: []\n", 1, "description", "free text"},
     {"driver_version: \"\"\ngpus: []\n", 1, "driver_version", "not a string"},
+    /* issue 11: GPM, MIG, counters, failures */
+    {G0 "    gpm: false\n    sm_active: 5\n", 5, "gpus[0].sm_active", "gpm: false"},
+    {G0 "    sm_active: 5\n    gpm: false\n", 4, "gpus[0].sm_active", "gpm: true"},
+    {G0 "    gpm: yes\n", 4, "gpus[0].gpm", "true, false"},
+    {G0 "    tensor_active: 101\n", 4, "gpus[0].tensor_active", "0 to 100"},
+    {G0 "    row_remap_failure: 2\n", 4, "gpus[0].row_remap_failure", "0 or 1"},
+    {G0 "    vgpu_license_status: -1\n", 4, "gpus[0].vgpu_license_status", "0 or 1"},
+    {G0 "    sm_clock_mhz: -1\n", 4, "gpus[0].sm_clock_mhz", "MHz"},
+    {G0 "    memory_reserved_mib: 200\n", 4, "gpus[0].memory_reserved_mib", "memory_total_mib"},
+    {G0 "    gpu_utilization: {counter: {start: 0, rate: 1}}\n", 4,
+     "gpus[0].gpu_utilization.counter", "not a counter"},
+    {G0 "    energy: {counter: {start: 0}}\n", 4, "gpus[0].energy.counter.rate", "required"},
+    {G0 "    energy: {counter: {start: 0, rate: -1}}\n", 4, "gpus[0].energy.counter.rate", ">= 0"},
+    {G0 "    energy: {counter: {start: 0, rate: 1, step: 2}}\n", 4, "gpus[0].energy.counter.step",
+     "start, rate"},
+    {G0 "    energy: {counter: {start: 0, rate: 1}, repeat: true}\n", 4, "gpus[0].energy",
+     "only start and rate"},
+    {G0 "    fail: {power_draw: BROKEN}\n", 4, "gpus[0].fail.power_draw", "NO_PERMISSION, TIMEOUT"},
+    {G0 "    fail: {power: TIMEOUT}\n", 4, "gpus[0].fail.power", "unknown key"},
+    {G0 "    fail: {power_draw: {from: 1s}}\n", 4, "gpus[0].fail.power_draw.code", "required"},
+    {G0 "    fail: {power_draw: {code: TIMEOUT, from: 10s, until: 5s}}\n", 4,
+     "gpus[0].fail.power_draw.until", "not after from"},
+    {G0 "    fail: {power_draw: {code: NOPE}}\n", 4, "gpus[0].fail.power_draw.code",
+     "not a failure code"},
+    {G0 "    fail: [power_draw]\n", 4, "gpus[0].fail", "not a mapping"},
+    {G0 "    gpm: false\n    fail: {dram_active: TIMEOUT}\n", 5, "gpus[0].dram_active",
+     "gpm: false"},
+    {G0 "    gpu_utilization: 5\n    mig: [{profile: 1g.10gb, memory_total_mib: 10}]\n", 4,
+     "gpus[0].gpu_utilization", "MIG mode"},
+    {G0 "    mig: []\n", 4, "gpus[0].mig", "empty"},
+    {G0 "    mig: {profile: 1g}\n", 4, "gpus[0].mig", "not a list"},
+    {G0 "    mig: [{memory_total_mib: 10}]\n", 4, "gpus[0].mig[0].profile", "required"},
+    {G0 "    mig: [{profile: 1g.10gb}]\n", 4, "gpus[0].mig[0].memory_total_mib", "required"},
+    {G0 "    mig: [{profile: 1g.10gb, memory_total_mib: 10, temperature: 3}]\n", 4,
+     "gpus[0].mig[0].temperature", "unknown key"},
+    {G0 "    mig: [{profile: 1g.10gb, memory_total_mib: 10, memory_used_mib: 11}]\n", 4,
+     "gpus[0].mig[0].memory_used_mib", "reaches 11"},
+    {G0 "    mig: [{profile: 1g, memory_total_mib: 60}, {profile: 1g, memory_total_mib: 60}]\n", 4,
+     "gpus[0].mig", "add up to 120"},
+    {G0 "    mig: [{profile: a, gi_id: 3, memory_total_mib: 1}, {profile: b, gi_id: 3, "
+        "memory_total_mib: 1}]\n",
+     4, "gpus[0].mig[1].gi_id", "unique"},
+    {G0 "    mig: [{profile: a, gi_id: 1.5, memory_total_mib: 1}]\n", 4, "gpus[0].mig[0].gi_id",
+     "whole"},
+    {G0 "    gpm: false\n    mig: [{profile: a, memory_total_mib: 1, sm_active: 3}]\n", 5,
+     "gpus[0].mig[0].sm_active", "gpm: false"},
+    {G0 "    mig: [{profile: a, memory_total_mib: 1, fail: {temperature: TIMEOUT}}]\n", 4,
+     "gpus[0].mig[0].fail.temperature", "unknown key"},
+    {"gpus:\n  - {model: A, memory_total_mib: 10, mig: [{profile: a, memory_total_mib: 1, uuid: "
+     "GPU-x}]}\n  - {model: B, memory_total_mib: 1, uuid: GPU-x}\n",
+     2, "gpus[0].mig[].uuid", "also the uuid of gpus[1]"},
 };
 
 static void test_bad_scenarios(void **state) {
@@ -597,7 +967,9 @@ int main(void) {
       cmocka_unit_test(test_size_caps),        cmocka_unit_test(test_csv_parse),
       cmocka_unit_test(test_mock_default),     cmocka_unit_test(test_mock_health),
       cmocka_unit_test(test_mock_open_errors), cmocka_unit_test(test_mock_reload),
-      cmocka_unit_test(test_examples),
+      cmocka_unit_test(test_examples),         cmocka_unit_test(test_every_field_name),
+      cmocka_unit_test(test_counter_and_xid),  cmocka_unit_test(test_mig),
+      cmocka_unit_test(test_failures),         cmocka_unit_test(test_mock_errors),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
