@@ -43,6 +43,9 @@ struct eng {
   double rho_hist[HIST_S], wait_hist[HIST_S]; /* ring by second */
   struct scaler agent, gateway;
   struct scaler_selector selector;
+  struct scaler_dual dual;       /* the agent's: GPU values, and its node's engine pods */
+  struct engine_reading *ereads; /* scratch: one node's engine pods */
+  size_t capereads;
   struct sim_params prm;
   struct sim_tol tol; /* the cluster's, or the behavior block's per direction */
   struct sim_hpa hpa;
@@ -475,6 +478,92 @@ static int select_workload(struct eng *e, const struct trigger *t, const struct 
   return rc;
 }
 
+/* ---- simulated engine pods ---- */
+
+/* Pod p's engine as its node's agent lists it (src/agent/engines.h: Running pods only): a
+ * ready pod reports the model's engine signals at the current load; a starting one runs and
+ * does not serve yet (its scrape fails: not fresh, with the reason); a draining one is
+ * terminating and a Pending one not running: neither is listed (false). */
+static bool engine_reading_of(const struct eng *e, const struct pod *p, struct engine_reading *r) {
+  if (p->ngpu == 0 || (p->state != POD_READY && p->state != POD_STARTING))
+    return false;
+  memset(r, 0, sizeof *r);
+  snprintf(r->ns, sizeof r->ns, "%s", e->so->ns);
+  snprintf(r->pod, sizeof r->pod, "%s-%d", e->m->name, p->id);
+  r->kind = e->m->engine;
+  r->ts_ms = e->now * 1000;
+  if (p->state != POD_READY) {
+    snprintf(r->reason, sizeof r->reason, "scrape failed: the engine is starting (model load)");
+    return true;
+  }
+  r->fresh = true;
+  for (size_t i = 0; i < e->m->nsig; i++) {
+    const struct sim_signal *sg = &e->m->sig[i];
+    if (sg->engine) {
+      r->v[sg->esig] = sim_signal_value(sg, e->rho, e->waiting);
+      r->valid |= ES_BIT(sg->esig);
+    }
+  }
+  return true;
+}
+
+/* One node's engine pods into sel through the policy's own scaler_select_engines, as the
+ * gateway's source does; a stale node (an outage) counts its pods stale, or one unknown. */
+static int engines_on_node(struct eng *e, const struct trigger *t, size_t node, bool fresh,
+                           struct scaler_selection *sel, uint32_t *next_group) {
+  if (e->capereads < e->npods) {
+    struct engine_reading *nr = realloc(e->ereads, e->npods * sizeof *nr);
+    if (!nr)
+      return GS_ENOMEM;
+    e->ereads = nr;
+    e->capereads = e->npods;
+  }
+  size_t n = 0, per = (size_t)e->m->gpus_per_node;
+  for (size_t i = 0; e->m->engine != ENGINE_UNKNOWN && i < e->npods; i++) {
+    const struct pod *p = &e->pods[i];
+    if (p->ngpu > 0 && (size_t)p->gpu[0] / per == node && engine_reading_of(e, p, &e->ereads[n]))
+      n++;
+  }
+  char name[32];
+  snprintf(name, sizeof name, "node-%zu", node);
+  size_t stale = 0, selected0 = sel->selected;
+  int rc = scaler_select_engines(t, e->ereads, n, fresh, name, sel, next_group, &stale);
+  if (rc || fresh)
+    return rc;
+  if (stale)
+    scaler_selection_note(sel, "node %s: agent stale (simulated outage), %zu selected engine pods",
+                          name, stale);
+  if (sel->selected == selected0) {
+    sel->unknown++;
+    sel->unknown_gpus++;
+    scaler_selection_note(sel, "node %s: agent stale (simulated outage), counted as 1 unknown",
+                          name);
+  }
+  return 0;
+}
+
+/* The agent's engine pods: those on its own node (node scope). */
+static int agent_engines(void *ud, const struct trigger *t, struct scaler_selection *sel, char *err,
+                         size_t errlen) {
+  struct eng *e = ud;
+  uint32_t group = 0;
+  bool fresh = !sim_model_outage(e->m, (double)e->now);
+  return engines_on_node(e, t, agent_node(e), fresh, sel, &group);
+}
+
+/* The gateway's engine pods: every node's (cluster and workload scope) or the named node's. */
+static int gw_engines(struct eng *e, const struct trigger *t, size_t first, size_t count,
+                      struct scaler_selection *sel) {
+  uint32_t group = 0;
+  bool fresh = !sim_model_outage(e->m, (double)e->now);
+  for (size_t nd = first; nd < first + count; nd++) {
+    int rc = engines_on_node(e, t, nd, fresh, sel, &group);
+    if (rc)
+      return rc;
+  }
+  return 0;
+}
+
 /* The gateway's selector: every node's GPUs, the workload's pods, or one named node. */
 static int gw_select(void *ud, const struct trigger *t, struct scaler_selection *sel, char *err,
                      size_t errlen) {
@@ -491,7 +580,11 @@ static int gw_select(void *ud, const struct trigger *t, struct scaler_selection 
     }
     first = (size_t)k * per_node;
     count = per_node;
+    if (t->engine)
+      return gw_engines(e, t, (size_t)k, 1, sel);
   }
+  if (t->engine)
+    return gw_engines(e, t, 0, nodes, sel);
   if (sim_model_outage(e->m, (double)e->now)) {
     sel->matched = sel->selected = count;
     sel->fresh = 0;
@@ -852,6 +945,10 @@ static void warn_of(const struct eng *e, size_t i, const struct profile_set *ps,
   out[0] = '\0';
   if (trigger_parse_ref(st->md, st->nmd, ps, e->so->ns, &t, err, sizeof err) != 0)
     return;
+  if (t.engine) { /* engine signals follow load per pod */
+    trigger_free(&t);
+    return;
+  }
   enum trigger_scope sc = t.scope != TRIGGER_SCOPE_AUTO ? t.scope
                           : e->gw[i]                    ? TRIGGER_SCOPE_CLUSTER
                                                         : TRIGGER_SCOPE_NODE;
@@ -861,7 +958,9 @@ static void warn_of(const struct eng *e, size_t i, const struct profile_set *ps,
 
 static int setup(struct eng *e, const struct profile_set *ps, char *err, size_t errlen) {
   e->agent.profiles = e->gateway.profiles = ps;
-  e->agent.src = (struct scaler_source){agent_values, no_wait, e};
+  e->dual.gpus = (struct scaler_source){agent_values, no_wait, e};
+  e->dual.engines = (struct scaler_selector){SCALER_SCOPE_NODE, agent_engines, no_wait, e};
+  e->agent.src = scaler_source_dual(&e->dual);
   e->selector = (struct scaler_selector){SCALER_SCOPES_GATEWAY, gw_select, no_wait, e};
   e->gateway.src = scaler_source_from_selector(&e->selector);
   e->keda = e->so->keda;
@@ -1198,6 +1297,7 @@ int sim_run(const struct sim_model *m, const struct sim_scaledobject *so,
   free(e->pods);
   free(e->holders);
   free(e->ready_holders);
+  free(e->ereads);
   free(e);
   return rc;
 }

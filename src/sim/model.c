@@ -25,6 +25,13 @@ const struct sim_signal *sim_model_field(const struct sim_model *m, enum gpu_fie
   return NULL;
 }
 
+const struct sim_signal *sim_model_engine(const struct sim_model *m, enum engine_signal es) {
+  for (size_t i = 0; i < m->nsig; i++)
+    if (m->sig[i].engine && m->sig[i].esig == es)
+      return &m->sig[i];
+  return NULL;
+}
+
 double sim_signal_value(const struct sim_signal *s, double rho, double waiting) {
   switch (s->kind) {
   case SIM_SIG_FLAT: return s->flat;
@@ -63,6 +70,8 @@ static int parse_signal(struct sim_yaml *y, const char *name, yaml_node_t *v, st
   } else if (gpu_field_parse(name, &f) == 0) {
     s->gpu = true;
     s->field = f;
+  } else if (engine_signal_parse(name, &s->esig) == 0) {
+    s->engine = true;
   }
   char key[160];
   snprintf(key, sizeof key, "signals.%s", name);
@@ -118,6 +127,16 @@ static int parse_signals(struct sim_yaml *y, yaml_node_t *v, struct sim_model *m
     int rc = parse_signal(y, k, yaml_document_get_node(&y->doc, p->value), &m->sig[m->nsig], E);
     if (rc)
       return rc;
+    const struct sim_signal *sg = &m->sig[m->nsig];
+    if (sg->engine) { /* one engine per workload: its pods serve one engine's metrics */
+      enum engine_kind k2 = engine_signal_kind(sg->esig);
+      if (m->engine != ENGINE_UNKNOWN && m->engine != k2)
+        return sim_yaml_fail(y, kn, "signals", E,
+                             "\"%s\" is a %s metric, and the other engine signals are %s: a "
+                             "workload's pods run one engine",
+                             k, engine_kind_name(k2), engine_kind_name(m->engine));
+      m->engine = k2;
+    }
     m->nsig++;
   }
   return 0;

@@ -7,6 +7,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "core/engine.h"
 #include "core/sample.h"
 
 #define SIM_MAX_SIGNALS 24
@@ -26,6 +27,9 @@ struct sim_signal {
   bool gpu;               /* a GPU field (per GPU), else a per-pod engine metric */
   enum gpu_field field;   /* when gpu */
   bool cpu;               /* the pod's CPU in percent of its request (the cpu trigger) */
+  bool engine;            /* an engine metricType (vllm_queue_depth...): each ready pod's engine
+                             reports it to the agent on its node, for engine triggers */
+  enum engine_signal esig;
 };
 
 enum sim_placement { SIM_PLACE_DEDICATED = 0, SIM_PLACE_TIMESLICE };
@@ -59,6 +63,7 @@ struct sim_model {
                            concurrency); 0 when the model does not say */
   struct sim_signal sig[SIM_MAX_SIGNALS];
   size_t nsig;
+  enum engine_kind engine; /* the engine of the engine signals; ENGINE_UNKNOWN when none */
   /* outages: readings unavailable (stale agents) in [from, to) seconds */
   double outage_from[8], outage_to[8];
   size_t noutages;
@@ -71,6 +76,8 @@ int sim_model_parse(const char *text, size_t len, const char *file, struct sim_m
 int sim_model_load(const char *path, struct sim_model *out, char *err, size_t errlen);
 /* The signal named name, or NULL. */
 const struct sim_signal *sim_model_signal(const struct sim_model *m, const char *name);
+/* The engine signal es, or NULL (the pods' engine does not report it). */
+const struct sim_signal *sim_model_engine(const struct sim_model *m, enum engine_signal es);
 /* The GPU signal for field f, or NULL (the field is absent from the simulated readings). */
 const struct sim_signal *sim_model_field(const struct sim_model *m, enum gpu_field f);
 /* A signal's value at load rho (>= 0; > 1 is overload) with `waiting` requests per pod. */

@@ -661,6 +661,102 @@ static void test_nodes(void **state) {
   run_free(&x);
 }
 
+static const char *MODEL_ENGINE = "name: vllm\n"
+                                  "capacity: 8\n"
+                                  "startup: 120s\n"
+                                  "requestSeconds: 4\n"
+                                  "signals:\n"
+                                  "  gpu_utilization: {idle: 0, full: 100}\n"
+                                  "  vllm_kv_cache_usage: {idle: 0, full: 80, max: 100}\n"
+                                  "  vllm_queue_depth: {queue: true}\n";
+
+#define ENGINE_TRIG(metric, target)                                                                \
+  "    - type: external\n      metadata:\n        scalerAddress: gpuscale-gateway:6000\n"          \
+  "        scope: workload\n        metricType: " metric "\n        targetValue: \"" target "\"\n"
+
+/* Engine triggers (issue 12) through the policy's own engine selection
+ * (scaler_select_engines): each ready pod's engine reports the model's engine signals, a starting
+ * pod is listed and not fresh. KV-cache usage in workload scope follows the step; a signal the
+ * engine does not report is UNAVAILABLE, never 0, so the count holds; two engines' signals in
+ * one model are refused. */
+static void test_engine_triggers(void **state) {
+  (void)state;
+  char so[2048];
+  struct run x;
+  so_text(so, sizeof so, 1, 20, "", ENGINE_TRIG("vllm_kv_cache_usage", "60"));
+  run_text(&x, MODEL_ENGINE, so, "step", NULL);
+  assert_int_equal(x.rc, 0);
+  assert_true(x.r.sum.max_replicas >= 13); /* 100 / 8 */
+  assert_true(x.r.sum.served_share > 0.85);
+  assert_true(x.r.value[0][4000] > 0);
+  run_free(&x);
+  so_text(so, sizeof so, 1, 20, "", ENGINE_TRIG("vllm_requests_running", "4"));
+  run_text(&x, MODEL_ENGINE, so, "step", NULL);
+  assert_int_equal(x.rc, 0);
+  assert_int_equal(x.r.sum.max_replicas, 2); /* warm start, then no answer at all */
+  assert_true(isnan(x.r.value[0][4000]));
+  run_free(&x);
+  const char *mixed = "capacity: 1\nsignals:\n  vllm_queue_depth: {queue: true}\n"
+                      "  tgi_queue_size: {queue: true}\n";
+  struct sim_model m;
+  char err[512] = "";
+  assert_int_equal(sim_model_parse(mixed, strlen(mixed), "m.yaml", &m, err, sizeof err), GS_EINVAL);
+  assert_non_null(strstr(err, "tgi_queue_size"));
+  assert_non_null(strstr(err, "one engine"));
+}
+
+/* Issue 12 section 3: scale to zero with an engine trigger alone never wakes (no pod, no engine
+ * pod: the selection is empty, a true 0, inactive); with a demand trigger beside it (the HTTP
+ * add-on's pending requests, pushed) KEDA scales 0 -> 1 and the engine trigger takes 1 -> N. */
+static void test_engine_scale_to_zero(void **state) {
+  (void)state;
+  char so[4096];
+  struct run x;
+  so_text(so, sizeof so, 0, 20, "", ENGINE_TRIG("vllm_queue_depth", "4"));
+  run_text(&x, MODEL_ENGINE, so, NULL, ZERO_CSV);
+  assert_int_equal(x.rc, 0);
+  assert_int_equal(x.r.sum.max_replicas, 0);
+  run_free(&x);
+  snprintf(so, sizeof so,
+           "apiVersion: http.keda.sh/v1alpha1\nkind: HTTPScaledObject\nmetadata: {name: t, "
+           "namespace: ml}\nspec:\n  scalingMetric:\n    concurrency: {targetValue: 100}\n---\n"
+           "apiVersion: keda.sh/v1alpha1\nkind: ScaledObject\nmetadata: {name: t, namespace: ml}\n"
+           "spec:\n  minReplicaCount: 0\n  maxReplicaCount: 20\n  triggers:\n%s"
+           "    - type: external-push\n      metadata:\n        scalerAddress: " SIM_HTTP_SCALER
+           "\n        httpScaledObject: t\n",
+           ENGINE_TRIG("vllm_queue_depth", "4"));
+  run_text(&x, MODEL_ENGINE, so, NULL, ZERO_CSV);
+  assert_int_equal(x.rc, 0);
+  assert_int_equal((int)x.r.replicas[1199], 0);
+  assert_true(x.r.replicas[1200] >= 1);
+  assert_true(x.r.sum.max_replicas >= 5); /* 40 / 8 */
+  run_free(&x);
+}
+
+/* behavior.scaleDown.tolerance (Kubernetes 1.33+, Tolerances.isWithin) reaches the loop: with a
+ * scale-down tolerance of 1 every ratio below 1 is within the band, so the workload never scales
+ * down after the step; with the default 0.1 it does. */
+static void test_behavior_tolerance(void **state) {
+  (void)state;
+  char so[2048];
+  struct run x;
+  so_text(so, sizeof so, 1, 20,
+          "  advanced:\n    horizontalPodAutoscalerConfig:\n      behavior:\n"
+          "        scaleDown: {tolerance: \"1\"}\n",
+          GW_UTIL);
+  run_text(&x, MODEL_UTIL, so, "step", NULL);
+  assert_int_equal(x.rc, 0);
+  int held = (int)x.r.replicas[x.r.n - 1];
+  run_free(&x);
+  so_text(so, sizeof so, 1, 20, "", GW_UTIL);
+  run_text(&x, MODEL_UTIL, so, "step", NULL);
+  assert_int_equal(x.rc, 0);
+  int fell = (int)x.r.replicas[x.r.n - 1];
+  run_free(&x);
+  if (held < 10 || fell > 3)
+    fail_msg("after the step: %d replicas with tolerance 1, %d with the default", held, fell);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_naive_caps_and_workload_follows),
@@ -680,6 +776,9 @@ int main(void) {
       cmocka_unit_test(test_scaling_modifiers),
       cmocka_unit_test(test_http_addon),
       cmocka_unit_test(test_nodes),
+      cmocka_unit_test(test_engine_triggers),
+      cmocka_unit_test(test_engine_scale_to_zero),
+      cmocka_unit_test(test_behavior_tolerance),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
