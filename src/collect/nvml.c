@@ -3,6 +3,9 @@
 #include "collect/collector.h"
 
 #include <dlfcn.h>
+#include <errno.h>
+#include <math.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -10,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "core/err.h"
 #include "core/log.h"
@@ -37,6 +41,43 @@ enum {
 };
 
 enum { NVML_TEMPERATURE_GPU = 0, NVML_DEVICE_MIG_ENABLE = 1 };
+enum { NVML_CLOCK_SM = 1, NVML_CLOCK_MEM = 2 };                    /* nvmlClockType_t */
+enum { NVML_PCIE_UTIL_TX_BYTES = 0, NVML_PCIE_UTIL_RX_BYTES = 1 }; /* nvmlPcieUtilCounter_t */
+/* Field value ids (NVML_FI_*) and value types (nvmlValueType_t). */
+enum {
+  NVML_FI_DEV_MEMORY_TEMP = 82,
+  NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX = 138, /* KiB, counter; scopeId UINT_MAX: all links */
+  NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX = 139,
+};
+enum {
+  NVML_VALUE_TYPE_DOUBLE = 0,
+  NVML_VALUE_TYPE_UNSIGNED_INT = 1,
+  NVML_VALUE_TYPE_UNSIGNED_LONG = 2,
+  NVML_VALUE_TYPE_UNSIGNED_LONG_LONG = 3,
+  NVML_VALUE_TYPE_SIGNED_LONG_LONG = 4,
+  NVML_VALUE_TYPE_SIGNED_INT = 5,
+  NVML_VALUE_TYPE_UNSIGNED_SHORT = 6,
+};
+#define NVML_SCOPE_ALL_LINKS 0xFFFFFFFFu
+#define NVML_EVENT_XID_CRITICAL 0x8ull /* nvmlEventTypeXidCriticalError */
+#define NVML_GRID_LICENSE_FEATURE_CODE_VGPU 1
+/* GPM metric ids (nvmlGpmMetricId_t) and struct versions. */
+enum {
+  NVML_GPM_METRIC_GRAPHICS_UTIL = 1,
+  NVML_GPM_METRIC_SM_UTIL = 2,
+  NVML_GPM_METRIC_SM_OCCUPANCY = 3,
+  NVML_GPM_METRIC_ANY_TENSOR_UTIL = 5,
+  NVML_GPM_METRIC_DRAM_BW_UTIL = 10,
+  NVML_GPM_METRIC_PCIE_TX_PER_SEC = 20, /* MiB/s */
+  NVML_GPM_METRIC_PCIE_RX_PER_SEC = 21,
+};
+#define NVML_GPM_METRICS_GET_VERSION 1
+#define NVML_GPM_SUPPORT_VERSION 1
+/* nvmlGpmMetricsGet_t holds NVML_GPM_METRIC_MAX entries: 333 in the newest header (98 in the first
+ * one). We ask for few, but size the array as the newest header does. */
+#define NVML_GPM_METRIC_ROOM 333
+#define NVML_XID_WAIT_MS 500     /* one nvmlEventSetWait_v2 */
+#define NVML_XID_BACKOFF_MS 5000 /* after a failed wait */
 
 #define NVML_BUF 96 /* NVML_DEVICE_NAME_V2_BUFFER_SIZE, also enough for UUIDs (80) */
 #define NVML_DRIVER_BUF 80
@@ -89,6 +130,81 @@ struct nvml_process_sample {
 _Static_assert(sizeof(struct nvml_process_sample) == 32,
                "nvmlProcessUtilizationSample_t is 32 bytes");
 
+/* nvmlFieldValue_t (nvmlDeviceGetFieldValues). */
+struct nvml_field_value {
+  unsigned field_id, scope_id;
+  long long timestamp; /* microseconds since 1970 */
+  long long latency_usec;
+  int value_type; /* nvmlValueType_t */
+  int nvml_return;
+  union {
+    double d;
+    int si;
+    unsigned ui;
+    unsigned long ul;
+    unsigned long long ull;
+    long long sll;
+    unsigned short us;
+  } value;
+};
+_Static_assert(sizeof(struct nvml_field_value) == 40, "nvmlFieldValue_t is 40 bytes");
+_Static_assert(offsetof(struct nvml_field_value, value) == 32, "nvmlFieldValue_t.value at 32");
+
+/* nvmlEventData_t (nvmlEventSetWait_v2). nvmlEventSet_t is struct nvml_event_set *. */
+struct nvml_event_set;
+struct nvml_event_data {
+  struct nvml_device *device;
+  unsigned long long event_type, event_data; /* event_data: the XID (999: unknown) */
+  unsigned gpu_instance_id, compute_instance_id;
+};
+_Static_assert(sizeof(struct nvml_event_data) == 32, "nvmlEventData_t is 32 bytes");
+
+/* nvmlGridLicensableFeatures_t (nvmlDeviceGetGridLicensableFeatures_v4). */
+struct nvml_grid_license_expiry {
+  unsigned year;
+  unsigned short month, day, hour, min, sec;
+  unsigned char status;
+};
+struct nvml_grid_licensable_feature {
+  int feature_code; /* nvmlGridLicenseFeatureCode_t */
+  unsigned feature_state;
+  char license_info[128], product_name[128];
+  unsigned feature_enabled;
+  struct nvml_grid_license_expiry expiry;
+};
+struct nvml_grid_licensable_features {
+  int is_grid_license_supported;
+  unsigned count;
+  struct nvml_grid_licensable_feature features[3]; /* NVML_GRID_LICENSE_FEATURE_MAX_COUNT */
+};
+_Static_assert(sizeof(struct nvml_grid_licensable_feature) == 284,
+               "nvmlGridLicensableFeature_t is 284 bytes");
+_Static_assert(sizeof(struct nvml_grid_licensable_features) == 860,
+               "nvmlGridLicensableFeatures_t is 860 bytes");
+
+/* GPM: nvmlGpmSample_t is struct nvml_gpm_sample *; nvmlGpmSupport_t, nvmlGpmMetric_t and
+ * nvmlGpmMetricsGet_t. */
+struct nvml_gpm_sample;
+struct nvml_gpm_support {
+  unsigned version, is_supported_device;
+};
+struct nvml_gpm_metric {
+  unsigned metric_id;
+  int nvml_return;
+  double value;
+  struct {
+    char *short_name, *long_name, *unit;
+  } info;
+};
+struct nvml_gpm_metrics_get {
+  unsigned version, num_metrics;
+  struct nvml_gpm_sample *sample1, *sample2;
+  struct nvml_gpm_metric metrics[NVML_GPM_METRIC_ROOM];
+};
+_Static_assert(sizeof(struct nvml_gpm_metric) == 40, "nvmlGpmMetric_t is 40 bytes");
+_Static_assert(offsetof(struct nvml_gpm_metrics_get, metrics) == 24,
+               "nvmlGpmMetricsGet_t.metrics at offset 24");
+
 /* The entry points we use, resolved with dlsym. Optional ones may stay NULL. */
 struct nvml_api {
   int (*init)(void);
@@ -115,6 +231,24 @@ struct nvml_api {
   int (*get_attributes)(struct nvml_device *, struct nvml_device_attributes *);
   int (*get_process_util)(struct nvml_device *, struct nvml_process_sample *, unsigned *,
                           unsigned long long);
+  int (*get_clock)(struct nvml_device *, int, unsigned *);
+  int (*get_encoder)(struct nvml_device *, unsigned *, unsigned *);
+  int (*get_decoder)(struct nvml_device *, unsigned *, unsigned *);
+  int (*get_replay)(struct nvml_device *, unsigned *);
+  int (*get_pcie_throughput)(struct nvml_device *, int, unsigned *);
+  int (*get_remapped_rows)(struct nvml_device *, unsigned *, unsigned *, unsigned *, unsigned *);
+  int (*get_field_values)(struct nvml_device *, int, struct nvml_field_value *);
+  int (*get_license)(struct nvml_device *, struct nvml_grid_licensable_features *);
+  int (*event_set_create)(struct nvml_event_set **);
+  int (*register_events)(struct nvml_device *, unsigned long long, struct nvml_event_set *);
+  int (*event_set_wait)(struct nvml_event_set *, struct nvml_event_data *, unsigned);
+  int (*event_set_free)(struct nvml_event_set *);
+  int (*gpm_query_support)(struct nvml_device *, struct nvml_gpm_support *);
+  int (*gpm_sample_alloc)(struct nvml_gpm_sample **);
+  int (*gpm_sample_free)(struct nvml_gpm_sample *);
+  int (*gpm_sample_get)(struct nvml_device *, struct nvml_gpm_sample *);
+  int (*gpm_mig_sample_get)(struct nvml_device *, unsigned, struct nvml_gpm_sample *);
+  int (*gpm_metrics_get)(struct nvml_gpm_metrics_get *);
 };
 
 _Static_assert(sizeof(void *) == sizeof(void (*)(void)), "dlsym result fits a function pointer");
@@ -143,7 +277,25 @@ _Static_assert(sizeof(void *) == sizeof(void (*)(void)), "dlsym result fits a fu
   X(get_energy, "nvmlDeviceGetTotalEnergyConsumption", NULL, false, COLLECTOR_CAP_ENERGY)          \
   X(get_minor, "nvmlDeviceGetMinorNumber", NULL, false, 0)                                         \
   X(get_attributes, "nvmlDeviceGetAttributes_v2", NULL, false, 0)                                  \
-  X(get_process_util, "nvmlDeviceGetProcessUtilization", NULL, false, 0)
+  X(get_process_util, "nvmlDeviceGetProcessUtilization", NULL, false, 0)                           \
+  X(get_clock, "nvmlDeviceGetClockInfo", NULL, false, 0)                                           \
+  X(get_encoder, "nvmlDeviceGetEncoderUtilization", NULL, false, 0)                                \
+  X(get_decoder, "nvmlDeviceGetDecoderUtilization", NULL, false, 0)                                \
+  X(get_replay, "nvmlDeviceGetPcieReplayCounter", NULL, false, 0)                                  \
+  X(get_pcie_throughput, "nvmlDeviceGetPcieThroughput", NULL, false, 0)                            \
+  X(get_remapped_rows, "nvmlDeviceGetRemappedRows", NULL, false, 0)                                \
+  X(get_field_values, "nvmlDeviceGetFieldValues", NULL, false, 0)                                  \
+  X(get_license, "nvmlDeviceGetGridLicensableFeatures_v4", NULL, false, 0)                         \
+  X(event_set_create, "nvmlEventSetCreate", NULL, false, 0)                                        \
+  X(register_events, "nvmlDeviceRegisterEvents", NULL, false, 0)                                   \
+  X(event_set_wait, "nvmlEventSetWait_v2", NULL, false, 0)                                         \
+  X(event_set_free, "nvmlEventSetFree", NULL, false, 0)                                            \
+  X(gpm_query_support, "nvmlGpmQueryDeviceSupport", NULL, false, 0)                                \
+  X(gpm_sample_alloc, "nvmlGpmSampleAlloc", NULL, false, 0)                                        \
+  X(gpm_sample_free, "nvmlGpmSampleFree", NULL, false, 0)                                          \
+  X(gpm_sample_get, "nvmlGpmSampleGet", NULL, false, 0)                                            \
+  X(gpm_mig_sample_get, "nvmlGpmMigSampleGet", NULL, false, 0)                                     \
+  X(gpm_metrics_get, "nvmlGpmMetricsGet", NULL, false, 0)
 
 #define NVML_HINT "to try gpuscale without a GPU, run: gpuscale agent --collector mock"
 #define NVML_LOG "nvml"
@@ -229,6 +381,29 @@ struct nvml_dev {
   _Atomic(const struct gpu_info *) shown;    /* what info() returns; NULL: &info */
   atomic_bool serving;                       /* identified: processes() may use handle */
   struct log_complain complain[NVML_NCALLS]; /* a field call failing sample after sample */
+  /* NVLink throughput counters (KiB) of the previous sample, for the rates. */
+  struct nvml_counter_prev {
+    bool ok;
+    unsigned long long kib;
+    long long us; /* its timestamp, microseconds since 1970 */
+  } nvl_tx, nvl_rx;
+  /* GPM: -1 not supported, 0 not asked yet, 1 supported; gpm[0] holds the previous sample when
+   * gpm_prev, gpm[1] is read next. */
+  int gpm_state;
+  bool gpm_prev;
+  struct nvml_gpm_sample *gpm[2];
+};
+
+/* The last XID of a whole GPU, written by the event thread (under xid_lock). */
+struct nvml_xid {
+  bool seen;
+  unsigned long long code;
+};
+
+/* A whole GPU registered for XID events: its handle (a copy, the thread's own) and index. */
+struct nvml_xid_watch {
+  struct nvml_device *handle;
+  size_t dev;
 };
 
 struct nvml_ctx {
@@ -241,6 +416,17 @@ struct nvml_ctx {
   char driver[NVML_DRIVER_BUF];
   /* Failed calls by call and code (sampler thread writes, /metrics reads). */
   atomic_uint_fast64_t errors[NVML_NCALLS][NVML_NSLOTS];
+  /* XID events: an event set waited on by a thread of its own (xid_main). */
+  struct nvml_event_set *evset;
+  struct nvml_xid_watch *watch;
+  size_t nwatch;
+  struct nvml_xid *xid; /* ndevs entries, under xid_lock */
+  pthread_mutex_t xid_lock;
+  pthread_cond_t xid_cond; /* signalled at close */
+  bool xid_stop;           /* under xid_lock */
+  bool xid_thread_on;
+  pthread_t xid_thread;
+  struct log_complain xid_complain;
 };
 
 static struct nvml_ctx *ctx_of(struct collector *c) {
@@ -605,6 +791,129 @@ static void read_driver_version(struct nvml_ctx *n) {
   }
 }
 
+/* Registers every whole GPU in service for XID events, on an event set the XID thread waits on.
+ * Called before publish_devices: a GPU found lost here is out of service. Without the event
+ * calls, or when they are not supported, no XID is ever reported (GF_XID_LAST stays absent). */
+static void xid_register(struct nvml_ctx *n) {
+  const struct nvml_api *a = &n->api;
+  if (!a->event_set_create || !a->register_events || !a->event_set_wait || !a->event_set_free)
+    return;
+  int rc = a->event_set_create(&n->evset);
+  if (rc != NVML_SUCCESS) {
+    n->evset = NULL;
+    if (rc != NVML_ERROR_NOT_SUPPORTED) {
+      count_error(n, NVML_CALL_event_set_create, rc);
+      LOG_WARN(NVML_LOG, "nvmlEventSetCreate: %s; XID errors are not reported", nvml_errstr(n, rc));
+    }
+    return;
+  }
+  n->xid = calloc(n->ndevs, sizeof *n->xid);
+  n->watch = calloc(n->ndevs, sizeof *n->watch);
+  for (size_t i = 0; n->xid && n->watch && i < n->ndevs; i++) {
+    struct nvml_dev *d = &n->devs[i];
+    if (d->info.mig || d->down[0] || !d->handle)
+      continue;
+    rc = a->register_events(d->handle, NVML_EVENT_XID_CRITICAL, n->evset);
+    if (rc == NVML_SUCCESS)
+      n->watch[n->nwatch++] = (struct nvml_xid_watch){d->handle, i};
+    else
+      fact_fail(n, d, NVML_CALL_register_events, rc, "its XID errors are not reported");
+  }
+  if (n->nwatch == 0) {
+    if (!n->xid || !n->watch)
+      LOG_WARN(NVML_LOG, "out of memory; XID errors are not reported");
+    a->event_set_free(n->evset);
+    n->evset = NULL;
+    free(n->xid);
+    free(n->watch);
+    n->xid = NULL;
+    n->watch = NULL;
+  }
+}
+
+/* Records an XID event of a watched GPU. */
+static void xid_record(struct nvml_ctx *n, const struct nvml_event_data *ev) {
+  for (size_t k = 0; k < n->nwatch; k++) {
+    if (n->watch[k].handle != ev->device)
+      continue;
+    size_t i = n->watch[k].dev;
+    pthread_mutex_lock(&n->xid_lock);
+    n->xid[i].seen = true;
+    n->xid[i].code = ev->event_data;
+    pthread_mutex_unlock(&n->xid_lock);
+    LOG_WARN(NVML_LOG, "GPU %zu (%s): XID %llu", i, n->devs[i].info.uuid, ev->event_data);
+    return;
+  }
+}
+
+/* The XID thread: waits on the event set, never on the sampling or request path, until close. */
+static void *xid_main(void *arg) {
+  struct nvml_ctx *n = arg;
+  for (;;) {
+    pthread_mutex_lock(&n->xid_lock);
+    bool stop = n->xid_stop;
+    pthread_mutex_unlock(&n->xid_lock);
+    if (stop)
+      break;
+    struct nvml_event_data ev;
+    memset(&ev, 0, sizeof ev);
+    int rc = n->api.event_set_wait(n->evset, &ev, NVML_XID_WAIT_MS);
+    if (rc == NVML_SUCCESS || rc == NVML_ERROR_TIMEOUT) {
+      if (log_complain_clear(&n->xid_complain))
+        LOG_INFO(NVML_LOG, "nvmlEventSetWait_v2 answers again");
+      if (rc == NVML_SUCCESS && (ev.event_type & NVML_EVENT_XID_CRITICAL))
+        xid_record(n, &ev);
+      continue;
+    }
+    count_error(n, NVML_CALL_event_set_wait, rc);
+    if (log_complain(&n->xid_complain, time_mono_ms()))
+      LOG_WARN(NVML_LOG, "nvmlEventSetWait_v2: %s; XID events are missed until it answers",
+               nvml_errstr(n, rc));
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += NVML_XID_BACKOFF_MS / 1000;
+    pthread_mutex_lock(&n->xid_lock);
+    while (!n->xid_stop && pthread_cond_timedwait(&n->xid_cond, &n->xid_lock, &until) != ETIMEDOUT)
+      ;
+    pthread_mutex_unlock(&n->xid_lock);
+  }
+  return NULL;
+}
+
+static void xid_start(struct nvml_ctx *n) {
+  if (!n->evset)
+    return;
+  int rc = pthread_create(&n->xid_thread, NULL, xid_main, n);
+  if (rc == 0) {
+    n->xid_thread_on = true;
+    return;
+  }
+  LOG_WARN(NVML_LOG, "cannot start the XID event thread: %s; XID errors are not reported",
+           strerror(rc));
+}
+
+/* Stops the XID thread (within one wait) and frees the event set. */
+static void xid_close(struct nvml_ctx *n) {
+  if (n->xid_thread_on) {
+    pthread_mutex_lock(&n->xid_lock);
+    n->xid_stop = true;
+    pthread_cond_broadcast(&n->xid_cond);
+    pthread_mutex_unlock(&n->xid_lock);
+    pthread_join(n->xid_thread, NULL);
+    n->xid_thread_on = false;
+  }
+  if (n->evset) {
+    int rc = n->api.event_set_free(n->evset);
+    if (rc != NVML_SUCCESS)
+      LOG_WARN(NVML_LOG, "nvmlEventSetFree: %s", nvml_errstr(n, rc));
+    n->evset = NULL;
+  }
+  free(n->xid);
+  free(n->watch);
+  n->xid = NULL;
+  n->watch = NULL;
+}
+
 /* After open, when the list is final: what info() shows, and the retry state of each device. */
 static void publish_devices(struct nvml_ctx *n) {
   for (size_t i = 0; i < n->ndevs; i++) {
@@ -652,6 +961,7 @@ static int enumerate(struct nvml_ctx *n, char *err, size_t errlen) {
     if (rc)
       return rc;
   }
+  xid_register(n);
   publish_devices(n);
   return 0;
 }
@@ -660,6 +970,11 @@ static void nvml_close(struct collector *c) {
   struct nvml_ctx *n = ctx_of(c);
   if (!n)
     return;
+  xid_close(n);
+  for (size_t i = 0; i < n->ndevs; i++)
+    for (int k = 0; k < 2; k++)
+      if (n->devs[i].gpm[k])
+        n->api.gpm_sample_free(n->devs[i].gpm[k]);
   if (n->initialised && n->api.shutdown) {
     int rc = n->api.shutdown();
     if (rc != NVML_SUCCESS)
@@ -670,6 +985,8 @@ static void nvml_close(struct collector *c) {
   for (size_t i = 0; i < n->ndevs; i++)
     free(n->devs[i].at_open);
   free(n->devs);
+  pthread_cond_destroy(&n->xid_cond);
+  pthread_mutex_destroy(&n->xid_lock);
   free(n);
 }
 
@@ -682,6 +999,8 @@ static int nvml_open(const struct collector_config *cfg, struct collector **out,
   if (!n)
     return open_fail(GS_ENOMEM, err, errlen, "nvml: out of memory");
   n->base.ops = &collector_nvml;
+  pthread_mutex_init(&n->xid_lock, NULL);
+  pthread_cond_init(&n->xid_cond, NULL);
   int rc = load_library(n, cfg ? cfg->nvml_library : NULL, err, errlen);
   if (rc == 0)
     rc = resolve_symbols(n, err, errlen);
@@ -695,6 +1014,7 @@ static int nvml_open(const struct collector_config *cfg, struct collector **out,
     nvml_close(&n->base);
     return rc;
   }
+  xid_start(n);
   size_t down = 0;
   for (size_t i = 0; i < n->ndevs; i++)
     down += n->devs[i].down[0] != '\0';
@@ -806,11 +1126,32 @@ static uint64_t call_field_bits(enum nvml_call call) {
   switch (call) {
   case NVML_CALL_get_utilization: return GF_BIT(GF_GPU_UTIL) | GF_BIT(GF_MEM_UTIL);
   case NVML_CALL_get_memory:
-  case NVML_CALL_get_memory_v2:
     return GF_BIT(GF_MEM_USED_MIB) | GF_BIT(GF_MEM_FREE_MIB) | GF_BIT(GF_MEM_TOTAL_MIB);
+  case NVML_CALL_get_memory_v2:
+    return GF_BIT(GF_MEM_USED_MIB) | GF_BIT(GF_MEM_FREE_MIB) | GF_BIT(GF_MEM_TOTAL_MIB) |
+           GF_BIT(GF_MEM_RESERVED_MIB);
   case NVML_CALL_get_temperature: return GF_BIT(GF_TEMP_C);
   case NVML_CALL_get_power: return GF_BIT(GF_POWER_W);
   case NVML_CALL_get_energy: return GF_BIT(GF_ENERGY_MJ);
+  case NVML_CALL_get_clock: return GF_BIT(GF_SM_CLOCK_MHZ) | GF_BIT(GF_MEM_CLOCK_MHZ);
+  case NVML_CALL_get_encoder: return GF_BIT(GF_ENC_UTIL);
+  case NVML_CALL_get_decoder: return GF_BIT(GF_DEC_UTIL);
+  case NVML_CALL_get_replay: return GF_BIT(GF_PCIE_REPLAY);
+  case NVML_CALL_get_pcie_throughput: return GF_BIT(GF_PCIE_TX_KBPS) | GF_BIT(GF_PCIE_RX_KBPS);
+  case NVML_CALL_get_remapped_rows:
+    return GF_BIT(GF_ROWS_REMAP_CORR) | GF_BIT(GF_ROWS_REMAP_UNCORR) | GF_BIT(GF_ROW_REMAP_FAILURE);
+  case NVML_CALL_get_field_values:
+    return GF_BIT(GF_MEM_TEMP_C) | GF_BIT(GF_NVLINK_BW_TOTAL) | GF_BIT(GF_NVLINK_TX_MBPS) |
+           GF_BIT(GF_NVLINK_RX_MBPS);
+  case NVML_CALL_get_license: return GF_BIT(GF_VGPU_LICENSE);
+  case NVML_CALL_gpm_query_support:
+  case NVML_CALL_gpm_sample_alloc:
+  case NVML_CALL_gpm_sample_get:
+  case NVML_CALL_gpm_mig_sample_get:
+  case NVML_CALL_gpm_metrics_get:
+    return GF_BIT(GF_GR_ENGINE_ACTIVE) | GF_BIT(GF_SM_ACTIVE) | GF_BIT(GF_SM_OCCUPANCY) |
+           GF_BIT(GF_TENSOR_ACTIVE) | GF_BIT(GF_DRAM_ACTIVE) | GF_BIT(GF_PROF_PCIE_TX_BPS) |
+           GF_BIT(GF_PROF_PCIE_RX_BPS);
   default: return 0;
   }
 }
@@ -820,7 +1161,8 @@ static uint64_t call_field_bits(enum nvml_call call) {
  * other code leaves this call's fields absent in this sample, marked failed (not unsupported:
  * sample.failed), and is counted and logged
  * (rate-limited per device and call); the other fields are read as usual. */
-static bool read_fail(struct nvml_read *r, enum nvml_call call, int rc, int also_absent) {
+static bool read_fail_bits(struct nvml_read *r, enum nvml_call call, int rc, int also_absent,
+                           uint64_t bits) {
   if (rc == NVML_ERROR_NOT_SUPPORTED || (also_absent && rc == also_absent))
     return false;
   count_error(r->n, call, rc);
@@ -830,13 +1172,18 @@ static bool read_fail(struct nvml_read *r, enum nvml_call call, int rc, int also
       snprintf(r->err, r->errlen, "%s: %s", call_names[call], es);
     return true;
   }
-  r->out->failed |= call_field_bits(call); /* absent because it failed, not unsupported */
+  r->out->failed |= bits & ~r->out->valid; /* absent because it failed, not unsupported */
   if (r->failed++ == 0 && r->err && r->errlen)
     snprintf(r->err, r->errlen, "%s: %s", call_names[call], es);
   if (log_complain(&r->d->complain[call], time_mono_ms()))
     LOG_WARN(NVML_LOG, "device %d (%s): %s: %s (%s); its field is absent until it reads again",
              r->d->info.index, r->d->info.uuid, call_names[call], es, slot_name(code_slot(rc)));
   return false;
+}
+
+/* read_fail_bits for every field of the call. */
+static bool read_fail(struct nvml_read *r, enum nvml_call call, int rc, int also_absent) {
+  return read_fail_bits(r, call, rc, also_absent, call_field_bits(call));
 }
 
 static void set_memory(struct gpu_sample *out, unsigned long long total, unsigned long long used,
@@ -859,6 +1206,7 @@ static bool read_memory(struct nvml_read *r, struct nvml_dev *d, struct gpu_samp
     if (rc == NVML_SUCCESS) {
       read_ok(r, NVML_CALL_get_memory_v2);
       set_memory(out, m2.total, m2.used, m2.free);
+      sample_set(out, GF_MEM_RESERVED_MIB, (double)(m2.reserved / (1024ull * 1024ull)));
       return false;
     }
     if (rc != NVML_ERROR_NOT_SUPPORTED && rc != NVML_ERROR_FUNCTION_NOT_FOUND &&
@@ -911,6 +1259,262 @@ static bool read_physical(struct nvml_read *r, struct nvml_dev *d, struct gpu_sa
   return false;
 }
 
+/* One call that reads one unsigned value into field f (bits: f). Returns true when lost. */
+static bool read_uint(struct nvml_read *r, enum nvml_call call, int rc, const unsigned *v,
+                      enum gpu_field f) {
+  if (rc == NVML_SUCCESS) { /* *v read here, after the call that filled it */
+    read_ok(r, call);
+    sample_set(r->out, f, (double)*v);
+    return false;
+  }
+  return read_fail_bits(r, call, rc, 0, GF_BIT(f));
+}
+
+/* Card-level readings beyond temperature and power: clocks, encoder/decoder, PCIe, remapped rows,
+ * vGPU license. Each call is optional (a missing symbol: its fields absent). Returns true when
+ * the GPU is lost. */
+static bool read_card(struct nvml_read *r, struct nvml_dev *d, struct gpu_sample *out) {
+  const struct nvml_api *a = &r->n->api;
+  unsigned v = 0, period = 0;
+  if (a->get_clock) {
+    if (read_uint(r, NVML_CALL_get_clock, a->get_clock(d->handle, NVML_CLOCK_SM, &v), &v,
+                  GF_SM_CLOCK_MHZ) ||
+        read_uint(r, NVML_CALL_get_clock, a->get_clock(d->handle, NVML_CLOCK_MEM, &v), &v,
+                  GF_MEM_CLOCK_MHZ))
+      return true;
+  }
+  if (a->get_encoder &&
+      read_uint(r, NVML_CALL_get_encoder, a->get_encoder(d->handle, &v, &period), &v, GF_ENC_UTIL))
+    return true;
+  if (a->get_decoder &&
+      read_uint(r, NVML_CALL_get_decoder, a->get_decoder(d->handle, &v, &period), &v, GF_DEC_UTIL))
+    return true;
+  if (a->get_replay &&
+      read_uint(r, NVML_CALL_get_replay, a->get_replay(d->handle, &v), &v, GF_PCIE_REPLAY))
+    return true;
+  if (a->get_pcie_throughput) { /* KB/s, as the reference scaler's pcie_tx_kbps */
+    if (read_uint(r, NVML_CALL_get_pcie_throughput,
+                  a->get_pcie_throughput(d->handle, NVML_PCIE_UTIL_TX_BYTES, &v), &v,
+                  GF_PCIE_TX_KBPS) ||
+        read_uint(r, NVML_CALL_get_pcie_throughput,
+                  a->get_pcie_throughput(d->handle, NVML_PCIE_UTIL_RX_BYTES, &v), &v,
+                  GF_PCIE_RX_KBPS))
+      return true;
+  }
+  if (a->get_remapped_rows) {
+    unsigned corr = 0, unc = 0, pending = 0, failure = 0;
+    int rc = a->get_remapped_rows(d->handle, &corr, &unc, &pending, &failure);
+    if (rc == NVML_SUCCESS) {
+      read_ok(r, NVML_CALL_get_remapped_rows);
+      sample_set(out, GF_ROWS_REMAP_CORR, (double)corr);
+      sample_set(out, GF_ROWS_REMAP_UNCORR, (double)unc);
+      sample_set(out, GF_ROW_REMAP_FAILURE, failure ? 1.0 : 0.0);
+    } else if (read_fail(r, NVML_CALL_get_remapped_rows, rc, 0)) {
+      return true;
+    }
+  }
+  if (a->get_license) {
+    /* DCGM's DCGM_FI_DEV_VGPU_LICENSE_STATUS: the VGPU feature's state, 1 licensed, 0 not.
+     * Outside a vGPU guest (licensing not supported) it is absent here, where DCGM says 0. */
+    struct nvml_grid_licensable_features lf;
+    memset(&lf, 0, sizeof lf);
+    int rc = a->get_license(d->handle, &lf);
+    if (rc == NVML_SUCCESS) {
+      read_ok(r, NVML_CALL_get_license);
+      for (unsigned k = 0; lf.is_grid_license_supported && k < lf.count && k < 3; k++)
+        if (lf.features[k].feature_code == NVML_GRID_LICENSE_FEATURE_CODE_VGPU) {
+          sample_set(out, GF_VGPU_LICENSE, lf.features[k].feature_state ? 1.0 : 0.0);
+          break;
+        }
+    } else if (read_fail(r, NVML_CALL_get_license, rc, 0)) {
+      return true;
+    }
+  }
+  return false;
+}
+
+/* A field value as a double; false for a type we do not know. */
+static bool field_double(const struct nvml_field_value *f, double *out) {
+  switch (f->value_type) {
+  case NVML_VALUE_TYPE_DOUBLE: *out = f->value.d; return true;
+  case NVML_VALUE_TYPE_UNSIGNED_INT: *out = (double)f->value.ui; return true;
+  case NVML_VALUE_TYPE_UNSIGNED_LONG: *out = (double)f->value.ul; return true;
+  case NVML_VALUE_TYPE_UNSIGNED_LONG_LONG: *out = (double)f->value.ull; return true;
+  case NVML_VALUE_TYPE_SIGNED_LONG_LONG: *out = (double)f->value.sll; return true;
+  case NVML_VALUE_TYPE_SIGNED_INT: *out = (double)f->value.si; return true;
+  case NVML_VALUE_TYPE_UNSIGNED_SHORT: *out = (double)f->value.us; return true;
+  default: return false;
+  }
+}
+
+/* The KiB/s of an NVLink throughput counter since the previous sample, which it replaces. False
+ * when there is no earlier reading to compare with, or the counter went back (reset). */
+static bool counter_rate(struct nvml_counter_prev *p, const struct nvml_field_value *f,
+                         double *kib_s) {
+  double now = 0;
+  bool ok = f->nvml_return == NVML_SUCCESS && field_double(f, &now) && now >= 0;
+  long long us = f->timestamp > 0 ? f->timestamp : time_wall_ms() * 1000;
+  bool have = ok && p->ok && (double)p->kib <= now && us > p->us;
+  if (have)
+    *kib_s = (now - (double)p->kib) / ((double)(us - p->us) / 1e6);
+  p->ok = ok;
+  p->kib = ok ? (unsigned long long)now : 0;
+  p->us = us;
+  return have;
+}
+
+/* nvmlDeviceGetFieldValues: memory temperature and the NVLink data throughput of all links, as
+ * rates between two samples: DCGM's NVLINK_BANDWIDTH_TOTAL ((TX + RX) KiB/s / 1000, whole, as
+ * DcgmCacheManager computes it) and the reference scaler's nvlink_tx/rx_mbps (KiB/s / 1024).
+ * Returns true when the GPU is lost. */
+static bool read_field_values(struct nvml_read *r, struct nvml_dev *d, struct gpu_sample *out) {
+  if (!r->n->api.get_field_values)
+    return false;
+  struct nvml_field_value fv[3];
+  memset(fv, 0, sizeof fv);
+  fv[0].field_id = NVML_FI_DEV_MEMORY_TEMP;
+  fv[1].field_id = NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX;
+  fv[1].scope_id = NVML_SCOPE_ALL_LINKS;
+  fv[2].field_id = NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX;
+  fv[2].scope_id = NVML_SCOPE_ALL_LINKS;
+  int rc = r->n->api.get_field_values(d->handle, 3, fv);
+  if (rc != NVML_SUCCESS) {
+    d->nvl_tx.ok = d->nvl_rx.ok = false;
+    return read_fail(r, NVML_CALL_get_field_values, rc, 0);
+  }
+  read_ok(r, NVML_CALL_get_field_values);
+  static const uint64_t bits[3] = {GF_BIT(GF_MEM_TEMP_C),
+                                   GF_BIT(GF_NVLINK_TX_MBPS) | GF_BIT(GF_NVLINK_BW_TOTAL),
+                                   GF_BIT(GF_NVLINK_RX_MBPS) | GF_BIT(GF_NVLINK_BW_TOTAL)};
+  for (int k = 0; k < 3; k++)
+    if (fv[k].nvml_return != NVML_SUCCESS &&
+        read_fail_bits(r, NVML_CALL_get_field_values, fv[k].nvml_return, 0, bits[k]))
+      return true;
+  double t = 0, tx = 0, rx = 0;
+  if (fv[0].nvml_return == NVML_SUCCESS && field_double(&fv[0], &t))
+    sample_set(out, GF_MEM_TEMP_C, t);
+  bool have_tx = counter_rate(&d->nvl_tx, &fv[1], &tx);
+  bool have_rx = counter_rate(&d->nvl_rx, &fv[2], &rx);
+  if (have_tx)
+    sample_set(out, GF_NVLINK_TX_MBPS, tx / 1024.0);
+  if (have_rx)
+    sample_set(out, GF_NVLINK_RX_MBPS, rx / 1024.0);
+  if (have_tx && have_rx)
+    sample_set(out, GF_NVLINK_BW_TOTAL, floor((tx + rx) / 1000.0));
+  out->failed &= ~out->valid;
+  return false;
+}
+
+/* The GPM metrics we read: id, field, factor to our unit (percent stays percent; MiB/s to B/s). */
+static const struct {
+  unsigned id;
+  enum gpu_field f;
+  double scale;
+} gpm_metrics[] = {
+    {NVML_GPM_METRIC_GRAPHICS_UTIL, GF_GR_ENGINE_ACTIVE, 1.0},
+    {NVML_GPM_METRIC_SM_UTIL, GF_SM_ACTIVE, 1.0},
+    {NVML_GPM_METRIC_SM_OCCUPANCY, GF_SM_OCCUPANCY, 1.0},
+    {NVML_GPM_METRIC_ANY_TENSOR_UTIL, GF_TENSOR_ACTIVE, 1.0},
+    {NVML_GPM_METRIC_DRAM_BW_UTIL, GF_DRAM_ACTIVE, 1.0},
+    {NVML_GPM_METRIC_PCIE_TX_PER_SEC, GF_PROF_PCIE_TX_BPS, 1024.0 * 1024.0},
+    {NVML_GPM_METRIC_PCIE_RX_PER_SEC, GF_PROF_PCIE_RX_BPS, 1024.0 * 1024.0},
+};
+#define NVML_GPM_NMETRICS (sizeof gpm_metrics / sizeof gpm_metrics[0])
+
+/* Whether GPM serves d (asked once), and its two sample buffers. Returns -1 when lost, 0 when GPM
+ * cannot be read now, 1 when it can. */
+static int gpm_ready(struct nvml_read *r, struct nvml_dev *d) {
+  const struct nvml_api *a = &r->n->api;
+  if (d->gpm_state == 0) {
+    struct nvml_gpm_support sup = {NVML_GPM_SUPPORT_VERSION, 0};
+    int rc = a->gpm_query_support(d->handle, &sup);
+    if (rc == NVML_SUCCESS) {
+      read_ok(r, NVML_CALL_gpm_query_support);
+      d->gpm_state = sup.is_supported_device ? 1 : -1;
+    } else if (rc == NVML_ERROR_NOT_SUPPORTED) {
+      d->gpm_state = -1;
+    } else {
+      return read_fail(r, NVML_CALL_gpm_query_support, rc, 0) ? -1 : 0;
+    }
+  }
+  if (d->gpm_state < 0)
+    return 0;
+  for (int k = 0; k < 2; k++) {
+    if (d->gpm[k])
+      continue;
+    int rc = a->gpm_sample_alloc(&d->gpm[k]);
+    if (rc != NVML_SUCCESS) {
+      d->gpm[k] = NULL;
+      return read_fail(r, NVML_CALL_gpm_sample_alloc, rc, 0) ? -1 : 0;
+    }
+  }
+  return 1;
+}
+
+/* GPM profiling metrics (Hopper and later): one sample per call, the metrics between it and the
+ * previous one. A MIG device is sampled through its parent and GPU instance id. Absent without
+ * GPM and on the first sample. Returns true when the device is lost. */
+static bool read_gpm(struct nvml_read *r, struct nvml_dev *d, struct gpu_sample *out) {
+  const struct nvml_api *a = &r->n->api;
+  if (!a->gpm_query_support || !a->gpm_sample_alloc || !a->gpm_sample_free || !a->gpm_metrics_get ||
+      (d->info.mig ? !a->gpm_mig_sample_get : !a->gpm_sample_get))
+    return false;
+  int ready = gpm_ready(r, d);
+  if (ready <= 0) {
+    d->gpm_prev = false;
+    return ready < 0;
+  }
+  struct nvml_gpm_sample *cur = d->gpm[d->gpm_prev ? 1 : 0];
+  enum nvml_call call = d->info.mig ? NVML_CALL_gpm_mig_sample_get : NVML_CALL_gpm_sample_get;
+  int rc = d->info.mig ? a->gpm_mig_sample_get(r->n->devs[d->nvml_index].handle,
+                                               (unsigned)d->info.gi_id, cur)
+                       : a->gpm_sample_get(d->handle, cur);
+  if (rc != NVML_SUCCESS) {
+    d->gpm_prev = false;
+    return read_fail(r, call, rc, 0);
+  }
+  read_ok(r, call);
+  if (!d->gpm_prev) {
+    d->gpm_prev = true; /* the first of two */
+    return false;
+  }
+  struct nvml_gpm_metrics_get mg;
+  memset(&mg, 0,
+         offsetof(struct nvml_gpm_metrics_get, metrics) + NVML_GPM_NMETRICS * sizeof mg.metrics[0]);
+  mg.version = NVML_GPM_METRICS_GET_VERSION;
+  mg.num_metrics = (unsigned)NVML_GPM_NMETRICS;
+  mg.sample1 = d->gpm[0];
+  mg.sample2 = d->gpm[1];
+  for (size_t k = 0; k < NVML_GPM_NMETRICS; k++)
+    mg.metrics[k].metric_id = gpm_metrics[k].id;
+  rc = a->gpm_metrics_get(&mg);
+  d->gpm[1] = d->gpm[0]; /* the newest becomes the previous one */
+  d->gpm[0] = cur;
+  if (rc != NVML_SUCCESS)
+    return read_fail(r, NVML_CALL_gpm_metrics_get, rc, 0);
+  read_ok(r, NVML_CALL_gpm_metrics_get);
+  for (size_t k = 0; k < NVML_GPM_NMETRICS; k++) {
+    const struct nvml_gpm_metric *m = &mg.metrics[k];
+    if (m->nvml_return == NVML_SUCCESS && !isnan(m->value))
+      sample_set(out, gpm_metrics[k].f, m->value * gpm_metrics[k].scale);
+    else if (m->nvml_return != NVML_SUCCESS &&
+             read_fail_bits(r, NVML_CALL_gpm_metrics_get, m->nvml_return, 0,
+                            GF_BIT(gpm_metrics[k].f)))
+      return true;
+  }
+  return false;
+}
+
+/* The last XID the event thread saw on whole GPU i, if any. */
+static void read_xid(struct nvml_ctx *n, size_t i, struct gpu_sample *out) {
+  if (!n->xid)
+    return;
+  pthread_mutex_lock(&n->xid_lock);
+  if (n->xid[i].seen)
+    sample_set(out, GF_XID_LAST, (double)n->xid[i].code);
+  pthread_mutex_unlock(&n->xid_lock);
+}
+
 static int nvml_sample(struct collector *c, size_t i, struct gpu_sample *out, char *err,
                        size_t errlen) {
   struct nvml_ctx *n = ctx_of(c);
@@ -946,8 +1550,13 @@ static int nvml_sample(struct collector *c, size_t i, struct gpu_sample *out, ch
   }
   if (read_memory(&r, d, out))
     goto lost;
-  if (!d->info.mig && read_physical(&r, d, out))
+  if (!d->info.mig &&
+      (read_physical(&r, d, out) || read_card(&r, d, out) || read_field_values(&r, d, out)))
     goto lost;
+  if (read_gpm(&r, d, out))
+    goto lost;
+  if (!d->info.mig)
+    read_xid(n, i, out);
   sample_derive(out);
   if (out->valid == 0 && r.failed > 0) {
     /* Nothing answered: the GPU is not serving, not merely missing a field. */

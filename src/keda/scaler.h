@@ -174,12 +174,29 @@ int scaler_is_active(const struct scaler *s, const struct scaler_request *r, boo
                      struct scaler_error *e);
 
 /* MIG (DESIGN.md "MIG"): a MIG-enabled GPU's parent reports whole-card memory, which already holds
- * its instances'. True for the fields a MIG instance reports as well (utilisation, memory): for
- * them a selection that lists a parent's instances leaves the parent out. The card-level fields
- * (temperature, power, energy) are read on the parent only, so it keeps counting for those. A
- * gpuIndex naming the parent is the user's explicit choice and is never left out. */
+ * its instances'. True for the fields a MIG instance reports as well (utilisation, memory, the GPM
+ * profiling metrics): for them a selection that lists a parent's instances leaves the parent out.
+ * The card-level fields (temperature, power, energy, clocks, PCIe, NVLink, XID, remapped rows...)
+ * are read on the parent only, so it keeps counting for those. A gpuIndex naming the parent is the
+ * user's explicit choice and is never left out. */
 static inline bool scaler_mig_instance_field(enum gpu_field f) {
-  return f != GF_TEMP_C && f != GF_POWER_W && f != GF_ENERGY_MJ;
+  switch (f) {
+  case GF_GPU_UTIL:
+  case GF_MEM_UTIL:
+  case GF_MEM_USED_MIB:
+  case GF_MEM_FREE_MIB:
+  case GF_MEM_TOTAL_MIB:
+  case GF_MEM_USED_PCT:
+  case GF_MEM_RESERVED_MIB:
+  case GF_GR_ENGINE_ACTIVE:
+  case GF_SM_ACTIVE:
+  case GF_SM_OCCUPANCY:
+  case GF_TENSOR_ACTIVE:
+  case GF_DRAM_ACTIVE:
+  case GF_PROF_PCIE_TX_BPS:
+  case GF_PROF_PCIE_RX_BPS: return true;
+  default: return false;
+  }
 }
 
 #endif

@@ -283,7 +283,7 @@ struct field_case {
   const char *gpu;  /* the "gpu 0 ..." script line after the index */
   int want_rc;      /* sample() result */
   const char *err;  /* err after sample() */
-  uint32_t absent;  /* fields that must be absent */
+  uint64_t absent;  /* fields that must be absent */
   const char *call; /* counted call, NULL when nothing is counted */
   const char *code; /* counted code */
 };
@@ -292,6 +292,11 @@ struct field_case {
   (GF_BIT(GF_MEM_TOTAL_MIB) | GF_BIT(GF_MEM_USED_MIB) | GF_BIT(GF_MEM_FREE_MIB) |                  \
    GF_BIT(GF_MEM_USED_PCT))
 #define UTILF (GF_BIT(GF_GPU_UTIL) | GF_BIT(GF_MEM_UTIL))
+#define GPMF                                                                                       \
+  (GF_BIT(GF_GR_ENGINE_ACTIVE) | GF_BIT(GF_SM_ACTIVE) | GF_BIT(GF_SM_OCCUPANCY) |                  \
+   GF_BIT(GF_TENSOR_ACTIVE) | GF_BIT(GF_DRAM_ACTIVE) | GF_BIT(GF_PROF_PCIE_TX_BPS) |               \
+   GF_BIT(GF_PROF_PCIE_RX_BPS))
+#define NVLF (GF_BIT(GF_NVLINK_BW_TOTAL) | GF_BIT(GF_NVLINK_TX_MBPS) | GF_BIT(GF_NVLINK_RX_MBPS))
 
 static void test_field_failure_is_field_absent(void **state) {
   (void)state;
@@ -300,8 +305,8 @@ static void test_field_failure_is_field_absent(void **state) {
        GF_BIT(GF_ENERGY_MJ), "nvmlDeviceGetTotalEnergyConsumption", "NO_PERMISSION"},
       {"temp=err:999", 0, "nvmlDeviceGetTemperature: Unknown Error", GF_BIT(GF_TEMP_C),
        "nvmlDeviceGetTemperature", "UNKNOWN"},
-      {"mem=err:10", 0, "nvmlDeviceGetMemoryInfo_v2: Timeout", MEMF, "nvmlDeviceGetMemoryInfo_v2",
-       "TIMEOUT"},
+      {"mem=err:10", 0, "nvmlDeviceGetMemoryInfo_v2: Timeout", MEMF | GF_BIT(GF_MEM_RESERVED_MIB),
+       "nvmlDeviceGetMemoryInfo_v2", "TIMEOUT"},
       {"util=err:21", 0, "nvmlDeviceGetUtilizationRates: No data", UTILF,
        "nvmlDeviceGetUtilizationRates", "NO_DATA"},
       {"power=err:12345", 0, "nvmlDeviceGetPowerUsage: Unknown Error", GF_BIT(GF_POWER_W),
@@ -310,7 +315,8 @@ static void test_field_failure_is_field_absent(void **state) {
       /* every field failing: the GPU is not serving */
       {"util=err:999 mem=err:999 temp=err:999 power=err:999 energy=notsupported", GS_EIO,
        "every reading failed (4 calls), first nvmlDeviceGetUtilizationRates: Unknown Error",
-       UTILF | MEMF | GF_BIT(GF_TEMP_C) | GF_BIT(GF_POWER_W) | GF_BIT(GF_ENERGY_MJ),
+       UTILF | MEMF | GF_BIT(GF_MEM_RESERVED_MIB) | GF_BIT(GF_TEMP_C) | GF_BIT(GF_POWER_W) |
+           GF_BIT(GF_ENERGY_MJ),
        "nvmlDeviceGetUtilizationRates", "UNKNOWN"},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
@@ -328,7 +334,9 @@ static void test_field_failure_is_field_absent(void **state) {
       assert_string_equal(err, fc->err);
       assert_int_equal(s.valid & fc->absent, 0);
       if (fc->want_rc == 0) { /* everything else is there, with its value */
-        assert_int_equal(s.valid, ((UINT64_C(1) << (GF_ENERGY_MJ + 1)) - 1) & ~fc->absent);
+        /* the classic fields and FB reserved (the script sets no other reading) */
+        uint64_t all = ((UINT64_C(1) << (GF_ENERGY_MJ + 1)) - 1) | GF_BIT(GF_MEM_RESERVED_MIB);
+        assert_int_equal(s.valid, all & ~fc->absent);
         /* a failed call's fields are marked failed; an unsupported one's are merely absent */
         assert_int_equal(s.failed, fc->call ? fc->absent : 0);
       }
@@ -639,6 +647,304 @@ static void test_mig_devices(void **state) {
   collector_nvml.close(c);
 }
 
+/* dcgm-exporter's other default fields, read on whole GPUs: the values basic.txt scripts, in our
+ * units. The rates (NVLink) and GPM ratios need two samples: absent on the first. */
+static void test_default_counter_fields(void **state) {
+  (void)state;
+  struct collector *c = open_fake(FIX("basic.txt"));
+  struct gpu_sample s[2], h[2];
+  char err[256] = "";
+  for (int k = 0; k < 2; k++) {
+    assert_int_equal(collector_nvml.sample(c, 0, &s[k], err, sizeof err), 0);
+    assert_string_equal(err, "");
+    assert_int_equal(collector_nvml.sample(c, 1, &h[k], err, sizeof err), 0);
+    assert_int_equal(s[k].failed | h[k].failed, 0);
+  }
+  for (int k = 0; k < 2; k++) {
+    assert_field(&s[k], GF_SM_CLOCK_MHZ, 1410);
+    assert_field(&s[k], GF_MEM_CLOCK_MHZ, 1593);
+    assert_field(&s[k], GF_ENC_UTIL, 3);
+    assert_field(&s[k], GF_DEC_UTIL, 7);
+    assert_field(&s[k], GF_PCIE_REPLAY, 2);
+    assert_field(&s[k], GF_PCIE_TX_KBPS, 12000);
+    assert_field(&s[k], GF_PCIE_RX_KBPS, 34000);
+    assert_field(&s[k], GF_ROWS_REMAP_CORR, 1);
+    assert_field(&s[k], GF_ROWS_REMAP_UNCORR, 0);
+    assert_field(&s[k], GF_ROW_REMAP_FAILURE, 0);
+    assert_field(&s[k], GF_MEM_TEMP_C, 52);
+    assert_field(&s[k], GF_MEM_RESERVED_MIB, 512);
+    assert_absent(&s[k], GF_VGPU_LICENSE); /* not a vGPU guest: absent, not 0 */
+    assert_absent(&s[k], GF_XID_LAST);     /* no XID seen */
+    for (int f = GF_GR_ENGINE_ACTIVE; f <= GF_PROF_PCIE_RX_BPS; f++)
+      assert_absent(&s[k], (enum gpu_field)f); /* an A100: no GPM */
+    assert_field(&h[k], GF_SM_CLOCK_MHZ, 1980);
+    assert_field(&h[k], GF_ROWS_REMAP_UNCORR, 2);
+    assert_field(&h[k], GF_ROW_REMAP_FAILURE, 1);
+    assert_field(&h[k], GF_ENC_UTIL, 0); /* a real 0 */
+  }
+  /* first sample: no earlier counter to make a rate of, no first GPM sample */
+  assert_absent(&s[0], GF_NVLINK_TX_MBPS);
+  assert_absent(&s[0], GF_NVLINK_RX_MBPS);
+  assert_absent(&s[0], GF_NVLINK_BW_TOTAL);
+  assert_absent(&h[0], GF_SM_ACTIVE);
+  /* the fake's counters grow by the scripted KiB/s per second: 2 GiB/s TX, 1 GiB/s RX */
+  assert_field(&s[1], GF_NVLINK_TX_MBPS, 2097152.0 / 1024.0);
+  assert_field(&s[1], GF_NVLINK_RX_MBPS, 1048576.0 / 1024.0);
+  assert_field(&s[1], GF_NVLINK_BW_TOTAL, 3145); /* DCGM's: (TX + RX) KiB/s / 1000, whole */
+  assert_field(&h[1], GF_NVLINK_TX_MBPS, 0);
+  assert_field(&h[1], GF_NVLINK_RX_MBPS, 50);
+  assert_field(&h[1], GF_NVLINK_BW_TOTAL, 51);
+  /* GPM (H100): percent as scripted, PCIe MiB/s as bytes/s */
+  assert_field(&h[1], GF_GR_ENGINE_ACTIVE, 81);
+  assert_field(&h[1], GF_SM_ACTIVE, 64);
+  assert_field(&h[1], GF_SM_OCCUPANCY, 35);
+  assert_field(&h[1], GF_TENSOR_ACTIVE, 42);
+  assert_field(&h[1], GF_DRAM_ACTIVE, 57);
+  assert_field(&h[1], GF_PROF_PCIE_TX_BPS, 250.0 * 1048576.0);
+  assert_field(&h[1], GF_PROF_PCIE_RX_BPS, 500.0 * 1048576.0);
+  assert_int_equal(collector_nvml.errors(c, NULL, 0), 0);
+  collector_nvml.close(c);
+}
+
+/* GPM metrics are the ratio over the interval between two samples: they follow the GPU from one
+ * interval to the next, and are absent where GPM is not (no support, no symbol). */
+static void test_gpm_two_sample_ratios(void **state) {
+  (void)state;
+  const char *p = write_script("gpu 0 gpm=1 gpm_sm=60 gpm_tensor=30\ngpu 1 gpm=0 gpm_sm=60\n");
+  struct collector *c = open_fake(p);
+  struct gpu_sample s;
+  char err[256] = "";
+  assert_int_equal(collector_nvml.sample(c, 0, &s, err, sizeof err), 0);
+  assert_absent(&s, GF_SM_ACTIVE); /* one sample so far */
+  assert_int_equal(s.failed, 0);
+  assert_int_equal(collector_nvml.sample(c, 0, &s, err, sizeof err), 0);
+  assert_field(&s, GF_SM_ACTIVE, 60);
+  assert_field(&s, GF_TENSOR_ACTIVE, 30);
+  assert_field(&s, GF_GR_ENGINE_ACTIVE, 0); /* scripted 0: a real reading */
+  write_script("gpu 0 gpm=1 gpm_sm=20 gpm_tensor=notsupported\ngpu 1 gpm=0\n");
+  assert_int_equal(collector_nvml.sample(c, 0, &s, err, sizeof err), 0);
+  assert_field(&s, GF_SM_ACTIVE, 20); /* the last interval only */
+  assert_absent(&s, GF_TENSOR_ACTIVE);
+  assert_int_equal(s.failed, 0);
+  for (int k = 0; k < 3; k++) { /* GPM not supported on GPU 1 */
+    assert_int_equal(collector_nvml.sample(c, 1, &s, err, sizeof err), 0);
+    for (int f = GF_GR_ENGINE_ACTIVE; f <= GF_PROF_PCIE_RX_BPS; f++)
+      assert_absent(&s, (enum gpu_field)f);
+  }
+  /* a sample that fails: failed this time, counted; then two samples again */
+  write_script("gpu 0 gpm=1 gpm_sm=20 gpm_sample=err:10\ngpu 1 gpm=0\n");
+  assert_int_equal(collector_nvml.sample(c, 0, &s, err, sizeof err), 0);
+  assert_string_equal(err, "nvmlGpmSampleGet: Timeout");
+  assert_true(sample_failed(&s, GF_SM_ACTIVE));
+  assert_true(sample_failed(&s, GF_PROF_PCIE_TX_BPS));
+  struct collector_error_count ec[2];
+  assert_int_equal(collector_nvml.errors(c, ec, 2), 1);
+  assert_string_equal(ec[0].call, "nvmlGpmSampleGet");
+  assert_string_equal(ec[0].code, "TIMEOUT");
+  write_script("gpu 0 gpm=1 gpm_sm=45 gpm_metrics=err:999\ngpu 1 gpm=0\n");
+  assert_int_equal(collector_nvml.sample(c, 0, &s, err, sizeof err), 0);
+  assert_absent(&s, GF_SM_ACTIVE);
+  assert_int_equal(s.failed, 0); /* the first of two again */
+  assert_int_equal(collector_nvml.sample(c, 0, &s, err, sizeof err), 0);
+  assert_string_equal(err, "nvmlGpmMetricsGet: Unknown Error");
+  assert_true(sample_failed(&s, GF_SM_ACTIVE));
+  write_script("gpu 0 gpm=1 gpm_sm=45 gpm_dram=err:4\ngpu 1 gpm=0\n");
+  assert_int_equal(collector_nvml.sample(c, 0, &s, err, sizeof err), 0);
+  assert_field(&s, GF_SM_ACTIVE, 45);
+  assert_absent(&s, GF_DRAM_ACTIVE); /* one metric failing: that field only */
+  assert_int_equal(s.failed, GF_BIT(GF_DRAM_ACTIVE));
+  collector_nvml.close(c);
+
+  setenv("FAKE_NVML_MISSING", "nvmlGpmMetricsGet", 1); /* an older driver */
+  c = open_fake(FIX("basic.txt"));
+  for (int k = 0; k < 3; k++) {
+    assert_int_equal(collector_nvml.sample(c, 1, &s, err, sizeof err), 0);
+    assert_absent(&s, GF_SM_ACTIVE);
+    assert_field(&s, GF_SM_CLOCK_MHZ, 1980);
+  }
+  collector_nvml.close(c);
+}
+
+/* MIG: each instance's GPM metrics come through its parent and GPU instance id; the card-level
+ * fields are read on the parent only. */
+static void test_gpm_mig_instances(void **state) {
+  (void)state;
+  struct collector *c = open_fake(FIX("gpm_mig.txt"));
+  assert_int_equal(collector_nvml.count(c), 4); /* 2 whole GPUs, then the 2 instances */
+  assert_int_equal(collector_nvml.info(c, 2)->gi_id, 1);
+  assert_int_equal(collector_nvml.info(c, 3)->gi_id, 5);
+  struct gpu_sample s[4];
+  char err[256] = "";
+  for (int k = 0; k < 2; k++)
+    for (size_t i = 0; i < 4; i++)
+      assert_int_equal(collector_nvml.sample(c, i, &s[i], err, sizeof err), 0);
+  assert_field(&s[0], GF_SM_ACTIVE, 30); /* the parent: the whole card */
+  assert_field(&s[0], GF_SM_CLOCK_MHZ, 1755);
+  assert_absent(&s[0], GF_GPU_UTIL); /* MIG mode */
+  assert_field(&s[2], GF_GR_ENGINE_ACTIVE, 70);
+  assert_field(&s[2], GF_SM_ACTIVE, 55);
+  assert_field(&s[2], GF_SM_OCCUPANCY, 33);
+  assert_field(&s[2], GF_TENSOR_ACTIVE, 21);
+  assert_field(&s[2], GF_DRAM_ACTIVE, 44);
+  assert_field(&s[2], GF_PROF_PCIE_TX_BPS, 60.0 * 1048576.0);
+  assert_field(&s[3], GF_SM_ACTIVE, 5);
+  assert_absent(&s[3], GF_TENSOR_ACTIVE); /* that metric is not supported there */
+  for (size_t i = 2; i < 4; i++) {
+    assert_absent(&s[i], GF_SM_CLOCK_MHZ); /* card level: the parent's */
+    assert_absent(&s[i], GF_TEMP_C);
+    assert_absent(&s[i], GF_XID_LAST);
+    assert_int_equal(s[i].failed, 0);
+  }
+  assert_field(&s[1], GF_VGPU_LICENSE, 1); /* a licensed vGPU guest */
+  assert_absent(&s[0], GF_VGPU_LICENSE);
+  assert_field(&s[1], GF_TENSOR_ACTIVE, 60);
+  assert_int_equal(collector_nvml.errors(c, NULL, 0), 0);
+  collector_nvml.close(c);
+
+  /* without nvmlGpmMigSampleGet, the instances have no GPM; the whole GPUs keep theirs */
+  setenv("FAKE_NVML_MISSING", "nvmlGpmMigSampleGet", 1);
+  c = open_fake(FIX("gpm_mig.txt"));
+  for (int k = 0; k < 2; k++)
+    for (size_t i = 0; i < 4; i++)
+      assert_int_equal(collector_nvml.sample(c, i, &s[i], err, sizeof err), 0);
+  assert_absent(&s[2], GF_SM_ACTIVE);
+  assert_field(&s[1], GF_SM_ACTIVE, 80);
+  collector_nvml.close(c);
+}
+
+/* Samples device i until field f is present (the XID thread delivers on its own time). */
+static bool sample_until(struct collector *c, size_t i, enum gpu_field f, struct gpu_sample *s) {
+  char err[256];
+  for (int k = 0; k < 300; k++) {
+    assert_int_equal(collector_nvml.sample(c, i, s, err, sizeof err), 0);
+    if (sample_has(s, f))
+      return true;
+    usleep(10000);
+  }
+  return false;
+}
+
+/* XID errors come from an event set waited on by a thread of its own: the last one seen per
+ * GPU, absent until one is seen; a failing wait is counted. */
+static void test_xid_event(void **state) {
+  (void)state;
+  const char *p = write_script("gpu 0 util=1\ngpu 1 util=2\n");
+  struct collector *c = open_fake(p);
+  struct gpu_sample s;
+  char err[256] = "";
+  usleep(60000); /* a few waits */
+  assert_int_equal(collector_nvml.sample(c, 0, &s, err, sizeof err), 0);
+  assert_absent(&s, GF_XID_LAST);
+  write_script("gpu 0 util=1\ngpu 1 util=2\nxid 1 79\n");
+  assert_true(sample_until(c, 1, GF_XID_LAST, &s));
+  assert_field(&s, GF_XID_LAST, 79);
+  assert_int_equal(s.failed, 0);
+  write_script("gpu 0 util=1\ngpu 1 util=2\nxid 1 79\nxid 1 13\n"); /* both again, in order */
+  for (int k = 0; k < 300; k++) {
+    assert_int_equal(collector_nvml.sample(c, 1, &s, err, sizeof err), 0);
+    if (s.v[GF_XID_LAST] == 13)
+      break;
+    usleep(10000);
+  }
+  assert_field(&s, GF_XID_LAST, 13); /* the last one */
+  assert_int_equal(collector_nvml.sample(c, 0, &s, err, sizeof err), 0);
+  assert_absent(&s, GF_XID_LAST); /* GPU 0 saw none */
+  write_script("gpu 0 util=1\ngpu 1 util=2\nxid_wait 999\n");
+  struct collector_error_count ec[2];
+  for (int k = 0; k < 300 && collector_nvml.errors(c, ec, 2) == 0; k++)
+    usleep(10000);
+  assert_int_equal(collector_nvml.errors(c, ec, 2), 1);
+  assert_string_equal(ec[0].call, "nvmlEventSetWait_v2");
+  assert_string_equal(ec[0].code, "UNKNOWN");
+  assert_int_equal(collector_nvml.sample(c, 1, &s, err, sizeof err), 0);
+  assert_field(&s, GF_XID_LAST, 13); /* kept: it was seen */
+  collector_nvml.close(c);           /* stops the thread while it backs off */
+
+  /* registration not supported on GPU 1, or no event calls at all: never an XID */
+  p = write_script("gpu 0 util=1\ngpu 1 util=2 events=notsupported\nxid 1 79\nxid 0 48\n");
+  c = open_fake(p);
+  assert_true(sample_until(c, 0, GF_XID_LAST, &s));
+  assert_field(&s, GF_XID_LAST, 48);
+  usleep(60000);
+  assert_int_equal(collector_nvml.sample(c, 1, &s, err, sizeof err), 0);
+  assert_absent(&s, GF_XID_LAST);
+  assert_int_equal(collector_nvml.errors(c, NULL, 0), 0);
+  collector_nvml.close(c);
+  setenv("FAKE_NVML_MISSING", "nvmlEventSetWait_v2", 1);
+  c = open_fake(p);
+  usleep(60000);
+  assert_int_equal(collector_nvml.sample(c, 0, &s, err, sizeof err), 0);
+  assert_absent(&s, GF_XID_LAST);
+  assert_false(ctx_of(c)->xid_thread_on);
+  collector_nvml.close(c);
+}
+
+/* One new call failing: its fields only are absent and failed, counted by call and code; the same
+ * call with the other argument (clocks, PCIe) still reads. NOT_SUPPORTED: absent, not failed. */
+struct new_field_case {
+  const char *fail; /* appended to the GPU's script line */
+  uint64_t absent;  /* on the second sample */
+  bool failed;      /* marked failed (else only absent) */
+  const char *call, *code;
+};
+
+static void test_new_field_failures(void **state) {
+  (void)state;
+  static const struct new_field_case cases[] = {
+      {"sm_clock=err:4", GF_BIT(GF_SM_CLOCK_MHZ), true, "nvmlDeviceGetClockInfo", "NO_PERMISSION"},
+      {"mem_clock=err:10", GF_BIT(GF_MEM_CLOCK_MHZ), true, "nvmlDeviceGetClockInfo", "TIMEOUT"},
+      {"enc=err:999", GF_BIT(GF_ENC_UTIL), true, "nvmlDeviceGetEncoderUtilization", "UNKNOWN"},
+      {"dec=notsupported", GF_BIT(GF_DEC_UTIL), false, NULL, NULL},
+      {"replay=err:21", GF_BIT(GF_PCIE_REPLAY), true, "nvmlDeviceGetPcieReplayCounter", "NO_DATA"},
+      {"pcie_rx=err:999", GF_BIT(GF_PCIE_RX_KBPS), true, "nvmlDeviceGetPcieThroughput", "UNKNOWN"},
+      {"remap=err:4",
+       GF_BIT(GF_ROWS_REMAP_CORR) | GF_BIT(GF_ROWS_REMAP_UNCORR) | GF_BIT(GF_ROW_REMAP_FAILURE),
+       true, "nvmlDeviceGetRemappedRows", "NO_PERMISSION"},
+      {"fields=err:999", GF_BIT(GF_MEM_TEMP_C) | NVLF, true, "nvmlDeviceGetFieldValues", "UNKNOWN"},
+      {"mem_temp=err:10", GF_BIT(GF_MEM_TEMP_C), true, "nvmlDeviceGetFieldValues", "TIMEOUT"},
+      {"mem_temp=notsupported", GF_BIT(GF_MEM_TEMP_C), false, NULL, NULL},
+      {"nvlink=notsupported", NVLF, false, NULL, NULL},
+      {"vgpu_license=err:999", GF_BIT(GF_VGPU_LICENSE), true,
+       "nvmlDeviceGetGridLicensableFeatures_v4", "UNKNOWN"},
+      {"gpm=err:4", GPMF, true, "nvmlGpmQueryDeviceSupport", "NO_PERMISSION"},
+      {"gpm_sm=err:999", GF_BIT(GF_SM_ACTIVE), true, "nvmlGpmMetricsGet", "UNKNOWN"},
+  };
+  const char *line = "gpu 0 util=5 total_mib=100 used_mib=10 temp=40 power_mw=1000 sm_clock=1000 "
+                     "mem_clock=2000 enc=1 dec=2 replay=3 pcie_tx=4 pcie_rx=5 remap_corr=6 "
+                     "remap_unc=7 remap_failure=0 mem_temp=50 nvlink_tx_kibps=1024 "
+                     "nvlink_rx_kibps=2048 vgpu_license=0 gpm=1 gpm_sm=10 gpm_tensor=20";
+  struct collector *c = open_fake(write_script(line));
+  struct gpu_sample clean;
+  char err[256] = "";
+  for (int k = 0; k < 2; k++)
+    assert_int_equal(collector_nvml.sample(c, 0, &clean, err, sizeof err), 0);
+  assert_int_equal(clean.failed, 0);
+  assert_field(&clean, GF_VGPU_LICENSE, 0); /* a vGPU guest without a license: a real 0 */
+  assert_field(&clean, GF_NVLINK_RX_MBPS, 2);
+  collector_nvml.close(c);
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    const struct new_field_case *k = &cases[i];
+    char text[512];
+    snprintf(text, sizeof text, "%s %s\n", line, k->fail);
+    c = open_fake(write_script(text));
+    struct gpu_sample s;
+    for (int r = 0; r < 2; r++)
+      assert_int_equal(collector_nvml.sample(c, 0, &s, err, sizeof err), 0);
+    if (s.valid != (clean.valid & ~k->absent))
+      fail_msg("case %zu (%s): valid 0x%llx, want 0x%llx", i, k->fail, (unsigned long long)s.valid,
+               (unsigned long long)(clean.valid & ~k->absent));
+    assert_int_equal(s.failed, k->failed ? k->absent : 0);
+    struct collector_error_count ec[2];
+    size_t ne = collector_nvml.errors(c, ec, 2);
+    assert_int_equal(ne, k->call ? 1 : 0);
+    if (k->call) {
+      assert_string_equal(ec[0].call, k->call);
+      assert_string_equal(ec[0].code, k->code);
+    }
+    collector_nvml.close(c);
+  }
+}
+
 #ifdef FAKE_NVML_MIN_PATH
 /* The variant built with -DFAKE_NVML_MINIMAL exports only the required symbols, as an old driver
  * would: the collector opens with every optional capability cleared. */
@@ -685,15 +991,15 @@ static void test_profile_from_name(void **state) {
 
 #define CY_DEVS 16
 #define CY_ERRS 8
-#define CY_TRACE 512
+#define CY_TRACE 1024
 
 struct cy_dev {
   char uuid[GPU_STR_LEN];
   bool mig;
   int parent; /* NVML index of the parent for a MIG device, else -1 */
   int rc[2];  /* sample() result in each round */
-  uint32_t valid[2];
-  uint32_t failed[2]; /* fields marked failed (rc 0 only) */
+  uint64_t valid[2];
+  uint64_t failed[2]; /* fields marked failed (rc 0 only) */
 };
 
 /* What one open / sample x2 / close cycle saw. */
@@ -767,20 +1073,48 @@ static const char *code_label(int code) {
   }
 }
 
-/* The presence bits a field call fills. */
-static uint32_t call_fields(const char *fn) {
-  if (strcmp(fn, "nvmlDeviceGetUtilizationRates") == 0)
-    return GF_BIT(GF_GPU_UTIL) | GF_BIT(GF_MEM_UTIL);
-  if (strcmp(fn, "nvmlDeviceGetMemoryInfo_v2") == 0 || strcmp(fn, "nvmlDeviceGetMemoryInfo") == 0)
-    return GF_BIT(GF_MEM_TOTAL_MIB) | GF_BIT(GF_MEM_USED_MIB) | GF_BIT(GF_MEM_FREE_MIB) |
-           GF_BIT(GF_MEM_USED_PCT);
-  if (strcmp(fn, "nvmlDeviceGetTemperature") == 0)
-    return GF_BIT(GF_TEMP_C);
-  if (strcmp(fn, "nvmlDeviceGetPowerUsage") == 0)
-    return GF_BIT(GF_POWER_W);
-  if (strcmp(fn, "nvmlDeviceGetTotalEnergyConsumption") == 0)
-    return GF_BIT(GF_ENERGY_MJ);
+/* The presence bits a field call fills; `ord` tells apart the calls made twice per sample with
+ * another argument (0: SM clock / PCIe TX, 1: memory clock / PCIe RX). */
+static uint64_t call_fields(const char *fn, int ord) {
+  static const struct {
+    const char *fn;
+    uint64_t bits, bits2;
+  } t[] = {
+      {"nvmlDeviceGetUtilizationRates", GF_BIT(GF_GPU_UTIL) | GF_BIT(GF_MEM_UTIL), 0},
+      {"nvmlDeviceGetMemoryInfo_v2", MEMF | GF_BIT(GF_MEM_RESERVED_MIB), 0},
+      {"nvmlDeviceGetMemoryInfo", MEMF, 0},
+      {"nvmlDeviceGetTemperature", GF_BIT(GF_TEMP_C), 0},
+      {"nvmlDeviceGetPowerUsage", GF_BIT(GF_POWER_W), 0},
+      {"nvmlDeviceGetTotalEnergyConsumption", GF_BIT(GF_ENERGY_MJ), 0},
+      {"nvmlDeviceGetClockInfo", GF_BIT(GF_SM_CLOCK_MHZ), GF_BIT(GF_MEM_CLOCK_MHZ)},
+      {"nvmlDeviceGetEncoderUtilization", GF_BIT(GF_ENC_UTIL), 0},
+      {"nvmlDeviceGetDecoderUtilization", GF_BIT(GF_DEC_UTIL), 0},
+      {"nvmlDeviceGetPcieReplayCounter", GF_BIT(GF_PCIE_REPLAY), 0},
+      {"nvmlDeviceGetPcieThroughput", GF_BIT(GF_PCIE_TX_KBPS), GF_BIT(GF_PCIE_RX_KBPS)},
+      {"nvmlDeviceGetRemappedRows",
+       GF_BIT(GF_ROWS_REMAP_CORR) | GF_BIT(GF_ROWS_REMAP_UNCORR) | GF_BIT(GF_ROW_REMAP_FAILURE), 0},
+      {"nvmlDeviceGetFieldValues", GF_BIT(GF_MEM_TEMP_C) | NVLF, 0},
+      {"nvmlDeviceGetGridLicensableFeatures_v4", GF_BIT(GF_VGPU_LICENSE), 0},
+      {"nvmlGpmQueryDeviceSupport", GPMF, 0},
+      {"nvmlGpmSampleAlloc", GPMF, 0},
+      {"nvmlGpmSampleGet", GPMF, 0},
+      {"nvmlGpmMigSampleGet", GPMF, 0},
+      {"nvmlGpmMetricsGet", GPMF, 0},
+  };
+  for (size_t i = 0; i < sizeof t / sizeof t[0]; i++)
+    if (strcmp(fn, t[i].fn) == 0)
+      return ord == 1 && t[i].bits2 ? t[i].bits2 : t[i].bits;
   fail_msg("%s is not a field call", fn);
+  return 0;
+}
+
+/* The fields a call feeds as a rate (between two samples): when it is not made or fails in the
+ * first round, they are absent (not failed) in the second too. */
+static uint64_t rate_fields(const char *fn) {
+  if (strcmp(fn, "nvmlDeviceGetFieldValues") == 0)
+    return NVLF;
+  if (strncmp(fn, "nvmlGpm", 7) == 0)
+    return GPMF;
   return 0;
 }
 
@@ -792,6 +1126,14 @@ static bool is_fn(const char *fn, const char *name) {
  * is its NVML index; MIG devices follow in the order their GPU instance ids were read. */
 static int clean_index(const struct cy_call *tr, unsigned long ntr, const struct cy_call *call,
                        size_t nwhole) {
+  if (is_fn(call->fn, "nvmlGpmSampleAlloc")) {
+    /* about no device: the collector allocates right before it samples the device */
+    const struct cy_call *next = call + 1;
+    while (next < tr + ntr && next->gpu < 0)
+      next++;
+    assert_true(next < tr + ntr);
+    call = next;
+  }
   if (call->gpu < 0)
     return -1;
   if (call->slot < 0 || is_fn(call->fn, "nvmlDeviceGetMigDeviceHandleByIndex"))
@@ -816,20 +1158,30 @@ static void remove_dev(struct cy_out *e, size_t i) {
  * devices are then not listed. The second round (its second sample) tries to identify it again,
  * and, the injected failure being gone, it serves as in the clean run, unless it is lost or a
  * MIG parent (its devices are listed at open only). The UUID listed is the one read at open. */
+static void expect_down_keep(struct cy_out *e, size_t i, int code, bool uuid_unknown,
+                             bool keep_mig);
 static void expect_down(struct cy_out *e, size_t i, int code, bool uuid_unknown) {
+  expect_down_keep(e, i, code, uuid_unknown, false);
+}
+
+/* The same; keep_mig: its MIG devices were listed already and serve (a call after the listing). */
+static void expect_down_keep(struct cy_out *e, size_t i, int code, bool uuid_unknown,
+                             bool keep_mig) {
   bool parent = false;
   for (size_t j = 0; j < e->n; j++)
     parent |= e->dev[j].mig && e->dev[j].parent == (int)i && !e->dev[i].mig;
-  bool recovers = code != 15 && !parent;
+  bool recovers = code != 15 && !parent && !keep_mig;
   for (int r = 0; r < 2; r++) {
-    if (r == 1 && recovers)
-      break; /* rc 0 and the clean valid bits */
+    if (r == 1 && recovers) {
+      e->dev[i].valid[1] &= ~(NVLF | GPMF); /* the clean bits, but its first sample: no rates */
+      break;
+    }
     e->dev[i].rc[r] = code == 15 ? GS_ELOST : GS_EIO;
     e->dev[i].valid[r] = 0;
   }
   if (uuid_unknown)
     e->dev[i].uuid[0] = '\0';
-  if (e->dev[i].mig)
+  if (e->dev[i].mig || keep_mig)
     return;
   for (size_t j = e->n; j-- > 0;)
     if (e->dev[j].mig && e->dev[j].parent == (int)i)
@@ -865,6 +1217,11 @@ static void expect_outcome(const struct cy_out *clean, const struct cy_call *tr,
         expect_error(e, fn, code);
       return;
     }
+    if (is_fn(fn, "nvmlEventSetCreate")) { /* no XID events: none scripted, nothing else */
+      if (!notsup)
+        expect_error(e, fn, code);
+      return;
+    }
     assert_true(idx >= 0);
     size_t i = (size_t)idx;
     bool ident = is_fn(fn, "nvmlDeviceGetHandleByIndex_v2") || is_fn(fn, "nvmlDeviceGetUUID") ||
@@ -878,6 +1235,12 @@ static void expect_outcome(const struct cy_out *clean, const struct cy_call *tr,
                      is_fn(fn, "nvmlDeviceGetGpuInstanceId");
       expect_down(e, i, code, no_uuid);
       expect_error(e, fn, code);
+    } else if (is_fn(fn, "nvmlDeviceRegisterEvents")) {
+      /* after the MIG listing: a lost GPU is down, its MIG devices listed and serving */
+      if (lost)
+        expect_down_keep(e, i, code, false, true);
+      if (!notsup)
+        expect_error(e, fn, code);
     } else if (fact) {
       if (lost) {
         expect_down(e, i, code, false);
@@ -902,18 +1265,34 @@ static void expect_outcome(const struct cy_out *clean, const struct cy_call *tr,
   int r = n <= clean->calls_round[0] ? 0 : 1;
   assert_true(idx >= 0);
   struct cy_dev *d = &e->dev[idx];
+  /* Round 0: a rate call that fails, or is not made because the GPU was lost before it, has no
+   * first reading: its rate fields are absent in round 1 as well. */
+  if (r == 0) {
+    uint64_t rates = rate_fields(fn);
+    for (unsigned long k = n; lost && k < clean->calls_round[0]; k++)
+      if (clean_index(tr, ntr, &tr[k], nwhole) == idx)
+        rates |= rate_fields(tr[k].fn);
+    d->valid[1] &= ~rates;
+  }
   if (lost) {
     d->rc[r] = GS_ELOST;
     d->valid[r] = 0;
     expect_error(e, fn, code);
     return;
   }
-  if (notsup && is_fn(fn, "nvmlDeviceGetMemoryInfo_v2"))
-    return; /* falls back to v1 for good: memory still read */
-  d->valid[r] &= ~call_fields(fn);
+  if (notsup && is_fn(fn, "nvmlDeviceGetMemoryInfo_v2")) {
+    for (int k = r; k < 2; k++) /* falls back to v1 for good: memory still read, not reserved */
+      d->valid[k] &= ~GF_BIT(GF_MEM_RESERVED_MIB);
+    return;
+  }
+  int ord = 0; /* how many calls of fn on this device came before it in this round */
+  for (unsigned long k = r == 0 ? clean->calls_open : clean->calls_round[0]; k + 1 < n; k++)
+    ord += is_fn(tr[k].fn, fn) && tr[k].gpu == call->gpu && tr[k].slot == call->slot;
+  uint64_t bits = call_fields(fn, ord);
+  d->valid[r] &= ~bits;
   if (notsup)
     return;
-  d->failed[r] |= call_fields(fn) & ~d->valid[r];
+  d->failed[r] |= bits & ~d->valid[r];
   expect_error(e, fn, code);
   if (d->valid[r] == 0) {
     d->rc[r] = GS_EIO; /* every field failed */
@@ -940,10 +1319,11 @@ static void assert_cycle_equal(const struct cy_out *want, const struct cy_out *g
       fail_msg("%s: device %zu is %s, want %s", what, i, g->uuid, w->uuid);
     for (int r = 0; r < 2; r++)
       if (g->rc[r] != w->rc[r] || g->valid[r] != w->valid[r] || g->failed[r] != w->failed[r])
-        fail_msg("%s: device %zu round %d: rc %d valid 0x%x failed 0x%x, want rc %d valid 0x%x "
-                 "failed 0x%x",
-                 what, i, r, g->rc[r], g->valid[r], g->failed[r], w->rc[r], w->valid[r],
-                 w->failed[r]);
+        fail_msg("%s: device %zu round %d: rc %d valid 0x%llx failed 0x%llx, want rc %d valid "
+                 "0x%llx failed 0x%llx",
+                 what, i, r, g->rc[r], (unsigned long long)g->valid[r],
+                 (unsigned long long)g->failed[r], w->rc[r], (unsigned long long)w->valid[r],
+                 (unsigned long long)w->failed[r]);
   }
   if (got->nerr != want->nerr)
     fail_msg("%s: %zu error counters (first %s/%s), want %zu", what, got->nerr,
@@ -1016,7 +1396,7 @@ static void fail_every_call(const char *script, int code, struct loop_tally *t) 
 
 static void test_fail_each_call(void **state) {
   (void)state;
-  static const char *const scripts[] = {FIX("basic.txt"), FIX("mig.txt")};
+  static const char *const scripts[] = {FIX("basic.txt"), FIX("mig.txt"), FIX("gpm_mig.txt")};
   static const int codes[] = {999, 4, 10, 21, 15, 3};
   for (size_t s = 0; s < sizeof scripts / sizeof scripts[0]; s++)
     for (size_t k = 0; k < sizeof codes / sizeof codes[0]; k++) {
@@ -1051,6 +1431,11 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_no_gpus_and_count_failure, setup, teardown),
       cmocka_unit_test_setup_teardown(test_mig_devices, setup, teardown),
       cmocka_unit_test_setup_teardown(test_profile_from_name, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_default_counter_fields, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_gpm_two_sample_ratios, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_gpm_mig_instances, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_xid_event, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_new_field_failures, setup, teardown),
 #ifdef FAKE_NVML_MIN_PATH
       cmocka_unit_test_setup_teardown(test_minimal_library, setup, teardown),
 #endif
