@@ -436,3 +436,89 @@ def value_or_none(c, md):
         return c.spec_and_value(md)[1].metricValueFloat
     except grpc.RpcError:
         return None
+
+
+# dcgm-exporter's other default fields and the GPM profiling metrics (issue 11), through the real
+# binary: GPU 0 an A100 (no GPM), GPU 1 an H100 (GPM) in MIG mode with two GPU instances.
+DEFAULT_SET = """driver 550.54.15
+gpu 0 name="NVIDIA A100-SXM4-80GB" uuid=GPU-de000000-0000-4000-8000-000000000000 util=30 memutil=10 total_mib=81920 used_mib=4096 reserved_mib=512 temp=41 power_mw=100000 sm_clock=1410 mem_clock=1593 enc=4 dec=9 replay=3 pcie_tx=1200 pcie_rx=3400 remap_corr=2 remap_unc=1 remap_failure=0 mem_temp=55 nvlink_tx_kibps=1048576 nvlink_rx_kibps=524288 gpm=0
+gpu 1 name="NVIDIA H100 80GB HBM3" uuid=GPU-de000000-0000-4000-8000-000000000001 mig=1 total_mib=81559 used_mib=4096 temp=52 power_mw=400000 sm_clock=1755 mem_clock=2619 gpm=1 gpm_gr=40 gpm_sm=30 gpm_occ=20 gpm_tensor=10 gpm_dram=25 gpm_pcie_tx=100 gpm_pcie_rx=200
+mig 1 0 gi=1 name="NVIDIA H100 80GB HBM3 MIG 3g.40gb" uuid=MIG-de000000-0000-4000-8000-000000000010 total_mib=40192 used_mib=3072 gpm_gr=70 gpm_sm=55 gpm_occ=33 gpm_tensor=21 gpm_dram=44 gpm_pcie_tx=60 gpm_pcie_rx=120
+mig 1 1 gi=5 name="NVIDIA H100 80GB HBM3 MIG 1g.10gb" uuid=MIG-de000000-0000-4000-8000-000000000011 total_mib=9856 used_mib=1024 gpm_gr=10 gpm_sm=5 gpm_occ=3 gpm_tensor=notsupported gpm_dram=4 gpm_pcie_tx=1 gpm_pcie_rx=2
+"""
+
+GPM_FIELDS = ["gr_engine_active", "sm_active", "sm_occupancy", "tensor_active", "dram_active",
+              "prof_pcie_tx_bytes", "prof_pcie_rx_bytes"]
+
+
+def gpus_when(agent, pred, what):
+    """The /api/v1/gpus list once pred(gpus) holds (rates and GPM need two samples)."""
+    out = {}
+
+    def ok():
+        out["g"] = agent.gpus_json()["gpus"]
+        return pred(out["g"])
+    helpers.wait_for(ok, timeout=10, what=what)
+    return out["g"]
+
+
+def test_nvml_default_counter_fields_and_gpm(tmp_path, procs):
+    a = start_script_agent(tmp_path, procs, DEFAULT_SET)
+    gpus = gpus_when(a, lambda g: "sm_active" in g[3]["values"]
+                     and "nvlink_tx_mbps" in g[0]["values"], "GPM and NVLink rates")
+    assert [g["uuid"][-2:] for g in gpus] == ["00", "01", "10", "11"]
+    v = gpus[0]["values"]
+    want = {"sm_clock_mhz": 1410, "memory_clock_mhz": 1593, "encoder_utilization": 4,
+            "decoder_utilization": 9, "pcie_replay_count": 3, "pcie_tx_kbps": 1200,
+            "pcie_rx_kbps": 3400, "remapped_rows_correctable": 2,
+            "remapped_rows_uncorrectable": 1, "row_remap_failure": 0,
+            "memory_temperature": 55, "memory_reserved_mib": 512,
+            # the fake's counters grow by the scripted KiB/s: 1 GiB/s TX, 512 MiB/s RX
+            "nvlink_tx_mbps": 1024, "nvlink_rx_mbps": 512,
+            "nvlink_bandwidth_total": (1048576 + 524288) // 1000}
+    assert {k: v.get(k) for k in want} == want, v
+    # never a made-up value: no XID seen, not a vGPU guest, no GPM on an A100
+    for k in ["xid_last", "vgpu_license_status"] + GPM_FIELDS:
+        assert k not in v and k in gpus[0]["absent"], (k, gpus[0])
+    assert gpus[0]["failed"] == []
+    # the MIG parent: card-level fields and the whole card's GPM; the instances: their own GPM
+    # through the parent, and none of the card-level fields
+    assert gpus[1]["values"]["sm_clock_mhz"] == 1755 and gpus[1]["values"]["sm_active"] == 30
+    assert gpus[2]["values"]["sm_active"] == 55 and gpus[2]["values"]["tensor_active"] == 21
+    assert gpus[2]["values"]["prof_pcie_tx_bytes"] == 60 * 1048576
+    assert gpus[3]["values"]["sm_active"] == 5 and "tensor_active" in gpus[3]["absent"]
+    for g in gpus[2:]:
+        assert "sm_clock_mhz" in g["absent"] and "temperature" in g["absent"], g
+        assert g["failed"] == [], g
+
+
+def test_nvml_gpm_follows_the_last_interval(tmp_path, procs):
+    a = start_script_agent(tmp_path, procs, DEFAULT_SET)
+    gpus_when(a, lambda g: g[2]["values"].get("sm_active") == 55, "GPM on the instance")
+    write_atomic(a.script_path, DEFAULT_SET.replace("gpm_sm=55", "gpm_sm=90"))
+    gpus_when(a, lambda g: g[2]["values"].get("sm_active") == 90, "the new interval's ratio")
+
+
+def test_nvml_xid_event_is_the_last_xid(tmp_path, procs):
+    a = start_script_agent(tmp_path, procs, DEFAULT_SET)
+    gpus = gpus_when(a, lambda g: "sm_active" in g[1]["values"], "two samples")
+    assert all("xid_last" not in g["values"] for g in gpus)
+    write_atomic(a.script_path, DEFAULT_SET + "xid 0 79\n")
+    gpus = gpus_when(a, lambda g: g[0]["values"].get("xid_last") == 79, "XID 79 on GPU 0")
+    assert "xid_last" not in gpus[1]["values"]
+    write_atomic(a.script_path, DEFAULT_SET + "xid 0 48\n")
+    gpus_when(a, lambda g: g[0]["values"].get("xid_last") == 48, "XID 48, the last one")
+
+
+def test_nvml_new_call_failing_is_its_fields_failed(tmp_path, procs):
+    text = DEFAULT_SET.replace("pcie_rx=3400", "pcie_rx=err:4").replace(
+        "gpm_pcie_rx=120", "gpm_pcie_rx=err:999")
+    a = start_script_agent(tmp_path, procs, text)
+    gpus = gpus_when(a, lambda g: "sm_active" in g[2]["values"], "GPM on the instance")
+    assert "pcie_rx_kbps" in gpus[0]["failed"] and gpus[0]["values"]["pcie_tx_kbps"] == 1200
+    assert gpus[0]["failed"] == ["pcie_rx_kbps"], gpus[0]
+    assert gpus[2]["failed"] == ["prof_pcie_rx_bytes"], gpus[2]
+    assert gpus[2]["values"]["prof_pcie_tx_bytes"] == 60 * 1048576
+    body = scrape(a)
+    assert nvml_errors(body, "nvmlDeviceGetPcieThroughput", "NO_PERMISSION") > 0
+    assert nvml_errors(body, "nvmlGpmMetricsGet", "UNKNOWN") > 0
