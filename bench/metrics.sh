@@ -132,6 +132,16 @@ for n in 8 64; do
   row "/metrics render + gzip, $n GPUs" \
     "$(get render_gzip_median_us "$f") us, p99 $(get render_gzip_p99_us "$f") us" \
     "gzip body $(kb "$(get render_gzip_bytes "$f")")"
+  # The same run with the 9 fields and 7 DCGM series of before issue 11: rendering must not grow
+  # more than the bytes do.
+  row "/metrics render, $n GPUs, old 9-field set" \
+    "$(get render_old_median_us "$f") us, p99 $(get render_old_p99_us "$f") us" \
+    "body $(kb "$(get render_old_bytes "$f")"); gzip $(get render_old_gzip_median_us "$f") us"
+  row "full set / old set, $n GPUs" \
+    "$(awk -v a="$(get render_median_us "$f")" -v b="$(get render_old_median_us "$f")" \
+      'BEGIN {printf "render x%.2f", a / b}')" \
+    "$(awk -v a="$(get render_bytes "$f")" -v b="$(get render_old_bytes "$f")" \
+      'BEGIN {printf "bytes x%.2f", a / b}')"
 done
 
 for n in 8 64; do
@@ -166,7 +176,8 @@ if ((ROWS_ONLY == 0)); then
   printf '\ngpuscale /metrics bench: %s CPUs, loopback, one kept-alive libcurl connection scraping in\n' "$(nproc)"
   printf 'a loop for %ss per figure; baseline = the same bytes served as a static body by the same\n' "$SECS"
   printf 'HTTP server in another process. Agent: mock collector, constant readings, no kubelet (no pod\n'
-  printf 'labels). gzip = Accept-Encoding: gzip, what Prometheus sends. Render: mock GPUs with pods.\n\n'
+  printf 'labels). gzip = Accept-Encoding: gzip, what Prometheus sends. Render: mock GPUs with pods,\n'
+  printf 'every issue-11 field on H100s with the default set, and the old 9-field set in the same run.\n\n'
   printf '| %-44s | %-38s | %-56s |\n' "figure" "value" "baseline"
   printf '|%s|%s|%s|\n' "$(printf -- '-%.0s' {1..46})" "$(printf -- '-%.0s' {1..40})" \
     "$(printf -- '-%.0s' {1..58})"

@@ -9,6 +9,7 @@
 #include "core/err.h"
 #include "core/log.h"
 #include "core/timeutil.h"
+#include "http/counters.h"
 #include "http/exposition.h"
 #include "http/gzip.h"
 
@@ -109,6 +110,8 @@ void metrics_handle(void *ud, const struct http_request *req, struct http_respon
 /* --- bench support --- */
 
 struct metrics_mock {
+  bool full;
+  struct counters *old_set; /* !full: the series /metrics wrote before issue 11 */
   struct history *hist;
   struct attrib *attrib;
   struct stats *stats;
@@ -123,6 +126,51 @@ static void mock_pod(struct pod_ref *p, size_t gpu, size_t k) {
   snprintf(p->container, sizeof p->container, "server");
 }
 
+/* Every field of issue 11, as an H100 with GPM reports them. */
+static void mock_full_fields(struct gpu_sample *s, size_t i) {
+  static const struct {
+    enum gpu_field f;
+    double base, step;
+  } v[] = {
+      {GF_SM_CLOCK_MHZ, 1755, 15},
+      {GF_MEM_CLOCK_MHZ, 2619, 0},
+      {GF_MEM_TEMP_C, 60, 1},
+      {GF_ENC_UTIL, 0, 0},
+      {GF_DEC_UTIL, 3, 1},
+      {GF_PCIE_REPLAY, 0, 1},
+      {GF_XID_LAST, 0, 0},
+      {GF_MEM_RESERVED_MIB, 527, 0},
+      {GF_NVLINK_BW_TOTAL, 1e12, 7e9},
+      {GF_ROWS_REMAP_CORR, 0, 1},
+      {GF_ROWS_REMAP_UNCORR, 0, 0},
+      {GF_ROW_REMAP_FAILURE, 0, 0},
+      {GF_GR_ENGINE_ACTIVE, 40.5, 0.7},
+      {GF_SM_ACTIVE, 35.25, 0.6},
+      {GF_SM_OCCUPANCY, 20.125, 0.3},
+      {GF_TENSOR_ACTIVE, 15.5, 0.5},
+      {GF_DRAM_ACTIVE, 30.75, 0.4},
+      {GF_PROF_PCIE_TX_BPS, 2.1e8, 1.3e6},
+      {GF_PROF_PCIE_RX_BPS, 1.1e8, 7e5},
+      {GF_PCIE_TX_KBPS, 205000, 1300},
+      {GF_PCIE_RX_KBPS, 107000, 700},
+      {GF_NVLINK_TX_MBPS, 15000.5, 90},
+      {GF_NVLINK_RX_MBPS, 14500.25, 85},
+  };
+  for (size_t k = 0; k < sizeof v / sizeof v[0]; k++)
+    sample_set(s, v[k].f, v[k].base + v[k].step * (double)(i % 32));
+}
+
+/* The 7 DCGM series of the old set, and its driver label, as a dcgm-exporter counters file. */
+static const char old_set_csv[] =
+    "DCGM_FI_DEV_GPU_UTIL, gauge, GPU utilization (in %).\n"
+    "DCGM_FI_DEV_MEM_COPY_UTIL, gauge, Memory utilization (in %).\n"
+    "DCGM_FI_DEV_FB_USED, gauge, Framebuffer memory used (in MiB).\n"
+    "DCGM_FI_DEV_FB_FREE, gauge, Framebuffer memory free (in MiB).\n"
+    "DCGM_FI_DEV_GPU_TEMP, gauge, GPU temperature (in C).\n"
+    "DCGM_FI_DEV_POWER_USAGE, gauge, Power draw (in W).\n"
+    "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION, counter, Total energy consumption since boot (in mJ).\n"
+    "DCGM_FI_DRIVER_VERSION, label, Driver Version\n";
+
 static int mock_fill(struct metrics_mock *mm, size_t ngpus) {
   struct gpu_info *infos = calloc(ngpus ? ngpus : 1, sizeof *infos);
   struct attrib_entry *ents = calloc(ngpus ? ngpus : 1, sizeof *ents);
@@ -134,7 +182,7 @@ static int mock_fill(struct metrics_mock *mm, size_t ngpus) {
     struct gpu_info *g = &infos[i];
     g->index = (int)i;
     snprintf(g->uuid, sizeof g->uuid, "GPU-%08zx-1111-4222-8333-%012zx", i, i * 7919);
-    snprintf(g->name, sizeof g->name, "NVIDIA H100 80GB HBM3");
+    snprintf(g->name, sizeof g->name, mm->full ? "NVIDIA H100 80GB HBM3" : "NVIDIA A100-SXM4-80GB");
     snprintf(g->pci_bus_id, sizeof g->pci_bus_id, "00000000:%02zX:00.0", (i + 0x18) & 0xff);
     g->minor = (int)i;
     g->parent_index = -1;
@@ -155,6 +203,8 @@ static int mock_fill(struct metrics_mock *mm, size_t ngpus) {
     sample_set(&s, GF_TEMP_C, 30 + (double)(i % 50));
     sample_set(&s, GF_POWER_W, 70.125 + (double)i);
     sample_set(&s, GF_ENERGY_MJ, 1e9 + (double)i * 12345);
+    if (mm->full)
+      mock_full_fields(&s, i);
     sample_derive(&s);
     history_push(mm->hist, i, &s);
     if (i % 2)
@@ -179,17 +229,34 @@ out:
 }
 
 struct metrics_mock *metrics_mock_new(size_t ngpus) {
+  return metrics_mock_new_set(ngpus, true);
+}
+
+struct metrics_mock *metrics_mock_new_set(size_t ngpus, bool full) {
   struct metrics_mock *mm = calloc(1, sizeof *mm);
   if (!mm)
     return NULL;
+  mm->full = full;
+  char err[160];
+  if (!full && (!(mm->old_set = calloc(1, sizeof *mm->old_set)) ||
+                counters_parse(old_set_csv, sizeof old_set_csv - 1, "old set", mm->old_set, err,
+                               sizeof err) != 0)) {
+    free(mm->old_set);
+    free(mm);
+    return NULL;
+  }
   mm->hist = history_new(4);
   mm->attrib = attrib_new();
   mm->stats = stats_new();
   buf_init(&mm->plain, HTTP_BODY_MAX);
   /* A one-hour interval keeps the samples fresh however long the bench runs. */
-  mm->api =
-      (struct agent_api){NULL, mm->hist, "bench-node", "mock", "550.54.15", 3600000, mm->attrib};
-  mm->ctx = (struct metrics_ctx){&mm->api, mm->attrib, mm->stats, true, false, NULL, NULL};
+  mm->api = (struct agent_api){.hist = mm->hist,
+                               .node_name = "bench-node",
+                               .collector_name = "mock",
+                               .driver_version = "550.54.15",
+                               .interval_ms = 3600000,
+                               .pods = mm->attrib};
+  mm->ctx = (struct metrics_ctx){&mm->api, mm->attrib, mm->stats, true, false, mm->old_set, NULL};
   if (!mm->hist || !mm->attrib || !mm->stats || mock_fill(mm, ngpus) != 0) {
     metrics_mock_free(mm);
     return NULL;
@@ -213,6 +280,7 @@ struct metrics_ctx *metrics_mock_ctx(struct metrics_mock *mm) {
 void metrics_mock_free(struct metrics_mock *mm) {
   if (!mm)
     return;
+  free(mm->old_set);
   history_free(mm->hist);
   attrib_free(mm->attrib);
   stats_free(mm->stats);

@@ -34,6 +34,10 @@ int metrics_render(const struct metrics_ctx *m, struct buf *out);
  * as a scrape (snapshot, pod lookup, render). NULL on ENOMEM. */
 struct metrics_mock;
 struct metrics_mock *metrics_mock_new(size_t ngpus);
+/* The same with a chosen set: full = every field of issue 11 on every GPU (H100s with GPM) and the
+ * default series set, as the agent serves it; !full = the 9 fields and 7 DCGM series /metrics
+ * had before (a counters file naming them), for the bench's side-by-side figure. */
+struct metrics_mock *metrics_mock_new_set(size_t ngpus, bool full);
 /* One scrape's render into out (reset first); gzip as well when gz is true. Returns 0 or GS_E*. */
 int metrics_mock_render(struct metrics_mock *mm, bool gz, struct buf *out);
 /* The mock's context, to serve it with metrics_handle (scrapes-per-second bench). */

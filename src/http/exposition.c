@@ -171,6 +171,9 @@ struct gpu_ids {
   char gpu[24], device[32], gi_id[24];
   const char *uuid; /* the UUID label's value (a MIG instance's parent) */
   bool mig;         /* GPU_I_ID = gi_id */
+  /* The labels above as text, escaped once per scrape: every series of the GPU starts with it. */
+  const char *pre;
+  size_t pre_off, pre_len;
 };
 
 int expo_escape_label(struct buf *b, const char *v) {
@@ -347,6 +350,48 @@ static size_t add_holder_labels(struct expo_label *l, size_t n, const struct exp
   return n;
 }
 
+/* One sample line of a GPU: name{<identity labels>,<more>} value, the identity labels from the
+ * text escaped once per scrape. */
+static int id_sample(struct buf *b, const char *name, const struct gpu_ids *id,
+                     const struct expo_label *more, size_t n, const char *value) {
+  int rc = buf_puts(b, name);
+  if (!rc)
+    rc = buf_append(b, "{", 1);
+  if (!rc)
+    rc = buf_append(b, id->pre, id->pre_len);
+  for (size_t i = 0; i < n && !rc; i++) {
+    rc = buf_append(b, ",", 1);
+    if (!rc)
+      rc = buf_puts(b, more[i].name);
+    if (!rc)
+      rc = buf_append(b, "=\"", 2);
+    if (!rc)
+      rc = expo_escape_label(b, more[i].value);
+    if (!rc)
+      rc = buf_append(b, "\"", 1);
+  }
+  if (!rc)
+    rc = buf_append(b, "} ", 2);
+  if (!rc)
+    rc = buf_puts(b, value);
+  return rc ? rc : buf_append(b, "\n", 1);
+}
+
+/* The identity labels of g as text ("gpu=\"0\",UUID=..."), appended to pre. */
+static int ids_text(struct buf *pre, struct gpu_ids *g) {
+  g->pre_off = pre->len;
+  int rc = 0;
+  for (size_t i = 0; i < g->n && !rc; i++) {
+    rc = buf_printf(pre, "%s%s=\"", i ? "," : "", g->l[i].name);
+    if (!rc)
+      rc = expo_escape_label(pre, g->l[i].value);
+    if (!rc)
+      rc = buf_append(pre, "\"", 1);
+  }
+  g->pre_len = pre->len - g->pre_off;
+  return rc;
+}
+
 /* The value lines of one GPU. No holder: identity labels only. One holder pod: its pod labels
  * (above). Several pods: one line marked gpuscale_shared="true" without pod labels (who holds it
  * is in gpuscale_gpu_pod_info), or, per-pod, one copy per (pod, container) with its pod labels and
@@ -354,17 +399,16 @@ static size_t add_holder_labels(struct expo_label *l, size_t n, const struct exp
 static int value_lines(struct buf *b, const struct expo_input *in, const struct value_family *vf,
                        const struct gpu_ids *id, const struct expo_label *extra, size_t nextra,
                        const struct gpu_pods *pods, const char *value) {
-  struct expo_label l[EXPO_MAX_LABELS + 2];
-  memcpy(l, id->l, id->n * sizeof l[0]);
-  memcpy(l + id->n, extra, nextra * sizeof l[0]);
-  size_t base = id->n + nextra;
+  struct expo_label l[EXPO_MAX_LABELS];
+  memcpy(l, extra, nextra * sizeof l[0]);
+  size_t base = nextra;
   if (!pods)
-    return expo_sample(b, vf->name, l, base, value);
+    return id_sample(b, vf->name, id, l, base, value);
   if (!pods_several(pods))
-    return expo_sample(b, vf->name, l, add_holder_labels(l, base, in, pods), value);
+    return id_sample(b, vf->name, id, l, add_holder_labels(l, base, in, pods), value);
   if (in->shared_series != EXPO_SHARED_PER_POD) {
     l[base] = (struct expo_label){"gpuscale_shared", "true"};
-    return expo_sample(b, vf->name, l, base + 1, value);
+    return id_sample(b, vf->name, id, l, base + 1, value);
   }
   int rc = 0;
   for (size_t p = 0; p < pods->n && !rc; p++) {
@@ -372,7 +416,7 @@ static int value_lines(struct buf *b, const struct expo_input *in, const struct 
     if (pods->pods[p].vgpu[0])
       l[n++] = (struct expo_label){"vgpu", pods->pods[p].vgpu};
     l[n++] = (struct expo_label){"gpuscale_shared", "true"};
-    rc = expo_sample(b, vf->name, l, n, value);
+    rc = id_sample(b, vf->name, id, l, n, value);
   }
   return rc;
 }
@@ -455,12 +499,10 @@ static int render_gpu_meta(struct buf *b, const struct expo_input *in, const str
                        "sample within 3 intervals, error: last read failed, lost), else 0.");
   for (size_t i = 0; i < in->ngpus && !rc; i++) {
     const char *cur = gpu_state(in, &in->gpus[i]);
-    struct expo_label l[EXPO_MAX_LABELS];
-    memcpy(l, ids[i].l, ids[i].n * sizeof l[0]);
     for (size_t s = 0; s < sizeof states / sizeof states[0] && !rc; s++) {
-      l[ids[i].n] = (struct expo_label){"state", states[s]};
-      rc = expo_sample(b, "gpuscale_gpu_health", l, ids[i].n + 1,
-                       strcmp(cur, states[s]) == 0 ? "1" : "0");
+      struct expo_label l = {"state", states[s]};
+      rc = id_sample(b, "gpuscale_gpu_health", &ids[i], &l, 1,
+                     strcmp(cur, states[s]) == 0 ? "1" : "0");
     }
   }
   if (!rc)
@@ -473,7 +515,7 @@ static int render_gpu_meta(struct buf *b, const struct expo_input *in, const str
     char value[64];
     int64_t age = in->now_mono_ms - g->latest.mono_ms;
     expo_format_double((double)(age > 0 ? age : 0) / 1000.0, value, sizeof value);
-    rc = expo_sample(b, "gpuscale_gpu_sample_age_seconds", ids[i].l, ids[i].n, value);
+    rc = id_sample(b, "gpuscale_gpu_sample_age_seconds", &ids[i], NULL, 0, value);
   }
   if (rc || in->attribution < 0)
     return rc;
@@ -482,7 +524,7 @@ static int render_gpu_meta(struct buf *b, const struct expo_input *in, const str
   for (size_t i = 0; i < in->ngpus && !rc && in->attribution > 0; i++) {
     char value[32];
     snprintf(value, sizeof value, "%zu", in->pods ? in->pods[i].total : 0);
-    rc = expo_sample(b, "gpuscale_gpu_pods", ids[i].l, ids[i].n, value);
+    rc = id_sample(b, "gpuscale_gpu_pods", &ids[i], NULL, 0, value);
   }
   return rc ? rc : render_pod_info(b, in, ids);
 }
@@ -566,11 +608,20 @@ int expo_render(struct buf *b, const struct expo_input *in) {
   struct gpu_ids *ids = in->ngpus ? calloc(in->ngpus, sizeof *ids) : NULL;
   if (in->ngpus && !ids)
     return GS_ENOMEM;
-  for (size_t i = 0; i < in->ngpus; i++)
+  struct buf pre;
+  buf_init(&pre, b->max); /* never more than the body it is copied into */
+  int rc = 0;
+  for (size_t i = 0; i < in->ngpus && !rc; i++) {
     gpu_ids_build(&ids[i], in, i);
-  int rc = render_values(b, in, ids);
+    rc = ids_text(&pre, &ids[i]);
+  }
+  for (size_t i = 0; i < in->ngpus && !rc; i++)
+    ids[i].pre = pre.data + ids[i].pre_off;
+  if (!rc)
+    rc = render_values(b, in, ids);
   if (!rc)
     rc = render_gpu_meta(b, in, ids);
+  buf_free(&pre);
   free(ids);
   if (!rc && in->collect)
     rc = render_collect(b, in->collect);
