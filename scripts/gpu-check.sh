@@ -11,7 +11,9 @@
 # Then `gpuscale burn` (docs/burn.md) on GPU 0 at 30, 60 and 90 % and at two memory sizes, the agent's values
 # (gpuscale query, /metrics) beside nvidia-smi at the same moments, the activation push on an idle -> busy
 # step, and the agent's RSS and CPU, printed as one markdown table for docs/bench.md (BURN_STEP=seconds per
-# step, default 20). Exits 1 when a difference is outside its tolerance, when a reading is present on one side
+# step, default 20). Before burn: every default-set field (clocks, memory temperature, encoder/decoder,
+# FB reserved, remapped rows, PCIe) beside nvidia-smi --query-gpu / --query-remapped-rows / dmon, and the GPM
+# ratios under `gpuscale burn` (Hopper+). Exits 1 when a difference is outside its tolerance, when a reading is present on one side
 # only, when the rule is broken, when a burn check fails, or when nothing was compared.
 set -euo pipefail
 
@@ -335,6 +337,102 @@ if [[ -n "$LOAD_PID" ]] && kill -0 "$LOAD_PID" 2>/dev/null; then
   wait "$LOAD_PID" 2>/dev/null || true
 fi
 LOAD_PID=""
+# --- dcgm-exporter's default set and GPM (issue 11) -------------------------------------------------
+# Every field the agent serves beside nvidia-smi --query-gpu / --query-remapped-rows / dmon; then GPM
+# ratios (Hopper+) must move under `gpuscale burn`. Tolerances: readings a moment apart.
+cat >"$WORK/fields.py" <<'EOF'
+import json, subprocess, sys, time, urllib.request
+
+BIN, HTTP = sys.argv[1], sys.argv[2]
+# our field -> (nvidia-smi --query-gpu name, absolute tolerance, relative tolerance)
+QUERY = {"sm_clock_mhz": ("clocks.sm", 150, 0.15), "memory_clock_mhz": ("clocks.mem", 50, 0.05),
+         "memory_temperature": ("temperature.memory", 3, 0), "encoder_utilization":
+         ("utilization.encoder", 10, 0), "decoder_utilization": ("utilization.decoder", 10, 0),
+         "memory_reserved_mib": ("memory.reserved", 2, 0)}
+ROWS = {"remapped_rows_correctable": "remapped_rows.correctable",
+        "remapped_rows_uncorrectable": "remapped_rows.uncorrectable",
+        "row_remap_failure": "remapped_rows.failure"}
+
+
+def smi(args):
+    p = subprocess.run(["nvidia-smi"] + args, capture_output=True, text=True, timeout=30)
+    return p.stdout if p.returncode == 0 else ""
+
+
+def num(v):
+    try:
+        return float(v.strip())
+    except ValueError:
+        return None  # [N/A], [Not Supported]
+
+
+def gpus():
+    doc = json.load(urllib.request.urlopen("http://%s/api/v1/gpus" % HTTP, timeout=5))
+    return {g["uuid"]: g for g in doc["gpus"] if not g.get("mig")}
+
+
+ours, theirs, bad = gpus(), {}, []
+for f, (q, _, _) in QUERY.items():  # one query per field: an old nvidia-smi rejects unknown names
+    for ln in smi(["--query-gpu=uuid," + q, "--format=csv,noheader,nounits"]).splitlines():
+        u, v = [x.strip() for x in ln.split(",", 1)]
+        theirs.setdefault(u, {})[f] = num(v)
+for ln in smi(["--query-remapped-rows=gpu_uuid," + ",".join(ROWS.values()),
+               "--format=csv,noheader,nounits"]).splitlines():
+    rec = [x.strip() for x in ln.split(",")]
+    for f, v in zip(ROWS, rec[1:]):
+        theirs.setdefault(rec[0], {})[f] = {"yes": 1.0, "no": 0.0}.get(v.lower(), num(v))
+dmon = {}  # dmon -s t: PCIe rxpci / txpci in MB/s, per GPU index
+for ln in smi(["dmon", "-c", "3", "-s", "t"]).splitlines():
+    rec = ln.split()
+    if rec and rec[0].isdigit() and len(rec) >= 3:
+        dmon.setdefault(int(rec[0]), []).append((num(rec[1]), num(rec[2])))
+print("%-14s %-30s %10s %10s  %s" % ("gpu index", "field", "agent", "nvidia-smi", "verdict"))
+for u, g in sorted(ours.items()):
+    vals, absent, failed = g.get("values", {}), g.get("absent", []), g.get("failed", [])
+    for f, v in sorted(theirs.get(u, {}).items()):
+        a = vals.get(f)
+        tol = (QUERY[f][1], QUERY[f][2]) if f in QUERY else (0, 0)
+        if v is None and a is None:
+            verdict = "absent on both"
+        elif a is None:
+            verdict = "FAIL: absent here" + (" (its call failed, counted)" if f in failed else "")
+        elif v is None:
+            verdict = "ok (nvidia-smi: N/A)"
+        else:
+            verdict = "ok" if abs(a - v) <= max(tol[0], tol[1] * abs(v)) else "FAIL: outside"
+        print("%-14s %-30s %10s %10s  %s" % (str(g.get("index")), f, a, v, verdict))
+        if verdict.startswith("FAIL") and f not in failed:
+            bad.append("%s %s %s" % (u, f, verdict))
+    rows = dmon.get(g.get("index"), [])
+    if rows and "pcie_rx_kbps" in vals:  # KB/s beside MB/s, sampled apart: printed, not judged
+        print("%-14s %-30s %10s %10s  printed" % (str(g.get("index")), "pcie_rx_kbps / dmon rxpci MB/s",
+                                                 vals["pcie_rx_kbps"], max(r[0] or 0 for r in rows)))
+    print("%-14s %-30s %s" % (str(g.get("index")), "absent (never 0)", ",".join(absent) or "-"))
+# GPM under load: gr_engine_active and sm_active of GPU 0 must rise under gpuscale burn
+g0 = min(ours.values(), key=lambda g: g.get("index", 0))
+if "sm_active" not in g0.get("values", {}):
+    print("GPM: not served on GPU 0 (%s): no GPM on this GPU or driver; ratios not checked"
+          % g0.get("name"))
+else:
+    idle = g0["values"]["sm_active"]
+    p = subprocess.Popen([BIN, "burn", "--gpu", "0", "--util", "90", "--duration", "20s"],
+                         stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
+    time.sleep(10)
+    busy = gpus()[g0["uuid"]]["values"]
+    gpm = smi(["dmon", "-c", "1", "-i", "0", "--gpm-metrics", "1,2,3,5,10"]).strip()
+    p.wait(timeout=60)
+    names = ("gr_engine_active", "sm_active", "sm_occupancy", "tensor_active", "dram_active")
+    print("GPM idle sm_active %s; under burn 90 %%: %s" % (idle, {k: busy.get(k) for k in names}))
+    print("nvidia-smi dmon --gpm-metrics 1,2,3,5,10:\n" + (gpm or "(not supported here)"))
+    if (busy.get("gr_engine_active") or 0) < 50 or (busy.get("sm_active") or 0) <= idle:
+        bad.append("GPM ratios did not move under burn: %s" % busy)
+for b in bad:
+    print("FAIL:", b)
+print("default-set fields: %s" % ("ok" if not bad else "BROKEN"))
+sys.exit(1 if bad else 0)
+EOF
+echo "== dcgm-exporter's default set beside nvidia-smi, GPM under gpuscale burn"
+python3 "$WORK/fields.py" "$BUILD/gpuscale" "$HTTP" || status=1
 cat >"$WORK/burncheck.py" <<'EOF'
 """gpuscale burn on GPU 0 at 30/60/90 % and two memory sizes, with the agent's readings (gpuscale
 query, /metrics) beside nvidia-smi at the same moments; the activation push on an idle -> busy step;
