@@ -370,3 +370,78 @@ def test_per_pod_panels_cover_the_time_sliced_gpu(live):
     (power,) = query("sum(DCGM_FI_DEV_POWER_USAGE)")
     (by_gpu,) = query("sum(max by (UUID) (DCGM_FI_DEV_POWER_USAGE))")
     assert power[1] == pytest.approx(by_gpu[1])
+
+
+# --------------------------------------------------------------------------------------------
+# NVIDIA's own dcgm-exporter dashboard against gpuscale (issue 11)
+
+NVIDIA_QUERIES = os.path.join(SRC, "tests", "fixtures", "grafana",
+                              "dcgm-exporter-dashboard-queries.json")
+# GPUs with NVML GPM (the profiling metrics): Hopper and later
+GPM_MODEL = re.compile(r"\b(G?H\d{3}|G?B\d{3})\b")
+
+
+def nvidia_dashboard():
+    with open(NVIDIA_QUERIES) as f:
+        return json.load(f)
+
+
+def test_nvidia_dashboard_every_panel_has_every_gpu(live):
+    """Each of the eight panels of NVIDIA's dashboard, as Grafana sends it with instance and gpu on
+    All, in the real Prometheus scraping the agent (built-in mock: an H100, two A100s, an L4):
+    every per-GPU panel has exactly one series for every mock GPU, Tensor Core Utilization for
+    the GPUs with GPM (Hopper) and none for the others, the aggregate panels one value, and
+    sum(DCGM_FI_DEV_POWER_USAGE) is the physical total: each GPU's power once, although GPU 0
+    is time-sliced by two pods."""
+    dash = nvidia_dashboard()
+    assert len(dash["panels"]) == 8
+    at = "%.3f" % (time.time() - 1)
+
+    def query(expr):
+        return [(r["metric"], float(r["value"][1]))
+                for r in live.api("query", {"query": expr, "time": at})["result"]]
+
+    gpus = {m["gpu"]: m["modelName"] for m, _ in query(
+        'group by (gpu, modelName) (gpuscale_gpu_health{job="gpuscale-agent"})')}
+    assert len(gpus) == 4, gpus
+    hopper = {g for g, model in gpus.items() if GPM_MODEL.search(model)}
+    assert hopper and hopper != set(gpus), gpus  # the mock has GPM GPUs and older ones
+    failures = []
+    got = {}
+    for p in dash["panels"]:
+        expr = p["expr"].replace("$instance", ".*").replace("$gpu", ".*")
+        res = query(expr)
+        got[p["title"]] = res
+        if not p["per_gpu"]:
+            if len(res) != 1:
+                failures.append("%s: %d results, want 1: %s" % (p["title"], len(res), expr))
+            continue
+        per_gpu = [m.get("gpu") for m, _ in res]
+        want = hopper if p.get("profiling") else set(gpus)
+        if sorted(per_gpu) != sorted(want):
+            failures.append("%s: series for GPUs %s, want one for each of %s: %s" % (
+                p["title"], sorted(per_gpu), sorted(want), expr))
+    assert not failures, "\n".join(failures)
+    # the profiling panel reads DCGM's ratio, 0..1, never a percentage
+    for m, v in got["Tensor Core Utilization"]:
+        assert 0 <= v <= 1, (m, v)
+    # SM clocks in Hz, as the dashboard scales MHz
+    for m, v in got["GPU SM Clocks"]:
+        assert 1e8 <= v <= 5e9, (m, v)
+    power = {m["gpu"]: v for m, v in got["GPU Power Usage"]}
+    (total,) = got["GPU Power Total"]
+    assert total[1] == pytest.approx(sum(power.values())), (total, power)
+    assert total[1] > 0
+
+
+def test_nvidia_dashboard_variables(live):
+    """Its two variables find the agent and every GPU."""
+    dash = nvidia_dashboard()
+    for name, want in (("instance", None), ("gpu", {"0", "1", "2", "3"})):
+        m = check.LABEL_VALUES_RE.match(dash["variables"][name])
+        sel, label = m.group(1), m.group(2)
+        got = {r["metric"].get(label) for r in live.api("query", {"query": sel})["result"]}
+        if want is None:
+            assert len(got) == 1 and None not in got, got  # one agent target
+        else:
+            assert got == want, (name, got)
