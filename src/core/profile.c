@@ -9,6 +9,7 @@
 #include <yaml.h>
 
 #include "core/err.h"
+#include "core/trigger.h"
 
 #define PROFILE_FILE_MAX (256 * 1024)
 #define PROFILE_MAX 256
@@ -29,6 +30,7 @@ static const struct profile builtin[] = {
     GPU_PROFILE("batch", GF_MEM_USED_PCT, 70, 1),
     GPU_PROFILE("ollama", GF_MEM_USED_PCT, 70, 3),
     GPU_PROFILE("tgi-inference", GF_MEM_USED_PCT, 75, 5),
+    GPU_PROFILE("distributed-training", GF_NVLINK_TX_MBPS, 50000, 5000),
     ENGINE_PROFILE("vllm-queue-depth", ES_VLLM_QUEUE_DEPTH, 5, 1),
     ENGINE_PROFILE("triton-queue-wait", ES_TRITON_QUEUE_WAIT_MS, 50, 5),
     ENGINE_PROFILE("triton-request-rate", ES_TRITON_REQUEST_RATE, 50, 1),
@@ -37,22 +39,6 @@ static const struct profile builtin[] = {
     ENGINE_PROFILE("tgi-queue-size", ES_TGI_QUEUE, 5, 1),
     ENGINE_PROFILE("sglang-queue-depth", ES_SGLANG_QUEUE, 5, 1),
 };
-
-/* Reference-scaler profiles that need signals gpuscale does not read yet. */
-static const struct {
-  const char *name, *why;
-} planned[] = {
-    {"distributed-training",
-     "needs NVLink throughput (nvlink_tx_mbps), which gpuscale does not collect yet; it comes "
-     "with the NVLink and profiling metrics. Until then use profile training"},
-};
-
-const char *profile_planned(const char *name) {
-  for (size_t i = 0; i < sizeof planned / sizeof planned[0]; i++)
-    if (strcmp(planned[i].name, name) == 0)
-      return planned[i].why;
-  return NULL;
-}
 
 int profile_set_init(struct profile_set *ps) {
   size_t n = sizeof builtin / sizeof builtin[0];
@@ -131,7 +117,7 @@ static int parse_profile(yaml_document_t *doc, const char *path, const char *nam
       return fail(err, errlen, path, k ? k : body, "keys and values must be plain scalars", name);
     const char *key = (const char *)k->data.scalar.value;
     const char *val = (const char *)v->data.scalar.value;
-    char msg[384];
+    char msg[512];
     if (strcmp(key, "metric") == 0 && engine_signal_parse(val, &p->esignal) == 0) {
       p->engine = true; /* an engine signal, read per pod (docs/engines.md) */
       if (!have_agg)
@@ -139,12 +125,11 @@ static int parse_profile(yaml_document_t *doc, const char *path, const char *nam
       have_metric = true;
     } else if (strcmp(key, "metric") == 0) {
       p->engine = false;
-      if (gpu_field_parse(val, &p->metric) || p->metric == GF_MEM_FREE_MIB ||
-          p->metric == GF_MEM_TOTAL_MIB || p->metric == GF_ENERGY_MJ) {
+      if (gpu_field_parse(val, &p->metric) || !trigger_scaler_metric(p->metric)) {
         snprintf(msg, sizeof msg,
-                 "\"%s\" is not a scaler metric; allowed: gpu_utilization, memory_utilization, "
-                 "memory_used_percent, memory_used_mib, temperature, power_draw, or an engine "
-                 "signal (vllm_queue_depth, vllm_kv_cache_usage, ...: docs/engines.md)",
+                 "\"%.40s\" is not a scaler metric; allowed: " TRIGGER_SCALER_METRICS
+                 ", or an engine signal (vllm_queue_depth, vllm_kv_cache_usage, ...: "
+                 "docs/engines.md)",
                  val);
         return fail(err, errlen, path, v, msg, "metric");
       }

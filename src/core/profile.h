@@ -29,9 +29,9 @@ struct profile_set {
 };
 
 /* Fills the set with the built-in profiles: the GPU ones (vllm-inference, triton-inference,
- * training, batch, ollama, tgi-inference) and the engine ones (vllm-queue-depth, vllm-kv-cache,
- * triton-queue-wait, triton-request-rate, tgi-queue-size, sglang-queue-depth; docs/profiles.md).
- * Returns 0 or GS_ENOMEM. */
+ * training, batch, ollama, tgi-inference, distributed-training) and the engine ones
+ * (vllm-queue-depth, vllm-kv-cache, triton-queue-wait, triton-request-rate, tgi-queue-size,
+ * sglang-queue-depth; docs/profiles.md). Returns 0 or GS_ENOMEM. */
 int profile_set_init(struct profile_set *ps);
 /* Adds or replaces profiles from a YAML file of the form
  *   profiles:
@@ -40,9 +40,6 @@ int profile_set_init(struct profile_set *ps);
  */
 int profile_set_load(struct profile_set *ps, const char *path, char *err, size_t errlen);
 const struct profile *profile_find(const struct profile_set *ps, const char *name);
-/* For a reference-scaler profile that gpuscale does not serve yet (distributed-training and the
- * engine-queue profiles): a fixed sentence saying what it needs and what brings it; else NULL. */
-const char *profile_planned(const char *name);
 /* "vllm-inference, triton-inference, ..." for error messages, into buf. */
 void profile_names(const struct profile_set *ps, char *buf, size_t len);
 void profile_set_free(struct profile_set *ps);

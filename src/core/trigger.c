@@ -18,12 +18,34 @@
 #define GS_STR(x) GS_XSTR(x)
 #define GPU_INDEX_MAX 1023
 
-static const char scaler_metrics[] = "gpu_utilization, memory_utilization, memory_used_percent, "
-                                     "memory_used_mib, temperature, power_draw";
+static const char scaler_metrics[] = TRIGGER_SCALER_METRICS;
 
+/* The GPU fields a trigger may scale on. The GPM ones (sm_active...) exist only on GPUs with
+ * GPM, and are the only activity a MIG instance has; gr_engine_active is there for MIG, where
+ * gpu_utilization is not. The throughputs use the reference scaler's names and units. */
 static bool is_scaler_metric(enum gpu_field f) {
-  return f == GF_GPU_UTIL || f == GF_MEM_UTIL || f == GF_MEM_USED_PCT || f == GF_MEM_USED_MIB ||
-         f == GF_TEMP_C || f == GF_POWER_W;
+  switch (f) {
+  case GF_GPU_UTIL:
+  case GF_MEM_UTIL:
+  case GF_MEM_USED_PCT:
+  case GF_MEM_USED_MIB:
+  case GF_TEMP_C:
+  case GF_POWER_W:
+  case GF_GR_ENGINE_ACTIVE:
+  case GF_SM_ACTIVE:
+  case GF_SM_OCCUPANCY:
+  case GF_TENSOR_ACTIVE:
+  case GF_DRAM_ACTIVE:
+  case GF_PCIE_TX_KBPS:
+  case GF_PCIE_RX_KBPS:
+  case GF_NVLINK_TX_MBPS:
+  case GF_NVLINK_RX_MBPS: return true;
+  default: return false;
+  }
+}
+
+bool trigger_scaler_metric(enum gpu_field f) {
+  return is_scaler_metric(f);
 }
 
 /* Engine signals (core/engine.h), read per engine pod: docs/engines.md. */
@@ -31,26 +53,6 @@ static const char engine_metrics[] =
     "vllm_queue_depth, vllm_requests_running, vllm_kv_cache_usage, tgi_queue_size, "
     "tgi_batch_size, sglang_queue_depth, sglang_token_usage, triton_pending_requests, "
     "triton_queue_wait_ms, triton_request_rate";
-#define LINK_COMING                                                                                \
-  "gpuscale does not collect PCIe or NVLink throughput yet; it comes with the NVLink and "         \
-  "profiling metrics"
-
-/* keda-gpu-scaler metric types that need signals gpuscale does not read yet. */
-static const struct {
-  const char *name, *why;
-} later_metrics[] = {
-    {"pcie_tx_kbps", LINK_COMING},
-    {"pcie_rx_kbps", LINK_COMING},
-    {"nvlink_tx_mbps", LINK_COMING},
-    {"nvlink_rx_mbps", LINK_COMING},
-};
-
-static const char *later_metric(const char *name) {
-  for (size_t i = 0; i < sizeof later_metrics / sizeof later_metrics[0]; i++)
-    if (strcmp(later_metrics[i].name, name) == 0)
-      return later_metrics[i].why;
-  return NULL;
-}
 
 static const char *md_get(const struct kv *md, size_t n, const char *key) {
   const char *v = NULL;
@@ -547,8 +549,6 @@ static int parse_metric_keys(const struct kv *md, size_t n, const struct profile
   const char *v;
   if ((v = md_get(md, n, "profile"))) {
     const struct profile *p = profile_find(ps, v);
-    if (!p && profile_planned(v))
-      return bad(err, errlen, "profile", v, profile_planned(v));
     if (!p) {
       char names[384];
       profile_names(ps, names, sizeof names);
@@ -564,11 +564,6 @@ static int parse_metric_keys(const struct kv *md, size_t n, const struct profile
     t->esignal = p->esignal;
   }
   if ((v = md_get(md, n, "metricType"))) {
-    const char *later = later_metric(v);
-    if (later) {
-      snprintf(rule, sizeof rule, "%s; allowed now: %s", later, scaler_metrics);
-      return bad(err, errlen, "metricType", v, rule);
-    }
     if (engine_signal_parse(v, &t->esignal) == 0) {
       t->engine = true;
     } else if (gpu_field_parse(v, &t->metric) || !is_scaler_metric(t->metric)) {

@@ -21,6 +21,11 @@
 #define TRIGGER_NODE_LEN 254
 #define TRIGGER_DEFAULT_TARGET 80.0 /* targetValue without a profile (keda-gpu-scaler's) */
 #define TRIGGER_URL_LEN 512         /* longest vllmEndpoint / tritonEndpoint accepted */
+/* The GPU metricTypes, for messages (trigger_scaler_metric says which fields they are). */
+#define TRIGGER_SCALER_METRICS                                                                     \
+  "gpu_utilization, memory_utilization, memory_used_percent, memory_used_mib, temperature, "       \
+  "power_draw, sm_active, sm_occupancy, tensor_active, dram_active, gr_engine_active, "            \
+  "pcie_tx_kbps, pcie_rx_kbps, nvlink_tx_mbps, nvlink_rx_mbps"
 
 /* Which GPUs one value stands for. AUTO (no scope key, no pods key) is resolved by the policy:
  * node at the agent, cluster at the gateway. */
@@ -76,6 +81,8 @@ struct trigger {
   const char *endpoint_key;
 };
 
+/* True when GPU field f can be a trigger's metricType (or a profile's metric). */
+bool trigger_scaler_metric(enum gpu_field f);
 /* Parses metadata. Keys: profile, metricType (a GPU field or an engine signal), targetValue,
  * activationThreshold, aggregation, gpuIndex, window, metricName; keda-gpu-scaler's
  * targetGpuUtilization, targetMemoryUtilization, pollIntervalSeconds, and vllmEndpoint /

@@ -38,8 +38,9 @@ BAD_METADATA = [
     ({"pollIntervalSeconds": "-5"}, "pollIntervalSeconds", "-5"),
     ({"vllmEndpoint": "http://vllm:8000/metrics"}, "vllmEndpoint", "gpuscale.io/engine"),
     ({"tritonEndpoint": "http://triton:8002/metrics"}, "tritonEndpoint", "Annotate the engine pods"),
-    ({"profile": "distributed-training"}, "profile", "NVLink"),
-    ({"metricType": "nvlink_tx_mbps"}, "metricType", "NVLink"),
+    # dcgm-exporter fields that are not scaling signals (issue 11): named, with what is allowed
+    ({"metricType": "xid_last"}, "metricType", "tensor_active"),
+    ({"metricType": "prof_pcie_rx_bytes"}, "metricType", "pcie_rx_kbps"),
     ({"metricType": "vllm_queue_depth", "gpuIndex": "0"}, "gpuIndex", "per engine pod"),
     # selectors glibc's regcomp would take gigabytes (8 GB) or minutes over, refused before it
     ({"scope": "cluster", "nodes": "a{1,32767}"}, "nodes", "4096 copies"),

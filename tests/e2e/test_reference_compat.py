@@ -18,9 +18,13 @@ and says why in a comment (each is listed in docs/migrate.md, "What deliberately
   tritonEndpoint are INVALID_ARGUMENT saying how to annotate the pods, unless the operator
   started the agent with --allow-engine-endpoints.
 - a GPU without a memory reading has no memory_used_percent (the reference makes up 0).
+
+The PCIe/NVLink cases and distributed-training are the reference's (its HEAD; v0.6.0 has them
+too). The GPM metric types (sm_active, tensor_active...) are gpuscale's own, with cases of ours.
 """
 
 import math
+import os
 
 import grpc
 import pytest
@@ -531,15 +535,132 @@ def test_engine_metrics_are_served_from_engine_pods_only(fleet, md, metric, targ
         assert "engine" in e.details(), e.details()
 
 
-@pytest.mark.parametrize("md", [{"profile": "distributed-training"},
-                                {"metricType": "nvlink_tx_mbps", "aggregation": "max"},
-                                {"metricType": "pcie_rx_kbps", "aggregation": "sum"}])
-def test_link_metrics_are_refused_saying_what_is_coming(fleet, md):
-    """server_test.go TestDistributedTrainingProfile and the PCIe/NVLink cases of TestGetMetrics:
-    gpuscale does not collect PCIe or NVLink throughput yet."""
-    key = "profile" if "profile" in md else "metricType"
-    details = invalid(fleet.client(devices(dict(gpu_utilization=10))), md, key)
-    assert "NVLink" in details, details
+# ---- server_test.go TestGetMetrics (PCIe/NVLink cases), TestExtractMetricPCIeNVLink,
+# TestDistributedTrainingProfile: the reference's two test devices with their throughputs -----
+
+LINKS = devices(dict(gpu_utilization=80, memory_utilization=60, memory_used_mib=40960,
+                     memory_total_mib=81920, temperature=65, power_draw=250, pcie_tx_kbps=8000,
+                     pcie_rx_kbps=4000, nvlink_tx_mbps=600, nvlink_rx_mbps=500),
+                dict(gpu_utilization=30, memory_utilization=20, memory_used_mib=16384,
+                     memory_total_mib=81920, temperature=45, power_draw=100, pcie_tx_kbps=2000,
+                     pcie_rx_kbps=1000, nvlink_tx_mbps=200, nvlink_rx_mbps=150))
+
+LINK_CASES = [
+    ("pcie tx max across GPUs", {"metricType": "pcie_tx_kbps", "aggregation": "max"}, 8000),
+    ("pcie rx sum across GPUs", {"metricType": "pcie_rx_kbps", "aggregation": "sum"}, 5000),
+    ("nvlink tx max across GPUs", {"metricType": "nvlink_tx_mbps", "aggregation": "max"}, 600),
+    ("nvlink rx avg across GPUs", {"metricType": "nvlink_rx_mbps", "aggregation": "avg"}, 325),
+    ("single GPU pcie tx", {"gpuIndex": "0", "metricType": "pcie_tx_kbps"}, 8000),
+    ("single GPU nvlink tx", {"gpuIndex": "1", "metricType": "nvlink_tx_mbps"}, 200),
+    # TestExtractMetricPCIeNVLink: each metric type of one device
+    ("extract pcie_tx_kbps", {"gpuIndex": "0", "metricType": "pcie_tx_kbps"}, 8000),
+    ("extract pcie_rx_kbps", {"gpuIndex": "0", "metricType": "pcie_rx_kbps"}, 4000),
+    ("extract nvlink_tx_mbps", {"gpuIndex": "0", "metricType": "nvlink_tx_mbps"}, 600),
+    ("extract nvlink_rx_mbps", {"gpuIndex": "0", "metricType": "nvlink_rx_mbps"}, 500),
+]
+
+
+@pytest.mark.parametrize("label,md,want", LINK_CASES, ids=[c[0] for c in LINK_CASES])
+def test_link_metrics(fleet, label, md, want):
+    c = fleet.client(LINKS)
+    s, v = spec_value(c, md)
+    assert v.metricValueFloat == want, (label, v)
+    assert s.metricName == "gpuscale-" + md["metricType"].replace("_", "-"), s
+    assert is_active(c, md) is True  # activation 0
+
+
+def test_distributed_training_profile(fleet):
+    """NVLink TX, target 50000 MB/s; inactive while the busiest link sends 600 < 5000."""
+    c = fleet.client(LINKS)
+    md = {"profile": "distributed-training"}
+    s, v = spec_value(c, md)
+    assert s.targetSizeFloat == 50000 and s.targetSize == 50000, s
+    assert v.metricValueFloat == 600, v
+    assert is_active(c, md) is False
+    # and active once the links carry more than the activation (the reference's threshold)
+    assert is_active(c, dict(md, activationThreshold="599")) is True
+
+
+# ---- ours: the GPM metric types (the reference has none), on GPM and non-GPM GPUs and MIG ----
+
+class RawScenario:
+    """A scenario written as given (MIG lists and booleans need YAML the helper does not
+    write)."""
+
+    def __init__(self, text, uuids):
+        self.text = text
+        self.gpus = [{"uuid": u} for u in uuids]  # every device, MIG instances last
+
+    def yaml(self):
+        return self.text
+
+    def write(self, path):
+        tmp = path + ".tmp"
+        with open(tmp, "w") as f:
+            f.write(self.text)
+        os.replace(tmp, path)
+        return path
+
+
+# GPU 0: Hopper with GPM; GPU 1: no GPM (never reports a GPM field); GPU 2: Hopper in MIG mode,
+# whose two instances (devices 3 and 4) report their own GPM fields.
+GPM = RawScenario("""gpus:
+  - {model: NVIDIA H100 80GB HBM3, uuid: GPU-gpm0, memory_total_mib: 81559, gpu_utilization: 100,
+     sm_active: 35.5, sm_occupancy: 20, tensor_active: 12.25, dram_active: 40,
+     gr_engine_active: 99}
+  - {model: NVIDIA A100-SXM4-80GB, uuid: GPU-nogpm1, memory_total_mib: 81920,
+     gpu_utilization: 100, gpm: false}
+  - model: NVIDIA H100 80GB HBM3
+    uuid: GPU-mig2
+    memory_total_mib: 81559
+    gpm: true
+    mig:
+      - {profile: 3g.40gb, gi_id: 1, memory_total_mib: 40448, sm_active: 70, tensor_active: 64,
+         sm_occupancy: 30, dram_active: 50, gr_engine_active: 90}
+      - {profile: 3g.40gb, gi_id: 2, memory_total_mib: 40448, sm_active: 5, tensor_active: 1,
+         sm_occupancy: 2, dram_active: 3, gr_engine_active: 8}
+""", ["GPU-gpm0", "GPU-nogpm1", "GPU-mig2", None, None])
+
+GPM_CASES = [
+    # one thread keeps gpu_utilization at 100 %; SM and tensor activity say how much is used
+    ("gpu_utilization saturates", {"gpuIndex": "0"}, 100),
+    ("sm_active of the GPM GPU", {"gpuIndex": "0", "metricType": "sm_active"}, 35.5),
+    ("tensor_active of the GPM GPU", {"gpuIndex": "0", "metricType": "tensor_active"}, 12.25),
+    ("sm_occupancy", {"gpuIndex": "0", "metricType": "sm_occupancy"}, 20),
+    ("dram_active", {"gpuIndex": "0", "metricType": "dram_active"}, 40),
+    ("gr_engine_active", {"gpuIndex": "0", "metricType": "gr_engine_active"}, 99),
+    # every GPU: the GPU without GPM is left out, not counted as 0; the MIG parent is skipped
+    # and its instances count (max over 35.5, 70, 5; min over 12.25, 64, 1)
+    ("sm_active max, MIG instances included", {"metricType": "sm_active"}, 70),
+    ("tensor_active min", {"metricType": "tensor_active", "aggregation": "min"}, 1),
+    ("MIG instance by its index", {"gpuIndex": "4", "metricType": "tensor_active"}, 1),
+]
+
+
+@pytest.mark.parametrize("label,md,want", GPM_CASES, ids=[c[0] for c in GPM_CASES])
+def test_gpm_metric_types(fleet, label, md, want):
+    c = fleet.client(GPM)
+    s, v = spec_value(c, md)
+    assert close(v.metricValueFloat, want), (label, v)
+
+
+def test_gpm_metric_on_a_gpu_without_gpm_is_unavailable_never_zero(fleet):
+    c = fleet.client(GPM)
+    for mt in ("sm_active", "tensor_active", "sm_occupancy", "dram_active", "gr_engine_active"):
+        md = {"gpuIndex": "1", "metricType": mt}
+        e = rpc_error(c.metrics, md)
+        assert e.code() == grpc.StatusCode.UNAVAILABLE, (mt, e)
+    # a MIG instance has no gpu_utilization: only the GPM metrics give its activity
+    e = rpc_error(c.metrics, {"gpuIndex": "3"})
+    assert e.code() == grpc.StatusCode.UNAVAILABLE, e
+
+
+def test_tensor_active_scales_a_workload_where_utilization_cannot(fleet):
+    """targetValue 30 on tensor_active: 64 % on the busy MIG instance asks for ceil(64/30) = 3
+    replicas; gpu_utilization on GPU 0 sits at 100 % whatever the load."""
+    c = fleet.client(GPM)
+    s, v = spec_value(c, {"metricType": "tensor_active", "targetValue": "30", "gpuIndex": "3"})
+    assert math.ceil(v.metricValueFloat / s.targetSizeFloat) == 3
 
 
 def test_hpa_arithmetic_of_a_reference_trigger_is_unchanged(fleet):

@@ -5,7 +5,9 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -41,6 +43,8 @@ static const struct want_profile builtins[] = {
     {"batch", GF_MEM_USED_PCT, 70, 1, AGG_MAX},
     {"ollama", GF_MEM_USED_PCT, 70, 3, AGG_MAX},
     {"tgi-inference", GF_MEM_USED_PCT, 75, 5, AGG_MAX},
+    /* NVLink TX in MB/s, the reference's target and activation */
+    {"distributed-training", GF_NVLINK_TX_MBPS, 50000, 5000, AGG_MAX},
 };
 /* Engine profiles (docs/profiles.md): the reference scaler's three with its values
  * (pkg/profiles/profiles.go), and ours; each sums over pods. */
@@ -90,7 +94,8 @@ static void test_builtins(void **state) {
   char names[384];
   profile_names(&ps, names, sizeof names);
   assert_string_equal(names, "vllm-inference, triton-inference, training, batch, ollama, "
-                             "tgi-inference, vllm-queue-depth, triton-queue-wait, "
+                             "tgi-inference, distributed-training, vllm-queue-depth, "
+                             "triton-queue-wait, "
                              "triton-request-rate, vllm-kv-cache, tgi-queue-size, "
                              "sglang-queue-depth");
   char small[12];
@@ -209,27 +214,54 @@ static void test_missing_file(void **state) {
   profile_set_free(&ps);
 }
 
-/* The reference scaler's profiles that gpuscale does not serve yet say what they need; a name
- * that is neither built in nor planned gets NULL. A user profile of a planned name wins. */
-static void test_planned(void **state) {
+/* distributed-training is served now (NVLink TX, issue 11); a user profile of that name still
+ * wins over the built-in. */
+static void test_distributed_training(void **state) {
   (void)state;
-  static const struct { const char *name, *why; } cases[] = {{"distributed-training", "NVLink"}};
   struct profile_set ps;
   assert_int_equal(profile_set_init(&ps), 0);
-  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-    assert_null(profile_find(&ps, cases[i].name));
-    assert_non_null(profile_planned(cases[i].name));
-    assert_non_null(strstr(profile_planned(cases[i].name), cases[i].why));
-  }
-  assert_null(profile_planned("vllm-inference"));
-  assert_null(profile_planned("nope"));
-  char err[512] = "";
-  assert_int_equal(profile_set_load(&ps, FIX "planned_name.yaml", err, sizeof err), 0);
   const struct kv md[] = {{"profile", "distributed-training"}};
   struct trigger t;
+  char err[512] = "";
+  assert_int_equal(trigger_parse(md, 1, &ps, &t, err, sizeof err), 0);
+  assert_int_equal(t.metric, GF_NVLINK_TX_MBPS);
+  assert_true(t.target == 50000 && t.activation == 5000);
+  assert_int_equal(profile_set_load(&ps, FIX "planned_name.yaml", err, sizeof err), 0);
   assert_int_equal(trigger_parse(md, 1, &ps, &t, err, sizeof err), 0);
   assert_int_equal(t.metric, GF_POWER_W);
+  assert_true(t.target == 300);
   profile_set_free(&ps);
+}
+
+/* A profile file may use every scaler metricType, and no other GPU field. */
+static void test_file_metrics(void **state) {
+  (void)state;
+  char dir[] = "/tmp/gs_profile_XXXXXX";
+  assert_non_null(mkdtemp(dir));
+  char path[128];
+  snprintf(path, sizeof path, "%s/p.yaml", dir);
+  for (int f = 0; f < GF__COUNT; f++) {
+    FILE *fp = fopen(path, "w");
+    assert_non_null(fp);
+    fprintf(fp, "profiles:\n  mine: {metric: %s, target: 5}\n", gpu_field_name((enum gpu_field)f));
+    fclose(fp);
+    struct profile_set ps;
+    assert_int_equal(profile_set_init(&ps), 0);
+    char err[1024] = "";
+    int rc = profile_set_load(&ps, path, err, sizeof err);
+    bool want = trigger_scaler_metric((enum gpu_field)f);
+    if ((rc == 0) != want)
+      print_error("%s: rc %d (%s)\n", gpu_field_name((enum gpu_field)f), rc, err);
+    assert_int_equal(rc == 0, want);
+    if (!want)
+      assert_non_null(strstr(err, "tensor_active"));
+    profile_set_free(&ps);
+  }
+  /* the new metric types are among them */
+  assert_true(trigger_scaler_metric(GF_TENSOR_ACTIVE) && trigger_scaler_metric(GF_NVLINK_RX_MBPS));
+  assert_false(trigger_scaler_metric(GF_XID_LAST) || trigger_scaler_metric(GF_ENERGY_MJ));
+  unlink(path);
+  rmdir(dir);
 }
 
 /* Engine profiles from a file: an engine signal as metric (sum unless aggregation is given), an
@@ -269,9 +301,13 @@ static void test_engine_file(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_builtins),  cmocka_unit_test(test_load_adds_and_overrides),
-      cmocka_unit_test(test_bad_files), cmocka_unit_test(test_missing_file),
-      cmocka_unit_test(test_planned),   cmocka_unit_test(test_engine_file),
+      cmocka_unit_test(test_builtins),
+      cmocka_unit_test(test_load_adds_and_overrides),
+      cmocka_unit_test(test_bad_files),
+      cmocka_unit_test(test_missing_file),
+      cmocka_unit_test(test_distributed_training),
+      cmocka_unit_test(test_file_metrics),
+      cmocka_unit_test(test_engine_file),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
