@@ -270,3 +270,144 @@ def test_hostname_label_rejects_other_spellings():
     assert r.returncode == 2
     out = r.stdout + r.stderr
     assert '--hostname-label' in out and '"HOSTNAME"' in out and "Hostname|hostname" in out, out
+
+
+# --------------------------------------------------------------------------------------------
+# Issue 11's series from a mock scenario: GPM per MIG instance, card fields on the parent only,
+# DCGM's units, XID labels, absent never 0
+
+MIG_GPM = """\
+gpus:
+  - model: NVIDIA H100 80GB HBM3
+    uuid: GPU-7e570000-0000-4000-8000-000000000000
+    memory_total_mib: 81559
+    memory_used_mib: 52000
+    memory_reserved_mib: 527
+    temperature: 61
+    memory_temperature: 70
+    power_draw: 400.25
+    sm_clock_mhz: 1980
+    memory_clock_mhz: 2619
+    xid_last: 0
+    nvlink_bandwidth_total: 123456
+    gpm: true
+    mig:
+      - profile: 3g.40gb
+        gi_id: 1
+        memory_total_mib: 40448
+        memory_used_mib: 36000
+        gr_engine_active: 90
+        sm_active: 62.5
+        sm_occupancy: 30
+        tensor_active: 45.25
+        dram_active: 50
+        prof_pcie_tx_bytes: 120000000
+        prof_pcie_rx_bytes: 60000000
+      - profile: 3g.40gb
+        gi_id: 2
+        memory_total_mib: 40448
+        memory_used_mib: 16000
+        gr_engine_active: 4
+        sm_active: 2.5
+        sm_occupancy: 1
+        tensor_active: 0
+        dram_active: 1.5
+  - model: NVIDIA A100-SXM4-80GB
+    uuid: GPU-7e570000-0000-4000-8000-000000000001
+    memory_total_mib: 81920
+    memory_used_mib: 40960
+    gpu_utilization: 20
+    temperature: 58
+    power_draw: 270
+    sm_clock_mhz: 1410
+    xid_last: 48
+    remapped_rows_correctable: 3
+    remapped_rows_uncorrectable: 1
+    row_remap_failure: 0
+    pcie_tx_kbps: 80000
+    nvlink_tx_mbps: 2000.5
+    gpm: false
+    fail:
+      energy: NO_PERMISSION
+"""
+
+
+@pytest.fixture(scope="module")
+def mig_gpm(tmp_path_factory):
+    d = str(tmp_path_factory.mktemp("mig-gpm"))
+    path = os.path.join(d, "scenario.yaml")
+    with open(path, "w") as f:
+        f.write(MIG_GPM)
+    a = helpers.Agent(["--collector", "mock", "--scenario", path, "--interval", helpers.INTERVAL,
+                       "--kube-api", "off"], workdir=d)
+    try:
+        a.start()
+        wait_for(lambda: "DCGM_FI_PROF_SM_ACTIVE{" in a.http_get("/metrics")[1], timeout=10,
+                 what="the GPM series")
+        yield parse(a.http_get("/metrics")[1])
+    finally:
+        a.stop()
+        a.kill()
+
+
+def by_series(samples, name):
+    """{(UUID, GPU_I_ID or None): (labels, value)} of one series; fails on a duplicate."""
+    out = {}
+    for n, lb, v in samples:
+        if n != name:
+            continue
+        d = dict(lb)
+        key = (d["UUID"], d.get("GPU_I_ID"))
+        assert key not in out, (name, key)
+        out[key] = (d, v)
+    return out
+
+
+H100 = "GPU-7e570000-0000-4000-8000-000000000000"
+A100 = "GPU-7e570000-0000-4000-8000-000000000001"
+
+
+@pytest.mark.parametrize("series,want", [
+    # DCGM's PROF ratios are 0..1: the scenario's percent / 100, per MIG instance, keyed by the
+    # parent's UUID and GPU_I_ID; none on the parent (the scenario gives it none) or the A100
+    ("DCGM_FI_PROF_GR_ENGINE_ACTIVE", {(H100, "1"): 0.9, (H100, "2"): 0.04}),
+    ("DCGM_FI_PROF_SM_ACTIVE", {(H100, "1"): 0.625, (H100, "2"): 0.025}),
+    ("DCGM_FI_PROF_SM_OCCUPANCY", {(H100, "1"): 0.3, (H100, "2"): 0.01}),
+    ("DCGM_FI_PROF_PIPE_TENSOR_ACTIVE", {(H100, "1"): 0.4525, (H100, "2"): 0.0}),
+    ("DCGM_FI_PROF_DRAM_ACTIVE", {(H100, "1"): 0.5, (H100, "2"): 0.015}),
+    ("DCGM_FI_PROF_PCIE_TX_BYTES", {(H100, "1"): 120000000}),
+    ("DCGM_FI_PROF_PCIE_RX_BYTES", {(H100, "1"): 60000000}),
+    # card fields: on the whole GPU only, never on an instance
+    ("DCGM_FI_DEV_SM_CLOCK", {(H100, None): 1980, (A100, None): 1410}),
+    ("DCGM_FI_DEV_MEM_CLOCK", {(H100, None): 2619}),
+    ("DCGM_FI_DEV_MEMORY_TEMP", {(H100, None): 70}),
+    ("DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL", {(H100, None): 123456}),
+    ("DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS", {(A100, None): 3}),
+    ("DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS", {(A100, None): 1}),
+    ("DCGM_FI_DEV_ROW_REMAP_FAILURE", {(A100, None): 0}),
+    ("gpuscale_pcie_tx_kbps", {(A100, None): 80000}),
+    ("gpuscale_nvlink_tx_mbps", {(A100, None): 2000.5}),
+    # a field the GPU does not report, or whose read fails, is absent, never 0
+    ("DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION", {}),
+    ("DCGM_FI_DEV_ENC_UTIL", {}),
+    ("DCGM_FI_DEV_VGPU_LICENSE_STATUS", {}),
+    # the framebuffer per instance, as before; reserved where the scenario gives it
+    ("DCGM_FI_DEV_FB_RESERVED", {(H100, None): 527}),
+])
+def test_issue11_series(mig_gpm, series, want):
+    got = {k: v for k, (_, v) in by_series(mig_gpm, series).items()}
+    assert set(got) == set(want), (series, got)
+    for k, v in want.items():
+        assert close(got[k], v, rel=1e-9), (series, k, got[k], v)
+
+
+def test_xid_labels_and_instance_labels(mig_gpm):
+    xid = by_series(mig_gpm, "DCGM_FI_DEV_XID_ERRORS")
+    assert set(xid) == {(H100, None), (A100, None)}
+    d, v = xid[(A100, None)]
+    assert v == 48 and d["err_code"] == "48" and d["err_msg"] == "Double Bit ECC Error", d
+    d, v = xid[(H100, None)]
+    assert v == 0 and d["err_code"] == "0" and d["err_msg"] == "No Error", d
+    d, _ = by_series(mig_gpm, "DCGM_FI_PROF_SM_ACTIVE")[(H100, "2")]
+    assert d["GPU_I_PROFILE"] == "3g.40gb" and d["gpu"] == "0", d
+    assert d["modelName"] == "NVIDIA H100 80GB HBM3", d
