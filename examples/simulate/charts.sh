@@ -24,6 +24,11 @@ chart timeslice-once models/timeslice.yaml timeslice-workload.yaml step
 chart timeslice-per-pod models/timeslice-per-pod.yaml timeslice-workload.yaml step
 chart zero-gpu-only models/inference.yaml zero-gpu-only.yaml weekend
 chart zero-with-demand models/inference.yaml zero-with-demand.yaml weekend
+chart zero-engine-only models/vllm.yaml zero-engine-only.yaml morning
+chart zero-engine-with-http models/vllm.yaml zero-engine-with-http.yaml morning
+chart node-sum-spread models/inference-4nodes-spread.yaml node-sum.yaml step
+chart modifiers models/inference.yaml modifiers.yaml step
+chart http-addon models/inference.yaml http-addon-rate.yaml morning
 $G --model "$E/models/inference.yaml" --trace step --compare "$E/naive-node-max.yaml" \
   "$E/cpu-only.yaml" "$E/workload-util.yaml" "$E/workload-util-value.yaml"
 echo
@@ -42,3 +47,17 @@ $G --model "$E/models/inference.yaml" --trace morning --compare "$E/zero-gpu-onl
 echo
 $G --model "$E/models/inference-outage.yaml" --trace step --compare "$E/workload-util.yaml" \
   "$E/workload-util-fallback.yaml"
+echo
+for m in inference inference-4nodes inference-4nodes-spread inference-4nodes-rr; do
+  $G --model "$E/models/$m.yaml" --trace step --compare "$E/naive-node-max.yaml" "$E/node-sum.yaml" \
+    "$E/workload-util.yaml"
+  echo
+done
+$G --model "$E/models/vllm.yaml" --trace morning --compare "$E/zero-engine-only.yaml" \
+  "$E/zero-engine-with-http.yaml" "$E/zero-engine-with-demand.yaml"
+echo
+$G --model "$E/models/inference.yaml" --trace step --compare "$E/workload-util.yaml" \
+  "$E/modifiers.yaml" "$E/http-addon.yaml" "$E/http-addon-rate.yaml"
+echo
+$G --model "$E/models/inference.yaml" --trace morning --compare "$E/zero-with-demand.yaml" \
+  "$E/idle-replicas.yaml" "$E/http-addon.yaml" "$E/http-addon-rate.yaml"

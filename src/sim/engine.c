@@ -46,6 +46,8 @@ struct eng {
   struct scaler_dual dual;       /* the agent's: GPU values, and its node's engine pods */
   struct engine_reading *ereads; /* scratch: one node's engine pods */
   size_t capereads;
+  unsigned char *mark; /* scratch: GPUs seen by a workload selection (capgpus bytes) */
+  size_t capmark;
   struct sim_params prm;
   struct sim_tol tol; /* the cluster's, or the behavior block's per direction */
   struct sim_hpa hpa;
@@ -446,10 +448,16 @@ static bool gpu_selected(const struct eng *e, const struct trigger *t, size_t g)
 static int select_workload(struct eng *e, const struct trigger *t, const struct sim_signal *s,
                            double serving, struct scaler_selection *sel) {
   if (t->ns[0] && strcmp(t->ns, e->so->ns) != 0)
-    return 0; /* the workload's pods live in the ScaledObject's namespace */
-  unsigned char *mark = calloc(e->ngpus ? e->ngpus : 1, 1);
-  if (!mark)
-    return GS_ENOMEM;
+    return 0;                  /* the workload's pods live in the ScaledObject's namespace */
+  if (e->capmark < e->ngpus) { /* kept across reads: this runs every second with a push */
+    unsigned char *nm = realloc(e->mark, e->ngpus);
+    if (!nm)
+      return GS_ENOMEM;
+    e->mark = nm;
+    e->capmark = e->ngpus;
+  }
+  unsigned char *mark = e->mark;
+  memset(mark, 0, e->ngpus);
   uint32_t group = 0;
   size_t distinct = 0;
   int rc = 0;
@@ -472,7 +480,6 @@ static int select_workload(struct eng *e, const struct trigger *t, const struct 
     }
     group++;
   }
-  free(mark);
   sel->n_groups = group;
   sel->matched = sel->selected = sel->fresh = distinct;
   return rc;
@@ -705,9 +712,11 @@ static int read_trigger_now(struct eng *e, size_t i, double *value, bool *active
   }
   struct scaler_request r = request_of(e, i);
   struct scaler_result res;
-  struct scaler_error er;
+  struct scaler_error er; /* the policy fills what it reports; 2 KiB not cleared each second */
   memset(&res, 0, sizeof res);
-  memset(&er, 0, sizeof er);
+  er.code = 0;
+  er.msg[0] = '\0';
+  er.has_coverage = false;
   int rc = scaler_get_metrics(e->gw[i] ? &e->gateway : &e->agent, &r, "", &res, &er);
   if (rc)
     return -1;
@@ -1298,6 +1307,7 @@ int sim_run(const struct sim_model *m, const struct sim_scaledobject *so,
   free(e->holders);
   free(e->ready_holders);
   free(e->ereads);
+  free(e->mark);
   free(e);
   return rc;
 }

@@ -237,6 +237,9 @@ static int parse_trigger(struct sim_yaml *y, yaml_node_t *tn, size_t idx, struct
   yaml_node_t *at = md ? md : tn;
   if (t->kind == SIM_TRIG_GPUSCALE && sim_trigger_md(t, "httpScaledObject"))
     t->kind = SIM_TRIG_HTTP; /* the add-on's scaler; its target comes from the HTTPScaledObject */
+  if (t->kind == SIM_TRIG_GPUSCALE && sim_trigger_md(t, "interceptorTargetPendingRequests"))
+    return sim_yaml_fail(y, at, "interceptorTargetPendingRequests", E,
+                         "scales the HTTP add-on's interceptor itself, which is not modelled");
   if (t->kind == SIM_TRIG_PROMETHEUS) {
     if (!sim_trigger_md(t, "query"))
       return sim_yaml_fail(y, at, "query", E, "missing from the prometheus trigger's metadata");

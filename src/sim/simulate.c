@@ -40,9 +40,12 @@ struct sim_opts {
 #define O(f) offsetof(struct sim_opts, f)
 static const struct opt_def sim_defs[] = {
     {"scaledobject", 's', NULL, OPT_STRING, NULL, 0, 0, NULL, "FILE",
-     "the KEDA ScaledObject to replay (YAML, as applied to the cluster)", O(scaledobject)},
+     "the KEDA ScaledObject to replay (YAML, as applied to the cluster), or an HTTP add-on "
+     "HTTPScaledObject (run as the ScaledObject its operator creates)",
+     O(scaledobject)},
     {"model", 'm', NULL, OPT_STRING, NULL, 0, 0, NULL, "FILE",
-     "the workload model (YAML: capacity, GPUs, placement, start-up, drain, signals), required",
+     "the workload model (YAML: capacity, GPUs, nodes and scheduling, the agent's node, start-up, "
+     "drain, requestSeconds, signals incl. engine metrics), required",
      O(model)},
     {"trace", 't', NULL, OPT_STRING, "diurnal", 0, 0, NULL, "NAME|FILE",
      "demand: a built-in (" SIM_TRACE_BUILTINS "), a CSV of seconds,rate, or a Prometheus "
@@ -249,7 +252,9 @@ int simulate_main(int argc, char **argv) {
       "[--trace NAME|FILE.csv|FILE.json] [--duration 1d] [--timeline FILE] [--svg FILE]";
   static const char *description =
       "Replays a demand trace through a faithful KEDA + HPA loop and gpuscale's own scaler policy, "
-      "offline, and prints GPU-hours, cost and service against the perfect-foresight floor. See "
+      "offline, and prints GPU-hours, cost and service against the perfect-foresight floor. KEDA: "
+      "polling and push, cooldown, idleReplicaCount, fallback, scalingModifiers; the HTTP "
+      "add-on; GPU and engine triggers in node, cluster and workload scope. See "
       "docs/simulate.md.";
   const char *configs[SIM_MAX_COMPARE];
   size_t nconf = 0;

@@ -244,3 +244,58 @@ def test_help_and_command_list():
     assert p.returncode == 2 and "--scaledobject" in p.stderr
     p = run("--model", ex("models/inference.yaml"), "--compare")
     assert p.returncode == 2 and "--compare" in p.stderr
+
+
+def test_engine_trigger_scale_to_zero_wakes_only_beside_a_demand_trigger(tmp_path):
+    """Issue 12 section 3: an engine trigger alone never leaves zero; with the HTTP add-on's
+    pushed pending requests beside it, the workload wakes the second demand arrives."""
+    alone = summary("models/vllm.yaml", "zero-engine-only.yaml", "--trace", "morning")
+    assert alone["maxReplicas"] == 0 and alone["servedShare"] == 0
+    rows = timeline(tmp_path, "models/vllm.yaml", "zero-engine-with-http.yaml", "--trace",
+                    "morning")
+    capacity = yaml_number(ex("models/vllm.yaml"), "capacity")
+    woke = next(r for r in rows if float(r["demand"]) > 0)
+    assert float(woke["replicas"]) >= 1  # pushed at once, not at the next poll
+    assert max(float(r["replicas"]) for r in rows) >= math.ceil(100 / capacity)
+    assert float(rows[0]["replicas"]) == 0  # the night at zero
+
+
+def test_http_scaled_object_runs_as_the_addons_scaled_object():
+    s = summary("models/inference.yaml", "http-addon-rate.yaml", "--trace", "step")
+    with open(ex("http-addon-rate.yaml")) as f:
+        target = float(re.search(r"requestRate: \{targetValue: ([0-9.]+)", f.read()).group(1))
+    assert s["scaledObject"] == "triton-resnet-rate"
+    assert s["maxReplicas"] >= math.ceil(100 / target)
+    assert s["servedShare"] > 0.9
+
+
+def test_scaling_modifiers_and_idle_replicas():
+    s = summary("models/inference.yaml", "modifiers.yaml", "--trace", "step")
+    assert s["maxReplicas"] >= 10 and s["servedShare"] > 0.9
+    idle = summary("models/inference.yaml", "idle-replicas.yaml", "--trace", "morning")
+    assert idle["minReplicas"] == 0  # idleReplicaCount at night, though minReplicaCount is 2
+
+
+def test_node_scope_depends_on_where_pods_run():
+    packed = summary("models/inference-4nodes.yaml", "node-sum.yaml", "--trace", "step")
+    spread = summary("models/inference-4nodes-spread.yaml", "node-sum.yaml", "--trace", "step")
+    work = summary("models/inference-4nodes-spread.yaml", "workload-util.yaml", "--trace", "step")
+    assert packed["maxReplicas"] == math.ceil(400 / 75)  # node 0's 4 GPUs, summed
+    assert spread["maxReplicas"] < packed["maxReplicas"]
+    assert work["maxReplicas"] >= 10
+
+
+def test_new_inputs_refused_with_the_key(tmp_path):
+    so = tmp_path / "so.yaml"
+    so.write_text("kind: ScaledObject\nspec:\n  advanced:\n    scalingModifiers:\n"
+                  "      formula: a ?? b\n      target: \"1\"\n  triggers:\n"
+                  "    - type: external\n      name: a\n")
+    p = run("--model", ex("models/inference.yaml"), "--scaledobject", str(so))
+    assert p.returncode == 2
+    assert "%s:5" % so in p.stderr and "scalingModifiers.formula" in p.stderr
+    assert "supported:" in p.stderr
+    so.write_text("kind: ScaledObject\nspec:\n  minReplicaCount: 1\n  idleReplicaCount: 1\n"
+                  "  triggers:\n    - type: cpu\n      metadata: {value: \"50\"}\n")
+    p = run("--model", ex("models/inference.yaml"), "--scaledobject", str(so))
+    assert p.returncode == 2 and "idleReplicaCount" in p.stderr
+    assert "less than minReplicaCount (1)" in p.stderr

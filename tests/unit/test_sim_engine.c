@@ -339,6 +339,10 @@ static void test_parse_errors(void **state) {
        "kind: ScaledObject\nspec:\n  triggers:\n    - type: external-push\n      metadata:\n"
        "        httpScaledObject: web\n",
        "httpScaledObject: \"web\"", "no HTTPScaledObject in this file"},
+      {"http interceptor",
+       "kind: ScaledObject\nspec:\n  triggers:\n    - type: external\n      metadata:\n"
+       "        interceptorTargetPendingRequests: \"200\"\n",
+       "interceptorTargetPendingRequests", "not modelled"},
       {"http both metrics",
        "kind: HTTPScaledObject\nmetadata: {name: web}\nspec:\n  scalingMetric:\n"
        "    concurrency: {targetValue: 10}\n    requestRate: {targetValue: 10}\n",
