@@ -103,10 +103,10 @@ static const struct value_family {
      "PCIe receive throughput (in KB/s, nvmlDeviceGetPcieThroughput); metricType pcie_rx_kbps.",
      VF_SHORT, 1, VFL_OURS | VFL_CARD},
     {GF_NVLINK_TX_MBPS, "gpuscale_nvlink_tx_mbps", "gauge",
-     "NVLink transmit throughput over all links (in MB/s); metricType nvlink_tx_mbps.", VF_SHORT, 1,
-     VFL_OURS | VFL_CARD},
+     "NVLink transmit throughput over all links (in MiB/s); metricType nvlink_tx_mbps.", VF_SHORT,
+     1, VFL_OURS | VFL_CARD},
     {GF_NVLINK_RX_MBPS, "gpuscale_nvlink_rx_mbps", "gauge",
-     "NVLink receive throughput over all links (in MB/s); metricType nvlink_rx_mbps.", VF_SHORT, 1,
+     "NVLink receive throughput over all links (in MiB/s); metricType nvlink_rx_mbps.", VF_SHORT, 1,
      VFL_OURS | VFL_CARD},
 };
 
