@@ -12,6 +12,7 @@
 
 #include "core/err.h"
 #include "core/log.h"
+#include "http/request.h"
 
 struct http_server {
   struct MHD_Daemon *d;
@@ -33,33 +34,6 @@ static enum MHD_Result send_text(struct MHD_Connection *c, unsigned status, cons
   return ret;
 }
 
-/* True when an Accept-Encoding header lists gzip (or *) with a non-zero q ("gzip;q=0" refuses it).
- */
-static bool accepts_gzip(const char *ae) {
-  if (!ae)
-    return false;
-  for (const char *p = ae; *p;) {
-    p += strspn(p, " \t,");
-    size_t len = strcspn(p, ",");
-    size_t name = strcspn(p, " \t;,");
-    if ((name == 4 && strncasecmp(p, "gzip", 4) == 0) || (name == 1 && *p == '*')) {
-      const char *q = p + name;
-      const char *end = p + len;
-      while (q < end && (*q == ' ' || *q == '\t' || *q == ';'))
-        q++;
-      if (q + 1 < end && (q[0] == 'q' || q[0] == 'Q') && q[1] == '=') {
-        double v = strtod(q + 2, NULL);
-        if (v > 0)
-          return true;
-      } else {
-        return true;
-      }
-    }
-    p += len;
-  }
-  return false;
-}
-
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url,
                                   const char *method, const char *version, const char *upload,
                                   size_t *upload_size, void **con_cls) {
@@ -73,15 +47,12 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
   if (*upload_size) /* ignore any body */
     *upload_size = 0;
 
-  const struct http_route *route = NULL;
-  for (size_t i = 0; i < s->n; i++)
-    if (strcmp(s->routes[i].path, url) == 0)
-      route = &s->routes[i];
+  const struct http_route *route = http_route_find(s->routes, s->n, url);
   if (!route)
     return send_text(c, MHD_HTTP_NOT_FOUND, "not found\n");
 
   const char *ae = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Accept-Encoding");
-  struct http_request req = {method, url, accepts_gzip(ae)};
+  struct http_request req = {method, url, http_accepts_gzip(ae)};
   struct http_response resp = {200, "text/plain; charset=utf-8", {0}, NULL};
   buf_init(&resp.body, HTTP_BODY_MAX);
   route->handle(route->ud, &req, &resp);

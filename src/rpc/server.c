@@ -22,6 +22,7 @@
 #include "externalscaler.pb-c.h"
 #include "health.pb-c.h"
 #include "node.pb-c.h"
+#include "rpc/keda_request.h"
 #include "rpc/node_wire.h"
 #include "rpc/status.h"
 #include "rpc/tls.h"
@@ -395,25 +396,6 @@ static int decode(struct call *c, const ProtobufCMessageDescriptor *d, ProtobufC
   return 0;
 }
 
-/* Points c->sreq at ref's strings (ref stays owned by the caller). Returns 0 or GS_ENOMEM. */
-static int build_request(const Externalscaler__ScaledObjectRef *ref, struct kv **kv,
-                         struct scaler_request *r) {
-  static const char empty[] = "";
-  size_t n = ref ? ref->n_scalermetadata : 0;
-  *kv = calloc(n ? n : 1, sizeof(**kv));
-  if (!*kv)
-    return GS_ENOMEM;
-  for (size_t i = 0; i < n; i++) {
-    (*kv)[i].key = ref->scalermetadata[i]->key ? ref->scalermetadata[i]->key : empty;
-    (*kv)[i].value = ref->scalermetadata[i]->value ? ref->scalermetadata[i]->value : empty;
-  }
-  r->name = ref && ref->name ? ref->name : empty;
-  r->ns = ref && ref->namespace_ ? ref->namespace_ : empty;
-  r->md = *kv;
-  r->nmd = n;
-  return 0;
-}
-
 static int64_t to_int64(double v) {
   if (!isfinite(v))
     return 0;
@@ -450,7 +432,7 @@ static uint8_t *unary_keda(struct call *c, size_t *len, int *code, char *msg, si
   struct scaler_request req;
   struct scaler_error e = {0};
   uint8_t *out = NULL;
-  int r = build_request(ref, &kv, &req);
+  int r = rpc_keda_request(ref, &kv, &req);
   if (r) {
     e.code = r;
     copy_msg(e.msg, sizeof(e.msg), "out of memory");
@@ -706,7 +688,7 @@ static void handle_stream(struct call *c) {
     c->hreq = (Grpc__Health__V1__HealthCheckRequest *)in;
   } else if (!code) {
     c->ref = (Externalscaler__ScaledObjectRef *)in;
-    if (build_request(c->ref, &c->kv, &c->sreq)) {
+    if (rpc_keda_request(c->ref, &c->kv, &c->sreq)) {
       code = RPC_RESOURCE_EXHAUSTED;
       copy_msg(msg, sizeof(msg), "out of memory");
     }
