@@ -3,6 +3,7 @@
 #include <math.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -14,6 +15,8 @@
 #define FUZZ_MAX_KV 32
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+static int allow_some(const char *url, char *err, size_t errlen);
+static void parse_once(const struct kv *md, size_t n, int (*check)(const char *, char *, size_t));
 
 static struct profile_set profiles;
 static int profiles_ready;
@@ -52,11 +55,36 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     p = nl + 1;
   }
 
+  /* Twice: without URLs (the default) and with an operator's check that allows some. */
+  for (int pass = 0; pass < 2; pass++)
+    parse_once(md, n, pass ? allow_some : NULL);
+  free(text);
+  return 0;
+}
+
+/* The operator's --allow-engine-endpoints, faked: any URL but loopback-looking ones. */
+static int allow_some(const char *url, char *err, size_t errlen) {
+  if (strstr(url, "127.")) {
+    snprintf(err, errlen, "loopback");
+    return GS_EINVAL;
+  }
+  return 0;
+}
+
+static void parse_once(const struct kv *md, size_t n, int (*check)(const char *, char *, size_t)) {
   struct trigger t;
-  char err[512];
+  char err[1024];
   err[0] = '\0';
+  profiles.endpoint_check = check;
   int rc = trigger_parse(md, n, &profiles, &t, err, sizeof err);
-  /* The contract, checked on every input: a success is a usable trigger, a failure explains. */
+  /* The contract, checked on every input: a success is a usable trigger, a failure explains. An
+   * engine trigger names a signal, picks no GPU, and has a URL only when the check allowed it. */
+  if (rc == 0 && t.engine &&
+      (t.esignal < 0 || t.esignal >= ES__COUNT || t.n_indices || t.window_ms ||
+       (t.endpoint[0] && (!check || !t.endpoint_key || strstr(t.endpoint, "127.")))))
+    abort();
+  if (rc == 0 && !t.engine && t.endpoint[0])
+    abort();
   if (rc == 0) {
     if (!(t.target > 0) || !isfinite(t.target) || !(t.activation >= 0) || !isfinite(t.activation) ||
         t.agg >= AGG__COUNT || t.metric >= GF__COUNT || t.n_indices > TRIGGER_MAX_INDICES ||
@@ -69,6 +97,4 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   } else if (rc != GS_EINVAL || !err[0] || strlen(err) >= sizeof err) {
     abort();
   }
-  free(text);
-  return 0;
 }
