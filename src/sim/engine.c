@@ -33,6 +33,7 @@ struct eng {
   int64_t now;
   double demand, rho, backlog, capacity, waiting;
   int spec, ready, status; /* scale.spec.replicas, ready pods, non-terminating pods */
+  int held;                /* GPUs the pods hold (dedicated placement) */
   struct pod *pods;
   size_t npods, cappods;
   int next_id;
@@ -276,8 +277,22 @@ static void remove_one(struct eng *e) {
 }
 
 /* Start-ups finish, drains end, and the Deployment follows spec. */
+/* Ready and non-terminating pods, and the GPU count held (e->held). */
+static void count_pods(struct eng *e) {
+  int ready = 0, status = 0, held = 0;
+  for (size_t i = 0; i < e->npods; i++) {
+    ready += e->pods[i].state == POD_READY;
+    status += e->pods[i].state == POD_STARTING || e->pods[i].state == POD_READY;
+    held += e->pods[i].ngpu;
+  }
+  e->ready = ready;
+  e->status = status;
+  e->held = held;
+}
+
 static int step_pods(struct eng *e) {
   size_t w = 0;
+  int live = 0, ready = 0, held = 0;
   for (size_t i = 0; i < e->npods; i++) {
     struct pod *p = &e->pods[i];
     if (p->state == POD_STARTING && p->ngpu == 0) {
@@ -295,13 +310,22 @@ static int step_pods(struct eng *e) {
       release_gpus(e, p, false);
       p->state = POD_GONE;
     }
-    if (p->state != POD_GONE)
-      e->pods[w++] = *p;
+    if (p->state != POD_GONE) {
+      live += p->state == POD_STARTING || p->state == POD_READY;
+      ready += p->state == POD_READY;
+      held += p->ngpu;
+      if (w != i) /* a pod is 272 bytes: copy only to close a gap */
+        e->pods[w] = *p;
+      w++;
+    }
   }
   e->npods = w;
-  int live = 0;
-  for (size_t i = 0; i < e->npods; i++)
-    live += e->pods[i].state == POD_STARTING || e->pods[i].state == POD_READY;
+  if (live == e->spec) { /* the usual second: nothing to add or remove, counts known */
+    e->ready = ready;
+    e->status = live;
+    e->held = held;
+    return 0;
+  }
   for (; live < e->spec; live++) {
     int rc = add_pod(e, false);
     if (rc)
@@ -309,11 +333,7 @@ static int step_pods(struct eng *e) {
   }
   for (; live > e->spec; live--)
     remove_one(e);
-  e->ready = e->status = 0;
-  for (size_t i = 0; i < e->npods; i++) {
-    e->ready += e->pods[i].state == POD_READY;
-    e->status += e->pods[i].state == POD_STARTING || e->pods[i].state == POD_READY;
-  }
+  count_pods(e);
   return 0;
 }
 
@@ -1226,13 +1246,12 @@ static int step(struct eng *e, struct sim_result *out) {
     keda_poll(e, out);
   if (e->now % e->prm.hpa_sync_s == 0)
     hpa_sync(e, out);
-  double held = 0;
+  double held = 0; /* pods change only in step_pods, which counted them */
   if (e->m->placement == SIM_PLACE_TIMESLICE) {
     for (size_t g = 0; g < e->ngpus; g++)
       held += e->holders[g] > 0;
   } else {
-    for (size_t i = 0; i < e->npods; i++)
-      held += e->pods[i].ngpu;
+    held = e->held;
   }
   out->sum.gpu_hours += held / 3600.0;
   out->capacity[t] = (float)e->capacity;

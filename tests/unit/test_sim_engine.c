@@ -387,8 +387,8 @@ static void test_prometheus_trace(void **state) {
   assert_true(tr.rate[0] == 15 && tr.rate[60] == 35 && tr.rate[30] == 25);
   sim_trace_free(&tr);
   static const char *bad[] = {"{\"status\":\"error\"}", "[1,2]", "{\"status\":\"success\",",
-                              "{\"status\":\"success\",\"data\":{\"result\":[{\"value\":"
-                              "[1,\"2\"]}]}}"};
+                              ("{\"status\":\"success\",\"data\":{\"result\":[{\"value\":"
+                               "[1,\"2\"]}]}}")};
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
     int rc = sim_trace_promjson(bad[i], strlen(bad[i]), "q.json", 0, &tr, err, sizeof err);
     if (rc == 0 || !strstr(err, "q.json"))
