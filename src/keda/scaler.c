@@ -523,6 +523,33 @@ int scaler_get_metrics(const struct scaler *s, const struct scaler_request *r,
   return rc;
 }
 
+int scaler_parse_trigger(const struct scaler *s, const struct scaler_request *r, struct trigger *t,
+                         struct scaler_error *e) {
+  int rc = trigger_parse_ref(r->md, r->nmd, s->profiles, r->ns, t, e->msg, sizeof e->msg);
+  e->code = rc;
+  if (rc)
+    return rc;
+  rc = resolve_scope(s, r, t, e);
+  if (rc)
+    trigger_free(t);
+  return rc;
+}
+
+int scaler_eval_trigger(const struct scaler *s, const struct trigger *t, struct scaler_result *out,
+                        struct scaler_error *e) {
+  struct scaler_result res;
+  memset(&res, 0, sizeof res);
+  res.scope = t->scope;
+  int rc = evaluate(s, t, &res, e);
+  if (rc == 0) {
+    memcpy(res.metric_name, t->metric_name, sizeof res.metric_name);
+    res.activation = t->activation;
+    res.active = res.value > t->activation;
+    *out = res;
+  }
+  return rc;
+}
+
 int scaler_is_active(const struct scaler *s, const struct scaler_request *r, bool *active,
                      struct scaler_error *e) {
   struct scaler_result res;

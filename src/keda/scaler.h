@@ -172,6 +172,14 @@ int scaler_get_metrics(const struct scaler *s, const struct scaler_request *r,
                        const char *metric_name, struct scaler_result *out, struct scaler_error *e);
 int scaler_is_active(const struct scaler *s, const struct scaler_request *r, bool *active,
                      struct scaler_error *e);
+/* For a caller that asks about one trigger many times (gpuscale simulate, every simulated
+ * second): scaler_parse_trigger parses r's metadata and resolves it for this scaler once (0, or
+ * the error scaler_get_metrics would give; on success the caller owns *t and trigger_frees it);
+ * scaler_eval_trigger then answers as scaler_get_metrics does, without parsing again. */
+int scaler_parse_trigger(const struct scaler *s, const struct scaler_request *r, struct trigger *t,
+                         struct scaler_error *e);
+int scaler_eval_trigger(const struct scaler *s, const struct trigger *t, struct scaler_result *out,
+                        struct scaler_error *e);
 
 /* MIG (DESIGN.md "MIG"): a MIG-enabled GPU's parent reports whole-card memory, which already holds
  * its instances'. True for the fields a MIG instance reports as well (utilisation, memory, the GPM
