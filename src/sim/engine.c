@@ -55,6 +55,10 @@ struct eng {
   struct sim_keda keda;
   struct sim_fallback fb[SIM_MAX_TRIGGERS];
   bool gw[SIM_MAX_TRIGGERS];        /* trigger i is answered by the gateway */
+  /* gpuscale trigger i parsed once for its scaler (scaler_parse_trigger): the policy answers it
+   * every simulated second, and parsing each time would cost more than the whole loop */
+  struct trigger parsed[SIM_MAX_TRIGGERS];
+  bool has_parsed[SIM_MAX_TRIGGERS];
   double target[SIM_MAX_TRIGGERS];  /* the metric target KEDA gives the HPA */
   int push_state[SIM_MAX_TRIGGERS]; /* -1 unknown, 0 inactive, 1 active */
   /* this second's answer per trigger: KEDA's poll, the HPA's query and a push check in the same
@@ -730,14 +734,13 @@ static int read_trigger_now(struct eng *e, size_t i, double *value, bool *active
     *active = *value > t->activation;
     return 0;
   }
-  struct scaler_request r = request_of(e, i);
   struct scaler_result res;
   struct scaler_error er; /* the policy fills what it reports; 2 KiB not cleared each second */
   memset(&res, 0, sizeof res);
   er.code = 0;
   er.msg[0] = '\0';
   er.has_coverage = false;
-  int rc = scaler_get_metrics(e->gw[i] ? &e->gateway : &e->agent, &r, "", &res, &er);
+  int rc = scaler_eval_trigger(e->gw[i] ? &e->gateway : &e->agent, &e->parsed[i], &res, &er);
   if (rc)
     return -1;
   *value = res.value;
@@ -1045,6 +1048,11 @@ static int setup(struct eng *e, const struct profile_set *ps, char *err, size_t 
       return rc;
     }
     e->target[i] = spec.target;
+    if ((rc = scaler_parse_trigger(e->gw[i] ? &e->gateway : &e->agent, &r, &e->parsed[i], &er))) {
+      snprintf(err, errlen, "trigger %s (line %d): %s", t->name, t->line, er.msg);
+      return rc;
+    }
+    e->has_parsed[i] = true;
   }
   return 0;
 }
@@ -1322,6 +1330,9 @@ int sim_run(const struct sim_model *m, const struct sim_scaledobject *so,
     sim_result_free(out);
   }
   sim_hpa_free(&e->hpa);
+  for (size_t i = 0; i < so->ntrig; i++)
+    if (e->has_parsed[i])
+      trigger_free(&e->parsed[i]);
   free(e->pods);
   free(e->holders);
   free(e->ready_holders);
