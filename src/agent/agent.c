@@ -30,6 +30,7 @@
 #include "http/counters.h"
 #include "http/server.h"
 #include "keda/scaler.h"
+#include "keda/trigger_cache.h"
 #include "rpc/podresources.h"
 #include "rpc/rpc.h"
 #include "rpc/server.h"
@@ -156,6 +157,7 @@ static int agent_run(struct agent_opts *o) {
   struct procsplit split;
   memset(&split, 0, sizeof split);
   struct stats *stats = stats_new();
+  struct trigger_cache *tcache = NULL;
   memset(&smp, 0, sizeof smp);
 
   if (o->history_ms < o->interval_ms) {
@@ -227,7 +229,9 @@ static int agent_run(struct agent_opts *o) {
   }
 
   struct history_source hs = {hist, o->interval_ms};
-  struct scaler sc = {&profiles, history_source_make(&hs)};
+  struct scaler sc = {&profiles, history_source_make(&hs), NULL};
+  /* KEDA asks with the same metadata every poll: parse it once (profiles never change here). */
+  sc.cache = tcache = trigger_cache_new(0);
   /* Our own copy: a reload frees the collector's string (the mock's scenario owns it). */
   char driver[GPU_STR_LEN] = "";
   if (ops->driver_version(col))
@@ -278,6 +282,7 @@ out:
     history_wake_all(hist);
     rpc_server_shutdown(rpc, (int)o->serve.grace_ms);
   }
+  trigger_cache_free(tcache); /* after the server: its threads use it */
   procsplit_stop(&split);
   attribution_stop(&attr);
   podphase_free(phases);

@@ -22,6 +22,7 @@
 #include "http/exposition.h"
 #include "http/server.h"
 #include "keda/scaler.h"
+#include "keda/trigger_cache.h"
 #include "rpc/rpc.h"
 #include "rpc/server.h"
 #include "rpc/watch.h"
@@ -339,6 +340,7 @@ static int gateway_run(struct gateway_opts *o) {
   char err[1024] = "";
   int exit_code = 1;
   struct profile_set profiles = {0};
+  struct trigger_cache *tcache = NULL;
   struct gateway g;
   memset(&g, 0, sizeof g);
   pthread_mutex_init(&g.lock, NULL);
@@ -370,7 +372,9 @@ static int gateway_run(struct gateway_opts *o) {
   }
 
   struct gwsource gs = {g.cluster, GWSOURCE_DEFAULT_COALESCE_MS, {0}};
-  struct scaler sc = {&profiles, gwsource_make(&gs)};
+  struct scaler sc = {&profiles, gwsource_make(&gs), NULL};
+  /* Each ScaledObject's metadata (and its pods/nodes regexes) is parsed once, not per poll. */
+  sc.cache = tcache = trigger_cache_new(0);
   struct rpc_tls_server tls = serve_tls(&o->serve);
   struct rpc_server_config rc_cfg = {0};
   rc_cfg.listen = o->serve.grpc_listen;
@@ -427,6 +431,7 @@ out:
   if (g.cluster)
     cluster_wake_all(g.cluster);
   rpc_server_shutdown(rpc, (int)o->serve.grace_ms);
+  trigger_cache_free(tcache);
   watcher_free(g.watcher);
   discovery_targets_free(g.targets, g.ntargets);
   cluster_free(g.cluster);

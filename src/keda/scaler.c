@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "core/err.h"
+#include "keda/trigger_cache.h"
 
 #define SCALER_MAX_VALUES 1024
 #define GATEWAY_HINT "gpuscale-gateway.gpuscale.svc.cluster.local:6000"
@@ -262,9 +263,16 @@ static int resolve_scope(const struct scaler *s, const struct scaler_request *r,
   return 0;
 }
 
-/* Parses and resolves; on success the caller owns *t and must trigger_free it. */
+/* Parses and resolves, or copies the trigger the cache holds for this metadata (the scope is
+ * resolved for this scaler's source, so a cache serves one scaler). On success the caller
+ * releases *t with parse_done(s, t, *hold). Errors are never cached: they are parsed again. */
 static int parse(const struct scaler *s, const struct scaler_request *r, struct trigger *t,
-                 struct scaler_error *e) {
+                 struct trigger_cache_entry **hold, struct scaler_error *e) {
+  *hold = trigger_cache_get(s->cache, r->md, r->nmd, r->ns, t);
+  if (*hold) {
+    e->code = 0;
+    return 0;
+  }
   int rc = trigger_parse_ref(r->md, r->nmd, s->profiles, r->ns, t, e->msg, sizeof e->msg);
   e->code = rc;
   if (rc)
@@ -272,7 +280,17 @@ static int parse(const struct scaler *s, const struct scaler_request *r, struct 
   rc = resolve_scope(s, r, t, e);
   if (rc)
     trigger_free(t);
+  else
+    *hold = trigger_cache_put(s->cache, r->md, r->nmd, r->ns, t);
   return rc;
+}
+
+static void parse_done(const struct scaler *s, struct trigger *t,
+                       struct trigger_cache_entry *hold) {
+  if (hold)
+    trigger_cache_release(s->cache, hold);
+  else
+    trigger_free(t);
 }
 
 /* ---- evaluation ---- */
@@ -486,19 +504,21 @@ static int evaluate(const struct scaler *s, const struct trigger *t, struct scal
 int scaler_get_spec(const struct scaler *s, const struct scaler_request *r, struct scaler_spec *out,
                     struct scaler_error *e) {
   struct trigger t;
-  int rc = parse(s, r, &t, e);
+  struct trigger_cache_entry *hold;
+  int rc = parse(s, r, &t, &hold, e);
   if (rc)
     return rc;
   memcpy(out->metric_name, t.metric_name, sizeof out->metric_name);
   out->target = t.target;
-  trigger_free(&t);
+  parse_done(s, &t, hold);
   return 0;
 }
 
 int scaler_get_metrics(const struct scaler *s, const struct scaler_request *r,
                        const char *metric_name, struct scaler_result *out, struct scaler_error *e) {
   struct trigger t;
-  int rc = parse(s, r, &t, e);
+  struct trigger_cache_entry *hold;
+  int rc = parse(s, r, &t, &hold, e);
   if (rc)
     return rc;
   if (metric_name && *metric_name && strcmp(metric_name, t.metric_name) != 0) {
@@ -506,7 +526,7 @@ int scaler_get_metrics(const struct scaler *s, const struct scaler_request *r,
     snprintf(e->msg, sizeof e->msg,
              "metric \"%.100s\" is not served by this trigger; GetMetricSpec named \"%s\"",
              metric_name, t.metric_name);
-    trigger_free(&t);
+    parse_done(s, &t, hold);
     return e->code;
   }
   struct scaler_result res;
@@ -519,7 +539,7 @@ int scaler_get_metrics(const struct scaler *s, const struct scaler_request *r,
     res.active = res.value > t.activation;
     *out = res;
   }
-  trigger_free(&t);
+  parse_done(s, &t, hold);
   return rc;
 }
 

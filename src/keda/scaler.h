@@ -157,9 +157,15 @@ struct scaler_result {
   size_t pods;            /* workload scope: pods that contributed a value */
 };
 
+struct trigger_cache;
+
 struct scaler {
   const struct profile_set *profiles;
   struct scaler_source src;
+  /* Parsed triggers by metadata (keda/trigger_cache.h), so that repeated polls skip the parse
+   * and the regex compilation; NULL parses every call. Owned by whoever set it up; it must be
+   * cleared (trigger_cache_clear) when profiles change. */
+  struct trigger_cache *cache;
 };
 
 /* Each returns 0, or a GS_E* code with e filled. They never block on I/O. r->ns is the default

@@ -268,7 +268,7 @@ static void test_mig_node_scope_agent(void **state) {
   }
   history_tick(h);
   struct history_source hs = {h, 60000};
-  struct scaler s = {&profiles, history_source_make(&hs)};
+  struct scaler s = {&profiles, history_source_make(&hs), NULL};
   run_cases(&s, node_cases, sizeof node_cases / sizeof node_cases[0], "agent", NULL, 0);
 
   /* Without the instances listed (MIG symbols missing), the parent is a GPU like any other. */
@@ -331,7 +331,7 @@ static void test_mig_gateway_scopes(void **state) {
   assert_int_equal(cluster_update(c, "10.0.0.2:6000", &s), 0);
   node_snapshot_clear(&s);
   struct gwsource gs = {.cluster = c, .coalesce_ms = 0};
-  struct scaler sc = {&profiles, gwsource_make(&gs)};
+  struct scaler sc = {&profiles, gwsource_make(&gs), NULL};
 
   const struct kv node_scope[] = {{"scope", "node"}, {"node", "n1"}};
   run_cases(&sc, node_cases, sizeof node_cases / sizeof node_cases[0], "gateway node scope",

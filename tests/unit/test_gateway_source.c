@@ -179,6 +179,7 @@ static void rig_init(struct rig *r, enum variant v) {
   r->gs.cluster = r->c;
   r->gs.coalesce_ms = 0;
   r->s.profiles = &profiles;
+  r->s.cache = NULL;
   r->s.src = gwsource_make(&r->gs);
 }
 
@@ -695,6 +696,7 @@ static void shared_rig(struct rig *r, const struct agent_def *a) {
   r->gs.cluster = r->c;
   r->gs.coalesce_ms = 0;
   r->s.profiles = &profiles;
+  r->s.cache = NULL;
   r->s.src = gwsource_make(&r->gs);
 }
 
@@ -897,6 +899,7 @@ static void world_init(struct rig *r, enum world w, enum variant v) {
   r->gs.cluster = r->c;
   r->gs.coalesce_ms = 0;
   r->s.profiles = &profiles;
+  r->s.cache = NULL;
   r->s.src = gwsource_make(&r->gs);
 }
 
@@ -1498,6 +1501,7 @@ static void test_long_coverage_message(void **state) {
   r.gs.cluster = r.c;
   r.gs.coalesce_ms = 0;
   r.s.profiles = &profiles;
+  r.s.cache = NULL;
   r.s.src = gwsource_make(&r.gs);
   const struct kv md[] = {UTIL, AVG};
   struct scaler_request req = {"my-app", "prod", md, 3};
@@ -1660,6 +1664,7 @@ static void eng_rig(struct rig *r, enum eng_variant v) {
   r->gs.cluster = r->c;
   r->gs.coalesce_ms = 0;
   r->s.profiles = &profiles;
+  r->s.cache = NULL;
   r->s.src = gwsource_make(&r->gs);
 }
 

@@ -296,6 +296,7 @@ static void rig_init(struct rig *g) {
   g->hs.hist = g->h;
   g->hs.interval_ms = 1000;
   g->s.profiles = &profiles;
+  g->s.cache = NULL;
   g->s.src = history_source_make(&g->hs);
 }
 

@@ -1,0 +1,56 @@
+/* A bounded, thread-safe cache of parsed triggers keyed by the trigger metadata, so that KEDA's
+ * polls (the same metadata every few seconds) skip the parse and the regex compilation. */
+#ifndef GS_TRIGGER_CACHE_H
+#define GS_TRIGGER_CACHE_H
+
+#include <stddef.h>
+
+#include "core/trigger.h"
+
+/* Entries kept by default: far more distinct triggers than one agent or gateway is asked about. */
+#define TRIGGER_CACHE_DEFAULT_ENTRIES 128
+/* Metadata larger than this (keys, values and the namespace, in bytes) or with more keys than
+ * TRIGGER_CACHE_MAX_KEYS is parsed on every call and never cached. */
+#define TRIGGER_CACHE_MAX_KEY_BYTES 8192
+#define TRIGGER_CACHE_MAX_KEYS 64
+
+struct trigger_cache;
+struct trigger_cache_entry;
+
+/* A cache of at most max_entries triggers (<= 0: TRIGGER_CACHE_DEFAULT_ENTRIES). NULL on ENOMEM. */
+struct trigger_cache *trigger_cache_new(int max_entries);
+/* Frees the cache and every entry. Entries still held (see trigger_cache_get) must have been
+ * released first. NULL is fine. */
+void trigger_cache_free(struct trigger_cache *c);
+/* Drops every entry (held ones are freed when released): call it when what a parse depends on
+ * changes, e.g. the profile set was reloaded. Thread-safe. */
+void trigger_cache_clear(struct trigger_cache *c);
+
+/* The key is the metadata as a set: the order of the pairs does not matter (KEDA's Go client
+ * sends map entries in any order), except between pairs of one repeated key, where the last one
+ * counts, as in trigger_parse. ref_ns is part of the key (NULL = ""). */
+
+/* On a hit: copies the trigger into *out and returns a hold that keeps the copy's compiled
+ * regexes alive until trigger_cache_release. Never trigger_free a copy. NULL on a miss, or when
+ * c is NULL. Thread-safe. */
+struct trigger_cache_entry *trigger_cache_get(struct trigger_cache *c, const struct kv *md,
+                                              size_t n, const char *ref_ns, struct trigger *out);
+/* Stores *t, a trigger parsed (by the caller) from exactly this metadata and ref_ns. On success
+ * the cache takes over t's regexes (do not trigger_free t any more) and returns a hold on the new
+ * entry, released like trigger_cache_get's; the least recently used entry may be evicted. NULL
+ * when not stored (c NULL, metadata over the caps, or ENOMEM): the caller still owns t. */
+struct trigger_cache_entry *trigger_cache_put(struct trigger_cache *c, const struct kv *md,
+                                              size_t n, const char *ref_ns,
+                                              const struct trigger *t);
+/* Releases a hold from get or put; the entry is freed once evicted and no longer held. NULL e is
+ * fine. */
+void trigger_cache_release(struct trigger_cache *c, struct trigger_cache_entry *e);
+
+/* Counters since trigger_cache_new, for tests and /metrics. */
+struct trigger_cache_stats {
+  unsigned long long hits, misses, evictions;
+  size_t entries;
+};
+void trigger_cache_stats(struct trigger_cache *c, struct trigger_cache_stats *out);
+
+#endif
