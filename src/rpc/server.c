@@ -11,7 +11,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
+#include <grpc/byte_buffer_reader.h>
 #include <grpc/grpc.h>
 #include <grpc/grpc_security.h>
 #include <grpc/support/time.h>
@@ -88,6 +90,7 @@ struct call {
   bool broken;       /* a send failed: the client is gone */
   bool finishing;    /* send the final status when the in-flight send completes */
   bool status_started;
+  bool unary; /* one send batch carries the answer and RECV_CLOSE_ON_SERVER */
   int final_code;
   char final_msg[RPC_STATUS_MSG_MAX];
   grpc_byte_buffer *send_bb;
@@ -253,7 +256,7 @@ static bool list_remove_locked(struct call *c) {
  * takes it over), the status if with_status. Returns 0, or GS_EIO when C-core refused the batch
  * (logged). Under s->mu. */
 static int send_bb_locked(struct call *c, grpc_byte_buffer *bb, bool with_status) {
-  grpc_op ops[3];
+  grpc_op ops[4];
   size_t n = 0;
   memset(ops, 0, sizeof(ops));
   if (!c->sent_initial) {
@@ -276,6 +279,13 @@ static int send_bb_locked(struct call *c, grpc_byte_buffer *bb, bool with_status
     ops[n].data.send_status_from_server.status_details = c->final_msg[0] ? &c->status_slice : NULL;
     n++;
     c->status_started = true;
+    if (c->unary) {
+      /* A unary call's close rides on its answer: one batch and one completion per call
+       * instead of two (the client half-closed with its one message already). */
+      ops[n].op = GRPC_OP_RECV_CLOSE_ON_SERVER;
+      ops[n].data.recv_close_on_server.cancelled = &c->cancelled;
+      n++;
+    }
   }
   grpc_call_error e = grpc_call_start_batch(c->gc, ops, n, &c->t_send, NULL);
   if (e != GRPC_CALL_OK) {
@@ -376,19 +386,21 @@ static int decode(struct call *c, const ProtobufCMessageDescriptor *d, ProtobufC
     copy_msg(msg, len, "request message missing");
     return RPC_INVALID_ARGUMENT;
   }
-  uint8_t *bytes;
-  size_t n;
-  int r = rpc_wire_read(c->payload, RPC_SERVER_MAX_REQUEST, &bytes, &n);
-  if (r == GS_ETOOBIG) {
+  if (grpc_byte_buffer_length(c->payload) > RPC_SERVER_MAX_REQUEST) {
     snprintf(msg, len, "request message over %d bytes", RPC_SERVER_MAX_REQUEST);
     return RPC_RESOURCE_EXHAUSTED;
   }
-  if (r) {
-    copy_msg(msg, len, gs_strerror(r));
-    return r == GS_ENOMEM ? RPC_RESOURCE_EXHAUSTED : RPC_INVALID_ARGUMENT;
+  /* Unpacked straight from C-core's slice (a request is one slice, so readall is a reference,
+   * not a copy): no buffer of our own per call. */
+  grpc_byte_buffer_reader rd;
+  if (!grpc_byte_buffer_reader_init(&rd, c->payload)) {
+    copy_msg(msg, len, "request message cannot be read (compressed with an unknown algorithm?)");
+    return RPC_INVALID_ARGUMENT;
   }
-  *out = protobuf_c_message_unpack(d, NULL, n, bytes);
-  free(bytes);
+  grpc_slice all = grpc_byte_buffer_reader_readall(&rd);
+  grpc_byte_buffer_reader_destroy(&rd);
+  *out = protobuf_c_message_unpack(d, NULL, GRPC_SLICE_LENGTH(all), GRPC_SLICE_START_PTR(all));
+  grpc_slice_unref(all);
   if (!*out) {
     snprintf(msg, len, "request is not a valid %s message", d->name);
     return RPC_INVALID_ARGUMENT;
@@ -430,7 +442,10 @@ static uint8_t *unary_keda(struct call *c, size_t *len, int *code, char *msg, si
                             : (Externalscaler__ScaledObjectRef *)in;
   struct kv *kv = NULL;
   struct scaler_request req;
-  struct scaler_error e = {0};
+  struct scaler_error e; /* not zeroed whole: 2 KiB of message on every call */
+  e.code = 0;
+  e.msg[0] = '\0';
+  e.has_coverage = false;
   uint8_t *out = NULL;
   int r = rpc_keda_request(ref, &kv, &req);
   if (r) {
@@ -629,7 +644,8 @@ static void handle_node_watch(struct call *c) {
 
 static void handle_unary(struct call *c) {
   int code = 0;
-  char msg[RPC_STATUS_MSG_MAX] = "";
+  char msg[RPC_STATUS_MSG_MAX];
+  msg[0] = '\0';
   size_t len = 0;
   uint8_t *out = NULL;
   if (c->m == M_UNKNOWN) {
@@ -748,6 +764,21 @@ static void handle_stream(struct call *c) {
 
 /* ---- requests and completions ---- */
 
+static bool is_unary(enum method m) {
+  return m != M_STREAM_IS_ACTIVE && m != M_STREAM_METRIC_SPEC && m != M_HEALTH_WATCH &&
+         m != M_NODE_WATCH;
+}
+
+/* Requests kept posted per method. KEDA's polls are unary GetMetrics and IsActive (with
+ * GetMetricSpec and probes' Check); with one posted request, calls that arrive together wait in
+ * C-core's pending queue until the worker re-posts, one by one. The others are rare. */
+#define POSTED_HOT 8
+static int posted_depth(enum method m) {
+  return m == M_GET_METRICS || m == M_IS_ACTIVE || m == M_GET_METRIC_SPEC || m == M_HEALTH_CHECK
+             ? POSTED_HOT
+             : 1;
+}
+
 static void post_request(struct rpc_server *s, enum method m) {
   struct call *c = call_new(s, m);
   if (!c) {
@@ -776,9 +807,13 @@ static void on_request(struct call *c, bool ok) {
     call_destroy(c);
     return;
   }
+  /* Registered unary methods answer at once: their RECV_CLOSE_ON_SERVER goes with the answer
+   * (send_bb_locked). Streams, and the generic request (whose message is never read), post it
+   * now: it is their only cancellation signal. */
+  c->unary = is_unary(c->m) && c->m != M_UNKNOWN;
   pthread_mutex_lock(&s->mu);
   bool repost = !s->shutting;
-  c->refs = 2; /* this handler + the RECV_CLOSE_ON_SERVER batch */
+  c->refs = c->unary ? 1 : 2; /* this handler (+ the RECV_CLOSE_ON_SERVER batch) */
   pthread_mutex_unlock(&s->mu);
   if (repost)
     post_request(s, c->m);
@@ -788,7 +823,7 @@ static void on_request(struct call *c, bool ok) {
   memset(&op, 0, sizeof(op));
   op.op = GRPC_OP_RECV_CLOSE_ON_SERVER;
   op.data.recv_close_on_server.cancelled = &c->cancelled;
-  if (grpc_call_start_batch(c->gc, &op, 1, &c->t_close, NULL) != GRPC_CALL_OK) {
+  if (!c->unary && grpc_call_start_batch(c->gc, &op, 1, &c->t_close, NULL) != GRPC_CALL_OK) {
     LOG_ERROR(MOD, "start_batch RECV_CLOSE_ON_SERVER %s failed", method_path[c->m]);
     pthread_mutex_lock(&s->mu);
     c->refs--;
@@ -818,6 +853,8 @@ static void on_close(struct call *c) {
 static void on_send(struct call *c, bool ok) {
   pthread_mutex_lock(&c->srv->mu);
   c->send_busy = false;
+  if (c->unary && c->status_started)
+    c->closed = true; /* the batch carried RECV_CLOSE_ON_SERVER */
   if (c->send_bb)
     grpc_byte_buffer_destroy(c->send_bb);
   c->send_bb = NULL;
@@ -1001,6 +1038,14 @@ static void abort_unstarted(struct rpc_server *s) {
   server_free(s);
 }
 
+/* One worker on a small node: C-core's own threads do the socket I/O, and a second worker mostly
+ * adds hand-offs (a wake-up and a context switch per completion) on 2 CPUs. Two where there is
+ * room for them, as the gateway's selections take longer. */
+static int default_workers(void) {
+  long n = sysconf(_SC_NPROCESSORS_ONLN);
+  return n >= 4 ? 2 : 1;
+}
+
 int rpc_server_start(const struct rpc_server_config *cfg, struct rpc_server **out, char *err,
                      size_t errlen) {
   *out = NULL;
@@ -1018,7 +1063,7 @@ int rpc_server_start(const struct rpc_server_config *cfg, struct rpc_server **ou
   s->cfg.listen = s->listen;
   if (s->cfg.tick_ms <= 0)
     s->cfg.tick_ms = 1000;
-  s->nworkers = cfg->workers > 0 ? cfg->workers : 2;
+  s->nworkers = cfg->workers > 0 ? cfg->workers : default_workers();
   s->streams.next = s->streams.prev = &s->streams;
   s->t_shutdown = (struct tag){TAG_SHUTDOWN, NULL};
   pthread_mutex_init(&s->mu, NULL);
@@ -1087,7 +1132,8 @@ int rpc_server_start(const struct rpc_server_config *cfg, struct rpc_server **ou
   s->nworkers = started;
   grpc_server_start(s->server);
   for (int m = 0; m < M__COUNT; m++)
-    post_request(s, (enum method)m);
+    for (int k = 0; k < posted_depth((enum method)m); k++)
+      post_request(s, (enum method)m);
   if (pthread_create(&s->ticker, NULL, ticker_main, s) != 0) {
     snprintf(err, errlen, "rpc server %s: cannot start threads: %s", s->listen, strerror(errno));
     rpc_server_shutdown(s, 0);

@@ -29,7 +29,7 @@ struct rpc_server_config {
   /* Fallback re-evaluation period of open streams in ms, used when scaler->src.wait_tick is
    * NULL or reports no new pass; <= 0 means 1000. */
   int tick_ms;
-  /* Worker threads polling the completion queue; <= 0 means 2. */
+  /* Worker threads polling the completion queue; <= 0 means 1 on up to 3 CPUs, else 2. */
   int workers;
   /* Called once per finished call (from a server thread, no lock held) with the full method
    * path ("/externalscaler.ExternalScaler/GetMetrics", "/grpc.health.v1.Health/Check", or
