@@ -143,11 +143,72 @@ static void handle_gpus(void *ud, const struct http_request *req, struct http_re
   json_object_put(root);
 }
 
+static json_object *engine_json(const struct engine_reading *r, int64_t now_wall) {
+  json_object *o = json_object_new_object();
+  json_object_object_add(o, "namespace", json_object_new_string(r->ns));
+  json_object_object_add(o, "pod", json_object_new_string(r->pod));
+  json_object_object_add(o, "engine", json_object_new_string(engine_kind_name(r->kind)));
+  json_object_object_add(o, "fresh", json_object_new_boolean(r->fresh));
+  if (r->ts_ms > 0) {
+    json_object_object_add(o, "timestamp_ms", json_object_new_int64(r->ts_ms));
+    json_object_object_add(o, "age_seconds",
+                           json_object_new_double((double)(now_wall - r->ts_ms) / 1000.0));
+  }
+  json_object *vals = json_object_new_object(), *absent = json_object_new_array();
+  for (int k = 0; k < ES__COUNT; k++) {
+    enum engine_signal sig = (enum engine_signal)k;
+    if (engine_signal_kind(sig) != r->kind && r->kind != ENGINE_UNKNOWN)
+      continue; /* another engine's signal: not absent, just not this engine's */
+    if (engine_has(r, sig))
+      json_object_object_add(vals, engine_signal_name(sig), json_object_new_double(r->v[k]));
+    else
+      json_object_array_add(absent, json_object_new_string(engine_signal_name(sig)));
+  }
+  json_object_object_add(o, "values", vals);
+  json_object_object_add(o, "absent", absent);
+  json_object_object_add(o, "reason", json_object_new_string(r->reason));
+  return o;
+}
+
+/* /api/v1/engines: every engine pod the agent reads, with values, absent signals and reasons.
+ * Never part of /metrics: Prometheus scrapes the engines itself. */
+static void handle_engines(void *ud, const struct http_request *req, struct http_response *resp) {
+  struct agent_api *api = ud;
+  struct engine_reading *r = NULL;
+  size_t n = 0;
+  bool on = false;
+  char why[ENGINE_REASON_LEN] = "";
+  if (engines_copy(api->engines, &r, &n, &on, why, sizeof why) != 0) {
+    resp->status = 500;
+    buf_puts(&resp->body, "out of memory\n");
+    return;
+  }
+  int64_t now = time_wall_ms();
+  json_object *root = json_object_new_object();
+  json_object_object_add(root, "node", json_object_new_string(api->node_name));
+  json_object_object_add(root, "engines_on", json_object_new_boolean(on));
+  if (!on)
+    json_object_object_add(root, "engines_why", json_object_new_string(why));
+  json_object_object_add(
+      root, "interval_seconds",
+      json_object_new_double((double)engines_interval_ms(api->engines) / 1000.0));
+  json_object *arr = json_object_new_array();
+  for (size_t i = 0; i < n; i++)
+    json_object_array_add(arr, engine_json(&r[i], now));
+  json_object_object_add(root, "pods", arr);
+  free(r);
+  resp->content_type = "application/json";
+  buf_puts(&resp->body, json_object_to_json_string_ext(root, JSON_C_TO_STRING_PLAIN));
+  buf_puts(&resp->body, "\n");
+  json_object_put(root);
+}
+
 size_t agent_api_routes(struct agent_api *api, struct http_route *routes, size_t cap) {
   const struct http_route r[] = {
       {"/healthz", handle_healthz, api},
       {"/readyz", handle_readyz, api},
       {"/api/v1/gpus", handle_gpus, api},
+      {"/api/v1/engines", handle_engines, api},
   };
   size_t n = sizeof r / sizeof r[0];
   for (size_t i = 0; i < n && i < cap; i++)

@@ -5,7 +5,7 @@
 #include <stddef.h>
 
 #include "agent/sampler.h"
-#include "core/attrib.h"
+#include "agent/engines.h"
 #include "core/attrib.h"
 #include "http/server.h"
 
@@ -16,10 +16,12 @@ struct agent_api {
   const char *collector_name;
   const char *driver_version; /* may be NULL */
   int64_t interval_ms;
-  struct attrib *pods; /* pod attribution table; may be NULL */
+  struct attrib *pods;     /* pod attribution table; may be NULL */
+  struct engines *engines; /* engine pods (/api/v1/engines); may be NULL */
 };
 
-/* Fills routes (at least 3 entries) with the agent's endpoints; returns how many. */
+/* Fills routes (at least 4 entries: /healthz, /readyz, /api/v1/gpus, /api/v1/engines) with the
+ * agent's endpoints; returns how many. */
 size_t agent_api_routes(struct agent_api *api, struct http_route *routes, size_t cap);
 /* True when the sampler passed within 3 intervals (+5 s slack): the liveness test. */
 bool agent_api_live(const struct agent_api *api);

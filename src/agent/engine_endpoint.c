@@ -99,7 +99,7 @@ static int split_url(const char *url, struct engine_endpoint *ep, char *err, siz
       ep->host[n] = '\0';
     }
     if (!rc && curl_url_get(u, CURLUPART_PORT, &port, CURLU_DEFAULT_PORT) == CURLUE_OK)
-      ep->port = atoi(port);
+      ep->port = (int)strtol(port, NULL, 10);
   }
   curl_free(scheme);
   curl_free(host);

@@ -35,7 +35,7 @@ struct engines_config {
   const char *kube_api; /* the agent's --kube-api: "auto", "off" or a kubeconfig path */
   const char *node;     /* this node's name (spec.nodeName of the pods read) */
   int64_t interval_ms;  /* --engine-interval: one scrape of every engine pod per interval */
-  int64_t timeout_ms;   /* --engine-timeout: per pod and request, at most interval_ms */
+  int64_t timeout_ms;   /* --engine-timeout: per pod and request (cut to interval_ms) */
   bool allow_endpoints; /* --allow-engine-endpoints: engines_scrape_url may be used */
 };
 

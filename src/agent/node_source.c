@@ -61,5 +61,12 @@ int node_source_snapshot(void *ud, struct node_snapshot *out) {
   out->attribution = attribution;
   out->n = n;
   out->gpus = gpus;
+  if (engines_copy(ns->engines, &out->engines, &out->n_engines, &out->engines_on, out->engines_why,
+                   sizeof out->engines_why) != 0) {
+    node_snapshot_clear(out);
+    return GS_ENOMEM;
+  }
+  if (!ns->engines)
+    copy_str(out->engines_why, sizeof out->engines_why, "engine metrics are off on this agent");
   return 0;
 }

@@ -5,6 +5,7 @@
 
 #include <stdint.h>
 
+#include "agent/engines.h"
 #include "core/attrib.h"
 #include "core/history.h"
 #include "core/node.h"
@@ -15,12 +16,13 @@ struct node_source {
   const char *node_name;      /* required */
   const char *driver_version; /* NULL when unknown */
   int64_t interval_ms;        /* sampling interval: fresh means at most 3 intervals old */
+  struct engines *engines;    /* engine pods (engines_copy); NULL: engines off */
 };
 
 /* Fills *out (zeroed or cleared by the caller) with every GPU's newest sample, health, age,
- * freshness and pods, stamped with the history's generation. ud is a struct node_source *.
- * Matches rpc_server_config.node_snapshot: thread-safe, never blocks on I/O. Returns 0 or
- * GS_ENOMEM; on success the caller releases out with node_snapshot_clear. */
+ * freshness and pods, and the engine pods (engines_copy), stamped with the history's generation. ud
+ * is a struct node_source *. Matches rpc_server_config.node_snapshot: thread-safe, never blocks on
+ * I/O. Returns 0 or GS_ENOMEM; on success the caller releases out with node_snapshot_clear. */
 int node_source_snapshot(void *ud, struct node_snapshot *out);
 
 #endif

@@ -9,6 +9,10 @@ this one. Paths:
     GET   /api/v1/nodes                                         200 NodeList
     PATCH /api/v1/nodes/{name}                                  200 Node (merge / strategic merge)
     GET   /api/v1/pods?fieldSelector=spec.nodeName%3D{name}     200 PodList
+    GET   /api/v1/pods?...&watch=1&resourceVersion=RV           200 a watch stream: chunked JSON
+          lines {"type": ADDED|MODIFIED|DELETED|BOOKMARK|ERROR, "object": ...} of the changes after
+          RV (put_pod, delete_pod), until timeoutSeconds; an RV older than compact() left gets an
+          ERROR event with a 410 Expired Status, as the API server does
     GET   /api/v1/pods                                          200 PodList (every namespace)
     GET   /api/v1/namespaces/{ns}/pods                          200 PodList
           (the pod lists page with ?limit=N&continue=TOKEN, as the API server does)
@@ -34,6 +38,9 @@ authorization present, JSON body) in memory and, with a log path, as JSON lines 
 An evicted pod disappears from the state (after its linger time, if any); a PATCH updates the node, so a test can assert the
 cluster's state after a run. With a token, requests without "Authorization: Bearer <token>" get
 401. With a certificate and key the server speaks TLS, and with a client CA it requires mTLS.
+
+Pod changes that watches see go through api.put_pod(pod) and api.delete_pod(ns, name) (each gets a new
+resourceVersion); api.compact() drops the event history, so that older resourceVersions are Gone.
 
 In-process:   api = FakeKubeAPI(state, log_path); api.start(); ...; api.stop()
 Stand-alone:  python3 fake_kube_api.py --state FILE [--port 0] [--log FILE] [--token T]
@@ -93,6 +100,11 @@ class FakeKubeAPI:
         self.log_path = log_path
         self.token = token
         self.rv = 1000
+        self.cond = threading.Condition(self.lock)
+        self.watch_log = []     # [(rv, type, pod)] for watches
+        self.watch_floor = 0    # a watch from below this resourceVersion is Gone (410)
+        self.closing = False
+        self.watch_timeout_cap = None  # seconds: end every watch sooner than it asked
         api = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -140,6 +152,9 @@ class FakeKubeAPI:
         return self
 
     def stop(self):
+        with self.cond:
+            self.closing = True
+            self.cond.notify_all()
         self.httpd.shutdown()
         self.httpd.server_close()
 
@@ -169,6 +184,46 @@ class FakeKubeAPI:
         with self.lock:
             return [(r["method"], r["path"]) for r in self.requests
                     if include_events or not r["path"].endswith("/events")]
+
+    # -- pod changes that watches see ----------------------------------------------------------
+
+    def _changed(self, kind, pod):
+        self.rv += 1
+        pod.setdefault("metadata", {})["resourceVersion"] = str(self.rv)
+        self.watch_log.append((self.rv, kind, copy.deepcopy(pod)))
+        self.cond.notify_all()
+
+    def put_pod(self, pod):
+        """Adds the pod or replaces the one of the same namespace/name (ADDED / MODIFIED)."""
+        pod = copy.deepcopy(pod)
+        key = (pod["metadata"]["namespace"], pod["metadata"]["name"])
+        with self.cond:
+            for i, p in enumerate(self.pods):
+                if (p["metadata"]["namespace"], p["metadata"]["name"]) == key:
+                    self.pods[i] = pod
+                    self._changed("MODIFIED", pod)
+                    return
+            self.pods.append(pod)
+            self._changed("ADDED", pod)
+
+    def delete_pod(self, ns, name):
+        with self.cond:
+            for p in list(self.pods):
+                if (p["metadata"]["namespace"], p["metadata"]["name"]) == (ns, name):
+                    self.pods.remove(p)
+                    self._changed("DELETED", p)
+
+    def compact(self):
+        """Forgets the event history: a watch from an older resourceVersion gets 410 Gone."""
+        with self.cond:
+            self.watch_log = []
+            self.watch_floor = self.rv + 1
+            self.rv += 1
+
+    def watches(self):
+        """The watch requests so far."""
+        with self.lock:
+            return [r for r in self.requests if r["query"].get("watch") in (["1"], ["true"])]
 
     def writes(self):
         with self.lock:
@@ -224,6 +279,9 @@ class FakeKubeAPI:
         if f:
             return self.send(h, f.get("status", 500), f.get("body", status_body(
                 f.get("status", 500), "InternalError", "injected fault")), raw=f.get("raw"))
+        if (method == "GET" and path == "/api/v1/pods" and
+                query.get("watch", [""])[0] in ("1", "true")):
+            return self.watch(h, query)
         if body is not None and "_unparsable" in body:
             return self.send(h, 400, status_body(400, "BadRequest", "request body is not JSON"))
         parts = [p for p in path.split("/") if p]
@@ -233,6 +291,60 @@ class FakeKubeAPI:
         if code == 429 and self.pdb_retry_after is not None:
             headers = {"Retry-After": str(self.pdb_retry_after)}
         self.send(h, code, out, headers=headers)
+
+    def watch(self, h, query):
+        """A watch stream of pod events, as chunked JSON lines (Transfer-Encoding: chunked)."""
+        sel = query.get("fieldSelector", [""])[0]
+        node = sel.partition("=")[2] if sel.startswith("spec.nodeName=") else None
+        timeout = float(query.get("timeoutSeconds", ["300"])[0] or 300)
+        if self.watch_timeout_cap is not None:
+            timeout = min(timeout, self.watch_timeout_cap)
+        rv_q = query.get("resourceVersion", [""])[0]
+        h.close_connection = True
+        h.send_response(200)
+        h.send_header("Content-Type", "application/json")
+        h.send_header("Transfer-Encoding", "chunked")
+        h.end_headers()
+
+        def chunk(obj):
+            data = (json.dumps(obj) + "\n").encode()
+            h.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
+            h.wfile.flush()
+
+        def mine(pod):
+            return node is None or pod.get("spec", {}).get("nodeName") == node
+
+        deadline = time.monotonic() + timeout
+        try:
+            with self.cond:
+                if rv_q and int(rv_q) < self.watch_floor:
+                    chunk({"type": "ERROR", "object": status_body(
+                        410, "Expired", "too old resource version: %s (%d)" % (
+                            rv_q, self.watch_floor))})
+                    h.wfile.write(b"0\r\n\r\n")
+                    return
+                rv = int(rv_q) if rv_q else self.rv
+                start = [] if rv_q else [("ADDED", copy.deepcopy(p)) for p in self.pods if mine(p)]
+            for kind, pod in start:
+                chunk({"type": kind, "object": pod})
+            while True:
+                with self.cond:
+                    batch = [(r, k, p) for r, k, p in self.watch_log if r > rv]
+                    left = deadline - time.monotonic()
+                    if not batch and not self.closing and left > 0:
+                        self.cond.wait(min(left, 0.5))
+                        continue
+                    if self.closing:
+                        break
+                for r, kind, pod in batch:
+                    rv = r
+                    if mine(pod):
+                        chunk({"type": kind, "object": pod})
+                if not batch and left <= 0:
+                    break
+            h.wfile.write(b"0\r\n\r\n")
+        except (BrokenPipeError, ConnectionResetError):
+            pass
 
     def route(self, method, parts, query, body, ctype):
         if parts[:2] != ["api", "v1"]:
