@@ -1,5 +1,4 @@
-/* `gpuscale agent`: the option table, start-up order, signal loop and graceful
- * shutdown. */
+/* `gpuscale agent`: the option table, start-up order, signal loop and graceful shutdown. */
 #include "agent/agent.h"
 
 #include <signal.h>
@@ -12,11 +11,11 @@
 #include "agent/api.h"
 #include "agent/attribution.h"
 #include "agent/engines.h"
-#include "agent/metrics.h"
-#include "agent/node_source.h"
 #include "agent/podphase.h"
 #include "agent/procmap.h"
 #include "agent/procsplit.h"
+#include "agent/metrics.h"
+#include "agent/node_source.h"
 #include "agent/sampler.h"
 #include "agent/source.h"
 #include "cli/serve.h"
@@ -68,132 +67,95 @@ struct agent_opts {
 
 #define O(f) offsetof(struct agent_opts, f)
 static const struct opt_def agent_opts_table[] = {
-    {"collector", 0, "GPUSCALE_COLLECTOR", OPT_ENUM, "nvml", 0, 0, "nvml|mock",
-     "NAME",
-     "where readings come from: the NVIDIA driver (nvml) or a simulated "
-     "scenario (mock)",
+    {"collector", 0, "GPUSCALE_COLLECTOR", OPT_ENUM, "nvml", 0, 0, "nvml|mock", "NAME",
+     "where readings come from: the NVIDIA driver (nvml) or a simulated scenario (mock)",
      O(collector)},
     {"scenario", 0, "GPUSCALE_SCENARIO", OPT_STRING, NULL, 0, 0, NULL, "FILE",
-     "mock collector: YAML scenario file (default: the built-in 4-GPU "
-     "scenario); SIGHUP reloads "
+     "mock collector: YAML scenario file (default: the built-in 4-GPU scenario); SIGHUP reloads "
      "it",
      O(scenario)},
-    {"nvml-library", 0, "GPUSCALE_NVML_LIBRARY", OPT_STRING, NULL, 0, 0, NULL,
-     "PATH", "nvml collector: load this library instead of libnvidia-ml.so.1",
-     O(nvml_library)},
+    {"nvml-library", 0, "GPUSCALE_NVML_LIBRARY", OPT_STRING, NULL, 0, 0, NULL, "PATH",
+     "nvml collector: load this library instead of libnvidia-ml.so.1", O(nvml_library)},
     {"profiles", 0, "GPUSCALE_PROFILES", OPT_STRING, NULL, 0, 0, NULL, "FILE",
-     "YAML file with extra scaling profiles (see docs/profiles.md)",
-     O(profiles)},
-    {"interval", 0, "GPUSCALE_INTERVAL", OPT_DURATION, "1s", 100, 300000, NULL,
-     "DURATION", "sampling interval; a GPU is stale after 3 intervals",
-     O(interval_ms)},
-    {"history", 0, "GPUSCALE_HISTORY", OPT_DURATION, "10m", 1000, 86400000,
-     NULL, "DURATION",
-     "how much sample history to keep per GPU (bounds the trigger 'window')",
-     O(history_ms)},
-    {"kubelet-socket", 0, "GPUSCALE_KUBELET_SOCKET", OPT_STRING,
-     PODRES_DEFAULT_SOCKET, 0, 0, NULL, "PATH",
-     "kubelet PodResources socket, for the pods that hold each GPU",
-     O(kubelet_socket)},
-    {"kubelet-refresh", 0, "GPUSCALE_KUBELET_REFRESH", OPT_DURATION, "10s", 100,
-     3600000, NULL, "DURATION",
-     "how often to ask the kubelet which pods hold the GPUs",
-     O(kubelet_refresh_ms)},
-    {"kube-api", 0, "GPUSCALE_KUBE_API", OPT_STRING, "auto", 0, 0, NULL,
-     "auto|off|KUBECONFIG",
-     "Kubernetes API for pod phases, so that a pod the kubelet still lists "
-     "after it finished "
-     "holds no GPU: auto = in-cluster when run in a pod, off, or a kubeconfig "
-     "file",
+     "YAML file with extra scaling profiles (see docs/profiles.md)", O(profiles)},
+    {"interval", 0, "GPUSCALE_INTERVAL", OPT_DURATION, "1s", 100, 300000, NULL, "DURATION",
+     "sampling interval; a GPU is stale after 3 intervals", O(interval_ms)},
+    {"history", 0, "GPUSCALE_HISTORY", OPT_DURATION, "10m", 1000, 86400000, NULL, "DURATION",
+     "how much sample history to keep per GPU (bounds the trigger 'window')", O(history_ms)},
+    {"kubelet-socket", 0, "GPUSCALE_KUBELET_SOCKET", OPT_STRING, PODRES_DEFAULT_SOCKET, 0, 0, NULL,
+     "PATH", "kubelet PodResources socket, for the pods that hold each GPU", O(kubelet_socket)},
+    {"kubelet-refresh", 0, "GPUSCALE_KUBELET_REFRESH", OPT_DURATION, "10s", 100, 3600000, NULL,
+     "DURATION", "how often to ask the kubelet which pods hold the GPUs", O(kubelet_refresh_ms)},
+    {"kube-api", 0, "GPUSCALE_KUBE_API", OPT_STRING, "auto", 0, 0, NULL, "auto|off|KUBECONFIG",
+     "Kubernetes API for pod phases, so that a pod the kubelet still lists after it finished "
+     "holds no GPU: auto = in-cluster when run in a pod, off, or a kubeconfig file",
      O(kube_api)},
     {"host-proc", 0, "GPUSCALE_HOST_PROC", OPT_STRING, NULL, 0, 0, NULL, "PATH",
-     "the host's /proc, mounted read-only: split a GPU that several pods share "
-     "by NVML "
+     "the host's /proc, mounted read-only: split a GPU that several pods share by NVML "
      "per-process utilisation (default: split it evenly by pod count)",
      O(host_proc)},
-    {"pod-logs", 0, "GPUSCALE_POD_LOGS", OPT_STRING, PROCMAP_DEFAULT_LOGS, 0, 0,
-     NULL, "PATH",
-     "with --host-proc: the kubelet's pod log directory, mounted read-only "
-     "(its entries tie a "
+    {"pod-logs", 0, "GPUSCALE_POD_LOGS", OPT_STRING, PROCMAP_DEFAULT_LOGS, 0, 0, NULL, "PATH",
+     "with --host-proc: the kubelet's pod log directory, mounted read-only (its entries tie a "
      "pod UID to the pod's namespace and name)",
      O(pod_logs)},
     {"node-name", 0, "NODE_NAME", OPT_STRING, NULL, 0, 0, NULL, "NAME",
-     "this node's name (default: the hostname); the Hostname label of /metrics",
-     O(node_name)},
-    {"no-hostname-label", 0, "GPUSCALE_NO_HOSTNAME_LABEL", OPT_BOOL, "false", 0,
-     0, NULL, NULL,
-     "leave the Hostname label out of /metrics (when Prometheus adds the node "
-     "itself)",
+     "this node's name (default: the hostname); the Hostname label of /metrics", O(node_name)},
+    {"no-hostname-label", 0, "GPUSCALE_NO_HOSTNAME_LABEL", OPT_BOOL, "false", 0, 0, NULL, NULL,
+     "leave the Hostname label out of /metrics (when Prometheus adds the node itself)",
      O(no_hostname_label)},
-    {"collectors", 'f', "GPUSCALE_COLLECTORS", OPT_STRING, NULL, 0, 0, NULL,
-     "FILE",
-     "dcgm-exporter's counters CSV (its -f/--collectors file): /metrics writes "
-     "only the DCGM "
-     "series it lists, with its types and HELP texts, and names those gpuscale "
-     "cannot serve in "
-     "one start-up warning (default: dcgm-exporter's default set plus "
-     "DCGM_FI_PROF_SM_ACTIVE "
+    {"collectors", 'f', "GPUSCALE_COLLECTORS", OPT_STRING, NULL, 0, 0, NULL, "FILE",
+     "dcgm-exporter's counters CSV (its -f/--collectors file): /metrics writes only the DCGM "
+     "series it lists, with its types and HELP texts, and names those gpuscale cannot serve in "
+     "one start-up warning (default: dcgm-exporter's default set plus DCGM_FI_PROF_SM_ACTIVE "
      "and DCGM_FI_PROF_SM_OCCUPANCY)",
      O(collectors)},
     {"counters", 0, "GPUSCALE_COUNTERS", OPT_STRING, NULL, 0, 0, NULL, "FILE",
      "the same as --collectors", O(counters_alias)},
     {"hostname-label", 0, "GPUSCALE_HOSTNAME_LABEL", OPT_ENUM, "Hostname", 0, 0,
      "Hostname|hostname", "NAME",
-     "the name of the node label on /metrics: Hostname (dcgm-exporter "
-     "4.5.3-4.8.2 and older) or "
+     "the name of the node label on /metrics: Hostname (dcgm-exporter 4.5.3-4.8.2 and older) or "
      "hostname (its next release)",
      O(hostname_label)},
-    {"shared-gpu-series", 0, "GPUSCALE_SHARED_GPU_SERIES", OPT_ENUM, "once", 0,
-     0, "once|per-pod", "MODE",
-     "/metrics for a GPU that several pods hold: its value series once, marked "
-     "gpuscale_shared (once), or a copy per pod with dcgm-exporter's vgpu "
-     "label (per-pod)",
-     O(shared_gpu_series)},
-    {"engines", 0, "GPUSCALE_ENGINES", OPT_ENUM, "auto", 0, 0, "auto|off",
+    {"shared-gpu-series", 0, "GPUSCALE_SHARED_GPU_SERIES", OPT_ENUM, "once", 0, 0, "once|per-pod",
      "MODE",
-     "inference-engine pods on this node (vLLM, TGI, SGLang, Triton; "
-     "docs/engines.md): found "
-     "through the Kubernetes API of --kube-api and read by their annotations; "
-     "auto = on when the "
+     "/metrics for a GPU that several pods hold: its value series once, marked "
+     "gpuscale_shared (once), or a copy per pod with dcgm-exporter's vgpu label (per-pod)",
+     O(shared_gpu_series)},
+    {"engines", 0, "GPUSCALE_ENGINES", OPT_ENUM, "auto", 0, 0, "auto|off", "MODE",
+     "inference-engine pods on this node (vLLM, TGI, SGLang, Triton; docs/engines.md): found "
+     "through the Kubernetes API of --kube-api and read by their annotations; auto = on when the "
      "API can be used",
      O(engines)},
-    {"engine-interval", 0, "GPUSCALE_ENGINE_INTERVAL", OPT_DURATION, "5s", 1000,
-     300000, NULL, "DURATION",
-     "how often each engine pod's metrics are read; stale after 3 intervals",
+    {"engine-interval", 0, "GPUSCALE_ENGINE_INTERVAL", OPT_DURATION, "5s", 1000, 300000, NULL,
+     "DURATION", "how often each engine pod's metrics are read; stale after 3 intervals",
      O(engine_interval_ms)},
-    {"engine-timeout", 0, "GPUSCALE_ENGINE_TIMEOUT", OPT_DURATION, "2s", 100,
-     60000, NULL, "DURATION",
-     "per engine pod and request; cut to --engine-interval when longer",
+    {"engine-timeout", 0, "GPUSCALE_ENGINE_TIMEOUT", OPT_DURATION, "2s", 100, 60000, NULL,
+     "DURATION", "per engine pod and request; cut to --engine-interval when longer",
      O(engine_timeout_ms)},
-    {"allow-engine-endpoints", 0, "GPUSCALE_ALLOW_ENGINE_ENDPOINTS", OPT_BOOL,
-     "false", 0, 0, NULL, NULL,
-     "let triggers name an engine URL (vllmEndpoint, tritonEndpoint) for the "
-     "agent to fetch; "
-     "never loopback, link-local or metadata addresses (docs/engines.md shows "
-     "the risk)",
+    {"allow-engine-endpoints", 0, "GPUSCALE_ALLOW_ENGINE_ENDPOINTS", OPT_BOOL, "false", 0, 0, NULL,
+     NULL,
+     "let triggers name an engine URL (vllmEndpoint, tritonEndpoint) for the agent to fetch; "
+     "never loopback, link-local or metadata addresses (docs/engines.md shows the risk)",
      O(allow_engine_endpoints)},
-    SERVE_OPT_ROWS(
-        struct agent_opts, serve,
-        "HTTP address for /metrics, /healthz, /readyz and /api/v1/gpus"),
+    SERVE_OPT_ROWS(struct agent_opts, serve,
+                   "HTTP address for /metrics, /healthz, /readyz and /api/v1/gpus"),
 };
 #undef O
 #define NOPTS (sizeof agent_opts_table / sizeof agent_opts_table[0])
 
 static const char agent_usage[] = "gpuscale agent [OPTIONS]";
 static const char agent_desc[] =
-    "Samples every GPU on this node into a ring of recent samples and serves "
-    "KEDA's\n"
-    "ExternalScaler (node scope) and grpc.health.v1 over gRPC, and "
-    "dcgm-exporter compatible\n"
-    "/metrics, /healthz, /readyz and /api/v1/gpus over HTTP. Every option can "
-    "also be set by its "
+    "Samples every GPU on this node into a ring of recent samples and serves KEDA's\n"
+    "ExternalScaler (node scope) and grpc.health.v1 over gRPC, and dcgm-exporter compatible\n"
+    "/metrics, /healthz, /readyz and /api/v1/gpus over HTTP. Every option can also be set by its "
     "environment variable;\n"
     "flags win over the environment.\n\n"
     "Try it without a GPU:  gpuscale agent --collector mock\n"
-    "Then ask it as KEDA does:  gpuscale query --address 127.0.0.1:6000 "
-    "--profile vllm-inference";
+    "Then ask it as KEDA does:  gpuscale query --address 127.0.0.1:6000 --profile vllm-inference";
 
-static bool rpc_healthy(void *ud) { return agent_api_ready(ud); }
+static bool rpc_healthy(void *ud) {
+  return agent_api_ready(ud);
+}
 
 static void on_hup(void *ud) {
   LOG_INFO("agent", "SIGHUP: reloading the collector");
@@ -221,14 +183,12 @@ static int agent_run(struct agent_opts *o) {
   memset(&smp, 0, sizeof smp);
 
   if (o->history_ms < o->interval_ms) {
-    LOG_ERROR("agent",
-              "--history (%lldms) must be at least --interval (%lldms)",
+    LOG_ERROR("agent", "--history (%lldms) must be at least --interval (%lldms)",
               (long long)o->history_ms, (long long)o->interval_ms);
     return 2;
   }
   if (profile_set_init(&profiles) ||
-      (o->profiles &&
-       profile_set_load(&profiles, o->profiles, err, sizeof err))) {
+      (o->profiles && profile_set_load(&profiles, o->profiles, err, sizeof err))) {
     LOG_ERROR("agent", "--profiles: %s", err[0] ? err : "out of memory");
     profile_set_free(&profiles);
     return 2;
@@ -242,8 +202,7 @@ static int agent_run(struct agent_opts *o) {
     profile_set_free(&profiles);
     return 1;
   }
-  LOG_INFO("agent", "collector %s: %zu GPUs, driver %s", ops->name,
-           ops->count(col),
+  LOG_INFO("agent", "collector %s: %zu GPUs, driver %s", ops->name, ops->count(col),
            ops->driver_version(col) ? ops->driver_version(col) : "unknown");
 
   size_t cap = (size_t)(o->history_ms / o->interval_ms);
@@ -262,82 +221,63 @@ static int agent_run(struct agent_opts *o) {
   }
   if (phases)
     LOG_INFO("agent",
-             "pod phases from the Kubernetes API (%s, %s): pods the kubelet "
-             "still lists after "
+             "pod phases from the Kubernetes API (%s, %s): pods the kubelet still lists after "
              "they finished (Succeeded, Failed) hold no GPU",
              podphase_source(phases), podphase_server(phases));
   else
     LOG_INFO("agent",
-             "no Kubernetes API for pod phases (%s): a pod the kubelet still "
-             "lists after it "
+             "no Kubernetes API for pod phases (%s): a pod the kubelet still lists after it "
              "finished counts as a GPU holder until the kubelet drops it",
              why);
-  struct engines_config ecfg = {
-      o->engines,           o->kube_api,
-      o->node_name,         o->engine_interval_ms,
-      o->engine_timeout_ms, o->allow_engine_endpoints};
+  struct engines_config ecfg = {o->engines,           o->kube_api,
+                                o->node_name,         o->engine_interval_ms,
+                                o->engine_timeout_ms, o->allow_engine_endpoints};
   rc = engines_start(&ecfg, &engines, why, sizeof why);
   if (rc) {
     LOG_ERROR("agent", "engine metrics: %s", why);
     goto out;
   }
   if (why[0])
-    LOG_INFO("agent",
-             "engine metrics are off (%s); GPU metrics are not affected", why);
+    LOG_INFO("agent", "engine metrics are off (%s); GPU metrics are not affected", why);
   else
-    LOG_INFO("agent",
-             "engine pods from the Kubernetes API, read every %lldms (timeout "
-             "%lldms)",
+    LOG_INFO("agent", "engine pods from the Kubernetes API, read every %lldms (timeout %lldms)",
              (long long)o->engine_interval_ms, (long long)o->engine_timeout_ms);
   if (o->allow_engine_endpoints)
-    LOG_WARN("agent", "--allow-engine-endpoints: triggers may name engine URLs "
-                      "for this agent to "
-                      "fetch (loopback, link-local and metadata addresses are "
-                      "still refused)");
+    LOG_WARN("agent", "--allow-engine-endpoints: triggers may name engine URLs for this agent to "
+                      "fetch (loopback, link-local and metadata addresses are still refused)");
   pods = attrib_new();
-  if (!pods ||
-      attribution_start_phases(&attr, o->kubelet_socket, o->kubelet_refresh_ms,
-                               hist, pods, phases)) {
-    LOG_ERROR("agent",
-              "cannot start pod attribution (out of memory or threads)");
+  if (!pods || attribution_start_phases(&attr, o->kubelet_socket, o->kubelet_refresh_ms, hist, pods,
+                                        phases)) {
+    LOG_ERROR("agent", "cannot start pod attribution (out of memory or threads)");
     goto out;
   }
   if (o->host_proc) {
-    rc = procsplit_start(&split, col, pods, o->host_proc, o->pod_logs,
-                         o->interval_ms);
+    rc = procsplit_start(&split, col, pods, o->host_proc, o->pod_logs, o->interval_ms);
     if (rc == GS_ENOTSUP)
       LOG_WARN("agent",
-               "--host-proc: the %s collector cannot report per-process "
-               "utilisation; shared "
+               "--host-proc: the %s collector cannot report per-process utilisation; shared "
                "GPUs are split evenly by pod count",
                ops->name);
     else if (rc) {
-      LOG_ERROR(
-          "agent",
-          "cannot start the per-process split (out of memory or threads)");
+      LOG_ERROR("agent", "cannot start the per-process split (out of memory or threads)");
       goto out;
     } else
-      LOG_INFO("agent",
-               "shared GPUs are split by process (host /proc %s, pod logs %s)",
+      LOG_INFO("agent", "shared GPUs are split by process (host /proc %s, pod logs %s)",
                o->host_proc, o->pod_logs);
   }
 
   struct history_source hs = {hist, o->interval_ms};
   struct scaler sc = {&profiles, history_source_make(&hs), NULL};
-  /* KEDA asks with the same metadata every poll: parse it once (profiles never
-   * change here). */
+  /* KEDA asks with the same metadata every poll: parse it once (profiles never change here). */
   sc.cache = tcache = trigger_cache_new(0);
-  /* Our own copy: a reload frees the collector's string (the mock's scenario
-   * owns it). */
+  /* Our own copy: a reload frees the collector's string (the mock's scenario owns it). */
   char driver[GPU_STR_LEN] = "";
   if (ops->driver_version(col))
     snprintf(driver, sizeof driver, "%s", ops->driver_version(col));
   const char *drv = driver[0] ? driver : NULL;
-  struct agent_api api = {&smp, hist,           o->node_name, ops->name,
-                          drv,  o->interval_ms, pods,         engines};
+  struct agent_api api = {&smp, hist, o->node_name, ops->name, drv, o->interval_ms, pods, engines};
 
-  struct node_source nsrc = {hist, pods,           o->node_name,
-                             drv,  o->interval_ms, engines};
+  struct node_source nsrc = {hist, pods, o->node_name, drv, o->interval_ms, engines};
   struct rpc_server_config rc_cfg = {0};
   struct rpc_tls_server tls = serve_tls(&o->serve);
   rc_cfg.listen = o->serve.grpc_listen;
@@ -364,15 +304,12 @@ static int agent_run(struct agent_opts *o) {
                              o->counters,
                              o->hostname_label};
   routes[nroutes++] = (struct http_route){"/metrics", metrics_handle, &mctx};
-  if (http_server_start(o->serve.http_listen, routes, nroutes, &http, err,
-                        sizeof err) != 0) {
+  if (http_server_start(o->serve.http_listen, routes, nroutes, &http, err, sizeof err) != 0) {
     LOG_ERROR("agent", "--http-listen: %s", err);
     goto out;
   }
-  LOG_INFO(
-      "agent",
-      "serving gRPC (KEDA ExternalScaler, grpc.health.v1) on %s, HTTP on %s",
-      o->serve.grpc_listen, o->serve.http_listen);
+  LOG_INFO("agent", "serving gRPC (KEDA ExternalScaler, grpc.health.v1) on %s, HTTP on %s",
+           o->serve.grpc_listen, o->serve.http_listen);
 
   serve_wait("agent", o->serve.grace_ms, on_hup, NULL, 60000, &smp);
   exit_code = 0;
@@ -399,19 +336,16 @@ out:
   return exit_code;
 }
 
-/* --collectors: reads the counters file before anything starts, so that a bad
- * file stops the agent with the line that is wrong. Returns 0 or 2. */
+/* --collectors: reads the counters file before anything starts, so that a bad file stops the
+ * agent with the line that is wrong. Returns 0 or 2. */
 static int load_counters(struct agent_opts *o) {
   const char *path = o->collectors ? o->collectors : o->counters_alias;
   const char *flag = o->collectors ? "--collectors" : "--counters";
   if (!path)
     return 0;
-  if (o->collectors && o->counters_alias &&
-      strcmp(o->collectors, o->counters_alias) != 0) {
-    LOG_ERROR(
-        "agent",
-        "--collectors (%s) and --counters (%s) name different files; give one",
-        o->collectors, o->counters_alias);
+  if (o->collectors && o->counters_alias && strcmp(o->collectors, o->counters_alias) != 0) {
+    LOG_ERROR("agent", "--collectors (%s) and --counters (%s) name different files; give one",
+              o->collectors, o->counters_alias);
     return 2;
   }
   char err[512] = "";
@@ -420,12 +354,11 @@ static int load_counters(struct agent_opts *o) {
     LOG_ERROR("agent", "%s: %s", flag, o->counters ? err : "out of memory");
     return 2;
   }
-  LOG_INFO("agent", "%s %s: %zu records, %zu not served", flag, path,
-           o->counters->n_records, o->counters->n_unserved);
+  LOG_INFO("agent", "%s %s: %zu records, %zu not served", flag, path, o->counters->n_records,
+           o->counters->n_unserved);
   if (o->counters->n_unserved)
     LOG_WARN("agent",
-             "%s %s: %zu listed fields are not written, gpuscale has no NVML "
-             "source for them: %s",
+             "%s %s: %zu listed fields are not written, gpuscale has no NVML source for them: %s",
              flag, path, o->counters->n_unserved, o->counters->unserved);
   return 0;
 }
@@ -434,8 +367,8 @@ int agent_main(int argc, char **argv) {
   struct agent_opts o;
   memset(&o, 0, sizeof o);
   int code = 0;
-  if (!serve_parse("agent", agent_opts_table, NOPTS, argc, argv, &o, &o.serve,
-                   agent_usage, agent_desc, &code)) {
+  if (!serve_parse("agent", agent_opts_table, NOPTS, argc, argv, &o, &o.serve, agent_usage,
+                   agent_desc, &code)) {
     config_free(agent_opts_table, NOPTS, &o);
     return code;
   }
@@ -445,8 +378,7 @@ int agent_main(int argc, char **argv) {
     o.node_name = strdup(host);
   }
   if (o.scenario && strcmp(o.collector, "mock") != 0)
-    LOG_WARN("agent",
-             "--scenario is ignored by the %s collector (use --collector mock)",
+    LOG_WARN("agent", "--scenario is ignored by the %s collector (use --collector mock)",
              o.collector);
   LOG_INFO("agent", "gpuscale %s starting", GPUSCALE_VERSION);
   config_log("agent", agent_opts_table, NOPTS, &o);
@@ -456,8 +388,7 @@ int agent_main(int argc, char **argv) {
     return 2;
   }
 
-  serve_block_signals(); /* before gRPC's threads and ours, which inherit the
-                            mask */
+  serve_block_signals(); /* before gRPC's threads and ours, which inherit the mask */
   rpc_global_init();
   code = agent_run(&o);
   rpc_global_shutdown();
