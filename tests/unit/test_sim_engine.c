@@ -12,6 +12,7 @@
 
 #include "core/err.h"
 #include "core/profile.h"
+#include "keda/scaler.h"
 #include "sim/engine.h"
 
 static const char *MODEL_UTIL = "name: infer\n"
@@ -761,6 +762,53 @@ static void test_behavior_tolerance(void **state) {
     fail_msg("after the step: %d replicas with tolerance 1, %d with the default", held, fell);
 }
 
+static int three_gpus(void *ud, const struct trigger *t, double *vals, size_t cap, size_t *n,
+                      char *err, size_t errlen) {
+  static const double v[] = {20, 90, 40};
+  *n = 3;
+  memcpy(vals, v, sizeof v);
+  return 0;
+}
+
+/* scaler_parse_trigger + scaler_eval_trigger (what the loop calls every second) answer exactly as
+ * scaler_get_metrics does, and refuse what it refuses with the same message. */
+static void test_parse_once_entry_points(void **state) {
+  (void)state;
+  struct profile_set ps;
+  assert_int_equal(profile_set_init(&ps), 0);
+  struct scaler sc;
+  memset(&sc, 0, sizeof sc);
+  sc.profiles = &ps;
+  sc.src = (struct scaler_source){three_gpus, NULL, NULL};
+  static const struct kv md[][3] = {
+      {{"metricType", "gpu_utilization"}, {"aggregation", "avg"}, {"activationThreshold", "60"}},
+      {{"metricType", "gpu_utilization"}, {"aggregation", "max"}, {"targetValue", "75"}},
+      {{"metricType", "gpu_utilization"}, {"scope", "workload"}, {"targetValue", "75"}},
+  };
+  for (size_t i = 0; i < sizeof md / sizeof md[0]; i++) {
+    struct scaler_request r = {"so", "ml", md[i], 3};
+    struct scaler_result a, b;
+    struct scaler_error ea, eb;
+    memset(&ea, 0, sizeof ea);
+    memset(&eb, 0, sizeof eb);
+    int ra = scaler_get_metrics(&sc, &r, "", &a, &ea);
+    struct trigger t;
+    int rb = scaler_parse_trigger(&sc, &r, &t, &eb);
+    if (rb == 0) {
+      rb = scaler_eval_trigger(&sc, &t, &b, &eb);
+      trigger_free(&t);
+    }
+    assert_int_equal(ra, rb);
+    if (ra == 0) {
+      assert_true(a.value == b.value && a.active == b.active);
+      assert_string_equal(a.metric_name, b.metric_name);
+    } else {
+      assert_string_equal(ea.msg, eb.msg); /* workload scope at an agent */
+    }
+  }
+  profile_set_free(&ps);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_naive_caps_and_workload_follows),
@@ -783,6 +831,7 @@ int main(void) {
       cmocka_unit_test(test_engine_triggers),
       cmocka_unit_test(test_engine_scale_to_zero),
       cmocka_unit_test(test_behavior_tolerance),
+      cmocka_unit_test(test_parse_once_entry_points),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
