@@ -54,7 +54,7 @@ struct eng {
   struct sim_hpa hpa;
   struct sim_keda keda;
   struct sim_fallback fb[SIM_MAX_TRIGGERS];
-  bool gw[SIM_MAX_TRIGGERS];        /* trigger i is answered by the gateway */
+  bool gw[SIM_MAX_TRIGGERS]; /* trigger i is answered by the gateway */
   /* gpuscale trigger i parsed once for its scaler (scaler_parse_trigger): the policy answers it
    * every simulated second, and parsing each time would cost more than the whole loop */
   struct trigger parsed[SIM_MAX_TRIGGERS];
@@ -1053,6 +1053,15 @@ static int setup(struct eng *e, const struct profile_set *ps, char *err, size_t 
       return rc;
     }
     e->has_parsed[i] = true;
+    if (e->parsed[i].engine && e->m->engine == ENGINE_UNKNOWN) {
+      snprintf(err, errlen,
+               "trigger %s (line %d): metricType %s is read from engine pods, and the model has "
+               "no engine signal, so its pods are not engine pods (every read would be a true "
+               "0); add %s under signals",
+               t->name, t->line, trigger_metric_label(&e->parsed[i]),
+               trigger_metric_label(&e->parsed[i]));
+      return GS_EINVAL;
+    }
   }
   return 0;
 }

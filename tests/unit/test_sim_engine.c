@@ -701,6 +701,10 @@ static void test_engine_triggers(void **state) {
   assert_int_equal(x.r.sum.max_replicas, 2); /* warm start, then no answer at all */
   assert_true(isnan(x.r.value[0][4000]));
   run_free(&x);
+  run_text(&x, MODEL_UTIL, so, "step", NULL); /* a model without engine signals */
+  assert_int_equal(x.rc, GS_EINVAL);
+  assert_non_null(strstr(x.err, "no engine signal"));
+  run_free(&x);
   const char *mixed = "capacity: 1\nsignals:\n  vllm_queue_depth: {queue: true}\n"
                       "  tgi_queue_size: {queue: true}\n";
   struct sim_model m;
