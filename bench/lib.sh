@@ -35,6 +35,13 @@ free_port() {
 }
 
 rss_kib() { awk '/^VmRSS:/ {print $2}' "/proc/$1/status"; }
+threads_of() { awk '/^Threads:/ {print $2}' "/proc/$1/status"; }
+# h2load_run ADDR PATH BODY CALLS: one unary gRPC call per request, 4 connections x 16 streams,
+# one client thread; prints the requests per second.
+h2load_run() {
+  h2load -n "$4" -c 4 -m 16 -t 1 -d "$3" -H 'content-type: application/grpc' -H 'te: trailers' \
+    "http://$1$2" 2>&1 | sed -n 's/^finished in .*s, \([0-9]*\)\.[0-9]* req\/s.*/\1/p'
+}
 # CPU time of all of a process's threads in ns (schedstat field 1).
 cpu_ns() { cat /proc/"$1"/task/*/schedstat 2>/dev/null | awk '{s += $1} END {printf "%.0f", s}'; }
 median() { tr ' ' '\n' | sed '/^$/d' | sort -n | awk '{v[NR] = $1} END {print v[int((NR + 1) / 2)]}'; }

@@ -46,7 +46,8 @@ struct opts {
   int threads;
   long calls;
   double max_seconds;
-  int streams; /* StreamIsActive calls held open during the run (same metadata) */
+  int streams;               /* StreamIsActive calls held open during the run (same metadata) */
+  const char *write_request; /* write the framed request here and exit (for h2load) */
   size_t nmd;
   char *md_key[MAX_MD];
   char *md_val[MAX_MD];
@@ -553,12 +554,32 @@ static uint32_t rank(const uint32_t *v, size_t n, double p) {
   return v[r - 1];
 }
 
+/* The request as one gRPC length-prefixed message (flag 0 = uncompressed, 4-byte big-endian
+ * length, the protobuf bytes): the body h2load sends with -d. Returns 0, or 1 with stderr. */
+static int write_request(const char *path) {
+  FILE *f = fopen(path, "wb");
+  uint8_t hdr[5] = {0, (uint8_t)(payload_len >> 24), (uint8_t)(payload_len >> 16),
+                    (uint8_t)(payload_len >> 8), (uint8_t)payload_len};
+  bool ok = f && fwrite(hdr, 1, sizeof hdr, f) == sizeof hdr &&
+            fwrite(payload, 1, payload_len, f) == payload_len;
+  if (f && fclose(f) != 0)
+    ok = false;
+  if (!ok) {
+    fprintf(stderr, "gs_load: cannot write %s: %s\n", path, strerror(errno));
+    return 1;
+  }
+  printf("method=%s request=%s bytes=%zu path=%s\n", o.method, path, payload_len + 5, method_path);
+  return 0;
+}
+
 static void usage(FILE *f) {
   fprintf(f,
           "usage: gs_load --target HOST:PORT [--method getmetrics|isactive|health]\n"
           "               [--concurrency N] [--threads T] [--calls N] [--max-seconds S]\n"
-          "               [--streams N] [-m key=value]...\n"
+          "               [--streams N] [--write-request FILE] [-m key=value]...\n"
           "--streams N holds N StreamIsActive calls (same metadata) open during the run.\n"
+          "--write-request FILE writes the request as a gRPC-framed body (h2load -d FILE) after\n"
+          "one checked call, and exits without load.\n"
           "Prints one line: method=... concurrency=... calls=... errors=... seconds=... rps=...\n"
           "p50_us=... p99_us=... max_us=... [streams=N stream_msgs=M]\n");
 }
@@ -596,6 +617,8 @@ static int parse_args(int argc, char **argv) {
       o.max_seconds = strtod(v, &end);
     } else if (strcmp(a, "--streams") == 0) {
       o.streams = (int)strtol(v, &end, 10);
+    } else if (strcmp(a, "--write-request") == 0) {
+      o.write_request = v;
     } else if (strcmp(a, "-m") == 0) {
       const char *eq = strchr(v, '=');
       if (!eq || o.nmd == MAX_MD) {
@@ -640,6 +663,10 @@ int main(int argc, char **argv) {
   grpc_channel *probe = new_channel();
   if (!ws || build_payload(probe) != 0)
     goto out;
+  if (o.write_request) {
+    rc = write_request(o.write_request);
+    goto out;
+  }
   if (o.streams > 0) {
     Externalscaler__ScaledObjectRef ref;
     Externalscaler__ScaledObjectRef__ScalerMetadataEntry ents[MAX_MD];

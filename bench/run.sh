@@ -125,6 +125,35 @@ for c in 1 64; do
 done
 fig() { median <<<"${R[$1]}"; }
 RSS_AFTER=$(rss_kib "$MAIN_PID")
+THREADS=$(threads_of "$MAIN_PID")
+
+# ---- h2load: any gRPC server can be measured the same way (docs/bench.md) -----------------
+# One unary call per request, 4 connections x 16 streams, the issue's trigger metadata. The body
+# is written by gs_load after one checked call; nghttp checks grpc-status once (h2load counts
+# HTTP 200s, and a gRPC error is an HTTP 200 too).
+H2_CALLS=${BENCH_H2_CALLS:-100000}
+H2_MD=(-m metricType=gpu_utilization -m targetValue=80 -m aggregation=max)
+if command -v h2load >/dev/null && command -v nghttp >/dev/null; then
+  "$LOAD" --target "$AGENT_GRPC" --method getmetrics --write-request "$WORK/gm.bin" "${H2_MD[@]}" \
+    >/dev/null
+  printf '\0\0\0\0\0' >"$WORK/hc.bin" # an empty HealthCheckRequest
+  if ! nghttp -v -d "$WORK/gm.bin" -H 'content-type: application/grpc' -H 'te: trailers' \
+    "http://$AGENT_GRPC/externalscaler.ExternalScaler/GetMetrics" 2>&1 | grep -q 'grpc-status: 0'; then
+    say "bench: the h2load request body does not get grpc-status 0"
+    exit 1
+  fi
+  for ((rep = 1; rep <= REPS; rep++)); do
+    for p in GetMetrics:gm Check:hc; do
+      path=/externalscaler.ExternalScaler/GetMetrics
+      [[ ${p#*:} == hc ]] && path=/grpc.health.v1.Health/Check
+      say "bench: h2load ${p%%:*}, 4 connections x 16 streams, $H2_CALLS calls, run $rep/$REPS"
+      out=$(h2load_run "$AGENT_GRPC" "$path" "$WORK/${p#*:}.bin" "$H2_CALLS")
+      R[h2.${p#*:}]+="$out "
+    done
+  done
+else
+  say "bench: no h2load (apt-get install nghttp2-client): h2load rows left out"
+fi
 kill -TERM "$MAIN_PID"
 
 # ---- sampler CPU: 64 GPUs vs 1 GPU at 100ms, idle, measured side by side -------------------
@@ -173,9 +202,14 @@ for c in 1 64; do
   row "GetMetrics throughput, $label" "$(rps "$(fig getmetrics.$c.rps)")" \
     "Health/Check: $(rps "$(fig health.$c.rps)")"
 done
-row "RSS idle" "$(mib "$RSS_IDLE")" "-"
+if [[ -n ${R[h2.gm]:-} ]]; then
+  row "GetMetrics throughput, h2load 4 conn x 16" "$(rps "$(fig h2.gm)")" \
+    "Health/Check: $(rps "$(fig h2.hc)"); ref. scaler: 64-68k (docs)"
+fi
+row "RSS idle" "$(mib "$RSS_IDLE")" "reference scaler: 9.4 MiB (docs/bench.md)"
 row "RSS after $GM_CALLS GetMetrics calls" "$(mib "$RSS_AFTER")" \
   "idle: $(mib "$RSS_IDLE") (plus $((TOTAL_CALLS - GM_CALLS)) Check calls)"
+row "threads (agent, mock collector)" "$THREADS" "reference scaler: 6 (docs/agent.md lists ours)"
 row "sampler CPU, $CPU_GPUS GPUs @100ms, idle" "${CPU_LINE%%|*}" "${CPU_LINE#*|}"
 # /metrics: render time, scrapes per second and RSS, beside a static body of the same size.
 bash "$(dirname "$0")/metrics.sh" --rows "$BUILD"

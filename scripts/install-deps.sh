@@ -9,7 +9,7 @@
 #   run    the README's try-it lines beside `make run` (curl)
 #   test   what `make check` adds: cmocka, the e2e tests' Python, protoc, valgrind, clang-format,
 #          Prometheus, openssl, Chromium, and Node.js/npm for the deploy tests
-#   bench  what `make bench` adds (Prometheus, Python, curl, GNU time)
+#   bench  what `make bench` adds (Prometheus, Python, curl, GNU time, h2load)
 #   fuzz   clang and its libFuzzer runtime, for the fuzz build (docs/development.md)
 #
 # `make run` installs build+run, `make check` build+run+test, `make bench` build+bench.
@@ -32,7 +32,7 @@ SET_test=(
   nodejs npm unzip
   ca-certificates # npm over HTTPS, and one of the Dockerfile's runtime packages the deploy test checks
 )
-SET_bench=(curl procps python3 prometheus time)
+SET_bench=(curl procps python3 prometheus time nghttp2-client) # nghttp2-client: h2load, nghttp
 SET_fuzz=(clang libclang-rt-14-dev)
 ALL_SETS="build run test bench fuzz"
 
