@@ -144,6 +144,23 @@ for n in 8 64; do
       'BEGIN {printf "bytes x%.2f", a / b}')"
 done
 
+# Instructions per render (valgrind's callgrind, one profile part per bench_render call: full,
+# full + gzip, old, old + gzip; 21 renders each), which a loaded machine does not blur.
+# METRICS_BENCH_IR=0 skips it; it needs valgrind.
+if [[ ${METRICS_BENCH_IR:-1} != 0 ]] && command -v valgrind >/dev/null; then
+  for n in 8 64; do
+    say "metrics bench: instructions per render, $n GPUs (callgrind)"
+    rm -f "$WORK/cg.$n"*
+    valgrind --tool=callgrind --dump-before=bench_render --callgrind-out-file="$WORK/cg.$n" \
+      "$MB" render "$n" 0.01 >/dev/null 2>&1 || { say "callgrind failed"; continue; }
+    ir() { awk '/^summary:/ {printf "%.2f", $2 / 21 / 1e6}' "$WORK/cg.$n.$1"; }
+    full=$(ir 2) full_gz=$(ir 3) old=$(ir 4)
+    row "instructions per render, $n GPUs" \
+      "full set ${full}M, + gzip ${full_gz}M" \
+      "old set ${old}M; render x$(awk -v a="$full" -v b="$old" 'BEGIN {printf "%.2f", a / b}')"
+  done
+fi
+
 for n in 8 64; do
   say "metrics bench: scrapes, $n GPUs"
   start_agent "$n"
