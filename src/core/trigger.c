@@ -718,6 +718,8 @@ int trigger_parse_ref(const struct kv *md, size_t n, const struct profile_set *p
   if (t.engine && !md_get(md, n, "aggregation") &&
       !(md_get(md, n, "profile") && !md_get(md, n, "metricType")))
     t.agg = AGG_SUM;
+  if (t.engine) /* a GPU profile's metric must not linger (its memory warning, say) */
+    t.metric = GF_GPU_UTIL;
   if ((v = md_get(md, n, "activationThreshold"))) {
     if (parse_number(v, &t.activation) || t.activation < 0)
       return bad(err, errlen, "activationThreshold", v, "must be a finite number >= 0");

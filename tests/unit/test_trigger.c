@@ -1801,6 +1801,10 @@ static const struct warn_case warn_cases[] = {
     {{{"profile", "vllm-inference"}, {"scope", "cluster"}}, false, NULL}, /* cluster scope */
     {{{"profile", "triton-inference"}, {"pods", "x"}}, false, NULL},      /* gpu_utilization */
     {{{"metricType", "memory_utilization"}, {"pods", "x"}}, false, NULL}, /* bandwidth moves */
+    /* a memory profile's metric overridden by an engine signal: no memory warning */
+    {{{"profile", "vllm-inference"}, {"metricType", "vllm_queue_depth"}, {"pods", "x"}},
+     false,
+     NULL},
 };
 
 static void test_workload_warning(void **state) {
