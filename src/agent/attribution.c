@@ -68,6 +68,38 @@ static void note_unknown(struct attribution_stats *st, const char *id) {
     snprintf(st->first_unknown, sizeof st->first_unknown, "%s", id);
 }
 
+/* The devices a DRA driver allocated to container ct: the NVIDIA DRA driver's GPUs and MIG
+ * devices, by device name or CDI name; other drivers' devices are not GPUs of ours. */
+static int collect_dra(const struct podres_pod *pod, const struct podres_container *ct,
+                       const struct gpu_info *infos, size_t n, struct holds *h,
+                       struct attribution_stats *st) {
+  for (size_t k = 0; k < ct->n_dra; k++) {
+    const struct podres_dra *dr = &ct->dra[k];
+    struct devid id;
+    int idx = devid_parse_dra(dr->driver, dr->device, dr->cdi, dr->n_cdi, &id, NULL);
+    if (idx == GS_ENOTSUP)
+      continue;
+    if (st)
+      st->gpu_ids++;
+    if (idx == 0)
+      idx = devid_resolve(&id, infos, n);
+    if (idx < 0) {
+      char what[128];
+      snprintf(what, sizeof what, "DRA claim %.30s/%.30s device %.40s", dr->claim_ns,
+               dr->claim_name,
+               dr->device[0] ? dr->device
+               : dr->n_cdi   ? dr->cdi[0]
+                             : "");
+      note_unknown(st, what);
+      continue;
+    }
+    struct hold x = {(size_t)idx, pod->ns, pod->name, ct->name, -1};
+    if (holds_push(h, x))
+      return GS_ENOMEM;
+  }
+  return 0;
+}
+
 /* Collects every GPU device id of every container as a hold on the device it names. */
 static int collect(const struct podres_list *l, const struct gpu_info *infos, size_t n,
                    struct holds *h, struct attribution_stats *st) {
@@ -95,6 +127,8 @@ static int collect(const struct podres_list *l, const struct gpu_info *infos, si
             return GS_ENOMEM;
         }
       }
+      if (collect_dra(pod, ct, infos, n, h, st))
+        return GS_ENOMEM;
     }
   }
   return 0;

@@ -1,6 +1,6 @@
 /* Pod attribution refresher: a thread that asks the kubelet which pods hold which devices
- * (PodResources List), joins the device ids to the agent's GPUs and MIG instances, and replaces the
- * attrib table. */
+ * (PodResources List: device-plugin ids and DRA devices), joins them to the agent's GPUs and MIG
+ * instances, and replaces the attrib table. */
 #ifndef GS_ATTRIBUTION_H
 #define GS_ATTRIBUTION_H
 
@@ -54,8 +54,9 @@ struct attribution {
 
 /* What a join saw, for logs and tests. */
 struct attribution_stats {
-  size_t gpu_ids;          /* device ids of GPU resources (nvidia.com/gpu, nvidia.com/mig-*) */
-  size_t unknown;          /* of those, ids that parse to nothing or name no device of ours */
+  size_t gpu_ids; /* device ids of GPU resources (nvidia.com/gpu, nvidia.com/mig-*) and devices
+                   * of the NVIDIA DRA driver (gpu.nvidia.com) */
+  size_t unknown; /* of those, ids that parse to nothing or name no device of ours */
   char first_unknown[128]; /* one of them, for the log */
   /* GPUs held by more pods than a GPU lists (ATTRIB_MAX_PODS): their entries list the first pods
    * and count all of them in holders; the gateway counts them unknown for pod selections */
@@ -90,7 +91,8 @@ int attribution_refresh(struct attribution *a);
  * (namespace, pod, container) that holds it, sorted. A device held by more than one of them
  * (time-slicing replicas, GKE vgpu ids, or the same id in two pods) has shared = true; holders
  * counts its distinct pods and the even split is set (attrib_split_even). Only GPU
- * resources count; stats (may be NULL) counts ids that match nothing. Returns 0 or GS_ENOMEM. */
+ * resources and the NVIDIA DRA driver's devices count (a claim shared by several pods makes the
+ * device shared); stats (may be NULL) counts ids that match nothing. Returns 0 or GS_ENOMEM. */
 int attribution_join(const struct podres_list *l, const struct gpu_info *infos, size_t n,
                      struct attrib_entry **out, size_t *nout, struct attribution_stats *stats);
 

@@ -1,9 +1,11 @@
 /* Parses the device ids that GPU device plugins hand the kubelet, and finds the agent's device
  * each one names. Forms (NVIDIA's k8s-device-plugin, GKE's plugin, time-slicing replicas):
  *   GPU-<uuid>   MIG-<uuid>   MIG-GPU-<uuid>/<gi>/<ci>   <id>::<replica>
- *   nvidia<minor>   nvidia<minor>/gi<gi>   nvidia<minor>[/gi<gi>]/vgpu<replica>   <index> */
+ *   nvidia<minor>   nvidia<minor>/gi<gi>   nvidia<minor>[/gi<gi>]/vgpu<replica>   <index>
+ * and the NVIDIA DRA driver's device and CDI names (gpu-<minor>, gpu-<minor>-mig-...). */
 #include "core/devid.h"
 
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
@@ -135,6 +137,144 @@ int devid_parse(const char *id, struct devid *d, const char **err) {
                    "optional ::N)");
 }
 
+/* ---- DRA ---- */
+
+/* A profile as the DRA driver writes it in names: dots dropped, lower case, other characters
+ * that a DNS label cannot hold as '-' ("1g.10gb+me" -> "1g10gb-me"). */
+static void compact_profile(const char *p, char *out, size_t len) {
+  size_t k = 0;
+  for (; *p && k + 1 < len; p++) {
+    char ch = *p;
+    if (ch == '.')
+      continue;
+    if (ch >= 'A' && ch <= 'Z')
+      ch = (char)(ch - 'A' + 'a');
+    if (!((ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9')))
+      ch = '-';
+    out[k++] = ch;
+  }
+  out[k] = '\0';
+}
+
+static bool all_digits(const char *s, size_t n) {
+  if (n == 0)
+    return false;
+  for (size_t i = 0; i < n; i++)
+    if (s[i] < '0' || s[i] > '9')
+      return false;
+  return true;
+}
+
+/* "gpu-N" or "gpu-N-mig-...", the NVIDIA DRA driver's device (canonical) names. */
+static int parse_dra_name(const char *s, struct devid *d, const char **err) {
+  if (strncmp(s, "gpu-", 4) != 0)
+    return fail(err, "NVIDIA DRA device name: want gpu-N or gpu-N-mig-...");
+  s += 4;
+  if (!read_num(&s, &d->minor))
+    return fail(err, "NVIDIA DRA device name gpu-N: N must be a minor number (gpu-vfio-N is "
+                     "passthrough, not in a container)");
+  if (*s == '\0') {
+    d->kind = DEVID_MINOR;
+    return 0;
+  }
+  if (strncmp(s, "-mig-", 5) != 0)
+    return fail(err, "NVIDIA DRA device name: want gpu-N or gpu-N-mig-...");
+  s += 5;
+  /* The last two dash-separated parts are numbers (profile id, placement); before them the
+   * profile, unless the three parts are all numbers (older releases: id, start, size). */
+  const char *end = s + strlen(s);
+  const char *b = end, *parts[3] = {NULL, NULL, NULL};
+  for (int k = 0; k < 3 && b > s; k++) {
+    const char *q = b;
+    while (q > s && q[-1] != '-')
+      q--;
+    parts[k] = q;
+    b = q > s ? q - 1 : q;
+  }
+  if (!parts[1] || !all_digits(parts[0], (size_t)(end - parts[0])) ||
+      !all_digits(parts[1], (size_t)(parts[0] - 1 - parts[1])))
+    return fail(err, "NVIDIA DRA MIG device name: want gpu-N-mig-<profile>-<id>-<placement>");
+  d->kind = DEVID_MINOR_MIG;
+  if (parts[2] == s && all_digits(s, (size_t)(parts[1] - 1 - s)))
+    return 0; /* gpu-N-mig-<id>-<start>-<size>: no profile */
+  size_t pl = (size_t)(parts[1] - 1 - s);
+  if (pl == 0 || pl >= sizeof d->profile)
+    return fail(err, "NVIDIA DRA MIG device name: the profile is empty or too long");
+  memcpy(d->profile, s, pl);
+  d->profile[pl] = '\0';
+  return 0;
+}
+
+/* A CDI name "k8s.gpu.nvidia.com/<class>=<name>": the device name in it, into buf. Returns 1,
+ * 0 for another vendor's CDI name, or -1 for one of this vendor that cannot be read. */
+static int cdi_device_name(const char *cdi, char *buf, size_t len) {
+  size_t vl = strlen(DEVID_DRA_CDI_VENDOR);
+  if (strncmp(cdi, DEVID_DRA_CDI_VENDOR, vl) != 0)
+    return 0;
+  const char *eq = strchr(cdi + vl, '=');
+  if (!eq)
+    return -1;
+  const char *name = eq + 1;
+  /* claim class: "<claim uid>-<device name>", the uid 36 characters (8-4-4-4-12) */
+  if ((size_t)(eq - (cdi + vl)) == 5 && strncmp(cdi + vl, "claim", 5) == 0) {
+    if (strlen(name) <= 37 || uuid_body_len(name) < 36 || name[36] != '-')
+      return -1;
+    name += 37;
+  }
+  if (!*name || strlen(name) >= len)
+    return -1;
+  memcpy(buf, name, strlen(name) + 1);
+  return 1;
+}
+
+int devid_parse_dra(const char *driver, const char *device, char *const *cdi, size_t n_cdi,
+                    struct devid *d, const char **err) {
+  memset(d, 0, sizeof *d);
+  d->minor = d->gi = d->ci = d->replica = -1;
+  if (driver && *driver && strcmp(driver, DEVID_DRA_DRIVER) != 0)
+    return GS_ENOTSUP;
+  if (driver && *driver && device && *device) {
+    if (strlen(device) >= 2 * GPU_STR_LEN)
+      return fail(err, "DRA device name too long");
+    return parse_dra_name(device, d, err);
+  }
+  /* A kubelet before 1.31 sends only the CDI names. */
+  char name[2 * GPU_STR_LEN];
+  for (size_t i = 0; i < n_cdi; i++) {
+    int got = cdi[i] ? cdi_device_name(cdi[i], name, sizeof name) : 0;
+    if (got < 0)
+      return fail(err, "k8s.gpu.nvidia.com CDI name: want <kind>=<device name> (claim: "
+                       "<claim uid>-<device name>)");
+    if (got == 0)
+      continue;
+    if (strncmp(name, "GPU-", 4) == 0 || strncmp(name, "MIG-", 4) == 0)
+      return devid_parse(name, d, err);
+    return parse_dra_name(name, d, err);
+  }
+  if (driver && *driver)
+    return fail(err, "NVIDIA DRA device without a device name or a k8s.gpu.nvidia.com CDI name");
+  return GS_ENOTSUP; /* no driver named and no NVIDIA CDI device: not ours */
+}
+
+/* The one MIG instance of minor d->minor with d's profile (or any, without one). */
+static int find_dra_mig(const struct gpu_info *infos, size_t n, const struct devid *d) {
+  int found = GS_ENOTFOUND;
+  for (size_t i = 0; i < n; i++) {
+    if (!infos[i].mig || infos[i].minor != d->minor)
+      continue;
+    if (d->profile[0]) {
+      char p[sizeof infos[i].mig_profile];
+      compact_profile(infos[i].mig_profile, p, sizeof p);
+      if (strcmp(p, d->profile) != 0)
+        continue;
+    }
+    if (found >= 0)
+      return GS_ENOTFOUND; /* ambiguous without the placement */
+    found = (int)i;
+  }
+  return found;
+}
+
 static int find_whole(const struct gpu_info *infos, size_t n,
                       bool (*match)(const struct gpu_info *, const struct devid *),
                       const struct devid *d) {
@@ -187,6 +327,7 @@ int devid_resolve(const struct devid *d, const struct gpu_info *infos, size_t n)
         return (int)i;
     return GS_ENOTFOUND;
   case DEVID_INDEX: return find_whole(infos, n, by_index, d);
+  case DEVID_MINOR_MIG: return find_dra_mig(infos, n, d);
   }
   return GS_ENOTFOUND;
 }

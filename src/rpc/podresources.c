@@ -28,11 +28,25 @@ static void free_devices(struct podres_devices *d) {
   free(d->ids);
 }
 
+static void free_dra(struct podres_dra *d) {
+  free(d->claim_name);
+  free(d->claim_ns);
+  free(d->driver);
+  free(d->pool);
+  free(d->device);
+  for (size_t i = 0; i < d->n_cdi; i++)
+    free(d->cdi[i]);
+  free(d->cdi);
+}
+
 static void free_container(struct podres_container *c) {
   free(c->name);
   for (size_t i = 0; i < c->n_devices; i++)
     free_devices(&c->devices[i]);
   free(c->devices);
+  for (size_t i = 0; i < c->n_dra; i++)
+    free_dra(&c->dra[i]);
+  free(c->dra);
 }
 
 static void free_pod(struct podres_pod *p) {
@@ -70,19 +84,61 @@ static int copy_devices(const V1__ContainerDevices *m, struct podres_devices *d)
   return 0;
 }
 
+static int copy_dra(const V1__DynamicResource *dr, const V1__ClaimResource *cr,
+                    struct podres_dra *d) {
+  if (!(d->claim_name = dup_str(dr->claim_name)) || !(d->claim_ns = dup_str(dr->claim_namespace)) ||
+      !(d->driver = dup_str(cr->driver_name)) || !(d->pool = dup_str(cr->pool_name)) ||
+      !(d->device = dup_str(cr->device_name)))
+    return GS_ENOMEM;
+  if (!cr->n_cdi_devices)
+    return 0;
+  if (!(d->cdi = calloc(cr->n_cdi_devices, sizeof *d->cdi)))
+    return GS_ENOMEM;
+  for (size_t i = 0; i < cr->n_cdi_devices; i++) {
+    if (!(d->cdi[i] = dup_str(cr->cdi_devices[i] ? cr->cdi_devices[i]->name : "")))
+      return GS_ENOMEM;
+    d->n_cdi++;
+  }
+  return 0;
+}
+
+/* dynamic_resources flattened to one entry per claim device. A claim without devices (a
+ * kubelet that lists the claim before the driver prepared it) gives none. */
+static int copy_dynamic(const V1__ContainerResources *m, struct podres_container *c) {
+  size_t n = 0;
+  for (size_t i = 0; i < m->n_dynamic_resources; i++)
+    if (m->dynamic_resources[i])
+      n += m->dynamic_resources[i]->n_claim_resources;
+  if (!n)
+    return 0;
+  if (!(c->dra = calloc(n, sizeof *c->dra)))
+    return GS_ENOMEM;
+  for (size_t i = 0; i < m->n_dynamic_resources; i++) {
+    const V1__DynamicResource *dr = m->dynamic_resources[i];
+    for (size_t k = 0; dr && k < dr->n_claim_resources; k++) {
+      if (!dr->claim_resources[k])
+        continue;
+      c->n_dra++;
+      if (copy_dra(dr, dr->claim_resources[k], &c->dra[c->n_dra - 1]))
+        return GS_ENOMEM;
+    }
+  }
+  return 0;
+}
+
 static int copy_container(const V1__ContainerResources *m, struct podres_container *c) {
   if (!(c->name = dup_str(m->name)))
     return GS_ENOMEM;
-  if (!m->n_devices)
-    return 0;
-  if (!(c->devices = calloc(m->n_devices, sizeof *c->devices)))
-    return GS_ENOMEM;
-  for (size_t i = 0; i < m->n_devices; i++) {
-    c->n_devices++;
-    if (!m->devices[i] || copy_devices(m->devices[i], &c->devices[i]))
+  if (m->n_devices) {
+    if (!(c->devices = calloc(m->n_devices, sizeof *c->devices)))
       return GS_ENOMEM;
+    for (size_t i = 0; i < m->n_devices; i++) {
+      c->n_devices++;
+      if (!m->devices[i] || copy_devices(m->devices[i], &c->devices[i]))
+        return GS_ENOMEM;
+    }
   }
-  return 0;
+  return copy_dynamic(m, c);
 }
 
 static int copy_pod(const V1__PodResources *m, struct podres_pod *p) {

@@ -1,5 +1,5 @@
 /* kubelet PodResources v1 client: /v1.PodResourcesLister/List over the kubelet's unix socket,
- * decoded into plain structs (pods -> containers -> devices). */
+ * decoded into plain structs (pods -> containers -> devices, device-plugin and DRA). */
 #ifndef GS_RPC_PODRESOURCES_H
 #define GS_RPC_PODRESOURCES_H
 
@@ -19,10 +19,21 @@ struct podres_devices {
   size_t n_ids;
 };
 
+/* One device a DRA driver allocated to a container (a ClaimResource of a DynamicResource). */
+struct podres_dra {
+  char *claim_name, *claim_ns; /* the ResourceClaim */
+  char *driver;                /* e.g. "gpu.nvidia.com"; "" from kubelets before 1.31 */
+  char *pool, *device;         /* ResourceSlice pool and device name, e.g. "gpu-0"; may be "" */
+  char **cdi;                  /* fully qualified CDI device names, e.g. "k8s.gpu.nvidia.com/..." */
+  size_t n_cdi;
+};
+
 struct podres_container {
   char *name;
   struct podres_devices *devices;
   size_t n_devices;
+  struct podres_dra *dra; /* dynamic_resources, flattened: one entry per claim device */
+  size_t n_dra;
 };
 
 struct podres_pod {

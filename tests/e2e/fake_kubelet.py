@@ -1,5 +1,6 @@
 #!/usr/bin/python3
-"""A fake kubelet for the end-to-end tests: a grpcio PodResourcesLister (v1) on a unix socket.
+"""A fake kubelet for the end-to-end tests: a grpcio PodResourcesLister (v1) on a unix socket,
+answering with device-plugin devices and DRA dynamic_resources (the kubelet's field numbers).
 
     python3 fake_kubelet.py --socket PATH --pods FILE.json [--proto-dir DIR]
 
@@ -11,7 +12,15 @@ runs by rewriting the file (write a temp file and rename it over). The file hold
         {"namespace": "ml", "name": "llm-0",
          "containers": [{"name": "server",
                          "devices": [{"resource_name": "nvidia.com/gpu",
-                                      "device_ids": ["GPU-...::0"]}]}]}
+                                      "device_ids": ["GPU-...::0"]}]}]},
+        {"namespace": "ml", "name": "llm-1",          # a GPU allocated through DRA
+         "containers": [{"name": "server",
+                         "dynamic_resources": [{
+                             "claim_name": "gpu", "claim_namespace": "ml",
+                             "claim_resources": [{
+                                 "driver_name": "gpu.nvidia.com", "pool_name": "node-1",
+                                 "device_name": "gpu-0",     # "" as kubelets before 1.31
+                                 "cdi_devices": ["k8s.gpu.nvidia.com/claim=<uid>-gpu-0"]}]}]}]}
       ],
       "delay": 0,          # seconds to sleep before answering: a slow or hung kubelet
       "error": null        # a gRPC status code name ("UNAVAILABLE", "INTERNAL"...) to fail with
@@ -71,6 +80,15 @@ def build_response(pb, pods):
             for d in c.get("devices", []):
                 cr.devices.add(resource_name=d.get("resource_name", ""),
                                device_ids=list(d.get("device_ids", [])))
+            for dr in c.get("dynamic_resources", []):
+                m = cr.dynamic_resources.add(claim_name=dr.get("claim_name", ""),
+                                             claim_namespace=dr.get("claim_namespace", ""))
+                for r in dr.get("claim_resources", []):
+                    x = m.claim_resources.add(driver_name=r.get("driver_name", ""),
+                                              pool_name=r.get("pool_name", ""),
+                                              device_name=r.get("device_name", ""))
+                    for name in r.get("cdi_devices", []):
+                        x.cdi_devices.add(name=name)
     return resp
 
 

@@ -657,10 +657,146 @@ static void test_start_stop(void **state) {
   rpc_global_shutdown();
 }
 
+/* ---- DRA: dynamic_resources of the NVIDIA DRA driver ---- */
+
+struct dra_spec {
+  const char *ns, *pod, *container;
+  const char *claim;
+  const char *driver, *device; /* NULL driver: a kubelet before 1.31 (CDI names only) */
+  const char *cdi;
+};
+
+/* Packs pods (one container, one claim with one device each) and decodes them. */
+static void build_dra(const struct dra_spec *specs, size_t n, struct podres_list *out) {
+  V1__PodResources pods[8], *pp[8];
+  V1__ContainerResources ctrs[8], *cp[8];
+  V1__DynamicResource drs[8], *dp[8];
+  V1__ClaimResource crs[8], *crp[8];
+  V1__CDIDevice cdis[8], *cdp[8];
+  assert_true(n <= 8);
+  for (size_t i = 0; i < n; i++) {
+    v1__pod_resources__init(&pods[i]);
+    pods[i].name = (char *)specs[i].pod;
+    pods[i].namespace_ = (char *)specs[i].ns;
+    v1__container_resources__init(&ctrs[i]);
+    ctrs[i].name = (char *)specs[i].container;
+    v1__dynamic_resource__init(&drs[i]);
+    drs[i].claim_name = (char *)specs[i].claim;
+    drs[i].claim_namespace = (char *)specs[i].ns;
+    v1__claim_resource__init(&crs[i]);
+    if (specs[i].driver) {
+      crs[i].driver_name = (char *)specs[i].driver;
+      crs[i].pool_name = (char *)"node-1";
+      crs[i].device_name = (char *)specs[i].device;
+    }
+    v1__cdidevice__init(&cdis[i]);
+    cdis[i].name = (char *)specs[i].cdi;
+    cdp[i] = &cdis[i];
+    crs[i].n_cdi_devices = specs[i].cdi ? 1 : 0;
+    crs[i].cdi_devices = &cdp[i];
+    crp[i] = &crs[i];
+    drs[i].n_claim_resources = 1;
+    drs[i].claim_resources = &crp[i];
+    dp[i] = &drs[i];
+    ctrs[i].n_dynamic_resources = 1;
+    ctrs[i].dynamic_resources = &dp[i];
+    cp[i] = &ctrs[i];
+    pods[i].n_containers = 1;
+    pods[i].containers = &cp[i];
+    pp[i] = &pods[i];
+  }
+  V1__ListPodResourcesResponse resp = V1__LIST_POD_RESOURCES_RESPONSE__INIT;
+  resp.n_pod_resources = n;
+  resp.pod_resources = pp;
+  size_t len = v1__list_pod_resources_response__get_packed_size(&resp);
+  uint8_t *buf = malloc(len ? len : 1);
+  assert_non_null(buf);
+  v1__list_pod_resources_response__pack(&resp, buf);
+  assert_int_equal(podres_decode(buf, len, out), 0);
+  free(buf);
+}
+
+#define CLAIM_UID "5d6c1a2b-0000-4000-8000-00000000beef"
+
+static void test_decode_dra(void **state) {
+  (void)state;
+  const struct dra_spec specs[] = {
+      {"ml", "llm-0", "server", "gpu-claim", "gpu.nvidia.com", "gpu-1",
+       "k8s.gpu.nvidia.com/claim=" CLAIM_UID "-gpu-1"},
+  };
+  struct podres_list l;
+  build_dra(specs, 1, &l);
+  const struct podres_container *c = &l.pods[0].containers[0];
+  assert_int_equal(c->n_devices, 0);
+  assert_int_equal(c->n_dra, 1);
+  assert_string_equal(c->dra[0].claim_name, "gpu-claim");
+  assert_string_equal(c->dra[0].claim_ns, "ml");
+  assert_string_equal(c->dra[0].driver, "gpu.nvidia.com");
+  assert_string_equal(c->dra[0].pool, "node-1");
+  assert_string_equal(c->dra[0].device, "gpu-1");
+  assert_int_equal(c->dra[0].n_cdi, 1);
+  assert_string_equal(c->dra[0].cdi[0], "k8s.gpu.nvidia.com/claim=" CLAIM_UID "-gpu-1");
+  podres_list_free(&l);
+}
+
+static void test_join_dra(void **state) {
+  (void)state;
+  snprintf(devs[4].mig_profile, sizeof devs[4].mig_profile, "1g.10gb");
+  snprintf(devs[5].mig_profile, sizeof devs[5].mig_profile, "3g.40gb");
+  const struct dra_spec specs[] = {
+      /* a whole GPU by device name (GPU A, minor 0) */
+      {"ml", "train-0", "trainer", "c0", "gpu.nvidia.com", "gpu-0", NULL},
+      /* one claim shared by two pods (GPU C, minor 2): attributed to both, shared */
+      {"ml", "infer-a", "server", "shared", "gpu.nvidia.com", "gpu-2", NULL},
+      {"ml", "infer-b", "server", "shared", "gpu.nvidia.com", "gpu-2", NULL},
+      /* a MIG device by name, and one from an old kubelet by its CDI name only */
+      {"mig", "small", "c", "m1", "gpu.nvidia.com", "gpu-3-mig-1g10gb-19-0", NULL},
+      {"mig", "old", "c", "m2", NULL, NULL,
+       "k8s.gpu.nvidia.com/claim=" CLAIM_UID "-gpu-3-mig-3g40gb-9-4"},
+      /* another driver's device: not a GPU, not counted */
+      {"x", "net", "c", "n", "dra.net.example.com", "eth1", NULL},
+      /* an NVIDIA device that is not here */
+      {"x", "gone", "c", "g", "gpu.nvidia.com", "gpu-9", NULL},
+  };
+  struct podres_list l;
+  build_dra(specs, sizeof specs / sizeof specs[0], &l);
+  struct attrib_entry *e = NULL;
+  size_t n = 0;
+  struct attribution_stats st;
+  assert_int_equal(attribution_join(&l, devs, 6, &e, &n, &st), 0);
+  podres_list_free(&l);
+  assert_int_equal(n, 4); /* A, C, M1, M2 */
+  const struct attrib_entry *a = find(e, n, UA);
+  assert_non_null(a);
+  assert_int_equal(a->pods.n, 1);
+  assert_false(a->pods.shared);
+  assert_ref(&a->pods.pods[0], "ml", "train-0", "trainer");
+  assert_string_equal(a->pods.pods[0].vgpu, "");
+  const struct attrib_entry *c = find(e, n, UC);
+  assert_non_null(c);
+  assert_int_equal(c->pods.n, 2);
+  assert_int_equal(c->pods.holders, 2);
+  assert_true(c->pods.shared);
+  assert_ref(&c->pods.pods[0], "ml", "infer-a", "server");
+  assert_ref(&c->pods.pods[1], "ml", "infer-b", "server");
+  const struct attrib_entry *m1 = find(e, n, M1), *m2 = find(e, n, M2);
+  assert_non_null(m1);
+  assert_non_null(m2);
+  assert_ref(&m1->pods.pods[0], "mig", "small", "c");
+  assert_ref(&m2->pods.pods[0], "mig", "old", "c");
+  assert_null(find(e, n, UD));     /* never the MIG parent */
+  assert_int_equal(st.gpu_ids, 6); /* the network device is not a GPU */
+  assert_int_equal(st.unknown, 1);
+  assert_non_null(strstr(st.first_unknown, "DRA claim x/g device gpu-9"));
+  free(e);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_decode),
       cmocka_unit_test(test_decode_skips_unknown_fields),
+      cmocka_unit_test(test_decode_dra),
+      cmocka_unit_test_setup(test_join_dra, setup_devs),
       cmocka_unit_test_setup(test_join_forms_and_sharing, setup_devs),
       cmocka_unit_test_setup(test_join_vgpu_lowest_replica, setup_devs),
       cmocka_unit_test_setup(test_join_same_id_two_pods, setup_devs),

@@ -157,6 +157,102 @@ static void test_gke_minor_without_parent(void **state) {
   assert_int_equal(devid_resolve(&d, only, 0), GS_ENOTFOUND);
 }
 
+/* ---- DRA: the NVIDIA DRA driver's device and CDI names ---- */
+
+#define CLAIM "0f3f2a4e-0d67-4f5f-9d4b-8a7e4c2b1d00"
+#define NV DEVID_DRA_DRIVER
+
+struct dra_case {
+  const char *driver, *device;
+  const char *cdi[2];
+  int parse_rc;
+  enum devid_kind kind;
+  const char *profile;
+  int resolved; /* index in devs, or GS_ENOTFOUND */
+};
+
+static const struct dra_case dra_cases[] = {
+    /* kubelet 1.31+: driver and device name; a GPU is gpu-<minor> */
+    {NV, "gpu-0", {NULL}, 0, DEVID_MINOR, "", 0},
+    {NV, "gpu-5", {NULL}, 0, DEVID_MINOR, "", 2},
+    {NV, "gpu-2", {NULL}, 0, DEVID_MINOR, "", GS_ENOTFOUND}, /* no GPU with minor 2 */
+    {NV, "gpu-1", {NULL}, 0, DEVID_MINOR, "", 1},
+    /* MIG: gpu-<parent minor>-mig-<profile>-<profile id>-<placement> */
+    {NV, "gpu-1-mig-1g10gb-19-0", {NULL}, 0, DEVID_MINOR_MIG, "1g10gb", 3},
+    {NV, "gpu-1-mig-3g40gb-9-4", {NULL}, 0, DEVID_MINOR_MIG, "3g40gb", 4},
+    {NV, "gpu-1-mig-2g20gb-14-0", {NULL}, 0, DEVID_MINOR_MIG, "2g20gb", GS_ENOTFOUND},
+    {NV, "gpu-0-mig-1g10gb-19-0", {NULL}, 0, DEVID_MINOR_MIG, "1g10gb", GS_ENOTFOUND},
+    {NV, "gpu-1-mig-1g10gb-me-20-0", {NULL}, 0, DEVID_MINOR_MIG, "1g10gb-me", GS_ENOTFOUND},
+    /* older releases: gpu-<parent minor>-mig-<profile id>-<start>-<size>, no profile; two
+     * instances on minor 1 make it ambiguous, so it is not guessed */
+    {NV, "gpu-1-mig-19-0-1", {NULL}, 0, DEVID_MINOR_MIG, "", GS_ENOTFOUND},
+    /* not a GPU in a container, or not a name of the driver's */
+    {NV, "gpu-vfio-0", {NULL}, GS_EPARSE, 0, "", 0},
+    {NV, "gpu-0x", {NULL}, GS_EPARSE, 0, "", 0},
+    {NV, "gpu-0-mig-", {NULL}, GS_EPARSE, 0, "", 0},
+    {NV, "gpu-0-mig-1g10gb", {NULL}, GS_EPARSE, 0, "", 0},
+    {NV, "gpu-0-mig-19-0", {NULL}, GS_EPARSE, 0, "", 0},
+    {NV, "mig-0", {NULL}, GS_EPARSE, 0, "", 0},
+    {NV, "", {NULL}, GS_EPARSE, 0, "", 0}, /* neither a device name nor a CDI name */
+    /* other drivers' devices are not GPUs of ours */
+    {"compute-domain.nvidia.com", "channel-0", {NULL}, GS_ENOTSUP, 0, "", 0},
+    {"gpu.example.com", "gpu-0", {NULL}, GS_ENOTSUP, 0, "", 0},
+    /* kubelets before 1.31: the CDI names only (device and claim kinds) */
+    {"", "", {"k8s.gpu.nvidia.com/device=gpu-5"}, 0, DEVID_MINOR, "", 2},
+    {"", "", {"k8s.gpu.nvidia.com/claim=" CLAIM "-gpu-0"}, 0, DEVID_MINOR, "", 0},
+    {"",
+     "",
+     {"vendor.example/x=y", "k8s.gpu.nvidia.com/claim=" CLAIM "-gpu-1-mig-3g40gb-9-4"},
+     0,
+     DEVID_MINOR_MIG,
+     "3g40gb",
+     4},
+    {NV, "", {"k8s.gpu.nvidia.com/device=gpu-0"}, 0, DEVID_MINOR, "", 0},
+    {"", "", {"k8s.gpu.nvidia.com/device=" UA}, 0, DEVID_GPU_UUID, "", 0},
+    {"", "", {"k8s.gpu.nvidia.com/device=" M2}, 0, DEVID_MIG_UUID, "", 4},
+    {"", "", {"k8s.gpu.nvidia.com/claim=short-gpu-0"}, GS_EPARSE, 0, "", 0},
+    {"", "", {"k8s.gpu.nvidia.com/device"}, GS_EPARSE, 0, "", 0},
+    {"", "", {"k8s.gpu.nvidia.com/device="}, GS_EPARSE, 0, "", 0},
+    {"", "", {"vendor.example/gpu=gpu-0"}, GS_ENOTSUP, 0, "", 0},
+    {"", "", {NULL}, GS_ENOTSUP, 0, "", 0},
+};
+
+static void test_dra_table(void **state) {
+  (void)state;
+  snprintf(devs[3].mig_profile, sizeof devs[3].mig_profile, "1g.10gb");
+  snprintf(devs[4].mig_profile, sizeof devs[4].mig_profile, "3g.40gb");
+  for (size_t i = 0; i < sizeof dra_cases / sizeof dra_cases[0]; i++) {
+    const struct dra_case *c = &dra_cases[i];
+    char *cdi[2] = {(char *)c->cdi[0], (char *)c->cdi[1]};
+    size_t ncdi = c->cdi[1] ? 2 : c->cdi[0] ? 1 : 0;
+    struct devid d;
+    const char *err = NULL;
+    int rc = devid_parse_dra(c->driver, c->device, cdi, ncdi, &d, &err);
+    if (rc != c->parse_rc)
+      fail_msg("case %zu %s %s: parse returned %d, want %d", i, c->device,
+               c->cdi[0] ? c->cdi[0] : "", rc, c->parse_rc);
+    if (rc == GS_EPARSE)
+      assert_non_null(err);
+    if (rc)
+      continue;
+    if (d.kind != c->kind || strcmp(d.profile, c->profile) != 0)
+      fail_msg("case %zu %s: kind %d profile \"%s\", want %d \"%s\"", i, c->device, (int)d.kind,
+               d.profile, (int)c->kind, c->profile);
+    int got = devid_resolve(&d, devs, 5);
+    if (got != c->resolved)
+      fail_msg("case %zu %s: resolved to %d, want %d", i, c->device, got, c->resolved);
+  }
+  /* the older MIG name is read when the GPU has one instance: nothing to tell apart */
+  struct gpu_info one[2] = {devs[1], devs[3]};
+  one[0].index = 0;
+  one[1].index = 1;
+  one[1].parent_index = 0;
+  struct devid d;
+  char *none[1] = {NULL};
+  assert_int_equal(devid_parse_dra(NV, "gpu-1-mig-19-0-1", none, 0, &d, NULL), 0);
+  assert_int_equal(devid_resolve(&d, one, 2), 1);
+}
+
 struct res_case {
   const char *name;
   bool gpu;
@@ -187,6 +283,7 @@ int main(void) {
       cmocka_unit_test_setup(test_parse_fields, setup),
       cmocka_unit_test_setup(test_gke_minor_without_parent, setup),
       cmocka_unit_test(test_resource_names),
+      cmocka_unit_test_setup(test_dra_table, setup),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,0 +1,168 @@
+"""Pod attribution under DRA end to end: the fake kubelet answers List with dynamic_resources as
+the NVIDIA DRA driver (k8s-dra-driver-gpu) fills them, beside device-plugin devices, and the real
+agent on the mock collector shows each DRA-allocated GPU and MIG device with its pods: in
+/api/v1/gpus, on /metrics (the pod labels of dcgm-exporter, or gpuscale_shared plus one
+gpuscale_gpu_pod_info per holder for a claim several pods share) and in the node API.
+
+Covers the device name of kubelets 1.31+ ("gpu-<minor>", "gpu-<minor>-mig-<profile>-<id>-<n>"),
+the CDI names of older kubelets ("k8s.gpu.nvidia.com/claim=<uid>-<name>"), a claim shared by two
+pods, another DRA driver's device (not a GPU), and an NVIDIA device that is not on this node.
+Expected values come from the pod lists written here, never from observed output.
+"""
+
+import os
+
+import gateway_helpers as gh
+import helpers
+import pytest
+from test_attribution import FakeKubelet, expect, kubelet_args, pod
+from test_node_api import NodeClient
+from helpers import wait_for
+
+CLAIM_UID = "7c1d9e2a-3b4f-4a5b-8c6d-0123456789ab"
+U = ["GPU-d7a00000-0000-4000-8000-%012d" % i for i in range(4)]
+MIG_SMALL = "MIG-d7a00000-0000-4000-9000-000000000001"
+MIG_BIG = "MIG-d7a00000-0000-4000-9000-000000000002"
+
+# Three whole GPUs and an H100 in MIG mode (minor 3) with two instances (devices 4 and 5). The
+# mock's minor numbers are the GPUs' positions.
+YAML = """gpus:
+  - {model: NVIDIA H100 80GB HBM3, uuid: %s, memory_total_mib: 81559, memory_used_mib: 1000,
+     gpu_utilization: 11}
+  - {model: NVIDIA H100 80GB HBM3, uuid: %s, memory_total_mib: 81559, memory_used_mib: 2000,
+     gpu_utilization: 22}
+  - {model: NVIDIA H100 80GB HBM3, uuid: %s, memory_total_mib: 81559, memory_used_mib: 3000,
+     gpu_utilization: 33}
+  - model: NVIDIA H100 80GB HBM3
+    uuid: %s
+    memory_total_mib: 81559
+    memory_used_mib: 9000
+    mig:
+      - {profile: 1g.10gb, gi_id: 9, uuid: %s, memory_total_mib: 9984, memory_used_mib: 4000,
+         sm_active: 40}
+      - {profile: 3g.40gb, gi_id: 2, uuid: %s, memory_total_mib: 40448, memory_used_mib: 5000,
+         sm_active: 60}
+""" % (U[0], U[1], U[2], U[3], MIG_SMALL, MIG_BIG)
+
+
+class DraScenario:
+    """The scenario above for helpers.start_mock (it needs the MIG list the helper cannot write)."""
+
+    gpus = [{"uuid": u} for u in U + [MIG_SMALL, MIG_BIG]]
+
+    def yaml(self):
+        return YAML
+
+    def write(self, path):
+        tmp = path + ".tmp"
+        with open(tmp, "w") as f:
+            f.write(YAML)
+        os.replace(tmp, path)
+        return path
+
+
+def dra_pod(ns, name, container, claim, device=None, driver="gpu.nvidia.com", cdi=()):
+    """A pod whose container uses one ResourceClaim with one device. device=None: a kubelet
+    before 1.31, which sends the CDI names only."""
+    res = {"cdi_devices": list(cdi)}
+    if device is not None:
+        res.update(driver_name=driver, pool_name="gpu-node-1", device_name=device)
+    return {"namespace": ns, "name": name,
+            "containers": [{"name": container, "dynamic_resources": [
+                {"claim_name": claim, "claim_namespace": ns, "claim_resources": [res]}]}]}
+
+
+PODS = [
+    # device plugin, as before: GPU 0
+    pod("plugin", "p0", "main", "nvidia.com/gpu", [U[0]]),
+    # DRA, kubelet 1.31+: GPU 1 (minor 1) by its device name
+    dra_pod("ml", "llm-0", "server", "llm-0-gpu", device="gpu-1",
+            cdi=["k8s.gpu.nvidia.com/claim=%s-gpu-1" % CLAIM_UID]),
+    # one claim shared by two pods, from an older kubelet (CDI names only): GPU 2
+    dra_pod("ml", "infer-a", "server", "shared-gpu",
+            cdi=["k8s.gpu.nvidia.com/claim=%s-gpu-2" % CLAIM_UID]),
+    dra_pod("ml", "infer-b", "server", "shared-gpu",
+            cdi=["k8s.gpu.nvidia.com/claim=%s-gpu-2" % CLAIM_UID]),
+    # MIG devices of GPU 3 (minor 3): by device name, and by CDI name only
+    dra_pod("mig", "small", "c", "small", device="gpu-3-mig-1g10gb-19-0"),
+    dra_pod("mig", "big", "c", "big",
+            cdi=["k8s.gpu.nvidia.com/claim=%s-gpu-3-mig-3g40gb-9-4" % CLAIM_UID]),
+    # another DRA driver's device: not a GPU, neither attributed nor counted unknown
+    dra_pod("net", "router", "c", "nic", device="eth1", driver="dra.net.example.com"),
+]
+
+WANT = {
+    U[0]: ([("plugin", "p0", "main")], False),
+    U[1]: ([("ml", "llm-0", "server")], False),
+    U[2]: ([("ml", "infer-a", "server"), ("ml", "infer-b", "server")], True),
+    MIG_SMALL: ([("mig", "small", "c")], False),
+    MIG_BIG: ([("mig", "big", "c")], False),
+}
+
+
+@pytest.fixture
+def kubelet(tmp_path):
+    k = FakeKubelet(str(tmp_path))
+    try:
+        yield k
+    finally:
+        k.cleanup()
+
+
+def test_dra_gpus_carry_their_pods(agents, kubelet):
+    kubelet.set(PODS)
+    kubelet.start()
+    a = agents(DraScenario(), extra=kubelet_args(kubelet))
+    expect(a, WANT)
+    assert "match no device here" not in a.log()
+
+    # /metrics: a GPU one pod holds carries that pod's labels on its value series
+    body = a.http_get("/metrics")[1]
+    (labels, v), = gh.samples(body, "DCGM_FI_DEV_GPU_UTIL", UUID=U[1])
+    assert (labels.get("namespace"), labels.get("pod"), labels.get("container")) == (
+        "ml", "llm-0", "server"), labels
+    assert v == 22
+    # a MIG device too, keyed by its parent's UUID and GPU_I_ID, as dcgm-exporter does
+    (labels, v), = gh.samples(body, "DCGM_FI_DEV_FB_USED", UUID=U[3], GPU_I_ID="9")
+    assert (labels.get("namespace"), labels.get("pod")) == ("mig", "small"), labels
+    assert v == 4000
+    # the shared claim: value series once, no pod picked, one info series per holder
+    (labels, v), = gh.samples(body, "DCGM_FI_DEV_GPU_UTIL", UUID=U[2])
+    assert "pod" not in labels and labels.get("gpuscale_shared") == "true", labels
+    holders = sorted((lab["namespace"], lab["pod"])
+                     for lab, _ in gh.samples(body, "gpuscale_gpu_pod_info", UUID=U[2]))
+    assert holders == [("ml", "infer-a"), ("ml", "infer-b")], holders
+
+    # the node API, which the gateway's workload scope reads
+    c = NodeClient(a.channel)
+    pb = c.pb
+
+    def attributed():
+        s = c.list(pb.ListGPUsRequest(), timeout=helpers.RPC_TIMEOUT)
+        return s if s.attribution and s.gpus[2].pods_total == 2 else None
+
+    snap = wait_for(attributed, timeout=15, what="DRA pods in ListGPUs")
+    by_uuid = {g.uuid: g for g in snap.gpus}
+    g1 = by_uuid[U[1]]
+    assert [(p.namespace, p.pod, p.container) for p in g1.pods] == [("ml", "llm-0", "server")]
+    assert g1.pods_total == 1 and not g1.shared
+    g2 = by_uuid[U[2]]
+    assert sorted((p.namespace, p.pod) for p in g2.pods) == [("ml", "infer-a"), ("ml", "infer-b")]
+    assert g2.shared
+    assert [(p.namespace, p.pod) for p in by_uuid[MIG_BIG].pods] == [("mig", "big")]
+
+    # live change: the claim now names GPU 0; the other pods are gone
+    kubelet.set([dra_pod("ml", "llm-0", "server", "llm-0-gpu", device="gpu-0")])
+    expect(a, {U[0]: ([("ml", "llm-0", "server")], False)})
+
+
+def test_dra_device_not_on_this_node_is_reported(agents, kubelet):
+    """An NVIDIA DRA device that names no GPU here (another node's minor, or a MIG name the
+    agent cannot tell apart) is left unattributed and logged once, naming the claim."""
+    kubelet.set([dra_pod("x", "gone", "c", "far", device="gpu-9"),
+                 dra_pod("ml", "llm-0", "server", "llm-0-gpu", device="gpu-1")])
+    kubelet.start()
+    a = agents(DraScenario(), extra=kubelet_args(kubelet))
+    expect(a, {U[1]: ([("ml", "llm-0", "server")], False)})
+    wait_for(lambda: "DRA claim x/far device gpu-9" in a.log(), timeout=5,
+             what="the unknown DRA device in the log")
