@@ -2,7 +2,9 @@
  * between struct gpu_sample.valid and Sample.valid through an explicit table. */
 #include "rpc/node_wire.h"
 
+#include <math.h>
 #include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -373,8 +375,12 @@ static const char *decode_gpu(const Gpuscale__V1__GPU *m, struct node_gpu *g) {
     for (size_t k = 0; k < NFIELDS; k++) {
       if (!(m->latest->valid & (UINT64_C(1) << field_map[k].bit)))
         continue;
-      sample_set(&g->latest, field_map[k].f,
-                 *sample_slot((Gpuscale__V1__Sample *)m->latest, field_map[k].off));
+      double v = *sample_slot((Gpuscale__V1__Sample *)m->latest, field_map[k].off);
+      if (!isfinite(v)) { /* not a reading: the field counts as failed, never as a value */
+        g->latest.failed |= GF_BIT(field_map[k].f);
+        continue;
+      }
+      sample_set(&g->latest, field_map[k].f, v);
     }
     for (size_t k = 0; k < NFIELDS; k++) /* a bit in both: the reading wins */
       if ((m->latest->failed & (UINT64_C(1) << field_map[k].bit)) &&
@@ -408,11 +414,19 @@ static void decode_engine(const Gpuscale__V1__EnginePod *m, struct engine_readin
   r->ts_ms = m->timestamp_ms;
   r->fresh = m->fresh;
   copy_str(r->reason, sizeof r->reason, m->reason);
-  for (size_t k = 0; k < NSIGNALS; k++) /* unknown (newer) bits are dropped */
-    if (m->valid & (UINT64_C(1) << signal_map[k].bit)) {
-      r->v[signal_map[k].s] = *engine_slot((Gpuscale__V1__EnginePod *)m, signal_map[k].off);
-      r->valid |= ES_BIT(signal_map[k].s);
+  for (size_t k = 0; k < NSIGNALS; k++) { /* unknown (newer) bits are dropped */
+    if (!(m->valid & (UINT64_C(1) << signal_map[k].bit)))
+      continue;
+    double v = *engine_slot((Gpuscale__V1__EnginePod *)m, signal_map[k].off);
+    if (!isfinite(v)) { /* not a reading: absent, with a reason when the agent gave none */
+      if (!r->reason[0])
+        snprintf(r->reason, sizeof r->reason, "the agent sent %s as %g, not a finite number",
+                 engine_signal_name(signal_map[k].s), v);
+      continue;
     }
+    r->v[signal_map[k].s] = v;
+    r->valid |= ES_BIT(signal_map[k].s);
+  }
 }
 
 static int fail(const char **err, const char *msg, int rc) {

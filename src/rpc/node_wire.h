@@ -23,11 +23,12 @@ int node_wire_encode(const struct node_snapshot *s, size_t max, uint8_t **out, s
 /* Unpacks len bytes into *out, which must be zeroed or cleared; on success the caller releases it
  * with node_snapshot_clear. Strings longer than their struct field are truncated; more than
  * ATTRIB_MAX_PODS pods are counted in pods.total, not listed; unknown presence bits are dropped;
- * an unknown health value reads as GPU_HEALTH_ERROR. latest.mono_ms is 0 (the sender's monotonic
- * clock means nothing here). Pod shares are kept when share_method is known (pods.split), else
- * zeroed with split ATTRIB_SPLIT_NONE. Returns 0, or GS_ETOOBIG (len > max, or more than
- * NODE_MAX_GPUS GPUs or ENGINE_MAX_PODS engine pods), GS_EPARSE (not a NodeSnapshot, or a share
- * outside [0, 1], or one GPU's shares summing past 1) or GS_ENOMEM, with *err set to a static
+ * an unknown health value reads as GPU_HEALTH_ERROR. A reading that is NaN or infinite is not a
+ * reading: a GPU field is then failed (sample.failed), an engine signal absent. latest.mono_ms is 0
+ * (the sender's monotonic clock means nothing here). Pod shares are kept when share_method is known
+ * (pods.split), else zeroed with split ATTRIB_SPLIT_NONE. Returns 0, or GS_ETOOBIG (len > max, or
+ * more than NODE_MAX_GPUS GPUs or ENGINE_MAX_PODS engine pods), GS_EPARSE (not a NodeSnapshot, or a
+ * share outside [0, 1], or one GPU's shares summing past 1) or GS_ENOMEM, with *err set to a static
  * message and *out left zeroed. err may be NULL. */
 int node_wire_decode(const uint8_t *p, size_t len, size_t max, struct node_snapshot *out,
                      const char **err);

@@ -1,6 +1,7 @@
 /* libFuzzer target for node_wire_decode, the gateway's reader of each agent's NodeSnapshot stream
  * (rpc/watch.c), GPUs and engine pods alike. A decoded snapshot must respect the caps and the
- * share rules the decoder promises, encode again, and decode to the same snapshot. */
+ * share rules the decoder promises, hold only finite readings, encode again, and decode to the
+ * same snapshot. */
 #include <math.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -33,12 +34,18 @@ static void check(const struct node_snapshot *s) {
       sum += sh;
     }
     (void)sum; /* the per-pod sum rule counts distinct pods: the decoder checks it */
+    for (int f = 0; f < GF__COUNT; f++)
+      if (sample_has(&g->latest, (enum gpu_field)f) && !isfinite(g->latest.v[f]))
+        abort(); /* a value that reaches the policy is a number */
   }
   for (size_t i = 0; i < s->n_engines; i++) {
     const struct engine_reading *r = &s->engines[i];
     if ((unsigned)r->kind >= ENGINE__COUNT || (r->valid >> ES__COUNT) != 0 ||
         !memchr(r->pod, '\0', sizeof r->pod) || !memchr(r->reason, '\0', sizeof r->reason))
       abort();
+    for (int sg = 0; sg < ES__COUNT; sg++)
+      if (engine_has(r, (enum engine_signal)sg) && !isfinite(r->v[sg]))
+        abort();
   }
 }
 

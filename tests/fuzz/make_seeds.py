@@ -75,12 +75,12 @@ def keda_seeds(es, health, node):
             msg = es.GetMetricsRequest(scaledObjectRef=ref, metricName=metric or "")
         else:
             msg = ref
-        write("keda_request", name, bytes([req, src]) + msg.SerializeToString())
-    write("keda_request", "metrics_no_ref", bytes([2, 0]) + es.GetMetricsRequest().SerializeToString())
+        write("keda_request", name, bytes([req, src]) + msg.SerializeToString(deterministic=True))
+    write("keda_request", "metrics_no_ref", bytes([2, 0]) + es.GetMetricsRequest().SerializeToString(deterministic=True))
     write("keda_request", "health_check", bytes([3, 0]) + health.HealthCheckRequest(
-        service="externalscaler.ExternalScaler").SerializeToString())
-    write("keda_request", "node_list", bytes([4, 0]) + node.ListGPUsRequest().SerializeToString())
-    write("keda_request", "bad_truncated", bytes([1, 0]) + ref.SerializeToString()[:-3])
+        service="externalscaler.ExternalScaler").SerializeToString(deterministic=True))
+    write("keda_request", "node_list", bytes([4, 0]) + node.ListGPUsRequest().SerializeToString(deterministic=True))
+    write("keda_request", "bad_truncated", bytes([1, 0]) + ref.SerializeToString(deterministic=True)[:-3])
 
 
 def gpu(node, i, **kw):
@@ -117,7 +117,7 @@ def node_seeds(node):
     m.latest.memory_total_mib = 10000
     s.gpus.append(m)
     s.gpus.append(gpu(node, 2, health=2, reason="GPU is lost"))
-    write("node_wire", "three_gpus", s.SerializeToString())
+    write("node_wire", "three_gpus", s.SerializeToString(deterministic=True))
 
     e = node.NodeSnapshot(node="node-b", interval_ms=5000, generation=7, taken_ms=1764540000000,
                           engines_on=True)
@@ -130,11 +130,11 @@ def node_seeds(node):
                   reason="triton rates need two scrapes")
     e.engines.add(namespace="prod", pod="tgi-0", engine=2, fresh=False,
                   reason="scrape timed out after 2 s")
-    write("node_wire", "engines", e.SerializeToString())
+    write("node_wire", "engines", e.SerializeToString(deterministic=True))
 
     off = node.NodeSnapshot(node="node-c", engines_on=False,
                             engines_why="no Kubernetes API access: engine metrics off")
-    write("node_wire", "engines_off", off.SerializeToString())
+    write("node_wire", "engines_off", off.SerializeToString(deterministic=True))
     write("node_wire", "empty", b"")
     bad = node.NodeSnapshot(node="node-d")
     b = gpu(node, 0)
@@ -142,8 +142,18 @@ def node_seeds(node):
     b.pods.add(namespace="prod", pod="y", share=0.8)  # shares over 1: refused
     b.share_method = 1
     bad.gpus.append(b)
-    write("node_wire", "bad_shares", bad.SerializeToString())
-    write("node_wire", "bad_truncated", s.SerializeToString()[:57])
+    write("node_wire", "bad_shares", bad.SerializeToString(deterministic=True))
+    write("node_wire", "bad_truncated", s.SerializeToString(deterministic=True)[:57])
+    nan = node.NodeSnapshot(node="node-e", engines_on=True)  # test_non_finite_readings
+    n = gpu(node, 0, fresh=True)
+    n.latest.valid = (1 << 0) | (1 << 2) | (1 << 7)
+    n.latest.gpu_utilization = float("nan")
+    n.latest.memory_used_mib = float("inf")
+    n.latest.power_draw = 250
+    nan.gpus.append(n)
+    nan.engines.add(namespace="ns", pod="vllm-0", engine=1, valid=(1 << 0) | (1 << 1),
+                    vllm_queue_depth=float("-inf"), vllm_requests_running=3)
+    write("node_wire", "non_finite_readings", nan.SerializeToString(deterministic=True))
 
 
 def main():

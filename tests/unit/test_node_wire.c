@@ -642,6 +642,57 @@ static void test_engines_cap(void **state) {
   free(eps);
 }
 
+/* A reading that is NaN or infinite (a buggy or foreign agent) never reaches the gateway as a
+ * value: a GPU field counts as failed (so its GPU is selected and not fresh), an engine signal is
+ * absent with a reason. Found while writing fuzz_node_wire's oracle (every decoded reading is
+ * finite): the decoder passed NaN through to the policy. */
+static void test_non_finite_readings(void **state) {
+  (void)state;
+  Gpuscale__V1__Sample smp = GPUSCALE__V1__SAMPLE__INIT;
+  smp.valid = (1u << GPUSCALE__V1__FIELD__FIELD_GPU_UTILIZATION) |
+              (1u << GPUSCALE__V1__FIELD__FIELD_MEMORY_USED_MIB) |
+              (1u << GPUSCALE__V1__FIELD__FIELD_POWER_DRAW);
+  smp.gpu_utilization = NAN;
+  smp.memory_used_mib = INFINITY;
+  smp.power_draw = 250;
+  Gpuscale__V1__GPU gpu = GPUSCALE__V1__GPU__INIT;
+  gpu.uuid = "GPU-x";
+  gpu.latest = &smp;
+  Gpuscale__V1__GPU *gl[1] = {&gpu};
+  Gpuscale__V1__EnginePod ep = GPUSCALE__V1__ENGINE_POD__INIT;
+  Gpuscale__V1__EnginePod *eps[] = {&ep};
+  ep.namespace_ = "ns";
+  ep.pod = "vllm-0";
+  ep.engine = GPUSCALE__V1__ENGINE_KIND__ENGINE_KIND_VLLM;
+  ep.valid = (UINT64_C(1) << GPUSCALE__V1__ENGINE_SIGNAL__ENGINE_SIGNAL_VLLM_QUEUE_DEPTH) |
+             (UINT64_C(1) << GPUSCALE__V1__ENGINE_SIGNAL__ENGINE_SIGNAL_VLLM_REQUESTS_RUNNING);
+  ep.vllm_queue_depth = -INFINITY;
+  ep.vllm_requests_running = 3;
+  Gpuscale__V1__NodeSnapshot m = GPUSCALE__V1__NODE_SNAPSHOT__INIT;
+  m.node = "n";
+  m.n_gpus = 1;
+  m.gpus = gl;
+  m.engines_on = true;
+  m.n_engines = 1;
+  m.engines = eps;
+  size_t len = protobuf_c_message_get_packed_size(&m.base);
+  uint8_t *buf = malloc(len);
+  assert_non_null(buf);
+  protobuf_c_message_pack(&m.base, buf);
+  struct node_snapshot out;
+  memset(&out, 0, sizeof out);
+  assert_int_equal(node_wire_decode(buf, len, NODE_WIRE_MAX_BYTES, &out, NULL), 0);
+  const struct gpu_sample *s = &out.gpus[0].latest;
+  assert_int_equal(s->valid, GF_BIT(GF_POWER_W));
+  assert_true(s->v[GF_POWER_W] == 250);
+  assert_int_equal(s->failed, GF_BIT(GF_GPU_UTIL) | GF_BIT(GF_MEM_USED_MIB));
+  assert_int_equal(out.engines[0].valid, ES_BIT(ES_VLLM_RUNNING));
+  assert_true(out.engines[0].v[ES_VLLM_RUNNING] == 3);
+  assert_non_null(strstr(out.engines[0].reason, "vllm_queue_depth as -inf, not a finite number"));
+  node_snapshot_clear(&out);
+  free(buf);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_shares),
@@ -655,6 +706,7 @@ int main(void) {
       cmocka_unit_test(test_engines_roundtrip),
       cmocka_unit_test(test_engines_off_and_older_agents),
       cmocka_unit_test(test_engines_cap),
+      cmocka_unit_test(test_non_finite_readings),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
