@@ -8,6 +8,9 @@
 - Every expression is evaluated by a real Prometheus (Debian's /usr/bin/prometheus) scraping the
   agent and the gateway with the shipped labelling: no query errors (many-to-many matches, bad
   syntax), and every panel that should show data does.
+- NVIDIA's own dcgm-exporter dashboard (its eight panel queries, written out as test data in
+  tests/fixtures/grafana/) in the same Prometheus: every panel has data for every mock GPU, the
+  profiling panel for the GPM (Hopper) GPUs only, and sum(DCGM_FI_DEV_POWER_USAGE) is physical.
 """
 
 import importlib.util
