@@ -378,9 +378,35 @@ static bool finish_locked(struct call *c, int code, const char *msg) {
 
 /* ---- request decoding ---- */
 
-/* Reads the request payload into a fresh message. Returns 0, or a gRPC code with msg set. */
-static int decode(struct call *c, const ProtobufCMessageDescriptor *d, ProtobufCMessage **out,
-                  char *msg, size_t len) {
+/* A unary request's message lives only while its handler runs: it is unpacked into a buffer on
+ * the handler's stack (a ScaledObjectRef with its metadata is a dozen small allocations), and
+ * whatever does not fit comes from malloc. Streams keep theirs and use malloc throughout. */
+struct call_arena {
+  size_t used;
+  _Alignas(max_align_t) unsigned char buf[4096];
+};
+
+static void *arena_alloc(void *ud, size_t n) {
+  struct call_arena *a = ud;
+  size_t need = (n + 15) & ~(size_t)15;
+  if (need >= n && need <= sizeof a->buf - a->used) {
+    void *p = a->buf + a->used;
+    a->used += need;
+    return p;
+  }
+  return malloc(n);
+}
+
+static void arena_free(void *ud, void *p) {
+  struct call_arena *a = ud;
+  if ((unsigned char *)p < a->buf || (unsigned char *)p >= a->buf + sizeof a->buf)
+    free(p);
+}
+
+/* Reads the request payload into a fresh message, from alloc (NULL: malloc). Returns 0, or a
+ * gRPC code with msg set. */
+static int decode(struct call *c, const ProtobufCMessageDescriptor *d, ProtobufCAllocator *alloc,
+                  ProtobufCMessage **out, char *msg, size_t len) {
   *out = NULL;
   if (!c->payload) {
     copy_msg(msg, len, "request message missing");
@@ -399,7 +425,7 @@ static int decode(struct call *c, const ProtobufCMessageDescriptor *d, ProtobufC
   }
   grpc_slice all = grpc_byte_buffer_reader_readall(&rd);
   grpc_byte_buffer_reader_destroy(&rd);
-  *out = protobuf_c_message_unpack(d, NULL, GRPC_SLICE_LENGTH(all), GRPC_SLICE_START_PTR(all));
+  *out = protobuf_c_message_unpack(d, alloc, GRPC_SLICE_LENGTH(all), GRPC_SLICE_START_PTR(all));
   grpc_slice_unref(all);
   if (!*out) {
     snprintf(msg, len, "request is not a valid %s message", d->name);
@@ -434,7 +460,10 @@ static uint8_t *unary_keda(struct call *c, size_t *len, int *code, char *msg, si
   const ProtobufCMessageDescriptor *d = c->m == M_GET_METRICS
                                             ? &externalscaler__get_metrics_request__descriptor
                                             : &externalscaler__scaled_object_ref__descriptor;
-  *code = decode(c, d, &in, msg, msglen);
+  struct call_arena arena;
+  arena.used = 0;
+  ProtobufCAllocator alloc = {arena_alloc, arena_free, &arena};
+  *code = decode(c, d, &alloc, &in, msg, msglen);
   if (*code)
     return NULL;
   const Externalscaler__ScaledObjectRef *ref =
@@ -500,7 +529,7 @@ static uint8_t *unary_keda(struct call *c, size_t *len, int *code, char *msg, si
     copy_msg(msg, msglen, "out of memory");
   }
   free(kv);
-  protobuf_c_message_free_unpacked(in, NULL);
+  protobuf_c_message_free_unpacked(in, &alloc);
   return out;
 }
 
@@ -517,7 +546,10 @@ static int health_status(const struct rpc_server *s, const char *service) {
 
 static uint8_t *unary_health(struct call *c, size_t *len, int *code, char *msg, size_t msglen) {
   ProtobufCMessage *in = NULL;
-  *code = decode(c, &grpc__health__v1__health_check_request__descriptor, &in, msg, msglen);
+  struct call_arena arena;
+  arena.used = 0;
+  ProtobufCAllocator alloc = {arena_alloc, arena_free, &arena};
+  *code = decode(c, &grpc__health__v1__health_check_request__descriptor, &alloc, &in, msg, msglen);
   if (*code)
     return NULL;
   const char *svc = ((Grpc__Health__V1__HealthCheckRequest *)in)->service;
@@ -535,7 +567,7 @@ static uint8_t *unary_health(struct call *c, size_t *len, int *code, char *msg, 
       copy_msg(msg, msglen, "out of memory");
     }
   }
-  protobuf_c_message_free_unpacked(in, NULL);
+  protobuf_c_message_free_unpacked(in, &alloc);
   return out;
 }
 
@@ -600,7 +632,7 @@ static uint8_t *unary_node(struct call *c, size_t *len, int *code, char *msg, si
     return NULL;
   }
   ProtobufCMessage *in = NULL;
-  *code = decode(c, &gpuscale__v1__list_gpus_request__descriptor, &in, msg, msglen);
+  *code = decode(c, &gpuscale__v1__list_gpus_request__descriptor, NULL, &in, msg, msglen);
   if (*code)
     return NULL;
   protobuf_c_message_free_unpacked(in, NULL);
@@ -618,7 +650,7 @@ static void handle_node_watch(struct call *c) {
     copy_msg(msg, sizeof(msg), node_off_msg);
   } else {
     ProtobufCMessage *in = NULL;
-    code = decode(c, &gpuscale__v1__watch_gpus_request__descriptor, &in, msg, sizeof(msg));
+    code = decode(c, &gpuscale__v1__watch_gpus_request__descriptor, NULL, &in, msg, sizeof(msg));
     if (in)
       protobuf_c_message_free_unpacked(in, NULL);
   }
@@ -699,7 +731,7 @@ static void handle_stream(struct call *c) {
   const ProtobufCMessageDescriptor *d = c->m == M_HEALTH_WATCH
                                             ? &grpc__health__v1__health_check_request__descriptor
                                             : &externalscaler__scaled_object_ref__descriptor;
-  code = decode(c, d, &in, msg, sizeof(msg));
+  code = decode(c, d, NULL, &in, msg, sizeof(msg));
   if (!code && c->m == M_HEALTH_WATCH) {
     c->hreq = (Grpc__Health__V1__HealthCheckRequest *)in;
   } else if (!code) {
