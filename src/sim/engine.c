@@ -481,7 +481,8 @@ static int select_workload(struct eng *e, const struct trigger *t, const struct 
     e->capmark = e->ngpus;
   }
   unsigned char *mark = e->mark;
-  memset(mark, 0, e->ngpus);
+  if (e->ngpus) /* no GPU yet: mark is still NULL */
+    memset(mark, 0, e->ngpus);
   uint32_t group = 0;
   size_t distinct = 0;
   int rc = 0;
