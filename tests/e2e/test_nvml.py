@@ -442,7 +442,7 @@ def value_or_none(c, md):
 # binary: GPU 0 an A100 (no GPM), GPU 1 an H100 (GPM) in MIG mode with two GPU instances.
 DEFAULT_SET = """driver 550.54.15
 gpu 0 name="NVIDIA A100-SXM4-80GB" uuid=GPU-de000000-0000-4000-8000-000000000000 util=30 memutil=10 total_mib=81920 used_mib=4096 reserved_mib=512 temp=41 power_mw=100000 sm_clock=1410 mem_clock=1593 enc=4 dec=9 replay=3 pcie_tx=1200 pcie_rx=3400 remap_corr=2 remap_unc=1 remap_failure=0 mem_temp=55 nvlink_tx_kibps=1048576 nvlink_rx_kibps=524288 gpm=0
-gpu 1 name="NVIDIA H100 80GB HBM3" uuid=GPU-de000000-0000-4000-8000-000000000001 mig=1 total_mib=81559 used_mib=4096 temp=52 power_mw=400000 sm_clock=1755 mem_clock=2619 gpm=1 gpm_gr=40 gpm_sm=30 gpm_occ=20 gpm_tensor=10 gpm_dram=25 gpm_pcie_tx=100 gpm_pcie_rx=200
+gpu 1 name="NVIDIA H100 80GB HBM3" uuid=GPU-de000000-0000-4000-8000-000000000001 mig=1 total_mib=81559 used_mib=4096 temp=52 power_mw=400000 sm_clock=1755 mem_clock=2619 pcie_tx=700 gpm=1 gpm_gr=40 gpm_sm=30 gpm_occ=20 gpm_tensor=10 gpm_dram=25 gpm_pcie_tx=100 gpm_pcie_rx=200
 mig 1 0 gi=1 name="NVIDIA H100 80GB HBM3 MIG 3g.40gb" uuid=MIG-de000000-0000-4000-8000-000000000010 total_mib=40192 used_mib=3072 gpm_gr=70 gpm_sm=55 gpm_occ=33 gpm_tensor=21 gpm_dram=44 gpm_pcie_tx=60 gpm_pcie_rx=120
 mig 1 1 gi=5 name="NVIDIA H100 80GB HBM3 MIG 1g.10gb" uuid=MIG-de000000-0000-4000-8000-000000000011 total_mib=9856 used_mib=1024 gpm_gr=10 gpm_sm=5 gpm_occ=3 gpm_tensor=notsupported gpm_dram=4 gpm_pcie_tx=1 gpm_pcie_rx=2
 """
@@ -522,3 +522,22 @@ def test_nvml_new_call_failing_is_its_fields_failed(tmp_path, procs):
     body = scrape(a)
     assert nvml_errors(body, "nvmlDeviceGetPcieThroughput", "NO_PERMISSION") > 0
     assert nvml_errors(body, "nvmlGpmMetricsGet", "UNKNOWN") > 0
+
+
+def test_nvml_gpm_scaling_on_mig_counts_instances_not_the_parent(tmp_path, procs):
+    """sm_active (GPM) is an instance-level field: beside its listed instances the MIG parent is
+    left out of a node aggregation; an A100 without GPM is left out as unsupported. Naming the
+    parent with gpuIndex reads the whole card. A card-level field counts on the parent."""
+    a = start_script_agent(tmp_path, procs, DEFAULT_SET)
+    gpus_when(a, lambda g: "sm_active" in g[3]["values"], "GPM on the instances")
+    c = a.client()
+    md = {"metricType": "sm_active", "targetValue": "50"}
+    assert c.spec_and_value(dict(md, aggregation="sum"))[1].metricValueFloat == 55 + 5
+    assert c.spec_and_value(dict(md, aggregation="max"))[1].metricValueFloat == 55
+    assert c.spec_and_value(dict(md, gpuIndex="1"))[1].metricValueFloat == 30
+    assert c.spec_and_value(dict(md, gpuIndex="2"))[1].metricValueFloat == 55
+    assert c.is_active(dict(md, activationThreshold="50")) is True
+    assert c.is_active(dict(md, activationThreshold="60")) is False
+    # a card-level field (PCIe throughput) is read on the parent only: there it counts
+    pcie = {"metricType": "pcie_tx_kbps", "targetValue": "1000", "aggregation": "sum"}
+    assert c.spec_and_value(pcie)[1].metricValueFloat == 1200 + 700
