@@ -83,8 +83,9 @@ static bool metric_name(const char *s) {
 static void add_unserved(struct counters *c, const char *name) {
   size_t len = strlen(c->unserved);
   c->n_unserved++;
-  if (len >= sizeof c->unserved - 5)
-    return; /* already cut */
+  /* already cut: a name never contains '.' */
+  if (len >= sizeof c->unserved - 5 || (len >= 3 && strcmp(c->unserved + len - 3, "...") == 0))
+    return;
   int w = snprintf(c->unserved + len, sizeof c->unserved - len, "%s%s", len ? ", " : "", name);
   if (w < 0 || (size_t)w >= sizeof c->unserved - len - 4) {
     c->unserved[len] = '\0';

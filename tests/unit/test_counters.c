@@ -236,6 +236,16 @@ static void test_caps(void **state) {
   assert_true(len < sizeof c->unserved);
   assert_string_equal(c->unserved + len - 5, ", ...");
   assert_int_equal(strncmp(c->unserved, "DCGM_FI_NOT_SERVED_000, DCGM_FI_NOT_SERVED_001", 46), 0);
+  /* a long name that does not fit cuts the list, and a short one after it is not appended */
+  buf_reset(&b);
+  for (int i = 0; i < 84; i++) /* 2014 bytes of names */
+    assert_int_equal(buf_printf(&b, "DCGM_FI_NOT_SERVED_%03d,gauge,h\n", i), 0);
+  assert_int_equal(buf_printf(&b, "DCGM_FI_%092d,gauge,h\nDCGM_FI_SHORT,gauge,h\n", 0), 0);
+  assert_int_equal(counters_parse(b.data, b.len, "r.csv", c, err, sizeof err), 0);
+  assert_int_equal(c->n_unserved, 86);
+  len = strlen(c->unserved);
+  assert_string_equal(c->unserved + len - 5, ", ...");
+  assert_null(strstr(c->unserved, "SHORT"));
   buf_free(&b);
   free(text);
   free(c);
