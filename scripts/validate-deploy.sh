@@ -86,8 +86,8 @@ if "$HELM" template other "$CHART" --namespace elsewhere >"$OUT/other.yaml" 2>"$
   && grep -q 'agents-dns=other-gpuscale-agent-headless.elsewhere.svc.cluster.local:6000' "$OUT/other.yaml"; then
   ok "helm template (release other, namespace elsewhere): names follow the release"
 else bad "helm template (release other, namespace elsewhere)"; cat "$OUT/other.err"; fi
-# The agent's API access (agent.podPhases): on by default with list on pods and nothing else; off, no
-# token, no role, --kube-api=off.
+# The agent's API access (agent.podPhases, agent.engines): on by default with list and watch on pods
+# and nothing else; list only without engines; with both off, no token, no role, --kube-api=off.
 agent_access() { # rendered.yaml -> "kube-api=X token=Y rules=Z"
   python3 -c 'import sys, json, yaml
 docs = [d for d in yaml.safe_load_all(open(sys.argv[1])) if d]
@@ -98,9 +98,10 @@ roles = [d.get("rules") for d in docs if d["kind"] == "ClusterRole" and d["metad
 print("kube-api=%s token=%s rules=%s" % (",".join(a.split("=", 1)[1] for a in args),
       pod.get("automountServiceAccountToken"), json.dumps(roles, sort_keys=True)))' "$1"
 }
-for s in defaults pod-phases-off-values mock-values; do
+for s in defaults mock-values engines-off-values pod-phases-off-values; do
   case "$s" in
-    defaults) want='kube-api=auto token=True rules=[[{"apiGroups": [""], "resources": ["pods"], "verbs": ["list"]}]]' ;;
+    defaults | mock-values) want='kube-api=auto token=True rules=[[{"apiGroups": [""], "resources": ["pods"], "verbs": ["list", "watch"]}]]' ;;
+    engines-off-values) want='kube-api=auto token=True rules=[[{"apiGroups": [""], "resources": ["pods"], "verbs": ["list"]}]]' ;;
     *) want='kube-api=off token=False rules=[]' ;;
   esac
   [ -s "$OUT/$s.yaml" ] || continue
