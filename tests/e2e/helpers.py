@@ -145,13 +145,18 @@ PROFILES = {
 
 METRIC_KEYS = ("gpu_utilization", "memory_utilization", "memory_used_mib", "temperature",
                "power_draw")
+# Fields the mock reports unrounded (docs/scenarios.md): the GPM percentages and NVLink rates.
+# power_draw is to the milliwatt; every other field is a whole number, as NVML reports it.
+UNROUNDED = ("gr_engine_active", "sm_active", "sm_occupancy", "tensor_active", "dram_active",
+             "nvlink_tx_mbps", "nvlink_rx_mbps")
 
 
 class Scenario:
     """A mock scenario of constant readings, written as YAML, with the values the agent must serve.
 
-    gpus: list of dicts with model, memory_total_mib, optional uuid/health and any METRIC_KEYS
-    (numbers). A key left out is a metric the GPU does not report (absent, never 0).
+    gpus: list of dicts with model, memory_total_mib, optional uuid/health and any metric key of
+    docs/scenarios.md (numbers; gpm a bool, mig and fail as lists and dicts, written as YAML flow).
+    A key left out is a metric the GPU does not report (absent, never 0).
     """
 
     def __init__(self, gpus, driver_version=None):
@@ -166,8 +171,8 @@ class Scenario:
         for g in self.gpus:
             first = True
             for k, v in g.items():
-                if isinstance(v, str):
-                    v = json.dumps(v)
+                if isinstance(v, (str, bool, list, dict)):
+                    v = json.dumps(v)  # JSON is YAML flow: true/false, [...], {...}
                 elif isinstance(v, float) and v.is_integer():
                     v = int(v)
                 lines.append("%s%s: %s" % ("  - " if first else "    ", k, v))
@@ -200,6 +205,8 @@ class Scenario:
         if metric not in g:
             return None
         v = float(g[metric])
+        if metric in UNROUNDED:
+            return v
         return round(v * 1000.0) / 1000.0 if metric == "power_draw" else float(c_round(v))
 
     def healthy(self, i):

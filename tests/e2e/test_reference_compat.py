@@ -655,6 +655,31 @@ def test_gpm_metric_on_a_gpu_without_gpm_is_unavailable_never_zero(fleet):
     assert e.code() == grpc.StatusCode.UNAVAILABLE, e
 
 
+def test_a_failing_gpm_read_is_unavailable_and_counted(agents):
+    """A GPM call that times out (the mock's fail:) leaves the metric failed, not 0: the named GPU
+    answers UNAVAILABLE, its other readings still serve, and /metrics counts the failures."""
+    sc = Scenario([dev(0, name="NVIDIA H100 80GB HBM3", gpu_utilization=90, gpm=True,
+                       sm_active=50, tensor_active=20, fail={"sm_active": "TIMEOUT"})])
+    a = agents(sc)
+    c = a.client()
+    e = rpc_error(c.metrics, {"gpuIndex": "0", "metricType": "sm_active"})
+    assert e.code() == grpc.StatusCode.UNAVAILABLE, e
+    assert value(c, {"gpuIndex": "0", "metricType": "tensor_active"}) == 20
+    assert value(c, {"gpuIndex": "0"}) == 90
+    doc = a.gpus_json()["gpus"][0]
+    assert doc["failed"] == ["sm_active"] and "sm_active" not in doc["values"], doc
+
+    def count():
+        body = a.http_get("/metrics")[1]
+        for ln in body.splitlines():
+            if ln.startswith("gpuscale_nvml_errors_total{") and 'call="sm_active"' in ln \
+                    and 'code="TIMEOUT"' in ln:
+                return float(ln.rsplit(" ", 1)[1])
+        return 0.0
+
+    wait_for(lambda: count() >= 2, timeout=10, what="the failed GPM reads counted")
+
+
 def test_tensor_active_scales_a_workload_where_utilization_cannot(fleet):
     """targetValue 30 on tensor_active: 64 % on the busy MIG instance asks for ceil(64/30) = 3
     replicas; gpu_utilization on GPU 0 sits at 100 % whatever the load."""
