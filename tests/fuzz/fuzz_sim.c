@@ -1,10 +1,14 @@
-/* libFuzzer target for the simulator's inputs: the workload model, the ScaledObject, the CSV trace
- * and the Prometheus query_range trace, each parsed from the same bytes (no file access). */
+/* libFuzzer target for the simulator's inputs: the workload model, the ScaledObject (or
+ * HTTPScaledObject, with scalingModifiers), the CSV trace, the Prometheus query_range trace and a
+ * scalingModifiers formula, each parsed from the same bytes (no file access). */
 #include <math.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 
+#include "core/err.h"
+#include "sim/formula.h"
 #include "sim/model.h"
 #include "sim/scaledobject.h"
 #include "sim/trace.h"
@@ -27,6 +31,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (sim_so_parse(text, size, "fuzz.yaml", &so, err, sizeof err) == 0) {
     if (so.ntrig == 0 || so.ntrig > SIM_MAX_TRIGGERS || so.keda.max_replicas < so.keda.min_replicas)
       abort();
+    if (so.keda.has_idle && so.keda.idle_replicas >= so.keda.min_replicas)
+      abort(); /* idleReplicaCount is below minReplicaCount */
+    if (so.mods.set && (!(so.mods.target > 0) || so.mods.nvars > so.ntrig))
+      abort();
     sim_so_free(&so);
   }
   struct sim_trace tr;
@@ -42,6 +50,23 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
       if (!(tr.rate[i] >= 0))
         abort();
     sim_trace_free(&tr);
+  }
+  /* the bytes as a formula over three names (NUL-terminated copy: the parser reads a string) */
+  if (size <= SIM_FORMULA_MAX_LEN) {
+    char f[SIM_FORMULA_MAX_LEN + 1];
+    memcpy(f, data, size);
+    f[size] = '\0';
+    static const char *const names[] = {"a", "b", "queue"};
+    static const double vals[] = {3, -2, 0};
+    struct sim_formula sf;
+    double v;
+    if (sim_formula_parse(f, names, 3, &sf, err, sizeof err) == 0) {
+      int rc = sim_formula_eval(&sf, vals, &v);
+      if (rc != 0 && rc != GS_EINVAL)
+        abort();
+      if (rc == 0 && !isfinite(v))
+        abort(); /* a result is finite, or an error */
+    }
   }
   return 0;
 }
