@@ -143,9 +143,10 @@ static size_t gpus_held(const struct eng *e) {
 }
 
 /* On a fixed set of nodes (the model's `nodes`): the pod's GPUs all on one node, the node chosen
- * by the scheduling policy. pack: the lowest node that fits (dedicated), or the lowest GPU with a
- * free slice (time-sliced); spread: the node with the most free GPUs, or the GPU with the fewest
- * holders on the least used node. Fills got[want]; GS_ENOTFOUND when nothing fits. */
+ * by the scheduling policy. pack: the lowest node that fits; spread: the node with the most free
+ * GPUs (dedicated) or the fewest holders (time-sliced). Time-sliced, the pod then takes that
+ * node's GPU with the fewest holders, as the device plugin spreads replicas. Fills got[want];
+ * GS_ENOTFOUND when nothing fits. */
 static int place_fixed(struct eng *e, bool ts, int want, int *got) {
   const struct sim_model *m = e->m;
   size_t per = (size_t)m->gpus_per_node, held = gpus_held(e);
@@ -171,7 +172,7 @@ static int place_fixed(struct eng *e, bool ts, int want, int *got) {
       int h = e->holders[g];
       if (h >= m->slices_per_gpu || (h == 0 && m->max_gpus && held >= (size_t)m->max_gpus))
         continue;
-      long score = m->scheduling == SIM_SCHED_SPREAD ? (long)use * 1000 + h : (long)h;
+      long score = m->scheduling == SIM_SCHED_SPREAD ? (long)use * 1000 + h : (long)nd * 1000 + h;
       if (best_g < 0 || score < best_score) {
         best_g = (int)g;
         best_score = score;

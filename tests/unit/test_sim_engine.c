@@ -664,6 +664,22 @@ static void test_nodes(void **state) {
   assert_int_equal(x.rc, 0);
   assert_true(x.r.sum.max_replicas >= 10);
   run_free(&x);
+  /* time-sliced on 2 nodes of 2 GPUs, 2 slices each: pack puts the first pods on node 0's two
+   * GPUs, so capacity stops at 2 GPUs' worth; spread reaches the other node's GPUs too */
+  float cap[2]; /* the most ready capacity */
+  for (int k = 0; k < 2; k++) {
+    snprintf(model, sizeof model,
+             "capacity: 10\nplacement: timeslice\nslicesPerGpu: 2\nnodes: 2\ngpusPerNode: 2\n"
+             "scheduling: %s\nsignals:\n  gpu_utilization: {idle: 0, full: 100}\n",
+             k ? "spread" : "pack");
+    run_text(&x, model, so, "step", NULL);
+    assert_int_equal(x.rc, 0);
+    cap[k] = 0;
+    for (size_t t = 0; t < x.r.n; t++)
+      cap[k] = x.r.capacity[t] > cap[k] ? x.r.capacity[t] : cap[k];
+    run_free(&x);
+  }
+  assert_true(cap[0] == 20 && cap[1] > 20);
 }
 
 static const char *MODEL_ENGINE = "name: vllm\n"
