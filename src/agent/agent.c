@@ -10,6 +10,7 @@
 
 #include "agent/api.h"
 #include "agent/attribution.h"
+#include "agent/engine_source.h"
 #include "agent/engines.h"
 #include "agent/podphase.h"
 #include "agent/procmap.h"
@@ -267,7 +268,15 @@ static int agent_run(struct agent_opts *o) {
   }
 
   struct history_source hs = {hist, o->interval_ms};
-  struct scaler sc = {&profiles, history_source_make(&hs), NULL};
+  /* Engine triggers read this node's engine pods (or a URL the operator allowed), GPU triggers
+   * the history (docs/engines.md). */
+  struct engine_source esrc;
+  memset(&esrc, 0, sizeof esrc);
+  esrc.engines = engines;
+  snprintf(esrc.node, sizeof esrc.node, "%s", o->node_name ? o->node_name : "");
+  struct scaler_dual dual = {history_source_make(&hs), engine_source_selector(&esrc)};
+  profiles.endpoint_check = o->allow_engine_endpoints ? engine_endpoint_check : NULL;
+  struct scaler sc = {&profiles, scaler_source_dual(&dual), NULL};
   /* KEDA asks with the same metadata every poll: parse it once (profiles never change here). */
   sc.cache = tcache = trigger_cache_new(0);
   /* Our own copy: a reload frees the collector's string (the mock's scenario owns it). */

@@ -1,0 +1,415 @@
+"""Engine signals through the gateway, end to end (issue 12, docs/engines.md).
+
+Three vLLM pods of one deployment on two nodes. Each node runs a real agent (mock GPUs) that
+finds its node's pods through the project's fake Kubernetes API (tests/e2e/fake_kube_api.py,
+pods with IPs 127.0.0.x and the gpuscale.io/engine annotations) and reads each pod's /metrics
+from a fake vLLM server listening on that pod IP. A real gateway watches both agents. KEDA's view
+is a Python grpcio client.
+
+    node-1: prod/vllm-a (127.0.0.11, 3 waiting), prod/vllm-b (127.0.0.12, 7 waiting),
+            staging/vllm-x (127.0.0.14, 50 waiting: another namespace, same name pattern)
+    node-2: prod/vllm-c (127.0.0.13, 12 waiting)
+
+Workload scope sums one value per pod: 3 + 7 + 12 = 22, and KEDA's AverageValue arithmetic with
+target 5 gives ceil(22 / 5) = 5 replicas (DESIGN.md, "HPA arithmetic"). The expected values are
+computed here from the numbers the fake servers serve.
+
+Then the reference scaler's engine triggers (metricType vllm_queue_depth with vllmEndpoint):
+refused with how to annotate the pods; with --allow-engine-endpoints a URL on a non-loopback
+address of this machine is read, and loopback, link-local and metadata URLs are refused even
+then.
+"""
+
+import math
+import os
+import socket
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import grpc
+import pytest
+
+import fake_kube_api
+import helpers
+from gateway_helpers import FixedAgent, Gateway
+from helpers import Scenario, rpc_error, wait_for
+from test_pod_phases import kubeconfig
+
+NS = "prod"
+TARGET = 5.0
+ENGINE_INTERVAL = "1s"
+
+# (namespace, pod, node, pod IP, requests waiting, KV cache usage 0..1)
+PODS = [
+    (NS, "vllm-a", "node-1", "127.0.0.11", 3, 0.25),
+    (NS, "vllm-b", "node-1", "127.0.0.12", 7, 0.5),
+    (NS, "vllm-c", "node-2", "127.0.0.13", 12, 0.75),
+    ("staging", "vllm-x", "node-1", "127.0.0.14", 50, 0.9),
+]
+NODES = ["node-1", "node-2"]
+
+
+def exposition(waiting, kv, running=2):
+    """A vLLM V1 /metrics answer (the names of tests/fixtures/engines/vllm-v1.prom)."""
+    m = 'model_name="meta-llama/Llama-3.1-8B-Instruct",engine="0"'
+    return ("# HELP vllm:num_requests_running Number of requests in model execution batches.\n"
+            "# TYPE vllm:num_requests_running gauge\n"
+            "vllm:num_requests_running{%s} %.1f\n"
+            "# HELP vllm:num_requests_waiting Number of requests waiting to be processed.\n"
+            "# TYPE vllm:num_requests_waiting gauge\n"
+            "vllm:num_requests_waiting{%s} %.1f\n"
+            "# HELP vllm:kv_cache_usage_perc KV-cache usage. 1 means 100 percent usage.\n"
+            "# TYPE vllm:kv_cache_usage_perc gauge\n"
+            "vllm:kv_cache_usage_perc{%s} %r\n" % (m, running, m, waiting, m, kv)).encode()
+
+
+class FakeEngine:
+    """One engine pod's metrics endpoint on (ip, port), serving body; counts the requests."""
+
+    def __init__(self, ip, port, body):
+        self.body = body
+        self.hits = 0
+        outer = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, fmt, *args):
+                pass
+
+            def do_GET(self):
+                outer.hits += 1
+                if self.path != "/metrics":
+                    self.send_error(404)
+                    return
+                self.send_response(200)
+                self.send_header("Content-Type", "text/plain; version=0.0.4")
+                self.send_header("Content-Length", str(len(outer.body)))
+                self.end_headers()
+                self.wfile.write(outer.body)
+
+        self.server = ThreadingHTTPServer((ip, port), Handler)
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    def stop(self):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def api_pod(ns, name, node, ip, port):
+    return {"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": name, "namespace": ns, "uid": "uid-%s-%s" % (ns, name),
+                         "resourceVersion": "1",
+                         "labels": {"app": "vllm"},
+                         "annotations": {"gpuscale.io/engine": "vllm",
+                                         "gpuscale.io/metrics-port": str(port),
+                                         "gpuscale.io/metrics-path": "/metrics"}},
+            "spec": {"nodeName": node, "containers": [{"name": "vllm", "image": "vllm"}]},
+            "status": {"phase": "Running", "podIP": ip, "podIPs": [{"ip": ip}]}}
+
+
+def common_port(ips):
+    """A TCP port free on every address in ips."""
+    for _ in range(50):
+        p = helpers.free_port()
+        ok = True
+        for ip in ips:
+            try:
+                with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+                    s.bind((ip, p))
+            except OSError:
+                ok = False
+                break
+        if ok:
+            return p
+    raise RuntimeError("no port free on all of %r" % (ips,))
+
+
+def host_address():
+    """A non-loopback IPv4 address of this machine (what the URL rule allows), or None."""
+    try:
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+            s.connect(("192.0.2.1", 9))  # no packet is sent: this only picks the route
+            ip = s.getsockname()[0]
+    except OSError:
+        return None
+    return None if ip.startswith("127.") or ip.startswith("169.254.") else ip
+
+
+def gpus(node):
+    return Scenario([{"model": "NVIDIA H100 80GB HBM3",
+                      "uuid": "GPU-%08d-0000-4000-8000-000000000000" % (NODES.index(node) + 1),
+                      "memory_total_mib": 81920, "memory_used_mib": 73728,
+                      "gpu_utilization": 97}])
+
+
+class Rig:
+    def __init__(self, root):
+        self.root = root
+        self.engines = []
+        self.agents = {}
+        self.gateway = None
+        self.api = None
+
+    def start(self, extra_agent_args=()):
+        self.port = common_port([p[3] for p in PODS])
+        for ns, name, node, ip, waiting, kv in PODS:
+            self.engines.append(FakeEngine(ip, self.port, exposition(waiting, kv)))
+        state = {"nodes": [{"metadata": {"name": n}} for n in NODES],
+                 "pods": [api_pod(ns, name, node, ip, self.port)
+                          for ns, name, node, ip, _, _ in PODS]}
+        self.api = fake_kube_api.FakeKubeAPI(state, os.path.join(self.root, "api.log"),
+                                             token="t0ken")
+        self.api.start()
+        kc = kubeconfig(os.path.join(self.root, "kubeconfig"), self.api.url, token="t0ken")
+        for node in NODES:
+            d = os.path.join(self.root, node)
+            os.makedirs(d, exist_ok=True)
+            path = gpus(node).write(os.path.join(d, "scenario.yaml"))
+            a = FixedAgent(["--collector", "mock", "--scenario", path,
+                            "--interval", helpers.INTERVAL, "--node-name", node,
+                            "--kube-api", kc, "--engine-interval", ENGINE_INTERVAL,
+                            "--engine-timeout", "800ms", "--log-level", "info"]
+                           + list(extra_agent_args),
+                           helpers.LOOPBACK, helpers.free_port(), workdir=d)
+            a.start()
+            self.agents[node] = a
+        addrs = ",".join(self.agents[n].grpc_address for n in NODES)
+        self.gateway = Gateway(["--agents", addrs, "--tick", "200ms"],
+                               workdir=os.path.join(self.root, "gw"))
+        os.makedirs(self.gateway.workdir, exist_ok=True)
+        self.gateway.start()
+        return self
+
+    def stop(self):
+        for a in list(self.agents.values()) + ([self.gateway] if self.gateway else []):
+            try:
+                a.stop()
+            except Exception:  # noqa: BLE001 - best effort at teardown
+                pass
+        for e in self.engines:
+            e.stop()
+        if self.api:
+            self.api.stop()
+
+
+@pytest.fixture(scope="module")
+def rig(tmp_path_factory):
+    r = Rig(str(tmp_path_factory.mktemp("engines-gw")))
+    try:
+        yield r.start()
+    finally:
+        r.stop()
+
+
+def keda_value(client, md, ns=NS, name="vllm"):
+    """GetMetricSpec, then GetMetrics with the name it returned, as KEDA does: (target, value)."""
+    ref = client.ref(md, name=name, namespace=ns)
+    sr = client._spec(ref, timeout=helpers.RPC_TIMEOUT)
+    assert len(sr.metricSpecs) == 1, sr
+    spec = sr.metricSpecs[0]
+    mr = client._metrics(client.pb.es.GetMetricsRequest(scaledObjectRef=ref,
+                                                        metricName=spec.metricName),
+                         timeout=helpers.RPC_TIMEOUT)
+    v = mr.metricValues[0]
+    assert v.metricName == spec.metricName
+    assert v.metricValue == helpers.c_round(v.metricValueFloat), v
+    return spec.targetSizeFloat, v.metricValueFloat
+
+
+def settled(client, md, want, ns=NS):
+    """Waits until the answer is want (the agents read every engine interval, the gateway then
+    hears from each agent); returns the last answer or error."""
+    last = [None]
+
+    def ok():
+        try:
+            last[0] = keda_value(client, md, ns=ns)[1]
+        except grpc.RpcError as e:
+            last[0] = "%s: %s" % (e.code(), e.details())
+            return False
+        return abs(last[0] - want) < 1e-9
+
+    wait_for(ok, timeout=20, what="the gateway to answer %r (last: %r)" % (want, last))
+    return last[0]
+
+
+def expected(signal, ns=NS, scale=1.0):
+    col = {"waiting": 4, "kv": 5}[signal]
+    return sum(p[col] * scale for p in PODS if p[0] == ns)
+
+
+WORKLOAD = {"metricType": "vllm_queue_depth", "pods": "vllm-.*", "targetValue": "5"}
+
+
+def test_workload_sum_gives_keda_five_replicas(rig):
+    c = rig.gateway.client()
+    want = expected("waiting")
+    assert want == 22
+    settled(c, WORKLOAD, want)
+    target, v = keda_value(c, WORKLOAD)
+    assert target == TARGET
+    assert v == 22
+    # KEDA's default metric type is AverageValue: desired = ceil(usage / target)
+    assert math.ceil(v / target) == 5
+    assert c._is_active(c.ref(WORKLOAD, name="vllm", namespace=NS),
+                        timeout=helpers.RPC_TIMEOUT).result is True
+
+
+def test_the_reference_profile_and_kv_cache(rig):
+    c = rig.gateway.client()
+    settled(c, {"profile": "vllm-queue-depth", "pods": "vllm-.*"}, expected("waiting"))
+    assert keda_value(c, {"profile": "vllm-queue-depth", "pods": "vllm-.*"})[0] == 5
+    # KV cache usage is a percent per pod (0..1 in vLLM), summed over pods as the HPA does
+    settled(c, {"metricType": "vllm_kv_cache_usage", "pods": "vllm-.*"},
+            expected("kv", scale=100.0))
+
+
+def test_namespace_and_cluster_scope(rig):
+    c = rig.gateway.client()
+    settled(c, {"metricType": "vllm_queue_depth", "pods": "vllm-.*"}, 50, ns="staging")
+    # cluster scope: every vLLM pod of every namespace, summed
+    settled(c, {"metricType": "vllm_queue_depth", "scope": "cluster"},
+            sum(p[4] for p in PODS))
+    # one node, at the gateway
+    settled(c, {"metricType": "vllm_queue_depth", "scope": "node", "node": "node-2"}, 12)
+
+
+def test_no_engine_pod_is_a_true_zero_and_inactive(rig):
+    """At zero replicas there is no engine pod: 0 and inactive, so that the demand trigger beside
+    it (docs/engines.md, "Zero to one") decides the wake-up."""
+    c = rig.gateway.client()
+    md = {"profile": "vllm-queue-depth", "pods": "llama-.*"}
+    settled(c, md, 0)
+    assert c._is_active(c.ref(md, name="vllm", namespace=NS),
+                        timeout=helpers.RPC_TIMEOUT).result is False
+
+
+def test_agent_node_scope(rig):
+    """Node scope at the agent: its own engine pods, summed; pods selects among them."""
+    a = rig.agents["node-1"].client()
+    settled(a, {"metricType": "vllm_queue_depth"}, 3 + 7 + 50)
+    settled(a, {"metricType": "vllm_queue_depth", "namespace": NS}, 3 + 7)
+    settled(a, {"metricType": "vllm_queue_depth", "scope": "node", "pods": "vllm-b"}, 7)
+
+
+def test_gpu_memory_trigger_is_flat_beside_it(rig):
+    """Why engine signals (docs/engines.md): every pod reserves 90 % of its GPU, whatever its
+    queue, so a memory trigger in workload scope asks for ceil(2 x 90 / 80) = 3 replicas for 2
+    pods, and one more for each pod added, up to maxReplicaCount."""
+    c = rig.gateway.client()
+    # node-1 and node-2 each have one GPU at 90 % memory; no pod attribution here, so use
+    # cluster scope per node and the sum the workload would see
+    v = keda_value(c, {"profile": "vllm-inference", "scope": "cluster", "aggregation": "sum"})[1]
+    assert abs(v - 2 * 90) < 1e-9, v
+    assert math.ceil(v / 80) == 3
+
+
+def test_the_shipped_example_triggers(rig):
+    """examples/scaledobject-vllm-engine.yaml: its gpuscale triggers parse at the gateway and
+    answer; its vllm-deployment pods do not exist here, so each is the true 0, inactive, that
+    leaves 0 -> 1 to the HTTP add-on trigger beside them."""
+    import yaml
+    path = os.path.join(helpers.source_root(), "examples", "scaledobject-vllm-engine.yaml")
+    with open(path) as f:
+        so = yaml.safe_load(f)
+    ns = so["metadata"]["namespace"]
+    ours = [t["metadata"] for t in so["spec"]["triggers"]
+            if t["type"] == "external" and "gpuscale-gateway" in t["metadata"]["scalerAddress"]]
+    assert len(ours) == 2
+    c = rig.gateway.client()
+    for md in ours:
+        assert md.get("profile") in ("vllm-queue-depth", "vllm-kv-cache"), md
+        assert keda_value(c, md, ns=ns)[1] == 0
+        assert c._is_active(c.ref(md, name="vllm", namespace=ns),
+                            timeout=helpers.RPC_TIMEOUT).result is False
+        # the same trigger over this rig's pods (their names, in their namespace) is read
+        mine = dict(md, pods="vllm-.*")
+        want = expected("waiting") if md["profile"] == "vllm-queue-depth" else \
+            expected("kv", scale=100.0)
+        settled(c, mine, want)
+
+
+# ---- the reference scaler's URLs -----------------------------------------------------------
+
+def annotated_refusal(details, key, url):
+    assert key + '="' + url in details, details
+    assert 'gpuscale.io/engine: "vllm"' in details, details
+    assert "gpuscale.io/metrics-port" in details and "gpuscale.io/metrics-path" in details
+    assert "--allow-engine-endpoints" in details, details
+
+
+def test_reference_trigger_refused_with_how_to_annotate(rig):
+    url = "http://vllm-svc.prod:8000/metrics"
+    md = {"metricType": "vllm_queue_depth", "vllmEndpoint": url, "targetValue": "5"}
+    for client in (rig.agents["node-1"].client(), rig.gateway.client()):
+        for call in (client.spec, client.metrics, client.is_active):
+            e = rpc_error(call, md)
+            assert e.code() == grpc.StatusCode.INVALID_ARGUMENT, e
+            annotated_refusal(e.details(), "vllmEndpoint", url)
+
+
+@pytest.fixture(scope="module")
+def opt_in(tmp_path_factory):
+    """An agent started with --allow-engine-endpoints (no Kubernetes API), and a fake vLLM on a
+    non-loopback address of this machine."""
+    ip = host_address()
+    if not ip:
+        pytest.skip("no non-loopback IPv4 address on this machine for a URL the rule allows")
+    port = common_port([ip])
+    eng = FakeEngine(ip, port, exposition(9, 0.3))
+    d = str(tmp_path_factory.mktemp("engines-optin"))
+    a = None
+    try:
+        a = helpers.start_mock(d, gpus("node-1"), extra=[
+            "--allow-engine-endpoints", "--engines", "off",
+            "--engine-interval", ENGINE_INTERVAL, "--engine-timeout", "800ms",
+            "--log-level", "info"])
+        yield a, "http://%s:%d/metrics" % (ip, port), eng
+    finally:
+        if a:
+            a.stop()
+        eng.stop()
+
+
+def test_opt_in_reads_a_safe_url(opt_in):
+    a, url, eng = opt_in
+    assert "--allow-engine-endpoints" in a.log(), a.log()  # the operator is warned at start
+    c = a.client()
+    md = {"metricType": "vllm_queue_depth", "vllmEndpoint": url, "targetValue": "5"}
+    target, v = keda_value(c, md, ns="default")
+    assert (target, v) == (5, 9)
+    assert math.ceil(v / target) == 2
+    hits = eng.hits
+    for _ in range(5):  # KEDA's polls are answered from the per-URL cache within an interval
+        keda_value(c, md, ns="default")
+    assert eng.hits <= hits + 2, (hits, eng.hits)
+
+
+BLOCKED = [
+    "http://127.0.0.1:8000/metrics",
+    "http://localhost:8000/metrics",
+    "http://[::1]:8000/metrics",
+    "http://169.254.10.1:8000/metrics",
+    "http://169.254.169.254/latest/meta-data/",
+    "http://metadata.google.internal/computeMetadata/v1/",
+    "http://0.0.0.0:8000/metrics",
+    "file:///etc/passwd",
+    "http://user:pw@10.0.0.5:8000/metrics",
+]
+
+
+@pytest.mark.parametrize("url", BLOCKED)
+def test_opt_in_still_refuses_loopback_link_local_and_metadata(opt_in, url):
+    a, _, _ = opt_in
+    md = {"metricType": "vllm_queue_depth", "vllmEndpoint": url}
+    e = rpc_error(a.client().metrics, md)
+    assert e.code() == grpc.StatusCode.INVALID_ARGUMENT, e
+    assert "refused even with --allow-engine-endpoints" in e.details(), e.details()
+    assert 'vllmEndpoint="' in e.details(), e.details()
+
+
+def test_opt_in_url_for_the_wrong_engine(opt_in):
+    a, url, _ = opt_in
+    e = rpc_error(a.client().metrics, {"metricType": "triton_request_rate", "vllmEndpoint": url})
+    assert e.code() == grpc.StatusCode.INVALID_ARGUMENT, e
+    assert "only for a vllm metricType" in e.details(), e.details()
