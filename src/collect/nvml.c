@@ -1479,8 +1479,7 @@ static bool read_gpm(struct nvml_read *r, struct nvml_dev *d, struct gpu_sample 
     return false;
   }
   struct nvml_gpm_metrics_get mg;
-  memset(&mg, 0,
-         offsetof(struct nvml_gpm_metrics_get, metrics) + NVML_GPM_NMETRICS * sizeof mg.metrics[0]);
+  memset(&mg, 0, sizeof mg); /* 13 KB: the whole struct, whatever a library reads of it */
   mg.version = NVML_GPM_METRICS_GET_VERSION;
   mg.num_metrics = (unsigned)NVML_GPM_NMETRICS;
   mg.sample1 = d->gpm[0];
