@@ -114,17 +114,19 @@ void coverage_record(void *ud, const struct scaler_request *req, const char *met
     return;
   if (copy.ok && copy.empty)
     LOG_INFO("gateway",
-             "%s/%s %s: every agent is known and no pod holds a selected GPU: answering 0", copy.ns,
-             copy.name, copy.metric);
+             "%s/%s %s: every agent is known and nothing is selected (no pod holds a selected GPU, "
+             "or no engine pod matches): answering 0",
+             copy.ns, copy.name, copy.metric);
   else if (copy.ok && copy.partial)
     LOG_WARN("gateway",
-             "%s/%s %s: partial value %g from %zu of %zu selected GPUs, %zu agents or nodes "
+             "%s/%s %s: partial value %g from %zu of %zu selected GPUs (engine pods for an engine "
+             "signal), %zu agents or nodes "
              "unseen (coverage %.0f%%)",
              copy.ns, copy.name, copy.metric, copy.value, copy.fresh, copy.selected, copy.unknown,
              copy.coverage * 100);
   else if (copy.ok)
-    LOG_INFO("gateway", "%s/%s %s: value %g from %zu GPUs (coverage 100%%)", copy.ns, copy.name,
-             copy.metric, copy.value, copy.selected);
+    LOG_INFO("gateway", "%s/%s %s: value %g from %zu GPUs or engine pods (coverage 100%%)", copy.ns,
+             copy.name, copy.metric, copy.value, copy.selected);
   else if (copy.code == GS_EUNAVAIL)
     LOG_WARN("gateway", "%s/%s %s: UNAVAILABLE: %s", copy.ns, copy.name, copy.metric, e->msg);
   else
