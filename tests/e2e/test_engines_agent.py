@@ -249,9 +249,9 @@ def test_engine_pods_read_one_slow_or_bad_pod_delays_nobody(agents, api, servers
     # the slow pod does not hold up the others: vllm-0 is read every interval meanwhile
     c0, t0 = vllm.count(), time.monotonic()
     wait_for(lambda: vllm.count() >= c0 + 3, timeout=10, what="three more reads of vllm-0")
-    assert time.monotonic() - t0 < 5.5
+    assert time.monotonic() - t0 < 7
     gaps = [b - a_ for a_, b in zip(vllm.times()[-4:], vllm.times()[-3:])]
-    assert all(g < 1.6 for g in gaps), gaps  # never waits for the 3 s pod or the 10 MiB one
+    assert all(g < 2.0 for g in gaps), gaps  # never waits for the 3 s pod or the 10 MiB one
     assert by_pod(engines_json(a))["ml/vllm-0"]["fresh"] is True
     # never fetched: another node's pod, a pending pod, a pod that did not ask
     assert other_node.count() == 0 and pending.count() == 0 and plain.count() == 0
@@ -291,18 +291,18 @@ def test_engine_pods_read_one_slow_or_bad_pod_delays_nobody(agents, api, servers
 def test_triton_rates_absent_until_the_second_scrape(agents, api, servers, tmp_path):
     tr = servers("127.0.0.41", lambda n: (200, triton_text(n), 0))
     api.put_pod(api_pod("infer", "triton-0", tr.ip, engine_ann("triton", tr.port)))
-    a = start_agent(agents, api, tmp_path, interval="2s", timeout="1s")
+    a = start_agent(agents, api, tmp_path, interval="3s", timeout="1s")
 
     def first():
         p = by_pod(engines_json(a)).get("infer/triton-0")
         return p if p and p.get("timestamp_ms") else None
 
     p = wait_for(first, timeout=15, interval=0.02, what="the first Triton scrape")
-    if tr.count() == 1:  # before the second scrape (2 s later)
-        assert p["fresh"] is True and p["engine"] == "triton"
-        assert p["values"] == {"triton_pending_requests": sum_of(TRITON_1,
-                                                                 "nv_inference_pending_request_count")}
-        assert sorted(p["absent"]) == ["triton_queue_wait_ms", "triton_request_rate"], p
+    assert tr.count() == 1  # seen before the second scrape (3 s later)
+    assert p["fresh"] is True and p["engine"] == "triton"
+    assert p["values"] == {"triton_pending_requests": sum_of(TRITON_1,
+                                                             "nv_inference_pending_request_count")}
+    assert sorted(p["absent"]) == ["triton_queue_wait_ms", "triton_request_rate"], p
     wait_for(lambda: tr.count() >= 2 and "triton_request_rate" in
              by_pod(engines_json(a))["infer/triton-0"]["values"], timeout=10,
              what="the second Triton scrape")
