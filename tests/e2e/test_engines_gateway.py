@@ -416,3 +416,52 @@ def test_opt_in_url_for_the_wrong_engine(opt_in):
     e = rpc_error(a.client().metrics, {"metricType": "triton_request_rate", "vllmEndpoint": url})
     assert e.code() == grpc.StatusCode.INVALID_ARGUMENT, e
     assert "only for a vllm metricType" in e.details(), e.details()
+
+
+# ---- coverage, last: these break the rig ---------------------------------------------------
+
+def unavailable_with(client, md, fragment):
+    """Waits until the gateway answers UNAVAILABLE with fragment in the message; returns it."""
+    last = [None]
+
+    def ok():
+        try:
+            last[0] = keda_value(client, md)[1]
+            return False
+        except grpc.RpcError as e:
+            last[0] = e.details()
+            return e.code() == grpc.StatusCode.UNAVAILABLE and fragment in e.details()
+
+    wait_for(ok, timeout=20, what="UNAVAILABLE naming %r (last: %r)" % (fragment, last))
+    return last[0]
+
+
+def test_a_pod_that_cannot_be_read_is_missing_never_a_lower_sum(rig):
+    """vllm-c's metrics endpoint goes away: the workload is refused naming the pod, not summed
+    without it; allowPartial sums the others (3 + 7); minCoverage 0.9 is not met (2 of 3)."""
+    c = rig.gateway.client()
+    settled(c, WORKLOAD, 22)
+    rig.engines[2].stop()  # prod/vllm-c on node-2
+    msg = unavailable_with(c, WORKLOAD, "pod prod/vllm-c has no fresh vllm_queue_depth reading")
+    assert "1 of 3 selected engine pods have no fresh reading" in msg, msg
+    assert "refusing a partial value" in msg, msg
+    settled(c, dict(WORKLOAD, allowPartial="true"), 3 + 7)
+    e = rpc_error(keda_value, c, dict(WORKLOAD, minCoverage="0.9"))
+    assert e.code() == grpc.StatusCode.UNAVAILABLE and "below minCoverage 0.9" in e.details()
+    settled(c, dict(WORKLOAD, minCoverage="0.6"), 3 + 7)
+    # it serves again: read at the next engine interval, and the whole sum is back
+    ns, name, node, ip, waiting, kv = PODS[2]
+    rig.engines[2] = FakeEngine(ip, rig.port, exposition(waiting, kv))
+    settled(c, WORKLOAD, 22)
+
+
+def test_a_stopped_agent_counts_its_pods_as_missing(rig):
+    """node-1's agent stops: its two pods (3 and 7 waiting) are missing, never left out of the
+    sum, so the workload is UNAVAILABLE (KEDA applies its fallback) until allowPartial."""
+    c = rig.gateway.client()
+    settled(c, WORKLOAD, 22)
+    rig.agents["node-1"].stop()
+    msg = unavailable_with(c, WORKLOAD, "node node-1")
+    assert "2 of 3 selected engine pods have no fresh reading" in msg, msg
+    assert "refusing a partial value" in msg, msg
+    settled(c, dict(WORKLOAD, allowPartial="true"), 12)
