@@ -511,9 +511,8 @@ static int engines_alloc(const struct engines_config *cfg, struct engines **out)
       cfg->timeout_ms > 0 && cfg->timeout_ms < e->interval_ms ? cfg->timeout_ms : e->interval_ms;
   e->allow_endpoints = cfg->allow_endpoints;
   e->node = strdup(cfg->node ? cfg->node : "");
-  e->pods = calloc(ENGINE_MAX_PODS, sizeof *e->pods);
   *out = e;
-  return e->node && e->pods ? 0 : GS_ENOMEM;
+  return e->node ? 0 : GS_ENOMEM;
 }
 
 int engines_start(const struct engines_config *cfg, struct engines **out, char *why,
@@ -550,7 +549,9 @@ int engines_start(const struct engines_config *cfg, struct engines **out, char *
   }
   if (have) {
     e->kcfg.timeout_ms = LIST_TIMEOUT_MS;
-    if ((rc = kube_client_new(&e->kcfg, &e->kc)) || !(e->multi = curl_multi_init())) {
+    /* The table only when pods are read: an agent without engines keeps its memory. */
+    if (!(e->pods = calloc(ENGINE_MAX_PODS, sizeof *e->pods)) ||
+        (rc = kube_client_new(&e->kcfg, &e->kc)) || !(e->multi = curl_multi_init())) {
       engines_stop(e);
       say(why, whylen, "cannot open a Kubernetes client or a libcurl multi handle");
       return rc ? rc : GS_ENOMEM;
@@ -616,6 +617,10 @@ int engines_copy(struct engines *e, struct engine_reading **out, size_t *n, bool
   *on = e->discovery && e->listed;
   if (why && whylen)
     copy_str(why, whylen, *on ? "" : e->why);
+  if (!e->pods) { /* no discovery */
+    pthread_mutex_unlock(&e->lock);
+    return 0;
+  }
   size_t cnt = 0;
   for (size_t i = 0; i < ENGINE_MAX_PODS; i++)
     cnt += e->pods[i].used && !e->pods[i].not_engine;
