@@ -218,8 +218,10 @@ struct trigger_cache_entry *trigger_cache_put(struct trigger_cache *c, const str
   struct trigger_cache_entry *dead = NULL, *old;
   pthread_mutex_lock(&c->mu);
   /* Another thread may have parsed the same metadata meanwhile: the newer one replaces it. */
-  if ((old = find_locked(c, e->hash, key, klen)) && unlink_locked(c, old))
+  if ((old = find_locked(c, e->hash, key, klen)) && unlink_locked(c, old)) {
+    old->hnext = dead; /* its bucket link is stale now: the dead list reuses it */
     dead = old;
+  }
   while (c->n >= c->max) {
     struct trigger_cache_entry *lru = c->lru.prev;
     c->evictions++;
