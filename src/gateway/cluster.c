@@ -339,6 +339,9 @@ int cluster_snapshot_agents(struct cluster *c, struct cluster_agent_info *out, s
     o->age_ms = age_of(a, now);
     o->interval_ms = a->snap.interval_ms;
     o->gpus = o->dropped ? 0 : a->snap.n;
+    o->engines_on = a->snap.engines_on;
+    o->engine_pods = o->dropped ? 0 : a->snap.n_engines;
+    snprintf(o->engines_why, sizeof o->engines_why, "%s", a->snap.engines_why);
     o->updates = a->updates;
   }
   *n = c->n;

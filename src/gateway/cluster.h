@@ -46,7 +46,10 @@ struct cluster_agent_info {
   int64_t age_ms;      /* since the last update, or since the agent was added if none */
   int64_t interval_ms; /* the agent's sampling interval (0 before the first snapshot) */
   size_t gpus;         /* GPUs currently held (0 once dropped) */
-  uint64_t updates;    /* snapshots received */
+  bool engines_on;     /* its last snapshot says it reads engine pods */
+  size_t engine_pods;  /* engine pods currently held (0 once dropped) */
+  char engines_why[ENGINE_REASON_LEN]; /* why engines are off, as the agent said */
+  uint64_t updates;                    /* snapshots received */
 };
 
 /* A view dropping an agent's GPUs after drop_after_ms without an update (<= 0: the default, 5m).

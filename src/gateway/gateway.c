@@ -317,6 +317,14 @@ static void handle_agents(void *ud, const struct http_request *req, struct http_
     json_object_object_add(o, "dropped", json_object_new_boolean(a[i].dropped));
     json_object_object_add(o, "age_seconds", json_object_new_double((double)a[i].age_ms / 1e3));
     json_object_object_add(o, "gpus", json_object_new_int64((int64_t)a[i].gpus));
+    if (a[i].reported) { /* engine pods (docs/engines.md): how many, or why none are read */
+      json_object *e = json_object_new_object();
+      json_object_object_add(e, "on", json_object_new_boolean(a[i].engines_on));
+      json_object_object_add(e, "pods", json_object_new_int64((int64_t)a[i].engine_pods));
+      if (!a[i].engines_on)
+        json_object_object_add(e, "why", json_object_new_string(a[i].engines_why));
+      json_object_object_add(o, "engines", e);
+    }
     json_object_object_add(o, "updates", json_object_new_int64((int64_t)a[i].updates));
     if (a[i].reason[0])
       json_object_object_add(o, "reason", json_object_new_string(a[i].reason));

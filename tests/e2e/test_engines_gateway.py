@@ -256,6 +256,19 @@ def test_workload_sum_gives_keda_five_replicas(rig):
                         timeout=helpers.RPC_TIMEOUT).result is True
 
 
+def test_agents_say_what_engine_pods_they_read(rig):
+    """/api/v1/agents: each agent reads engine pods (node-1: vllm-a, vllm-b, staging's vllm-x)."""
+    want = {n: sum(1 for p in PODS if p[2] == n) for n in NODES}
+    by_node = {}
+
+    def ok():
+        by_node.update({a["node"]: a.get("engines") for a in rig.gateway.agents().values()})
+        return all((by_node.get(n) or {}).get("pods") == want[n] for n in NODES)
+
+    wait_for(ok, timeout=20, what="the agents' engine pods in /api/v1/agents (%r)" % by_node)
+    assert all(by_node[n]["on"] is True and "why" not in by_node[n] for n in NODES), by_node
+
+
 def test_the_reference_profile_and_kv_cache(rig):
     c = rig.gateway.client()
     settled(c, {"profile": "vllm-queue-depth", "pods": "vllm-.*"}, expected("waiting"))

@@ -159,6 +159,11 @@ static void test_engines_deep_copy(void **state) {
   assert_int_equal(cluster_visit(c, collect_engines, &e, NULL), 0);
   assert_int_equal(e.n_engines, 1);
   assert_true(e.q[0] == 12);
+  struct cluster_agent_info info[1];
+  size_t na = 0;
+  assert_int_equal(cluster_snapshot_agents(c, info, 1, &na), 0);
+  assert_true(info[0].engines_on);
+  assert_int_equal(info[0].engine_pods, 1);
   /* too many engine pods: refused, the previous state kept */
   mk(&s, "node-a", 1000, 1, u, 3);
   mk_engines(&s, ENGINE_MAX_PODS + 1, 0);
@@ -174,6 +179,9 @@ static void test_engines_deep_copy(void **state) {
   assert_int_equal(cluster_visit(c, collect_engines, &e, NULL), 0);
   assert_int_equal(e.n_engines, 0);
   assert_false(e.on);
+  assert_int_equal(cluster_snapshot_agents(c, info, 1, &na), 0);
+  assert_false(info[0].engines_on);
+  assert_string_equal(info[0].engines_why, "no API access");
   /* dropped: readers see none, the sweep frees them */
   mk(&s, "node-a", 1000, 1, u, 5);
   mk_engines(&s, 2, 1);
