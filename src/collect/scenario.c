@@ -1251,10 +1251,14 @@ int scenario_parse(const char *data, size_t len, const char *name, const char *b
   yaml_parser_set_input_string(&parser, (const unsigned char *)data, len);
   int rc = 0;
   if (!yaml_parser_load(&parser, &doc)) {
-    set_err(err, errlen, "%s:%zu: yaml: %s%s%s", name, parser.problem_mark.line + 1,
-            parser.problem ? parser.problem : "syntax error", parser.context ? " " : "",
-            parser.context ? parser.context : "");
-    rc = parser.error == YAML_MEMORY_ERROR ? GS_ENOMEM : GS_EPARSE;
+    /* libyaml's loader fails some allocations with no error recorded (YAML_NO_ERROR) */
+    rc = parser.error == YAML_MEMORY_ERROR || parser.error == YAML_NO_ERROR ? GS_ENOMEM : GS_EPARSE;
+    if (rc == GS_ENOMEM)
+      set_err(err, errlen, "%s: out of memory", name);
+    else
+      set_err(err, errlen, "%s:%zu: yaml: %s%s%s", name, parser.problem_mark.line + 1,
+              parser.problem ? parser.problem : "syntax error", parser.context ? " " : "",
+              parser.context ? parser.context : "");
     yaml_parser_delete(&parser);
     free(s);
     return rc;
@@ -1271,9 +1275,13 @@ int scenario_parse(const char *data, size_t len, const char *name, const char *b
   if (rc == 0) { /* a second document would be silently ignored: reject it */
     yaml_document_t doc2;
     if (!yaml_parser_load(&parser, &doc2)) {
-      set_err(err, errlen, "%s:%zu: yaml: %s", name, parser.problem_mark.line + 1,
-              parser.problem ? parser.problem : "syntax error");
-      rc = GS_EPARSE;
+      rc = parser.error == YAML_MEMORY_ERROR || parser.error == YAML_NO_ERROR ? GS_ENOMEM
+                                                                              : GS_EPARSE;
+      if (rc == GS_ENOMEM)
+        set_err(err, errlen, "%s: out of memory", name);
+      else
+        set_err(err, errlen, "%s:%zu: yaml: %s", name, parser.problem_mark.line + 1,
+                parser.problem ? parser.problem : "syntax error");
     } else {
       yaml_node_t *r2 = yaml_document_get_root_node(&doc2);
       if (r2) {

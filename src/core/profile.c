@@ -233,13 +233,23 @@ int profile_set_load(struct profile_set *ps, const char *path, char *err, size_t
   }
   yaml_parser_t parser;
   yaml_document_t doc;
-  yaml_parser_initialize(&parser);
+  if (!yaml_parser_initialize(&parser)) {
+    fclose(f);
+    snprintf(err, errlen, "%s: out of memory", path);
+    return GS_ENOMEM;
+  }
   yaml_parser_set_input_file(&parser, f);
   int rc;
   if (!yaml_parser_load(&parser, &doc)) {
-    snprintf(err, errlen, "%s:%lu: %s", path, (unsigned long)parser.problem_mark.line + 1,
-             parser.problem ? parser.problem : "YAML syntax error");
-    rc = GS_EPARSE;
+    /* libyaml's loader fails some allocations with no error recorded (YAML_NO_ERROR) */
+    if (parser.error == YAML_MEMORY_ERROR || parser.error == YAML_NO_ERROR) {
+      snprintf(err, errlen, "%s: out of memory", path);
+      rc = GS_ENOMEM;
+    } else {
+      snprintf(err, errlen, "%s:%lu: %s", path, (unsigned long)parser.problem_mark.line + 1,
+               parser.problem ? parser.problem : "YAML syntax error");
+      rc = GS_EPARSE;
+    }
   } else {
     rc = load_doc(ps, &doc, path, err, errlen);
     yaml_document_delete(&doc);

@@ -358,6 +358,10 @@ static int compile_regex(const char *key, const char *v, struct trigger_regex *r
   if (risk)
     return bad(err, errlen, key, v, risk);
   int rc = regcomp(&r->re, v, REG_EXTENDED);
+  if (rc == REG_ESPACE) { /* not the pattern's fault: no INVALID_ARGUMENT for it */
+    snprintf(err, errlen, "%s: out of memory compiling the regular expression", key);
+    return GS_ENOMEM;
+  }
   if (rc != 0) {
     char why[160];
     regerror(rc, &r->re, why, sizeof why);
@@ -746,8 +750,9 @@ int trigger_parse_ref(const struct kv *md, size_t n, const struct profile_set *p
   if (check_engine_keys(md, n, &t, err, errlen))
     return GS_EINVAL;
   /* Last, so that an error above never leaves a compiled regex behind. */
-  if (parse_gateway_keys(md, n, ref_ns, &t, err, errlen))
-    return GS_EINVAL;
+  int grc = parse_gateway_keys(md, n, ref_ns, &t, err, errlen);
+  if (grc)
+    return grc == GS_ENOMEM ? GS_ENOMEM : GS_EINVAL;
   if (!t.metric_name[0]) {
     /* Kubernetes-friendly default: gpuscale-memory-used-percent */
     int w = snprintf(t.metric_name, sizeof t.metric_name, "gpuscale-%s", trigger_metric_label(&t));

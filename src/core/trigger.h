@@ -91,7 +91,8 @@ bool trigger_scaler_metric(enum gpu_field f);
  * scope, namespace, pods, nodes, gpuModel, node, value, allowPartial, minCoverage; all others are
  * ignored. Without a profile the defaults are keda-gpu-scaler's: gpu_utilization, target 80,
  * activation 0, max, every GPU, so empty metadata is a valid trigger. Returns 0, or GS_EINVAL with
- * a message naming the key, the bad value and what is allowed in err. On success *out may own
+ * a message naming the key, the bad value and what is allowed in err (GS_ENOMEM when a regex
+ * could not be compiled for lack of memory). On success *out may own
  * compiled regexes: release them with trigger_free (on failure nothing is owned). Same as
  * trigger_parse_ref with ref_ns NULL. */
 int trigger_parse(const struct kv *md, size_t n, const struct profile_set *ps, struct trigger *out,

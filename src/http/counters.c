@@ -205,7 +205,9 @@ int counters_parse(const char *text, size_t len, const char *source, struct coun
         snprintf(err, errlen, "%s:%u: more than %d records", src, line, COUNTERS_MAX_RECORDS);
         rc = GS_ETOOBIG;
       } else if ((rc = one_record(c, r, line, seen, nseen, src, err, errlen)) == 0) {
-        snprintf(seen[nseen].name, sizeof seen[nseen].name, "%s", r->f[0]);
+        /* (a DCGM field name: always shorter; the precision tells -Wformat-truncation) */
+        snprintf(seen[nseen].name, sizeof seen[nseen].name, "%.*s",
+                 (int)sizeof seen[nseen].name - 1, r->f[0]);
         seen[nseen++].line = line;
       }
     }

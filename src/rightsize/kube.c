@@ -591,12 +591,16 @@ static const char *status_text(long code) {
   }
 }
 
-static json_object *json_parse(const char *s, size_t len) {
+/* As json_parse; *oom is set when the tokener could not be allocated. */
+static json_object *json_parse_oom(const char *s, size_t len, bool *oom) {
+  *oom = false;
   if (len > (size_t)INT32_MAX)
     return NULL;
   json_tokener *tok = json_tokener_new_ex(KUBE_JSON_DEPTH);
-  if (!tok)
+  if (!tok) {
+    *oom = true;
     return NULL;
+  }
   json_object *o = json_tokener_parse_ex(tok, s, (int)len);
   if (o && json_tokener_get_error(tok) == json_tokener_success) {
     /* Only whitespace may follow the value. */
@@ -612,6 +616,11 @@ static json_object *json_parse(const char *s, size_t len) {
   }
   json_tokener_free(tok);
   return o;
+}
+
+static json_object *json_parse(const char *s, size_t len) {
+  bool oom;
+  return json_parse_oom(s, len, &oom);
 }
 
 static const char *jstr(json_object *o, const char *key) {
@@ -841,10 +850,11 @@ int kube_node_parse(const char *json, size_t len, struct kube_node *out, const c
   static const char *dummy;
   if (!err)
     err = &dummy;
-  json_object *o = json_parse(json, len);
+  bool oom;
+  json_object *o = json_parse_oom(json, len, &oom);
   if (!o) {
-    *err = "answer is not valid JSON";
-    return GS_EPARSE;
+    *err = oom ? "out of memory" : "answer is not valid JSON";
+    return oom ? GS_ENOMEM : GS_EPARSE;
   }
   int rc = check_kind(o, "Node", err);
   json_object *meta = jget(o, "metadata");
@@ -974,10 +984,11 @@ int kube_pod_list_parse(const char *json, size_t len, struct kube_pod_list *out,
   static const char *dummy;
   if (!err)
     err = &dummy;
-  json_object *o = json_parse(json, len);
+  bool oom;
+  json_object *o = json_parse_oom(json, len, &oom);
   if (!o) {
-    *err = "answer is not valid JSON";
-    return GS_EPARSE;
+    *err = oom ? "out of memory" : "answer is not valid JSON";
+    return oom ? GS_ENOMEM : GS_EPARSE;
   }
   int rc = check_kind(o, "PodList", err);
   json_object *items = jget(o, "items");

@@ -156,11 +156,27 @@ static int copy_pod(const V1__PodResources *m, struct podres_pod *p) {
   return 0;
 }
 
+/* protobuf-c's default allocator, remembering a failure: unpack returns NULL for both a
+ * malformed message and an allocation that failed, and only one of them is GS_EPARSE. */
+static void *pb_alloc(void *ud, size_t n) {
+  void *p = malloc(n);
+  if (!p)
+    *(bool *)ud = true;
+  return p;
+}
+
+static void pb_free(void *ud, void *p) {
+  (void)ud;
+  free(p);
+}
+
 int podres_decode(const uint8_t *buf, size_t len, struct podres_list *out) {
   memset(out, 0, sizeof *out);
-  V1__ListPodResourcesResponse *m = v1__list_pod_resources_response__unpack(NULL, len, buf);
+  bool oom = false;
+  ProtobufCAllocator pa = {pb_alloc, pb_free, &oom};
+  V1__ListPodResourcesResponse *m = v1__list_pod_resources_response__unpack(&pa, len, buf);
   if (!m)
-    return GS_EPARSE;
+    return oom ? GS_ENOMEM : GS_EPARSE;
   int rc = 0;
   if (m->n_pod_resources) {
     out->pods = calloc(m->n_pod_resources, sizeof *out->pods);
@@ -172,7 +188,7 @@ int podres_decode(const uint8_t *buf, size_t len, struct podres_list *out) {
         rc = GS_ENOMEM;
     }
   }
-  v1__list_pod_resources_response__free_unpacked(m, NULL);
+  v1__list_pod_resources_response__free_unpacked(m, &pa);
   if (rc)
     podres_list_free(out);
   return rc;

@@ -1,0 +1,407 @@
+/* Allocation failures, curl's torture style (alloc_fail.h): for each parser and writer below,
+ * allocation N fails, for every N, and the call must return its out-of-memory error (or the
+ * documented error named in the case) with nothing left allocated; ASan and valgrind run this
+ * test too. The promtext parser has its own loop (test_promtext_alloc.c). */
+
+#include <regex.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "alloc_fail.h"
+
+#include <json-c/json.h>
+#include <yaml.h>
+
+#include "collect/scenario.h"
+#include "core/buf.h"
+#include "core/err.h"
+#include "core/profile.h"
+#include "core/trigger.h"
+#include "http/counters.h"
+#include "http/exposition.h"
+#include "rightsize/kube.h"
+#include "rightsize/prom.h"
+#include "rpc/podresources.h"
+
+/* ---- library calls that fail as one unit (alloc_fail.h says why) ---- */
+
+/* glibc's regcomp: REG_ESPACE, its out-of-memory code, without touching preg. */
+int regcomp(regex_t *restrict preg, const char *restrict pattern, int cflags) {
+  static int (*real)(regex_t *restrict, const char *restrict, int);
+  if (!real)
+    real = (int (*)(regex_t *restrict, const char *restrict, int))dlsym(RTLD_NEXT, "regcomp");
+  if (af_lib_fail())
+    return REG_ESPACE;
+  af_lib_enter();
+  int rc = real(preg, pattern, cflags);
+  af_lib_leave();
+  return rc;
+}
+
+/* json-c: the tokener's allocation (its first calloc) fails; json-c's own allocations inside
+ * the parse are counted out (af_exclude_dso in main). */
+struct json_tokener *json_tokener_new_ex(int depth) {
+  static struct json_tokener *(*real)(int);
+  if (!real)
+    real = (struct json_tokener * (*)(int)) dlsym(RTLD_NEXT, "json_tokener_new_ex");
+  if (af_lib_fail())
+    return NULL;
+  return real(depth);
+}
+
+/* json-c's parse: what it allocates, and what libc allocates for it (duplocale, which json-c
+ * does without when it fails), is counted out. */
+struct json_object *json_tokener_parse_ex(struct json_tokener *tok, const char *str, int len) {
+  static struct json_object *(*real)(struct json_tokener *, const char *, int);
+  if (!real)
+    real = (struct json_object * (*)(struct json_tokener *, const char *, int))
+        dlsym(RTLD_NEXT, "json_tokener_parse_ex");
+  af_lib_enter();
+  struct json_object *o = real(tok, str, len);
+  af_lib_leave();
+  return o;
+}
+
+/* ---- inputs ---- */
+
+static char *slurp(const char *path, size_t *len) {
+  FILE *f = fopen(path, "rb");
+  assert_non_null(f);
+  char *b = malloc(1 << 20);
+  assert_non_null(b);
+  *len = fread(b, 1, (1 << 20) - 1, f);
+  b[*len] = '\0';
+  fclose(f);
+  return b;
+}
+
+struct text {
+  const char *path; /* fixture, relative to tests/ */
+  char *data;
+  size_t len;
+};
+
+static void load(struct text *t) {
+  char path[512];
+  snprintf(path, sizeof path, "%s/../%s", TEST_FIXTURES, t->path);
+  t->data = slurp(path, &t->len);
+}
+
+static const int enomem[] = {GS_ENOMEM};
+
+/* ---- trigger_parse: gateway keys and three regexes ---- */
+
+static struct profile_set profiles;
+
+static int run_trigger(const void *arg, char *why, size_t whylen) {
+  (void)arg;
+  static const struct kv md[] = {
+      {"metricType", "gpu_utilization"},
+      {"targetValue", "75"},
+      {"scope", "workload"},
+      {"namespace", "prod"},
+      {"pods", "vllm-(a|b)-[0-9a-f]+.*"},
+      {"nodes", "gpu-node-[0-9]+"},
+      {"gpuModel", ".*H100.*"},
+      {"allowPartial", "true"},
+      {"minCoverage", "0.5"},
+      {"value", "average"},
+  };
+  struct trigger t;
+  int rc = trigger_parse_ref(md, sizeof md / sizeof md[0], &profiles, "prod", &t, why, whylen);
+  if (rc == 0) {
+    assert_true(t.pods.set && t.nodes.set && t.gpu_model.set);
+    af_lib_enter(); /* regexec allocates too: not part of the parse */
+    bool m = trigger_regex_match(&t.pods, "vllm-a-12ab-x");
+    af_lib_leave();
+    assert_true(m);
+    trigger_free(&t);
+  } else if (rc == GS_ENOMEM) {
+    assert_non_null(strstr(why, "out of memory"));
+  }
+  return rc;
+}
+
+static void test_trigger(void **state) {
+  (void)state;
+  assert_int_equal(profile_set_init(&profiles), 0);
+  af_loop("trigger_parse", run_trigger, NULL, enomem, 1);
+  profile_set_free(&profiles);
+}
+
+/* ---- scenario_parse and profile_set_load (libyaml inside) ---- */
+
+static int run_scenario(const void *arg, char *why, size_t whylen) {
+  const struct text *t = arg;
+  struct scenario *s = NULL;
+  int rc = scenario_parse(t->data, t->len, t->path, NULL, &s, why, whylen);
+  if (rc == 0) {
+    assert_non_null(s);
+    assert_true(s->ngpus > 0);
+  } else {
+    assert_null(s);
+  }
+  scenario_free(s);
+  return rc;
+}
+
+static void test_scenario(void **state) {
+  (void)state;
+  static struct text t[] = {{"fuzz/corpus/scenario/valid_patterns.yaml", NULL, 0},
+                            {"fuzz/corpus/scenario/valid_mig_gpm_fail.yaml", NULL, 0},
+                            {"fixtures/scenarios/health.yaml", NULL, 0}};
+  for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) {
+    load(&t[i]);
+    af_loop(t[i].path, run_scenario, &t[i], enomem, 1);
+    free(t[i].data);
+  }
+}
+
+static int run_profile(const void *arg, char *why, size_t whylen) {
+  const char *path = arg;
+  struct profile_set ps;
+  int rc = profile_set_init(&ps);
+  if (rc != 0)
+    return rc;
+  size_t builtin = ps.n;
+  rc = profile_set_load(&ps, path, why, whylen);
+  if (rc == 0)
+    assert_true(ps.n > builtin);
+  else
+    assert_int_equal(ps.n, builtin); /* a failed load leaves the set as it was */
+  profile_set_free(&ps);
+  return rc;
+}
+
+static void test_profile(void **state) {
+  (void)state;
+  /* fopen's own allocation failing is a file that cannot be opened: GS_EIO ("cannot open") */
+  static const int allowed[] = {GS_ENOMEM, GS_EIO};
+  static const char *files[] = {TEST_FIXTURES "/profiles/custom.yaml",
+                                TEST_FIXTURES "/profiles/engine.yaml"};
+  for (size_t i = 0; i < sizeof files / sizeof files[0]; i++)
+    af_loop(files[i], run_profile, files[i], allowed, 2);
+}
+
+/* ---- podres_decode (protobuf-c inside) ---- */
+
+static int run_podres(const void *arg, char *why, size_t whylen) {
+  const struct text *t = arg;
+  struct podres_list l;
+  memset(&l, 0x5a, sizeof l);
+  int rc = podres_decode((const uint8_t *)t->data, t->len, &l);
+  snprintf(why, whylen, "%s", gs_strerror(rc));
+  if (rc == 0) {
+    assert_true(l.n_pods > 0);
+    podres_list_free(&l);
+  } else {
+    assert_int_equal(l.n_pods, 0);
+    assert_null(l.pods);
+  }
+  return rc;
+}
+
+static void test_podres(void **state) {
+  (void)state;
+  static struct text t[] = {{"fuzz/corpus/podresources/dra_claims.bin", NULL, 0},
+                            {"fuzz/corpus/podresources/shared_mig.bin", NULL, 0}};
+  for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) {
+    load(&t[i]);
+    af_loop(t[i].path, run_podres, &t[i], enomem, 1);
+    free(t[i].data);
+  }
+}
+
+/* ---- rs_prom_parse (json-c inside) ---- */
+
+struct series_copy {
+  size_t n;
+  char **nodes; /* a sink that copies what it keeps, as the analysis does */
+};
+
+static int keep_series(void *ud, enum rs_metric m, const struct rs_series *s) {
+  (void)m;
+  struct series_copy *c = ud;
+  char **nn = realloc(c->nodes, (c->n + 1) * sizeof *nn);
+  if (!nn)
+    return GS_ENOMEM;
+  c->nodes = nn;
+  if (!(c->nodes[c->n] = strdup(s->labels.node)))
+    return GS_ENOMEM;
+  c->n++;
+  return 0;
+}
+
+static int run_prom(const void *arg, char *why, size_t whylen) {
+  const struct text *t = arg;
+  struct series_copy c = {0, NULL};
+  struct rs_sink sink = {keep_series, &c};
+  size_t seen = 0;
+  int rc = rs_prom_parse(t->data, t->len, RS_M_UTIL, &sink, &seen, why, whylen);
+  if (rc == 0)
+    assert_true(c.n > 0);
+  for (size_t i = 0; i < c.n; i++)
+    free(c.nodes[i]);
+  free(c.nodes);
+  return rc;
+}
+
+static void test_prom(void **state) {
+  (void)state;
+  static struct text t[] = {{"fixtures/rightsize/good.json", NULL, 0},
+                            {"fuzz/corpus/promjson/labels-mig-exported.json", NULL, 0}};
+  for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) {
+    load(&t[i]);
+    af_loop(t[i].path, run_prom, &t[i], enomem, 1);
+    free(t[i].data);
+  }
+}
+
+/* ---- kube_node_parse and kube_pod_list_parse (json-c inside) ---- */
+
+static int run_kube_node(const void *arg, char *why, size_t whylen) {
+  const struct text *t = arg;
+  struct kube_node n;
+  const char *err = NULL;
+  int rc = kube_node_parse(t->data, t->len, &n, &err);
+  snprintf(why, whylen, "%s", err ? err : "");
+  if (rc == 0)
+    assert_non_null(n.name);
+  kube_node_free(&n); /* also on failure: the contract */
+  return rc;
+}
+
+static int run_kube_pods(const void *arg, char *why, size_t whylen) {
+  const struct text *t = arg;
+  struct kube_pod_list l;
+  const char *err = NULL;
+  int rc = kube_pod_list_parse(t->data, t->len, &l, &err);
+  snprintf(why, whylen, "%s", err ? err : "");
+  if (rc == 0)
+    assert_true(l.n > 0);
+  kube_pod_list_free(&l);
+  return rc;
+}
+
+static void test_kube(void **state) {
+  (void)state;
+  struct text node = {"fixtures/kube/node.json", NULL, 0};
+  load(&node);
+  af_loop(node.path, run_kube_node, &node, enomem, 1);
+  free(node.data);
+  static struct text pods[] = {{"fixtures/kube/pods.json", NULL, 0},
+                               {"fixtures/kube/owners-pods.json", NULL, 0}};
+  for (size_t i = 0; i < sizeof pods / sizeof pods[0]; i++) {
+    load(&pods[i]);
+    af_loop(pods[i].path, run_kube_pods, &pods[i], enomem, 1);
+    free(pods[i].data);
+  }
+}
+
+/* ---- counters_parse ---- */
+
+static int run_counters(const void *arg, char *why, size_t whylen) {
+  const struct text *t = arg;
+  struct counters c;
+  int rc = counters_parse(t->data, t->len, t->path, &c, why, whylen);
+  return rc;
+}
+
+static void test_counters(void **state) {
+  (void)state;
+  struct text t = {"fixtures/counters/dcgm-default-counters.csv", NULL, 0};
+  load(&t);
+  af_loop(t.path, run_counters, &t, enomem, 1);
+  free(t.data);
+}
+
+/* ---- expo_render: two GPUs, one shared by two pods, the gRPC series ---- */
+
+#define NOW_MS 1000000
+
+static struct gpu_snapshot gpu(int index, const char *uuid) {
+  struct gpu_snapshot g;
+  memset(&g, 0, sizeof g);
+  g.info.index = index;
+  snprintf(g.info.uuid, sizeof g.info.uuid, "%s", uuid);
+  snprintf(g.info.name, sizeof g.info.name, "NVIDIA H100 80GB HBM3");
+  snprintf(g.info.pci_bus_id, sizeof g.info.pci_bus_id, "00000000:%02X:00.0", 0x10 + index);
+  g.info.minor = index;
+  g.info.parent_index = -1;
+  g.info.gi_id = -1;
+  g.health = GPU_HEALTH_OK;
+  g.has_sample = true;
+  g.latest.mono_ms = NOW_MS - 1000;
+  g.latest.ts_ms = 1700000000000;
+  sample_set(&g.latest, GF_GPU_UTIL, 87);
+  sample_set(&g.latest, GF_MEM_TOTAL_MIB, 81920);
+  sample_set(&g.latest, GF_MEM_USED_MIB, 61440);
+  sample_set(&g.latest, GF_POWER_W, 312.5);
+  sample_set(&g.latest, GF_SM_ACTIVE, 80.25);
+  sample_derive(&g.latest);
+  return g;
+}
+
+static int run_expo(const void *arg, char *why, size_t whylen) {
+  const struct expo_input *in = arg;
+  struct buf b;
+  buf_init(&b, 1 << 22);
+  int rc = expo_render(&b, in);
+  snprintf(why, whylen, "%s", gs_strerror(rc));
+  if (rc == 0)
+    assert_non_null(strstr(b.data, "DCGM_FI_DEV_GPU_UTIL{"));
+  buf_free(&b);
+  return rc;
+}
+
+static void test_exposition(void **state) {
+  (void)state;
+  struct gpu_snapshot g[2] = {gpu(0, "GPU-aaaa"), gpu(1, "GPU-bbbb")};
+  static struct gpu_pods pods[2];
+  memset(pods, 0, sizeof pods);
+  pods[1].n = pods[1].total = pods[1].holders = 2;
+  pods[1].shared = true;
+  for (size_t k = 0; k < 2; k++) {
+    snprintf(pods[1].pods[k].ns, sizeof pods[1].pods[k].ns, "prod");
+    snprintf(pods[1].pods[k].pod, sizeof pods[1].pods[k].pod, "vllm-%zu", k);
+    snprintf(pods[1].pods[k].container, sizeof pods[1].pods[k].container, "server");
+  }
+  struct stats_snapshot rpc;
+  memset(&rpc, 0, sizeof rpc);
+  struct expo_collect col = {10, 20, 1, 0, 0, 0};
+  struct expo_input in = {
+      .gpus = g,
+      .ngpus = 2,
+      .pods = pods,
+      .hostname = "gpu-node-1",
+      .driver_version = "550.54.15",
+      .now_mono_ms = NOW_MS,
+      .stale_ms = 3000,
+      .collect = &col,
+      .attribution = 1,
+      .rpc = &rpc,
+      .version = "test",
+  };
+  af_loop("expo_render", run_expo, &in, enomem, 1);
+}
+
+int main(void) {
+  /* json-c 0.16 is not safe against its own allocation failures: not counted inside it */
+  af_exclude_dso((const void *)json_object_new_object);
+  /* libyaml 0.2.5 leaks a sequence's or mapping's item stack when adding its node fails */
+  af_leaky_dso((const void *)yaml_parser_load);
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_trigger),  cmocka_unit_test(test_scenario),
+      cmocka_unit_test(test_profile),  cmocka_unit_test(test_podres),
+      cmocka_unit_test(test_prom),     cmocka_unit_test(test_kube),
+      cmocka_unit_test(test_counters), cmocka_unit_test(test_exposition),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
