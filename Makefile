@@ -57,7 +57,12 @@ format:
 bench:
 	@bash scripts/install-deps.sh build bench
 	@$(MAKE) --no-print-directory build
-	@bash bench/run.sh $(BUILD)
+	@mkdir -p $(BUILD)/bench
+	@bash bench/run.sh $(BUILD) >$(BUILD)/bench/run.txt
+	@bash bench/streams.sh --rows $(BUILD) >$(BUILD)/bench/streams.txt
+	@bash bench/soak.sh --rows both $(BUILD) >$(BUILD)/bench/soak.txt
+	@bash bench/collect.sh $(BUILD)/bench/bench.json $(BUILD)/bench/run.txt \
+	  $(BUILD)/bench/streams.txt $(BUILD)/bench/soak.txt
 
 # The container image (Dockerfile). Needs Docker or another builder with a daemon: not available on the
 # project's CI machines, where scripts/validate-deploy.sh lints the Dockerfile offline instead.
