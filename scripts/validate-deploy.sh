@@ -87,7 +87,8 @@ if "$HELM" template other "$CHART" --namespace elsewhere >"$OUT/other.yaml" 2>"$
   ok "helm template (release other, namespace elsewhere): names follow the release"
 else bad "helm template (release other, namespace elsewhere)"; cat "$OUT/other.err"; fi
 # The agent's API access (agent.podPhases, agent.engines): on by default with list and watch on pods
-# and nothing else; list only without engines; with both off, no token, no role, --kube-api=off.
+# and list on DRA ResourceSlices, nothing else; list only without engines; with both off, no token,
+# no role, --kube-api=off.
 agent_access() { # rendered.yaml -> "kube-api=X token=Y rules=Z"
   python3 -c 'import sys, json, yaml
 docs = [d for d in yaml.safe_load_all(open(sys.argv[1])) if d]
@@ -100,8 +101,10 @@ print("kube-api=%s token=%s rules=%s" % (",".join(a.split("=", 1)[1] for a in ar
 }
 for s in defaults mock-values engines-off-values pod-phases-off-values; do
   case "$s" in
-    defaults | mock-values) want='kube-api=auto token=True rules=[[{"apiGroups": [""], "resources": ["pods"], "verbs": ["list", "watch"]}]]' ;;
-    engines-off-values) want='kube-api=auto token=True rules=[[{"apiGroups": [""], "resources": ["pods"], "verbs": ["list"]}]]' ;;
+    # with pod attribution on (the defaults), list on DRA ResourceSlices too (docs/agent.md)
+    defaults) want='kube-api=auto token=True rules=[[{"apiGroups": [""], "resources": ["pods"], "verbs": ["list", "watch"]}, {"apiGroups": ["resource.k8s.io"], "resources": ["resourceslices"], "verbs": ["list"]}]]' ;;
+    mock-values) want='kube-api=auto token=True rules=[[{"apiGroups": [""], "resources": ["pods"], "verbs": ["list", "watch"]}]]' ;;
+    engines-off-values) want='kube-api=auto token=True rules=[[{"apiGroups": [""], "resources": ["pods"], "verbs": ["list"]}, {"apiGroups": ["resource.k8s.io"], "resources": ["resourceslices"], "verbs": ["list"]}]]' ;;
     *) want='kube-api=off token=False rules=[]' ;;
   esac
   [ -s "$OUT/$s.yaml" ] || continue

@@ -7,6 +7,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "agent/draslices.h"
 #include "agent/podphase.h"
 #include "core/devid.h"
 #include "core/err.h"
@@ -71,14 +72,23 @@ static void note_unknown(struct attribution_stats *st, const char *id) {
 /* The devices a DRA driver allocated to container ct: the NVIDIA DRA driver's GPUs and MIG
  * devices, by device name or CDI name; other drivers' devices are not GPUs of ours. */
 static int collect_dra(const struct podres_pod *pod, const struct podres_container *ct,
-                       const struct gpu_info *infos, size_t n, struct holds *h,
-                       struct attribution_stats *st) {
+                       const struct gpu_info *infos, size_t n, const struct draslices *slices,
+                       struct holds *h, struct attribution_stats *st) {
   for (size_t k = 0; k < ct->n_dra; k++) {
     const struct podres_dra *dr = &ct->dra[k];
     struct devid id;
     int idx = devid_parse_dra(dr->driver, dr->device, dr->cdi, dr->n_cdi, &id, NULL);
     if (idx == GS_ENOTSUP)
       continue;
+    /* The node's ResourceSlices name the device's uuid: exact, MIG included. */
+    const char *uuid = slices && strcmp(dr->driver, DEVID_DRA_DRIVER) == 0
+                           ? draslices_uuid(slices, dr->pool, dr->device)
+                           : NULL;
+    struct devid byuuid;
+    if (uuid && devid_parse(uuid, &byuuid, NULL) == 0 && devid_resolve(&byuuid, infos, n) >= 0) {
+      id = byuuid;
+      idx = 0;
+    }
     if (st)
       st->gpu_ids++;
     if (idx == 0)
@@ -102,7 +112,7 @@ static int collect_dra(const struct podres_pod *pod, const struct podres_contain
 
 /* Collects every GPU device id of every container as a hold on the device it names. */
 static int collect(const struct podres_list *l, const struct gpu_info *infos, size_t n,
-                   struct holds *h, struct attribution_stats *st) {
+                   const struct draslices *slices, struct holds *h, struct attribution_stats *st) {
   for (size_t p = 0; p < l->n_pods; p++) {
     const struct podres_pod *pod = &l->pods[p];
     for (size_t c = 0; c < pod->n_containers; c++) {
@@ -127,7 +137,7 @@ static int collect(const struct podres_list *l, const struct gpu_info *infos, si
             return GS_ENOMEM;
         }
       }
-      if (collect_dra(pod, ct, infos, n, h, st))
+      if (collect_dra(pod, ct, infos, n, slices, h, st))
         return GS_ENOMEM;
     }
   }
@@ -144,12 +154,18 @@ static void fill_ref(struct pod_ref *r, const struct hold *x) {
 
 int attribution_join(const struct podres_list *l, const struct gpu_info *infos, size_t n,
                      struct attrib_entry **out, size_t *nout, struct attribution_stats *stats) {
+  return attribution_join_slices(l, infos, n, NULL, out, nout, stats);
+}
+
+int attribution_join_slices(const struct podres_list *l, const struct gpu_info *infos, size_t n,
+                            const struct draslices *slices, struct attrib_entry **out, size_t *nout,
+                            struct attribution_stats *stats) {
   *out = NULL;
   *nout = 0;
   if (stats)
     memset(stats, 0, sizeof *stats);
   struct holds h = {0};
-  int rc = collect(l, infos, n, &h, stats);
+  int rc = collect(l, infos, n, slices, &h, stats);
   if (rc) {
     free(h.v);
     return rc;
@@ -281,6 +297,46 @@ static void drop_finished(struct attribution *a, struct podres_list *l) {
   }
 }
 
+/* True when the answer has a device of the NVIDIA DRA driver with its pool and device name
+ * (kubelet 1.31+), which the node's ResourceSlices map to a uuid. */
+static bool has_named_dra(const struct podres_list *l) {
+  for (size_t p = 0; p < l->n_pods; p++)
+    for (size_t c = 0; c < l->pods[p].n_containers; c++)
+      for (size_t k = 0; k < l->pods[p].containers[c].n_dra; k++) {
+        const struct podres_dra *d = &l->pods[p].containers[c].dra[k];
+        if (strcmp(d->driver, DEVID_DRA_DRIVER) == 0 && d->pool[0] && d->device[0])
+          return true;
+      }
+  return false;
+}
+
+/* The node's ResourceSlices of the NVIDIA DRA driver. Without an answer the device names alone
+ * are read (logged once per outage). */
+static bool read_slices(struct attribution *a, struct draslices *out) {
+  struct kube_result res;
+  memset(&res, 0, sizeof res);
+  int rc = draslices_fetch(podphase_client(a->phases), podphase_node(a->phases), DEVID_DRA_DRIVER,
+                           out, &res);
+  if (rc) {
+    bool first = !a->slices_down;
+    a->slices_down = true;
+    if (log_complain(&a->slices_complain, time_mono_ms()))
+      LOG_WARN(MOD,
+               "%s ResourceSlices from the Kubernetes API at %s (%s); DRA devices are matched "
+               "by their names, and a MIG device whose name several instances share is not "
+               "attributed",
+               first ? "no" : "still no", podphase_server(a->phases),
+               res.message[0] ? res.message : gs_strerror(rc));
+    return false;
+  }
+  if (a->slices_down) {
+    log_complain_clear(&a->slices_complain);
+    LOG_INFO(MOD, "ResourceSlices from the Kubernetes API again: %zu DRA devices", out->n);
+  }
+  a->slices_down = false;
+  return true;
+}
+
 int attribution_refresh(struct attribution *a) {
   struct rpc_status st;
   memset(&st, 0, sizeof st);
@@ -303,13 +359,17 @@ int attribution_refresh(struct attribution *a) {
   }
   if (a->phases)
     drop_finished(a, &l);
+  struct draslices slices = {0};
+  bool have_slices = a->phases && has_named_dra(&l) && read_slices(a, &slices);
   size_t n = 0;
   struct gpu_info *infos = device_list(a->hist, &n);
   struct attrib_entry *e = NULL;
   size_t ne = 0;
   struct attribution_stats stats;
   memset(&stats, 0, sizeof stats);
-  rc = infos ? attribution_join(&l, infos, n, &e, &ne, &stats) : GS_ENOMEM;
+  rc = infos ? attribution_join_slices(&l, infos, n, have_slices ? &slices : NULL, &e, &ne, &stats)
+             : GS_ENOMEM;
+  draslices_free(&slices);
   if (!rc)
     rc = attrib_replace(a->table, e, ne);
   free(e);

@@ -17,6 +17,7 @@
 #include "rpc/podresources.h"
 
 struct podphase;
+struct draslices;
 
 /* Deadline of one List call: a kubelet slower than this counts as unresponsive. */
 #define ATTRIBUTION_DEADLINE_MS 2000
@@ -43,6 +44,8 @@ struct attribution {
   struct podphase *phases;               /* finished pods from the API, or NULL; the caller's */
   struct log_complain phases_complain;   /* the API does not answer */
   bool phases_down;
+  struct log_complain slices_complain; /* the API gives no ResourceSlices (DRA) */
+  bool slices_down;
 
   atomic_uint_fast64_t refreshes;      /* List calls that answered and were applied */
   atomic_uint_fast64_t failures;       /* List calls that failed (absent, slow, bad answer) */
@@ -75,6 +78,8 @@ int attribution_start(struct attribution *a, const char *socket_path, int64_t re
 /* The same, and each List answer first loses the pods that phases (the Kubernetes API) reports
  * Succeeded or Failed: the kubelet lists a terminated pod's devices until it cleans the pod up.
  * When the API does not answer, the kubelet's list is used as it is (logged once per outage).
+ * With DRA devices in the answer, the same access reads the node's ResourceSlices, which map each
+ * device to its uuid (exact for MIG devices too).
  * phases may be NULL and must outlive attribution_stop. */
 int attribution_start_phases(struct attribution *a, const char *socket_path, int64_t refresh_ms,
                              struct history *hist, struct attrib *table, struct podphase *phases);
@@ -95,5 +100,10 @@ int attribution_refresh(struct attribution *a);
  * device shared); stats (may be NULL) counts ids that match nothing. Returns 0 or GS_ENOMEM. */
 int attribution_join(const struct podres_list *l, const struct gpu_info *infos, size_t n,
                      struct attrib_entry **out, size_t *nout, struct attribution_stats *stats);
+/* The same, with the node's ResourceSlices (may be NULL): a DRA device whose (pool, device) they
+ * list is the device of that uuid; otherwise its name is read (devid_parse_dra). */
+int attribution_join_slices(const struct podres_list *l, const struct gpu_info *infos, size_t n,
+                            const struct draslices *slices, struct attrib_entry **out, size_t *nout,
+                            struct attribution_stats *stats);
 
 #endif

@@ -110,6 +110,14 @@ const char *podphase_server(const struct podphase *p) {
   return p && p->cfg.server ? p->cfg.server : "";
 }
 
+struct kube_client *podphase_client(struct podphase *p) {
+  return p ? p->client : NULL;
+}
+
+const char *podphase_node(const struct podphase *p) {
+  return p && p->node ? p->node : "";
+}
+
 static bool finished(const struct kube_pod_list *api, const struct podres_pod *pod) {
   for (size_t i = 0; i < api->n; i++) {
     const struct kube_pod *k = &api->items[i];

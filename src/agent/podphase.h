@@ -33,6 +33,9 @@ void podphase_free(struct podphase *p);
 /* Where the API access comes from ("in-cluster", "kubeconfig PATH") and the server, for logs. */
 const char *podphase_source(const struct podphase *p);
 const char *podphase_server(const struct podphase *p);
+/* The same API access and node for other reads (DRA ResourceSlices); NULL / "" for NULL p. */
+struct kube_client *podphase_client(struct podphase *p);
+const char *podphase_node(const struct podphase *p);
 
 /* Moves out of l every pod that api lists as Succeeded or Failed (matched by namespace and name;
  * a pod the API does not list is kept) and frees it. Returns how many went; names (may be NULL)

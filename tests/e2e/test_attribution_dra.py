@@ -166,3 +166,88 @@ def test_dra_device_not_on_this_node_is_reported(agents, kubelet):
     expect(a, {U[1]: ([("ml", "llm-0", "server")], False)})
     wait_for(lambda: "DRA claim x/far device gpu-9" in a.log(), timeout=5,
              what="the unknown DRA device in the log")
+
+
+# ---- the node's ResourceSlices (Kubernetes API): exact for MIG instances of one profile ------
+
+TWINS = ["MIG-d7a00000-0000-4000-9000-0000000000a%d" % i for i in range(2)]
+TWIN_YAML = """gpus:
+  - model: NVIDIA H100 80GB HBM3
+    uuid: %s
+    memory_total_mib: 81559
+    memory_used_mib: 2000
+    mig:
+      - {profile: 1g.10gb, gi_id: 9, uuid: %s, memory_total_mib: 9984, memory_used_mib: 100}
+      - {profile: 1g.10gb, gi_id: 10, uuid: %s, memory_total_mib: 9984, memory_used_mib: 200}
+""" % (U[0], TWINS[0], TWINS[1])
+
+
+class TwinScenario(DraScenario):
+    gpus = [{"uuid": u} for u in [U[0]] + TWINS]
+
+    def yaml(self):
+        return TWIN_YAML
+
+    def write(self, path):
+        tmp = path + ".tmp"
+        with open(tmp, "w") as f:
+            f.write(TWIN_YAML)
+        os.replace(tmp, path)
+        return path
+
+
+NODE = "gpu-node-1"
+TOKEN = "dra-token"
+
+
+def slice_list(devices):
+    """A resource.k8s.io/v1 ResourceSliceList of the NVIDIA DRA driver for NODE."""
+    return {"kind": "ResourceSliceList", "apiVersion": "resource.k8s.io/v1", "items": [
+        {"metadata": {"name": NODE + "-gpu.nvidia.com-x"},
+         "spec": {"driver": "gpu.nvidia.com", "nodeName": NODE,
+                  "pool": {"name": NODE, "generation": 1, "resourceSliceCount": 1},
+                  "devices": [{"name": n, "attributes": {"type": {"string": "mig"},
+                                                         "uuid": {"string": u}}}
+                              for n, u in devices]}}]}
+
+
+@pytest.fixture
+def api(tmp_path):
+    import fake_kube_api
+    a = fake_kube_api.FakeKubeAPI({"pods": []}, log_path=str(tmp_path / "api.jsonl"),
+                                  token=TOKEN)
+    a.start()
+    try:
+        yield a
+    finally:
+        a.stop()
+
+
+def test_dra_mig_twins_by_resource_slices(agents, kubelet, api, tmp_path):
+    """Two 1g.10gb instances on one GPU: their DRA names differ only in the placement, which the
+    agent does not read. Without ResourceSlices neither is attributed (never a guess); with the
+    node's slices each pod lands on the instance whose uuid its device has."""
+    from test_pod_phases import kubeconfig
+    kc = kubeconfig(str(tmp_path / "kubeconfig"), api.url, token=TOKEN)
+    kubelet.set([dra_pod("mig", "a", "c", "ca", device="gpu-0-mig-1g10gb-19-0"),
+                 dra_pod("mig", "b", "c", "cb", device="gpu-0-mig-1g10gb-19-1")])
+    kubelet.start()
+    a = agents(TwinScenario(), extra=kubelet_args(kubelet) + ["--node-name", NODE,
+                                                             "--kube-api", kc])
+    # the API has no ResourceSlices (404 for v1, v1beta2 and v1beta1): names only, ambiguous
+    wait_for(lambda: "no ResourceSlices from the Kubernetes API" in a.log(), timeout=10,
+             what="the missing ResourceSlices in the log")
+    expect(a, {})
+    # the slices appear: deliberately crossed, so that only the uuid can be right
+    path = "/apis/resource.k8s.io/v1/resourceslices"
+    with api.lock:
+        api.faults.append({"method": "GET", "path": path, "status": 200,
+                           "body": slice_list([("gpu-0-mig-1g10gb-19-0", TWINS[1]),
+                                               ("gpu-0-mig-1g10gb-19-1", TWINS[0])])})
+    expect(a, {TWINS[1]: ([("mig", "a", "c")], False), TWINS[0]: ([("mig", "b", "c")], False)})
+    wait_for(lambda: "ResourceSlices from the Kubernetes API again" in a.log(), timeout=5,
+             what="the slices back in the log")
+    # the request the agent made: this node's slices, by field selector
+    with open(str(tmp_path / "api.jsonl")) as f:
+        reqs = [l for l in f if path in l]
+    assert any("fieldSelector=spec.nodeName%3D" + NODE in r for r in reqs), reqs

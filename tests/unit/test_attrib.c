@@ -14,6 +14,7 @@
 #include "test_devs.h"
 
 #include "agent/attribution.h"
+#include "agent/draslices.h"
 #include "core/attrib.h"
 #include "core/err.h"
 #include "core/history.h"
@@ -791,12 +792,47 @@ static void test_join_dra(void **state) {
   free(e);
 }
 
+/* Two MIG instances of one profile: the DRA name cannot tell them apart, the node's
+ * ResourceSlices can (their uuid attribute). */
+static void test_join_dra_slices(void **state) {
+  (void)state;
+  snprintf(devs[4].mig_profile, sizeof devs[4].mig_profile, "1g.10gb");
+  snprintf(devs[5].mig_profile, sizeof devs[5].mig_profile, "1g.10gb");
+  const struct dra_spec specs[] = {
+      {"mig", "a", "c", "ca", "gpu.nvidia.com", "gpu-3-mig-1g10gb-19-0", NULL},
+      {"mig", "b", "c", "cb", "gpu.nvidia.com", "gpu-3-mig-1g10gb-19-1", NULL},
+  };
+  struct podres_list l;
+  build_dra(specs, 2, &l);
+  struct attrib_entry *e = NULL;
+  size_t n = 0;
+  struct attribution_stats st;
+  /* without slices: both names are ambiguous, nobody is attributed (never a guess) */
+  assert_int_equal(attribution_join(&l, devs, 6, &e, &n, &st), 0);
+  assert_int_equal(n, 0);
+  assert_int_equal(st.unknown, 2);
+  free(e);
+  /* with them: each device is the instance of its uuid; a slice of another pool does not count */
+  struct draslice v[3] = {{"node-1", "gpu-3-mig-1g10gb-19-0", M2},
+                          {"node-1", "gpu-3-mig-1g10gb-19-1", M1},
+                          {"node-2", "gpu-3-mig-1g10gb-19-1", M2}};
+  struct draslices sl = {v, 3};
+  assert_int_equal(attribution_join_slices(&l, devs, 6, &sl, &e, &n, &st), 0);
+  podres_list_free(&l);
+  assert_int_equal(n, 2);
+  assert_int_equal(st.unknown, 0);
+  assert_ref(&find(e, n, M2)->pods.pods[0], "mig", "a", "c");
+  assert_ref(&find(e, n, M1)->pods.pods[0], "mig", "b", "c");
+  free(e);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_decode),
       cmocka_unit_test(test_decode_skips_unknown_fields),
       cmocka_unit_test(test_decode_dra),
       cmocka_unit_test_setup(test_join_dra, setup_devs),
+      cmocka_unit_test_setup(test_join_dra_slices, setup_devs),
       cmocka_unit_test_setup(test_join_forms_and_sharing, setup_devs),
       cmocka_unit_test_setup(test_join_vgpu_lowest_replica, setup_devs),
       cmocka_unit_test_setup(test_join_same_id_two_pods, setup_devs),
