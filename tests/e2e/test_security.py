@@ -4,6 +4,7 @@ privilege escalation, least-privilege ClusterRoles) read from the rendered chart
 
 import os
 import socket
+import subprocess
 
 import grpc
 import pytest
@@ -129,3 +130,29 @@ def test_rightsize_role_is_exactly_what_a_drain_needs():
         (("",), ("pods/eviction",), ("create",)),
         (("",), ("events",), ("create",)),
     ]), got
+
+
+def _big_pem(path, nbytes):
+    body = "\n".join("A" * 64 for _ in range(nbytes // 65 + 1))
+    path.write_text("-----BEGIN CERTIFICATE-----\n%s\n-----END CERTIFICATE-----\n" % body)
+
+
+@pytest.mark.parametrize("what", ["profiles", "tls"])
+def test_oversized_files_stop_the_agent_naming_the_flag_and_the_cap(tmp_path, what):
+    # --profiles is capped at 256 KiB (src/core/profile.c), each TLS PEM file at 1 MiB
+    # (src/rpc/tls.h): a larger file is refused at start-up, exit status 2
+    if what == "profiles":
+        f = tmp_path / "big.yaml"
+        f.write_text("#" * (256 * 1024 + 1))
+        args, want = ["--profiles", str(f)], "--profiles: %s: file is larger than 262144 bytes" % f
+    else:
+        f = tmp_path / "big.pem"
+        _big_pem(f, (1 << 20) + 1)
+        args, want = ["--tls-cert", str(f), "--tls-key", str(f)], \
+            "--tls-cert %s: larger than 1048576 bytes" % f
+    r = subprocess.run([helpers.binary(), "agent", "--collector", "mock", "--grpc-listen",
+                        "%s:%d" % (helpers.LOOPBACK, helpers.free_port()), "--http-listen",
+                        "%s:%d" % (helpers.LOOPBACK, helpers.free_port())] + args,
+                       capture_output=True, text=True, timeout=30)
+    assert r.returncode == 2, (r.returncode, r.stderr)
+    assert want in r.stdout + r.stderr, r.stdout + r.stderr
