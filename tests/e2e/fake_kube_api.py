@@ -29,7 +29,8 @@ State comes from a JSON fixture:
       "linger": {"ns/pod": S},                # an evicted pod stays listed, terminating
                                               # (deletionTimestamp set), for S seconds; -1: for good
       "faults": [{"method": "GET", "path": "/api/v1/nodes/a", "status": 500,
-                  "body": <JSON or null>, "raw": "<text sent verbatim>", "times": 1}]
+                  "body": <JSON or null>, "raw": "<text sent verbatim>", "times": 1,
+                  "headers": {"Retry-After": "1"}}]
     }
 
 A fault matches a request by method and by path (with or without the query string); `times`
@@ -278,7 +279,8 @@ class FakeKubeAPI:
         f = self.fault_for(method, h.path, path)
         if f:
             return self.send(h, f.get("status", 500), f.get("body", status_body(
-                f.get("status", 500), "InternalError", "injected fault")), raw=f.get("raw"))
+                f.get("status", 500), "InternalError", "injected fault")), raw=f.get("raw"),
+                headers=f.get("headers"))
         if (method == "GET" and path == "/api/v1/pods" and
                 query.get("watch", [""])[0] in ("1", "true")):
             return self.watch(h, query)
