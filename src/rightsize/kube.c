@@ -87,10 +87,11 @@ static int b64_value(unsigned char c) {
 }
 
 /* Decodes standard base64 (whitespace ignored, padding optional). Returns a NUL-terminated copy,
- * or NULL when the input is not base64 or memory ran out. */
-static char *b64_decode(const char *in) {
+ * or NULL when the input is not base64 or memory ran out (*oom says which). */
+static char *b64_decode(const char *in, bool *oom) {
   size_t n = strlen(in);
   char *out = malloc(n / 4 * 3 + 4);
+  *oom = !out;
   if (!out)
     return NULL;
   size_t o = 0;
@@ -210,10 +211,11 @@ static int kc_file_or_data(yaml_document_t *d, yaml_node_t *m, const char *key, 
   snprintf(dkey, sizeof(dkey), "%s-data", key);
   const char *v = ymap_str(d, m, dkey);
   if (v) {
-    *data = b64_decode(v);
+    bool oom;
+    *data = b64_decode(v, &oom);
     if (!*data) {
-      seterr(err, errlen, "%s is not valid base64", dkey);
-      return GS_EPARSE;
+      seterr(err, errlen, oom ? "%s: out of memory" : "%s is not valid base64", dkey);
+      return oom ? GS_ENOMEM : GS_EPARSE;
     }
     return 0;
   }
@@ -317,10 +319,15 @@ int kube_config_from_yaml(const char *text, size_t len, const char *dir, const c
     return GS_ENOMEM;
   yaml_parser_set_input_string(&p, (const unsigned char *)text, len);
   if (!yaml_parser_load(&p, &d)) {
-    seterr(err, errlen, "YAML error at line %lu: %s", (unsigned long)p.problem_mark.line + 1,
-           p.problem ? p.problem : "malformed");
+    /* libyaml's loader fails some allocations with no error recorded (YAML_NO_ERROR) */
+    bool oom = p.error == YAML_MEMORY_ERROR || p.error == YAML_NO_ERROR;
+    if (oom)
+      seterr(err, errlen, "out of memory reading the kubeconfig");
+    else
+      seterr(err, errlen, "YAML error at line %lu: %s", (unsigned long)p.problem_mark.line + 1,
+             p.problem ? p.problem : "malformed");
     yaml_parser_delete(&p);
-    return GS_EPARSE;
+    return oom ? GS_ENOMEM : GS_EPARSE;
   }
   int rc = kc_document(&d, dir, context, out, err, errlen);
   yaml_document_delete(&d);

@@ -305,6 +305,30 @@ static void test_kube(void **state) {
   }
 }
 
+/* ---- kube_config_from_yaml (libyaml inside; base64 certificate data) ---- */
+
+static int run_kubeconfig(const void *arg, char *why, size_t whylen) {
+  const struct text *t = arg;
+  struct kube_config c;
+  memset(&c, 0, sizeof c);
+  int rc = kube_config_from_yaml(t->data, t->len, "/tmp", NULL, &c, why, whylen);
+  if (rc == 0)
+    assert_non_null(c.server);
+  kube_config_free(&c); /* also on failure: the contract */
+  return rc;
+}
+
+static void test_kubeconfig(void **state) {
+  (void)state;
+  static struct text t[] = {{"fixtures/kube/kubeconfig-multi.yaml", NULL, 0},
+                            {"fixtures/kube/kubeconfig-certdata.yaml", NULL, 0}};
+  for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) {
+    load(&t[i]);
+    af_loop(t[i].path, run_kubeconfig, &t[i], enomem, 1);
+    free(t[i].data);
+  }
+}
+
 /* ---- counters_parse ---- */
 
 static int run_counters(const void *arg, char *why, size_t whylen) {
@@ -398,10 +422,11 @@ int main(void) {
   /* libyaml 0.2.5 leaks a sequence's or mapping's item stack when adding its node fails */
   af_leaky_dso((const void *)yaml_parser_load);
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_trigger),  cmocka_unit_test(test_scenario),
-      cmocka_unit_test(test_profile),  cmocka_unit_test(test_podres),
-      cmocka_unit_test(test_prom),     cmocka_unit_test(test_kube),
-      cmocka_unit_test(test_counters), cmocka_unit_test(test_exposition),
+      cmocka_unit_test(test_trigger),    cmocka_unit_test(test_scenario),
+      cmocka_unit_test(test_profile),    cmocka_unit_test(test_podres),
+      cmocka_unit_test(test_prom),       cmocka_unit_test(test_kube),
+      cmocka_unit_test(test_counters),   cmocka_unit_test(test_exposition),
+      cmocka_unit_test(test_kubeconfig),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
