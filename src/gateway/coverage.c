@@ -147,15 +147,16 @@ int coverage_render(struct coverage *c, struct buf *b) {
     const char *name, *help;
   } fam[] = {
       {"gpuscale_gateway_trigger_coverage",
-       "Fresh selected GPUs / everything that should have been counted (unseen agents and nodes "
-       "included) at the trigger's last GetMetrics."},
+       "Fresh selected GPUs (engine pods for an engine signal) / everything that should have "
+       "been counted (unseen agents and nodes included) at the trigger's last GetMetrics."},
       {"gpuscale_gateway_trigger_value", "Value of the trigger's last successful GetMetrics."},
       {"gpuscale_gateway_trigger_ok", "1 when the trigger's last GetMetrics answered a value."},
       {"gpuscale_gateway_trigger_partial",
        "1 when the last value was aggregated over part of the selection (allowPartial)."},
       {"gpuscale_gateway_trigger_unknown",
-       "Agents or nodes the trigger's last GetMetrics could not see (never reported, or no pod "
-       "attribution for a pod selection); each counts as at least one GPU in coverage."},
+       "Agents or nodes the trigger's last GetMetrics could not see (never reported, no pod "
+       "attribution for a pod selection, or engine metrics off for an engine signal); each "
+       "counts as at least one GPU (engine pod) in coverage."},
   };
   int rc = 0;
   for (size_t f = 0; f < sizeof fam / sizeof fam[0] && !rc; f++) {

@@ -253,6 +253,9 @@ def test_engine_pods_read_one_slow_or_bad_pod_delays_nobody(agents, api, servers
     gaps = [b - a_ for a_, b in zip(vllm.times()[-4:], vllm.times()[-3:])]
     assert all(g < 2.0 for g in gaps), gaps  # never waits for the 3 s pod or the 10 MiB one
     assert by_pod(engines_json(a))["ml/vllm-0"]["fresh"] is True
+    # nor the GPU sampler: the GPUs stay fresh while the slow and the 10 MiB pods are read
+    gpus = a.gpus_json()["gpus"]
+    assert len(gpus) == 2 and all(g["fresh"] for g in gpus), gpus
     # never fetched: another node's pod, a pending pod, a pod that did not ask
     assert other_node.count() == 0 and pending.count() == 0 and plain.count() == 0
     assert "ml/elsewhere-0" not in pods and "ml/pending-0" not in pods

@@ -31,6 +31,7 @@ import grpc
 import pytest
 
 import fake_kube_api
+import gateway_helpers as gh
 import helpers
 from gateway_helpers import FixedAgent, Gateway
 from helpers import Scenario, rpc_error, wait_for
@@ -449,6 +450,24 @@ def unavailable_with(client, md, fragment):
     return last[0]
 
 
+def partial_series_say_engine_pods(rig, client, md, value, coverage):
+    """The gateway's per-trigger series for the last (partial) answer: its value, its coverage
+    counted in engine pods, partial; their HELP says engine pods count in place of GPUs."""
+    ref = client.ref(md, name="vllm", namespace=NS)
+    metric = client._spec(ref, timeout=helpers.RPC_TIMEOUT).metricSpecs[0].metricName
+    text = rig.gateway.metrics_text()
+    labels = {"namespace": NS, "scaledobject": "vllm", "metric": metric}
+    got = {f: gh.samples(text, "gpuscale_gateway_trigger_" + f, **labels)
+           for f in ("value", "coverage", "partial", "ok", "unknown")}
+    assert all(len(v) == 1 for v in got.values()), got
+    assert got["value"][0][1] == value and got["ok"][0][1] == 1, got
+    assert abs(got["coverage"][0][1] - coverage) < 1e-6 and got["partial"][0][1] == 1, got
+    assert got["unknown"][0][1] == 0, got
+    helps = [ln for ln in text.splitlines()
+             if ln.startswith("# HELP gpuscale_gateway_trigger_coverage ")]
+    assert len(helps) == 1 and "engine pods for an engine signal" in helps[0], helps
+
+
 def test_a_pod_that_cannot_be_read_is_missing_never_a_lower_sum(rig):
     """vllm-c's metrics endpoint goes away: the workload is refused naming the pod, not summed
     without it; allowPartial sums the others (3 + 7); minCoverage 0.9 is not met (2 of 3)."""
@@ -459,6 +478,7 @@ def test_a_pod_that_cannot_be_read_is_missing_never_a_lower_sum(rig):
     assert "1 of 3 selected engine pods have no fresh reading" in msg, msg
     assert "refusing a partial value" in msg, msg
     settled(c, dict(WORKLOAD, allowPartial="true"), 3 + 7)
+    partial_series_say_engine_pods(rig, c, dict(WORKLOAD, allowPartial="true"), 3 + 7, 2 / 3)
     e = rpc_error(keda_value, c, dict(WORKLOAD, minCoverage="0.9"))
     assert e.code() == grpc.StatusCode.UNAVAILABLE and "below minCoverage 0.9" in e.details()
     settled(c, dict(WORKLOAD, minCoverage="0.6"), 3 + 7)
