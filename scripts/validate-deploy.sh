@@ -176,6 +176,33 @@ open(sys.argv[2], "w").write(notes[start:end] + "\n")' "$OUT/notes/$name.cm.yaml
   else bad "NOTES.txt ($name):"; echo "$res" | sed 's/^/     /'; fi
 done
 
+# The hand-written schemas (HTTPScaledObject, scalingModifiers) must refuse what KEDA would: a
+# typo'd key, a missing required key, a wrong type.
+cat >"$OUT/own-bad.yaml" <<'YAML'
+apiVersion: http.keda.sh/v1alpha1
+kind: HTTPScaledObject
+metadata: {name: bad, namespace: ml}
+spec:
+  hostz: [a.example.com]
+  scaleTargetRef: {name: bad, port: "8000"}
+---
+apiVersion: keda.sh/v1alpha1
+kind: ScaledObject
+metadata: {name: bad, namespace: ml}
+spec:
+  scaleTargetRef: {name: bad}
+  advanced:
+    scalingModifiers: {formula: "a / 2", target: 1, metricTyp: Value}
+  triggers: [{type: cpu, metricType: Utilization, metadata: {value: "50"}}]
+YAML
+res="$(node tests/validate/validate.mjs "$OUT/own-bad.yaml" 2>&1)"
+want=("/spec/hostz is not a field" "/spec/scaleTargetRef/service is required" "/spec/scaleTargetRef/port must be integer"
+      "/spec/advanced/scalingModifiers/target must be string" "/spec/advanced/scalingModifiers/metricTyp is not a field")
+miss=""
+for w in "${want[@]}"; do grep -qF -- "$w" <<<"$res" || miss="$miss; $w"; done
+if [ -z "$miss" ]; then ok "own schemas (HTTPScaledObject, scalingModifiers) refuse a bad key, a missing key and a wrong type"
+else bad "own schemas let through:${miss#;}"; echo "$res" | sed 's/^/     /'; fi
+
 # ---- 4. the flags the chart passes exist in the binary
 step "gpuscale flags in the rendered containers ($BIN)"
 if [ ! -x "$BIN" ]; then

@@ -43,6 +43,55 @@ const PACKAGES = [
   { pkg: "@kubernetes-models/cert-manager", groups: ["cert-manager.io", "acme.cert-manager.io"] },
 ];
 
+// What the pinned packages do not model, written out by hand (same checks: types, required keys,
+// no unknown key). The HTTP add-on's HTTPScaledObject, from the fields of its CRD
+// (kedacore/http-add-on config/crd/bases/http.keda.sh_httpscaledobjects.yaml, v1alpha1), and
+// ScaledObject's spec.advanced.scalingModifiers (KEDA 2.12+; @kubernetes-models/keda 0.4.2 predates
+// it), from KEDA's ScalingModifiers type (formula, target, activationTarget, metricType).
+const T = (type, props, required = []) => ({ type, props, required });
+const STR = T("string"), INT = T("integer");
+const OWN_SCHEMAS = new Map([
+  ["http.keda.sh/v1alpha1/HTTPScaledObject", T("object", {
+    apiVersion: STR, kind: STR,
+    metadata: T("object", { name: STR, namespace: STR, labels: T("map"), annotations: T("map") }, ["name"]),
+    spec: T("object", {
+      hosts: T("array", STR), pathPrefixes: T("array", STR),
+      headers: T("array", T("object", { name: STR, value: STR }, ["name"])),
+      scaleTargetRef: T("object", { apiVersion: STR, kind: STR, name: STR, service: STR, port: INT, portName: STR }, ["service"]),
+      coldStartTimeoutFailoverRef: T("object", { service: STR, port: INT, portName: STR, timeoutSeconds: INT }, ["service"]),
+      replicas: T("object", { min: INT, max: INT }),
+      scaledownPeriod: INT, initialCooldownPeriod: INT, targetPendingRequests: INT,
+      scalingMetric: T("object", {
+        concurrency: T("object", { targetValue: INT }),
+        requestRate: T("object", { targetValue: INT, window: STR, granularity: STR }),
+      }),
+      timeouts: T("object", { conditionWait: STR, responseHeader: STR }),
+    }, ["scaleTargetRef"]),
+  }, ["apiVersion", "kind", "metadata", "spec"])],
+]);
+const SCALING_MODIFIERS = T("object", {
+  formula: STR, target: STR, activationTarget: STR,
+  metricType: Object.assign(T("string"), { enum: ["AverageValue", "Value", "Utilization"] }),
+});
+
+function checkOwn(schema, v, at, out) {
+  const kind = Array.isArray(v) ? "array" : v === null ? "null" : Number.isInteger(v) ? "integer" : typeof v;
+  if (schema.type === "map") {
+    if (kind !== "object") return out.push(`${at || "/"} must be a map`);
+    for (const [k, x] of Object.entries(v)) if (typeof x !== "string") out.push(`${at}/${k} must be a string`);
+    return;
+  }
+  if (kind !== schema.type) return out.push(`${at || "/"} must be ${schema.type}, not ${kind}`);
+  if (schema.enum && !schema.enum.includes(v)) return out.push(`${at} must be one of ${schema.enum.join(", ")}`);
+  if (schema.type === "array") return v.forEach((x, i) => checkOwn(schema.props, x, `${at}/${i}`, out));
+  if (schema.type !== "object") return;
+  for (const r of schema.required) if (!(r in v)) out.push(`${at}/${r} is required`);
+  for (const [k, x] of Object.entries(v)) {
+    if (!schema.props[k]) out.push(`${at}/${k} is not a field`);
+    else checkOwn(schema.props[k], x, `${at}/${k}`, out);
+  }
+}
+
 const problems = [];
 const problem = (where, msg) => problems.push(`${where}: ${msg}`);
 let checked = 0;
@@ -118,6 +167,22 @@ async function validateObject(obj, where) {
   const { apiVersion, kind } = obj;
   if (typeof apiVersion !== "string" || typeof kind !== "string")
     return problem(where, "no apiVersion/kind: not a Kubernetes object");
+  const own = OWN_SCHEMAS.get(`${apiVersion}/${kind}`);
+  const ident = `${kind} ${obj.metadata?.namespace ? obj.metadata.namespace + "/" : ""}${obj.metadata?.name ?? "?"}`;
+  if (own) {
+    const out = [];
+    checkOwn(own, obj, "", out);
+    for (const e of out) problem(where, `${ident}: ${e} of ${apiVersion} ${kind} (own schema)`);
+    return;
+  }
+  const mods = apiVersion === "keda.sh/v1alpha1" && kind === "ScaledObject" ? obj.spec?.advanced?.scalingModifiers : undefined;
+  if (mods !== undefined) {
+    const out = [];
+    checkOwn(SCALING_MODIFIERS, mods, "/spec/advanced/scalingModifiers", out);
+    for (const e of out) problem(where, `${ident}: ${e} (own schema)`);
+    obj = structuredClone(obj);
+    delete obj.spec.advanced.scalingModifiers;
+  }
   const v = await validatorFor(apiVersion, kind);
   if (!v) return problem(where, `${apiVersion} ${kind}: no schema for this kind in ${PACKAGES.map((p) => p.pkg).join(", ")}`);
   const { proxy, reads } = recorder(obj);
