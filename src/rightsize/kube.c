@@ -1358,7 +1358,7 @@ int kube_watch_pods_on_node(struct kube_client *c, const char *node, char *rv, s
   char *url = malloc(ul), *tok = NULL;
   rc = url ? current_token(c, &tok) : GS_ENOMEM;
   if (rc) {
-    snprintf(res->message, sizeof(res->message), "GET %s: cannot read the token file %s", path,
+    snprintf(res->message, sizeof(res->message), "GET %.200s: cannot read the token file %s", path,
              c->cfg.token_file ? c->cfg.token_file : "");
     free(url);
     buf_free(&w.line);
@@ -1393,7 +1393,7 @@ int kube_watch_pods_on_node(struct kube_client *c, const char *node, char *rv, s
   curl_easy_setopt(h, CURLOPT_ERRORBUFFER, errbuf);
   if (set_tls(c) != 0) {
     snprintf(res->message, sizeof(res->message),
-             "GET %s: this libcurl cannot take the TLS material", path);
+             "GET %.200s: this libcurl cannot take the TLS material", path);
     rc = GS_ENOTSUP;
   } else {
     CURLcode e = curl_easy_perform(h);
@@ -1402,20 +1402,20 @@ int kube_watch_pods_on_node(struct kube_client *c, const char *node, char *rv, s
       rc = w.rc;
       if (w.error_code)
         res->http_status = w.error_code;
-      snprintf(res->message, sizeof(res->message), "GET %s: %s", path,
+      snprintf(res->message, sizeof(res->message), "GET %.200s: %s", path,
                w.error_msg[0] ? w.error_msg : "ended by the caller");
     } else if (e == CURLE_ABORTED_BY_CALLBACK) {
       rc = 0; /* *stop */
     } else if (e == CURLE_HTTP_RETURNED_ERROR) {
       rc = status_to_rc(res->http_status);
-      snprintf(res->message, sizeof(res->message), "GET %s: %ld %s", path, res->http_status,
+      snprintf(res->message, sizeof(res->message), "GET %.200s: %ld %s", path, res->http_status,
                status_text(res->http_status));
     } else if (e != CURLE_OK) {
-      snprintf(res->message, sizeof(res->message), "GET %s%s: %s", c->cfg.server, path,
+      snprintf(res->message, sizeof(res->message), "GET %s%.200s: %s", c->cfg.server, path,
                errbuf[0] ? errbuf : curl_easy_strerror(e));
       rc = GS_EUNAVAIL;
     } else {
-      snprintf(res->message, sizeof(res->message), "GET %s: watch ended", path);
+      snprintf(res->message, sizeof(res->message), "GET %.200s: watch ended", path);
     }
   }
   LOG_DEBUG(KUBE_MOD, "%s", res->message);
