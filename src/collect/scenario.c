@@ -1007,8 +1007,9 @@ static int parse_mig(struct ctx *c, const yaml_node_t *n, const char *path, size
   g->gpm = parent->gpm || (!gpm_set && gpm_given(g));
   if ((rc = check_gpu(c, n, path, g, false, nodes)))
     return rc;
-  snprintf(g->info.name, sizeof g->info.name, "%.58s MIG %.31s", parent->info.name,
-           g->info.mig_profile);
+  char profile[sizeof g->info.mig_profile]; /* a copy: snprintf's sources must not overlap g */
+  memcpy(profile, g->info.mig_profile, sizeof profile);
+  snprintf(g->info.name, sizeof g->info.name, "%.58s MIG %.31s", parent->info.name, profile);
   memcpy(g->info.pci_bus_id, parent->info.pci_bus_id, sizeof g->info.pci_bus_id);
   if (!g->info.uuid[0])
     snprintf(g->info.uuid, sizeof g->info.uuid, "MIG-00000000-0000-4000-9000-%06x%06zx",
