@@ -86,6 +86,8 @@ run_soak() {
     echo "$(awk -v a="$now" -v b="$t0" 'BEGIN {print a - b}') $(rss_kib "$pid")" >>"$WORK/$name.rss"
     sleep 1
   done
+  cp "$WORK/$name.rss" "${SOAK_KEEP_DIR:-$WORK}/soak-$name.rss" 2>/dev/null || true
+  cp "$WORK/$name.out" "${SOAK_KEEP_DIR:-$WORK}/soak-$name.out" 2>/dev/null || true
   if ! wait "$cpid"; then
     say "soak: $name: gs_soak failed:"
     cat "$WORK/$name.out" "$WORK/$name.err" >&2
@@ -111,11 +113,10 @@ run_soak() {
     [[ -n $first ]] || first="window 1: p50 $(field "$line" p50_us) us, p99 $(field "$line" p99_us) us"
     row "soak $name: GetMetrics, window $w (${WINDOW}s)" \
       "p50 $(field "$line" p50_us) us, p99 $(field "$line" p99_us) us, p99.9 $(field "$line" p999_us) us" \
-      "$first; max $(field "$line" max_us) us, errors $(field "$line" errors)"
+      "$first; max $(field "$line" max_us) us, errors $(field "$line" errors), skipped $(field "$line" skipped)"
   done < <(grep '^window=' "$WORK/$name.out")
   row "soak $name: /metrics scrapes during the soak" "$((scrapes - fails)) of $scrapes answered" \
     "one a second; RSS at the end: $(mib "$(rss_kib "$pid")")"
-  cp "$WORK/$name.rss" "${SOAK_KEEP_DIR:-$WORK}/soak-$name.rss" 2>/dev/null || true
 }
 
 if [[ $WHICH != gateway ]]; then
