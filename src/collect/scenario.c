@@ -49,7 +49,6 @@ const char scenario_default_yaml[] =
     "    encoder_utilization: 0\n"
     "    decoder_utilization: 0\n"
     "    pcie_replay_count: 0\n"
-    "    xid_last: 0\n"
     "    remapped_rows_correctable: 0\n"
     "    remapped_rows_uncorrectable: 0\n"
     "    row_remap_failure: 0\n"
@@ -82,7 +81,6 @@ const char scenario_default_yaml[] =
     "    encoder_utilization: 0\n"
     "    decoder_utilization: 0\n"
     "    pcie_replay_count: 0\n"
-    "    xid_last: 0\n"
     "    remapped_rows_correctable: 0\n"
     "    remapped_rows_uncorrectable: 0\n"
     "    row_remap_failure: 0\n"
@@ -107,7 +105,6 @@ const char scenario_default_yaml[] =
     "    encoder_utilization: 0\n"
     "    decoder_utilization: 0\n"
     "    pcie_replay_count: 0\n"
-    "    xid_last: 0\n"
     "    pcie_tx_kbps: 1200\n"
     "    pcie_rx_kbps: 800\n"
     "  # GPU 3: memory-heavy (memory 90%, util 60%). Ampere: no GPM.\n"
@@ -126,7 +123,6 @@ const char scenario_default_yaml[] =
     "    encoder_utilization: 0\n"
     "    decoder_utilization: 0\n"
     "    pcie_replay_count: 0\n"
-    "    xid_last: 0\n"
     "    remapped_rows_correctable: 2\n"
     "    remapped_rows_uncorrectable: 0\n"
     "    row_remap_failure: 0\n"
@@ -170,8 +166,8 @@ static const struct metric_def metric_defs[] = {
     {"decoder_utilization", GF_DEC_UTIL, 0, 100, pct, ROUND_INT, 0},
     {"pcie_replay_count", GF_PCIE_REPLAY, 0, COUNTER_MAX, "a number >= 0 (a counter)", ROUND_INT,
      MF_COUNTER},
-    {"xid_last", GF_XID_LAST, 0, VALUE_MAX, "a number >= 0 (an XID code; 0: none yet)", ROUND_INT,
-     0},
+    {"xid_last", GF_XID_LAST, 0, VALUE_MAX,
+     "a number >= 0 (an XID code; 0: none yet, not reported)", ROUND_INT, 0},
     {"memory_reserved_mib", GF_MEM_RESERVED_MIB, 0, MEM_TOTAL_MAX_MIB,
      "a number from 0 to memory_total_mib", ROUND_INT, MF_MIG},
     {"nvlink_bandwidth_total", GF_NVLINK_BW_TOTAL, 0, COUNTER_MAX, "a number >= 0 (a counter)",
@@ -1413,6 +1409,8 @@ int scenario_fill(const struct scenario *s, size_t gpu, double t, struct gpu_sam
     enum gpu_field f = metric_defs[m].field;
     double v;
     if (scenario_eval(s, gpu, f, t, &v) != 0)
+      continue;
+    if (f == GF_XID_LAST && v < 0.5) /* no XID yet: absent until the first, as NVML's collector */
       continue;
     sample_set(out, f, nvml_round(&metric_defs[m], v));
   }

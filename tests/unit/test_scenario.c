@@ -223,8 +223,8 @@ static void test_default_scenario(void **state) {
   assert_true(maxutil > 75);
   assert_string_equal(s->gpus[0].info.name, "NVIDIA H100 80GB HBM3");
   assert_string_equal(s->gpus[2].info.name, "NVIDIA L4");
-  /* GPU 0 (Hopper) has GPM and reports every field but the vGPU licence; the older GPUs report
-   * no GPM field at all */
+  /* GPU 0 (Hopper) has GPM and reports every field but the vGPU licence and the XID (none yet);
+   * the older GPUs report no GPM field at all */
   assert_true(s->gpus[0].gpm);
   for (size_t i = 0; i < s->ngpus; i++) {
     struct gpu_sample smp;
@@ -237,8 +237,8 @@ static void test_default_scenario(void **state) {
                      f == GF_NVLINK_RX_MBPS || f == GF_ROWS_REMAP_CORR ||
                      f == GF_ROWS_REMAP_UNCORR || f == GF_ROW_REMAP_FAILURE))
         want = false; /* L4: GDDR6, no NVLink, no row remapping */
-      if (i > 0 && f == GF_VGPU_LICENSE)
-        want = false;
+      if ((i > 0 && f == GF_VGPU_LICENSE) || f == GF_XID_LAST)
+        want = false; /* no XID yet: absent until the first, as from NVML */
       if (sample_has(&smp, (enum gpu_field)f) != want)
         print_error("gpu %zu %s: present %d, want %d\n", i, gpu_field_name((enum gpu_field)f),
                     sample_has(&smp, (enum gpu_field)f), want);
@@ -363,13 +363,10 @@ static void test_counter_and_xid(void **state) {
     enum gpu_field f;
     double t, want;
   } cases[] = {
-      {GF_ENERGY_MJ, 0, 1000},      {GF_ENERGY_MJ, 10, 3505},
-      {GF_ENERGY_MJ, 3600, 902800}, {GF_ENERGY_MJ, 86400, 21644200},
-      {GF_PCIE_REPLAY, 19, 0},      {GF_PCIE_REPLAY, 20, 3},
-      {GF_XID_LAST, 0, 0},          {GF_XID_LAST, 29.9, 0},
-      {GF_XID_LAST, 30, 79},        {GF_XID_LAST, 59, 79},
-      {GF_XID_LAST, 600, 48},       {GF_ROWS_REMAP_CORR, 5, 4},
-      {GF_ROW_REMAP_FAILURE, 5, 1},
+      {GF_ENERGY_MJ, 0, 1000},         {GF_ENERGY_MJ, 10, 3505},     {GF_ENERGY_MJ, 3600, 902800},
+      {GF_ENERGY_MJ, 86400, 21644200}, {GF_PCIE_REPLAY, 19, 0},      {GF_PCIE_REPLAY, 20, 3},
+      {GF_XID_LAST, 30, 79},           {GF_XID_LAST, 59, 79},        {GF_XID_LAST, 600, 48},
+      {GF_ROWS_REMAP_CORR, 5, 4},      {GF_ROW_REMAP_FAILURE, 5, 1},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     struct gpu_sample smp;
@@ -381,6 +378,15 @@ static void test_counter_and_xid(void **state) {
                   smp.v[cases[i].f], cases[i].want);
     assert_true(sample_has(&smp, cases[i].f));
     assert_true(fabs(smp.v[cases[i].f] - cases[i].want) <= 1e-6);
+  }
+  /* before the first XID step there is no XID: absent (as NVML's collector), never 0 */
+  static const double no_xid_yet[] = {0, 29.9};
+  for (size_t i = 0; i < sizeof no_xid_yet / sizeof no_xid_yet[0]; i++) {
+    struct gpu_sample smp;
+    memset(&smp, 0, sizeof smp);
+    assert_int_equal(scenario_fill(s, 0, no_xid_yet[i], &smp, NULL, 0), 0);
+    assert_false(sample_has(&smp, GF_XID_LAST));
+    assert_true(sample_has(&smp, GF_ENERGY_MJ));
   }
   scenario_free(s);
 }
