@@ -57,7 +57,8 @@ static void all_fields(struct gpu_snapshot *g) {
 }
 
 /* Every field of issue 11 on a Hopper GPU: clocks, memory temperature, codecs, PCIe replays, the
- * last XID (0: none seen), reserved framebuffer, NVLink, remapped rows, vGPU license, the GPM
+ * last XID (13; a collector leaves it absent until one), reserved framebuffer, NVLink, remapped
+ * rows, vGPU license (a licensed vGPU guest), the GPM
  * ratios (stored in %) and bytes/s, and the reference scaler's throughputs. */
 static void new_fields(struct gpu_snapshot *g) {
   struct gpu_sample *s = &g->latest;
@@ -67,12 +68,13 @@ static void new_fields(struct gpu_snapshot *g) {
   sample_set(s, GF_ENC_UTIL, 0);
   sample_set(s, GF_DEC_UTIL, 12);
   sample_set(s, GF_PCIE_REPLAY, 3);
-  sample_set(s, GF_XID_LAST, 0);
+  sample_set(s, GF_XID_LAST, 13);
   sample_set(s, GF_MEM_RESERVED_MIB, 567);
   sample_set(s, GF_NVLINK_BW_TOTAL, 987654321);
   sample_set(s, GF_ROWS_REMAP_CORR, 2);
   sample_set(s, GF_ROWS_REMAP_UNCORR, 0);
   sample_set(s, GF_ROW_REMAP_FAILURE, 0);
+  sample_set(s, GF_VGPU_LICENSE, 1);
   sample_set(s, GF_GR_ENGINE_ACTIVE, 91.25);
   sample_set(s, GF_SM_ACTIVE, 87.34);
   sample_set(s, GF_SM_OCCUPANCY, 41.5);
