@@ -31,6 +31,8 @@
 #define BACKOFF_MIN_MS 1000   /* after a failed list or watch, doubling */
 #define BACKOFF_MAX_MS 60000
 #define URL_MAX 1024
+#define NOT_ENGINE_ROUNDS 10    /* a pod that serves no engine's metrics is read again after */
+#define NOT_ENGINE_MIN_MS 60000 /* this many engine intervals or this long, whichever is longer */
 
 /* One pod of the table. */
 struct epod {
@@ -43,8 +45,10 @@ struct epod {
   struct engine_prev prev;
   bool ok;         /* the last scrape succeeded */
   bool scraped;    /* at least one scrape finished */
-  bool not_engine; /* prometheus.io pod that serves no engine's metrics: not listed */
+  bool not_engine; /* prometheus.io pod never detected whose last scrape parsed but showed no
+                      engine's metrics: listed with a reason, read again after not_engine_ms() */
   int64_t ok_mono;
+  int64_t done_mono; /* when the last scrape finished */
 };
 
 /* One URL of engines_scrape_url. */
@@ -116,6 +120,12 @@ static bool nap(struct engines *e, int64_t ms) {
   }
   pthread_mutex_unlock(&e->lock);
   return atomic_load(&e->stop);
+}
+
+/* How long a pod that is not an engine waits for its next check. */
+static int64_t not_engine_ms(const struct engines *e) {
+  int64_t ms = NOT_ENGINE_ROUNDS * e->interval_ms;
+  return ms > NOT_ENGINE_MIN_MS ? ms : NOT_ENGINE_MIN_MS;
 }
 
 /* ---- the pod table (callers hold e->lock) ---- */
@@ -406,10 +416,18 @@ static void store_pod(struct engines *e, struct scrape *s, CURLcode cc) {
     p->prev = s->prev;
     p->scraped = true;
     p->ok = rc == 0;
-    p->not_engine = rc == GS_ENOTFOUND;
+    /* Once detected, the kind stays: a later scrape without engine metrics is a failed one. */
+    p->not_engine = rc == GS_ENOTFOUND && r.kind == ENGINE_UNKNOWN;
+    p->done_mono = time_mono_ms();
     if (p->ok)
-      p->ok_mono = time_mono_ms();
-    if (rc && was_ok)
+      p->ok_mono = p->done_mono;
+    if (p->not_engine) {
+      say(p->r.reason, sizeof p->r.reason,
+          "not an engine (no vllm/tgi/sglang/triton metrics at %.100s); checked again every %llds",
+          s->url, (long long)(not_engine_ms(e) / 1000));
+      if (was_ok)
+        LOG_INFO(MOD, "pod %s/%s: %s", p->t.ns, p->t.pod, p->r.reason);
+    } else if (rc && was_ok)
       LOG_WARN(MOD, "engine pod %s/%s: %s", p->t.ns, p->t.pod, r.reason);
     else if (!rc && !was_ok)
       LOG_INFO(MOD, "engine pod %s/%s answers again", p->t.ns, p->t.pod);
@@ -420,11 +438,14 @@ static void store_pod(struct engines *e, struct scrape *s, CURLcode cc) {
 /* Takes the pods to read now; returns how many (jobs has ENGINE_MAX_PODS slots). */
 static size_t take_jobs(struct engines *e, struct scrape *jobs) {
   size_t n = 0;
+  int64_t now = time_mono_ms();
   pthread_mutex_lock(&e->lock);
   for (size_t i = 0; i < ENGINE_MAX_PODS; i++) {
     const struct epod *p = &e->pods[i];
     if (!p->used || p->verdict != ENGINE_TARGET_OK)
       continue;
+    if (p->not_engine && now - p->done_mono < not_engine_ms(e))
+      continue; /* not an engine at its last check: not fetched every interval */
     struct scrape *s = &jobs[n];
     memset(s, 0, sizeof *s);
     s->idx = i;
@@ -621,9 +642,9 @@ int engines_copy(struct engines *e, struct engine_reading **out, size_t *n, bool
     pthread_mutex_unlock(&e->lock);
     return 0;
   }
-  size_t cnt = 0;
+  size_t cnt = 0; /* pods that are not engines too: listed with their reason, kind unknown */
   for (size_t i = 0; i < ENGINE_MAX_PODS; i++)
-    cnt += e->pods[i].used && !e->pods[i].not_engine;
+    cnt += e->pods[i].used;
   struct engine_reading *r = cnt ? calloc(cnt, sizeof *r) : NULL;
   if (cnt && !r) {
     pthread_mutex_unlock(&e->lock);
@@ -633,7 +654,7 @@ int engines_copy(struct engines *e, struct engine_reading **out, size_t *n, bool
   size_t k = 0;
   for (size_t i = 0; i < ENGINE_MAX_PODS; i++) {
     const struct epod *p = &e->pods[i];
-    if (!p->used || p->not_engine)
+    if (!p->used)
       continue;
     r[k] = p->r;
     r[k].fresh = is_fresh(p->ok, p->ok_mono, e->interval_ms, now);

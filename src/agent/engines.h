@@ -7,8 +7,10 @@
  *   - gpuscale.io/engine (vllm|tgi|sglang|triton) with gpuscale.io/metrics-port, and optionally
  *     gpuscale.io/metrics-path (default /metrics);
  *   - or, without gpuscale.io/engine: prometheus.io/scrape="true" with prometheus.io/port (and
- *     prometheus.io/path); the engine is then detected from the metric names the pod serves, and
- *     a pod that serves no engine's metrics is not an engine pod (not listed).
+ *     prometheus.io/path); the engine is then detected from the metric names the pod serves.
+ *     Until detected such a pod has kind ENGINE_UNKNOWN and is no engine pod for any trigger;
+ *     one that serves no engine's metrics is listed with a reason and read again only every
+ *     10 engine intervals or 60 s, whichever is longer. Once detected, the kind stays.
  * Only Running pods of this node with a pod IP from the API are fetched. A pod with a bad
  * annotation value, or whose scrape failed (timeout, over PROMTEXT_MAX_BYTES, not 200, not the
  * text format), is listed with fresh=false, no values and a reason. */

@@ -91,11 +91,16 @@ int scaler_select_engines(const struct trigger *t, const struct engine_reading *
   const char *sig = engine_signal_name(t->esignal);
   for (size_t i = 0; i < n; i++) {
     const struct engine_reading *r = &rs[i];
+    /* Never given by gpuscale.io/engine and never detected (a prometheus.io pod not read yet,
+     * unreadable, or no engine at all): not an engine pod for any trigger, neither a value nor
+     * missing. Once detected, its kind stays and it counts as an annotated pod does. */
+    if (r->kind == ENGINE_UNKNOWN)
+      continue;
     if ((t->ns[0] && strcmp(t->ns, r->ns) != 0) || !trigger_regex_match(&t->pods, r->pod))
       continue;
     sel->matched++;
-    if (r->kind != want && (r->kind != ENGINE_UNKNOWN || r->fresh))
-      continue; /* another engine, or read and none we know: it cannot report the signal */
+    if (r->kind != want)
+      continue; /* another engine: it cannot report the signal */
     sel->selected++;
     if (!node_fresh) {
       (*stale)++;

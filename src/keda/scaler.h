@@ -60,7 +60,8 @@ void scaler_selection_release(struct scaler_selection *sel);
 
 /* Engine triggers (t->engine): adds one node's engine pods rs[0..n) to sel. A pod matches by
  * t->ns and t->pods; one of another engine is matched and left out (as a GPU that does not report
- * a field); one whose engine is not detected yet is selected too. A selected pod counts fresh
+ * a field); one of ENGINE_UNKNOWN (a prometheus.io pod whose engine was never detected) is no
+ * engine pod at all: neither matched nor missing (docs/engines.md). A selected pod counts fresh
  * with its value when node_fresh, its reading is fresh and it has the signal; else it is missing
  * and noted with its reason (node names the node). With node_fresh false every selected pod is
  * counted into *stale instead, for the caller's note. Workload scope: one group per pod, from

@@ -16,6 +16,7 @@ import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
+import grpc
 import pytest
 
 import fake_kube_api
@@ -289,6 +290,72 @@ def test_engine_pods_read_one_slow_or_bad_pod_delays_nobody(agents, api, servers
     assert all(r["query"].get("fieldSelector") == ["spec.nodeName=" + NODE] for r in pod_reqs)
     log = a.log()
     assert "engine pod ml/slow-0: GET http://127.0.0.23" in log, log
+
+
+def prom_ann(port):
+    return {"prometheus.io/scrape": "true", "prometheus.io/port": str(port)}
+
+
+def test_prometheus_io_pods_that_are_no_engine_count_nowhere(agents, api, servers, tmp_path):
+    """prometheus.io pods (no gpuscale.io/engine): an ordinary app exporting metrics, one that
+    never answers, and a vLLM that is detected and then fails. The first two are no engine pods
+    for any trigger (the node-scope vLLM trigger answers the vLLM pods' sum, not UNAVAILABLE); the
+    app is listed with why, and re-checked only every 60 s, not every interval; the detected vLLM
+    keeps its kind and counts as missing when its scrapes fail (docs/engines.md)."""
+    vllm = servers("127.0.0.61", steady(fixture("vllm-v1.prom")))  # annotated
+    app = servers("127.0.0.62", steady("# TYPE http_requests_total counter\n"
+                                       "http_requests_total{code=\"200\"} 1027\n"))
+    dead = servers("127.0.0.63", steady("oops\n", status=503))  # never detected
+    state = {"fail": False}
+    late = servers("127.0.0.64", lambda n: (503, b"down\n", 0) if state["fail"]
+                   else (200, fixture("vllm-v1.prom").encode(), 0))
+    api.put_pod(api_pod("ml", "vllm-0", vllm.ip, engine_ann("vllm", vllm.port)))
+    api.put_pod(api_pod("web", "app-0", app.ip, prom_ann(app.port)))
+    api.put_pod(api_pod("web", "dead-0", dead.ip, prom_ann(dead.port)))
+    api.put_pod(api_pod("ml", "late-0", late.ip, prom_ann(late.port)))
+    a = start_agent(agents, api, tmp_path)
+
+    def read():
+        pods = by_pod(engines_json(a))
+        ok = (pods.get("ml/vllm-0", {}).get("fresh") and pods.get("ml/late-0", {}).get("fresh")
+              and "not an engine" in pods.get("web/app-0", {}).get("reason", "")
+              and "HTTP status 503" in pods.get("web/dead-0", {}).get("reason", ""))
+        return pods if ok else None
+
+    pods = wait_for(read, timeout=15, what="every pod read once")
+    ap = pods["web/app-0"]
+    assert ap["engine"] == "unknown" and ap["fresh"] is False and ap["values"] == {}, ap
+    assert ap["reason"] == ("not an engine (no vllm/tgi/sglang/triton metrics at http://%s:%d"
+                            "/metrics); checked again every 60s" % (app.ip, app.port)), ap
+    assert pods["web/dead-0"]["engine"] == "unknown"
+    assert pods["ml/late-0"]["engine"] == "vllm"  # detected from its metric names
+    c = a.client()
+    md = {"metricType": "vllm_queue_depth"}
+    _, v = c.spec_and_value(md)  # 7 + 7 (vllm-v1.prom): app-0 and dead-0 are no engine pods
+    assert v.metricValueFloat == 14, v
+    # the app is not fetched every interval: once, and again only after 60 s
+    n_app, n_vllm = app.count(), vllm.count()
+    time.sleep(3.5)
+    assert vllm.count() >= n_vllm + 3
+    assert app.count() == n_app == 1, app.count()
+    assert "not an engine" in by_pod(engines_json(a))["web/app-0"]["reason"]
+    # the detected vLLM fails: it keeps its kind and is missing, never left out of the sum
+    state["fail"] = True
+
+    def refused():
+        try:
+            c.spec_and_value(md)
+        except grpc.RpcError as e:
+            return e if e.code() == grpc.StatusCode.UNAVAILABLE else None
+        return None
+
+    e = wait_for(refused, timeout=15, what="UNAVAILABLE once late-0 fails")
+    assert "pod ml/late-0 has no fresh vllm_queue_depth reading" in e.details(), e.details()
+    assert "dead-0" not in e.details() and "app-0" not in e.details(), e.details()
+    lp = by_pod(engines_json(a))["ml/late-0"]
+    assert lp["engine"] == "vllm" and lp["fresh"] is False and "HTTP status 503" in lp["reason"]
+    _, v = c.spec_and_value(dict(md, allowPartial="true"))
+    assert v.metricValueFloat == 7, v
 
 
 def test_triton_rates_absent_until_the_second_scrape(agents, api, servers, tmp_path):

@@ -307,6 +307,38 @@ def test_agent_node_scope(rig):
     settled(a, {"metricType": "vllm_queue_depth", "scope": "node", "pods": "vllm-b"}, 7)
 
 
+def test_prometheus_io_pods_never_detected_are_no_engine_pods(rig):
+    """Two prometheus.io pods on node-2 whose engine is never detected (an app exporting its own
+    metrics, and one that never answers), named so that the workload's pods regex takes them: no
+    engine pods for any trigger, so cluster and workload scope answer the vLLM pods' sums, not
+    UNAVAILABLE (docs/engines.md, "Partial answers")."""
+    c = rig.gateway.client()
+    app = FakeEngine("127.0.0.15", rig.port, b"# TYPE http_requests_total counter\n"
+                                             b"http_requests_total 1027\n")
+    rig.engines.append(app)
+    ann = lambda port: {"prometheus.io/scrape": "true", "prometheus.io/port": str(port)}  # noqa
+    pods = []
+    for name, ip, port in [("vllm-app", "127.0.0.15", rig.port),
+                           ("vllm-dead", "127.0.0.16", rig.port)]:
+        p = api_pod(NS, name, "node-2", ip, port)
+        p["metadata"]["annotations"] = ann(port)
+        pods.append(p)
+        rig.api.put_pod(p)
+    def count():
+        by_node = {a["node"]: a for a in rig.gateway.agents().values()}
+        return (by_node.get("node-2", {}).get("engines") or {}).get("pods")
+
+    wait_for(lambda: count() == 3, timeout=20, what="node-2 listing the two prometheus.io pods")
+    wait_for(lambda: app.hits >= 1, timeout=10, what="the app pod read once")
+    time.sleep(1.5)  # the gateway hears node-2's readings with both pods in them
+    everything = {"metricType": "vllm_queue_depth", "scope": "cluster"}
+    assert keda_value(c, everything)[1] == sum(p[4] for p in PODS)
+    assert keda_value(c, WORKLOAD)[1] == 22
+    for p in pods:
+        rig.api.delete_pod(NS, p["metadata"]["name"])
+    wait_for(lambda: count() == 1, timeout=20, what="node-2 back to its one pod")
+
+
 def test_gpu_memory_trigger_is_flat_beside_it(rig):
     """Why engine signals (docs/engines.md): every pod reserves 90 % of its GPU, whatever its
     queue, so a memory trigger in workload scope asks for ceil(2 x 90 / 80) = 3 replicas for 2

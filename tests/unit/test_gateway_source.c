@@ -1576,7 +1576,8 @@ enum eng_variant {
   EV_ALL = 0,
   EV_E2_STALE,     /* gpu-e-2 has not updated for 10 s */
   EV_VLLM_D_STALE, /* vllm-d's last scrape timed out */
-  EV_NEW_POD,      /* prod/vllm-e on gpu-e-2: not scraped yet, engine not known yet */
+  EV_NEW_POD,      /* prod/vllm-e on gpu-e-2 (prometheus.io): not scraped yet, engine unknown */
+  EV_NEW_VLLM,     /* prod/vllm-e on gpu-e-2 (gpuscale.io/engine: vllm): not scraped yet */
   EV_E3_OFF,       /* a third agent reads no engines (no API access) */
   EV_E3_OLD,       /* a third agent that says nothing of engines (older, or GPUs only) */
   EV_UNKNOWN,      /* a third agent never reported */
@@ -1590,7 +1591,8 @@ static void eng_build(const struct eng_agent *a, struct node_snapshot *s, enum e
   s->attribution = true;
   s->engines_on = true;
   bool e2 = strcmp(a->node, "gpu-e-2") == 0;
-  size_t n = a->n + (v == EV_NEW_POD && e2);
+  bool new_pod = (v == EV_NEW_POD || v == EV_NEW_VLLM) && e2;
+  size_t n = a->n + new_pod;
   s->engines = calloc(n, sizeof *s->engines);
   assert_non_null(s->engines);
   s->n_engines = n;
@@ -1619,11 +1621,11 @@ static void eng_build(const struct eng_agent *a, struct node_snapshot *s, enum e
       snprintf(r->reason, sizeof r->reason, "scrape timed out after 2000ms");
     }
   }
-  if (v == EV_NEW_POD && e2) {
+  if (new_pod) {
     struct engine_reading *r = &s->engines[a->n];
     snprintf(r->ns, sizeof r->ns, "prod");
     snprintf(r->pod, sizeof r->pod, "vllm-e");
-    r->kind = ENGINE_UNKNOWN;
+    r->kind = v == EV_NEW_VLLM ? ENGINE_VLLM : ENGINE_UNKNOWN;
     snprintf(r->reason, sizeof r->reason, "not scraped yet");
   }
 }
@@ -1816,8 +1818,18 @@ static const struct eng_case eng_cases[] = {
      2,
      false,
      true},
-    {"new pod, engine not known yet",
+    /* A prometheus.io pod whose engine was never detected is no engine pod: no value, not
+     * missing (an ordinary app exporting metrics must not make the trigger UNAVAILABLE). */
+    {"new prometheus.io pod, engine never detected: not an engine pod",
      EV_NEW_POD,
+     {VQ, VPODS},
+     0,
+     22,
+     3,
+     3,
+     3},
+    {"new annotated vLLM pod, not scraped yet: missing",
+     EV_NEW_VLLM,
      {VQ, VPODS},
      GS_EUNAVAIL,
      0,

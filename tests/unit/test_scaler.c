@@ -1495,6 +1495,59 @@ static void test_agent_engines(void **state) {
   assert_int_equal(gpus.calls, 1);
 }
 
+/* scaler_select_engines: a prometheus.io pod whose engine was never detected (ENGINE_UNKNOWN,
+ * read or not) is no engine pod for any trigger; a detected or annotated one whose scrape fails
+ * is missing. */
+struct sel_eng_case {
+  const char *label;
+  enum engine_kind kind; /* of the third pod, "app-0" */
+  bool fresh;
+  const char *metric;
+  size_t matched, selected, fresh_n;
+  const char *missing; /* a note expected in sel.missing, or NULL: none */
+};
+
+static const struct sel_eng_case sel_eng_cases[] = {
+    {"never detected, scrape failed: not an engine pod", ENGINE_UNKNOWN, false, "vllm_queue_depth",
+     2, 2, 2, NULL},
+    {"never detected, read fine (no engine): not an engine pod", ENGINE_UNKNOWN, true,
+     "tgi_queue_size", 2, 0, 0, NULL},
+    {"detected vLLM, later scrape failed: missing", ENGINE_VLLM, false, "vllm_queue_depth", 3, 3, 2,
+     "pod prod/app-0 has no fresh vllm_queue_depth reading: HTTP 503"},
+    {"detected vLLM, fresh: counted", ENGINE_VLLM, true, "vllm_queue_depth", 3, 3, 3, NULL},
+    {"detected TGI under a vLLM trigger: matched, left out", ENGINE_TGI, false, "vllm_queue_depth",
+     3, 2, 2, NULL},
+};
+
+static void test_select_engines_unknown(void **state) {
+  (void)state;
+  for (size_t i = 0; i < sizeof sel_eng_cases / sizeof sel_eng_cases[0]; i++) {
+    const struct sel_eng_case *c = &sel_eng_cases[i];
+    struct engine_reading rs[3];
+    eng_pod(&rs[0], "prod", "vllm-a", ENGINE_VLLM, true, 3);
+    eng_pod(&rs[1], "prod", "vllm-b", ENGINE_VLLM, true, 7);
+    eng_pod(&rs[2], "prod", "app-0", c->kind, c->fresh, 12);
+    const struct kv md[] = {{"metricType", c->metric}};
+    struct trigger t;
+    char err[256] = "";
+    assert_int_equal(trigger_parse(md, 1, &profiles, &t, err, sizeof err), 0);
+    struct scaler_selection sel;
+    memset(&sel, 0, sizeof sel);
+    uint32_t next = 0;
+    size_t stale = 0;
+    assert_int_equal(scaler_select_engines(&t, rs, 3, true, "gpu-1", &sel, &next, &stale), 0);
+    bool ok = sel.matched == c->matched && sel.selected == c->selected && sel.fresh == c->fresh_n &&
+              sel.n == c->fresh_n && sel.unknown == 0 &&
+              (c->missing ? strstr(sel.missing, c->missing) != NULL : sel.missing[0] == '\0');
+    if (!ok)
+      print_error("case \"%s\": matched %zu selected %zu fresh %zu n %zu missing \"%s\"\n",
+                  c->label, sel.matched, sel.selected, sel.fresh, sel.n, sel.missing);
+    scaler_selection_release(&sel);
+    trigger_free(&t);
+    assert_true(ok);
+  }
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_get_spec),
@@ -1514,6 +1567,7 @@ int main(void) {
       cmocka_unit_test(test_workload_groups),
       cmocka_unit_test(test_workload_shares),
       cmocka_unit_test(test_agent_engines),
+      cmocka_unit_test(test_select_engines_unknown),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }
