@@ -241,6 +241,17 @@ static int resolve_scope(const struct scaler *s, const struct scaler_request *r,
              key, v ? v : "", GATEWAY_HINT);
     return e->code;
   }
+  /* The agent's history source does not select GPUs by their pods: pods with a GPU metric would
+   * be ignored silently and the answer would cover every GPU of the node. */
+  if (!gateway && !t->engine && t->pods.set) {
+    const char *v = md_value(r, "pods");
+    snprintf(e->msg, sizeof e->msg,
+             "invalid trigger metadata: pods=\"%.80s\": selects GPUs by the pods holding them and "
+             "is served by the gpuscale gateway (e.g. %s); the agent serves node scope for all "
+             "its own GPUs (use gpuIndex there)",
+             v ? v : "", GATEWAY_HINT);
+    return e->code;
+  }
   if (gateway && t->scope != TRIGGER_SCOPE_NODE && t->n_indices > 0) {
     const char *v = md_value(r, "gpuIndex");
     snprintf(e->msg, sizeof e->msg,

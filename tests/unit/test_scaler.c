@@ -550,6 +550,13 @@ static const struct hist_case agent_scope_cases[] = {
      0,
      "gpuModel=\".*A100.*\"",
      "gateway"},
+    /* Not silently ignored: the answer would cover every GPU of the node. */
+    {"pods with scope node",
+     {UTIL, {"scope", "node"}, {"pods", "vllm-.*"}},
+     GS_EINVAL,
+     0,
+     "pods=\"vllm-.*\"",
+     "gateway"},
     {"nodes", {UTIL, {"nodes", "n.*"}}, GS_EINVAL, 0, "nodes=\"n.*\"", "gpuIndex"},
     {"node", {UTIL, {"node", "n1"}}, GS_EINVAL, 0, "node=\"n1\"", "gateway"},
     {"namespace", {UTIL, {"namespace", "prod"}}, GS_EINVAL, 0, "namespace=\"prod\"", "gateway"},
