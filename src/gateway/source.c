@@ -21,8 +21,10 @@ struct pick {
   const struct trigger *t;
   struct scaler_selection *sel;
   int64_t now;
-  bool pod_sel;                    /* GPUs are selected through the pods holding them */
-  bool node_found;                 /* scope node: the named node was seen */
+  bool pod_sel;      /* GPUs are selected through the pods holding them */
+  bool node_found;   /* scope node: the named node was seen */
+  bool node_dropped; /* scope node: the named node was dropped after --drop-after */
+  char dropped_note[320];
   size_t unknown;                  /* agents that never reported */
   size_t seen_fresh, seen_dropped; /* agents with a fresh view; agents past --drop-after */
   size_t node_overflow;            /* this node's GPUs with more holders than it lists */
@@ -381,6 +383,15 @@ static int visit_node(void *ud, const struct cluster_node_view *v) {
   struct pick *k = ud;
   if (v->dropped) {
     k->seen_dropped++;
+    /* The one node of scope node, forgotten: unknown (UNAVAILABLE, saying so), not "no such node"
+     */
+    if (k->t->scope == TRIGGER_SCOPE_NODE && strcmp(v->node, k->t->node) == 0) {
+      k->node_dropped = true;
+      snprintf(k->dropped_note, sizeof k->dropped_note,
+               "node %s (agent %s) was dropped after --drop-after: no update for %.1fs%s%s",
+               v->node, v->addr, (double)v->age_ms / 1000.0, v->reason[0] ? ": " : "", v->reason);
+      return 0;
+    }
     /* forgotten after drop_after_ms: it no longer holds anything that cluster or node scope
      * counts, but a pod selection cannot know that none of its pods went there */
     if (k->pod_sel && node_passes(k, v))
@@ -442,6 +453,13 @@ int gwsource_select(struct cluster *c, const struct trigger *t, struct scaler_se
   bool named_node = t->scope == TRIGGER_SCOPE_NODE;
   if (named_node && k.node_found)
     k.unknown = 0; /* the named node answered: unknown agents are other nodes */
+  if (named_node && !k.node_found && k.node_dropped) {
+    k.unknown = 0; /* other nodes' agents do not matter to this one */
+    scaler_selection_note(sel, "%s", k.dropped_note);
+    sel->unknown++;
+    sel->unknown_gpus++;
+    return 0;
+  }
   if (named_node && !k.node_found && k.unknown == 0) {
     snprintf(err, errlen,
              "node \"%s\" is not known to the gateway (%zu agents); check the node name and "
