@@ -24,15 +24,43 @@
 #define CURL_SONAME "libcurl.so.4"
 
 /* The functions resolved from the library, in this order (the index is the enum). */
-#define CURL_FUNCS(X)                                                                              \
-  X(global_init)                                                                                   \
-  X(global_cleanup)                                                                                \
-  X(version) X(free) X(easy_init) X(easy_cleanup) X(easy_reset) X(easy_duphandle) X(easy_setopt)   \
-      X(easy_getinfo) X(easy_perform) X(easy_strerror) X(easy_escape) X(easy_unescape)             \
-          X(slist_append) X(slist_free_all) X(multi_init) X(multi_cleanup) X(multi_add_handle)     \
-              X(multi_remove_handle) X(multi_perform) X(multi_poll) X(multi_wait) X(multi_wakeup)  \
-                  X(multi_info_read) X(multi_setopt) X(multi_timeout) X(multi_strerror) X(url)     \
-                      X(url_cleanup) X(url_dup) X(url_get) X(url_set) X(url_strerror)
+// clang-format off
+#define CURL_FUNCS(X) \
+  X(global_init) \
+  X(global_cleanup) \
+  X(version) \
+  X(free) \
+  X(easy_init) \
+  X(easy_cleanup) \
+  X(easy_reset) \
+  X(easy_duphandle) \
+  X(easy_setopt) \
+  X(easy_getinfo) \
+  X(easy_perform) \
+  X(easy_strerror) \
+  X(easy_escape) \
+  X(easy_unescape) \
+  X(slist_append) \
+  X(slist_free_all) \
+  X(multi_init) \
+  X(multi_cleanup) \
+  X(multi_add_handle) \
+  X(multi_remove_handle) \
+  X(multi_perform) \
+  X(multi_poll) \
+  X(multi_wait) \
+  X(multi_wakeup) \
+  X(multi_info_read) \
+  X(multi_setopt) \
+  X(multi_timeout) \
+  X(multi_strerror) \
+  X(url) \
+  X(url_cleanup) \
+  X(url_dup) \
+  X(url_get) \
+  X(url_set) \
+  X(url_strerror)
+// clang-format on
 
 enum {
 #define CURL_ENUM(n) F_##n,
