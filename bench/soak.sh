@@ -94,19 +94,25 @@ run_soak() {
     exit 1
   fi
   kill -0 "$pid" 2>/dev/null || { say "soak: $name exited during the soak"; exit 1; }
-  local slope ceil
-  slope=$(awk -v secs="$SECS" '{ t[NR] = $1; r[NR] = $2 } END {
-      skip = secs / 10; if (skip < 20) skip = 20
+  local slope ceil half
+  slope_of() { # slope_of SKIP_SECONDS: least squares over the samples from SKIP_SECONDS on
+  awk -v skip="$1" '{ t[NR] = $1; r[NR] = $2 } END {
       for (i = 1; i <= NR; i++) if (t[i] >= skip) { n++; x += t[i]; y += r[i]; xx += t[i]^2; xy += t[i] * r[i] }
       if (n < 3) { print "n/a"; exit }
       b = (n * xy - x * y) / (n * xx - x * x); a = (y - b * x) / n
       for (i = 1; i <= NR; i++) if (t[i] >= skip) { e = r[i] - a - b * t[i]; s += e * e }
       se = sqrt(s / (n - 2) / (xx - x * x / n))
       printf "%.1f +- %.1f KiB/min (%d samples, %.0f -> %.0f KiB)", b * 60, 2 * se * 60, n, r[1], r[NR] }' \
-    "$WORK/$name.rss")
+    "$WORK/$name.rss"
+  }
+  slope=$(slope_of "$(awk -v s="$SECS" 'BEGIN {print (s / 10 < 20) ? 20 : s / 10}')")
+  half=$(slope_of "$((SECS / 2))")
   ceil=$(awk -v c="$CEIL_B" -v r="$RATE" 'BEGIN {printf "%.1f", c * r * 60 / 1024}')
   row "soak $name: RSS slope, ${SECS}s at $RATE/s" "$slope" \
     "ceiling: $ceil KiB/min ($CEIL_B B/call); build ${BTYPE:-?}"
+  # RSS is a high-water mark: a stall that piles up in-flight calls raises it in one step, and it
+  # stays; the second half shows whether it still grows once the load is steady.
+  row "soak $name: RSS slope, second half" "$half" "ceiling: $ceil KiB/min"
   local line w first=""
   while read -r line; do
     w=$(field "$line" window)
