@@ -148,11 +148,8 @@ struct rpc_server {
 static void copy_msg(char *dst, size_t len, const char *src) {
   if (len == 0)
     return;
-  size_t n = src ? strnlen(src, len - 1) : 0;
-  if (n)
-    memcpy(dst, src, n);
-  dst[n] = '\0';
-  if (n == len - 1 && src[n] != '\0' && len > 4)
+  int w = snprintf(dst, len, "%s", src ? src : "");
+  if (w >= 0 && (size_t)w >= len && len > 4)
     memcpy(dst + len - 4, "...", 4);
 }
 
