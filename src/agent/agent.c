@@ -179,7 +179,7 @@ static int agent_run(struct agent_opts *o) {
   struct engines *engines = NULL;
   struct procsplit split;
   memset(&split, 0, sizeof split);
-  struct stats *stats = stats_new();
+  struct stats *stats = NULL; /* allocated once nothing can return early */
   struct trigger_cache *tcache = NULL;
   memset(&smp, 0, sizeof smp);
 
@@ -206,6 +206,7 @@ static int agent_run(struct agent_opts *o) {
   LOG_INFO("agent", "collector %s: %zu GPUs, driver %s", ops->name, ops->count(col),
            ops->driver_version(col) ? ops->driver_version(col) : "unknown");
 
+  stats = stats_new();
   size_t cap = (size_t)(o->history_ms / o->interval_ms);
   if (cap > HISTORY_MAX_SAMPLES)
     cap = HISTORY_MAX_SAMPLES;
