@@ -60,6 +60,18 @@ int sim_read_file(const char *path, size_t cap, char **text, size_t *len, char *
   return 0;
 }
 
+/* A failed yaml_parser_load: GS_ENOMEM when libyaml ran out of memory (its loader fails some
+ * allocations without recording an error: YAML_NO_ERROR), else GS_EPARSE with file:line. */
+static int load_failed(const yaml_parser_t *p, const char *file, char *err, size_t errlen) {
+  if (p->error == YAML_MEMORY_ERROR || p->error == YAML_NO_ERROR) {
+    snprintf(err, errlen, "%s: out of memory", file);
+    return GS_ENOMEM;
+  }
+  snprintf(err, errlen, "%s:%zu: YAML: %s", file, p->problem_mark.line + 1,
+           p->problem ? p->problem : "parse error");
+  return GS_EPARSE;
+}
+
 int sim_yaml_load(struct sim_yaml *y, const char *text, size_t len, const char *file, char *err,
                   size_t errlen) {
   memset(y, 0, sizeof *y);
@@ -72,9 +84,7 @@ int sim_yaml_load(struct sim_yaml *y, const char *text, size_t len, const char *
   yaml_parser_set_input_string(&p, (const unsigned char *)text, len);
   int rc = 0;
   if (!yaml_parser_load(&p, &y->doc)) {
-    snprintf(err, errlen, "%s:%zu: YAML: %s", file, p.problem_mark.line + 1,
-             p.problem ? p.problem : "parse error");
-    rc = GS_EPARSE;
+    rc = load_failed(&p, file, err, errlen);
   } else {
     y->loaded = true;
     if (!yaml_document_get_root_node(&y->doc)) {
@@ -101,9 +111,7 @@ int sim_yaml_load_kind(struct sim_yaml *y, const char *text, size_t len, const c
   snprintf(err, errlen, "%s: no document of kind %s in the first 256", file, kind);
   for (int docs = 0; docs < 256; docs++) {
     if (!yaml_parser_load(&p, &y->doc)) {
-      snprintf(err, errlen, "%s:%zu: YAML: %s", file, p.problem_mark.line + 1,
-               p.problem ? p.problem : "parse error");
-      rc = GS_EPARSE;
+      rc = load_failed(&p, file, err, errlen);
       break;
     }
     y->loaded = true;
