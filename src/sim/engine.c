@@ -49,6 +49,8 @@ struct eng {
   size_t capereads;
   unsigned char *mark; /* scratch: GPUs seen by a workload selection (capgpus bytes) */
   size_t capmark;
+  bool oom; /* an allocation failed where the loop cannot return it (a trigger read, the HPA's
+               CPU proposal): the run fails instead of going on with a made-up reading */
   struct sim_params prm;
   struct sim_tol tol; /* the cluster's, or the behavior block's per direction */
   struct sim_hpa hpa;
@@ -743,6 +745,8 @@ static int read_trigger_now(struct eng *e, size_t i, double *value, bool *active
   er.msg[0] = '\0';
   er.has_coverage = false;
   int rc = scaler_eval_trigger(e->gw[i] ? &e->gateway : &e->agent, &e->parsed[i], &res, &er);
+  if (rc == GS_ENOMEM)
+    e->oom = true;
   if (rc)
     return -1;
   *value = res.value;
@@ -786,6 +790,8 @@ static int cpu_proposal(struct eng *e, const struct sim_trigger *t) {
       util[n++] = v;
     }
     r = sim_hpa_resource(util, ready, n, t->target_pct, e->spec, e->tol);
+  } else {
+    e->oom = true;
   }
   free(util);
   free(ready);
@@ -1211,7 +1217,8 @@ static void react_time(const struct sim_result *r, struct sim_summary *s) {
     }
 }
 
-static void summarize(const struct eng *e, struct sim_result *r) {
+/* Returns 0, or GS_ENOMEM when the floor could not be computed. */
+static int summarize(const struct eng *e, struct sim_result *r) {
   struct sim_summary *s = &r->sum;
   s->served_share = s->arrived > 0 ? s->served / s->arrived : 1;
   s->max_replicas = 0;
@@ -1225,9 +1232,12 @@ static void summarize(const struct eng *e, struct sim_result *r) {
   }
   s->scale_events = e->events;
   s->floor_gpu_hours = sim_floor(r->demand, r->n, e->m, sim_model_mean_start(e->m), r->floor);
+  if (isnan(s->floor_gpu_hours))
+    return GS_ENOMEM;
   s->ratio = s->floor_gpu_hours > 0 ? s->gpu_hours / s->floor_gpu_hours : NAN;
   s->sim_s = (double)r->n;
   react_time(r, s);
+  return 0;
 }
 
 static double wall_now(void) {
@@ -1288,7 +1298,7 @@ static int step(struct eng *e, struct sim_result *out) {
     if (out->active[i][t] < 0)
       out->active[i][t] = out->active[i][t - 1];
   }
-  return 0;
+  return e->oom || e->hpa.oom ? GS_ENOMEM : 0;
 }
 
 struct sim_params sim_params_default(void) {
@@ -1332,8 +1342,9 @@ int sim_run(const struct sim_model *m, const struct sim_scaledobject *so,
     if (progress && t % tick == 0)
       progress(pud, (double)t / (double)tr->n);
   }
+  if (!rc && (rc = summarize(e, out)))
+    snprintf(err, errlen, "out of memory for the floor of a %zu-second timeline", tr->n);
   if (!rc) {
-    summarize(e, out);
     out->sum.wall_s = wall_now() - t0;
     if (progress)
       progress(pud, 1.0);

@@ -65,7 +65,8 @@ void sim_result_drop_series(struct sim_result *r);
 
 /* The perfect-foresight floor: GPUs held at each second by the fewest replicas that cover the
  * demand, started start_s ahead (bridging a gap shorter than a start-up instead of restarting).
- * Fills floor_gpus[n] when not NULL and returns the GPU-hours. */
+ * Fills floor_gpus[n] when not NULL and returns the GPU-hours; NaN when out of memory (floor_gpus
+ * then unfilled). */
 double sim_floor(const double *demand, size_t n, const struct sim_model *m, double start_s,
                  float *floor_gpus);
 

@@ -331,8 +331,10 @@ static int combine(const int *proposals, size_t n, int spec) {
 }
 
 int sim_hpa_reconcile(struct sim_hpa *h, int64_t now, int current, const int *proposals, size_t n) {
-  if (record_initial(h, now, current))
+  if (record_initial(h, now, current)) {
+    h->oom = true;
     return current;
+  }
   int desired;
   if (current == 0 && h->min_replicas != 0) {
     return 0; /* ScalingDisabled: KEDA owns 0 <-> 1 */
@@ -347,16 +349,22 @@ int sim_hpa_reconcile(struct sim_hpa *h, int64_t now, int current, const int *pr
     desired = metric > 0 ? metric : 0;
     int stab;
     if (h->behavior.set) {
-      if (stabilize_behavior(h, now, current, desired, &stab))
+      if (stabilize_behavior(h, now, current, desired, &stab)) {
+        h->oom = true;
         return current;
+      }
       desired = apply_rate(h, now, current, stab);
     } else {
-      if (stabilize_legacy(h, now, desired, &stab))
+      if (stabilize_legacy(h, now, desired, &stab)) {
+        h->oom = true;
         return current;
+      }
       desired = apply_legacy_rules(h, current, stab);
     }
   }
-  if (desired != current && store_event(h, now, current, desired))
+  if (desired != current && store_event(h, now, current, desired)) {
+    h->oom = true;
     return current;
+  }
   return desired;
 }

@@ -80,6 +80,7 @@ struct sim_hpa {
   size_t nrecs, caprecs;
   struct sim_hpa_event *up, *down;
   size_t nup, capup, ndown, capdown;
+  bool oom; /* an allocation failed in sim_hpa_reconcile (set, never cleared): the run is void */
 };
 
 /* Frees the state's arrays; NULL is fine. */
@@ -104,8 +105,8 @@ int sim_hpa_resource(const double *util, const bool *ready, size_t n, int target
 /* One reconcile (reconcileAutoscaler) at time now: proposals[i] is metric i's replica count, or
  * -1 when that metric failed. current is scale.spec.replicas. Returns the replicas to set (equal
  * to current when nothing changes). Returns current when every metric failed, or when some
- * failed and the rest would scale down. GS_ENOMEM leaves the state unchanged and returns
- * current. */
+ * failed and the rest would scale down. Out of memory leaves the state unchanged, sets h->oom and
+ * returns current. */
 int sim_hpa_reconcile(struct sim_hpa *h, int64_t now, int current, const int *proposals, size_t n);
 
 #endif
