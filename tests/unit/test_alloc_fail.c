@@ -29,6 +29,12 @@
 #include "rightsize/kube.h"
 #include "rightsize/prom.h"
 #include "rpc/podresources.h"
+#include "sim/engine.h"
+#include "sim/formula.h"
+#include "sim/model.h"
+#include "sim/scaledobject.h"
+#include "sim/trace.h"
+#include "sim/yamlx.h"
 
 /* ---- library calls that fail as one unit (alloc_fail.h says why) ---- */
 
@@ -416,17 +422,206 @@ static void test_exposition(void **state) {
   af_loop("expo_render", run_expo, &in, enomem, 1);
 }
 
+/* ---- the simulator's inputs (src/sim/): ScaledObject / HTTPScaledObject, model, traces ---- */
+
+static const int sim_enomem_io[] = {GS_ENOMEM, GS_EIO}; /* GS_EIO: fopen's own allocation */
+
+static int run_sim_so(const void *arg, char *why, size_t whylen) {
+  const struct text *t = arg;
+  struct sim_scaledobject so;
+  memset(&so, 0x5a, sizeof so);
+  int rc = sim_so_parse(t->data, t->len, t->path, &so, why, whylen);
+  if (rc == 0) {
+    assert_true(so.ntrig > 0);
+    sim_so_free(&so);
+  } else if (rc == GS_ENOMEM) {
+    assert_non_null(strstr(why, "out of memory"));
+  }
+  return rc;
+}
+
+static int run_sim_model(const void *arg, char *why, size_t whylen) {
+  const struct text *t = arg;
+  struct sim_model m;
+  int rc = sim_model_parse(t->data, t->len, t->path, &m, why, whylen);
+  if (rc == 0)
+    assert_true(m.capacity > 0 && m.nsig > 0);
+  else if (rc == GS_ENOMEM)
+    assert_non_null(strstr(why, "out of memory"));
+  return rc;
+}
+
+static void test_sim_yaml(void **state) {
+  (void)state;
+  static struct text so[] = {{"fuzz/corpus/sim/scaling_modifiers", NULL, 0},
+                             {"fuzz/corpus/sim/so_with_http_so", NULL, 0},
+                             {"fuzz/corpus/sim/http_scaled_object", NULL, 0},
+                             {"fuzz/corpus/sim/behavior", NULL, 0},
+                             {"../examples/simulate/workload-util.yaml", NULL, 0}};
+  for (size_t i = 0; i < sizeof so / sizeof so[0]; i++) {
+    load(&so[i]);
+    af_loop(so[i].path, run_sim_so, &so[i], enomem, 1);
+    free(so[i].data);
+  }
+  static struct text model[] = {{"fuzz/corpus/sim/model-vllm", NULL, 0},
+                                {"../examples/simulate/models/inference-outage.yaml", NULL, 0}};
+  for (size_t i = 0; i < sizeof model / sizeof model[0]; i++) {
+    load(&model[i]);
+    af_loop(model[i].path, run_sim_model, &model[i], enomem, 1);
+    free(model[i].data);
+  }
+}
+
+/* The file readers: sim_read_file's growth, then the parse. */
+static int run_sim_so_load(const void *arg, char *why, size_t whylen) {
+  struct sim_scaledobject so;
+  int rc = sim_so_load(arg, &so, why, whylen);
+  if (rc == 0)
+    sim_so_free(&so);
+  return rc;
+}
+
+static int run_sim_model_load(const void *arg, char *why, size_t whylen) {
+  struct sim_model m;
+  return sim_model_load(arg, &m, why, whylen);
+}
+
+static void test_sim_load(void **state) {
+  (void)state;
+  af_loop("sim_so_load", run_sim_so_load, TEST_FIXTURES "/../../examples/simulate/modifiers.yaml",
+          sim_enomem_io, 2);
+  af_loop("sim_model_load", run_sim_model_load,
+          TEST_FIXTURES "/../../examples/simulate/models/vllm.yaml", sim_enomem_io, 2);
+}
+
+/* Traces: the CSV and query_range readers, the built-in shapes, the file loader. */
+struct sim_trace_case {
+  const char *what;
+  int kind; /* 0 CSV, 1 query_range JSON, 2 built-in, 3 sim_trace_load */
+  const char *spec;
+  struct text t;
+};
+
+static int run_sim_trace(const void *arg, char *why, size_t whylen) {
+  const struct sim_trace_case *c = arg;
+  struct sim_trace tr;
+  memset(&tr, 0x5a, sizeof tr);
+  int rc = c->kind == 0   ? sim_trace_csv(c->t.data, c->t.len, c->what, 0, &tr, why, whylen)
+           : c->kind == 1 ? sim_trace_promjson(c->t.data, c->t.len, c->what, 0, &tr, why, whylen)
+           : c->kind == 2 ? sim_trace_builtin(c->spec, 3600, 10, 7, &tr, why, whylen)
+                          : sim_trace_load(c->spec, 0, 10, 7, &tr, why, whylen);
+  if (rc == 0) {
+    assert_true(tr.n > 0);
+    assert_non_null(tr.rate);
+    sim_trace_free(&tr);
+  } else {
+    assert_null(tr.rate);
+  }
+  return rc;
+}
+
+static void test_sim_trace(void **state) {
+  (void)state;
+  static struct sim_trace_case c[] = {
+      {"trace_csv", 0, NULL, {"fuzz/corpus/sim/trace_csv", NULL, 0}},
+      {"trace_csv_unix", 0, NULL, {"fuzz/corpus/sim/trace_csv_unix", NULL, 0}},
+      {"prom_matrix", 1, NULL, {"fuzz/corpus/sim/prom_matrix", NULL, 0}},
+      {"builtin bursty", 2, "bursty", {NULL, NULL, 0}},
+      {"sim_trace_load", 3, TEST_FIXTURES "/../fuzz/corpus/sim/trace_csv_linear", {NULL, NULL, 0}},
+  };
+  for (size_t i = 0; i < sizeof c / sizeof c[0]; i++) {
+    if (c[i].t.path)
+      load(&c[i].t);
+    af_loop(c[i].what, run_sim_trace, &c[i], c[i].kind == 3 ? sim_enomem_io : enomem,
+            c[i].kind == 3 ? 2 : 1);
+    free(c[i].t.data);
+  }
+}
+
+/* scalingModifiers formulas are parsed into a fixed node array: no allocation at all, so none can
+ * fail (the loop would test nothing); this checks it stays so. */
+static void test_sim_formula_allocates_nothing(void **state) {
+  (void)state;
+  static const char *const names[] = {"util", "rps", "queue"};
+  struct sim_formula f;
+  char err[256];
+  af_arm(-1);
+  int rc = sim_formula_parse("max(util / 75, rps / 8) + (queue > 10 ? ceil(queue / 10) : 0)", names,
+                             3, &f, err, sizeof err);
+  long n = af_disarm();
+  assert_int_equal(rc, 0);
+  assert_int_equal(n, 0);
+}
+
+/* One simulation: the model, a ScaledObject with a gpuscale trigger and a Prometheus one, an
+ * hour of the step shape. */
+struct sim_run_case {
+  struct sim_model m;
+  struct sim_scaledobject so;
+  struct sim_trace tr;
+  struct profile_set ps;
+};
+
+static int run_sim_engine(const void *arg, char *why, size_t whylen) {
+  const struct sim_run_case *c = arg;
+  struct sim_params prm = sim_params_default();
+  struct sim_result r;
+  memset(&r, 0x5a, sizeof r);
+  int rc = sim_run(&c->m, &c->so, &c->tr, &c->ps, &prm, NULL, NULL, &r, why, whylen);
+  if (rc == 0) {
+    assert_int_equal(r.n, c->tr.n);
+    assert_true(r.sum.max_replicas >= 1);
+  }
+  sim_result_free(&r); /* also after a failure: the contract */
+  return rc;
+}
+
+static void test_sim_run(void **state) {
+  (void)state;
+  /* the gateway's workload scope, the HPA's CPU proposal with behavior, engine pods at zero */
+  static const struct {
+    const char *model, *so;
+  } runs[] = {{"inference.yaml", "workload-util.yaml"},
+              {"inference.yaml", "cpu-only.yaml"},
+              {"vllm.yaml", "zero-engine-with-http.yaml"},
+              {"timeslice.yaml", "timeslice-workload.yaml"}};
+  static struct sim_run_case c;
+  char err[512], path[512];
+  assert_int_equal(profile_set_init(&c.ps), 0);
+  for (size_t i = 0; i < sizeof runs / sizeof runs[0]; i++) {
+    snprintf(path, sizeof path, "%s/../../examples/simulate/models/%s", TEST_FIXTURES,
+             runs[i].model);
+    assert_int_equal(sim_model_load(path, &c.m, err, sizeof err), 0);
+    snprintf(path, sizeof path, "%s/../../examples/simulate/%s", TEST_FIXTURES, runs[i].so);
+    assert_int_equal(sim_so_load(path, &c.so, err, sizeof err), 0);
+    assert_int_equal(sim_trace_builtin("step", 1800, 20, 3, &c.tr, err, sizeof err), 0);
+    af_loop(runs[i].so, run_sim_engine, &c, enomem, 1);
+    sim_trace_free(&c.tr);
+    sim_so_free(&c.so);
+  }
+  profile_set_free(&c.ps);
+}
+
 int main(void) {
   /* json-c 0.16 is not safe against its own allocation failures: not counted inside it */
   af_exclude_dso((const void *)json_object_new_object);
   /* libyaml 0.2.5 leaks a sequence's or mapping's item stack when adding its node fails */
   af_leaky_dso((const void *)yaml_parser_load);
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_trigger),    cmocka_unit_test(test_scenario),
-      cmocka_unit_test(test_profile),    cmocka_unit_test(test_podres),
-      cmocka_unit_test(test_prom),       cmocka_unit_test(test_kube),
-      cmocka_unit_test(test_counters),   cmocka_unit_test(test_exposition),
+      cmocka_unit_test(test_trigger),
+      cmocka_unit_test(test_scenario),
+      cmocka_unit_test(test_profile),
+      cmocka_unit_test(test_podres),
+      cmocka_unit_test(test_prom),
+      cmocka_unit_test(test_kube),
+      cmocka_unit_test(test_counters),
+      cmocka_unit_test(test_exposition),
       cmocka_unit_test(test_kubeconfig),
+      cmocka_unit_test(test_sim_yaml),
+      cmocka_unit_test(test_sim_load),
+      cmocka_unit_test(test_sim_trace),
+      cmocka_unit_test(test_sim_formula_allocates_nothing),
+      cmocka_unit_test(test_sim_run),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
