@@ -160,6 +160,15 @@ int procmap_pod_of_pid(const char *proc_root, uint32_t pid, const struct procmap
       break;
     len += (size_t)r;
   }
+  /* a real cgroup file is a few lines: a longer one is not read in part (the pod line could be
+   * past the cap, and the process would pass for a host process) */
+  if (rc == 0 && len == PROCMAP_MAX_CGROUP) {
+    char extra;
+    ssize_t r;
+    while ((r = read(fd, &extra, 1)) < 0 && errno == EINTR)
+      ;
+    rc = r > 0 ? GS_ETOOBIG : r < 0 ? GS_EIO : 0;
+  }
   close(fd);
   char uid[PROCMAP_UID_LEN];
   if (rc == 0)

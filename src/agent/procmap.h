@@ -50,7 +50,8 @@ void procmap_free(struct procmap *m);
 /* The pod running host process pid: reads <proc_root>/<pid>/cgroup and looks its UID up in m.
  * Returns 0 with *out set, GS_ENOTFOUND when the process is in no pod (its cgroup names none),
  * GS_EUNAVAIL when it names a pod that m does not know (a pod newer than the map), GS_EIO when the
- * file cannot be read (the process ended, or /proc is not the host's), or GS_EPARSE. */
+ * file cannot be read (the process ended, or /proc is not the host's), GS_ETOOBIG when the file is
+ * longer than PROCMAP_MAX_CGROUP (not read in part), or GS_EPARSE. */
 int procmap_pod_of_pid(const char *proc_root, uint32_t pid, const struct procmap *m,
                        const struct procmap_pod **out);
 

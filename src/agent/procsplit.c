@@ -40,9 +40,10 @@ static int tie_processes(const struct procsplit *p, const struct procmap *m,
       uses[k].ns = uses[k].pod = NULL; /* its cgroup names no pod: a host process */
     } else if (procs[k].sm_util > 0) {
       snprintf(why, whylen, "process %u: %s", (unsigned)procs[k].pid,
-               rc == GS_EUNAVAIL ? "its pod is not in the pod log directory"
-               : rc == GS_EIO    ? "cannot read its cgroup in the host /proc"
-                                 : "its cgroup names two pods");
+               rc == GS_EUNAVAIL  ? "its pod is not in the pod log directory"
+               : rc == GS_EIO     ? "cannot read its cgroup in the host /proc"
+               : rc == GS_ETOOBIG ? "its cgroup file in the host /proc is over 64 KiB"
+                                  : "its cgroup names two pods");
       return GS_EUNAVAIL;
     } else {
       uses[k].ns = uses[k].pod = NULL; /* idle and gone: it has no part either way */

@@ -177,11 +177,96 @@ static void test_pod_of_pid(void **state) {
   assert_int_equal(system(cmd), 0);
 }
 
+/* PROCMAP_MAX_CGROUP: a cgroup file of exactly 64 KiB is read whole (its pod line last); one byte
+ * more is refused, not read in part (the pod line past the cap would make a host process). */
+static void write_cgroup(const char *path, size_t size, const char *last) {
+  FILE *f = fopen(path, "w");
+  assert_non_null(f);
+  size_t ll = strlen(last), w = 0;
+  while (w + ll < size) { /* "0::/x...x\n" lines that name no pod */
+    size_t n = size - ll - w > 200 ? 200 : size - ll - w;
+    char line[201];
+    memset(line, 'x', n);
+    memcpy(line, "0::/", n < 4 ? n : 4);
+    line[n - 1] = '\n';
+    assert_int_equal(fwrite(line, 1, n, f), n);
+    w += n;
+  }
+  assert_int_equal(fwrite(last, 1, ll, f), ll);
+  assert_int_equal(ftell(f), (long)size);
+  fclose(f);
+}
+
+static void test_caps(void **state) {
+  (void)state;
+  char root[] = "/tmp/gs-procmap-caps-XXXXXX";
+  assert_non_null(mkdtemp(root));
+  char p[512];
+  snprintf(p, sizeof p, "%s/pods", root);
+  assert_int_equal(mkdir(p, 0755), 0);
+  snprintf(p, sizeof p, "%s/pods/ml_app-0_" UID, root);
+  assert_int_equal(mkdir(p, 0755), 0);
+  struct procmap m;
+  snprintf(p, sizeof p, "%s/pods", root);
+  assert_int_equal(procmap_load(p, &m), 0);
+  static const struct {
+    unsigned pid;
+    size_t size;
+    int rc;
+  } files[] = {{1, PROCMAP_MAX_CGROUP, 0}, {2, PROCMAP_MAX_CGROUP + 1, GS_ETOOBIG}};
+  for (size_t i = 0; i < 2; i++) {
+    snprintf(p, sizeof p, "%s/%u", root, files[i].pid);
+    assert_int_equal(mkdir(p, 0755), 0);
+    snprintf(p, sizeof p, "%s/%u/cgroup", root, files[i].pid);
+    write_cgroup(p, files[i].size, "0::/kubepods/pod" UID "/c\n");
+    const struct procmap_pod *pod = (const struct procmap_pod *)&m;
+    assert_int_equal(procmap_pod_of_pid(root, files[i].pid, &m, &pod), files[i].rc);
+    if (files[i].rc == 0)
+      assert_string_equal(pod->pod, "app-0");
+    else
+      assert_null(pod);
+  }
+  procmap_free(&m);
+
+  /* PROCMAP_MAX_PODS: 100 000 pod directories are read, one more is refused (GS_ETOOBIG) with
+   * nothing handed back; entries that are not pods do not count */
+  snprintf(p, sizeof p, "%s/many", root);
+  assert_int_equal(mkdir(p, 0755), 0);
+  for (unsigned i = 0; i <= PROCMAP_MAX_PODS; i++) {
+    snprintf(p, sizeof p, "%s/many/ns_p%u_%08x-0000-4000-8000-000000000000", root, i, i);
+    if (i == PROCMAP_MAX_PODS) { /* a non-pod entry first: still 100 000 */
+      char q[512];
+      snprintf(q, sizeof q, "%s/many/not-a-pod", root);
+      FILE *f = fopen(q, "w");
+      assert_non_null(f);
+      fclose(f);
+      snprintf(q, sizeof q, "%s/many", root);
+      assert_int_equal(procmap_load(q, &m), 0);
+      assert_int_equal(m.n, PROCMAP_MAX_PODS);
+      assert_non_null(procmap_find(&m, "0001869f-0000-4000-8000-000000000000"));
+      procmap_free(&m);
+    }
+    FILE *f = fopen(p, "w");
+    assert_non_null(f);
+    fclose(f);
+  }
+  snprintf(p, sizeof p, "%s/many", root);
+  memset(&m, 0x5a, sizeof m);
+  assert_int_equal(procmap_load(p, &m), GS_ETOOBIG);
+  assert_null(m.pods);
+  assert_int_equal(m.n, 0);
+
+  char cmd[600];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", root);
+  assert_int_equal(system(cmd), 0);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_uid_from_cgroup),
       cmocka_unit_test(test_parse_dir),
       cmocka_unit_test(test_pod_of_pid),
+      cmocka_unit_test(test_caps),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
