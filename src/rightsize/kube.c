@@ -20,7 +20,6 @@
 #include "core/timeutil.h"
 
 #define KUBE_MOD "kube"
-#define KUBE_FILE_MAX (4u * 1024u * 1024u) /* kubeconfig, token and CA files */
 #define KUBE_JSON_DEPTH 128
 
 /* ------------------------------------------------------------------------------------------ */
@@ -345,7 +344,9 @@ int kube_config_from_kubeconfig(const char *path, const char *context, struct ku
   int rc = read_file(path, KUBE_FILE_MAX, &text, &len);
   if (rc) {
     seterr(err, errlen, "kubeconfig %s: %s", path,
-           rc == GS_ETOOBIG ? "file too big" : strerror(errno));
+           rc == GS_ETOOBIG  ? "larger than the 4 MiB cap"
+           : rc == GS_ENOMEM ? "out of memory"
+                             : strerror(errno));
     return rc;
   }
   char *dir = strdup(path);
@@ -398,21 +399,20 @@ int kube_config_in_cluster(const char *sa_dir, struct kube_config *out, char *er
     return GS_ENOMEM;
   snprintf(out->token_file, pl, "%s/token", sa_dir);
   snprintf(out->ca_file, pl, "%s/ca.crt", sa_dir);
-  char *tok = NULL;
-  int rc = read_file(out->token_file, KUBE_FILE_MAX, &tok, NULL);
-  if (rc) {
-    seterr(err, errlen, "in-cluster: cannot read the service account token %s: %s", out->token_file,
-           strerror(errno));
-    return GS_EIO;
+  const char *what[] = {"the service account token", "the cluster CA"};
+  const char *path[] = {out->token_file, out->ca_file};
+  for (size_t i = 0; i < 2; i++) {
+    char *text = NULL;
+    int rc = read_file(path[i], KUBE_FILE_MAX, &text, NULL);
+    free(text);
+    if (rc == GS_ENOMEM)
+      return rc;
+    if (rc) {
+      seterr(err, errlen, "in-cluster: cannot read %s %s: %s", what[i], path[i],
+             rc == GS_ETOOBIG ? "larger than the 4 MiB cap" : strerror(errno));
+      return rc == GS_ETOOBIG ? rc : GS_EIO;
+    }
   }
-  free(tok);
-  FILE *f = fopen(out->ca_file, "rb");
-  if (!f) {
-    seterr(err, errlen, "in-cluster: cannot read the cluster CA %s: %s", out->ca_file,
-           strerror(errno));
-    return GS_EIO;
-  }
-  fclose(f);
   return 0;
 }
 
@@ -682,8 +682,9 @@ static int do_request(struct kube_client *c, const char *method, const char *pat
   struct curl_slist *hdrs = NULL;
   int rc = url ? current_token(c, &tok) : GS_ENOMEM;
   if (rc) {
-    snprintf(res->message, sizeof(res->message), "%s %s: cannot read the token file %s", method,
-             path, c->cfg.token_file ? c->cfg.token_file : "");
+    snprintf(res->message, sizeof(res->message), "%s %s: cannot read the token file %s%s", method,
+             path, c->cfg.token_file ? c->cfg.token_file : "",
+             rc == GS_ETOOBIG ? ": larger than the 4 MiB cap" : "");
     free(url);
     return rc;
   }
@@ -1358,8 +1359,9 @@ int kube_watch_pods_on_node(struct kube_client *c, const char *node, char *rv, s
   char *url = malloc(ul), *tok = NULL;
   rc = url ? current_token(c, &tok) : GS_ENOMEM;
   if (rc) {
-    snprintf(res->message, sizeof(res->message), "GET %.200s: cannot read the token file %s", path,
-             c->cfg.token_file ? c->cfg.token_file : "");
+    snprintf(res->message, sizeof(res->message), "GET %.200s: cannot read the token file %s%s",
+             path, c->cfg.token_file ? c->cfg.token_file : "",
+             rc == GS_ETOOBIG ? ": larger than the 4 MiB cap" : "");
     free(url);
     buf_free(&w.line);
     return rc;

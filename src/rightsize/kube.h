@@ -12,6 +12,9 @@
 #define KUBE_SA_DIR "/var/run/secrets/kubernetes.io/serviceaccount"
 /* Largest answer read from the API server; a bigger one fails with GS_ETOOBIG. */
 #define KUBE_MAX_BODY (32u * 1024u * 1024u)
+/* Largest kubeconfig, token file and in-cluster CA file read; a bigger one fails with GS_ETOOBIG.
+ * (Certificate and key files a kubeconfig names are read by libcurl.) */
+#define KUBE_FILE_MAX (4u * 1024u * 1024u)
 
 /* How to reach and authenticate to one API server. All strings are owned (kube_config_free). */
 struct kube_config {
@@ -32,15 +35,17 @@ struct kube_config {
 
 /* Reads a kubeconfig (YAML): the context named `context`, or current-context when NULL. Relative
  * file paths are taken from the kubeconfig's directory, as kubectl does. Returns 0, GS_EIO
- * (unreadable), GS_EPARSE (not YAML / missing pieces) or GS_ENOTSUP (exec or auth-provider
- * plugins, basic auth), with a message in err. Call kube_config_free after, also on failure. */
+ * (unreadable), GS_ETOOBIG (over KUBE_FILE_MAX), GS_EPARSE (not YAML / missing pieces) or
+ * GS_ENOTSUP (exec or auth-provider plugins, basic auth), with a message in err. Call
+ * kube_config_free after, also on failure. */
 int kube_config_from_kubeconfig(const char *path, const char *context, struct kube_config *out,
                                 char *err, size_t errlen);
 /* As above, from YAML text already in memory (dir: base for relative paths, may be NULL). */
 int kube_config_from_yaml(const char *text, size_t len, const char *dir, const char *context,
                           struct kube_config *out, char *err, size_t errlen);
 /* In-cluster: KUBERNETES_SERVICE_HOST/PORT, then sa_dir/token and sa_dir/ca.crt (sa_dir NULL
- * means KUBE_SA_DIR). Returns 0, GS_EUNAVAIL (not in a cluster: variables unset) or GS_EIO. */
+ * means KUBE_SA_DIR). Returns 0, GS_EUNAVAIL (not in a cluster: variables unset), GS_EIO or
+ * GS_ETOOBIG (a file over KUBE_FILE_MAX). */
 int kube_config_in_cluster(const char *sa_dir, struct kube_config *out, char *err, size_t errlen);
 /* kubectl's order: `kubeconfig` when given; else in-cluster when KUBERNETES_SERVICE_HOST is set
  * (service account directory from $GPUSCALE_KUBE_SA_DIR, else KUBE_SA_DIR); else $KUBECONFIG

@@ -29,6 +29,8 @@ struct server {
   const char *head;   /* status line and headers, "" for none */
   const char **lines; /* body lines, each sent as one chunk; NULL-terminated */
   size_t big;         /* > 0: one chunk of this many bytes without a newline */
+  char fill;          /* the big chunk's byte ('x' when 0) */
+  const char *tail;   /* a last chunk after the big one, or NULL */
   int hold_ms;        /* keep the connection open this long after the body */
   char request[2048]; /* the request line and headers received */
 };
@@ -65,10 +67,12 @@ static void *serve(void *arg) {
       send_chunk(c, s->lines[i], strlen(s->lines[i]));
     if (s->big) {
       char *b = malloc(s->big);
-      memset(b, 'x', s->big);
+      memset(b, s->fill ? s->fill : 'x', s->big);
       send_chunk(c, b, s->big);
       free(b);
     }
+    if (s->tail)
+      send_chunk(c, s->tail, strlen(s->tail));
     if (s->hold_ms)
       usleep((useconds_t)s->hold_ms * 1000);
     send_all(c, "0\r\n\r\n", 5);
@@ -253,6 +257,40 @@ static void test_callback_stops_and_caps(void **state) {
   kube_client_free(c);
 }
 
+/* KUBE_MAX_BODY (32 MiB) on a list answer: a PodList of exactly 32 MiB (leading whitespace, then
+ * the object) is read; one byte more is refused with GS_ETOOBIG, the call and the cap named, and
+ * nothing handed back. */
+static void test_list_body_cap(void **state) {
+  (void)state;
+  static const char list[] = "{\"kind\":\"PodList\",\"items\":[{\"metadata\":{\"namespace\":\"ml\","
+                             "\"name\":\"a\"},\"spec\":{\"nodeName\":\"node-a\"},"
+                             "\"status\":{\"phase\":\"Running\"}}]}";
+  for (size_t extra = 0; extra <= 1; extra++) {
+    struct server s = {.head = CHUNKED,
+                       .big = KUBE_MAX_BODY - (sizeof list - 1) + extra,
+                       .fill = ' ',
+                       .tail = list};
+    server_start(&s);
+    struct kube_client *c = client_for(&s);
+    struct kube_pod_list l;
+    struct kube_result res;
+    int rc = kube_list_pods_on_node(c, "node-a", &l, &res);
+    server_stop(&s);
+    if (extra == 0) {
+      assert_int_equal(rc, 0);
+      assert_int_equal(l.n, 1);
+      assert_string_equal(l.items[0].name, "a");
+    } else {
+      assert_int_equal(rc, GS_ETOOBIG);
+      assert_int_equal(l.n, 0);
+      assert_string_equal(res.message, "GET /api/v1/pods?fieldSelector=spec.nodeName%3Dnode-a: "
+                                       "answer over 33554432 bytes, refused");
+    }
+    kube_pod_list_free(&l);
+    kube_client_free(c);
+  }
+}
+
 static atomic_bool stop_flag;
 static void *set_stop(void *arg) {
   (void)arg;
@@ -285,9 +323,8 @@ static void test_stop_flag_ends_an_idle_watch(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_events_and_resource_version),
-      cmocka_unit_test(test_failures),
-      cmocka_unit_test(test_callback_stops_and_caps),
+      cmocka_unit_test(test_events_and_resource_version),  cmocka_unit_test(test_failures),
+      cmocka_unit_test(test_callback_stops_and_caps),      cmocka_unit_test(test_list_body_cap),
       cmocka_unit_test(test_stop_flag_ends_an_idle_watch),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

@@ -426,6 +426,100 @@ static void test_client_unreachable(void **state) {
   kube_client_free(NULL);
 }
 
+/* ---- KUBE_FILE_MAX (4 MiB): kubeconfig, token and in-cluster CA files ---- */
+
+/* Writes path: head, then a "#xxx...\n" comment (valid YAML, a token with a comment after it is
+ * still read whole) up to exactly size bytes. */
+static void write_sized(const char *path, const char *head, size_t size) {
+  FILE *f = fopen(path, "wb");
+  assert_non_null(f);
+  size_t hl = strlen(head);
+  char *pad = malloc(size - hl);
+  assert_non_null(pad);
+  memset(pad, 'x', size - hl);
+  pad[0] = '#';
+  pad[size - hl - 1] = '\n';
+  assert_int_equal(fwrite(head, 1, hl, f), hl);
+  assert_int_equal(fwrite(pad, 1, size - hl, f), size - hl);
+  free(pad);
+  assert_int_equal(fclose(f), 0);
+}
+
+static void test_file_caps(void **state) {
+  (void)state;
+  char dir[] = "/tmp/gs-kcap-XXXXXX";
+  assert_non_null(mkdtemp(dir));
+  char kc[128], tok[128], ca[128], err[512], want[512];
+  snprintf(kc, sizeof kc, "%s/kubeconfig", dir);
+  snprintf(tok, sizeof tok, "%s/token", dir);
+  snprintf(ca, sizeof ca, "%s/ca.crt", dir);
+  static const char kc_head[] = "apiVersion: v1\nkind: Config\ncurrent-context: a\n"
+                                "clusters: [{name: a, cluster: {server: https://10.0.0.1:6443}}]\n"
+                                "contexts: [{name: a, context: {cluster: a, user: u}}]\n"
+                                "users: [{name: u, user: {token: t0k}}]\n";
+  struct kube_config c;
+  write_sized(kc, kc_head, KUBE_FILE_MAX);
+  assert_int_equal(kube_config_from_kubeconfig(kc, NULL, &c, err, sizeof err), 0);
+  assert_string_equal(c.server, "https://10.0.0.1:6443");
+  kube_config_free(&c);
+  write_sized(kc, kc_head, KUBE_FILE_MAX + 1);
+  assert_int_equal(kube_config_from_kubeconfig(kc, NULL, &c, err, sizeof err), GS_ETOOBIG);
+  snprintf(want, sizeof want, "kubeconfig %s: larger than the 4 MiB cap", kc);
+  assert_string_equal(err, want);
+  kube_config_free(&c);
+
+  /* in-cluster: the token, then the CA, each at the cap and one byte over */
+  setenv("KUBERNETES_SERVICE_HOST", "10.96.0.1", 1);
+  setenv("KUBERNETES_SERVICE_PORT", "443", 1);
+  write_sized(tok, "sa-token\n", KUBE_FILE_MAX);
+  write_sized(ca, "pem\n", KUBE_FILE_MAX);
+  assert_int_equal(kube_config_in_cluster(dir, &c, err, sizeof err), 0);
+  kube_config_free(&c);
+  const struct {
+    const char *what;
+    char *path;
+  } over[] = {{"the service account token", tok}, {"the cluster CA", ca}};
+  for (size_t i = 0; i < 2; i++) {
+    write_sized(over[i].path, "x\n", KUBE_FILE_MAX + 1);
+    assert_int_equal(kube_config_in_cluster(dir, &c, err, sizeof err), GS_ETOOBIG);
+    snprintf(want, sizeof want, "in-cluster: cannot read %s %s: larger than the 4 MiB cap",
+             over[i].what, over[i].path);
+    assert_string_equal(err, want);
+    kube_config_free(&c);
+    write_sized(over[i].path, "x\n", KUBE_FILE_MAX);
+  }
+  unsetenv("KUBERNETES_SERVICE_HOST");
+  unsetenv("KUBERNETES_SERVICE_PORT");
+
+  /* the token file is re-read before each request: over the cap, no request is made */
+  struct kube_config cfg = {0};
+  cfg.server = "http://127.0.0.1:1";
+  cfg.token_file = tok;
+  cfg.timeout_ms = 2000;
+  struct kube_client *cl = NULL;
+  assert_int_equal(kube_client_new(&cfg, &cl), 0);
+  struct kube_result res;
+  char *resp = NULL;
+  size_t rlen = 0;
+  /* at the cap: read, and the request goes out (nobody listens on port 1) */
+  assert_int_equal(kube_request(cl, "GET", "/api/v1/nodes", NULL, NULL, &resp, &rlen, &res),
+                   GS_EUNAVAIL);
+  assert_null(strstr(res.message, "token"));
+  write_sized(tok, "x\n", KUBE_FILE_MAX + 1);
+  assert_int_equal(kube_request(cl, "GET", "/api/v1/nodes", NULL, NULL, &resp, &rlen, &res),
+                   GS_ETOOBIG);
+  assert_null(resp);
+  snprintf(want, sizeof want,
+           "GET /api/v1/nodes: cannot read the token file %s: larger than the 4 MiB cap", tok);
+  assert_string_equal(res.message, want);
+  kube_client_free(cl);
+
+  unlink(kc);
+  unlink(tok);
+  unlink(ca);
+  assert_int_equal(rmdir(dir), 0);
+}
+
 /* ---- dry-run plan without API access ---- */
 
 static int busy_b(void *ud, const char *node, char *why, size_t whylen) {
@@ -491,6 +585,7 @@ int main(void) {
       cmocka_unit_test(test_protected_by),
       cmocka_unit_test(test_names_and_event_json),
       cmocka_unit_test(test_client_unreachable),
+      cmocka_unit_test(test_file_caps),
       cmocka_unit_test(test_dry_run_plan),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
