@@ -5,8 +5,11 @@
 #include <pthread.h>
 #include <stdio.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "core/log.h"
+#include "core/memtrim.h"
+#include "core/timeutil.h"
 
 bool serve_parse(const char *cmd, const struct opt_def *defs, size_t n, int argc, char **argv,
                  void *target, const struct serve_opts *so, const char *usage, const char *desc,
@@ -58,12 +61,29 @@ void serve_wait(const char *module, int64_t grace_ms, void (*on_hup)(void *ud),
                 void (*on_idle)(void *ud), int idle_ms, void *ud) {
   sigset_t set;
   signal_set(&set);
+  /* Start-up is done: give back what parsing and set-up freed (memtrim.h). */
+  mem_release(0);
+  int64_t now = time_mono_ms();
+  int64_t next_idle = now + idle_ms, next_release = now + MEM_RELEASE_EVERY_MS;
   for (;;) {
-    struct timespec ts = {idle_ms / 1000, (long)(idle_ms % 1000) * 1000000L};
+    int64_t wait_ms = (on_idle && next_idle < next_release ? next_idle : next_release) - now;
+    if (wait_ms < 1)
+      wait_ms = 1;
+    struct timespec ts = {(time_t)(wait_ms / 1000), (long)(wait_ms % 1000) * 1000000L};
     int sig = sigtimedwait(&set, NULL, &ts);
+    now = time_mono_ms();
     if (sig < 0) {
-      if (errno == EAGAIN && on_idle)
+      if (errno != EAGAIN && errno != EINTR) /* cannot wait: do not spin */
+        sleep(1);
+      if (on_idle && now >= next_idle) {
         on_idle(ud);
+        next_idle = now + idle_ms;
+      }
+      if (now >= next_release) {
+        if (mem_release(MEM_RELEASE_MIN_FREE))
+          LOG_DEBUG(module, "gave freed heap memory back to the kernel");
+        next_release = now + MEM_RELEASE_EVERY_MS;
+      }
       continue;
     }
     if (sig == SIGHUP) {

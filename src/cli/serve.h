@@ -122,7 +122,8 @@ struct rpc_tls_server serve_tls(const struct serve_opts *so);
  * the mask) and ignores SIGPIPE. */
 void serve_block_signals(void);
 /* Waits for SIGTERM/SIGINT, calling on_hup for each SIGHUP and on_idle every idle_ms while
- * waiting (either may be NULL). Logs which signal stopped it. */
+ * waiting (either may be NULL). Logs which signal stopped it. Gives freed heap memory back to
+ * the kernel when it starts and every MEM_RELEASE_EVERY_MS (core/memtrim.h). */
 void serve_wait(const char *module, int64_t grace_ms, void (*on_hup)(void *ud),
                 void (*on_idle)(void *ud), int idle_ms, void *ud);
 

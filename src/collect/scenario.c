@@ -472,7 +472,10 @@ static int read_file(const char *path, size_t cap, char **out, size_t *outlen, c
     close(fd);
     return GS_ETOOBIG;
   }
-  char *buf = malloc(cap + 1);
+  /* Sized to the file, not to the cap: a 1 MiB block freed right after parsing would raise
+   * glibc's trim threshold for good (core/memtrim.h). One byte more, to see it grow. */
+  size_t size = (size_t)st.st_size + 2 < cap + 1 ? (size_t)st.st_size + 2 : cap + 1;
+  char *buf = malloc(size);
   if (!buf) {
     close(fd);
     set_err(err, errlen, "%s: out of memory", path);
@@ -480,7 +483,19 @@ static int read_file(const char *path, size_t cap, char **out, size_t *outlen, c
   }
   size_t len = 0;
   for (;;) {
-    ssize_t r = read(fd, buf + len, cap + 1 - len);
+    if (len == size && size < cap + 1) { /* it grew while we read it: read on, up to the cap */
+      size_t more = size * 2 < cap + 1 ? size * 2 : cap + 1;
+      char *nb = realloc(buf, more);
+      if (!nb) {
+        free(buf);
+        close(fd);
+        set_err(err, errlen, "%s: out of memory", path);
+        return GS_ENOMEM;
+      }
+      buf = nb;
+      size = more;
+    }
+    ssize_t r = read(fd, buf + len, size - len);
     if (r < 0 && errno == EINTR)
       continue;
     if (r < 0) {
