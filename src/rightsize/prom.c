@@ -233,17 +233,24 @@ out:
 
 /* ---- HTTP ---------------------------------------------------------------------------------- */
 
-static int read_secret(const char *path, char *out, size_t outlen, char *err, size_t errlen) {
+/* Reads a secret file named by flag into out (at most outlen - 1 bytes), trailing blanks cut. */
+static int read_secret(const char *flag, const char *path, char *out, size_t outlen, char *err,
+                       size_t errlen) {
   FILE *f = fopen(path, "rb");
   if (!f) {
-    seterr(err, errlen, "cannot read %s: %s", path, strerror(errno));
+    seterr(err, errlen, "%s: cannot read %s: %s", flag, path, strerror(errno));
     return GS_EIO;
   }
   size_t n = fread(out, 1, outlen - 1, f);
   bool more = fgetc(f) != EOF;
+  bool bad = ferror(f) != 0;
   fclose(f);
+  if (bad) {
+    seterr(err, errlen, "%s: cannot read %s: %s", flag, path, strerror(errno));
+    return GS_EIO;
+  }
   if (more) {
-    seterr(err, errlen, "%s is larger than %zu bytes", path, outlen - 1);
+    seterr(err, errlen, "%s: %s is larger than %zu bytes", flag, path, outlen - 1);
     return GS_ETOOBIG;
   }
   out[n] = '\0';
@@ -251,7 +258,7 @@ static int read_secret(const char *path, char *out, size_t outlen, char *err, si
          (out[n - 1] == '\n' || out[n - 1] == '\r' || out[n - 1] == ' ' || out[n - 1] == '\t'))
     out[--n] = '\0';
   if (n == 0) {
-    seterr(err, errlen, "%s is empty", path);
+    seterr(err, errlen, "%s: %s is empty", flag, path);
     return GS_EIO;
   }
   return 0;
@@ -281,11 +288,12 @@ static int conn_open(struct prom_conn *c, const struct rs_prom_opts *o, char *er
   c->o = o;
   buf_init(&c->body, o->max_answer_bytes ? o->max_answer_bytes : (size_t)256 << 20);
   int rc;
-  if (o->bearer_token_file &&
-      (rc = read_secret(o->bearer_token_file, c->token, sizeof(c->token), err, errlen)))
+  if (o->bearer_token_file && (rc = read_secret("--bearer-token-file", o->bearer_token_file,
+                                                c->token, sizeof(c->token), err, errlen)))
     return rc;
   if (o->basic_password_file &&
-      (rc = read_secret(o->basic_password_file, c->password, sizeof(c->password), err, errlen)))
+      (rc = read_secret("--basic-auth-password-file", o->basic_password_file, c->password,
+                        sizeof(c->password), err, errlen)))
     return rc;
   static bool curl_ready;
   if (!curl_ready) {

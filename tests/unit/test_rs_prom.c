@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -386,6 +387,47 @@ static void test_fetch_unreachable(void **state) {
   assert_non_null(strstr(err, "/nonexistent/token"));
 }
 
+/* PROM_SECRET_MAX (4 KiB): a token or password file of 4095 bytes is read (the fetch goes on to
+ * the unreachable server), 4096 bytes are refused naming the flag, the file and the cap. */
+static void write_bytes(const char *path, size_t n) {
+  FILE *f = fopen(path, "wb");
+  assert_non_null(f);
+  for (size_t i = 0; i < n; i++)
+    fputc('a' + (int)(i % 26), f);
+  assert_int_equal(fclose(f), 0);
+}
+
+static void test_secret_file_caps(void **state) {
+  (void)state;
+  char path[] = "/tmp/gs-promsecret-XXXXXX";
+  int fd = mkstemp(path);
+  assert_true(fd >= 0);
+  close(fd);
+  for (int which = 0; which < 2; which++) {
+    struct rs_prom_opts o = {
+        .url = "http://127.0.0.1:1", .timeout_ms = 500, .retries = 0, .max_answer_bytes = 1 << 20};
+    const char *flag = which == 0 ? "--bearer-token-file" : "--basic-auth-password-file";
+    if (which == 0) {
+      o.bearer_token_file = path;
+    } else {
+      o.basic_user = "u";
+      o.basic_password_file = path;
+    }
+    char err[512] = "";
+    write_bytes(path, 4095);
+    assert_int_equal(rs_prom_fetch(&o, 0, 600000, 300000, NULL, NULL, NULL, err, sizeof(err)),
+                     GS_EUNAVAIL);
+    assert_non_null(strstr(err, "cannot reach Prometheus"));
+    write_bytes(path, 4096);
+    assert_int_equal(rs_prom_fetch(&o, 0, 600000, 300000, NULL, NULL, NULL, err, sizeof(err)),
+                     GS_ETOOBIG);
+    char want[256];
+    snprintf(want, sizeof want, "%s: %s is larger than 4095 bytes", flag, path);
+    assert_string_equal(err, want);
+  }
+  unlink(path);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_good),
@@ -398,6 +440,7 @@ int main(void) {
       cmocka_unit_test(test_empty),
       cmocka_unit_test(test_sink_stops),
       cmocka_unit_test(test_fetch_unreachable),
+      cmocka_unit_test(test_secret_file_caps),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
