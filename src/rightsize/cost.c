@@ -383,9 +383,15 @@ int rs_prices_load(const char *path, struct rs_prices **out, char *err, size_t e
   }
   char *text = malloc(PRICES_FILE_MAX + 1);
   size_t n = text ? fread(text, 1, PRICES_FILE_MAX + 1, f) : 0;
+  bool bad = ferror(f) != 0;
   fclose(f);
   if (!text)
     return GS_ENOMEM;
+  if (bad) {
+    free(text);
+    snprintf(err, errlen, "cannot read price file %s: %s", path, strerror(errno));
+    return GS_EIO;
+  }
   if (n > PRICES_FILE_MAX) {
     free(text);
     snprintf(err, errlen, "price file %s is larger than %d bytes", path, PRICES_FILE_MAX);

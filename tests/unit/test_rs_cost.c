@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -122,6 +123,50 @@ static void test_file_errors(void **state) {
   assert_non_null(strstr(err, "/nonexistent/prices.yaml"));
 }
 
+/* PRICES_FILE_MAX (1 MiB): a price file of exactly 1 MiB (a comment fills it) is read, one byte
+ * more is refused naming the file and the cap. */
+static void test_file_cap(void **state) {
+  (void)state;
+  static const char head[] = "currency: USD\nmodels:\n  NVIDIA L4: 0.70\n";
+  const size_t cap = 1 << 20;
+  char path[] = "/tmp/gs-prices-XXXXXX";
+  int fd = mkstemp(path);
+  assert_true(fd >= 0);
+  close(fd);
+  char *pad = malloc(cap);
+  assert_non_null(pad);
+  for (size_t size = cap; size <= cap + 1; size++) {
+    FILE *f = fopen(path, "wb");
+    assert_non_null(f);
+    size_t pl = size - strlen(head);
+    memset(pad, 'x', pl);
+    pad[0] = '#';
+    pad[pl - 1] = '\n';
+    fputs(head, f);
+    assert_int_equal(fwrite(pad, 1, pl, f), pl);
+    assert_int_equal(ftell(f), (long)size);
+    fclose(f);
+    struct rs_prices *p = (struct rs_prices *)1;
+    char err[256] = "";
+    int rc = rs_prices_load(path, &p, err, sizeof(err));
+    if (size == cap) {
+      assert_int_equal(rc, 0);
+      struct rs_price pr;
+      assert_int_equal(rs_price_lookup(p, "x", "L4", "NVIDIA L4", &pr), 0);
+      assert_int_equal(pr.source, RS_PRICE_FILE_MODEL);
+      rs_prices_free(p);
+    } else {
+      assert_int_equal(rc, GS_ETOOBIG);
+      assert_null(p);
+      char want[128];
+      snprintf(want, sizeof want, "price file %s is larger than 1048576 bytes", path);
+      assert_string_equal(err, want);
+    }
+  }
+  free(pad);
+  unlink(path);
+}
+
 static void test_costs(void **state) {
   (void)state;
   struct rs_report r;
@@ -167,7 +212,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_model_key), cmocka_unit_test(test_builtin),
       cmocka_unit_test(test_file),      cmocka_unit_test(test_file_errors),
-      cmocka_unit_test(test_costs),
+      cmocka_unit_test(test_file_cap),  cmocka_unit_test(test_costs),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
