@@ -43,41 +43,6 @@ WORK=$(mktemp -d /tmp/gs-gwbench.XXXXXX)
 # shellcheck source=bench/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
-# CPU time of all of a process's threads in ns (schedstat field 1)
-http() { curl -sf --noproxy '*' --max-time 5 "http://$1"; }
-
-
-# start NAME READY_PATH CMD...: starts a gpuscale server with --grpc-listen/--http-listen on free
-# ports and waits until READY_PATH answers 200 (or just HTTP, for READY_PATH "-"); sets PID, GRPC,
-# HTTP. Retried if it loses a port race.
-start() {
-  local name=$1 ready=$2 try gp hp
-  shift 2
-  for try in 1 2 3; do
-    gp=$(free_port) && hp=$(free_port)
-    "$@" --grpc-listen "127.0.0.1:$gp" --http-listen "127.0.0.1:$hp" --log-level warn \
-      >"$WORK/$name.log" 2>&1 &
-    PID=$!
-    PIDS+=("$PID")
-    for _ in $(seq 300); do
-      kill -0 "$PID" 2>/dev/null || break
-      if [[ $ready == - ]] && http "127.0.0.1:$hp/healthz" >/dev/null; then
-        GRPC=127.0.0.1:$gp HTTP=127.0.0.1:$hp
-        return 0
-      fi
-      if [[ $ready != - ]] && http "127.0.0.1:$hp$ready" >/dev/null; then
-        GRPC=127.0.0.1:$gp HTTP=127.0.0.1:$hp
-        return 0
-      fi
-      sleep 0.1
-    done
-    kill -KILL "$PID" 2>/dev/null || true
-  done
-  say "bench: $name did not start:"
-  cat "$WORK/$name.log" >&2
-  exit 1
-}
-
 load() { # load TARGET CONCURRENCY CALLS -m k=v...
   local target=$1 c=$2 calls=$3 out
   shift 3
@@ -140,36 +105,14 @@ T0=$(date +%s.%N)
 
 # ---- 200 simulated agents and the gateway --------------------------------------------------
 say "bench: gateway bench: $NAGENTS simulated agents x $NGPU GPUs"
-"$SIM" --count "$NAGENTS" --gpus "$NGPU" --interval 1s >"$WORK/sim.out" 2>"$WORK/sim.err" &
-SIM_PID=$!
-PIDS+=("$SIM_PID")
-for _ in $(seq 300); do
-  grep -q '^agents ' "$WORK/sim.out" 2>/dev/null && break
-  kill -0 "$SIM_PID" 2>/dev/null || break
-  sleep 0.1
-done
-if ! grep -q '^agents ' "$WORK/sim.out"; then
-  say "bench: gs_gateway_agents did not start:"
-  cat "$WORK/sim.err" >&2
-  exit 1
-fi
-ADDRS=$(sed -n 's/^agents //p' "$WORK/sim.out")
-start gw /readyz "$GPUSCALE" gateway --agents "$ADDRS"
+start_sim --count "$NAGENTS" --gpus "$NGPU" --interval 1s
+start gw /readyz "$GPUSCALE" gateway --agents "$AGENTS"
 GW_PID=$PID
 GW_GRPC=$GRPC
 GW_HTTP=$HTTP
-fresh() { http "$GW_HTTP/api/v1/agents" | grep -o '"fresh":true' | wc -l; }
-for _ in $(seq 300); do
-  [[ $(fresh) -ge $NAGENTS ]] && break
-  sleep 0.1
-done
-if [[ $(fresh) -lt $NAGENTS ]]; then
-  say "bench: only $(fresh) of $NAGENTS agents are fresh at the gateway"
-  exit 1
-fi
+wait_fresh "$GW_HTTP" "$NAGENTS"
 C1=$(cpu_ns "$GW0_PID")
 T1=$(date +%s.%N)
-RSS0_LATE=$(rss_kib "$GW0_PID")
 kill -TERM "$GW0_PID"
 sleep 1
 
@@ -192,7 +135,7 @@ measure workload "$GW_GRPC" "${WORKLOAD[@]}"
 # re-evaluates all of them after every agent update (coalesced) and at every --tick.
 measure streams "$GW_GRPC" "${CLUSTER[@]}" --streams "$NSTREAMS"
 RSS_AFTER=$(rss_kib "$GW_PID")
-[[ $(fresh) -ge $NAGENTS ]] || say "bench: warning: some agents went stale during the load"
+[[ $(fresh_agents "$GW_HTTP") -ge $NAGENTS ]] || say "bench: warning: some agents went stale during the load"
 
 # ---- the rows ------------------------------------------------------------------------------
 
@@ -240,9 +183,7 @@ if [[ $ROWS_ONLY == 0 ]]; then
   printf 'WatchGPUs pass per second), one gateway, load client bench/gs_load (C-core), loopback,\n'
   printf 'all sharing %d CPUs. Baseline = one real agent (mock, %d GPUs) answering alone.\n\n' \
     "$(nproc)" "$NGPU"
-  printf '| %-44s | %-38s | %-56s |\n' "figure" "gpuscale" "baseline"
-  printf '|%s|%s|%s|\n' "$(printf -- '-%.0s' {1..46})" "$(printf -- '-%.0s' {1..40})" \
-    "$(printf -- '-%.0s' {1..58})"
+  table_head "gpuscale" "baseline"
 fi
 printf '%s\n' "${ROWS[@]}"
 [[ $ROWS_ONLY == 1 ]] || printf '\n'

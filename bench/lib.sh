@@ -55,3 +55,77 @@ rps() { printf '%s calls/s' "$1"; }
 ROWS=()
 row_fmt() { printf '| %-44s | %-38s | %-56s |' "$1" "$2" "$3"; }
 row() { ROWS+=("$(row_fmt "$1" "$2" "$3")"); }
+# table_head COL2 COL3: the table's header and rule, "| figure | COL2 | COL3 |".
+table_head() {
+  printf '| %-44s | %-38s | %-56s |\n' "figure" "$1" "$2"
+  printf '|%s|%s|%s|\n' "$(printf -- '-%.0s' {1..46})" "$(printf -- '-%.0s' {1..40})" \
+    "$(printf -- '-%.0s' {1..58})"
+}
+
+# ---- gpuscale servers and simulated agents (gateway.sh, soak.sh, streams.sh) ----------------
+# TAG (default "bench") starts their error lines.
+
+http() { curl -sf --noproxy '*' --max-time 5 "http://$1"; }
+
+# start NAME READY_PATH CMD...: starts a gpuscale server with --grpc-listen/--http-listen on free
+# loopback ports and --log-level warn (log in WORK/NAME.log), and waits (30 s) until READY_PATH
+# answers 200 (READY_PATH "-": until /healthz does); sets PID, GRPC, HTTP. Retried if it loses a
+# port race; exits the script with the log if it never starts.
+start() {
+  local name=$1 ready=$2 gp hp
+  shift 2
+  [[ $ready == - ]] && ready=/healthz
+  for _ in 1 2 3; do
+    gp=$(free_port) && hp=$(free_port)
+    "$@" --grpc-listen "127.0.0.1:$gp" --http-listen "127.0.0.1:$hp" --log-level warn \
+      >"$WORK/$name.log" 2>&1 &
+    PID=$!
+    PIDS+=("$PID")
+    for _ in $(seq 300); do
+      kill -0 "$PID" 2>/dev/null || break
+      if http "127.0.0.1:$hp$ready" >/dev/null; then
+        # shellcheck disable=SC2034 # for the caller
+        GRPC=127.0.0.1:$gp HTTP=127.0.0.1:$hp
+        return 0
+      fi
+      sleep 0.1
+    done
+    kill -KILL "$PID" 2>/dev/null || true
+  done
+  say "${TAG:-bench}: $name did not start:"
+  cat "$WORK/$name.log" >&2
+  exit 1
+}
+
+# start_sim ARGS...: bench/gs_gateway_agents ($SIM) with ARGS (--count N ...), output in
+# WORK/sim.out and WORK/sim.err; waits (30 s) for its "agents" line. Sets SIM_PID and AGENTS (the
+# comma-separated addresses, for `gpuscale gateway --agents`); exits the script if it never starts.
+start_sim() {
+  "$SIM" "$@" >"$WORK/sim.out" 2>"$WORK/sim.err" &
+  SIM_PID=$!
+  PIDS+=("$SIM_PID")
+  for _ in $(seq 300); do
+    grep -q '^agents ' "$WORK/sim.out" 2>/dev/null && break
+    kill -0 "$SIM_PID" 2>/dev/null || break
+    sleep 0.1
+  done
+  if ! grep -q '^agents ' "$WORK/sim.out"; then
+    say "${TAG:-bench}: gs_gateway_agents did not start:"
+    cat "$WORK/sim.err" >&2
+    exit 1
+  fi
+  # shellcheck disable=SC2034 # for the caller
+  AGENTS=$(sed -n 's/^agents //p' "$WORK/sim.out")
+}
+
+# fresh_agents HTTP: how many agents the gateway at HTTP holds a fresh view of.
+fresh_agents() { http "$1/api/v1/agents" | grep -o '"fresh":true' | wc -l; }
+# wait_fresh HTTP N: waits (30 s) until N agents are fresh at the gateway; exits the script if not.
+wait_fresh() {
+  for _ in $(seq 300); do
+    [[ $(fresh_agents "$1") -ge $2 ]] && return 0
+    sleep 0.1
+  done
+  say "${TAG:-bench}: only $(fresh_agents "$1") of $2 agents are fresh at the gateway"
+  exit 1
+}

@@ -38,34 +38,9 @@ fi
 BTYPE=$(sed -n 's/^CMAKE_BUILD_TYPE:[A-Z]*=//p' "$BUILD/CMakeCache.txt" 2>/dev/null || true)
 
 WORK=$(mktemp -d /tmp/gs-soak.XXXXXX)
+TAG=soak
 # shellcheck source=bench/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
-http() { curl -sf --noproxy '*' --max-time 5 "http://$1"; }
-
-# start NAME READY CMD...: a gpuscale server on free loopback ports; sets PID, GRPC, HTTP.
-start() {
-  local name=$1 ready=$2 try gp hp
-  shift 2
-  for try in 1 2 3; do
-    gp=$(free_port) && hp=$(free_port)
-    "$@" --grpc-listen "127.0.0.1:$gp" --http-listen "127.0.0.1:$hp" --log-level warn \
-      >"$WORK/$name.log" 2>&1 &
-    PID=$!
-    PIDS+=("$PID")
-    for _ in $(seq 300); do
-      kill -0 "$PID" 2>/dev/null || break
-      if http "127.0.0.1:$hp$ready" >/dev/null; then
-        GRPC=127.0.0.1:$gp HTTP=127.0.0.1:$hp
-        return 0
-      fi
-      sleep 0.1
-    done
-    kill -KILL "$PID" 2>/dev/null || true
-  done
-  say "soak: $name did not start:"
-  cat "$WORK/$name.log" >&2
-  exit 1
-}
 
 # run_soak NAME PID GRPC HTTP -m k=v...: the paced calls, and meanwhile once a second a /metrics
 # scrape and an RSS sample ("seconds KiB") into WORK/NAME.rss; appends the rows.
@@ -141,23 +116,10 @@ if [[ $WHICH != gateway ]]; then
 fi
 
 if [[ $WHICH != agent ]]; then
-  "$SIM" --count "$NAGENTS" --gpus 8 --interval 1s >"$WORK/sim.out" 2>"$WORK/sim.err" &
-  SIM_PID=$!
-  PIDS+=("$SIM_PID")
-  for _ in $(seq 300); do
-    grep -q '^agents ' "$WORK/sim.out" 2>/dev/null && break
-    kill -0 "$SIM_PID" 2>/dev/null || break
-    sleep 0.1
-  done
-  grep -q '^agents ' "$WORK/sim.out" || { say "soak: gs_gateway_agents did not start"; cat "$WORK/sim.err" >&2; exit 1; }
-  start gateway /readyz "$GPUSCALE" gateway --agents "$(sed -n 's/^agents //p' "$WORK/sim.out")"
+  start_sim --count "$NAGENTS" --gpus 8 --interval 1s
+  start gateway /readyz "$GPUSCALE" gateway --agents "$AGENTS"
   GW_PID=$PID
-  fresh() { http "$HTTP/api/v1/agents" | grep -o '"fresh":true' | wc -l; }
-  for _ in $(seq 300); do
-    [[ $(fresh) -ge $NAGENTS ]] && break
-    sleep 0.1
-  done
-  [[ $(fresh) -ge $NAGENTS ]] || { say "soak: only $(fresh) of $NAGENTS agents fresh"; exit 1; }
+  wait_fresh "$HTTP" "$NAGENTS"
   run_soak "gateway" "$GW_PID" "$GRPC" "$HTTP" -m profile=triton-inference -m scope=cluster \
     -m aggregation=avg
   kill -TERM "$GW_PID"
@@ -166,8 +128,6 @@ fi
 if [[ $ROWS_ONLY == 0 ]]; then
   printf '\ngpuscale soak: GetMetrics at %s/s (open loop, bench/gs_soak) and /metrics every second,\n' "$RATE"
   printf '%ss per target, build %s, loopback, %d CPUs shared with the client.\n\n' "$SECS" "${BTYPE:-?}" "$(nproc)"
-  printf '| %-44s | %-38s | %-56s |\n' "figure" "gpuscale" "baseline / ceiling"
-  printf '|%s|%s|%s|\n' "$(printf -- '-%.0s' {1..46})" "$(printf -- '-%.0s' {1..40})" \
-    "$(printf -- '-%.0s' {1..58})"
+  table_head "gpuscale" "baseline / ceiling"
 fi
 printf '%s\n' "${ROWS[@]}"
