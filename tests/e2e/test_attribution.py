@@ -334,3 +334,49 @@ def test_answer_over_grpc_default_4mib(agents, kubelet):
     a = agents(Scenario(mock_gpus(1)), extra=kubelet_args(kubelet, refresh="2s"))
     expect(a, {uuid(0): ([("ml", "needle", "c")], False)}, timeout=30)
     assert warnings(a) == 0, a.log()
+
+
+PODRES_MAX_RESPONSE = 16 * 1024 * 1024  # src/rpc/podresources.h
+
+
+def sized_filler(total, needle):
+    """Filler pods (1 MiB device ids of another resource) such that the List answer with needle
+    last is exactly `total` bytes, measured with the fake kubelet's own message builder."""
+    import fake_kubelet
+    pb, gen = fake_kubelet.load_messages(os.path.join(helpers.source_root(), "proto"))
+    try:
+        n = total // (1 << 20)
+        ids = [1 << 20] * n
+        for _ in range(8):
+            pods = [pod("bulk", "p-%02d" % i, "c", "example.com/nic", ["d" * ids[i]])
+                    for i in range(n)] + [needle]
+            size = fake_kubelet.build_response(pb, pods).ByteSize()
+            if size == total:
+                return pods[:-1]
+            ids[-1] += total - size
+        raise AssertionError("cannot size the answer to %d bytes (%d)" % (total, size))
+    finally:
+        shutil.rmtree(gen, ignore_errors=True)
+
+
+def test_answer_at_and_over_the_16mib_cap(agents, kubelet):
+    """A List answer of exactly PODRES_MAX_RESPONSE bytes is read; one byte more is refused by
+    gRPC's receive limit: attribution is dropped with a warning that names the limit, the agent
+    keeps serving, and a smaller answer brings attribution back."""
+    needle = pod("ml", "needle", "c", "nvidia.com/gpu", [uuid(0)])
+    kubelet.set(sized_filler(PODRES_MAX_RESPONSE, needle) + [needle])
+    kubelet.start()
+    a = agents(Scenario(mock_gpus(1)), extra=kubelet_args(kubelet, refresh="2s"))
+    expect(a, {uuid(0): ([("ml", "needle", "c")], False)}, timeout=30)
+    assert warnings(a) == 0, a.log()
+
+    kubelet.set(sized_filler(PODRES_MAX_RESPONSE + 1, needle) + [needle])
+    nobody(a)
+    wait_for(lambda: warnings(a) == 1, timeout=10, what="the refusal's warning")
+    line = [ln for ln in a.log().splitlines() if WARN_MARK in ln][0]
+    assert "RESOURCE_EXHAUSTED" in line and "16777217 vs. 16777216" in line, line
+    still_serving(a)
+
+    kubelet.set([pod("ml", "small", "c", "nvidia.com/gpu", [uuid(0)])])
+    expect(a, {uuid(0): ([("ml", "small", "c")], False)}, timeout=30)
+    assert a.log().count(BACK_MARK) == 1, a.log()
