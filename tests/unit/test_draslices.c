@@ -92,11 +92,39 @@ static void test_parse_bad(void **state) {
   assert_int_equal(s.n, 0);
 }
 
+/* DRASLICES_MAX_BYTES (8 MiB): a list of exactly 8 MiB (leading whitespace, then the v1 list) is
+ * read; one byte more is refused with nothing handed back. */
+static void test_size_cap(void **state) {
+  (void)state;
+  char *b = malloc(DRASLICES_MAX_BYTES + 1);
+  assert_non_null(b);
+  for (size_t extra = 0; extra <= 1; extra++) {
+    size_t len = DRASLICES_MAX_BYTES + extra, pad = len - strlen(v1);
+    memset(b, ' ', pad);
+    memcpy(b + pad, v1, strlen(v1));
+    struct draslices s;
+    const char *err = NULL;
+    int rc = draslices_parse(b, len, "gpu.nvidia.com", &s, &err);
+    if (extra == 0) {
+      assert_int_equal(rc, 0);
+      assert_int_equal(s.n, 4);
+      assert_string_equal(draslices_uuid(&s, "n1", "gpu-1"), "GPU-bbbb");
+    } else {
+      assert_int_equal(rc, GS_ETOOBIG);
+      assert_int_equal(s.n, 0);
+      assert_string_equal(err, "ResourceSliceList over the size limit");
+    }
+    draslices_free(&s);
+  }
+  free(b);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_parse_v1),
       cmocka_unit_test(test_parse_v1beta1),
       cmocka_unit_test(test_parse_bad),
+      cmocka_unit_test(test_size_cap),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
