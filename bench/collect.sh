@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Gathers the rows of the bench scripts' outputs ("| figure | value | baseline |" lines, as
-# bench/run.sh, streams.sh and soak.sh print them) into one table on stdout and a JSON copy.
+# bench/run.sh, streams.sh (agent and gateway) and soak.sh print them) into one table on stdout
+# and a JSON copy.
 #
 #   bash bench/collect.sh OUT.json FILE...      (`make bench` runs it; docs/bench.md)
 #

@@ -11,6 +11,11 @@
  * never sees.
  *
  *   gs_gateway_agents --count 200 [--gpus 8] [--interval 1s] [--host 127.0.0.1] [--aligned]
+ *                     [--idle]
+ *
+ * --idle: every GPU reads 0 % utilization until the process gets SIGUSR1; from then on each
+ * agent's next pass carries the usual readings (a step from idle to busy at one instant, which
+ * bench/streams.sh gateway times the StreamIsActive push of).
  *
  * Prints one line "agents ADDR,ADDR,..." on stdout once every server listens (port 0 each, so no
  * port races), then runs until SIGTERM or SIGINT. Pods: on agent k, GPU i is held by pod
@@ -23,6 +28,7 @@
 #include <errno.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -77,7 +83,11 @@ static uint64_t sim_wait_tick(void *ud, uint64_t seen, int timeout_ms) {
   return gen_at(a, time_mono_ms());
 }
 
+static atomic_bool busy = true; /* false from --idle until SIGUSR1 */
+
 static double util_of(int agent, int gpu) {
+  if (!atomic_load(&busy))
+    return 0;
   return (double)((agent * 7 + gpu * 13 + 11) % 101);
 }
 
@@ -191,8 +201,9 @@ static int parse_ms(const char *s, int64_t *out) {
 
 static void usage(void) {
   fprintf(stderr, "usage: gs_gateway_agents --count N [--gpus G] [--interval DURATION] "
-                  "[--host IP] [--aligned]\n"
-                  "Prints \"agents ADDR,ADDR,...\" once listening; runs until SIGTERM/SIGINT.\n");
+                  "[--host IP] [--aligned] [--idle]\n"
+                  "Prints \"agents ADDR,ADDR,...\" once listening; runs until SIGTERM/SIGINT.\n"
+                  "--idle: 0 %% utilization until SIGUSR1, the usual readings after.\n");
 }
 
 int main(int argc, char **argv) {
@@ -208,6 +219,10 @@ int main(int argc, char **argv) {
     }
     if (!strcmp(argv[i], "--aligned")) {
       aligned = true;
+      continue;
+    }
+    if (!strcmp(argv[i], "--idle")) {
+      atomic_store(&busy, false);
       continue;
     }
     if (!v) {
@@ -240,6 +255,7 @@ int main(int argc, char **argv) {
   sigemptyset(&set);
   sigaddset(&set, SIGTERM);
   sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGUSR1);
   pthread_sigmask(SIG_BLOCK, &set, NULL); /* before any thread: they inherit the mask */
   log_setup(LOG_LVL_WARN, LOG_FMT_LOGFMT);
   rpc_global_init();
@@ -286,7 +302,8 @@ int main(int argc, char **argv) {
   fflush(stdout);
 
   int sig = 0;
-  sigwait(&set, &sig);
+  while (sigwait(&set, &sig) == 0 && sig == SIGUSR1)
+    atomic_store(&busy, true);
   rc = 0;
 
 out:

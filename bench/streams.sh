@@ -1,19 +1,24 @@
 #!/usr/bin/env bash
 # gpuscale many-streams benchmark: STREAMS_N (10 000) StreamIsActive streams held open on one agent
-# (mock collector), 100 per connection, from bench/gs_soak (C-core). Measures:
-#   - the agent's memory per stream: (RSS with the streams open - RSS before) / N;
-#   - the push latency at one activity transition: the mock's load steps from 0 % to 55 %
-#     (scenario rewritten, SIGHUP), and each stream's first `true` is timed from the SIGHUP;
-#     p50 and p99 over the streams, beside the ceiling: one sampling interval plus one tick;
+# (mock collector), or on the gateway watching STREAMS_AGENTS (200) simulated agents
+# (bench/gs_gateway_agents, 8 GPUs each, cluster scope), 100 per connection, from bench/gs_soak
+# (C-core). Measures:
+#   - the server's memory per stream: (RSS with the streams open - RSS before) / N;
+#   - the push latency at one activity transition: agent: the mock's load steps from 0 % to 55 %
+#     (scenario rewritten, SIGHUP); gateway: the simulated agents step from 0 % (--idle) to their
+#     usual readings (SIGUSR1), each at its next pass. Each stream's first `true` is timed from
+#     the signal; p50 and p99 over the streams, beside the ceiling: one sampling interval plus one
+#     tick (the gateway: plus its 50 ms coalescing);
 #   - unary GetMetrics latency at a steady STREAMS_RATE (200/s) meanwhile, beside the same paced
 #     run with no stream open, measured just before in the same run.
 #
-#   bash bench/streams.sh [BUILD_DIR]          a table with its header
-#   bash bench/streams.sh --rows [BUILD_DIR]   only the rows, for bench/run.sh and bench/collect.sh
+#   bash bench/streams.sh [agent|gateway] [BUILD_DIR]          a table with its header
+#   bash bench/streams.sh --rows [agent|gateway] [BUILD_DIR]   only the rows, for bench/collect.sh
 #
-# Loopback only, bounded: about 60 s. Raises the open-file limit to its hard limit (each stream is
-# not a file descriptor, each connection is: 100 here). Variables: STREAMS_N (10000),
-# STREAMS_RATE (200), STREAMS_INTERVAL (1s, the agent's --interval).
+# Default: agent. Loopback only, bounded: about 60 s (the gateway: about 90 s). Raises the
+# open-file limit to its hard limit (each stream is not a file descriptor, each connection is: 100
+# here). Variables: STREAMS_N (10000), STREAMS_RATE (200), STREAMS_INTERVAL (1s, the agent's
+# --interval; the simulated agents' at the gateway), STREAMS_AGENTS (200, gateway only).
 set -euo pipefail
 
 ROWS_ONLY=0
@@ -21,16 +26,20 @@ if [[ ${1:-} == --rows ]]; then
   ROWS_ONLY=1
   shift
 fi
+MODE=agent
+case ${1:-} in agent | gateway) MODE=$1 && shift ;; esac
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 BUILD=${1:-build}
 case $BUILD in /*) ;; *) BUILD=$ROOT/$BUILD ;; esac
 N=${STREAMS_N:-10000}
 RATE=${STREAMS_RATE:-200}
 INTERVAL=${STREAMS_INTERVAL:-1s}
+NAGENTS=${STREAMS_AGENTS:-200}
 GPUSCALE=$BUILD/gpuscale
 SOAK=$BUILD/bench/gs_soak
-if [[ ! -x $GPUSCALE || ! -x $SOAK ]]; then
-  cmake --build "$BUILD" --target gpuscale gs_soak >/dev/null
+SIM=$BUILD/bench/gs_gateway_agents
+if [[ ! -x $GPUSCALE || ! -x $SOAK || ! -x $SIM ]]; then
+  cmake --build "$BUILD" --target gpuscale gs_soak gs_gateway_agents >/dev/null
 fi
 ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
 if (($(ulimit -n) < N / 100 + 64)); then
@@ -39,39 +48,42 @@ if (($(ulimit -n) < N / 100 + 64)); then
 fi
 
 WORK=$(mktemp -d /tmp/gs-streams.XXXXXX)
+TAG="streams bench"
 # shellcheck source=bench/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
-scenario() { # scenario FILE UTIL: 4 GPUs at UTIL %
-  local i
-  {
-    echo "gpus:"
-    for i in 0 1 2 3; do
-      echo "  - {model: NVIDIA Bench, memory_total_mib: 81920, memory_used_mib: 8192, gpu_utilization: $2}"
-    done
-  } >"$1"
-}
-scenario "$WORK/idle.yaml" 0
-scenario "$WORK/busy.yaml" 55
-cp "$WORK/idle.yaml" "$WORK/sc.yaml"
-
-for try in 1 2 3; do
-  gp=$(free_port) && hp=$(free_port)
-  "$GPUSCALE" agent --collector mock --scenario "$WORK/sc.yaml" --interval "$INTERVAL" \
-    --grpc-listen "127.0.0.1:$gp" --http-listen "127.0.0.1:$hp" \
-    --kubelet-socket "$WORK/no-kubelet.sock" --log-level warn >"$WORK/agent.log" 2>&1 &
-  AGENT=$!
-  PIDS+=("$AGENT")
-  for _ in $(seq 100); do
-    curl -sf --noproxy '*' -o /dev/null --max-time 1 "http://127.0.0.1:$hp/readyz" && break 2
-    kill -0 "$AGENT" 2>/dev/null || break
-    sleep 0.1
-  done
-  kill -KILL "$AGENT" 2>/dev/null || true
-  [[ $try == 3 ]] && { say "streams bench: the agent did not start:"; cat "$WORK/agent.log" >&2; exit 1; }
-done
-TARGET=127.0.0.1:$gp
-MD=(-m profile=triton-inference) # activation 10 %: 0 % is idle, 55 % active
+if [[ $MODE == agent ]]; then
+  scenario() { # scenario FILE UTIL: 4 GPUs at UTIL %
+    {
+      echo "gpus:"
+      for _ in 0 1 2 3; do
+        echo "  - {model: NVIDIA Bench, memory_total_mib: 81920, memory_used_mib: 8192, gpu_utilization: $2}"
+      done
+    } >"$1"
+  }
+  scenario "$WORK/idle.yaml" 0
+  scenario "$WORK/busy.yaml" 55
+  cp "$WORK/idle.yaml" "$WORK/sc.yaml"
+  start agent /readyz "$GPUSCALE" agent --collector mock --scenario "$WORK/sc.yaml" \
+    --interval "$INTERVAL" --kubelet-socket "$WORK/no-kubelet.sock"
+  SERVER=$PID
+  MD=(-m profile=triton-inference) # activation 10 %: 0 % is idle, 55 % active
+  FLIP="cp '$WORK/busy.yaml' '$WORK/sc.yaml' && kill -HUP $SERVER"
+  P="streams:"
+  PS="streams: agent"
+else
+  say "streams bench: $NAGENTS simulated agents x 8 GPUs, 0 % until the transition"
+  start_sim --count "$NAGENTS" --gpus 8 --interval "$INTERVAL" --idle
+  start gateway /readyz "$GPUSCALE" gateway --agents "$AGENTS"
+  SERVER=$PID
+  wait_fresh "$HTTP" "$NAGENTS"
+  # activation 10 % on the cluster's average: 0 % is idle, the usual readings (about 50 %) active
+  MD=(-m profile=triton-inference -m scope=cluster -m aggregation=avg)
+  FLIP="kill -USR1 $SIM_PID"
+  P="streams gateway:"
+  PS="streams gateway:"
+fi
+TARGET=$GRPC
 
 soak() { # soak OUT ARGS...: runs gs_soak, fails the bench with its stderr
   local out=$1
@@ -85,9 +97,8 @@ soak() { # soak OUT ARGS...: runs gs_soak, fails the bench with its stderr
 say "streams bench: GetMetrics at $RATE/s for 10 s, no stream open"
 soak "$WORK/base.out" --seconds 10 --window 10
 sleep 1
-RSS0=$(rss_kib "$AGENT")
+RSS0=$(rss_kib "$SERVER")
 say "streams bench: $N StreamIsActive streams, GetMetrics at $RATE/s, a transition after 15 s"
-FLIP="cp '$WORK/busy.yaml' '$WORK/sc.yaml' && kill -HUP $AGENT"
 "$SOAK" --target "$TARGET" "${MD[@]}" --rate "$RATE" --seconds 25 --window 25 --streams "$N" \
   --ready-file "$WORK/ready" --flip-after 15 --flip-cmd "$FLIP" >"$WORK/streams.out" \
   2>"$WORK/streams.err" &
@@ -99,12 +110,13 @@ for _ in $(seq 900); do
   sleep 0.1
 done
 sleep 5 # streams settled, before the flip
-RSS1=$(rss_kib "$AGENT")
-CPU_A=$(cpu_ns "$AGENT")
+RSS1=$(rss_kib "$SERVER")
+CPU_A=$(cpu_ns "$SERVER")
 T_A=$(date +%s.%N)
 sleep 5
-CPU_B=$(cpu_ns "$AGENT")
+CPU_B=$(cpu_ns "$SERVER")
 T_B=$(date +%s.%N)
+LOADAVG=$(cut -d' ' -f1-3 /proc/loadavg)
 if ! wait "$CLIENT"; then
   say "streams bench: gs_soak with $N streams failed:"
   cat "$WORK/streams.out" "$WORK/streams.err" >&2
@@ -116,26 +128,36 @@ PUSHED=$(g push pushed "$WORK/streams.out")
 OPEN_MS=$(sed -n 's/^streams=.* open_ms=\([0-9]*\).*/\1/p' "$WORK/streams.out")
 IV_MS=$(awk -v s="$INTERVAL" 'BEGIN {
   if (s ~ /ms$/) print s + 0; else print (s + 0) * 1000 }')
-row "streams: agent RSS per stream ($N open)" \
+CEIL="one --interval ($IV_MS ms) + reload + one tick"
+[[ $MODE == gateway ]] && CEIL="one agent --interval ($IV_MS ms) + 50 ms coalescing + one pass"
+row "$PS RSS per stream ($N open)" \
   "$(awk -v a="$RSS1" -v b="$RSS0" -v n="$N" 'BEGIN {printf "%.2f KiB", (a - b) / n}')" \
   "before: $(mib "$RSS0"); with $N: $(mib "$RSS1"); opened in $OPEN_MS ms"
-row "streams: push at a transition, p50 ($PUSHED/$N)" "$(ms "$(g push p50_us "$WORK/streams.out")")" \
-  "ceiling: one --interval ($IV_MS ms) + reload + one tick"
-row "streams: push at a transition, p99" "$(ms "$(g push p99_us "$WORK/streams.out")")" \
+row "$P push at a transition, p50 ($PUSHED/$N)" "$(ms "$(g push p50_us "$WORK/streams.out")")" \
+  "ceiling: $CEIL"
+row "$P push at a transition, p99" "$(ms "$(g push p99_us "$WORK/streams.out")")" \
   "first stream $(ms "$(g push min_us "$WORK/streams.out")"), last $(ms "$(g push max_us "$WORK/streams.out")")"
 for f in p50 p99; do
-  row "streams: GetMetrics $f at $RATE/s, $N open" "$(us "$(g total ${f}_us "$WORK/streams.out")")" \
+  row "$P GetMetrics $f at $RATE/s, $N open" "$(us "$(g total ${f}_us "$WORK/streams.out")")" \
     "no stream open: $(us "$(g total ${f}_us "$WORK/base.out")")"
 done
-row "streams: agent CPU with $N open, idle load" \
+row "$PS CPU with $N open, idle load" \
   "$(awk -v a="$CPU_A" -v b="$CPU_B" -v s="$T_A" -v t="$T_B" 'BEGIN {printf "%.1f%% of a CPU", (b - a) / 1e7 / (t - s)}')" \
   "with GetMetrics at $RATE/s, before the transition"
+if [[ $MODE == gateway ]]; then
+  row "$P load average during the run" "$LOADAVG" \
+    "$NAGENTS simulated agents x 8 GPUs, client and gateway on $(nproc) CPUs"
+fi
 
 if [[ $ROWS_ONLY == 0 ]]; then
-  printf '\ngpuscale streams bench: %d StreamIsActive streams (100 per connection) on one agent, mock\n' "$N"
-  printf '4 GPUs, --interval %s, client bench/gs_soak (C-core), loopback, %d CPUs.\n\n' "$INTERVAL" "$(nproc)"
-  printf '| %-44s | %-38s | %-56s |\n' "figure" "gpuscale" "baseline / ceiling"
-  printf '|%s|%s|%s|\n' "$(printf -- '-%.0s' {1..46})" "$(printf -- '-%.0s' {1..40})" \
-    "$(printf -- '-%.0s' {1..58})"
+  if [[ $MODE == agent ]]; then
+    printf '\ngpuscale streams bench: %d StreamIsActive streams (100 per connection) on one agent, mock\n' "$N"
+    printf '4 GPUs, --interval %s, client bench/gs_soak (C-core), loopback, %d CPUs.\n\n' "$INTERVAL" "$(nproc)"
+  else
+    printf '\ngpuscale streams bench: %d StreamIsActive streams (100 per connection, cluster scope) on the\n' "$N"
+    printf 'gateway watching %d simulated agents x 8 GPUs (--interval %s), client bench/gs_soak (C-core),\n' "$NAGENTS" "$INTERVAL"
+    printf 'loopback, %d CPUs, load average %s.\n\n' "$(nproc)" "$LOADAVG"
+  fi
+  table_head "gpuscale" "baseline / ceiling"
 fi
 printf '%s\n' "${ROWS[@]}"
