@@ -951,6 +951,22 @@ static bool gpm_given(const struct scenario_gpu *g) {
   return false;
 }
 
+/* What a whole GPU and a MIG instance both end with: the two required keys (name_key, and
+ * memory_total_mib), then the fail: map, with the metric keys allowed there. */
+static int finish_device(struct ctx *c, const yaml_node_t *n, const char *path,
+                         const char *name_key, bool has_name, const char *name_allowed,
+                         bool has_total, const yaml_node_t *fails, const char *keys,
+                         struct scenario_gpu *g, const yaml_node_t **nodes) {
+  char sub[KEYPATH_LEN];
+  if (!has_name)
+    return fail(c, GS_EINVAL, n, key_join(sub, path, name_key), "required; allowed: %s",
+                name_allowed);
+  if (!has_total)
+    return fail(c, GS_EINVAL, n, key_join(sub, path, "memory_total_mib"),
+                "required; allowed: a number >= 1 (MiB)");
+  return fails ? parse_fails(c, fails, key_join(sub, path, "fail"), keys, g, nodes) : 0;
+}
+
 /* One MIG instance j of whole GPU parent, into *g (a slot after every whole GPU). */
 static int parse_mig(struct ctx *c, const yaml_node_t *n, const char *path, size_t j,
                      const struct scenario_gpu *parent, bool gpm_set, struct scenario_gpu *g) {
@@ -1006,14 +1022,8 @@ static int parse_mig(struct ctx *c, const yaml_node_t *n, const char *path, size
   }
   if (rc)
     return rc;
-  char sub[KEYPATH_LEN];
-  if (!has_profile)
-    return fail(c, GS_EINVAL, n, key_join(sub, path, "profile"),
-                "required; allowed: a MIG profile such as 1g.10gb");
-  if (!has_total)
-    return fail(c, GS_EINVAL, n, key_join(sub, path, "memory_total_mib"),
-                "required; allowed: a number >= 1 (MiB)");
-  if (fails && (rc = parse_fails(c, fails, key_join(sub, path, "fail"), mig_metric_keys, g, nodes)))
+  if ((rc = finish_device(c, n, path, "profile", has_profile, "a MIG profile such as 1g.10gb",
+                          has_total, fails, mig_metric_keys, g, nodes)))
     return rc;
   g->gpm = parent->gpm || (!gpm_set && gpm_given(g));
   if ((rc = check_gpu(c, n, path, g, false, nodes)))
@@ -1139,15 +1149,10 @@ static int parse_gpu(struct ctx *c, const yaml_node_t *n, size_t i, struct scena
   }
   if (rc)
     return rc;
-  char sub[KEYPATH_LEN];
-  if (!has_model)
-    return fail(c, GS_EINVAL, n, key_join(sub, path, "model"), "required; allowed: %s",
-                model_allowed);
-  if (!has_total)
-    return fail(c, GS_EINVAL, n, key_join(sub, path, "memory_total_mib"),
-                "required; allowed: a number >= 1 (MiB)");
-  if (fails && (rc = parse_fails(c, fails, key_join(sub, path, "fail"), gpu_metric_keys, g, nodes)))
+  if ((rc = finish_device(c, n, path, "model", has_model, model_allowed, has_total, fails,
+                          gpu_metric_keys, g, nodes)))
     return rc;
+  char sub[KEYPATH_LEN];
   if (!gpm_set)
     g->gpm = gpm_given(g);
   if (!g->info.uuid[0])
