@@ -231,6 +231,19 @@ uint8_t *gs_metrics_request(grpc_channel *ch, Externalscaler__ScaledObjectRef *r
   return p;
 }
 
+const char *gs_opt_value(int argc, char **argv, int *i, void (*usage)(FILE *)) {
+  const char *a = argv[*i];
+  if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+    usage(stdout);
+    exit(0);
+  }
+  if (*i + 1 >= argc) {
+    usage(stderr);
+    return NULL;
+  }
+  return argv[++*i];
+}
+
 int gs_cmp_u32(const void *a, const void *b) {
   uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
   return (x > y) - (x < y);
@@ -322,24 +335,33 @@ static bool stream_start(struct gs_streams *st, int i, const uint8_t *ref, size_
   return ok;
 }
 
-int gs_streams_open(struct gs_streams *st, const char *target, const uint8_t *ref, size_t reflen,
-                    int wait_s) {
+int gs_streams_open(struct gs_streams *st, const char *target, const char *name,
+                    const struct gs_md *md, int wait_s) {
+  Externalscaler__ScaledObjectRef ref;
+  Externalscaler__ScaledObjectRef__ScalerMetadataEntry ents[GS_MAX_MD];
+  Externalscaler__ScaledObjectRef__ScalerMetadataEntry *ptrs[GS_MAX_MD];
+  gs_make_ref(&ref, ents, ptrs, name, md);
+  size_t reflen = 0;
+  uint8_t *refb = gs_pack(&ref.base, &reflen);
   st->nch = (st->n + GS_STREAMS_PER_CHANNEL - 1) / GS_STREAMS_PER_CHANNEL;
   st->ch = calloc((size_t)st->nch, sizeof *st->ch);
   st->s = calloc((size_t)st->n, sizeof *st->s);
   st->cq = grpc_completion_queue_create_for_next(NULL);
-  if (!st->ch || !st->s || pthread_create(&st->thread, NULL, streams_main, st) != 0) {
+  if (!refb || !st->ch || !st->s || pthread_create(&st->thread, NULL, streams_main, st) != 0) {
     fprintf(stderr, "%s: out of memory or threads\n", st->prog);
-    return -1;
+    free(refb);
+    return GS_STREAMS_NOMEM;
   }
   st->thread_started = true;
   for (int c = 0; c < st->nch; c++)
     st->ch[c] = gs_channel(target);
   for (int i = 0; i < st->n; i++)
-    if (!stream_start(st, i, ref, reflen)) {
+    if (!stream_start(st, i, refb, reflen)) {
       fprintf(stderr, "%s: cannot start stream %d\n", st->prog, i);
-      return -1;
+      free(refb);
+      return GS_STREAMS_NOMEM;
     }
+  free(refb);
   int64_t until = gs_now_ns() + wait_s * 1000000000LL;
   while (atomic_load(&st->first_msgs) + atomic_load(&st->ended) < st->n && gs_now_ns() < until) {
     struct timespec ts = {0, 10 * 1000000L};

@@ -11,6 +11,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "externalscaler.pb-c.h"
 
@@ -71,6 +72,10 @@ uint8_t *gs_call_sync(grpc_channel *ch, const char *path, const uint8_t *req, si
 uint8_t *gs_metrics_request(grpc_channel *ch, Externalscaler__ScaledObjectRef *ref, int deadline_ms,
                             size_t *len, char *err, size_t errlen);
 
+/* The value of the option at argv[*i], which it steps over: "-h"/"--help" prints usage on stdout
+ * and exits 0; a missing value prints usage on stderr and gives NULL. */
+const char *gs_opt_value(int argc, char **argv, int *i, void (*usage)(FILE *));
+
 /* Percentiles over sorted v[0..n): the value at rank ceil(p/100 * n), 0 for n == 0. */
 int gs_cmp_u32(const void *a, const void *b);
 uint32_t gs_rank(const uint32_t *v, size_t n, double p);
@@ -115,13 +120,15 @@ struct gs_streams {
   char first_end_msg[256];
 };
 
-/* Opens st->n StreamIsActive calls to target, each sending the packed ScaledObjectRef ref, and
+/* Opens st->n StreamIsActive calls to target, each sending the ScaledObjectRef (name, md), and
  * waits up to wait_s seconds until each has had its first message (the state at open) or ended.
  * Set prog, n, on_msg and ud first. Returns 0 when every stream had its first message and none
- * ended; -1 otherwise (the counts tell which; out of memory or a refused batch is on stderr).
+ * ended; GS_STREAMS_NOMEM when memory, a thread or a batch was refused (said on stderr); -1 when
+ * some stream ended or had no message in time (the counts tell which: the caller says it).
  * Call gs_streams_close either way. */
-int gs_streams_open(struct gs_streams *st, const char *target, const uint8_t *ref, size_t reflen,
-                    int wait_s);
+#define GS_STREAMS_NOMEM (-2)
+int gs_streams_open(struct gs_streams *st, const char *target, const char *name,
+                    const struct gs_md *md, int wait_s);
 /* Cancels every stream, waits up to wait_s seconds for their statuses and frees them. */
 void gs_streams_close(struct gs_streams *st, int wait_s);
 

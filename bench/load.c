@@ -172,21 +172,11 @@ static struct gs_streams st = {.prog = "gs_load"};
 /* Opens o.streams StreamIsActive calls carrying the run's ScaledObjectRef and waits (up to 10 s)
  * until each has had its first message, the state at open. Returns 0 or -1 with stderr. */
 static int open_streams(void) {
-  Externalscaler__ScaledObjectRef ref;
-  Externalscaler__ScaledObjectRef__ScalerMetadataEntry ents[GS_MAX_MD];
-  Externalscaler__ScaledObjectRef__ScalerMetadataEntry *ptrs[GS_MAX_MD];
-  gs_make_ref(&ref, ents, ptrs, "gs-bench", &o.md);
-  size_t reflen = 0;
-  uint8_t *refb = gs_pack(&ref.base, &reflen);
   st.n = o.streams;
-  bool oom = refb == NULL;
-  int rc = refb ? gs_streams_open(&st, o.target, refb, reflen, 10) : -1;
-  free(refb);
-  if (rc == 0)
-    return 0;
-  if (oom)
-    fprintf(stderr, "gs_load: out of memory\n");
-  else if (atomic_load(&st.ended) > 0)
+  int rc = gs_streams_open(&st, o.target, "gs-bench", &o.md, 10);
+  if (rc == 0 || rc == GS_STREAMS_NOMEM)
+    return rc;
+  if (atomic_load(&st.ended) > 0)
     fprintf(stderr, "gs_load: %d streams ended by the server, first: status %d: %s\n",
             atomic_load(&st.ended), (int)st.first_end, st.first_end_msg);
   else if (atomic_load(&st.first_msgs) < st.n)
@@ -231,17 +221,9 @@ static int parse_args(int argc, char **argv) {
   o.calls = 10000;
   o.max_seconds = 10;
   for (int i = 1; i < argc; i++) {
-    const char *a = argv[i];
-    const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-    if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
-      usage(stdout);
-      exit(0);
-    }
-    if (!v) {
-      usage(stderr);
+    const char *a = argv[i], *v = gs_opt_value(argc, argv, &i, usage);
+    if (!v)
       return -1;
-    }
-    i++;
     char *end = NULL;
     errno = 0;
     if (strcmp(a, "--target") == 0) {

@@ -126,21 +126,15 @@ static void on_msg(struct gs_streams *s, int i, grpc_byte_buffer *msg, int64_t n
 /* Opens o.streams streams carrying the run's ScaledObjectRef and waits (up to 60 s) for each
  * one's first message. Returns 0 or -1 with stderr. */
 static int open_streams(void) {
-  Externalscaler__ScaledObjectRef ref;
-  Externalscaler__ScaledObjectRef__ScalerMetadataEntry ents[GS_MAX_MD];
-  Externalscaler__ScaledObjectRef__ScalerMetadataEntry *ptrs[GS_MAX_MD];
-  gs_make_ref(&ref, ents, ptrs, "gs-soak", &o.md);
-  size_t reflen = 0;
-  uint8_t *refb = gs_pack(&ref.base, &reflen);
   push_ns = calloc((size_t)o.streams, sizeof *push_ns);
+  if (!push_ns) {
+    fprintf(stderr, "gs_soak: out of memory\n");
+    return -1;
+  }
   st.n = o.streams;
   st.on_msg = on_msg;
-  bool oom = !refb || !push_ns;
-  int rc = oom ? -1 : gs_streams_open(&st, o.target, refb, reflen, 60);
-  free(refb);
-  if (oom)
-    fprintf(stderr, "gs_soak: out of memory or threads\n");
-  else if (rc != 0)
+  int rc = gs_streams_open(&st, o.target, "gs-soak", &o.md, 60);
+  if (rc != 0 && rc != GS_STREAMS_NOMEM)
     fprintf(stderr, "gs_soak: %d of %d streams had their first message within 60 s, %d ended\n",
             atomic_load(&st.first_msgs), st.n, atomic_load(&st.ended));
   return rc;
@@ -194,16 +188,9 @@ static int parse_args(int argc, char **argv) {
   o.window = 300;
   o.flip_after = -1;
   for (int i = 1; i < argc; i++) {
-    const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-    if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-      usage(stdout);
-      exit(0);
-    }
-    if (!v) {
-      usage(stderr);
+    const char *a = argv[i], *v = gs_opt_value(argc, argv, &i, usage);
+    if (!v)
       return -1;
-    }
-    i++;
     char *end = NULL;
     errno = 0;
     if (!strcmp(a, "--target"))
