@@ -31,6 +31,7 @@ struct rpc_stream {
   grpc_status_code status;
   grpc_slice details;
   struct rpc_status final;
+  size_t max_response; /* the channel's cap (rpc_client_opts.max_response) */
 };
 
 static void set_status(struct rpc_status *st, int code, const char *msg) {
@@ -222,6 +223,7 @@ int rpc_stream_open(struct rpc_client *c, const char *method, const void *req, s
     set_status(st, RPC_INTERNAL, "out of memory");
     return GS_ENOMEM;
   }
+  s->max_response = c->max_response;
   s->cq = grpc_completion_queue_create_for_next(NULL);
   s->call = create_call(c->ch, s->cq, method, deadline_in(timeout_ms > 0 ? timeout_ms : -1));
   s->send_bb = rpc_wire_buffer(req, len);
@@ -307,7 +309,7 @@ int rpc_stream_next(struct rpc_stream *s, int wait_ms, uint8_t **msg, size_t *le
     if (!stream_event(s, ev.tag))
       continue;
     if (s->recv_bb) {
-      int r = rpc_wire_read(s->recv_bb, RPC_CLIENT_MAX_RESPONSE, msg, len);
+      int r = rpc_wire_read(s->recv_bb, s->max_response, msg, len);
       grpc_byte_buffer_destroy(s->recv_bb);
       s->recv_bb = NULL;
       if (r)
