@@ -16,14 +16,9 @@
 #   calls held open while GetMetrics is measured again, beside the same run without them).
 set -euo pipefail
 
-ROWS_ONLY=0
-if [[ ${1:-} == --rows ]]; then
-  ROWS_ONLY=1
-  shift
-fi
-ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-BUILD=${1:-build}
-case $BUILD in /*) ;; *) BUILD=$ROOT/$BUILD ;; esac
+# shellcheck source=bench/lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+bench_args "$@"
 NAGENTS=${GW_BENCH_AGENTS:-200}
 CALLS_1=${GW_BENCH_CALLS_1:-5000}
 CALLS_64=${GW_BENCH_CALLS_64:-20000}
@@ -40,8 +35,6 @@ if [[ ! -x $GPUSCALE || ! -x $LOAD || ! -x $SIM ]]; then
 fi
 
 WORK=$(mktemp -d /tmp/gs-gwbench.XXXXXX)
-# shellcheck source=bench/lib.sh
-source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 load() { # load TARGET CONCURRENCY CALLS -m k=v...
   local target=$1 c=$2 calls=$3 out

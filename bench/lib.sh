@@ -1,8 +1,29 @@
 # Shared helpers of the bench scripts (sourced, not run): process cleanup, ports, /proc readings and
-# the table format. The caller sets WORK (a temp dir) and appends the PIDs it starts to PIDS.
+# the table format. Sourced first; the caller then sets WORK (a temp dir) and appends the PIDs it
+# starts to PIDS.
 # shellcheck shell=bash
 
 PIDS=()
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+
+# bench_args "$@": the scripts' arguments, [--rows] [MODE] [BUILD_DIR]. Sets ROWS_ONLY (1 with
+# --rows: only the table's rows, for bench/collect.sh), MODE (when the word is one of MODES, which
+# the caller sets with MODE's default first) and BUILD (default build, made absolute against the
+# checkout).
+# shellcheck disable=SC2034 # for the caller
+bench_args() {
+  ROWS_ONLY=0
+  if [[ ${1:-} == --rows ]]; then
+    ROWS_ONLY=1
+    shift
+  fi
+  if [[ -n ${1:-} && " ${MODES:-} " == *" $1 "* ]]; then
+    MODE=$1
+    shift
+  fi
+  BUILD=${1:-build}
+  case $BUILD in /*) ;; *) BUILD=$ROOT/$BUILD ;; esac
+}
 
 # Stops every started process (TERM, then KILL after 10 s) and removes WORK.
 cleanup() {
@@ -62,7 +83,25 @@ table_head() {
     "$(printf -- '-%.0s' {1..58})"
 }
 
-# ---- gpuscale servers and simulated agents (gateway.sh, soak.sh, streams.sh) ----------------
+# scenario_const FILE N MODEL: a mock scenario of N GPUs named MODEL with constant readings
+# (constants keep every run comparable).
+scenario_const() {
+  local i
+  {
+    echo "gpus:"
+    for ((i = 0; i < $2; i++)); do
+      echo "  - model: $3"
+      echo "    memory_total_mib: 81920"
+      echo "    memory_used_mib: $((8192 + (i * 977) % 65536))"
+      echo "    gpu_utilization: $(((i * 37 + 11) % 101))"
+      echo "    memory_utilization: $(((i * 17) % 100))"
+      echo "    temperature: $((30 + i % 50))"
+      echo "    power_draw: $((100 + i * 3)).5"
+    done
+  } >"$1"
+}
+
+# ---- gpuscale servers and simulated agents -------------------------------------------------
 # TAG (default "bench") starts their error lines.
 
 http() { curl -sf --noproxy '*' --max-time 5 "http://$1"; }

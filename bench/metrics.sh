@@ -13,14 +13,9 @@
 # scrape after another, as Prometheus scrapes a target.
 set -euo pipefail
 
-ROWS_ONLY=0
-if [[ ${1:-} == --rows ]]; then
-  ROWS_ONLY=1
-  shift
-fi
-ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-BUILD=${1:-build}
-case $BUILD in /*) ;; *) BUILD=$ROOT/$BUILD ;; esac
+# shellcheck source=bench/lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+bench_args "$@"
 SECS=${METRICS_BENCH_SECONDS:-3}
 RENDER_SECS=${METRICS_BENCH_RENDER_SECONDS:-1}
 
@@ -31,56 +26,18 @@ if [[ ! -x $GPUSCALE || ! -x $MB ]]; then
 fi
 
 WORK=$(mktemp -d /tmp/gs-mbench.XXXXXX)
-# shellcheck source=bench/lib.sh
-source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 kb() { awk -v b="$1" 'BEGIN {printf "%.1f KB", b / 1000}'; }
 get() { awk -v k="$1" '$1 == k {print $2}' "$2"; }
 
-
-# scenario FILE N: N GPUs with constant readings.
-scenario() {
-  local f=$1 n=$2 i
-  {
-    echo "gpus:"
-    for ((i = 0; i < n; i++)); do
-      echo "  - model: NVIDIA A100-SXM4-80GB"
-      echo "    memory_total_mib: 81920"
-      echo "    memory_used_mib: $((8192 + (i * 977) % 65536))"
-      echo "    gpu_utilization: $(((i * 37 + 11) % 101))"
-      echo "    memory_utilization: $(((i * 17) % 100))"
-      echo "    temperature: $((30 + i % 50))"
-      echo "    power_draw: $((100 + i * 3)).5"
-    done
-  } >"$f"
-}
-
 # start_agent N: an agent on an N-GPU scenario; sets AGENT_PID and AGENT_HTTP.
 start_agent() {
-  local n=$1 gp hp try
-  scenario "$WORK/s$n.yaml" "$n"
-  for try in 1 2 3; do
-    gp=$(free_port)
-    hp=$(free_port)
-    "$GPUSCALE" agent --collector mock --scenario "$WORK/s$n.yaml" --interval 1s \
-      --grpc-listen "127.0.0.1:$gp" --http-listen "127.0.0.1:$hp" \
-      --kubelet-socket "$WORK/no-kubelet.sock" --log-level error >"$WORK/agent$n.log" 2>&1 &
-    AGENT_PID=$!
-    PIDS+=("$AGENT_PID")
-    AGENT_HTTP=127.0.0.1:$hp
-    for _ in $(seq 100); do
-      if curl -fsS --noproxy '*' -o /dev/null "http://$AGENT_HTTP/readyz" 2>/dev/null; then
-        sleep 1.5 # a sample or two in the ring
-        return 0
-      fi
-      kill -0 "$AGENT_PID" 2>/dev/null || break
-      sleep 0.1
-    done
-    kill -TERM "$AGENT_PID" 2>/dev/null || true
-  done
-  say "agent did not start:"
-  cat "$WORK/agent$n.log" >&2
-  return 1
+  scenario_const "$WORK/s$1.yaml" "$1" "NVIDIA A100-SXM4-80GB"
+  start "agent$1" /readyz "$GPUSCALE" agent --collector mock --scenario "$WORK/s$1.yaml" \
+    --interval 1s --kubelet-socket "$WORK/no-kubelet.sock"
+  AGENT_PID=$PID
+  AGENT_HTTP=$HTTP
+  sleep 1.5 # a sample or two in the ring
 }
 
 # start_static PLAIN GZ: the baseline server; sets STATIC_PID and STATIC_HTTP.

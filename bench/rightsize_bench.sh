@@ -12,14 +12,9 @@
 # RS_BENCH_GPUS (default 1000) and RS_BENCH_FLOOR_GPUS (default 100) size the two fleets.
 set -euo pipefail
 
-ROWS_ONLY=0
-if [[ ${1:-} == --rows ]]; then
-  ROWS_ONLY=1
-  shift
-fi
-ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-BUILD=${1:-build}
-case $BUILD in /*) ;; *) BUILD=$ROOT/$BUILD ;; esac
+# shellcheck source=bench/lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+bench_args "$@"
 GPUS=${RS_BENCH_GPUS:-1000}
 FLOOR_GPUS=${RS_BENCH_FLOOR_GPUS:-100}
 REPS=${RS_BENCH_REPS:-3}
@@ -34,8 +29,6 @@ if [[ ! -x $GPUSCALE ]]; then
 fi
 
 WORK=$(mktemp -d /tmp/gs-rsbench.XXXXXX)
-# shellcheck source=bench/lib.sh
-source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 mb() { awk -v b="$1" 'BEGIN {printf "%.1f MB", b / 1e6}'; }
 secs() { awk -v s="$1" 'BEGIN {printf "%.2f s", s}'; }

@@ -8,9 +8,9 @@
 # Loopback only, bounded in calls and time. No Python: the load client is bench/load.c (C-core).
 set -euo pipefail
 
-ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-BUILD=${1:-build}
-case $BUILD in /*) ;; *) BUILD=$ROOT/$BUILD ;; esac
+# shellcheck source=bench/lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+bench_args "$@"
 
 # Bounds: calls per run and seconds per run (whichever comes first).
 CALLS_1=${BENCH_CALLS_1:-10000}
@@ -27,54 +27,16 @@ if [[ ! -x $GPUSCALE || ! -x $LOAD ]]; then
 fi
 
 WORK=$(mktemp -d /tmp/gs-bench.XXXXXX)
-# shellcheck source=bench/lib.sh
-source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 row() { row_fmt "$@"; printf '\n'; } # this table prints as it goes; the sub-scripts collect rows
 
-
-# A port nothing answers on (connection refused). The agent start is retried if it loses a race.
-
-# scenario FILE N: N GPUs with constant readings (constants keep every run comparable).
-scenario() {
-  local f=$1 n=$2 i
-  {
-    echo "# bench scenario: $n GPUs, constant readings"
-    echo "gpus:"
-    for ((i = 0; i < n; i++)); do
-      echo "  - model: NVIDIA Bench"
-      echo "    memory_total_mib: 81920"
-      echo "    memory_used_mib: $((8192 + (i * 977) % 65536))"
-      echo "    gpu_utilization: $(((i * 37 + 11) % 101))"
-      echo "    memory_utilization: $(((i * 17) % 100))"
-      echo "    temperature: $((30 + i % 50))"
-      echo "    power_draw: $((100 + i * 3)).5"
-    done
-  } >"$f"
-}
+# scenario FILE N: N GPUs with constant readings.
+scenario() { scenario_const "$1" "$2" "NVIDIA Bench"; }
 
 # start_agent NAME SCENARIO INTERVAL: starts an agent, waits for /readyz; sets AGENT_PID, AGENT_GRPC.
 start_agent() {
-  local name=$1 sc=$2 interval=$3 try gp hp
-  for try in 1 2 3; do
-    gp=$(free_port) && hp=$(free_port)
-    "$GPUSCALE" agent --collector mock --scenario "$sc" --interval "$interval" \
-      --grpc-listen "127.0.0.1:$gp" --http-listen "127.0.0.1:$hp" --log-level warn \
-      >"$WORK/$name.log" 2>&1 &
-    AGENT_PID=$!
-    PIDS+=("$AGENT_PID")
-    for _ in $(seq 200); do
-      if ! kill -0 "$AGENT_PID" 2>/dev/null; then break; fi
-      if curl -sf --noproxy '*' -o /dev/null --max-time 1 "http://127.0.0.1:$hp/readyz"; then
-        AGENT_GRPC=127.0.0.1:$gp
-        return 0
-      fi
-      sleep 0.1
-    done
-    kill -KILL "$AGENT_PID" 2>/dev/null || true
-  done
-  say "bench: agent $name did not become ready:"
-  cat "$WORK/$name.log" >&2
-  exit 1
+  start "$1" /readyz "$GPUSCALE" agent --collector mock --scenario "$2" --interval "$3"
+  AGENT_PID=$PID
+  AGENT_GRPC=$GRPC
 }
 
 # utime + stime of a process, in clock ticks

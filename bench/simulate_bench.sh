@@ -10,22 +10,15 @@
 # No network. Bounded: SIM_BENCH_REPS runs of each (default 3, median shown).
 set -euo pipefail
 
-ROWS_ONLY=0
-if [[ ${1:-} == --rows ]]; then
-  ROWS_ONLY=1
-  shift
-fi
-ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-BUILD=${1:-build}
-case $BUILD in /*) ;; *) BUILD=$ROOT/$BUILD ;; esac
+# shellcheck source=bench/lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+bench_args "$@"
 REPS=${SIM_BENCH_REPS:-3}
 GPUSCALE=$BUILD/gpuscale
 if [[ ! -x $GPUSCALE ]]; then
   cmake --build "$BUILD" --target gpuscale >/dev/null
 fi
 WORK=$(mktemp -d /tmp/gs-simbench.XXXXXX)
-# shellcheck source=bench/lib.sh
-source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 E=$ROOT/examples/simulate
 
 # model_of CONFIG: the model each example is written for.

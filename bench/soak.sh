@@ -14,16 +14,11 @@
 # Loopback only; stops by itself after SOAK_SECONDS (+ about 20 s of start-up per target).
 set -euo pipefail
 
-ROWS_ONLY=0
-if [[ ${1:-} == --rows ]]; then
-  ROWS_ONLY=1
-  shift
-fi
-WHICH=both
-case ${1:-} in agent | gateway | both) WHICH=$1 && shift ;; esac
-ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-BUILD=${1:-build}
-case $BUILD in /*) ;; *) BUILD=$ROOT/$BUILD ;; esac
+# shellcheck source=bench/lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+MODES="agent gateway both" MODE=both
+bench_args "$@"
+WHICH=$MODE
 SECS=${SOAK_SECONDS:-180}
 RATE=${SOAK_RATE:-1000}
 WINDOW=${SOAK_WINDOW:-$((SECS >= 600 ? 300 : 60))}
@@ -39,8 +34,6 @@ BTYPE=$(sed -n 's/^CMAKE_BUILD_TYPE:[A-Z]*=//p' "$BUILD/CMakeCache.txt" 2>/dev/n
 
 WORK=$(mktemp -d /tmp/gs-soak.XXXXXX)
 TAG=soak
-# shellcheck source=bench/lib.sh
-source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 # run_soak NAME PID GRPC HTTP -m k=v...: the paced calls, and meanwhile once a second a /metrics
 # scrape and an RSS sample ("seconds KiB") into WORK/NAME.rss; appends the rows.

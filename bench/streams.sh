@@ -21,16 +21,10 @@
 # --interval; the simulated agents' at the gateway), STREAMS_AGENTS (200, gateway only).
 set -euo pipefail
 
-ROWS_ONLY=0
-if [[ ${1:-} == --rows ]]; then
-  ROWS_ONLY=1
-  shift
-fi
-MODE=agent
-case ${1:-} in agent | gateway) MODE=$1 && shift ;; esac
-ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-BUILD=${1:-build}
-case $BUILD in /*) ;; *) BUILD=$ROOT/$BUILD ;; esac
+# shellcheck source=bench/lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+MODES="agent gateway" MODE=agent
+bench_args "$@"
 N=${STREAMS_N:-10000}
 RATE=${STREAMS_RATE:-200}
 INTERVAL=${STREAMS_INTERVAL:-1s}
@@ -49,8 +43,6 @@ fi
 
 WORK=$(mktemp -d /tmp/gs-streams.XXXXXX)
 TAG="streams bench"
-# shellcheck source=bench/lib.sh
-source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 if [[ $MODE == agent ]]; then
   scenario() { # scenario FILE UTIL: 4 GPUs at UTIL %
