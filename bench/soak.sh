@@ -31,6 +31,8 @@ if [[ ! -x $GPUSCALE || ! -x $SOAK || ! -x $SIM ]]; then
   cmake --build "$BUILD" --target gpuscale gs_soak gs_gateway_agents >/dev/null
 fi
 BTYPE=$(sed -n 's/^CMAKE_BUILD_TYPE:[A-Z]*=//p' "$BUILD/CMakeCache.txt" 2>/dev/null || true)
+# An empty cache entry is the project's default (CMakeLists.txt).
+[[ -n $BTYPE || ! -f $BUILD/CMakeCache.txt ]] || BTYPE=RelWithDebInfo
 
 WORK=$(mktemp -d /tmp/gs-soak.XXXXXX)
 TAG=soak
