@@ -12,6 +12,8 @@
 
 #include <cmocka.h>
 
+#include "test_sized.h"
+
 #include "core/err.h"
 #include "rightsize/drain.h"
 #include "rightsize/kube.h"
@@ -428,21 +430,9 @@ static void test_client_unreachable(void **state) {
 
 /* ---- KUBE_FILE_MAX (4 MiB): kubeconfig, token and in-cluster CA files ---- */
 
-/* Writes path: head, then a "#xxx...\n" comment (valid YAML, a token with a comment after it is
- * still read whole) up to exactly size bytes. */
+/* Writes path: head, then a comment up to exactly size bytes (test_sized.h). */
 static void write_sized(const char *path, const char *head, size_t size) {
-  FILE *f = fopen(path, "wb");
-  assert_non_null(f);
-  size_t hl = strlen(head);
-  char *pad = malloc(size - hl);
-  assert_non_null(pad);
-  memset(pad, 'x', size - hl);
-  pad[0] = '#';
-  pad[size - hl - 1] = '\n';
-  assert_int_equal(fwrite(head, 1, hl, f), hl);
-  assert_int_equal(fwrite(pad, 1, size - hl, f), size - hl);
-  free(pad);
-  assert_int_equal(fclose(f), 0);
+  write_sized_fp(fopen(path, "wb"), head, size);
 }
 
 static void test_file_caps(void **state) {

@@ -12,6 +12,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "test_sized.h"
+
 #include "core/err.h"
 #include "sim/formula.h"
 #include "sim/model.h"
@@ -31,19 +33,7 @@ static void write_padded(char *path, size_t pathlen, const char *head, size_t si
   snprintf(path, pathlen, "/tmp/gs-simcap-XXXXXX");
   int fd = mkstemp(path);
   assert_true(fd >= 0);
-  FILE *f = fdopen(fd, "wb");
-  assert_non_null(f);
-  size_t hl = strlen(head);
-  assert_true(size >= hl + 2);
-  char *pad = malloc(size - hl);
-  assert_non_null(pad);
-  memset(pad, 'x', size - hl);
-  pad[0] = '#';
-  pad[size - hl - 1] = '\n';
-  assert_int_equal(fwrite(head, 1, hl, f), hl);
-  assert_int_equal(fwrite(pad, 1, size - hl, f), size - hl);
-  free(pad);
-  assert_int_equal(fclose(f), 0);
+  write_sized_fp(fdopen(fd, "wb"), head, size);
 }
 
 /* SIM_INPUT_MAX (16 MiB) for every file the simulator reads: a model of exactly 16 MiB loads, one
