@@ -9,7 +9,7 @@
 size_t mem_free_held(void) {
 #if defined(__GLIBC__) && (__GLIBC__ > 2 || (__GLIBC__ == 2 && __GLIBC_MINOR__ >= 33))
   struct mallinfo2 mi = mallinfo2();
-  return mi.fordblks + mi.fsmblks;
+  return mi.fordblks; /* fsmblks, the fastbins' share, is already in it */
 #else
   return 0;
 #endif
