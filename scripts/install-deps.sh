@@ -27,6 +27,7 @@ SET_run=(curl)
 SET_test=(
   libcmocka-dev
   python3 python3-pytest python3-yaml python3-grpcio python3-protobuf protobuf-compiler
+  python3-prometheus-client # renders engine pages from the engines' own metric definitions
   valgrind clang-format
   curl procps prometheus openssl chromium
   nodejs npm unzip
