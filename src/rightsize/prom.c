@@ -58,11 +58,18 @@ static const char *first_label(struct json_object *metric, const char *a, const 
   return v ? v : "";
 }
 
+/* The node: `node`, else `kubernetes_node`, else the exporter's host label under either of its
+ * names: `hostname` (dcgm-exporter 4.8 and later, its #655) or `Hostname` (before). */
+static const char *node_label(struct json_object *metric) {
+  const char *v = first_label(metric, "node", "kubernetes_node", "hostname");
+  return *v ? v : first_label(metric, "Hostname", NULL, NULL);
+}
+
 /* The workload labels as a unit. With honorLabels: false Prometheus renames the exporter's pod
  * labels to exported_*, and the plain ones name the scrape target (the exporter's own pod): they
  * are kept as the target, never taken for the workload and never mixed with exported_* ones. */
 static void rs_labels_from(struct json_object *metric, struct rs_labels *l) {
-  l->node = first_label(metric, "node", "kubernetes_node", "Hostname");
+  l->node = node_label(metric);
   l->gpu = first_label(metric, "gpu", NULL, NULL);
   l->uuid = first_label(metric, "UUID", "uuid", NULL);
   l->model = first_label(metric, "modelName", NULL, NULL);
@@ -591,7 +598,9 @@ int rs_prom_fetch(const struct rs_prom_opts *o, int64_t start_ms, int64_t end_ms
            "series%s",
            o->url, q.data ? q.data : "", (long long)((end_ms - start_ms) / 1000),
            (long long)(step_ms / 1000), seen[RS_M_UTIL],
-           seen[RS_M_UTIL] ? " but none had a Hostname/node and a gpu/UUID label" : "");
+           seen[RS_M_UTIL] ? " but none had a node, kubernetes_node, hostname or Hostname label "
+                             "and a gpu/UUID label"
+                           : "");
     rc = GS_ENOTFOUND;
   }
 out:

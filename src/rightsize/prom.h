@@ -32,9 +32,10 @@ enum rs_pod_form {
 
 /* Labels of one series. Strings point into the parsed answer and live only during the sink call;
  * absent labels are "" (fields after `container` may also be NULL, meaning ""). Node is `node`,
- * else `kubernetes_node`, else `Hostname`. The workload is taken as a unit: when exported_pod or
- * exported_namespace is present, pod / namespace / container are the exported_* ones (absent ones
- * are "", never filled from the plain labels) and pod_form is RS_POD_EXPORTED. */
+ * else `kubernetes_node`, else `hostname` (dcgm-exporter 4.8+), else `Hostname` (before 4.8). The
+ * workload is taken as a unit: when exported_pod or exported_namespace is present, pod / namespace
+ * / container are the exported_* ones (absent ones are "", never filled from the plain labels) and
+ * pod_form is RS_POD_EXPORTED. */
 struct rs_labels {
   const char *node;
   const char *gpu;

@@ -163,6 +163,47 @@ static void test_label_forms(void **state) {
   assert_string_equal(g.gi[0], "");
 }
 
+/* The node label under each exporter's name, in the order they win: node, kubernetes_node, then
+ * dcgm-exporter's host label, `hostname` since 4.8 (NVIDIA/dcgm-exporter#655) and `Hostname`
+ * before; gpuscale writes either (--hostname-label). */
+static void test_node_label_names(void **state) {
+  (void)state;
+#define SER(labels) "{\"metric\":{\"gpu\":\"0\"," labels "},\"values\":[[1,\"5\"]]}"
+  static const char body[] =
+      "{\"status\":\"success\",\"data\":{\"resultType\":\"matrix\",\"result\":[" SER(
+          "\"hos"
+          "tname"
+          "\":"
+          "\"h-"
+          "new"
+          "\"") "," SER("\"Hostname\":\"h-old\"") "," SER("\"Hostname\":\"h-old\",\"hostname\":\"h-"
+                                                          "new\"") "," SER("\"hostname\":\"h-new\","
+                                                                           "\"kubernetes_node\":"
+                                                                           "\"k\"") "," SER("\"host"
+                                                                                            "name\""
+                                                                                            ":\"h-"
+                                                                                            "new\","
+                                                                                            "\"node"
+                                                                                            "\":"
+                                                                                            "\"n\","
+                                                                                            "\"kube"
+                                                                                            "rnetes"
+                                                                                            "_node"
+                                                                                            "\":"
+                                                                                            "\"k\"") "," SER("\"hostname\":\"\",\"Hostname\":\"h-old\"") "]}}";
+#undef SER
+  struct got g;
+  memset(&g, 0, sizeof(g));
+  struct rs_sink sink = {collect, &g};
+  char err[256];
+  assert_int_equal(rs_prom_parse(body, sizeof(body) - 1, RS_M_UTIL, &sink, NULL, err, sizeof(err)),
+                   0);
+  static const char *const want[] = {"h-new", "h-old", "h-new", "k", "n", "h-old"};
+  assert_int_equal(g.n, sizeof want / sizeof *want);
+  for (size_t i = 0; i < sizeof want / sizeof *want; i++)
+    assert_string_equal(g.node[i], want[i]);
+}
+
 /* The queries ask what happened within each step, over windows that tile the time line. */
 static void test_query_text(void **state) {
   (void)state;
@@ -433,6 +474,7 @@ int main(void) {
       cmocka_unit_test(test_good),
       cmocka_unit_test(test_exported),
       cmocka_unit_test(test_label_forms),
+      cmocka_unit_test(test_node_label_names),
       cmocka_unit_test(test_query_text),
       cmocka_unit_test(test_exporter_pod_in_an_idle_cluster),
       cmocka_unit_test(test_nan),
