@@ -85,14 +85,45 @@ def protos():
     _pb = NS()
     _pb.es = es
     _pb.health = health
-    _pb.dir = out
     return _pb
 
 
-def free_port():
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind((LOOPBACK, 0))
-        return s.getsockname()[1]
+# Every port free_port() handed out in this process: bind-to-0 then close can give the same number
+# twice (the kernel is free to pick a port again once it is closed), and a test that asked for 6
+# distinct dead addresses got 5. A port is handed out at most once per process, so a test session
+# never gets a duplicate, whatever was or was not bound in between.
+_handed_out = set()
+_ports_lock = threading.Lock()
+
+
+def free_port(host=LOOPBACK, family=socket.AF_INET, also=()):
+    """A TCP port nothing listens on at the probe, never one this process has handed out before.
+    also: more (host, family) pairs on which the port must be bindable too (e.g. ::1)."""
+    with _ports_lock:
+        for _ in range(1000):
+            with socket.socket(family, socket.SOCK_STREAM) as s:
+                s.bind((host, 0))
+                p = s.getsockname()[1]
+            if p in _handed_out or not all(_bindable(h, f, p) for h, f in also):
+                continue
+            _handed_out.add(p)
+            return p
+    raise RuntimeError("no port free on %s that this test session has not handed out yet" %
+                       ", ".join([host] + [h for h, _ in also]))
+
+
+def _bindable(host, family, port):
+    try:
+        with socket.socket(family, socket.SOCK_STREAM) as s:
+            s.bind((host, port))
+        return True
+    except OSError:
+        return False
+
+
+def free_ports(n, host=LOOPBACK, family=socket.AF_INET):
+    """n distinct ports (see free_port)."""
+    return [free_port(host, family) for _ in range(n)]
 
 
 def c_round(x):
@@ -250,7 +281,7 @@ class Agent:
     def start(self):
         last = ""
         for _ in range(3):  # a free port may be taken between probe and bind: retry
-            self.grpc_port, self.http_port = free_port(), free_port()
+            self.grpc_port, self.http_port = free_ports(2)
             argv = [binary(), "agent", "--grpc-listen", "%s:%d" % (LOOPBACK, self.grpc_port),
                     "--http-listen", "%s:%d" % (LOOPBACK, self.http_port)] + self.args
             self._log = open(self.log_path, "ab")
