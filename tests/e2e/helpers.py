@@ -35,6 +35,10 @@ HEALTH = "/grpc.health.v1.Health/"
 # Environment
 
 
+# Paths are absolute, whatever the environment gives: the processes the tests start run in their own
+# working directories, where a path relative to the caller's would name nothing.
+
+
 def binary():
     b = os.environ.get("GPUSCALE_BIN")
     if not b:
@@ -44,40 +48,46 @@ def binary():
             if os.path.exists(p):
                 return p
         raise RuntimeError("set GPUSCALE_BIN to the gpuscale binary")
-    return b
+    return os.path.abspath(b)
 
 
 def source_root():
-    return os.environ.get("GPUSCALE_SRC") or os.path.abspath(
-        os.path.join(os.path.dirname(__file__), "..", ".."))
+    return os.path.abspath(os.environ.get("GPUSCALE_SRC") or
+                           os.path.join(os.path.dirname(__file__), "..", ".."))
 
 
 def fake_nvml_dir():
     d = os.environ.get("FAKE_NVML_DIR")
     if d:
-        return d
+        return os.path.abspath(d)
     return os.path.join(os.path.dirname(binary()), "tests", "fake_nvml")
 
 
 _pb = None
 
 
+def protoc_import(protos, modules):
+    """Generates Python message classes with protoc from proto/PROTOS and imports MODULES. The
+    generated files live in a temp dir only until they are imported: nothing is left behind."""
+    proto_dir = os.path.join(source_root(), "proto")
+    with tempfile.TemporaryDirectory(prefix="gs-e2e-pb-") as out:
+        subprocess.run(["protoc", "--python_out=" + out, "-I", proto_dir] + list(protos),
+                       check=True, timeout=60)
+        sys.path.insert(0, out)
+        try:
+            return [importlib.import_module(m) for m in modules]
+        finally:
+            sys.path.remove(out)
+
+
 def protos():
-    """Generates Python message classes with protoc into a temp dir (once per process) and returns
-    a namespace with the two modules: es (externalscaler_pb2) and health (health_pb2)."""
+    """Python message classes (once per process): a namespace with the two modules es
+    (externalscaler_pb2) and health (health_pb2)."""
     global _pb
     if _pb is not None:
         return _pb
-    out = tempfile.mkdtemp(prefix="gs-e2e-pb-")
-    proto_dir = os.path.join(source_root(), "proto")
-    subprocess.run(["protoc", "--python_out=" + out, "-I", proto_dir, "externalscaler.proto",
-                    "health.proto"], check=True, timeout=60)
-    sys.path.insert(0, out)
-    try:
-        es = importlib.import_module("externalscaler_pb2")
-        health = importlib.import_module("health_pb2")
-    finally:
-        sys.path.remove(out)
+    es, health = protoc_import(["externalscaler.proto", "health.proto"],
+                               ["externalscaler_pb2", "health_pb2"])
 
     class NS:
         pass
