@@ -174,7 +174,7 @@ struct fake {
 };
 
 static void fake_start(struct fake *f, const char *state_json) {
-  char state[] = "/tmp/rs_owners_stateXXXXXX";
+  char state[] = "/tmp/gs-rs-owners-state-XXXXXX";
   int fd = mkstemp(state);
   assert_true(fd >= 0);
   assert_int_equal(write(fd, state_json, strlen(state_json)), (ssize_t)strlen(state_json));
