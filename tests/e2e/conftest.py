@@ -7,7 +7,8 @@ Run, from the repository root (relative paths are made absolute here):
 Temp files: the session gets one directory, /tmp/gs-e2e-run-PID-XXXXXXXX, and removes it at its end,
 passed or failed. pytest's tmp_path dirs live in it (not in /tmp/pytest-of-USER, where pytest would
 keep the last three sessions), and so does everything tempfile makes without an explicit dir, in this
-process and in the processes it starts (TMPDIR). GPUSCALE_E2E_KEEP_TMP=1 keeps it, for a post-mortem.
+process and in the processes it starts (TMPDIR). GPUSCALE_E2E_KEEP_TMP=1 keeps it for a post-mortem,
+until the next session.
 A session killed before its end leaves its directory behind: the next session removes it.
 """
 
