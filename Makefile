@@ -6,7 +6,7 @@ JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 MAKEFLAGS += --no-print-directory
 CMAKE_FLAGS ?=
 
-.PHONY: all deps build run check test unit e2e asan valgrind format checksrc bench clean image
+.PHONY: all deps build run install uninstall check test unit e2e asan valgrind format checksrc bench clean image
 
 all: build
 
@@ -26,9 +26,23 @@ run:
 	@cmake --build $(BUILD) -j $(JOBS) --target gpuscale
 	@bash scripts/run-demo.sh $(BUILD)/gpuscale
 
-# Every test, every stage even after one fails (scripts/check.sh): source checks, build, ctest (unit, fuzz
-# replay, end-to-end), the deploy validation, the unit tests under valgrind, then every test again under
-# ASan+UBSan; one summary line per stage at the end, non-zero exit when any failed.
+# Installs the binary as $(DESTDIR)$(PREFIX)/bin/gpuscale (default /usr/local/bin/gpuscale), so that
+# `gpuscale` works from any directory. Builds only the binary, as `make run` does.
+PREFIX ?= /usr/local
+install:
+	@bash scripts/install-deps.sh build
+	@cmake -S . -B $(BUILD) -DGPUSCALE_WERROR=ON $(CMAKE_FLAGS) >/dev/null
+	@cmake --build $(BUILD) -j $(JOBS) --target gpuscale
+	@install -D -m 0755 $(BUILD)/gpuscale $(DESTDIR)$(PREFIX)/bin/gpuscale
+	@echo "installed $(DESTDIR)$(PREFIX)/bin/gpuscale"
+
+uninstall:
+	rm -f $(DESTDIR)$(PREFIX)/bin/gpuscale
+
+# Every test, every stage even after one fails (scripts/check.sh): the source checks (checksrc: banned
+# calls, over-long functions, clang-format), build, ctest (unit, fuzz replay, end-to-end), the deploy validation, the unit
+# tests under valgrind, then every test again under ASan+UBSan; one summary line per stage at the end,
+# non-zero exit when any failed. The deploy validation needs the npm registry (see the README).
 check:
 	@bash scripts/install-deps.sh build run test
 	@bash scripts/check.sh $(BUILD) $(ASAN_BUILD) $(JOBS)

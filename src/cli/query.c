@@ -82,8 +82,8 @@ static const char description[] =
     "metricName it returned, then IsActive. The metadata goes out verbatim, plus scalerAddress\n"
     "(KEDA copies the whole trigger metadata). Exit status: 0 ok, 1 an RPC failed, 2 usage.\n\n"
     "Example:\n"
-    "  gpuscale query --address 127.0.0.1:9500 --profile triton-inference -m aggregation=max\n"
-    "  gpuscale query --address 127.0.0.1:9500 -m metricType=gpu_utilization \\\n"
+    "  gpuscale query --address 127.0.0.1:6000 --profile triton-inference -m aggregation=max\n"
+    "  gpuscale query --address 127.0.0.1:6000 -m metricType=gpu_utilization \\\n"
     "      -m targetValue=60 -m activationThreshold=5 --watch";
 
 /* The metadata as sent: -m pairs in order, then profile= and scalerAddress= unless given. */

@@ -1,15 +1,31 @@
 """pytest fixtures for the end-to-end tests: agents on loopback that are always killed at teardown.
 
-Run: GPUSCALE_BIN=build/gpuscale GPUSCALE_SRC=. FAKE_NVML_DIR=build/tests/fake_nvml \
+Run, from the repository root (relative paths are made absolute here):
+     GPUSCALE_BIN=build/gpuscale GPUSCALE_SRC=. FAKE_NVML_DIR=build/tests/fake_nvml \
      /usr/bin/python3 -m pytest -q -p no:cacheprovider tests/e2e
+
+Temp files: the session gets one directory, /tmp/gs-e2e-run-PID-XXXXXXXX, and removes it at its end,
+passed or failed. pytest's tmp_path dirs live in it (not in /tmp/pytest-of-USER, where pytest would
+keep the last three sessions), and so does everything tempfile makes without an explicit dir, in this
+process and in the processes it starts (TMPDIR). GPUSCALE_E2E_KEEP_TMP=1 keeps it for a post-mortem,
+until the next session.
+A session killed before its end leaves its directory behind: the next session removes it.
 """
 
 import os
+import shutil
 import sys
+import tempfile
 
 import pytest
 
 sys.path.insert(0, os.path.dirname(__file__))
+
+# The tests start processes in their own working directories: a relative path from the environment
+# (the Run line above) must name the same file there.
+for _k in ("GPUSCALE_BIN", "GPUSCALE_DRAIN_BIN", "GPUSCALE_SRC", "FAKE_NVML_DIR", "FAKE_CUDA_DIR"):
+    if os.environ.get(_k):
+        os.environ[_k] = os.path.abspath(os.environ[_k])
 
 # Every test talks to loopback only. A proxy configured on this machine (http_proxy and friends, which
 # libcurl in the binary and Chromium honour even for 127.0.0.1) must not see that traffic.
@@ -25,11 +41,57 @@ os.environ["KUBECONFIG"] = "/nonexistent/gpuscale-e2e-has-no-kubeconfig"
 # The binary reads its options' defaults from GPUSCALE_* and NODE_NAME (a pod's downward API sets
 # NODE_NAME): a shell or CI job that has any set would change what the tests check. Only the tests' own
 # settings stay; a test that wants one passes it to the process it starts.
-_OURS = {"GPUSCALE_BIN", "GPUSCALE_SRC", "GPUSCALE_DRAIN_BIN"}
+_OURS = {"GPUSCALE_BIN", "GPUSCALE_SRC", "GPUSCALE_DRAIN_BIN", "GPUSCALE_E2E_KEEP_TMP"}
 for _k in [k for k in os.environ if (k.startswith("GPUSCALE_") and k not in _OURS) or k == "NODE_NAME"]:
     del os.environ[_k]
 
 import helpers  # noqa: E402
+
+TMP_PREFIX = "gs-e2e-run-"
+
+
+def _remove_orphans():
+    """The directories of sessions that were killed before their end (their PID is gone)."""
+    base = tempfile.gettempdir()
+    for name in os.listdir(base):
+        if not name.startswith(TMP_PREFIX):
+            continue
+        try:
+            pid = int(name[len(TMP_PREFIX):].split("-")[0])
+            os.kill(pid, 0)
+        except ValueError:
+            continue
+        except ProcessLookupError:
+            shutil.rmtree(os.path.join(base, name), ignore_errors=True)
+        except PermissionError:
+            pass  # another user's live session
+
+
+@pytest.hookimpl(tryfirst=True)  # before pytest's tmpdir plugin reads --basetemp
+def pytest_configure(config):
+    _remove_orphans()
+    root = tempfile.mkdtemp(prefix="%s%d-" % (TMP_PREFIX, os.getpid()))
+    config._gs_tmp_root = root
+    if config.option.basetemp is None:
+        config.option.basetemp = os.path.join(root, "pytest")
+    config._gs_tmpdir_env = os.environ.get("TMPDIR")
+    tempfile.tempdir = root
+    os.environ["TMPDIR"] = root
+
+
+def pytest_unconfigure(config):
+    root = getattr(config, "_gs_tmp_root", None)
+    if root is None:
+        return
+    tempfile.tempdir = None
+    if config._gs_tmpdir_env is None:
+        os.environ.pop("TMPDIR", None)
+    else:
+        os.environ["TMPDIR"] = config._gs_tmpdir_env
+    if os.environ.get("GPUSCALE_E2E_KEEP_TMP"):
+        print("\ne2e: kept the session's temp dir %s (GPUSCALE_E2E_KEEP_TMP)" % root)
+    else:
+        shutil.rmtree(root, ignore_errors=True)
 
 
 def main_gpus():

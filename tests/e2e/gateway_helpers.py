@@ -34,7 +34,7 @@ class Gateway(Agent):
     def start(self):
         last = ""
         for _ in range(3):  # a probed free port may be taken before the gateway binds it
-            self.grpc_port, self.http_port = helpers.free_port(), helpers.free_port()
+            self.grpc_port, self.http_port = helpers.free_ports(2)
             argv = [helpers.binary(), "gateway", "--grpc-listen",
                     "%s:%d" % (LOOPBACK, self.grpc_port),
                     "--http-listen", "%s:%d" % (LOOPBACK, self.http_port)] + self.args
@@ -124,28 +124,10 @@ class FixedAgent(Agent):
                 time.sleep(0.2)
 
 
-def free_port_on(host, family=socket.AF_INET):
-    """A free TCP port on host (e.g. 127.0.0.2 or ::1)."""
-    with socket.socket(family, socket.SOCK_STREAM) as s:
-        s.bind((host, 0))
-        return s.getsockname()[1]
-
-
 def common_free_port(hosts):
-    """A port free on every (host, family) pair at probe time."""
-    for _ in range(50):
-        p = helpers.free_port()
-        ok = True
-        for host, fam in hosts:
-            try:
-                with socket.socket(fam, socket.SOCK_STREAM) as s:
-                    s.bind((host, p))
-            except OSError:
-                ok = False
-                break
-        if ok:
-            return p
-    raise RuntimeError("no port free on all of %r" % (hosts,))
+    """A port free on every (host, family) pair at probe time, never one handed out before in this
+    test session (helpers.free_port)."""
+    return helpers.free_port(also=hosts)
 
 
 def ipv6_loopback_ok():

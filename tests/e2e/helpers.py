@@ -35,6 +35,10 @@ HEALTH = "/grpc.health.v1.Health/"
 # Environment
 
 
+# Paths are absolute, whatever the environment gives: the processes the tests start run in their own
+# working directories, where a path relative to the caller's would name nothing.
+
+
 def binary():
     b = os.environ.get("GPUSCALE_BIN")
     if not b:
@@ -44,40 +48,46 @@ def binary():
             if os.path.exists(p):
                 return p
         raise RuntimeError("set GPUSCALE_BIN to the gpuscale binary")
-    return b
+    return os.path.abspath(b)
 
 
 def source_root():
-    return os.environ.get("GPUSCALE_SRC") or os.path.abspath(
-        os.path.join(os.path.dirname(__file__), "..", ".."))
+    return os.path.abspath(os.environ.get("GPUSCALE_SRC") or
+                           os.path.join(os.path.dirname(__file__), "..", ".."))
 
 
 def fake_nvml_dir():
     d = os.environ.get("FAKE_NVML_DIR")
     if d:
-        return d
+        return os.path.abspath(d)
     return os.path.join(os.path.dirname(binary()), "tests", "fake_nvml")
 
 
 _pb = None
 
 
+def protoc_import(protos, modules):
+    """Generates Python message classes with protoc from proto/PROTOS and imports MODULES. The
+    generated files live in a temp dir only until they are imported: nothing is left behind."""
+    proto_dir = os.path.join(source_root(), "proto")
+    with tempfile.TemporaryDirectory(prefix="gs-e2e-pb-") as out:
+        subprocess.run(["protoc", "--python_out=" + out, "-I", proto_dir] + list(protos),
+                       check=True, timeout=60)
+        sys.path.insert(0, out)
+        try:
+            return [importlib.import_module(m) for m in modules]
+        finally:
+            sys.path.remove(out)
+
+
 def protos():
-    """Generates Python message classes with protoc into a temp dir (once per process) and returns
-    a namespace with the two modules: es (externalscaler_pb2) and health (health_pb2)."""
+    """Python message classes (once per process): a namespace with the two modules es
+    (externalscaler_pb2) and health (health_pb2)."""
     global _pb
     if _pb is not None:
         return _pb
-    out = tempfile.mkdtemp(prefix="gs-e2e-pb-")
-    proto_dir = os.path.join(source_root(), "proto")
-    subprocess.run(["protoc", "--python_out=" + out, "-I", proto_dir, "externalscaler.proto",
-                    "health.proto"], check=True, timeout=60)
-    sys.path.insert(0, out)
-    try:
-        es = importlib.import_module("externalscaler_pb2")
-        health = importlib.import_module("health_pb2")
-    finally:
-        sys.path.remove(out)
+    es, health = protoc_import(["externalscaler.proto", "health.proto"],
+                               ["externalscaler_pb2", "health_pb2"])
 
     class NS:
         pass
@@ -85,14 +95,45 @@ def protos():
     _pb = NS()
     _pb.es = es
     _pb.health = health
-    _pb.dir = out
     return _pb
 
 
-def free_port():
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind((LOOPBACK, 0))
-        return s.getsockname()[1]
+# Every port free_port() handed out in this process: bind-to-0 then close can give the same number
+# twice (the kernel is free to pick a port again once it is closed), and a test that asked for 6
+# distinct dead addresses got 5. A port is handed out at most once per process, so a test session
+# never gets a duplicate, whatever was or was not bound in between.
+_handed_out = set()
+_ports_lock = threading.Lock()
+
+
+def free_port(host=LOOPBACK, family=socket.AF_INET, also=()):
+    """A TCP port nothing listens on at the probe, never one this process has handed out before.
+    also: more (host, family) pairs on which the port must be bindable too (e.g. ::1)."""
+    with _ports_lock:
+        for _ in range(1000):
+            with socket.socket(family, socket.SOCK_STREAM) as s:
+                s.bind((host, 0))
+                p = s.getsockname()[1]
+            if p in _handed_out or not all(_bindable(h, f, p) for h, f in also):
+                continue
+            _handed_out.add(p)
+            return p
+    raise RuntimeError("no port free on %s that this test session has not handed out yet" %
+                       ", ".join([host] + [h for h, _ in also]))
+
+
+def _bindable(host, family, port):
+    try:
+        with socket.socket(family, socket.SOCK_STREAM) as s:
+            s.bind((host, port))
+        return True
+    except OSError:
+        return False
+
+
+def free_ports(n, host=LOOPBACK, family=socket.AF_INET):
+    """n distinct ports (see free_port)."""
+    return [free_port(host, family) for _ in range(n)]
 
 
 def c_round(x):
@@ -250,7 +291,7 @@ class Agent:
     def start(self):
         last = ""
         for _ in range(3):  # a free port may be taken between probe and bind: retry
-            self.grpc_port, self.http_port = free_port(), free_port()
+            self.grpc_port, self.http_port = free_ports(2)
             argv = [binary(), "agent", "--grpc-listen", "%s:%d" % (LOOPBACK, self.grpc_port),
                     "--http-listen", "%s:%d" % (LOOPBACK, self.http_port)] + self.args
             self._log = open(self.log_path, "ab")

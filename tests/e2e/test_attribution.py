@@ -46,8 +46,9 @@ class FakeKubelet:
     """tests/e2e/fake_kubelet.py as a process; set() rewrites its pods file (read on each List)."""
 
     def __init__(self, workdir):
-        # A unix socket path must fit in 108 bytes: pytest's tmp_path may not.
-        self.sockdir = tempfile.mkdtemp(prefix="gsk-", dir="/tmp")
+        # A unix socket path must fit in 108 bytes: pytest's tmp_path may not. The default temp
+        # dir is the session's short one (conftest.py), removed at the end of the session.
+        self.sockdir = tempfile.mkdtemp(prefix="gsk-")
         self.socket = os.path.join(self.sockdir, "kubelet.sock")
         self.pods_path = os.path.join(workdir, "pods.json")
         self.log_path = os.path.join(workdir, "fake_kubelet.log")
@@ -343,20 +344,17 @@ def sized_filler(total, needle):
     """Filler pods (1 MiB device ids of another resource) such that the List answer with needle
     last is exactly `total` bytes, measured with the fake kubelet's own message builder."""
     import fake_kubelet
-    pb, gen = fake_kubelet.load_messages(os.path.join(helpers.source_root(), "proto"))
-    try:
-        n = total // (1 << 20)
-        ids = [1 << 20] * n
-        for _ in range(8):
-            pods = [pod("bulk", "p-%02d" % i, "c", "example.com/nic", ["d" * ids[i]])
-                    for i in range(n)] + [needle]
-            size = fake_kubelet.build_response(pb, pods).ByteSize()
-            if size == total:
-                return pods[:-1]
-            ids[-1] += total - size
-        raise AssertionError("cannot size the answer to %d bytes (%d)" % (total, size))
-    finally:
-        shutil.rmtree(gen, ignore_errors=True)
+    pb = fake_kubelet.load_messages(os.path.join(helpers.source_root(), "proto"))
+    n = total // (1 << 20)
+    ids = [1 << 20] * n
+    for _ in range(8):
+        pods = [pod("bulk", "p-%02d" % i, "c", "example.com/nic", ["d" * ids[i]])
+                for i in range(n)] + [needle]
+        size = fake_kubelet.build_response(pb, pods).ByteSize()
+        if size == total:
+            return pods[:-1]
+        ids[-1] += total - size
+    raise AssertionError("cannot size the answer to %d bytes (%d)" % (total, size))
 
 
 def test_answer_at_and_over_the_16mib_cap(agents, kubelet):

@@ -116,6 +116,27 @@ def test_help_exits_0():
         assert opt in p.stdout, opt
 
 
+def test_help_examples_use_the_port_the_servers_listen_on():
+    """query --help once showed 127.0.0.1:9500, where nothing listens: every example address in any
+    command's --help must use the gRPC port agent and gateway listen on by default."""
+    grpc_default = set()
+    for cmd in ("agent", "gateway"):
+        out = run(cmd, "--help").stdout
+        m = re.search(r"--grpc-listen[^\[]*\[default [^\]]*?:(\d+);", out)
+        assert m, (cmd, out)
+        grpc_default.add(m.group(1))
+    assert len(grpc_default) == 1, grpc_default
+    commands = re.findall(r"^  ([a-z]+) ", run("--help").stdout, re.M)
+    assert "query" in commands, commands
+    examples = 0
+    for cmd in commands:
+        out = run(cmd, "--help").stdout
+        for port in re.findall(r"--(?:address|agents|agents-dns)[ =]\S+:(\d+)", out):
+            examples += 1
+            assert {port} == grpc_default, (cmd, port, out)
+    assert examples >= 3  # agent's, gateway's and query's examples were seen
+
+
 def test_agent_missing_scenario_file_fails_with_message(tmp_path):
     missing = str(tmp_path / "nope.yaml")
     p = run("agent", "--collector", "mock", "--scenario", missing, "--grpc-listen",

@@ -28,7 +28,8 @@ import fake_kube_api  # noqa: E402
 HERE = os.path.dirname(os.path.abspath(__file__))
 SRC = os.environ.get("GPUSCALE_SRC", os.path.join(HERE, "..", ".."))
 CLUSTER = os.path.join(SRC, "tests", "fixtures", "kube", "cluster.json")
-BIN = os.environ.get("GPUSCALE_DRAIN_BIN") or os.environ.get("GPUSCALE_BIN", "build/gpuscale")
+BIN = os.environ.get("GPUSCALE_DRAIN_BIN") or os.environ.get(
+    "GPUSCALE_BIN", os.path.join(SRC, "build", "gpuscale"))
 TOKEN = "test-token-0123"
 
 ANN_STATE = "gpuscale.io/drain-state"

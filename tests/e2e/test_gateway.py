@@ -539,7 +539,7 @@ def test_stopped_agent_is_unknown_to_pod_selections_never_zero(cl):
 
 def dead_addresses(n):
     """Loopback addresses where nothing listens: agents that never answer."""
-    return ["%s:%d" % (helpers.LOOPBACK, helpers.free_port()) for _ in range(n)]
+    return ["%s:%d" % (helpers.LOOPBACK, p) for p in helpers.free_ports(n)]
 
 
 def test_never_answering_agent_alone_is_unavailable_never_zero(tmp_path, pb):

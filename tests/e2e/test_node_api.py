@@ -6,12 +6,7 @@ included: a metric the mock GPU does not report must have its bit clear, never r
 attribution comes from the fake kubelet of test_attribution.py.
 """
 
-import importlib
-import os
 import signal
-import subprocess
-import sys
-import tempfile
 import threading
 import time
 
@@ -30,18 +25,10 @@ _node_pb = None
 
 
 def node_pb():
-    """node_pb2 generated into a temp dir once per process."""
+    """node_pb2, generated and imported once per process (helpers.protoc_import)."""
     global _node_pb
     if _node_pb is None:
-        out = tempfile.mkdtemp(prefix="gs-e2e-node-pb-")
-        proto_dir = os.path.join(helpers.source_root(), "proto")
-        subprocess.run(["protoc", "--python_out=" + out, "-I", proto_dir, "node.proto"],
-                       check=True, timeout=60)
-        sys.path.insert(0, out)
-        try:
-            _node_pb = importlib.import_module("node_pb2")
-        finally:
-            sys.path.remove(out)
+        _node_pb = helpers.protoc_import(["node.proto"], ["node_pb2"])[0]
     return _node_pb
 
 

@@ -154,7 +154,8 @@ def pod_sum(sc, pod, field):
 
 class Kubelet:
     def __init__(self, workdir, pods):
-        self.sockdir = tempfile.mkdtemp(prefix="gsp-", dir="/tmp")  # sun_path is 108 bytes
+        # sun_path is 108 bytes: the session's short temp dir (conftest.py), not tmp_path
+        self.sockdir = tempfile.mkdtemp(prefix="gsp-")
         self.socket = os.path.join(self.sockdir, "kubelet.sock")
         self.pods_path = os.path.join(workdir, "pods.json")
         with open(self.pods_path, "w") as f:

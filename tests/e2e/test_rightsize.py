@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+import shutil
 import tempfile
 
 import pytest
@@ -71,16 +72,21 @@ class FakeProm:
             return [json.loads(x) for x in f]
 
     def close(self):
-        self.proc.kill()
-        self.proc.wait()
+        try:
+            self.proc.kill()
+            self.proc.wait()
+        finally:
+            shutil.rmtree(self.dir, ignore_errors=True)
 
 
 @pytest.fixture
 def prom(request):
     desc = getattr(request, "param", None) or history()
     p = FakeProm(desc)
-    yield p
-    p.close()
+    try:
+        yield p
+    finally:
+        p.close()
 
 
 def run(*args, timeout=120):

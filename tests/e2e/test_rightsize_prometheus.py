@@ -19,7 +19,6 @@ import math
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import tempfile
 import time
@@ -105,14 +104,6 @@ def write_openmetrics(path, specs, start, end):
         f.write("# EOF\n")
 
 
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    p = s.getsockname()[1]
-    s.close()
-    return p
-
-
 class History:
     """promtool-built TSDB served by a real prometheus on loopback. Always stop()."""
 
@@ -137,7 +128,7 @@ class History:
             f.write("global:\n  scrape_interval: 1h\n")
         self.log_path = os.path.join(self.workdir, "prometheus.log")
         for _ in range(5):
-            self.port = free_port()
+            self.port = helpers.free_port()
             log = open(self.log_path, "ab")
             self.proc = subprocess.Popen(
                 [PROMETHEUS, "--config.file=" + cfg, "--storage.tsdb.path=" + self.tsdb,

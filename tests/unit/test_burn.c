@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include <cmocka.h>
+#include "test_tmp.h"
 
 #include "burn/burn.h"
 #include "burn/gpu.h"
@@ -283,7 +284,7 @@ static void fake_env(void) {
       "FAKE_CUDA_LAUNCH_FAIL", "FAKE_CUDA_KERNEL_FAULT", "FAKE_CUDA_SMS"};
   for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++)
     unsetenv(vars[i]);
-  snprintf(rec_path, sizeof rec_path, "/tmp/gs-test-burn-%d.rec", (int)getpid());
+  test_tmp_path(rec_path, sizeof rec_path, "gs-test-burn.rec");
   FILE *f = fopen(rec_path, "w");
   assert_non_null(f);
   fclose(f);

@@ -13,6 +13,7 @@
 #include <zlib.h>
 
 #include <cmocka.h>
+#include "test_tmp.h"
 
 #include "agent/metrics.h"
 #include "core/err.h"
@@ -137,7 +138,8 @@ static void write_file(const char *path, const char *data, size_t len) {
 static int promtool_check(const char *body, size_t len, bool verbose) {
   if (system("command -v promtool >/dev/null 2>&1") != 0)
     return -1;
-  char path[] = "/tmp/gpuscale-expo-XXXXXX";
+  char path[96];
+  test_tmp_path(path, sizeof path, "gpuscale-expo-XXXXXX");
   int fd = mkstemp(path);
   assert_true(fd >= 0);
   assert_int_equal(write(fd, body, len), (ssize_t)len);

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <cmocka.h>
+#include "test_tmp.h"
 
 /* FAKE_NVML_MISSING=sym1,sym2 hides symbols from the collector: the collector's source is included
  * below with dlsym renamed to this shim, so the real dlopen/dlsym path runs, minus those names. */
@@ -35,7 +36,7 @@ static void *hiding_dlsym(void *h, const char *name) {
 
 #define FIX(name) TEST_FIXTURES "/fake_nvml/" name
 
-static char tmp_script[64];
+static char tmp_script[128];
 
 static void reset_env(void) {
   unsetenv("FAKE_NVML_SCRIPT");
@@ -63,8 +64,8 @@ static int teardown(void **state) {
 /* Writes text to a temporary script atomically (new inode, so the fake sees the change). */
 static const char *write_script(const char *text) {
   if (!tmp_script[0])
-    snprintf(tmp_script, sizeof tmp_script, "/tmp/gs_fake_nvml_%ld.txt", (long)getpid());
-  char next[80];
+    test_tmp_path(tmp_script, sizeof tmp_script, "gs_fake_nvml.txt");
+  char next[136];
   snprintf(next, sizeof next, "%s.new", tmp_script);
   FILE *f = fopen(next, "w");
   assert_non_null(f);

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <cmocka.h>
+#include "test_tmp.h"
 
 #include "agent/procmap.h"
 #include "core/err.h"
@@ -110,7 +111,8 @@ static void write_file(const char *path, const char *text) {
 /* A made-up host: /proc with three processes and the kubelet's log dir with two pods. */
 static void test_pod_of_pid(void **state) {
   (void)state;
-  char root[] = "/tmp/gs-procmap-XXXXXX";
+  char root[96];
+  test_tmp_path(root, sizeof root, "gs-procmap-XXXXXX");
   assert_non_null(mkdtemp(root));
   char p[512];
   snprintf(p, sizeof p, "%s/proc", root);
@@ -199,7 +201,8 @@ static void write_cgroup(const char *path, size_t size, const char *last) {
 
 static void test_caps(void **state) {
   (void)state;
-  char root[] = "/tmp/gs-procmap-caps-XXXXXX";
+  char root[96];
+  test_tmp_path(root, sizeof root, "gs-procmap-caps-XXXXXX");
   assert_non_null(mkdtemp(root));
   char p[512];
   snprintf(p, sizeof p, "%s/pods", root);

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include <cmocka.h>
+#include "test_tmp.h"
 
 #include "agent/procsplit.h"
 #include "collect/collector.h"
@@ -24,7 +25,7 @@
 #define G0 "GPU-5b111111-0000-4000-8000-000000000000"
 #define G1 "GPU-5b111111-0000-4000-8000-000000000001"
 
-static char root[64];
+static char root[96];
 
 static void path(char *out, size_t len, const char *rel) {
   snprintf(out, len, "%s/%s", root, rel);
@@ -51,7 +52,7 @@ static void make_dir(const char *rel) {
  * does not know), 3001 (a host process); pid 4004 has no /proc entry (it ended). */
 static int setup(void **state) {
   (void)state;
-  snprintf(root, sizeof root, "/tmp/gs-procsplit-XXXXXX");
+  test_tmp_path(root, sizeof root, "gs-procsplit-XXXXXX");
   assert_non_null(mkdtemp(root));
   make_dir("proc");
   make_dir("pods");

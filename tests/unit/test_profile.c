@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <cmocka.h>
+#include "test_tmp.h"
 
 #include "core/err.h"
 #include "core/profile.h"
@@ -236,7 +237,8 @@ static void test_distributed_training(void **state) {
 /* A profile file may use every scaler metricType, and no other GPU field. */
 static void test_file_metrics(void **state) {
   (void)state;
-  char dir[] = "/tmp/gs_profile_XXXXXX";
+  char dir[96];
+  test_tmp_path(dir, sizeof dir, "gs_profile_XXXXXX");
   assert_non_null(mkdtemp(dir));
   char path[128];
   snprintf(path, sizeof path, "%s/p.yaml", dir);

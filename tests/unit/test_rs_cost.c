@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <cmocka.h>
+#include "test_tmp.h"
 
 #include "core/err.h"
 #include "rightsize/cost.h"
@@ -129,7 +130,8 @@ static void test_file_cap(void **state) {
   (void)state;
   static const char head[] = "currency: USD\nmodels:\n  NVIDIA L4: 0.70\n";
   const size_t cap = 1 << 20;
-  char path[] = "/tmp/gs-prices-XXXXXX";
+  char path[96];
+  test_tmp_path(path, sizeof path, "gs-prices-XXXXXX");
   int fd = mkstemp(path);
   assert_true(fd >= 0);
   close(fd);
@@ -158,7 +160,7 @@ static void test_file_cap(void **state) {
     } else {
       assert_int_equal(rc, GS_ETOOBIG);
       assert_null(p);
-      char want[128];
+      char want[160];
       snprintf(want, sizeof want, "price file %s is larger than 1048576 bytes", path);
       assert_string_equal(err, want);
     }

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <cmocka.h>
+#include "test_tmp.h"
 
 #include "test_sized.h"
 
@@ -129,7 +130,8 @@ static void test_kubeconfig_yaml_inline(void **state) {
 }
 
 static void test_in_cluster(void **state) {
-  char dir[] = "/tmp/gs-sa-XXXXXX";
+  char dir[96];
+  test_tmp_path(dir, sizeof dir, "gs-sa-XXXXXX");
   assert_non_null(mkdtemp(dir));
   char tok[128], ca[128];
   snprintf(tok, sizeof(tok), "%s/token", dir);
@@ -437,7 +439,8 @@ static void write_sized(const char *path, const char *head, size_t size) {
 
 static void test_file_caps(void **state) {
   (void)state;
-  char dir[] = "/tmp/gs-kcap-XXXXXX";
+  char dir[96];
+  test_tmp_path(dir, sizeof dir, "gs-kcap-XXXXXX");
   assert_non_null(mkdtemp(dir));
   char kc[128], tok[128], ca[128], err[512], want[512];
   snprintf(kc, sizeof kc, "%s/kubeconfig", dir);

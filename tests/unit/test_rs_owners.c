@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include <cmocka.h>
+#include "test_tmp.h"
 
 #include "core/err.h"
 #include "rightsize/kube.h"
@@ -174,7 +175,8 @@ struct fake {
 };
 
 static void fake_start(struct fake *f, const char *state_json) {
-  char state[] = "/tmp/rs_owners_stateXXXXXX";
+  char state[96];
+  test_tmp_path(state, sizeof state, "gs-rs-owners-state-XXXXXX");
   int fd = mkstemp(state);
   assert_true(fd >= 0);
   assert_int_equal(write(fd, state_json, strlen(state_json)), (ssize_t)strlen(state_json));

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <cmocka.h>
+#include "test_tmp.h"
 
 #include "core/err.h"
 #include "rightsize/analyze.h"
@@ -440,7 +441,8 @@ static void write_bytes(const char *path, size_t n) {
 
 static void test_secret_file_caps(void **state) {
   (void)state;
-  char path[] = "/tmp/gs-promsecret-XXXXXX";
+  char path[96];
+  test_tmp_path(path, sizeof path, "gs-promsecret-XXXXXX");
   int fd = mkstemp(path);
   assert_true(fd >= 0);
   close(fd);

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <cmocka.h>
+#include "test_tmp.h"
 
 #include "agent/sampler.h"
 #include "core/err.h"
@@ -167,8 +168,8 @@ static void test_reload_failure_keeps_devices(void **state) {
  * the GPU stays healthy and serves its other fields, and /metrics counts the failures. */
 static void test_nvml_field_failure_keeps_gpu_healthy(void **state) {
   (void)state;
-  char path[64];
-  snprintf(path, sizeof path, "/tmp/gs_sampler_nvml_%ld.txt", (long)getpid());
+  char path[96];
+  test_tmp_path(path, sizeof path, "gs_sampler_nvml.txt");
   FILE *f = fopen(path, "w");
   assert_non_null(f);
   fputs("gpu 0 util=55 total_mib=1000 used_mib=250 temp=41 power_mw=70000 energy=err:4\n"
@@ -229,8 +230,8 @@ static void test_nvml_field_failure_keeps_gpu_healthy(void **state) {
  * storing its first sample: its ring has the UUID and that sample, GPU 0's ring is kept. */
 static void test_nvml_gpu_identified_late(void **state) {
   (void)state;
-  char path[64], next[72];
-  snprintf(path, sizeof path, "/tmp/gs_sampler_late_%ld.txt", (long)getpid());
+  char path[96], next[104];
+  test_tmp_path(path, sizeof path, "gs_sampler_late.txt");
   snprintf(next, sizeof next, "%s.new", path);
   FILE *f = fopen(path, "w");
   assert_non_null(f);

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <cmocka.h>
+#include "test_tmp.h"
 
 #include "collect/collector.h"
 #include "collect/scenario.h"
@@ -550,7 +551,8 @@ static void test_failures(void **state) {
 
 static void test_mock_errors(void **state) {
   (void)state;
-  char dir[] = "/tmp/gs_scenario_XXXXXX";
+  char dir[96];
+  test_tmp_path(dir, sizeof dir, "gs_scenario_XXXXXX");
   assert_non_null(mkdtemp(dir));
   char path[128];
   snprintf(path, sizeof path, "%s/s.yaml", dir);
@@ -923,7 +925,8 @@ static const char good3[] = "driver_version: \"999.1\"\n"
 
 static void test_mock_reload(void **state) {
   (void)state;
-  char dir[] = "/tmp/gs_scenario_XXXXXX";
+  char dir[96];
+  test_tmp_path(dir, sizeof dir, "gs_scenario_XXXXXX");
   assert_non_null(mkdtemp(dir));
   char path[128];
   snprintf(path, sizeof path, "%s/s.yaml", dir);

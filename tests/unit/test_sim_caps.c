@@ -6,6 +6,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <cmocka.h>
+#include "test_tmp.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -30,7 +31,7 @@ static const char model_yaml[] = "name: capped\n"
 /* A temporary file of exactly size bytes: head, then a YAML comment line filling the rest
  * ("#xxx...\n"), so that a model file stays valid at any size. */
 static void write_padded(char *path, size_t pathlen, const char *head, size_t size) {
-  snprintf(path, pathlen, "/tmp/gs-simcap-XXXXXX");
+  test_tmp_path(path, pathlen, "gs-simcap-XXXXXX");
   int fd = mkstemp(path);
   assert_true(fd >= 0);
   write_sized_fp(fdopen(fd, "wb"), head, size);

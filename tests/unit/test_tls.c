@@ -6,6 +6,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <cmocka.h>
+#include "test_tmp.h"
 
 #include <pthread.h>
 #include <stdio.h>
@@ -20,7 +21,7 @@
 /* The fetcher is static: test it directly (the STYLE way for static functions). */
 #include "rpc/tls.c"
 
-static char dir[64];
+static char dir[96];
 
 static const char pki_script[] =
     "set -e\n"
@@ -80,7 +81,7 @@ static void replace_file(const char *src, const char *dst) {
 }
 
 static int setup_pki(void **state) {
-  snprintf(dir, sizeof dir, "/tmp/gs-test-tls-XXXXXX");
+  test_tmp_path(dir, sizeof dir, "gs-test-tls-XXXXXX");
   if (!mkdtemp(dir))
     return -1;
   char script[128], cmd[512];
