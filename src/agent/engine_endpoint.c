@@ -109,8 +109,39 @@ static int split_url(const char *url, struct engine_endpoint *ep, char *err, siz
   return rc;
 }
 
-int engine_endpoint_resolve(const char *url, struct engine_endpoint *ep, char *err, size_t errlen) {
+/* Every address of res must pass; the first is kept in ep->addr. */
+static int check_addrs(const char *url, struct engine_endpoint *ep, const struct addrinfo *res,
+                       char *err, size_t errlen) {
+  int rc = 0;
+  for (const struct addrinfo *ai = res; ai && !rc; ai = ai->ai_next) {
+    char a[64] = "";
+    if (ai->ai_family == AF_INET)
+      inet_ntop(AF_INET, &((struct sockaddr_in *)(void *)ai->ai_addr)->sin_addr, a, sizeof a);
+    else if (ai->ai_family == AF_INET6)
+      inet_ntop(AF_INET6, &((struct sockaddr_in6 *)(void *)ai->ai_addr)->sin6_addr, a, sizeof a);
+    else
+      continue;
+    const char *why = "";
+    if (engine_addr_blocked(a, &why)) {
+      snprintf(err, errlen, "endpoint \"%.200s\": %.100s resolves to %s, %s, which is never read",
+               url, ep->host, a, why);
+      rc = GS_EINVAL;
+    } else if (!ep->addr[0])
+      snprintf(ep->addr, sizeof ep->addr, "%s", a);
+  }
+  if (!rc && !ep->addr[0])
+    rc = refuse(err, errlen, url, "the host has no IPv4 or IPv6 address");
+  return rc;
+}
+
+/* Everything decidable from the URL itself, without a name lookup: scheme, user info, the
+ * metadata names and this machine's names, and an IP literal's address. *literal is set when the
+ * host is an IP literal (any form getaddrinfo reads as one, e.g. "2130706433"), whose checked
+ * address is then in ep->addr. */
+static int check_url(const char *url, struct engine_endpoint *ep, bool *literal, char *err,
+                     size_t errlen) {
   memset(ep, 0, sizeof *ep);
+  *literal = false;
   if (!url || !*url)
     return refuse(err, errlen, "", "empty URL");
   int rc = split_url(url, ep, err, errlen);
@@ -127,6 +158,31 @@ int engine_endpoint_resolve(const char *url, struct engine_endpoint *ep, char *e
       return refuse(err, errlen, url, "the host is a metadata service or this machine");
   if (n > 10 && strcmp(lower + n - 10, ".localhost") == 0)
     return refuse(err, errlen, url, "the host is this machine (.localhost)");
+  /* AI_NUMERICHOST: an IP literal is read, a name is not looked up (no network I/O here). */
+  struct addrinfo hints, *res = NULL;
+  memset(&hints, 0, sizeof hints);
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_NUMERICHOST;
+  if (getaddrinfo(ep->host, NULL, &hints, &res) != 0)
+    return 0; /* a name: engine_endpoint_resolve looks it up, off the gRPC handlers */
+  *literal = true;
+  rc = check_addrs(url, ep, res, err, errlen);
+  freeaddrinfo(res);
+  return rc;
+}
+
+int engine_endpoint_check(const char *url, char *err, size_t errlen) {
+  struct engine_endpoint ep;
+  bool literal;
+  return check_url(url, &ep, &literal, err, errlen);
+}
+
+int engine_endpoint_resolve(const char *url, struct engine_endpoint *ep, char *err, size_t errlen) {
+  bool literal;
+  int rc = check_url(url, ep, &literal, err, errlen);
+  if (rc || literal)
+    return rc;
   struct addrinfo hints, *res = NULL;
   memset(&hints, 0, sizeof hints);
   hints.ai_family = AF_UNSPEC;
@@ -135,31 +191,9 @@ int engine_endpoint_resolve(const char *url, struct engine_endpoint *ep, char *e
   if (g != 0) {
     snprintf(err, errlen, "endpoint \"%.200s\": cannot resolve %.100s: %s", url, ep->host,
              gai_strerror(g));
-    return GS_EINVAL;
+    return GS_EUNAVAIL;
   }
-  for (struct addrinfo *ai = res; ai && !rc; ai = ai->ai_next) {
-    char a[64] = "";
-    if (ai->ai_family == AF_INET)
-      inet_ntop(AF_INET, &((struct sockaddr_in *)(void *)ai->ai_addr)->sin_addr, a, sizeof a);
-    else if (ai->ai_family == AF_INET6)
-      inet_ntop(AF_INET6, &((struct sockaddr_in6 *)(void *)ai->ai_addr)->sin6_addr, a, sizeof a);
-    else
-      continue;
-    const char *why = "";
-    if (engine_addr_blocked(a, &why)) {
-      snprintf(err, errlen, "endpoint \"%.200s\": %.100s resolves to %s, %s, which is never read",
-               url, ep->host, a, why);
-      rc = GS_EINVAL;
-    } else if (!ep->addr[0])
-      snprintf(ep->addr, sizeof ep->addr, "%s", a);
-  }
+  rc = check_addrs(url, ep, res, err, errlen);
   freeaddrinfo(res);
-  if (!rc && !ep->addr[0])
-    rc = refuse(err, errlen, url, "the host has no IPv4 or IPv6 address");
   return rc;
-}
-
-int engine_endpoint_check(const char *url, char *err, size_t errlen) {
-  struct engine_endpoint ep;
-  return engine_endpoint_resolve(url, &ep, err, errlen);
 }

@@ -2,7 +2,8 @@
  * the list's resourceVersion, list again on 410 Gone or an error, with backoff), and a scrape
  * thread reads every engine pod once per engine interval through one libcurl multi handle, so that
  * a slow pod delays nobody. Results land in a table under one mutex; engines_copy hands out
- * copies. Neither thread is the GPU sampler's. */
+ * copies. Neither thread is the GPU sampler's. URLs from triggers (--allow-engine-endpoints) are
+ * read by the refreshers of engine_urls.c, with url_read below; a call only reads their table. */
 #include "agent/engines.h"
 
 #include <curl/curl.h>
@@ -17,6 +18,7 @@
 #include "agent/engine_endpoint.h"
 #include "agent/engine_read.h"
 #include "agent/engine_target.h"
+#include "agent/engine_urls.h"
 #include "agent/podphase.h"
 #include "core/buf.h"
 #include "core/err.h"
@@ -51,20 +53,6 @@ struct epod {
   int64_t done_mono; /* when the last scrape finished */
 };
 
-/* One URL of engines_scrape_url. */
-struct url_entry {
-  pthread_mutex_t lock; /* held during its scrape */
-  bool used;
-  char url[URL_MAX];
-  enum engine_kind kind;
-  int64_t last_try_mono, last_use_mono, ok_mono;
-  int last_rc;
-  bool ok;
-  char err[ENGINE_REASON_LEN];
-  struct engine_reading r;
-  struct engine_prev prev;
-};
-
 struct engines {
   char *node;
   int64_t interval_ms, timeout_ms;
@@ -83,8 +71,7 @@ struct engines {
   CURLM *multi;
   pthread_t watch_thr, scrape_thr;
   bool watch_started, scrape_started;
-  pthread_mutex_t url_lock;
-  struct url_entry urls[ENGINE_URL_CACHE];
+  struct engine_urls *urls; /* --allow-engine-endpoints: the URLs of triggers, read off the calls */
 };
 
 static void copy_str(char *dst, size_t cap, const char *src) {
@@ -517,15 +504,15 @@ static void *scrape_main(void *arg) {
 
 /* ---- life cycle ---- */
 
+static int url_read(void *ud, const char *url, enum engine_kind kind, struct engine_prev *prev,
+                    struct engine_reading *out, const atomic_bool *stop);
+
 static int engines_alloc(const struct engines_config *cfg, struct engines **out) {
   struct engines *e = calloc(1, sizeof *e);
   if (!e)
     return GS_ENOMEM;
   pthread_mutex_init(&e->lock, NULL);
   pthread_cond_init(&e->cond, NULL);
-  pthread_mutex_init(&e->url_lock, NULL);
-  for (size_t i = 0; i < ENGINE_URL_CACHE; i++)
-    pthread_mutex_init(&e->urls[i].lock, NULL);
   atomic_init(&e->stop, false);
   e->interval_ms = cfg->interval_ms > 0 ? cfg->interval_ms : 5000;
   e->timeout_ms =
@@ -533,7 +520,14 @@ static int engines_alloc(const struct engines_config *cfg, struct engines **out)
   e->allow_endpoints = cfg->allow_endpoints;
   e->node = strdup(cfg->node ? cfg->node : "");
   *out = e;
-  return e->node ? 0 : GS_ENOMEM;
+  if (!e->node)
+    return GS_ENOMEM;
+  if (!e->allow_endpoints)
+    return 0;
+  int64_t keep = ENGINE_URL_KEEP_ROUNDS * e->interval_ms;
+  struct engine_urls_config ucfg = {
+      e->interval_ms, keep > ENGINE_URL_KEEP_MS ? keep : ENGINE_URL_KEEP_MS, url_read, e};
+  return engine_urls_new(&ucfg, &e->urls);
 }
 
 int engines_start(const struct engines_config *cfg, struct engines **out, char *why,
@@ -602,6 +596,7 @@ void engines_stop(struct engines *e) {
   pthread_mutex_unlock(&e->lock);
   if (e->multi)
     curl_multi_wakeup(e->multi);
+  engine_urls_free(e->urls); /* its reads see stop and end */
   if (e->watch_started)
     pthread_join(e->watch_thr, NULL);
   if (e->scrape_started)
@@ -610,9 +605,6 @@ void engines_stop(struct engines *e) {
     curl_multi_cleanup(e->multi);
   kube_client_free(e->kc);
   kube_config_free(&e->kcfg);
-  for (size_t i = 0; i < ENGINE_URL_CACHE; i++)
-    pthread_mutex_destroy(&e->urls[i].lock);
-  pthread_mutex_destroy(&e->url_lock);
   pthread_cond_destroy(&e->cond);
   pthread_mutex_destroy(&e->lock);
   free(e->pods);
@@ -678,52 +670,34 @@ bool engines_endpoints_allowed(const struct engines *e) {
 
 /* ---- engines_scrape_url ---- */
 
-/* The entry for (url, kind), locked; a free or the least recently used one when absent. */
-static struct url_entry *url_entry(struct engines *e, const char *url, enum engine_kind kind) {
-  pthread_mutex_lock(&e->url_lock);
-  struct url_entry *u = NULL;
-  for (size_t i = 0; i < ENGINE_URL_CACHE && !u; i++)
-    if (e->urls[i].used && e->urls[i].kind == kind && strcmp(e->urls[i].url, url) == 0)
-      u = &e->urls[i];
-  for (size_t i = 0; i < ENGINE_URL_CACHE && !u; i++)
-    if (!e->urls[i].used)
-      u = &e->urls[i];
-  if (!u) {
-    u = &e->urls[0];
-    for (size_t i = 1; i < ENGINE_URL_CACHE; i++)
-      if (e->urls[i].last_use_mono < u->last_use_mono)
-        u = &e->urls[i];
-  }
-  u->used = true; /* claimed: a second caller for another URL takes another slot */
-  u->last_use_mono = time_mono_ms();
-  pthread_mutex_unlock(&e->url_lock);
-  pthread_mutex_lock(&u->lock);
-  if (u->kind != kind || strcmp(u->url, url) != 0) { /* new, or reused for this URL */
-    size_t off = offsetof(struct url_entry, url);
-    memset((char *)u + off, 0, sizeof *u - off);
-    u->kind = kind;
-    copy_str(u->url, sizeof u->url, url);
-  }
-  return u;
+static int on_url_progress(void *ud, curl_off_t dltotal, curl_off_t dlnow, curl_off_t ultotal,
+                           curl_off_t ulnow) {
+  (void)dltotal, (void)dlnow, (void)ultotal, (void)ulnow;
+  return atomic_load((const atomic_bool *)ud) ? 1 : 0; /* stopping: abandon the request */
 }
 
-static int url_scrape(struct engines *e, struct url_entry *u) {
+/* engine_urls_read_fn, on a URL's refresher thread (engine_urls.c): the name lookup and the
+ * check of every address, then one request to the checked address. */
+static int url_read(void *ud, const char *url, enum engine_kind kind, struct engine_prev *prev,
+                    struct engine_reading *out, const atomic_bool *stop) {
+  struct engines *e = ud;
   struct engine_endpoint ep;
   char err[ENGINE_REASON_LEN] = "";
-  memset(&u->r, 0, sizeof u->r);
-  int rc = engine_endpoint_resolve(u->url, &ep, err, sizeof err);
+  int rc = engine_endpoint_resolve(url, &ep, err, sizeof err);
   if (rc) {
-    copy_str(u->r.reason, sizeof u->r.reason, err);
+    out->kind = kind;
+    copy_str(out->reason, sizeof out->reason, err);
     return rc;
   }
   struct scrape s;
   memset(&s, 0, sizeof s);
-  copy_str(s.url, sizeof s.url, u->url);
-  s.last_kind = u->kind;
-  s.last_ts = u->ok ? u->r.ts_ms : 0;
+  copy_str(s.url, sizeof s.url, url);
+  s.last_kind = kind;
+  s.last_ts = prev->have ? prev->ts_ms : 0;
   if (scrape_setup(&s, e->timeout_ms, "http,https")) {
     scrape_cleanup(&s);
-    return GS_ENOMEM;
+    copy_str(out->reason, sizeof out->reason, "out of memory");
+    return GS_EUNAVAIL;
   }
   char pin[400];
   snprintf(pin, sizeof pin, strchr(ep.addr, ':') ? "%s:%d:[%s]" : "%s:%d:%s", ep.host, ep.port,
@@ -732,8 +706,11 @@ static int url_scrape(struct engines *e, struct url_entry *u) {
     s.resolve = curl_slist_append(NULL, pin);
     curl_easy_setopt(s.h, CURLOPT_RESOLVE, s.resolve);
   }
+  curl_easy_setopt(s.h, CURLOPT_NOPROGRESS, 0L);
+  curl_easy_setopt(s.h, CURLOPT_XFERINFOFUNCTION, on_url_progress);
+  curl_easy_setopt(s.h, CURLOPT_XFERINFODATA, (void *)stop);
   CURLcode cc = curl_easy_perform(s.h);
-  rc = scrape_result(&s, cc, e->timeout_ms, u->kind, &u->prev, &u->r);
+  rc = scrape_result(&s, cc, e->timeout_ms, kind, prev, out);
   scrape_cleanup(&s);
   return rc == GS_ENOTFOUND ? GS_EUNAVAIL : rc;
 }
@@ -741,31 +718,18 @@ static int url_scrape(struct engines *e, struct url_entry *u) {
 int engines_scrape_url(struct engines *e, const char *url, enum engine_kind kind,
                        struct engine_reading *out, char *err, size_t errlen) {
   memset(out, 0, sizeof *out);
-  if (!engines_endpoints_allowed(e)) {
+  if (!engines_endpoints_allowed(e) || !e->urls) {
     snprintf(err, errlen,
              "engine endpoints from triggers are not read: the agent runs without "
              "--allow-engine-endpoints; annotate the engine pods instead (docs/engines.md)");
     return GS_EINVAL;
   }
-  if (!url || strlen(url) >= URL_MAX) {
-    snprintf(err, errlen, "endpoint URL longer than %d bytes", URL_MAX - 1);
+  if (!url || strlen(url) >= ENGINE_URLS_URL_MAX) {
+    snprintf(err, errlen, "endpoint URL longer than %d bytes", ENGINE_URLS_URL_MAX - 1);
     return GS_EINVAL;
   }
-  struct url_entry *u = url_entry(e, url, kind);
-  int64_t now = time_mono_ms();
-  if (!u->last_try_mono || now - u->last_try_mono >= e->interval_ms) {
-    u->last_try_mono = now;
-    u->last_rc = url_scrape(e, u);
-    u->ok = u->last_rc == 0;
-    if (u->ok)
-      u->ok_mono = time_mono_ms();
-    copy_str(u->err, sizeof u->err, u->r.reason);
-  }
-  *out = u->r;
-  out->fresh = is_fresh(u->ok, u->ok_mono, e->interval_ms, time_mono_ms());
-  int rc = u->last_rc;
+  int rc = engine_endpoint_check(url, err, errlen); /* no name lookup: that is the refresher's */
   if (rc)
-    snprintf(err, errlen, "%s", u->err);
-  pthread_mutex_unlock(&u->lock);
-  return rc;
+    return rc;
+  return engine_urls_get(e->urls, url, kind, out, err, errlen);
 }

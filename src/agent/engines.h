@@ -30,7 +30,10 @@
 #define ENGINE_ANN_PROM_PORT "prometheus.io/port"
 #define ENGINE_ANN_PROM_PATH "prometheus.io/path"
 #define ENGINE_DEFAULT_PATH "/metrics"
-#define ENGINE_URL_CACHE 32 /* URLs engines_scrape_url keeps (readings and Triton counters) */
+#define ENGINE_URL_CACHE                                                                           \
+  32 /* URLs engines_scrape_url reads at a time (readings, Triton counters) */
+#define ENGINE_URL_KEEP_MS 600000 /* a URL not asked for this long is no longer read */
+#define ENGINE_URL_KEEP_ROUNDS 60 /* ... or for this many engine intervals, if longer */
 
 struct engines_config {
   const char *mode;     /* --engines: "auto" (on when the Kubernetes API can be used) or "off" */
@@ -64,24 +67,32 @@ int engines_copy(struct engines *e, struct engine_reading **out, size_t *n, bool
 int64_t engines_interval_ms(const struct engines *e);
 bool engines_endpoints_allowed(const struct engines *e);
 
-/* The operator's opt-in: reads one URL named in a trigger (vllmEndpoint, tritonEndpoint) as an
- * engine of `kind`. Refused (GS_EINVAL, err says why) unless --allow-engine-endpoints was given
- * and engine_endpoint_check passes; the request goes to the checked address only (no second
- * name lookup, no redirects, no proxy). Answers from a per-URL cache when the URL was read less
- * than one engine interval ago, so that KEDA's polls do not multiply the requests; Triton's
- * counters are kept per URL for the rates. Fills *out (ns and pod empty, fresh as for pods).
- * Returns 0 when *out holds a successful scrape (signals absent from the exposition are absent
- * from out->valid), GS_EUNAVAIL when the URL could not be read (err and out->reason say why),
- * GS_EINVAL, GS_ENOMEM. Blocks at most the engine timeout; thread-safe. */
+/* The operator's opt-in: the last reading of one URL named in a trigger (vllmEndpoint,
+ * tritonEndpoint) as an engine of `kind`. Refused (GS_EINVAL, err says why) unless
+ * --allow-engine-endpoints was given and engine_endpoint_check passes. Never does network I/O
+ * and never waits for one: the URL is read off the caller by its own refresher thread
+ * (engine_urls.h), once per engine interval while it is asked for (dropped after
+ * ENGINE_URL_KEEP_MS, or ENGINE_URL_KEEP_ROUNDS intervals if longer, without a call), which
+ * resolves the name, checks every address (engine_endpoint_resolve) and sends the request to the
+ * checked address only (no second name lookup, no redirects, no proxy). Triton's counters are
+ * kept per URL for the rates. Fills *out from the last read (ns and pod empty; fresh when it
+ * succeeded at most 3 engine intervals ago). Returns 0 when *out holds a successful read
+ * (signals absent from the exposition are absent from out->valid); GS_EUNAVAIL when there is no
+ * reading (err and out->reason say why: the first read of a URL asked for the first time is
+ * pending, the read failed, or ENGINE_URL_CACHE URLs are already read); GS_EINVAL when the name
+ * resolves to an address the rule refuses; GS_ENOMEM. Thread-safe. */
 int engines_scrape_url(struct engines *e, const char *url, enum engine_kind kind,
                        struct engine_reading *out, char *err, size_t errlen);
 
-/* The safety rule for a URL from a trigger: http:// or https:// only, no user info, a host that
- * resolves, and no resolved address loopback (127/8, ::1), unspecified (0.0.0.0, ::),
+/* The safety rule for a URL from a trigger, as far as the URL itself decides it, with no name
+ * lookup (it runs on gRPC handlers, when a trigger is parsed): http:// or https:// only, no user
+ * info, not a metadata or this machine's name (metadata.google.internal and metadata names,
+ * localhost), and an IP literal that is not loopback (127/8, ::1), unspecified (0.0.0.0, ::),
  * link-local (169.254/16, fe80::/10) or a cloud metadata address (169.254.169.254,
- * fd00:ec2::254, 100.100.100.200, metadata.google.internal and metadata names); IPv4-mapped
- * IPv6 addresses are checked as IPv4. Every address a name resolves to must pass. Returns 0, or
- * GS_EINVAL with err naming the URL and the rule it breaks. */
+ * fd00:ec2::254, 100.100.100.200); IPv4-mapped IPv6 addresses are checked as IPv4. A host name
+ * passes here: every address it resolves to is checked by the refresher before each request
+ * (engine_endpoint_resolve in engine_endpoint.h). Returns 0, or GS_EINVAL with err naming the URL
+ * and the rule it breaks. */
 int engine_endpoint_check(const char *url, char *err, size_t errlen);
 
 #endif

@@ -411,7 +411,19 @@ def test_opt_in_reads_a_safe_url(opt_in):
     assert "--allow-engine-endpoints" in a.log(), a.log()  # the operator is warned at start
     c = a.client()
     md = {"metricType": "vllm_queue_depth", "vllmEndpoint": url, "targetValue": "5"}
-    target, v = keda_value(c, md, ns="default")
+    # The URL is read off the call (test_engine_url_refresh.py): the first ask of a URL is
+    # UNAVAILABLE, its first read pending; then the reading.
+    e = rpc_error(keda_value, c, md, ns="default")
+    assert e.code() == grpc.StatusCode.UNAVAILABLE, e
+    assert "first read pending" in e.details(), e.details()
+
+    def read():
+        try:
+            return keda_value(c, md, ns="default")
+        except grpc.RpcError:
+            return None
+
+    target, v = wait_for(read, timeout=10, what="the URL's first reading")
     assert (target, v) == (5, 9)
     assert math.ceil(v / target) == 2
     # KEDA's polls are answered from the per-URL cache: at most one request per engine interval

@@ -1,6 +1,8 @@
 /* engines: start without API access (off, with the reason), engines_copy's contract on NULL and
- * off objects, and engines_scrape_url's refusals (no opt-in, unsafe URLs even with it). The
- * threads themselves run in tests/e2e/test_engines_agent.py against the fake API server. */
+ * off objects, engines_scrape_url's refusals (no opt-in, unsafe URLs even with it) and its
+ * answers off the call (a cold URL is pending at once; tests/unit/test_engine_urls.c has the
+ * table itself). The pod threads run in tests/e2e/test_engines_agent.py against the fake API
+ * server. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -10,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "agent/engines.h"
 #include "core/err.h"
@@ -95,7 +98,7 @@ static void test_scrape_url_refusals(void **state) {
       "http://metadata.google.internal/", "ftp://10.0.0.5/metrics", "http://[::1]/metrics"};
   for (size_t i = 0; i < sizeof unsafe / sizeof unsafe[0]; i++) {
     err[0] = '\0';
-    /* twice: the second answer comes from the cache, the same refusal */
+    /* twice: refused by the check on each call, before the URL table (nothing is read) */
     for (int k = 0; k < 2; k++) {
       int rc = engines_scrape_url(e, unsafe[i], ENGINE_VLLM, &r, err, sizeof err);
       assert_int_equal(rc, GS_EINVAL);
@@ -108,7 +111,7 @@ static void test_scrape_url_refusals(void **state) {
   memset(longurl, 'a', sizeof longurl - 1);
   longurl[sizeof longurl - 1] = '\0';
   assert_int_equal(engines_scrape_url(e, longurl, ENGINE_VLLM, &r, err, sizeof err), GS_EINVAL);
-  /* more URLs than the cache holds: the oldest entries are reused, answers stay right */
+  /* more refused URLs than the table holds: none takes a slot, each answer stays right */
   for (int i = 0; i < ENGINE_URL_CACHE + 8; i++) {
     char u[64];
     snprintf(u, sizeof u, "http://127.0.0.%d/metrics", i % 250 + 1);
@@ -118,11 +121,53 @@ static void test_scrape_url_refusals(void **state) {
   engines_stop(e);
 }
 
+static int64_t now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* A URL is read off the caller: the first call answers at once that the first read is pending,
+ * even for an address that never answers (192.0.2.1, TEST-NET-1) or a name still to be looked
+ * up; the lookup's failure comes later, as UNAVAILABLE; stopping does not wait for the read. */
+static void test_scrape_url_off_the_call(void **state) {
+  (void)state;
+  struct engines_config cfg = {"off", "off", "node-a", 1000, 1000, true};
+  struct engines *e = NULL;
+  char why[256], err[256];
+  assert_int_equal(engines_start(&cfg, &e, why, sizeof why), 0);
+  struct engine_reading r;
+  static const char *const cold[] = {"http://192.0.2.1:9/metrics",
+                                     "http://no-such-host.invalid/metrics"};
+  for (size_t i = 0; i < 2; i++) {
+    int64_t t0 = now_ms();
+    assert_int_equal(engines_scrape_url(e, cold[i], ENGINE_VLLM, &r, err, sizeof err), GS_EUNAVAIL);
+    assert_true(now_ms() - t0 < 100);
+    assert_non_null(strstr(err, "first read pending"));
+    assert_int_equal(r.valid, 0);
+    assert_false(r.fresh);
+  }
+  int rc = GS_EUNAVAIL;
+  for (int i = 0; i < 500; i++) {
+    rc = engines_scrape_url(e, cold[1], ENGINE_VLLM, &r, err, sizeof err);
+    if (!strstr(err, "first read pending"))
+      break;
+    struct timespec ts = {0, 10 * 1000000L};
+    nanosleep(&ts, NULL);
+  }
+  assert_int_equal(rc, GS_EUNAVAIL); /* it may resolve later: not a refusal */
+  assert_non_null(strstr(err, "cannot resolve no-such-host.invalid"));
+  int64_t t0 = now_ms();
+  engines_stop(e); /* the read of 192.0.2.1 is still connecting */
+  assert_true(now_ms() - t0 < 2500);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_off_modes),
       cmocka_unit_test(test_null_and_bad_config),
       cmocka_unit_test(test_scrape_url_refusals),
+      cmocka_unit_test(test_scrape_url_off_the_call),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
