@@ -86,8 +86,7 @@ static void remove_at(struct nodeset *s, size_t at, char *left, size_t leftlen, 
   s->n--;
 }
 
-int nodeset_report(struct nodeset *s, const char *was, const char *node, size_t gpus,
-                   int64_t now) {
+int nodeset_report(struct nodeset *s, const char *was, const char *node, size_t gpus, int64_t now) {
   if (!node || !*node)
     return 0;
   if (reserve(s, 1))

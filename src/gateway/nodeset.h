@@ -11,7 +11,8 @@
 
 #include "core/node.h"
 
-#define NODESET_DEFAULT_FORGET_MS (60 * 60 * 1000) /* without the API: 1 h after its last report */
+#define NODESET_DEFAULT_FORGET_MS (60 * 60 * 1000) /* without the API: 1 h after its last report   \
+                                                    */
 #define NODESET_GPUS_LEN 96
 
 /* One node of an API list: gpu is true when it counts as a GPU node (GPU capacity, or the list's
@@ -32,8 +33,8 @@ struct nodeset_entry {
   bool seen;                      /* an agent has reported from it */
   int64_t seen_ms;                /* that agent's last report (monotonic ms) */
   int64_t gone_ms;                /* when the last agent reporting it left the agent list; 0 none */
-  size_t gpus;                    /* GPUs it last had: the last report's, else the API's; 0 unknown */
-  size_t agents;                  /* listed agents whose last report names it */
+  size_t gpus;   /* GPUs it last had: the last report's, else the API's; 0 unknown */
+  size_t agents; /* listed agents whose last report names it */
 };
 
 struct nodeset {
@@ -71,7 +72,9 @@ size_t nodeset_sweep(struct nodeset *s, int64_t now, char *left, size_t leftlen)
 /* The entry for name, or NULL. */
 const struct nodeset_entry *nodeset_find(const struct nodeset *s, const char *name);
 /* True when e is lost: in the set and no listed agent reports it. */
-static inline bool nodeset_lost(const struct nodeset_entry *e) { return e->agents == 0; }
+static inline bool nodeset_lost(const struct nodeset_entry *e) {
+  return e->agents == 0;
+}
 /* One line on why e's GPUs are unknown, relative to now: "its agent left the agent list 12.0s
  * ago (last report 14.0s ago)", "no agent has reported from it; the Kubernetes API lists it
  * (nvidia.com/gpu: 8)". */
