@@ -85,10 +85,10 @@ static const struct opt_def gw_opts_table[] = {
      "how often the Kubernetes API's node list is read again (a deleted node leaves the GPU "
      "node set within this)",
      O(nodes_refresh_ms)},
-    {"forget-node-after", 0, "GPUSCALE_FORGET_NODE_AFTER", OPT_DURATION, "1h", 0, 30.0 * 86400000,
-     NULL, "DURATION",
+    {"forget-node-after", 0, "GPUSCALE_FORGET_NODE_AFTER", OPT_DURATION, "1h", 1000,
+     30.0 * 86400000, NULL, "DURATION",
      "a node whose agent is gone and that the Kubernetes API does not list (or without the API) "
-     "stays unknown this long after its last report, then is forgotten; 0s: never",
+     "stays unknown this long after its last report, then is forgotten (at most 720h)",
      O(forget_node_after_ms)},
     {"tick", 0, "GPUSCALE_TICK", OPT_DURATION, "1s", 100, 60000, NULL, "DURATION",
      "how often open StreamIsActive streams are re-checked when no agent update arrives",
@@ -444,9 +444,8 @@ static void on_idle(void *ud) {
  * or non-zero with *exit_code set (a kubeconfig that cannot be used). */
 static int gateway_gpu_nodes(struct gateway_opts *o, struct cluster *c, struct gpunodes *lister,
                              int *exit_code) {
-  char forget[32] = "forever";
-  if (o->forget_node_after_ms > 0)
-    duration_format(o->forget_node_after_ms, forget, sizeof forget);
+  char forget[32];
+  duration_format(o->forget_node_after_ms, forget, sizeof forget);
   struct kube_config cfg;
   bool have = false;
   char msg[768];

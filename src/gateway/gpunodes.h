@@ -15,9 +15,10 @@
 #define GPUNODES_DEFAULT_RESOURCES                                                                 \
   "nvidia.com/gpu,nvidia.com/gpu.shared,nvidia.com/mig-*,amd.com/gpu"
 #define GPUNODES_MAX_RESOURCES 16
-#define GPUNODES_MAX_NODES 20000 /* a bigger list fails (GS_ETOOBIG): the set keeps the last one   \
-                                  */
-#define GPUNODES_PAGE 500        /* nodes per list request (limit=, then continue=) */
+#define GPUNODES_MAX_NODES                                                                         \
+  20000                   /* a bigger list fails (GS_ETOOBIG): the set keeps the last one          \
+                           */
+#define GPUNODES_PAGE 500 /* nodes per list request (limit=, then continue=) */
 #define GPUNODES_TIMEOUT_MS 10000
 
 /* How a listed node is told to be a GPU node. */

@@ -11,8 +11,9 @@
 
 #include "core/node.h"
 
-#define NODESET_DEFAULT_FORGET_MS (60 * 60 * 1000) /* without the API: 1 h after its last report   \
-                                                    */
+#define NODESET_DEFAULT_FORGET_MS                                                                  \
+  (60 * 60 * 1000) /* without the API: 1 h after its last report                                   \
+                    */
 #define NODESET_GPUS_LEN 96
 
 /* One node of an API list: gpu is true when it counts as a GPU node (GPU capacity, or the list's
