@@ -41,8 +41,10 @@ static bool resource_ok(const char *s, size_t len) {
 
 int gpunodes_match_parse(const char *list, struct gpunodes_match *m, char *err, size_t errlen) {
   memset(m, 0, sizeof *m);
+  if (!list)
+    list = "";
   const char *p = list ? list : "";
-  while (*p) {
+  while (*list) { /* an empty list: no resource makes a GPU node (only a label selector does) */
     const char *comma = strchr(p, ',');
     size_t len = comma ? (size_t)(comma - p) : strlen(p);
     if (!resource_ok(p, len)) {
@@ -67,10 +69,6 @@ int gpunodes_match_parse(const char *list, struct gpunodes_match *m, char *err, 
     if (!comma)
       break;
     p = comma + 1;
-  }
-  if (m->n_resources == 0 && list && *list) {
-    snprintf(err, errlen, "--gpu-resources: no resource name in \"%.200s\"", list);
-    return GS_EINVAL;
   }
   return 0;
 }
