@@ -175,6 +175,9 @@ class FakeKubeAPI:
         self.watch_floor = 0    # a watch from below this resourceVersion is Gone (410)
         self.closing = False
         self.watch_timeout_cap = None  # seconds: end every watch sooner than it asked
+        # Node list pages hold at most this many items, whatever limit asks: the API server may
+        # return fewer than limit (metav1.ListOptions.Limit), so a client must follow continue.
+        self.node_page_cap = None
         api = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -490,7 +493,7 @@ class FakeKubeAPI:
         limit = query.get("limit", [""])[0]
         if limit:
             start = int(query.get("continue", ["0"])[0] or 0)
-            end = start + max(int(limit), 1)
+            end = start + max(min(int(limit), self.node_page_cap or int(limit)), 1)
             if end < len(items):
                 meta["continue"] = str(end)
             items = items[start:end]

@@ -121,7 +121,9 @@ class Rig:
         if with_api:
             self.api = fake_kube_api.FakeKubeAPI(
                 {"nodes": [api_node("lost-node-a", 3), api_node("lost-node-b", 1),
-                           api_node("cpu-node-1", 0)]}, token="t0ken").start()
+                           api_node("cpu-node-1", 0)]}, token="t0ken")
+            self.api.node_page_cap = 1  # one Node per page: the gateway must follow continue
+            self.api.start()
             kc = kubeconfig(str(self.tmp / "kubeconfig"), self.api.url, token="t0ken")
             args += ["--kube-api", kc, "--nodes-refresh", "300ms"]
         return args
@@ -175,6 +177,7 @@ def test_agent_gone_from_dns_is_unavailable_then_whole_when_the_node_is_deleted(
     assert "list on nodes" not in gw.log()  # the list worked (no RBAC complaint)
     lists = rig.api.node_lists()
     assert all("limit=" in r["path"] for r in lists), lists[:3]  # paged, as the API wants
+    assert any("continue=" in r["path"] for r in lists), lists[:3]  # and every page read
 
     rig.agent_b_deleted()
     # Until the gateway sees the agent go, the whole value; then UNAVAILABLE. Never lower.

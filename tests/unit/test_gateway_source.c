@@ -2208,6 +2208,34 @@ static void test_lost_nodes(void **state) {
   }
 }
 
+/* An engine signal over a lost node (gpu-e-2's agent left the agent list): its engine pods are
+ * unknown, counted as one; never the 10 of the pods still seen (3 + 7, without vllm-d's 12). */
+static void test_lost_engine_node(void **state) {
+  (void)state;
+  struct rig r;
+  eng_rig(&r, EV_ALL);
+  assert_int_equal(cluster_remove(r.c, "10.0.1.2:6000"), 0);
+  struct kv strict[MAXKV] = {VQ, VPODS};
+  struct kv part[MAXKV] = {VQ, VPODS, {"allowPartial", "true"}};
+  struct scaler_request req = {"vllm", "prod", strict, kv_count(strict)};
+  struct scaler_result res;
+  struct scaler_error e;
+  memset(&res, 0, sizeof res);
+  memset(&e, 0, sizeof e);
+  assert_int_equal(scaler_get_metrics(&r.s, &req, NULL, &res, &e), GS_EUNAVAIL);
+  assert_non_null(strstr(e.msg, "node gpu-e-2: its agent left the agent list"));
+  assert_non_null(strstr(e.msg, "its engine pods are unknown"));
+  req.md = part;
+  req.nmd = kv_count(part);
+  memset(&e, 0, sizeof e);
+  assert_int_equal(scaler_get_metrics(&r.s, &req, NULL, &res, &e), 0);
+  assert_true(fabs(res.value - 10) < 1e-9);
+  assert_true(res.partial);
+  assert_int_equal(res.unknown, 1);
+  assert_true(fabs(res.coverage - 2.0 / 3.0) < 1e-9);
+  cluster_free(r.c);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_cases),
@@ -2221,6 +2249,7 @@ int main(void) {
       cmocka_unit_test(test_engine_cases),
       cmocka_unit_test(test_engine_hpa),
       cmocka_unit_test(test_lost_nodes),
+      cmocka_unit_test(test_lost_engine_node),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }
