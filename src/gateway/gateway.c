@@ -121,7 +121,9 @@ static const char gw_desc[] =
     "serves KEDA's ExternalScaler in node, cluster and workload scope (docs/gateway.md). It is\n"
     "stateless: run two or more replicas side by side. A stale or disconnected agent holding\n"
     "selected GPUs makes an answer UNAVAILABLE, never a lower number, unless the trigger sets\n"
-    "allowPartial or minCoverage.\n\n"
+    "allowPartial or minCoverage. So does a GPU node without an agent: one whose agent left DNS, "
+    "or\n"
+    "one the Kubernetes API lists (--kube-api), until the API no longer lists it.\n\n"
     "Example:  gpuscale gateway --agents-dns gpuscale-agent-headless.gpuscale.svc:6000";
 
 struct gateway {
