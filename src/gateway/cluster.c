@@ -347,7 +347,9 @@ int cluster_apply_api_nodes(struct cluster *c, const struct nodeset_api_node *no
   bool changed = rc != 0 || c->nodes.n != before;
   pthread_rwlock_unlock(&c->lock);
   if (rc > 0)
-    LOG_INFO("gateway", "%d node%s left the GPU node set: the Kubernetes API no longer lists %s",
+    LOG_INFO("gateway",
+             "%d node%s left the GPU node set: the Kubernetes API no longer lists %s (as a GPU "
+             "node, or as a node an agent ran on)",
              rc, rc == 1 ? "" : "s", left);
   if (changed)
     bump(c);
