@@ -250,6 +250,7 @@ int cluster_update(struct cluster *c, const char *addr, const struct node_snapsh
     free(a->rings);
     a->rings = rings;
   }
+  nodeset_models(&c->nodes, &copy);
   struct node_snapshot old = a->snap;
   a->snap = copy;
   for (size_t i = 0; i < copy.n; i++)
@@ -446,6 +447,7 @@ int cluster_visit(struct cluster *c, int (*fn)(void *ud, const struct cluster_no
     v.rings = v.dropped ? NULL : a->rings;
     v.lost = false;
     v.gpus = a->snap.n;
+    v.set = NULL;
     rc = fn(ud, &v);
   }
   for (size_t i = 0; i < c->nodes.n && rc == 0; i++) {
@@ -467,6 +469,7 @@ int cluster_visit(struct cluster *c, int (*fn)(void *ud, const struct cluster_no
     v.reason = why;
     v.lost = true;
     v.gpus = e->gpus;
+    v.set = e;
     rc = fn(ud, &v);
   }
   pthread_rwlock_unlock(&c->lock);

@@ -42,6 +42,7 @@ struct cluster_node_view {
    * last had (its last report's, else the API's; 0 when unknown). */
   bool lost;
   size_t gpus;
+  const struct nodeset_entry *set; /* a lost node's entry (its GPU models), else NULL */
 };
 
 /* One node of the node set, for /metrics and /api/v1/agents (copied). */

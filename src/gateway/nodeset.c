@@ -105,6 +105,32 @@ int nodeset_report(struct nodeset *s, const char *was, const char *node, size_t 
   return 0;
 }
 
+void nodeset_models(struct nodeset *s, const struct node_snapshot *snap) {
+  bool found;
+  size_t at = find(s, snap->node, &found);
+  if (!found)
+    return;
+  struct nodeset_entry *e = &s->e[at];
+  e->models_known = true;
+  e->n_models = 0;
+  for (size_t i = 0; i < snap->n; i++) {
+    const char *name = snap->gpus[i].info.name;
+    size_t k = 0;
+    while (k < e->n_models && strcmp(e->models[k], name) != 0)
+      k++;
+    if (k == NODESET_MODELS) {
+      e->models_known = false; /* too many to remember: any gpuModel may match */
+      break;
+    }
+    if (k == e->n_models) {
+      snprintf(e->models[k], sizeof e->models[k], "%s", name);
+      e->model_gpus[k] = 0;
+      e->n_models++;
+    }
+    e->model_gpus[k]++;
+  }
+}
+
 void nodeset_agent_gone(struct nodeset *s, const char *node, int64_t now) {
   if (!node || !*node)
     return;

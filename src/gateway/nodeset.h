@@ -15,6 +15,9 @@
   (60 * 60 * 1000) /* without the API: 1 h after its last report                                   \
                     */
 #define NODESET_GPUS_LEN 96
+#define NODESET_MODELS                                                                             \
+  4 /* GPU models remembered per node (more: the node's models are unknown)                        \
+     */
 
 /* One node of an API list: gpu is true when it counts as a GPU node (GPU capacity, or the list's
  * label selector); gpus is its GPU count from capacity (0 when unknown); why says what made it
@@ -36,6 +39,13 @@ struct nodeset_entry {
   int64_t gone_ms;                /* when the last agent reporting it left the agent list; 0 none */
   size_t gpus;   /* GPUs it last had: the last report's, else the API's; 0 unknown */
   size_t agents; /* listed agents whose last report names it */
+  /* The GPU models of its last report, with their GPU counts, so that a gpuModel selector can
+   * leave a lost node out. models_known is false before a report, or with more than
+   * NODESET_MODELS models. */
+  bool models_known;
+  size_t n_models;
+  char models[NODESET_MODELS][GPU_STR_LEN];
+  size_t model_gpus[NODESET_MODELS];
 };
 
 struct nodeset {
@@ -56,6 +66,8 @@ void nodeset_clear(struct nodeset *s);
  * named (NULL or "" when it had none). Moves the agent's count from `was` to `node` and marks
  * `node` seen. Returns 0 or GS_ENOMEM (the set is unchanged). An empty node name is ignored. */
 int nodeset_report(struct nodeset *s, const char *was, const char *node, size_t gpus, int64_t now);
+/* Remembers the GPU models of snap (an agent's report of snap->node, after nodeset_report). */
+void nodeset_models(struct nodeset *s, const struct node_snapshot *snap);
 /* An agent whose last report named `node` left the agent list (or `node` is NULL/"": nothing). */
 void nodeset_agent_gone(struct nodeset *s, const char *node, int64_t now);
 

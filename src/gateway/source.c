@@ -395,6 +395,16 @@ static int visit_lost(struct pick *k, const struct cluster_node_view *v) {
   if (t->scope == TRIGGER_SCOPE_NODE || !trigger_regex_match(&t->nodes, v->node))
     return 0;
   size_t gpus = t->engine || v->gpus == 0 ? 1 : v->gpus;
+  if (!t->engine && v->set && v->set->models_known) {
+    /* its last report's GPUs of a model the selection takes; none: it holds nothing the
+     * selection could count, as a fresh node without such a GPU */
+    gpus = 0;
+    for (size_t i = 0; i < v->set->n_models; i++)
+      if (trigger_regex_match(&t->gpu_model, v->set->models[i]))
+        gpus += v->set->model_gpus[i];
+    if (gpus == 0)
+      return 0;
+  }
   if (k->lost < UNKNOWN_NOTES)
     snprintf(k->lost_notes[k->lost], sizeof k->lost_notes[0], "node %s: %s; its %s unknown",
              v->node, v->reason, t->engine ? "engine pods are" : "GPUs are");
