@@ -9,6 +9,7 @@
 #include <time.h>
 
 #include "core/err.h"
+#include "core/log.h"
 #include "core/timeutil.h"
 
 struct ring_entry {
@@ -39,6 +40,7 @@ struct cluster {
   struct agent **agents; /* sorted by addr */
   size_t n, cap;
   int64_t drop_after_ms;
+  struct nodeset nodes; /* the GPU nodes the view must see (under lock) */
   int64_t (*clock)(void *ud);
   void *clock_ud;
   pthread_mutex_t gen_mu;
@@ -55,6 +57,7 @@ struct cluster *cluster_new(int64_t drop_after_ms) {
   if (!c)
     return NULL;
   c->drop_after_ms = drop_after_ms > 0 ? drop_after_ms : CLUSTER_DEFAULT_DROP_MS;
+  nodeset_init(&c->nodes, -1);
   pthread_rwlockattr_t ra;
   pthread_rwlockattr_init(&ra);
   /* Hundreds of KEDA readers must not starve the watcher threads. */
@@ -84,6 +87,7 @@ void cluster_free(struct cluster *c) {
   for (size_t i = 0; i < c->n; i++)
     agent_free(c->agents[i]);
   free(c->agents);
+  nodeset_clear(&c->nodes);
   pthread_rwlock_destroy(&c->lock);
   pthread_cond_destroy(&c->gen_cv);
   pthread_mutex_destroy(&c->gen_mu);
@@ -234,7 +238,9 @@ int cluster_update(struct cluster *c, const char *addr, const struct node_snapsh
   struct agent *a = get_or_add(c, addr, now);
   bool same = a && same_devices(a, &copy);
   struct cluster_gpu_ring *rings = a && !same ? carry_rings(a, &copy) : NULL;
-  if (!a || (!same && !rings)) {
+  /* The node joins the node set (or stays): once seen, it stays unknown after its agent goes. */
+  if (!a || (!same && !rings) ||
+      nodeset_report(&c->nodes, a->reported ? a->snap.node : NULL, copy.node, copy.n, now)) {
     pthread_rwlock_unlock(&c->lock);
     free(rings);
     node_snapshot_clear(&copy);
@@ -244,6 +250,7 @@ int cluster_update(struct cluster *c, const char *addr, const struct node_snapsh
     free(a->rings);
     a->rings = rings;
   }
+  nodeset_models(&c->nodes, &copy);
   struct node_snapshot old = a->snap;
   a->snap = copy;
   for (size_t i = 0; i < copy.n; i++)
@@ -279,6 +286,8 @@ int cluster_remove(struct cluster *c, const char *addr) {
   struct agent *a = NULL;
   if (found) {
     a = c->agents[at];
+    if (a->reported)
+      nodeset_agent_gone(&c->nodes, a->snap.node, now_ms(c));
     memmove(&c->agents[at], &c->agents[at + 1], (c->n - at - 1) * sizeof *c->agents);
     c->n--;
   }
@@ -308,10 +317,71 @@ size_t cluster_sweep(struct cluster *c) {
       dropped++;
     }
   }
+  char left[512];
+  size_t forgot = nodeset_sweep(&c->nodes, now, left, sizeof left);
+  int64_t forget_ms = c->nodes.forget_ms;
   pthread_rwlock_unlock(&c->lock);
-  if (dropped)
+  if (forgot)
+    LOG_WARN("gateway",
+             "forgot %zu node%s whose agent has not reported for %.0fs and that the Kubernetes API "
+             "does not list (--forget-node-after): %s; answers no longer wait for them",
+             forgot, forgot == 1 ? "" : "s", (double)forget_ms / 1000.0, left);
+  if (dropped || forgot)
     bump(c);
   return dropped;
+}
+
+void cluster_set_forget_after(struct cluster *c, int64_t forget_ms) {
+  c->nodes.forget_ms = forget_ms < 0 ? NODESET_DEFAULT_FORGET_MS : forget_ms;
+}
+
+int64_t cluster_now_ms(struct cluster *c) {
+  return now_ms(c);
+}
+
+int cluster_apply_api_nodes(struct cluster *c, const struct nodeset_api_node *nodes, size_t n,
+                            int64_t listed_ms) {
+  char left[512];
+  pthread_rwlock_wrlock(&c->lock);
+  size_t before = c->nodes.n;
+  int rc = nodeset_apply_api(&c->nodes, nodes, n, listed_ms, left, sizeof left);
+  bool changed = rc != 0 || c->nodes.n != before;
+  pthread_rwlock_unlock(&c->lock);
+  if (rc > 0)
+    LOG_INFO("gateway",
+             "%d node%s left the GPU node set: the Kubernetes API no longer lists %s (as a GPU "
+             "node, or as a node an agent ran on)",
+             rc, rc == 1 ? "" : "s", left);
+  if (changed)
+    bump(c);
+  return rc;
+}
+
+int cluster_snapshot_nodes(struct cluster *c, struct cluster_set_node *out, size_t cap, size_t *n,
+                           size_t *lost) {
+  pthread_rwlock_rdlock(&c->lock);
+  int64_t now = now_ms(c);
+  *lost = 0;
+  for (size_t i = 0; i < c->nodes.n; i++) {
+    const struct nodeset_entry *e = &c->nodes.e[i];
+    *lost += nodeset_lost(e);
+    if (i >= cap)
+      continue;
+    struct cluster_set_node *o = &out[i];
+    memset(o, 0, sizeof *o);
+    snprintf(o->name, sizeof o->name, "%s", e->name);
+    o->lost = nodeset_lost(e);
+    if (o->lost)
+      nodeset_why(e, now, o->why, sizeof o->why);
+    o->seen = e->seen;
+    o->api_listed = e->api_listed;
+    o->api_gpu = e->api_gpu;
+    o->agents = e->agents;
+    o->gpus = e->gpus;
+  }
+  *n = c->nodes.n;
+  pthread_rwlock_unlock(&c->lock);
+  return 0;
 }
 
 size_t cluster_agent_count(struct cluster *c) {
@@ -375,6 +445,31 @@ int cluster_visit(struct cluster *c, int (*fn)(void *ud, const struct cluster_no
     v.stale_after_ms = CLUSTER_STALE_INTERVALS * interval_of(a);
     v.reason = a->reason;
     v.rings = v.dropped ? NULL : a->rings;
+    v.lost = false;
+    v.gpus = a->snap.n;
+    v.set = NULL;
+    rc = fn(ud, &v);
+  }
+  for (size_t i = 0; i < c->nodes.n && rc == 0; i++) {
+    const struct nodeset_entry *e = &c->nodes.e[i];
+    if (!nodeset_lost(e))
+      continue;
+    struct node_snapshot empty;
+    memset(&empty, 0, sizeof empty);
+    snprintf(empty.node, sizeof empty.node, "%s", e->name);
+    char why[CLUSTER_REASON_LEN];
+    nodeset_why(e, now, why, sizeof why);
+    struct cluster_node_view v;
+    memset(&v, 0, sizeof v);
+    v.addr = "";
+    v.node = e->name;
+    v.snap = &empty;
+    v.reported = e->seen;
+    v.age_ms = e->seen ? now - e->seen_ms : 0;
+    v.reason = why;
+    v.lost = true;
+    v.gpus = e->gpus;
+    v.set = e;
     rc = fn(ud, &v);
   }
   pthread_rwlock_unlock(&c->lock);

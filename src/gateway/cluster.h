@@ -10,6 +10,7 @@
 
 #include "core/node.h"
 #include "core/sample.h"
+#include "gateway/nodeset.h"
 
 #define CLUSTER_ADDR_LEN 256
 #define CLUSTER_REASON_LEN 512
@@ -33,8 +34,23 @@ struct cluster_node_view {
                                            are forgotten (one that never reported stays unknown) */
   int64_t age_ms;                       /* since the last update (or since it was added) */
   int64_t stale_after_ms;               /* 3 x its interval */
-  const char *reason;                   /* why it is disconnected ("" when connected) */
+  const char *reason;                   /* why it is disconnected ("" when connected); for a
+                                           lost node, why its GPUs are unknown */
   const struct cluster_gpu_ring *rings; /* internal, for cluster_gpu_window_mean */
+  /* A lost node (docs/gateway.md, "Lost agents"): a GPU node of the node set that no listed
+   * agent reports for. addr is "", snap has only the node name, and gpus is the GPU count it
+   * last had (its last report's, else the API's; 0 when unknown). */
+  bool lost;
+  size_t gpus;
+  const struct nodeset_entry *set; /* a lost node's entry (its GPU models), else NULL */
+};
+
+/* One node of the node set, for /metrics and /api/v1/agents (copied). */
+struct cluster_set_node {
+  char name[NODE_NAME_LEN];
+  char why[CLUSTER_REASON_LEN]; /* for a lost node: why its GPUs are unknown */
+  bool lost, seen, api_listed, api_gpu;
+  size_t agents, gpus;
 };
 
 /* Per-agent state for /metrics and logs (copied). */
@@ -67,11 +83,28 @@ int cluster_update(struct cluster *c, const char *addr, const struct node_snapsh
 /* Records the watch stream's state (adding the agent if new, e.g. discovered but unreachable);
  * reason explains a disconnection (may be NULL). Wakes cluster_wait. Returns 0 or GS_ENOMEM. */
 int cluster_set_state(struct cluster *c, const char *addr, bool connected, const char *reason);
-/* Forgets agent addr (discovery no longer lists it). Returns 0 or GS_ENOTFOUND. */
+/* Forgets agent addr (discovery no longer lists it); the node it reported stays in the node set
+ * (lost until an agent reports it again). Returns 0 or GS_ENOTFOUND. */
 int cluster_remove(struct cluster *c, const char *addr);
-/* Frees the GPUs of agents past drop_after_ms (readers already ignore them); call it from a
- * periodic thread. Returns how many agents were dropped by this call. */
+/* Frees the GPUs of agents past drop_after_ms (readers already ignore them) and forgets the lost
+ * nodes past the node set's forget time (nodeset_sweep, logged); call it from a periodic thread.
+ * Returns how many agents were dropped by this call. */
 size_t cluster_sweep(struct cluster *c);
+
+/* How long a node that only agents vouch for stays in the node set after its last report
+ * (nodeset_init's forget_ms). Call before any reader or writer starts. */
+void cluster_set_forget_after(struct cluster *c, int64_t forget_ms);
+/* Applies a complete API node list asked for at listed_ms (cluster_now_ms), see
+ * nodeset_apply_api; logs the nodes that leave and wakes cluster_wait. Returns how many left, or
+ * GS_ENOMEM. */
+int cluster_apply_api_nodes(struct cluster *c, const struct nodeset_api_node *nodes, size_t n,
+                            int64_t listed_ms);
+/* The cluster's clock (monotonic ms, or the test clock). */
+int64_t cluster_now_ms(struct cluster *c);
+/* Copies up to cap nodes of the node set into out, sorted by name; *n gets the set's size and
+ * *lost how many of them are lost. Returns 0. */
+int cluster_snapshot_nodes(struct cluster *c, struct cluster_set_node *out, size_t cap, size_t *n,
+                           size_t *lost);
 
 /* Copies up to cap agents' state into out, sorted by address; *n gets the agent count (which may
  * exceed cap). Returns 0. */
@@ -79,8 +112,9 @@ int cluster_snapshot_agents(struct cluster *c, struct cluster_agent_info *out, s
                             size_t *n);
 size_t cluster_agent_count(struct cluster *c);
 
-/* Calls fn for every agent under the read lock, in address order, stopping at the first
- * non-zero return, which it returns (0 when all were visited). fn must not call back into c,
+/* Calls fn for every agent under the read lock, in address order, then for every lost node
+ * (v->lost) in name order, stopping at the first non-zero return, which it returns (0 when all
+ * were visited). fn must not call back into c,
  * except cluster_gpu_window_mean. *now_ms gets the clock reading the views are relative to. */
 int cluster_visit(struct cluster *c, int (*fn)(void *ud, const struct cluster_node_view *v),
                   void *ud, int64_t *now_ms);

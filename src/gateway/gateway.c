@@ -18,6 +18,7 @@
 #include "gateway/cluster.h"
 #include "gateway/coverage.h"
 #include "gateway/discovery.h"
+#include "gateway/gpunodes.h"
 #include "gateway/source.h"
 #include "http/exposition.h"
 #include "http/server.h"
@@ -28,6 +29,7 @@
 #include "rpc/watch.h"
 
 #define GW_MAX_AGENTS 4096
+#define GW_MAX_SET_NODES 4096   /* nodes of the GPU node set shown in /metrics and /api/v1/agents */
 #define GW_FLAT_WARNED_MAX 1024 /* workload triggers remembered as checked; then it starts over */
 
 struct gateway_opts {
@@ -35,6 +37,11 @@ struct gateway_opts {
   char *agents_dns;
   int64_t dns_refresh_ms;
   int64_t drop_after_ms;
+  char *kube_api;
+  char *gpu_node_selector;
+  char *gpu_resources;
+  int64_t nodes_refresh_ms;
+  int64_t forget_node_after_ms;
   int64_t tick_ms;
   char *profiles;
   bool agent_tls;
@@ -58,6 +65,31 @@ static const struct opt_def gw_opts_table[] = {
      "forget an agent's GPUs after this long without an update (stale after 3 of its "
      "intervals)",
      O(drop_after_ms)},
+    {"kube-api", 0, "GPUSCALE_KUBE_API", OPT_STRING, "auto", 0, 0, NULL, "auto|off|KUBECONFIG",
+     "Kubernetes API for the cluster's GPU nodes (list on nodes), so that a node whose agent is "
+     "gone stays unknown until the API no longer lists it: auto = in-cluster when run in a pod, "
+     "off, or a kubeconfig file",
+     O(kube_api)},
+    {"gpu-node-selector", 0, "GPUSCALE_GPU_NODE_SELECTOR", OPT_STRING, NULL, 0, 0, NULL, "SELECTOR",
+     "label selector of the GPU nodes (e.g. the agent DaemonSet's nodeSelector, "
+     "nvidia.com/gpu.present=true): every node it lists is a GPU node (default: nodes with "
+     "--gpu-resources in their capacity)",
+     O(gpu_node_selector)},
+    {"gpu-resources", 0, "GPUSCALE_GPU_RESOURCES", OPT_STRING, GPUNODES_DEFAULT_RESOURCES, 0, 0,
+     NULL, "NAME,NAME*...",
+     "extended resources that make a node a GPU node when its capacity has one above 0 (a "
+     "trailing * matches any rest)",
+     O(gpu_resources)},
+    {"nodes-refresh", 0, "GPUSCALE_NODES_REFRESH", OPT_DURATION, "30s", 100, 3600000, NULL,
+     "DURATION",
+     "how often the Kubernetes API's node list is read again (a deleted node leaves the GPU "
+     "node set within this)",
+     O(nodes_refresh_ms)},
+    {"forget-node-after", 0, "GPUSCALE_FORGET_NODE_AFTER", OPT_DURATION, "1h", 1000,
+     30.0 * 86400000, NULL, "DURATION",
+     "a node whose agent is gone and that the Kubernetes API does not list (or without the API) "
+     "stays unknown this long after its last report, then is forgotten (at most 720h)",
+     O(forget_node_after_ms)},
     {"tick", 0, "GPUSCALE_TICK", OPT_DURATION, "1s", 100, 60000, NULL, "DURATION",
      "how often open StreamIsActive streams are re-checked when no agent update arrives",
      O(tick_ms)},
@@ -89,7 +121,9 @@ static const char gw_desc[] =
     "serves KEDA's ExternalScaler in node, cluster and workload scope (docs/gateway.md). It is\n"
     "stateless: run two or more replicas side by side. A stale or disconnected agent holding\n"
     "selected GPUs makes an answer UNAVAILABLE, never a lower number, unless the trigger sets\n"
-    "allowPartial or minCoverage.\n\n"
+    "allowPartial or minCoverage. So does a GPU node without an agent: one whose agent left DNS, "
+    "or\n"
+    "one the Kubernetes API lists (--kube-api), until the API no longer lists it.\n\n"
     "Example:  gpuscale gateway --agents-dns gpuscale-agent-headless.gpuscale.svc:6000";
 
 struct gateway {
@@ -268,6 +302,38 @@ static int render_agents(struct buf *b, const struct cluster_agent_info *a, size
   return rc;
 }
 
+/* The GPU node set (docs/gateway.md, "Lost agents"): its size, the lost nodes, and one series per
+ * lost node naming it. */
+static int render_nodes(struct buf *b, const struct cluster_set_node *s, size_t n, size_t total,
+                        size_t lost) {
+  int rc = expo_family(b, "gpuscale_gateway_gpu_nodes", "gauge",
+                       "GPU nodes the gateway must see: reported by an agent, or listed as GPU "
+                       "nodes by the Kubernetes API.");
+  char txt[32];
+  if (!rc) {
+    snprintf(txt, sizeof txt, "%zu", total);
+    rc = expo_sample(b, "gpuscale_gateway_gpu_nodes", NULL, 0, txt);
+  }
+  if (!rc)
+    rc = expo_family(b, "gpuscale_gateway_gpu_nodes_lost", "gauge",
+                     "GPU nodes without an agent: their GPUs are unknown to every answer.");
+  if (!rc) {
+    snprintf(txt, sizeof txt, "%zu", lost);
+    rc = expo_sample(b, "gpuscale_gateway_gpu_nodes_lost", NULL, 0, txt);
+  }
+  if (!rc)
+    rc = expo_family(b, "gpuscale_gateway_node_lost", "gauge",
+                     "1 for each GPU node without an agent (the node is in the set, no agent "
+                     "reports it).");
+  for (size_t i = 0; i < n && !rc; i++) {
+    if (!s[i].lost)
+      continue;
+    struct expo_label l[1] = {{"node", s[i].name}};
+    rc = expo_sample(b, "gpuscale_gateway_node_lost", l, 1, "1");
+  }
+  return rc;
+}
+
 static void handle_metrics(void *ud, const struct http_request *req, struct http_response *resp) {
   struct gateway *g = ud;
   struct cluster_agent_info *a = malloc(GW_MAX_AGENTS * sizeof *a);
@@ -278,6 +344,16 @@ static void handle_metrics(void *ud, const struct http_request *req, struct http
     cluster_snapshot_agents(g->cluster, a, GW_MAX_AGENTS, &n);
     stats_snapshot(g->stats, rpc);
     rc = render_agents(&resp->body, a, n < GW_MAX_AGENTS ? n : GW_MAX_AGENTS);
+    struct cluster_set_node *s = rc ? NULL : malloc(GW_MAX_SET_NODES * sizeof *s);
+    if (!rc && !s)
+      rc = GS_ENOMEM;
+    if (!rc) {
+      size_t total = 0, lost = 0;
+      cluster_snapshot_nodes(g->cluster, s, GW_MAX_SET_NODES, &total, &lost);
+      rc = render_nodes(&resp->body, s, total < GW_MAX_SET_NODES ? total : GW_MAX_SET_NODES, total,
+                        lost);
+    }
+    free(s);
     if (!rc)
       rc = coverage_render(g->coverage, &resp->body);
     if (!rc)
@@ -333,6 +409,27 @@ static void handle_agents(void *ud, const struct http_request *req, struct http_
   free(a);
   json_object *root = json_object_new_object();
   json_object_object_add(root, "agents", arr);
+  struct cluster_set_node *s = malloc(GW_MAX_SET_NODES * sizeof *s);
+  if (s) { /* the GPU node set: every node the gateway must see, and why a lost one is unknown */
+    size_t total = 0, lost = 0;
+    cluster_snapshot_nodes(g->cluster, s, GW_MAX_SET_NODES, &total, &lost);
+    json_object *nodes = json_object_new_array();
+    for (size_t i = 0; i < total && i < GW_MAX_SET_NODES; i++) {
+      json_object *o = json_object_new_object();
+      json_object_object_add(o, "name", json_object_new_string(s[i].name));
+      json_object_object_add(o, "agents", json_object_new_int64((int64_t)s[i].agents));
+      json_object_object_add(o, "lost", json_object_new_boolean(s[i].lost));
+      json_object_object_add(o, "seen", json_object_new_boolean(s[i].seen));
+      json_object_object_add(o, "api_listed", json_object_new_boolean(s[i].api_listed));
+      json_object_object_add(o, "api_gpu", json_object_new_boolean(s[i].api_gpu));
+      json_object_object_add(o, "gpus", json_object_new_int64((int64_t)s[i].gpus));
+      if (s[i].lost)
+        json_object_object_add(o, "why", json_object_new_string(s[i].why));
+      json_object_array_add(nodes, o);
+    }
+    json_object_object_add(root, "gpu_nodes", nodes);
+    free(s);
+  }
   resp->content_type = "application/json";
   buf_puts(&resp->body, json_object_to_json_string_ext(root, JSON_C_TO_STRING_PLAIN));
   buf_puts(&resp->body, "\n");
@@ -342,6 +439,56 @@ static void handle_agents(void *ud, const struct http_request *req, struct http_
 static void on_idle(void *ud) {
   struct gateway *g = ud;
   cluster_sweep(g->cluster);
+}
+
+/* Where the GPU node set comes from (docs/gateway.md, "Lost agents"): the Kubernetes API's node
+ * list on a thread of its own when there is access, and always the nodes agents report. Returns 0,
+ * or non-zero with *exit_code set (a kubeconfig that cannot be used). */
+static int gateway_gpu_nodes(struct gateway_opts *o, struct cluster *c, struct gpunodes *lister,
+                             int *exit_code) {
+  char forget[32];
+  duration_format(o->forget_node_after_ms, forget, sizeof forget);
+  struct kube_config cfg;
+  bool have = false;
+  char msg[768];
+  int rc = gpunodes_access(o->kube_api, &cfg, &have, msg, sizeof msg);
+  if (rc) {
+    LOG_ERROR("gateway", "%s", msg);
+    *exit_code = 2;
+    return rc;
+  }
+  if (!have) {
+    LOG_WARN("gateway",
+             "GPU nodes: only those agents have reported (no Kubernetes API: %s). A node whose "
+             "agent is gone stays unknown for --forget-node-after %s after its last report; a node "
+             "no agent ever reported is not seen at all",
+             msg, forget);
+    return 0;
+  }
+  struct gpunodes_match m;
+  char err[512];
+  if (gpunodes_match_parse(o->gpu_resources, &m, err, sizeof err) != 0) {
+    LOG_ERROR("gateway", "%s", err);
+    kube_config_free(&cfg);
+    *exit_code = 2;
+    return GS_EINVAL;
+  }
+  char source[600];
+  snprintf(source, sizeof source, "%s at %s", cfg.source ? cfg.source : "kubeconfig",
+           cfg.server ? cfg.server : "?");
+  char every[32];
+  duration_format(o->nodes_refresh_ms, every, sizeof every);
+  if ((rc = gpunodes_start(lister, c, &cfg, o->gpu_node_selector, &m, o->nodes_refresh_ms))) {
+    LOG_ERROR("gateway", "cannot start the node lister: %s", gs_strerror(rc));
+    return rc;
+  }
+  LOG_INFO("gateway",
+           "GPU nodes: the nodes agents report, and the Kubernetes API's (%s) nodes %s%s, listed "
+           "every %s. A node whose agent is gone stays unknown while the API lists it; one it "
+           "does not list is forgotten %s after its last report",
+           source, o->gpu_node_selector ? "under --gpu-node-selector " : "with capacity in ",
+           o->gpu_node_selector ? o->gpu_node_selector : o->gpu_resources, every, forget);
+  return 0;
 }
 
 static int gateway_run(struct gateway_opts *o) {
@@ -354,6 +501,8 @@ static int gateway_run(struct gateway_opts *o) {
   pthread_mutex_init(&g.lock, NULL);
   struct discovery disc;
   memset(&disc, 0, sizeof disc);
+  struct gpunodes lister;
+  memset(&lister, 0, sizeof lister);
   struct rpc_server *rpc = NULL;
   struct http_server *http = NULL;
 
@@ -378,6 +527,10 @@ static int gateway_run(struct gateway_opts *o) {
     LOG_ERROR("gateway", "cannot start (out of memory or threads)");
     goto out;
   }
+
+  cluster_set_forget_after(g.cluster, o->forget_node_after_ms);
+  if (gateway_gpu_nodes(o, g.cluster, &lister, &exit_code) != 0)
+    goto out;
 
   struct gwsource gs = {g.cluster, GWSOURCE_DEFAULT_COALESCE_MS, {0}};
   struct scaler sc = {&profiles, gwsource_make(&gs), NULL};
@@ -435,6 +588,7 @@ static int gateway_run(struct gateway_opts *o) {
 
 out:
   discovery_stop(&disc);
+  gpunodes_stop(&lister);
   http_server_stop(http);
   if (g.cluster)
     cluster_wake_all(g.cluster);
@@ -472,6 +626,13 @@ int gateway_main(int argc, char **argv) {
   } else if (rpc_tls_client_check(&atls, err, sizeof err) != 0) {
     fprintf(stderr, "gpuscale gateway: %s\n", err);
     code = 2;
+  } else {
+    struct gpunodes_match m;
+    if (gpunodes_match_parse(o.gpu_resources, &m, err, sizeof err) != 0) {
+      fprintf(stderr, "gpuscale gateway: %s\n", err);
+      code = 2;
+    }
+    gpunodes_match_free(&m);
   }
   if (code) {
     config_free(gw_opts_table, NOPTS, &o);

@@ -24,12 +24,14 @@ struct pick {
   bool pod_sel;      /* GPUs are selected through the pods holding them */
   bool node_found;   /* scope node: the named node was seen */
   bool node_dropped; /* scope node: the named node was dropped after --drop-after */
-  char dropped_note[320];
+  char dropped_note[NODE_NAME_LEN + CLUSTER_REASON_LEN + 96];
   size_t unknown;                  /* agents that never reported */
   size_t seen_fresh, seen_dropped; /* agents with a fresh view; agents past --drop-after */
   size_t node_overflow;            /* this node's GPUs with more holders than it lists */
   size_t overflow_max;             /* the most holders of one of them */
   char unknown_notes[UNKNOWN_NOTES][CLUSTER_ADDR_LEN + CLUSTER_REASON_LEN + 64];
+  size_t lost; /* lost nodes the selection passes (their GPUs are already counted unknown) */
+  char lost_notes[UNKNOWN_NOTES][NODE_NAME_LEN + CLUSTER_REASON_LEN + 64];
   struct pod_slot *pods; /* this node's pods seen so far (reset per node) */
   size_t npods, cap;
   uint32_t next_group;
@@ -379,8 +381,43 @@ static int visit_engines(struct pick *k, const struct cluster_node_view *v) {
   return 0;
 }
 
+/* A lost node (docs/gateway.md, "Lost agents"): a GPU node of the node set without an agent. Its
+ * GPUs are unknown, as those of an agent that never reported, for every scope and signal: the
+ * sum over the rest is never taken for the whole. It counts as the GPUs it last had (at least
+ * one; one engine pod for an engine signal). */
+static int visit_lost(struct pick *k, const struct cluster_node_view *v) {
+  const struct trigger *t = k->t;
+  if (t->scope == TRIGGER_SCOPE_NODE && strcmp(v->node, t->node) == 0) {
+    k->node_dropped = true; /* the named node: UNAVAILABLE saying why, not "no such node" */
+    snprintf(k->dropped_note, sizeof k->dropped_note, "node %s: %s", v->node, v->reason);
+    return 0;
+  }
+  if (t->scope == TRIGGER_SCOPE_NODE || !trigger_regex_match(&t->nodes, v->node))
+    return 0;
+  size_t gpus = t->engine || v->gpus == 0 ? 1 : v->gpus;
+  if (!t->engine && v->set && v->set->models_known) {
+    /* its last report's GPUs of a model the selection takes; none: it holds nothing the
+     * selection could count, as a fresh node without such a GPU */
+    gpus = 0;
+    for (size_t i = 0; i < v->set->n_models; i++)
+      if (trigger_regex_match(&t->gpu_model, v->set->models[i]))
+        gpus += v->set->model_gpus[i];
+    if (gpus == 0)
+      return 0;
+  }
+  if (k->lost < UNKNOWN_NOTES)
+    snprintf(k->lost_notes[k->lost], sizeof k->lost_notes[0], "node %s: %s; its %s unknown",
+             v->node, v->reason, t->engine ? "engine pods are" : "GPUs are");
+  k->lost++;
+  k->sel->unknown++;
+  k->sel->unknown_gpus += gpus;
+  return 0;
+}
+
 static int visit_node(void *ud, const struct cluster_node_view *v) {
   struct pick *k = ud;
+  if (v->lost)
+    return visit_lost(k, v);
   if (v->dropped) {
     k->seen_dropped++;
     /* The one node of scope node, forgotten: unknown (UNAVAILABLE, saying so), not "no such node"
@@ -392,10 +429,21 @@ static int visit_node(void *ud, const struct cluster_node_view *v) {
                v->node, v->addr, (double)v->age_ms / 1000.0, v->reason[0] ? ": " : "", v->reason);
       return 0;
     }
-    /* forgotten after drop_after_ms: it no longer holds anything that cluster or node scope
-     * counts, but a pod selection cannot know that none of its pods went there */
-    if (k->pod_sel && node_passes(k, v))
+    /* its GPUs were forgotten after drop_after_ms, but the node is still there: what it holds
+     * is unknown (a pod selection: pods placed since may hold its GPUs) */
+    if (!node_passes(k, v))
+      return 0;
+    if (k->pod_sel && !k->t->engine) {
       pod_unknowns(k, v, 0, false);
+    } else {
+      k->sel->unknown++;
+      k->sel->unknown_gpus++;
+      scaler_selection_note(k->sel,
+                            "node %s (%s) was dropped after --drop-after: no update for %.1fs%s%s; "
+                            "its %s unknown",
+                            v->node, v->addr, (double)v->age_ms / 1000.0, v->reason[0] ? ": " : "",
+                            v->reason, k->t->engine ? "engine pods are" : "GPUs are");
+    }
     return 0;
   }
   if (!v->reported) {
@@ -467,6 +515,10 @@ int gwsource_select(struct cluster *c, const struct trigger *t, struct scaler_se
              t->node, cluster_agent_count(c));
     return GS_ENOTFOUND;
   }
+  for (size_t i = 0; i < k.lost && i < UNKNOWN_NOTES; i++)
+    scaler_selection_note(sel, "%s", k.lost_notes[i]);
+  if (k.lost > UNKNOWN_NOTES)
+    scaler_selection_note(sel, "%zu more GPU nodes have no agent", k.lost - UNKNOWN_NOTES);
   for (size_t i = 0; i < k.unknown && i < UNKNOWN_NOTES; i++)
     scaler_selection_note(sel, "%s", k.unknown_notes[i]);
   if (k.unknown > UNKNOWN_NOTES)

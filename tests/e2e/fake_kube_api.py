@@ -7,6 +7,8 @@ this one. Paths:
 
     GET   /api/v1/nodes/{name}                                  200 Node | 404 Status
     GET   /api/v1/nodes                                         200 NodeList
+          (?labelSelector= with the API's grammar: k=v, k==v, k!=v, k, !k, k in (a,b),
+          k notin (a,b), comma-joined; a bad one is 400 BadRequest; pages with ?limit=N&continue=T)
     PATCH /api/v1/nodes/{name}                                  200 Node (merge / strategic merge)
     GET   /api/v1/pods?fieldSelector=spec.nodeName%3D{name}     200 PodList
     GET   /api/v1/pods?...&watch=1&resourceVersion=RV           200 a watch stream: chunked JSON
@@ -39,6 +41,9 @@ authorization present, JSON body) in memory and, with a log path, as JSON lines 
 An evicted pod disappears from the state (after its linger time, if any); a PATCH updates the node, so a test can assert the
 cluster's state after a run. With a token, requests without "Authorization: Bearer <token>" get
 401. With a certificate and key the server speaks TLS, and with a client CA it requires mTLS.
+
+Nodes come and go with api.put_node(node) and api.delete_node(name) (a cluster autoscaler's
+scale-up and scale-down).
 
 Pod changes that watches see go through api.put_pod(pod) and api.delete_pod(ns, name) (each gets a new
 resourceVersion); api.compact() drops the event history, so that older resourceVersions are Gone.
@@ -85,6 +90,70 @@ def merge_patch(target, patch):
     return out
 
 
+def _split_selector(sel):
+    """Splits on the commas outside parentheses."""
+    parts, depth, cur = [], 0, ""
+    for ch in sel:
+        if ch == "(":
+            depth += 1
+        elif ch == ")":
+            depth -= 1
+        if ch == "," and depth == 0:
+            parts.append(cur)
+            cur = ""
+        else:
+            cur += ch
+    parts.append(cur)
+    return [p.strip() for p in parts]
+
+
+def parse_label_selector(sel):
+    """[(op, key, values)] of a label selector, in the API server's grammar
+    (k8s.io/apimachinery pkg/labels/selector.go): =, ==, !=, in, notin, exists, !exists."""
+    reqs = []
+    if not sel.strip():
+        return reqs
+    for p in _split_selector(sel):
+        if not p:
+            raise ValueError("empty requirement in %r" % sel)
+        for word in (" notin ", " in "):
+            if word in p:
+                key, _, rest = p.partition(word)
+                rest = rest.strip()
+                if not (rest.startswith("(") and rest.endswith(")")):
+                    raise ValueError("%r: expected (values)" % p)
+                vals = {v.strip() for v in rest[1:-1].split(",")}
+                reqs.append((word.strip(), key.strip(), vals))
+                break
+        else:
+            if p.startswith("!"):
+                reqs.append(("!exists", p[1:].strip(), None))
+            elif "!=" in p:
+                k, _, v = p.partition("!=")
+                reqs.append(("!=", k.strip(), {v.strip()}))
+            elif "==" in p or "=" in p:
+                k, _, v = p.partition("==") if "==" in p else p.partition("=")
+                reqs.append(("=", k.strip(), {v.strip()}))
+            else:
+                reqs.append(("exists", p, None))
+        key = reqs[-1][1]
+        if not key or any(c in key for c in " ()!=,"):
+            raise ValueError("invalid label key %r" % key)
+    return reqs
+
+
+def label_match(reqs, labels):
+    for op, key, vals in reqs:
+        has = key in labels
+        if op == "exists" and not has or op == "!exists" and has:
+            return False
+        if op in ("=", "in") and (not has or labels[key] not in vals):
+            return False
+        if op in ("!=", "notin") and has and labels[key] in vals:
+            return False
+    return True
+
+
 class FakeKubeAPI:
     def __init__(self, state, log_path=None, token=None, tls_cert=None, tls_key=None,
                  client_ca=None, host="127.0.0.1", port=0):
@@ -106,6 +175,9 @@ class FakeKubeAPI:
         self.watch_floor = 0    # a watch from below this resourceVersion is Gone (410)
         self.closing = False
         self.watch_timeout_cap = None  # seconds: end every watch sooner than it asked
+        # Node list pages hold at most this many items, whatever limit asks: the API server may
+        # return fewer than limit (metav1.ListOptions.Limit), so a client must follow continue.
+        self.node_page_cap = None
         api = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -173,6 +245,25 @@ class FakeKubeAPI:
                 self.pods = [p for p in self.pods if "%s/%s" % (
                     p["metadata"]["namespace"], p["metadata"]["name"]) != key]
                 del self.gone_at[key]
+
+    def put_node(self, node):
+        """Adds or replaces a node (by metadata.name)."""
+        node = copy.deepcopy(node)
+        with self.lock:
+            self.rv += 1
+            node.setdefault("metadata", {})["resourceVersion"] = str(self.rv)
+            self.nodes[node["metadata"]["name"]] = node
+
+    def delete_node(self, name):
+        with self.lock:
+            self.rv += 1
+            self.nodes.pop(name, None)
+
+    def node_lists(self):
+        """The GET /api/v1/nodes requests so far."""
+        with self.lock:
+            return [r for r in self.requests
+                    if r["method"] == "GET" and r["path"].split("?")[0] == "/api/v1/nodes"]
 
     def pod_names(self):
         with self.lock:
@@ -354,9 +445,7 @@ class FakeKubeAPI:
                                     "resource")
         rest = parts[2:]
         if rest == ["nodes"] and method == "GET":
-            return 200, {"kind": "NodeList", "apiVersion": "v1",
-                         "metadata": {"resourceVersion": str(self.rv)},
-                         "items": list(self.nodes.values())}
+            return self.list_nodes(query)
         if len(rest) == 2 and rest[0] == "nodes":
             return self.node_call(method, rest[1], body, ctype)
         if rest == ["pods"] and method == "GET":
@@ -390,6 +479,26 @@ class FakeKubeAPI:
             self.nodes[name] = patched
             return 200, patched
         return 405, status_body(405, "MethodNotAllowed", "the server does not allow this method")
+
+    def list_nodes(self, query):
+        sel = query.get("labelSelector", [""])[0]
+        try:
+            reqs = parse_label_selector(sel)
+        except ValueError as e:
+            return 400, status_body(400, "BadRequest",
+                                    "unable to parse requirement: %s" % e)
+        items = [n for _, n in sorted(self.nodes.items())
+                 if label_match(reqs, n.get("metadata", {}).get("labels") or {})]
+        meta = {"resourceVersion": str(self.rv)}
+        limit = query.get("limit", [""])[0]
+        if limit:
+            start = int(query.get("continue", ["0"])[0] or 0)
+            end = start + max(min(int(limit), self.node_page_cap or int(limit)), 1)
+            if end < len(items):
+                meta["continue"] = str(end)
+            items = items[start:end]
+        return 200, {"kind": "NodeList", "apiVersion": "v1", "metadata": meta,
+                     "items": copy.deepcopy(items)}
 
     def list_pods(self, query, ns):
         self.purge()

@@ -78,6 +78,12 @@ class Gateway(Agent):
         assert status == 200, body
         return {a["address"]: a for a in json.loads(body)["agents"]}
 
+    def gpu_nodes(self):
+        """/api/v1/agents' GPU node set as {name: entry}."""
+        status, body = self.http_get("/api/v1/agents")
+        assert status == 200, body
+        return {n["name"]: n for n in json.loads(body)["gpu_nodes"]}
+
     def metrics_text(self):
         status, body = self.http_get("/metrics")
         assert status == 200, body

@@ -486,7 +486,13 @@ def test_killed_agent_is_unavailable_never_lower_then_partial_then_recovery(cl):
     assert e.code() == grpc.StatusCode.UNAVAILABLE, e.details()
     assert "gpu-node-2" in e.details() and "dropped after --drop-after" in e.details(), e.details()
     assert close(value(dclient, md(pods=VLLM + ".*", allowPartial="true")), want)
-    assert close(value(dclient, md(aggregation="avg")), cluster_expected("avg", alive=alive))
+    # cluster scope too: its GPUs were forgotten, but the node is still a GPU node without a
+    # fresh agent, so it is unknown, never the smaller average of the rest (issue 20, point 4)
+    e = rpc_error(value, dclient, md(aggregation="avg"))
+    assert e.code() == grpc.StatusCode.UNAVAILABLE, e.details()
+    assert "gpu-node-2" in e.details() and "its GPUs are unknown" in e.details(), e.details()
+    assert close(value(dclient, md(aggregation="avg", allowPartial="true")),
+                 cluster_expected("avg", alive=alive))
     # the first replica (default drop-after 5m) still refuses
     assert rpc_error(value, cl.client, vllm).code() == grpc.StatusCode.UNAVAILABLE
     # recovery: the agent comes back on the same port
@@ -748,11 +754,15 @@ def test_dns_discovery_finds_every_address(tmp_path, pb, how):
     gw = None
     try:
         agents = _dns_agents(tmp_path, hosts, port)
-        gw = Gateway(["--agents-dns", "%s:%d" % (name, port), "--dns-refresh", "300ms"],
+        # No Kubernetes API here: a node whose agent left DNS stays unknown for
+        # --forget-node-after (test_lost_agents.py tests that), 1s here.
+        gw = Gateway(["--agents-dns", "%s:%d" % (name, port), "--dns-refresh", "300ms",
+                      "--forget-node-after", "1s"],
                      env=env, workdir=str(tmp_path / "gw")).start()
         _dns_check(gw, agents, [(h[1], h[2]) for h in hosts])
         if how == "test-resolver":
-            # an agent that leaves the records is forgotten at once: no UNAVAILABLE
+            # an agent that leaves the records leaves the agent list at once; its node is
+            # unknown until --forget-node-after (1s), then the other agent's value is whole
             tmp = records + ".tmp"
             with open(tmp, "w") as f:
                 f.write("127.0.0.1\n")

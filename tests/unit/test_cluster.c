@@ -479,6 +479,47 @@ static void test_concurrent(void **state) {
   cluster_free(c);
 }
 
+/* An agent that leaves the agent list (its DaemonSet pod deleted) leaves its node behind, lost:
+ * visited after the agents with the reason, until an agent reports it again (issue 20, point 4). */
+static void test_lost_node_view(void **state) {
+  (void)state;
+  struct cluster *c = new_view(0);
+  struct node_snapshot s;
+  const double u[] = {10, 20};
+  mk(&s, "node-a", 1000, 2, u, 1);
+  assert_int_equal(cluster_update(c, "10.0.0.1:6000", &s), 0);
+  fake_now += 1000;
+  assert_int_equal(cluster_remove(c, "10.0.0.1:6000"), 0);
+  fake_now += 4000;
+  struct seen seen = {0};
+  assert_int_equal(cluster_visit(c, collect, &seen, NULL), 0);
+  assert_int_equal(seen.n, 1);
+  assert_true(seen.v[0].lost);
+  assert_string_equal(seen.addr[0], "");
+  assert_string_equal(seen.v[0].node, "node-a");
+  assert_int_equal(seen.v[0].gpus, 2);
+  assert_int_equal(seen.gpus[0], 0);
+  assert_false(seen.v[0].fresh);
+  struct cluster_set_node nodes[2];
+  size_t n = 0, lost = 0;
+  assert_int_equal(cluster_snapshot_nodes(c, nodes, 2, &n, &lost), 0);
+  assert_int_equal(n, 1);
+  assert_int_equal(lost, 1);
+  assert_string_equal(nodes[0].why,
+                      "its agent left the agent list 4.0s ago (last report 5.0s ago)");
+  /* the DaemonSet's new pod, on another address, reports the node again */
+  assert_int_equal(cluster_update(c, "10.0.0.7:6000", &s), 0);
+  node_snapshot_clear(&s);
+  memset(&seen, 0, sizeof seen);
+  assert_int_equal(cluster_visit(c, collect, &seen, NULL), 0);
+  assert_int_equal(seen.n, 1);
+  assert_false(seen.v[0].lost);
+  assert_string_equal(seen.addr[0], "10.0.0.7:6000");
+  assert_int_equal(cluster_snapshot_nodes(c, nodes, 2, &n, &lost), 0);
+  assert_int_equal(lost, 0);
+  cluster_free(c);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_deep_copy_and_order),
@@ -490,6 +531,7 @@ int main(void) {
       cmocka_unit_test(test_wait),
       cmocka_unit_test(test_concurrent),
       cmocka_unit_test(test_never_reported_is_not_dropped),
+      cmocka_unit_test(test_lost_node_view),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

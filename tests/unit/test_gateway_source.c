@@ -1065,16 +1065,33 @@ static const struct cov_case cov_cases[] = {
      1,
      0.75,
      true},
-    {"a dropped agent in cluster scope is forgotten: complete",
+    /* issue 20, point 4: a node whose GPUs were forgotten is still a GPU node without a fresh
+     * agent: unknown in cluster scope too, never the smaller sum of the rest */
+    {"a dropped agent in cluster scope is unknown: no smaller sum",
      W_A2_DROPPED,
      0,
      {UTIL, {"aggregation", "sum"}},
+     GS_EUNAVAIL,
+     0,
+     8,
+     8,
+     1,
+     8.0 / 9.0,
+     false,
+     false,
+     "node gpu-a-2 (10.0.0.2:6000) was dropped after --drop-after",
+     "its GPUs are unknown"},
+    {"a dropped agent in cluster scope + allowPartial: the rest, 8/(8+1)",
+     W_A2_DROPPED,
+     0,
+     {UTIL, {"aggregation", "sum"}, PART},
      0,
      5 * 90 + 80 + 40 + 60 + 10 + 0 - 2 * 90,
      8,
      8,
-     0,
-     1},
+     1,
+     8.0 / 9.0,
+     true},
     /* a GPU with more holders than the agent lists: unknown for a pod selection, never a lower
      * share; cluster scope counts it once as before */
     {"holders past the list: the workload's GPU is unknown",
@@ -1411,7 +1428,7 @@ static const struct cov_case cov_cases[] = {
      false,
      "4 agents or nodes with unknown GPUs (counted as 4 GPUs)",
      "node gpu-h-1 (10.0.0.3:6000): dropped after --drop-after, last update 10.0s ago"},
-    {"all dropped, cluster + allowPartial",
+    {"all dropped, cluster + allowPartial: each node unknown, nothing to aggregate",
      W_ALL_DROPPED,
      0,
      {UTIL, AVG, PART},
@@ -1419,11 +1436,12 @@ static const struct cov_case cov_cases[] = {
      0,
      0,
      0,
-     1,
+     4,
      0,
      false,
      false,
-     "no agent has a fresh view"},
+     "nothing to aggregate",
+     "node gpu-a-1 (10.0.0.1:6000) was dropped after --drop-after"},
     {"no agents at all",
      W_NO_AGENTS,
      0,
@@ -1885,8 +1903,30 @@ static const struct eng_case eng_cases[] = {
      false,
      false,
      "agent 10.0.1.9:6000 unreachable, never reported"},
-    /* Dropped: forgotten in cluster scope, unknown for a pod selection. */
-    {"dropped, cluster scope", EV_E2_DROPPED, {VQ, {"scope", "cluster"}}, 0, 110, 0, 3, 3},
+    /* Dropped: its node is still there, so what it holds is unknown in every scope (issue 20,
+     * point 4). */
+    {"dropped, cluster scope",
+     EV_E2_DROPPED,
+     {VQ, {"scope", "cluster"}},
+     GS_EUNAVAIL,
+     0,
+     0,
+     3,
+     3,
+     false,
+     false,
+     "node gpu-e-2 (10.0.1.2:6000) was dropped after --drop-after",
+     "its engine pods are unknown"},
+    {"dropped, cluster scope, allowPartial",
+     EV_E2_DROPPED,
+     {VQ, {"scope", "cluster"}, {"allowPartial", "true"}},
+     0,
+     110,
+     0,
+     3,
+     3,
+     false,
+     true},
     {"dropped, workload scope",
      EV_E2_DROPPED,
      {VQ, VPODS},
@@ -1977,6 +2017,255 @@ static int teardown(void **state) {
   return 0;
 }
 
+/* ---- lost nodes (issue 20, point 4; docs/gateway.md, "Lost agents") ----------------------- */
+
+enum lost_world {
+  L_A2_LEFT,    /* gpu-a-2's agent (2 GPUs) left the agent list (a deleted DaemonSet pod) */
+  L_A2_DELETED, /* ... and then the API's node list no longer has gpu-a-2 */
+  L_API_UNSEEN, /* the API lists gpu-x-9 with 4 GPUs; no agent ever reported from it */
+};
+
+struct lost_case {
+  const char *label;
+  enum lost_world w;
+  struct kv md[MAXKV];
+  int rc;
+  double value;
+  size_t selected, fresh, unknown;
+  double coverage;
+  bool partial;
+  const char *msg, *msg2;
+};
+
+#define SUM                                                                                        \
+  { "aggregation", "sum" }
+
+static const struct lost_case lost_cases[] = {
+    {"cluster scope: UNAVAILABLE, never the sum of the rest (460)",
+     L_A2_LEFT,
+     {UTIL, SUM},
+     GS_EUNAVAIL,
+     0,
+     8,
+     8,
+     1,
+     0.8, /* 8 / (8 + the 2 GPUs it last reported) */
+     false,
+     "node gpu-a-2: its agent left the agent list",
+     "its GPUs are unknown"},
+    {"cluster scope + allowPartial: the rest, with the coverage",
+     L_A2_LEFT,
+     {UTIL, SUM, PART},
+     0,
+     460,
+     8,
+     8,
+     1,
+     0.8,
+     true},
+    {"workload: UNAVAILABLE, never 270",
+     L_A2_LEFT,
+     {UTIL, VLLM},
+     GS_EUNAVAIL,
+     0,
+     3,
+     3,
+     1,
+     0.6,
+     false,
+     "node gpu-a-2: its agent left the agent list"},
+    {"workload + allowPartial: 270 at coverage 3/5",
+     L_A2_LEFT,
+     {UTIL, VLLM, PART},
+     0,
+     270,
+     3,
+     3,
+     1,
+     0.6,
+     true},
+    {"minCoverage 0.5 takes it, 0.7 does not",
+     L_A2_LEFT,
+     {UTIL, VLLM, {"minCoverage", "0.5"}},
+     0,
+     270,
+     3,
+     3,
+     1,
+     0.6,
+     true},
+    {"minCoverage 0.7",
+     L_A2_LEFT,
+     {UTIL, VLLM, {"minCoverage", "0.7"}},
+     GS_EUNAVAIL,
+     0,
+     3,
+     3,
+     1,
+     0.6,
+     false,
+     "minCoverage"},
+    {"node scope naming the lost node: UNAVAILABLE, not NOT_FOUND",
+     L_A2_LEFT,
+     {UTIL, {"node", "gpu-a-2"}},
+     GS_EUNAVAIL,
+     0,
+     0,
+     0,
+     1,
+     0,
+     false,
+     "node gpu-a-2: its agent left the agent list"},
+    {"node scope on another node does not depend on it",
+     L_A2_LEFT,
+     {UTIL, {"node", "gpu-h-1"}, SUM},
+     0,
+     190,
+     4,
+     4,
+     0,
+     1},
+    {"a nodes selector that leaves the lost node out is whole",
+     L_A2_LEFT,
+     {UTIL, {"nodes", "gpu-h-.*"}, SUM},
+     0,
+     190,
+     4,
+     4,
+     0,
+     1},
+    /* its last report had only A100s: a gpuModel selector of another model leaves it out */
+    {"gpuModel H100: the lost A100 node cannot hold any, whole",
+     L_A2_LEFT,
+     {UTIL, SUM, {"gpuModel", "NVIDIA H100.*"}},
+     0,
+     190,
+     4,
+     4,
+     0,
+     1},
+    {"gpuModel A100: it counts as its 2 A100s",
+     L_A2_LEFT,
+     {UTIL, SUM, {"gpuModel", "NVIDIA A100.*"}, PART},
+     0,
+     270,
+     3,
+     3,
+     1,
+     0.6,
+     true},
+    {"a node nobody knows is still NOT_FOUND", L_A2_LEFT, {UTIL, {"node", "gpu-zz"}}, GS_ENOTFOUND},
+    {"the API no longer lists it: whole again", L_A2_DELETED, {UTIL, SUM}, 0, 460, 8, 8, 0, 1},
+    {"the API no longer lists it: the named node is NOT_FOUND again",
+     L_A2_DELETED,
+     {UTIL, {"node", "gpu-a-2"}},
+     GS_ENOTFOUND},
+    {"a GPU node of the API without an agent: unknown, counted as its capacity",
+     L_API_UNSEEN,
+     {UTIL, SUM},
+     GS_EUNAVAIL,
+     0,
+     10,
+     10,
+     1,
+     10.0 / 14.0,
+     false,
+     "node gpu-x-9: no agent has reported from it; the Kubernetes API lists it as a GPU node "
+     "(nvidia.com/gpu: 4)"},
+    {"its models are not known: a gpuModel selector cannot leave it out",
+     L_API_UNSEEN,
+     {UTIL, SUM, {"gpuModel", "NVIDIA H100.*"}, PART},
+     0,
+     190,
+     4,
+     4,
+     1,
+     0.5,
+     true},
+    {"... a pod selection too", L_API_UNSEEN, {UTIL, VLLM, PART}, 0, 450, 5, 5, 1, 5.0 / 9.0, true},
+};
+
+static void lost_rig(struct rig *r, enum lost_world w) {
+  rig_init(r, V_ALL_FRESH);
+  /* every node the API lists (the fixture's four), as GPU nodes */
+  struct nodeset_api_node api[] = {{"gpu-a-1", true, 3, "nvidia.com/gpu: 3"},
+                                   {"gpu-a-2", true, 2, "nvidia.com/gpu: 2"},
+                                   {"gpu-h-1", true, 4, "nvidia.com/gpu: 4"},
+                                   {"gpu-l-1", true, 1, "nvidia.com/gpu: 1"},
+                                   {"gpu-x-9", true, 4, "nvidia.com/gpu: 4"}};
+  if (w == L_API_UNSEEN) {
+    assert_int_equal(cluster_apply_api_nodes(r->c, api, 5, fake_now), 0);
+    return;
+  }
+  assert_int_equal(cluster_apply_api_nodes(r->c, api, 4, fake_now), 0);
+  fake_now += 500;
+  assert_int_equal(cluster_remove(r->c, "10.0.0.2:6000"), 0);
+  if (w == L_A2_DELETED) {
+    fake_now += 500;
+    struct nodeset_api_node rest[] = {api[0], api[2], api[3]};
+    assert_int_equal(cluster_apply_api_nodes(r->c, rest, 3, fake_now), 1);
+  }
+}
+
+static void test_lost_nodes(void **state) {
+  (void)state;
+  for (size_t i = 0; i < sizeof lost_cases / sizeof lost_cases[0]; i++) {
+    const struct lost_case *k = &lost_cases[i];
+    struct rig r;
+    lost_rig(&r, k->w);
+    struct scaler_request req = {"my-app", "prod", k->md, kv_count(k->md)};
+    struct scaler_result res;
+    memset(&res, 0, sizeof res);
+    struct scaler_error e;
+    memset(&e, 0, sizeof e);
+    int rc = scaler_get_metrics(&r.s, &req, NULL, &res, &e);
+    bool ok = rc == k->rc;
+    if (rc == 0)
+      ok = ok && fabs(res.value - k->value) < 1e-9 && res.selected == k->selected &&
+           res.fresh == k->fresh && res.unknown == k->unknown &&
+           fabs(res.coverage - k->coverage) < 1e-9 && res.partial == k->partial;
+    else if (rc == GS_EUNAVAIL)
+      ok = ok && e.has_coverage && e.selected == k->selected && e.fresh == k->fresh &&
+           e.unknown == k->unknown && fabs(e.coverage - k->coverage) < 1e-9 &&
+           (!k->msg || strstr(e.msg, k->msg)) && (!k->msg2 || strstr(e.msg, k->msg2));
+    if (!ok)
+      print_error("case \"%s\": rc %d value %g selected %zu fresh %zu unknown %zu coverage %g "
+                  "partial %d msg \"%s\"\n",
+                  k->label, rc, res.value, rc ? e.selected : res.selected, rc ? e.fresh : res.fresh,
+                  rc ? e.unknown : res.unknown, rc ? e.coverage : res.coverage, res.partial, e.msg);
+    assert_true(ok);
+    cluster_free(r.c);
+  }
+}
+
+/* An engine signal over a lost node (gpu-e-2's agent left the agent list): its engine pods are
+ * unknown, counted as one; never the 10 of the pods still seen (3 + 7, without vllm-d's 12). */
+static void test_lost_engine_node(void **state) {
+  (void)state;
+  struct rig r;
+  eng_rig(&r, EV_ALL);
+  assert_int_equal(cluster_remove(r.c, "10.0.1.2:6000"), 0);
+  struct kv strict[MAXKV] = {VQ, VPODS};
+  struct kv part[MAXKV] = {VQ, VPODS, {"allowPartial", "true"}};
+  struct scaler_request req = {"vllm", "prod", strict, kv_count(strict)};
+  struct scaler_result res;
+  struct scaler_error e;
+  memset(&res, 0, sizeof res);
+  memset(&e, 0, sizeof e);
+  assert_int_equal(scaler_get_metrics(&r.s, &req, NULL, &res, &e), GS_EUNAVAIL);
+  assert_non_null(strstr(e.msg, "node gpu-e-2: its agent left the agent list"));
+  assert_non_null(strstr(e.msg, "its engine pods are unknown"));
+  req.md = part;
+  req.nmd = kv_count(part);
+  memset(&e, 0, sizeof e);
+  assert_int_equal(scaler_get_metrics(&r.s, &req, NULL, &res, &e), 0);
+  assert_true(fabs(res.value - 10) < 1e-9);
+  assert_true(res.partial);
+  assert_int_equal(res.unknown, 1);
+  assert_true(fabs(res.coverage - 2.0 / 3.0) < 1e-9);
+  cluster_free(r.c);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_cases),
@@ -1989,6 +2278,8 @@ int main(void) {
       cmocka_unit_test(test_replicas_on_one_gpu_do_not_feed_the_loop),
       cmocka_unit_test(test_engine_cases),
       cmocka_unit_test(test_engine_hpa),
+      cmocka_unit_test(test_lost_nodes),
+      cmocka_unit_test(test_lost_engine_node),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -19,6 +19,19 @@ release R gives "R-gpuscale". fullnameOverride replaces the whole prefix.
 {{- define "gpuscale.agent.fullname" -}}{{ include "gpuscale.fullname" . }}-agent{{- end -}}
 {{- define "gpuscale.agent.headless" -}}{{ include "gpuscale.fullname" . }}-agent-headless{{- end -}}
 {{- define "gpuscale.gateway.fullname" -}}{{ include "gpuscale.fullname" . }}-gateway{{- end -}}
+{{/* The gateway's GPU node selector: gateway.gpuNodes.selector, else agent.nodeSelector as a label
+selector (the nodes an agent should run on), else "" (GPU capacity decides). */}}
+{{- define "gpuscale.gateway.gpuNodeSelector" -}}
+{{- if .Values.gateway.gpuNodes.selector -}}
+{{- .Values.gateway.gpuNodes.selector -}}
+{{- else -}}
+{{- $parts := list -}}
+{{- range $k, $v := .Values.agent.nodeSelector -}}
+{{- $parts = append $parts (printf "%s=%s" $k $v) -}}
+{{- end -}}
+{{- join "," $parts -}}
+{{- end -}}
+{{- end -}}
 {{- define "gpuscale.rightsize.fullname" -}}{{ include "gpuscale.fullname" . }}-rightsize{{- end -}}
 {{- define "gpuscale.tls.secretName" -}}
 {{- if .Values.tls.certManager.enabled -}}{{ include "gpuscale.fullname" . }}-tls{{- else -}}{{ .Values.tls.existingSecret }}{{- end -}}
