@@ -47,10 +47,11 @@ enum engine_signal {
 #define ENGINE_NS_LEN 64
 #define ENGINE_POD_LEN 254
 #define ENGINE_REASON_LEN 192
-#define ENGINE_MAX_PODS 256         /* engine pods one agent reads; more are absent with a reason */
-#define ENGINE_MODEL_NAME_LEN 128   /* a Triton model name, NUL included */
-#define ENGINE_MODEL_VERSION_LEN 24 /* a Triton model version (an int64 in decimal), NUL included  \
-                                     */
+#define ENGINE_MAX_PODS 256       /* engine pods one agent reads; more are absent with a reason */
+#define ENGINE_MODEL_NAME_LEN 128 /* a Triton model name, NUL included */
+#define ENGINE_MODEL_VERSION_LEN                                                                   \
+  24                         /* a Triton model version (an int64 in decimal), NUL included         \
+                              */
 #define ENGINE_MAX_MODELS 16 /* (model, version) pairs one reading lists; more are counted only */
 
 /* One (model, version) that a Triton pod serves, with the signals of that model alone (the
