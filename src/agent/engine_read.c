@@ -360,26 +360,31 @@ static void triton_page(const struct prom_doc *d, const struct engine_prev *prev
   }
 }
 
-/* The ensemble of the page, if one model's compute time over the interval is the sum of all the
- * other models' (triton core ensemble_scheduler.cc: the composing models' requests report their
- * compute time into the ensemble's own statistics as well, so an ensemble's compute time is its
- * composing models'; it queues nothing itself). NULL when no single model is. */
+/* The ensemble of the page: the model with the most compute time over the interval when that time
+ * is the sum of all the other models' (within ENSEMBLE_TOL) and each of the others completed at
+ * least as many requests. Triton core's ensemble_scheduler.cc reports its composing models'
+ * compute time into the ensemble's own statistics, so an ensemble's compute time is theirs, and
+ * every step runs at least once per client request; it queues nothing itself. NULL when no model
+ * is, or without compute counters (counter latencies off). */
 static const struct tmodel *triton_ensemble(const struct tpage *pg) {
   double total = 0;
   size_t with = 0;
-  for (size_t i = 0; i < pg->n; i++)
-    if (pg->m[i].has_c) {
-      total += pg->m[i].c;
-      with++;
-    }
   const struct tmodel *e = NULL;
-  for (size_t i = 0; with >= 3 && i < pg->n; i++) {
+  for (size_t i = 0; i < pg->n; i++) {
     const struct tmodel *m = &pg->m[i];
-    if (!m->has_c || m->c <= 0 || fabs(m->c - (total - m->c)) > ENSEMBLE_TOL * m->c)
+    if (!m->has_c)
       continue;
-    if (e)
-      return NULL; /* two candidates: nothing certain */
-    e = m;
+    total += m->c;
+    with++;
+    if (!e || m->c > e->c)
+      e = m;
+  }
+  if (with < 2 || !e || e->c <= 0 || fabs(e->c - (total - e->c)) > ENSEMBLE_TOL * e->c)
+    return NULL;
+  for (size_t i = 0; i < pg->n; i++) {
+    const struct tmodel *m = &pg->m[i];
+    if (m != e && m->has_c && m->c > 0 && m->ok + m->fail < e->ok + e->fail)
+      return NULL;
   }
   return e;
 }
