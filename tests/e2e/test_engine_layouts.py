@@ -26,6 +26,7 @@ prometheus-cpp (Triton's library) writes counters without a _total suffix; the T
 give prometheus_client counter families whose samples carry Triton's own names.
 """
 
+import json
 import os
 import socket
 import threading
@@ -245,6 +246,7 @@ def gw(tmp_path_factory):
         os.makedirs(g.workdir, exist_ok=True)
         g.start()
         procs.append(g)
+        g.agent = agent
         yield g
     finally:
         for p in procs:
@@ -310,6 +312,25 @@ def test_triton_ensemble_counts_client_requests_once(gw):
     assert settle(c, md("triton_pending_requests", "triton-ens"), 0) == 0
     assert settle(c, md("trtllm_queued_requests", "triton-ens"), 5) == 5
     assert settle(c, md("trtllm_active_requests", "triton-ens", model="tensorrt_llm"), 12) == 12
+
+
+def test_agent_lists_the_models_a_triton_pod_serves(gw):
+    # /api/v1/engines shows the names that model / modelVersion take, with each model's values
+    def models():
+        status, body = gw.agent.http_get("/api/v1/engines")
+        assert status == 200, body
+        pods = {p["pod"]: p for p in json.loads(body)["pods"]}
+        p = pods.get("triton-ens", {})
+        return p if "triton_request_rate" in p.get("values", {}) else None
+
+    p = wait_for(models, timeout=20, what="the triton-ens rates")
+    assert p["models_total"] == 4
+    got = {(m["model"], m["version"]): m["values"] for m in p["models"]}
+    assert set(got) == {("ensemble", "1"), ("preprocessing", "1"), ("tensorrt_llm", "1"),
+                        ("postprocessing", "1")}
+    assert got[("tensorrt_llm", "1")]["triton_queue_wait_ms"] == 200
+    assert got[("tensorrt_llm", "1")]["trtllm_queued_requests"] == 5
+    assert "trtllm_queued_requests" not in got[("ensemble", "1")]
 
 
 def test_triton_model_key_refusals(gw):
