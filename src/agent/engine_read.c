@@ -439,25 +439,30 @@ static void triton_models(const struct tpage *pg, bool rates, double dt,
   }
 }
 
-/* The pod's gauges: sums over models, absent when no model serves the series. */
+/* The pod's gauges: sums over models, each absent when no model serves its series (a TensorRT-LLM
+ * backend before the "waiting" request type serves only active, max, scheduled and context). */
 static void triton_gauges(const struct tpage *pg, struct engine_reading *out) {
   double pend = 0, active = 0, queued = 0;
-  bool has_pend = false, has_trt = false;
+  bool has_pend = false, has_active = false, has_queued = false;
   for (size_t i = 0; i < pg->n; i++) {
     pend += pg->m[i].pend;
     active += pg->m[i].active;
     queued += pg->m[i].queued;
     has_pend |= pg->m[i].has_pend;
-    has_trt |= pg->m[i].has_active || pg->m[i].has_queued;
+    has_active |= pg->m[i].has_active;
+    has_queued |= pg->m[i].has_queued;
   }
   if (has_pend)
     set(out, ES_TRITON_PENDING, pend);
   else
     reason(out, "nv_inference_pending_request_count not in the scrape");
-  if (has_trt) {
+  if (has_active)
     set(out, ES_TRTLLM_ACTIVE, active);
+  if (has_queued)
     set(out, ES_TRTLLM_QUEUED, queued);
-  }
+  else if (has_active)
+    reason(out, "nv_trt_llm_request_metrics has no request_type=\"waiting\" (an older "
+                "TensorRT-LLM backend)");
 }
 
 /* The pod's rates from the models' increases over dt seconds. */

@@ -257,6 +257,19 @@ static void test_trtllm(void **state) {
                    -1);
   assert_non_null(strstr(why, "has no trtllm_queued_requests reading"));
 
+  /* An older backend (tensorrtllm_backend inflight_batcher_llm/src/custom_metrics_reporter/
+   * custom_metrics_reporter.cc before "waiting": request types active, max, scheduled, context):
+   * the queue is absent, never 0. */
+  read2(ENGINE_TRITON,
+        "nv_trt_llm_request_metrics{model=\"tensorrt_llm\",request_type=\"active\",version=\"1\"} "
+        "9\n"
+        "nv_trt_llm_request_metrics{model=\"tensorrt_llm\",request_type=\"max\",version=\"1\"} 64\n"
+        "nv_inference_pending_request_count{model=\"tensorrt_llm\",version=\"1\"} 0\n",
+        NULL, &r);
+  want("older trtllm", &r, ES_TRTLLM_ACTIVE, 9);
+  assert_false(engine_has(&r, ES_TRTLLM_QUEUED));
+  assert_non_null(strstr(r.reason, "request_type=\"waiting\""));
+
   /* A Triton without TensorRT-LLM: the two signals are absent, never 0. */
   read2(ENGINE_TRITON, TM("resnet", 10, 100, 1000, 0), NULL, &r);
   assert_false(engine_has(&r, ES_TRTLLM_ACTIVE));
