@@ -218,6 +218,7 @@ static void read_vllm(const struct prom_doc *d, struct engine_reading *out) {
 /* ---- Triton ---- */
 
 #define TRITON_MODELS 128 /* models one page may hold for the rates; more: rates absent */
+#define TRITON_OVER 1024  /* models beyond TRITON_MODELS told apart, for models_total */
 #define ENSEMBLE_TOL 0.10 /* an ensemble's compute time matches its models' within this share */
 
 /* One (model, version) of a Triton page. Names point into the document. */
@@ -232,8 +233,9 @@ struct tmodel {
 
 struct tpage {
   struct tmodel m[TRITON_MODELS];
-  size_t n, over; /* models kept; models beyond TRITON_MODELS */
-  size_t bad;     /* a value that is negative or not finite */
+  size_t n, over; /* models kept; models beyond TRITON_MODELS (at most TRITON_OVER counted) */
+  uint64_t over_keys[TRITON_OVER];
+  size_t bad; /* a value that is negative or not finite */
   const char *badname;
   double badv;
 };
@@ -252,7 +254,12 @@ static struct tmodel *tmodel_of(struct tpage *pg, const struct prom_sample *s) {
     if (strcmp(pg->m[i].name, name) == 0 && strcmp(pg->m[i].version, ver) == 0)
       return &pg->m[i];
   if (pg->n == TRITON_MODELS) {
-    pg->over++;
+    uint64_t k = fnv(fnv(14695981039346656037ULL, name), ver);
+    size_t i = 0;
+    while (i < pg->over && pg->over_keys[i] != k)
+      i++;
+    if (i == pg->over && pg->over < TRITON_OVER)
+      pg->over_keys[pg->over++] = k;
     return NULL;
   }
   struct tmodel *m = &pg->m[pg->n++];

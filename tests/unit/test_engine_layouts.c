@@ -335,6 +335,25 @@ static void test_triton_series_cap(void **state) {
   assert_non_null(strstr(r.reason, "counter series"));
   assert_int_equal(r.n_models, ENGINE_MAX_MODELS);
   assert_int_equal(r.models_total, 20);
+
+  /* More models than a page may hold for the rates: absent with the reason, every model counted
+   * once whatever its series. */
+  k1 = k2 = 0;
+  for (int i = 0; i < 130; i++)
+    for (int g = 0; g < 2; g++) {
+      k1 += (size_t)snprintf(t1 + k1, cap - k1,
+                             "nv_inference_request_success{gpu_uuid=\"GPU-%d\",model=\"m%d\","
+                             "version=\"1\"} 10\n",
+                             g, i);
+      k2 += (size_t)snprintf(t2 + k2, cap - k2,
+                             "nv_inference_request_success{gpu_uuid=\"GPU-%d\",model=\"m%d\","
+                             "version=\"1\"} 20\n",
+                             g, i);
+    }
+  read2(ENGINE_TRITON, t1, t2, &r);
+  assert_false(engine_has(&r, ES_TRITON_REQUEST_RATE));
+  assert_non_null(strstr(r.reason, "more than 128 models"));
+  assert_int_equal(r.models_total, 130);
   free(t1);
   free(t2);
 }
