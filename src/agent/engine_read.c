@@ -235,7 +235,8 @@ struct tpage {
   struct tmodel m[TRITON_MODELS];
   size_t n, over; /* models kept; models beyond TRITON_MODELS (at most TRITON_OVER counted) */
   uint64_t over_keys[TRITON_OVER];
-  size_t bad; /* a value that is negative or not finite */
+  size_t bad;        /* values that are negative or not finite */
+  unsigned bad_mask; /* 1 << enum tmetric of each metric with such a value */
   const char *badname;
   double badv;
 };
@@ -326,6 +327,7 @@ static void triton_page(const struct prom_doc *d, const struct engine_prev *prev
         pg->badname = s->name;
         pg->badv = s->value;
       }
+      pg->bad_mask |= 1u << t;
       continue;
     }
     struct tmodel *m = tmodel_of(pg, s);
@@ -422,15 +424,16 @@ static void triton_models(const struct tpage *pg, bool rates, double dt,
       out->n_models--; /* a name that does not fit cannot be matched: counted, not listed */
       continue;
     }
-    if (m->has_pend) {
+    if (m->has_pend && !(pg->bad_mask & (1u << T_PEND))) {
       em->v[ES_TRITON_PENDING] = m->pend;
       em->valid |= ES_BIT(ES_TRITON_PENDING);
     }
-    if (m->has_active) {
+    bool trt_ok = !(pg->bad_mask & (1u << T_TRT)); /* a bad TensorRT-LLM gauge: neither read */
+    if (trt_ok && m->has_active) {
       em->v[ES_TRTLLM_ACTIVE] = m->active;
       em->valid |= ES_BIT(ES_TRTLLM_ACTIVE);
     }
-    if (m->has_queued) {
+    if (trt_ok && m->has_queued) {
       em->v[ES_TRTLLM_QUEUED] = m->queued;
       em->valid |= ES_BIT(ES_TRTLLM_QUEUED);
     }
@@ -459,10 +462,13 @@ static void triton_gauges(const struct tpage *pg, struct engine_reading *out) {
     has_active |= pg->m[i].has_active;
     has_queued |= pg->m[i].has_queued;
   }
-  if (has_pend)
+  /* A bad value makes its signal absent (reason given by the caller), never a smaller sum. */
+  if (has_pend && !(pg->bad_mask & (1u << T_PEND)))
     set(out, ES_TRITON_PENDING, pend);
-  else
+  else if (!has_pend && !(pg->bad_mask & (1u << T_PEND)))
     reason(out, "nv_inference_pending_request_count not in the scrape");
+  if (pg->bad_mask & (1u << T_TRT))
+    return;
   if (has_active)
     set(out, ES_TRTLLM_ACTIVE, active);
   if (has_queued)
@@ -538,12 +544,14 @@ static void read_triton(const struct prom_doc *d, int64_t now_ms, struct engine_
   triton_page(d, prev, next, pg);
   struct agg ok;
   gather(d, "nv_inference_request_success", &ok); /* absent, or a sum that overflows */
-  bool rates = prev->have && now_ms > prev->ts_ms && !pg->bad && !pg->over;
+  const unsigned counters = 1u << T_OK | 1u << T_FAIL | 1u << T_QUEUE | 1u << T_COMPUTE;
+  bool bad_counter = (pg->bad_mask & counters) != 0;
+  bool rates = prev->have && now_ms > prev->ts_ms && !bad_counter && !pg->over;
   double dt = (double)(now_ms - prev->ts_ms) / 1000.0;
   if (pg->bad)
     reason(out, "%s is %g (a finite number >= 0 expected)", pg->badname, pg->badv);
   triton_gauges(pg, out);
-  if (!usable(out, "nv_inference_request_success", &ok) || pg->bad) {
+  if (!usable(out, "nv_inference_request_success", &ok) || bad_counter) {
     reason(out, "no triton rates");
     prev->have = false;
   } else {
