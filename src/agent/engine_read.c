@@ -285,14 +285,17 @@ static const struct {
 };
 
 /* The increase of one counter series since prev, as Prometheus' rate() takes it: a value below
- * the previous one restarted from 0. A series not in prev is new (created at 0 since, as Triton
- * creates a model's counters when it loads it) unless prev could not keep every series. Records
- * the value in next. Returns false when the increase is unknown. */
+ * the previous one restarted from 0. A series not in prev was 0 or is new (created at 0 since, as
+ * Triton creates a model's counters when it loads it) unless prev could not keep every series.
+ * Records the value in next. Returns false when the increase is unknown. */
 static bool increase(const struct engine_prev *prev, struct engine_prev *next, uint64_t key,
                      double v, double *inc) {
-  if (next->n < ENGINE_PREV_SERIES)
+  /* A series at 0 is not kept: not found next time, its increase is its value, which is right
+   * whether it was 0 or new. So the failure reasons that never happen and the model-level series
+   * of GPU models (their counters stay 0) take no room. */
+  if (v > 0 && next->n < ENGINE_PREV_SERIES)
     next->s[next->n++] = (struct engine_series_prev){key, v};
-  else
+  else if (v > 0)
     next->over = true;
   if (!prev->have) {
     *inc = 0;
@@ -302,7 +305,7 @@ static bool increase(const struct engine_prev *prev, struct engine_prev *next, u
   const struct engine_series_prev *p = bsearch(&k, prev->s, prev->n, sizeof *prev->s, prev_cmp);
   if (!p) {
     *inc = v;
-    return !prev->over;
+    return v == 0 || !prev->over;
   }
   *inc = v >= p->v ? v - p->v : v;
   return true;

@@ -32,8 +32,9 @@
 #include "core/engine.h"
 #include "core/promtext.h"
 
-/* Counter series of a Triton pod kept between scrapes; more are not kept, and the pod's rates are
- * then absent with a reason (a series without a previous value cannot be told from a new one). */
+/* Counter series of a Triton pod kept between scrapes (those above 0: a series at 0 needs no
+ * previous value); more are not kept, and the pod's rates are then absent with a reason (a series
+ * without a previous value cannot be told from a new one). */
 #define ENGINE_PREV_SERIES 256
 
 /* One counter series' last value, by a 64-bit hash of its name and labels. */

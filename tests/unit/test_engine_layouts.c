@@ -336,6 +336,34 @@ static void test_triton_series_cap(void **state) {
   assert_int_equal(r.n_models, ENGINE_MAX_MODELS);
   assert_int_equal(r.models_total, 20);
 
+  /* Series at 0 take no room: 10 models with an instance on each of 8 GPUs, 4 failure reasons
+   * that never happened per GPU (320 series at 0) and 80 successes above 0. */
+  k1 = k2 = 0;
+  for (int i = 0; i < 10; i++)
+    for (int g = 0; g < 8; g++) {
+      k1 += (size_t)snprintf(t1 + k1, cap - k1,
+                             "nv_inference_request_success{gpu_uuid=\"GPU-%d\",model=\"m%d\","
+                             "version=\"1\"} 10\n",
+                             g, i);
+      k2 += (size_t)snprintf(t2 + k2, cap - k2,
+                             "nv_inference_request_success{gpu_uuid=\"GPU-%d\",model=\"m%d\","
+                             "version=\"1\"} 20\n",
+                             g, i);
+      static const char *const reasons[] = {"REJECTED", "CANCELED", "BACKEND", "OTHER"};
+      for (int k = 0; k < 4; k++) {
+        k1 += (size_t)snprintf(t1 + k1, cap - k1,
+                               "nv_inference_request_failure{gpu_uuid=\"GPU-%d\",model=\"m%d\","
+                               "reason=\"%s\",version=\"1\"} 0\n",
+                               g, i, reasons[k]);
+        k2 += (size_t)snprintf(t2 + k2, cap - k2,
+                               "nv_inference_request_failure{gpu_uuid=\"GPU-%d\",model=\"m%d\","
+                               "reason=\"%s\",version=\"1\"} 0\n",
+                               g, i, reasons[k]);
+      }
+    }
+  read2(ENGINE_TRITON, t1, t2, &r);
+  want("series at 0 take no room", &r, ES_TRITON_REQUEST_RATE, 160); /* 80 x 10 / 5 s */
+
   /* More models than a page may hold for the rates: absent with the reason, every model counted
    * once whatever its series. */
   k1 = k2 = 0;
