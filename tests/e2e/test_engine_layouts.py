@@ -147,8 +147,14 @@ ENS_MODELS = {"preprocessing": (1000, 100), "tensorrt_llm": (80000, 200000),
               "postprocessing": (500, 50)}
 
 
+ENS_SCRAPES = [0]
+
+
 def ensemble_models(now):
-    n = int((now - T0) * ENS_RATE) + 500  # requests completed so far
+    # ENS_RATE requests per engine interval (1 s) completed between two scrapes: counting by
+    # scrape rather than by the clock keeps the counts whole, so the rate is 10 / the agent's dt
+    ENS_SCRAPES[0] += 1
+    n = 500 + int(ENS_RATE) * ENS_SCRAPES[0]  # requests completed so far
     out = {"ensemble": {"ok": n, "q": 5 * n, "c": n * sum(c for c, _ in ENS_MODELS.values()),
                         "pend": 0}}
     for model, (c, q) in ENS_MODELS.items():
@@ -297,7 +303,7 @@ def test_sglang_dp_attention_sums_the_dp_ranks(gw):
 
 def test_triton_ensemble_counts_client_requests_once(gw):
     c = gw.client()
-    # 10 client requests/s through four models: 10 req/s, not 40 (within the scrape timing jitter)
+    # 10 client requests/s through four models: 10 req/s, not 40 (within the agent's timing jitter)
     v = settle(c, md("triton_request_rate", "triton-ens"), ENS_RATE, rel=0.05)
     assert abs(v - ENS_RATE) <= 0.5
     # the GPU model's queue time, 200 ms per request, not diluted to 50 by the other three
