@@ -217,9 +217,10 @@ static void read_vllm(const struct prom_doc *d, struct engine_reading *out) {
 
 /* ---- Triton ---- */
 
-#define TRITON_MODELS 128 /* models one page may hold for the rates; more: rates absent */
-#define TRITON_OVER 1024  /* models beyond TRITON_MODELS told apart, for models_total */
-#define ENSEMBLE_TOL 0.10 /* an ensemble's compute time matches its models' within this share */
+#define TRITON_MODELS 128        /* models one page may hold for the rates; more: rates absent */
+#define TRITON_OVER 1024         /* models beyond TRITON_MODELS told apart, for models_total */
+#define ENSEMBLE_TOL 0.10        /* an ensemble's compute time matches its models' within this */
+#define ENSEMBLE_QUEUE_US 1000.0 /* an ensemble queues less than this per request */
 
 /* One (model, version) of a Triton page. Names point into the document. */
 struct tmodel {
@@ -376,8 +377,9 @@ static void triton_page(const struct prom_doc *d, const struct engine_prev *prev
  * is the sum of all the other models' (within ENSEMBLE_TOL) and each of the others completed at
  * least as many requests. Triton core's ensemble_scheduler.cc reports its composing models'
  * compute time into the ensemble's own statistics, so an ensemble's compute time is theirs, and
- * every step runs at least once per client request; it queues nothing itself. NULL when no model
- * is, or without compute counters (counter latencies off). */
+ * every step runs at least once per client request; it queues nothing itself (less than
+ * ENSEMBLE_QUEUE_US per request). NULL when no model is, or without compute counters (counter
+ * latencies off). */
 static const struct tmodel *triton_ensemble(const struct tpage *pg) {
   double total = 0;
   size_t with = 0;
@@ -392,6 +394,9 @@ static const struct tmodel *triton_ensemble(const struct tpage *pg) {
       e = m;
   }
   if (with < 2 || !e || e->c <= 0 || fabs(e->c - (total - e->c)) > ENSEMBLE_TOL * e->c)
+    return NULL;
+  /* Its own queue time is the microseconds between Triton's enqueue and the ensemble's start. */
+  if (e->has_q && e->ok > 0 && e->q / e->ok > ENSEMBLE_QUEUE_US)
     return NULL;
   for (size_t i = 0; i < pg->n; i++) {
     const struct tmodel *m = &pg->m[i];

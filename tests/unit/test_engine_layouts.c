@@ -223,6 +223,15 @@ static void test_triton_ensemble(void **state) {
   read2(ENGINE_TRITON, i1, i2, &r);
   want("independent models", &r, ES_TRITON_REQUEST_RATE, 32); /* (50 + 100 + 10) / 5 */
   want("independent models", &r, ES_TRITON_QUEUE_WAIT_MS, 5); /* bert: 500 000 us / 100 */
+
+  /* Independent models where, by chance, bert's compute is the others' sum and they served as
+   * many requests: bert queues 5 ms per request, which an ensemble never does, so still a sum. */
+  static const char c1[] = TM("resnet", 100, 100000, 1000000, 0) TM("bert", 100, 100000, 2000000, 0)
+      TM("yolo", 100, 0, 500000, 0);
+  static const char c2[] = TM("resnet", 200, 150000, 2000000, 0) TM("bert", 200, 600000, 3500000, 0)
+      TM("yolo", 200, 0, 1000000, 0);
+  read2(ENGINE_TRITON, c1, c2, &r);
+  want("a coincidence", &r, ES_TRITON_REQUEST_RATE, 60); /* 3 x 100 / 5 */
 }
 
 /* ---- TensorRT-LLM behind Triton ----
