@@ -167,6 +167,23 @@ static json_object *engine_json(const struct engine_reading *r, int64_t now_wall
   json_object_object_add(o, "values", vals);
   json_object_object_add(o, "absent", absent);
   json_object_object_add(o, "reason", json_object_new_string(r->reason));
+  if (r->models_total) { /* Triton: the names the trigger keys model / modelVersion take */
+    json_object *ms = json_object_new_array();
+    for (uint32_t i = 0; i < r->n_models && i < ENGINE_MAX_MODELS; i++) {
+      const struct engine_model *m = &r->models[i];
+      json_object *mo = json_object_new_object(), *mv = json_object_new_object();
+      json_object_object_add(mo, "model", json_object_new_string(m->name));
+      json_object_object_add(mo, "version", json_object_new_string(m->version));
+      for (int k = 0; k < ES__COUNT; k++)
+        if (m->valid & ES_BIT(k))
+          json_object_object_add(mv, engine_signal_name((enum engine_signal)k),
+                                 json_object_new_double(m->v[k]));
+      json_object_object_add(mo, "values", mv);
+      json_object_array_add(ms, mo);
+    }
+    json_object_object_add(o, "models", ms);
+    json_object_object_add(o, "models_total", json_object_new_int64(r->models_total));
+  }
   return o;
 }
 

@@ -1,6 +1,7 @@
 /* Names of inference-engine signals and kinds. */
 #include "core/engine.h"
 
+#include <stdio.h>
 #include <string.h>
 
 static const struct {
@@ -17,6 +18,8 @@ static const struct {
     [ES_TRITON_PENDING] = {"triton_pending_requests", ENGINE_TRITON},
     [ES_TRITON_QUEUE_WAIT_MS] = {"triton_queue_wait_ms", ENGINE_TRITON},
     [ES_TRITON_REQUEST_RATE] = {"triton_request_rate", ENGINE_TRITON},
+    [ES_TRTLLM_ACTIVE] = {"trtllm_active_requests", ENGINE_TRITON},
+    [ES_TRTLLM_QUEUED] = {"trtllm_queued_requests", ENGINE_TRITON},
 };
 
 static const char *const kinds[ENGINE__COUNT] = {
@@ -51,5 +54,50 @@ int engine_kind_parse(const char *name, enum engine_kind *out) {
       *out = (enum engine_kind)i;
       return 0;
     }
+  return -1;
+}
+
+bool engine_signal_per_model(enum engine_signal s) {
+  return engine_signal_kind(s) == ENGINE_TRITON;
+}
+
+int engine_model_value(const struct engine_reading *r, enum engine_signal s, const char *model,
+                       const char *version, double *out, char *why, size_t whylen) {
+  size_t found = 0;
+  double v = 0;
+  for (uint32_t i = 0; i < r->n_models && i < ENGINE_MAX_MODELS; i++) {
+    const struct engine_model *m = &r->models[i];
+    if (strcmp(m->name, model) != 0 || (version && version[0] && strcmp(m->version, version) != 0))
+      continue;
+    if (!(m->valid & ES_BIT(s))) {
+      snprintf(why, whylen, "model %s version %s has no %s reading", m->name, m->version,
+               engine_signal_name(s));
+      return -1;
+    }
+    if (s == ES_TRITON_QUEUE_WAIT_MS)
+      v = found == 0 || m->v[s] > v ? m->v[s] : v;
+    else
+      v += m->v[s];
+    found++;
+  }
+  if (found) {
+    *out = v;
+    return 0;
+  }
+  const char *vs = version && version[0] ? version : NULL;
+  if (r->models_total > r->n_models)
+    snprintf(why, whylen,
+             "model %s%s%s is not among the %u models listed (the pod serves %u; gpuscale lists "
+             "%d)",
+             model, vs ? " version " : "", vs ? vs : "", r->n_models, r->models_total,
+             ENGINE_MAX_MODELS);
+  else {
+    int k = snprintf(why, whylen, "the pod does not serve model %s%s%s (it serves:", model,
+                     vs ? " version " : "", vs ? vs : "");
+    for (uint32_t i = 0; i < r->n_models && k > 0 && (size_t)k < whylen; i++)
+      k += snprintf(why + k, whylen - (size_t)k, " %s/%s", r->models[i].name, r->models[i].version);
+    if (k > 0 && (size_t)k < whylen)
+      snprintf(why + k, whylen - (size_t)k, "%s", r->n_models ? ")" : " none)");
+  }
   return -1;
 }

@@ -33,8 +33,13 @@ enum engine_signal {
   ES_TRITON_PENDING,     /* triton_pending_requests: requests pending (nv_inference_pending_...) */
   ES_TRITON_QUEUE_WAIT_MS, /* triton_queue_wait_ms: mean queue time per request between the last
                               two scrapes, ms (absent until two scrapes exist) */
-  ES_TRITON_REQUEST_RATE,  /* triton_request_rate: requests/s between the last two scrapes
-                              (absent until two scrapes exist) */
+  ES_TRITON_REQUEST_RATE,  /* triton_request_rate: client requests/s between the last two
+                              scrapes (absent until two scrapes exist; an ensemble's composing
+                              models are not counted again, docs/engines.md) */
+  ES_TRTLLM_ACTIVE,        /* trtllm_active_requests: requests in flight inside TensorRT-LLM's
+                              batch manager, nv_trt_llm_request_metrics{request_type="active"} */
+  ES_TRTLLM_QUEUED,        /* trtllm_queued_requests: requests queued inside TensorRT-LLM, not yet
+                              scheduled, nv_trt_llm_request_metrics{request_type="waiting"} */
   ES__COUNT
 };
 
@@ -42,7 +47,21 @@ enum engine_signal {
 #define ENGINE_NS_LEN 64
 #define ENGINE_POD_LEN 254
 #define ENGINE_REASON_LEN 192
-#define ENGINE_MAX_PODS 256 /* engine pods one agent reads; more are absent with a reason */
+#define ENGINE_MAX_PODS 256       /* engine pods one agent reads; more are absent with a reason */
+#define ENGINE_MODEL_NAME_LEN 128 /* a Triton model name, NUL included */
+#define ENGINE_MODEL_VERSION_LEN                                                                   \
+  24                         /* a Triton model version (an int64 in decimal), NUL included         \
+                              */
+#define ENGINE_MAX_MODELS 16 /* (model, version) pairs one reading lists; more are counted only */
+
+/* One (model, version) that a Triton pod serves, with the signals of that model alone (the
+ * trigger keys model / modelVersion pick it). Only Triton's signals are ever set here. */
+struct engine_model {
+  char name[ENGINE_MODEL_NAME_LEN];
+  char version[ENGINE_MODEL_VERSION_LEN];
+  uint32_t valid; /* ES_BIT(signal) when v[signal] is a real reading */
+  double v[ES__COUNT];
+};
 
 /* One engine pod as the agent last read it. */
 struct engine_reading {
@@ -54,6 +73,10 @@ struct engine_reading {
   uint32_t valid;        /* ES_BIT(signal) when v[signal] is a real reading */
   double v[ES__COUNT];
   char reason[ENGINE_REASON_LEN]; /* why the pod is not fresh or a signal is absent; "" when ok */
+  /* Triton: the models the page shows, in page order; models_total counts every (model,
+   * version) seen, n_models the ones listed here (at most ENGINE_MAX_MODELS). 0 elsewhere. */
+  uint32_t n_models, models_total;
+  struct engine_model models[ENGINE_MAX_MODELS];
 };
 
 /* Parses a metricType ("vllm_queue_depth", ...). Returns 0 and sets *out, or -1 (not an engine
@@ -67,6 +90,15 @@ enum engine_kind engine_signal_kind(enum engine_signal s);
 const char *engine_kind_name(enum engine_kind k);
 /* Parses an engine name as in the gpuscale.io/engine annotation. Returns 0 or -1. */
 int engine_kind_parse(const char *name, enum engine_kind *out);
+/* True for the signals a Triton trigger may narrow to one model (trigger keys model and
+ * modelVersion): every Triton signal. */
+bool engine_signal_per_model(enum engine_signal s);
+/* The value of signal s of the models of r named `model` (and of version `version` when it is
+ * not empty): summed over the matching versions for counts and rates, the largest for
+ * triton_queue_wait_ms. Returns 0 with *out, or -1 with why filled (the pod does not serve the
+ * model, its list was cut, or a matching model has no reading of s). */
+int engine_model_value(const struct engine_reading *r, enum engine_signal s, const char *model,
+                       const char *version, double *out, char *why, size_t whylen);
 static inline bool engine_has(const struct engine_reading *r, enum engine_signal s) {
   return (r->valid & ES_BIT(s)) != 0;
 }

@@ -698,6 +698,51 @@ static int check_engine_keys(const struct kv *md, size_t n, const struct trigger
   return 0;
 }
 
+/* model / modelVersion: one Triton model of each pod (docs/engines.md). A Triton model name is a
+ * directory name of its model repository: printable, no blank, no '/'. A version is a positive
+ * integer (Triton's version directories). */
+static int parse_model_keys(const struct kv *md, size_t n, struct trigger *t, char *err,
+                            size_t errlen) {
+  const char *m = md_get(md, n, "model"), *v = md_get(md, n, "modelVersion");
+  if (!m && !v)
+    return 0;
+  if (!t->engine || engine_signal_kind(t->esignal) != ENGINE_TRITON) {
+    char rule[256];
+    snprintf(rule, sizeof rule,
+             "names a Triton model, so it applies only to the Triton metricTypes "
+             "(triton_pending_requests, triton_queue_wait_ms, triton_request_rate, "
+             "trtllm_active_requests, trtllm_queued_requests); metricType is %s",
+             trigger_metric_label(t));
+    return bad(err, errlen, m ? "model" : "modelVersion", m ? m : v, rule);
+  }
+  if (!m)
+    return bad(err, errlen, "modelVersion", v,
+               "needs model: a version of which model (e.g. model: tensorrt_llm)");
+  size_t len = strlen(m);
+  bool ok = len > 0 && len < sizeof t->model;
+  for (size_t i = 0; ok && i < len; i++)
+    ok = m[i] > ' ' && m[i] != 0x7f && m[i] != '/';
+  if (!ok)
+    return bad(err, errlen, "model", m,
+               "must be a Triton model name: 1..127 printable characters, no blank and no '/'");
+  if (t->endpoint[0])
+    return bad(err, errlen, "model", m,
+               "picks a model among the engine pods' readings, while tritonEndpoint reads one URL "
+               "as a whole; drop one of them");
+  snprintf(t->model, sizeof t->model, "%s", m);
+  if (v) {
+    len = strlen(v);
+    ok = len > 0 && len <= 18 && v[0] != '0';
+    for (size_t i = 0; ok && i < len; i++)
+      ok = v[i] >= '0' && v[i] <= '9';
+    if (!ok)
+      return bad(err, errlen, "modelVersion", v,
+                 "must be a model version: a positive integer without sign or leading 0 (e.g. 1)");
+    snprintf(t->model_version, sizeof t->model_version, "%s", v);
+  }
+  return 0;
+}
+
 int trigger_parse_ref(const struct kv *md, size_t n, const struct profile_set *ps,
                       const char *ref_ns, struct trigger *out, char *err, size_t errlen) {
   struct trigger t;
@@ -747,7 +792,7 @@ int trigger_parse_ref(const struct kv *md, size_t n, const struct profile_set *p
                  "must be 1..99 characters of letters, digits, '-', '_' or '.'");
     snprintf(t.metric_name, sizeof t.metric_name, "%s", v);
   }
-  if (check_engine_keys(md, n, &t, err, errlen))
+  if (check_engine_keys(md, n, &t, err, errlen) || parse_model_keys(md, n, &t, err, errlen))
     return GS_EINVAL;
   /* Last, so that an error above never leaves a compiled regex behind. */
   int grc = parse_gateway_keys(md, n, ref_ns, &t, err, errlen);

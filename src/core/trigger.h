@@ -79,6 +79,10 @@ struct trigger {
    * endpoint_check) and the check passed; "" otherwise. endpoint_key names the key given. */
   char endpoint[TRIGGER_URL_LEN];
   const char *endpoint_key;
+  /* model / modelVersion (Triton metricTypes only): the one model of each pod whose signal is
+   * read, and optionally its version; "" = the pod's own combination (docs/engines.md). */
+  char model[ENGINE_MODEL_NAME_LEN];
+  char model_version[ENGINE_MODEL_VERSION_LEN];
 };
 
 /* True when GPU field f can be a trigger's metricType (or a profile's metric). */
@@ -88,7 +92,8 @@ bool trigger_scaler_metric(enum gpu_field f);
  * targetGpuUtilization, targetMemoryUtilization, pollIntervalSeconds, and vllmEndpoint /
  * tritonEndpoint (refused with how to annotate the pods instead, unless ps->endpoint_check is
  * set: the operator's --allow-engine-endpoints; the URL must then pass it); and the gateway's
- * scope, namespace, pods, nodes, gpuModel, node, value, allowPartial, minCoverage; all others are
+ * scope, namespace, pods, nodes, gpuModel, node, value, allowPartial, minCoverage; the Triton keys
+ * model and modelVersion (refused with any other metricType); all others are
  * ignored. Without a profile the defaults are keda-gpu-scaler's: gpu_utilization, target 80,
  * activation 0, max, every GPU, so empty metadata is a valid trigger. Returns 0, or GS_EINVAL with
  * a message naming the key, the bad value and what is allowed in err (GS_ENOMEM when a regex

@@ -106,7 +106,7 @@ int scaler_select_engines(const struct trigger *t, const struct engine_reading *
       (*stale)++;
       continue; /* the caller notes the node */
     }
-    if (!r->fresh || !engine_has(r, t->esignal)) {
+    if (!r->fresh || (!t->model[0] && !engine_has(r, t->esignal))) {
       scaler_selection_note(sel, "node %s: pod %s/%s has no fresh %s reading%s%s", node, r->ns,
                             r->pod, sig, r->reason[0] ? ": " : "",
                             r->reason[0] ? r->reason
@@ -115,13 +115,21 @@ int scaler_select_engines(const struct trigger *t, const struct engine_reading *
                                            "second scrape)");
       continue;
     }
+    double v = r->v[t->esignal];
+    char why[ENGINE_REASON_LEN];
+    if (t->model[0] &&
+        engine_model_value(r, t->esignal, t->model, t->model_version, &v, why, sizeof why)) {
+      scaler_selection_note(sel, "node %s: pod %s/%s has no fresh %s reading: %s%s%s", node, r->ns,
+                            r->pod, sig, why, r->reason[0] ? "; " : "", r->reason);
+      continue;
+    }
     sel->fresh++;
     uint32_t group = 0;
     if (t->scope == TRIGGER_SCOPE_WORKLOAD) {
       group = (*next_group)++;
       sel->n_groups = *next_group;
     }
-    int rc = scaler_selection_add(sel, r->v[t->esignal], group);
+    int rc = scaler_selection_add(sel, v, group);
     if (rc)
       return rc;
   }

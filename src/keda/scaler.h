@@ -62,10 +62,11 @@ void scaler_selection_release(struct scaler_selection *sel);
  * t->ns and t->pods; one of another engine is matched and left out (as a GPU that does not report
  * a field); one of ENGINE_UNKNOWN (a prometheus.io pod whose engine was never detected) is no
  * engine pod at all: neither matched nor missing (docs/engines.md). A selected pod counts fresh
- * with its value when node_fresh, its reading is fresh and it has the signal; else it is missing
- * and noted with its reason (node names the node). With node_fresh false every selected pod is
- * counted into *stale instead, for the caller's note. Workload scope: one group per pod, from
- * *next_group. Returns 0, GS_ENOMEM or GS_ETOOBIG. */
+ * with its value when node_fresh, its reading is fresh and it has the signal (with t->model: the
+ * named model's, engine_model_value; a pod that does not serve the model is missing, never 0);
+ * else it is missing and noted with its reason (node names the node). With node_fresh false every
+ * selected pod is counted into *stale instead, for the caller's note. Workload scope: one group per
+ * pod, from *next_group. Returns 0, GS_ENOMEM or GS_ETOOBIG. */
 int scaler_select_engines(const struct trigger *t, const struct engine_reading *rs, size_t n,
                           bool node_fresh, const char *node, struct scaler_selection *sel,
                           uint32_t *next_group, size_t *stale);

@@ -109,9 +109,37 @@ static const struct {
      offsetof(Gpuscale__V1__EnginePod, triton_queue_wait_ms)},
     {ES_TRITON_REQUEST_RATE, GPUSCALE__V1__ENGINE_SIGNAL__ENGINE_SIGNAL_TRITON_REQUEST_RATE,
      offsetof(Gpuscale__V1__EnginePod, triton_request_rate)},
+    {ES_TRTLLM_ACTIVE, GPUSCALE__V1__ENGINE_SIGNAL__ENGINE_SIGNAL_TRTLLM_ACTIVE_REQUESTS,
+     offsetof(Gpuscale__V1__EnginePod, trtllm_active_requests)},
+    {ES_TRTLLM_QUEUED, GPUSCALE__V1__ENGINE_SIGNAL__ENGINE_SIGNAL_TRTLLM_QUEUED_REQUESTS,
+     offsetof(Gpuscale__V1__EnginePod, trtllm_queued_requests)},
 };
 #define NSIGNALS (sizeof signal_map / sizeof signal_map[0])
 _Static_assert(NSIGNALS == ES__COUNT, "every engine signal has a wire bit");
+
+/* The signals an EngineModel carries (Triton's), with their EngineModel member. */
+static const struct {
+  enum engine_signal s;
+  size_t off;
+} model_map[] = {
+    {ES_TRITON_PENDING, offsetof(Gpuscale__V1__EngineModel, triton_pending_requests)},
+    {ES_TRITON_QUEUE_WAIT_MS, offsetof(Gpuscale__V1__EngineModel, triton_queue_wait_ms)},
+    {ES_TRITON_REQUEST_RATE, offsetof(Gpuscale__V1__EngineModel, triton_request_rate)},
+    {ES_TRTLLM_ACTIVE, offsetof(Gpuscale__V1__EngineModel, trtllm_active_requests)},
+    {ES_TRTLLM_QUEUED, offsetof(Gpuscale__V1__EngineModel, trtllm_queued_requests)},
+};
+
+/* The wire bit of a signal. */
+static unsigned signal_bit(enum engine_signal s) {
+  for (size_t k = 0; k < NSIGNALS; k++)
+    if (signal_map[k].s == s)
+      return (unsigned)signal_map[k].bit;
+  return 63;
+}
+
+static double *model_slot(Gpuscale__V1__EngineModel *m, size_t off) {
+  return (double *)(void *)((char *)m + off);
+}
 
 static const struct {
   enum engine_kind k;
@@ -146,9 +174,13 @@ struct enc {
   Gpuscale__V1__PodRef **pod_ptrs;
   Gpuscale__V1__EnginePod *engines;
   Gpuscale__V1__EnginePod **engine_ptrs;
+  Gpuscale__V1__EngineModel *models;      /* ENGINE_MAX_MODELS per engine pod */
+  Gpuscale__V1__EngineModel **model_ptrs; /* likewise */
 };
 
 static void enc_free(struct enc *e) {
+  free(e->models);
+  free(e->model_ptrs);
   free(e->engines);
   free(e->engine_ptrs);
   free(e->gpus);
@@ -227,6 +259,28 @@ static void encode_gpu(const struct node_gpu *g, Gpuscale__V1__GPU *m, struct en
   }
 }
 
+/* The models of r into mm / mp (ENGINE_MAX_MODELS slots each). */
+static void encode_models(const struct engine_reading *r, Gpuscale__V1__EnginePod *m,
+                          Gpuscale__V1__EngineModel *mm, Gpuscale__V1__EngineModel **mp) {
+  size_t n = r->n_models < ENGINE_MAX_MODELS ? r->n_models : ENGINE_MAX_MODELS;
+  for (size_t i = 0; i < n; i++) {
+    const struct engine_model *em = &r->models[i];
+    mm[i] = (Gpuscale__V1__EngineModel)GPUSCALE__V1__ENGINE_MODEL__INIT;
+    mm[i].name = wire_str(em->name);
+    mm[i].version = wire_str(em->version);
+    for (size_t k = 0; k < sizeof model_map / sizeof *model_map; k++) {
+      if (!(em->valid & ES_BIT(model_map[k].s)))
+        continue;
+      mm[i].valid |= UINT64_C(1) << signal_bit(model_map[k].s);
+      *model_slot(&mm[i], model_map[k].off) = em->v[model_map[k].s];
+    }
+    mp[i] = &mm[i];
+  }
+  m->n_models = n;
+  m->models = n ? mp : NULL;
+  m->models_total = r->models_total > n ? r->models_total : (uint32_t)n;
+}
+
 static void encode_engine(const struct engine_reading *r, Gpuscale__V1__EnginePod *m) {
   *m = (Gpuscale__V1__EnginePod)GPUSCALE__V1__ENGINE_POD__INIT;
   m->namespace_ = wire_str(r->ns);
@@ -265,8 +319,13 @@ int node_wire_encode(const struct node_snapshot *s, size_t max, uint8_t **out, s
   size_t ne = s->engines ? s->n_engines : 0;
   e.engines = calloc(ne ? ne : 1, sizeof *e.engines);
   e.engine_ptrs = calloc(ne ? ne : 1, sizeof *e.engine_ptrs);
+  size_t nm = 0; /* model slots: only pods that list models take any */
+  for (size_t i = 0; i < ne; i++)
+    nm += s->engines[i].n_models ? ENGINE_MAX_MODELS : 0;
+  e.models = calloc(nm ? nm : 1, sizeof *e.models);
+  e.model_ptrs = calloc(nm ? nm : 1, sizeof *e.model_ptrs);
   if (!e.gpus || !e.gpu_ptrs || !e.samples || !e.migs || !e.pods || !e.pod_ptrs || !e.engines ||
-      !e.engine_ptrs) {
+      !e.engine_ptrs || !e.models || !e.model_ptrs) {
     enc_free(&e);
     return GS_ENOMEM;
   }
@@ -286,8 +345,13 @@ int node_wire_encode(const struct node_snapshot *s, size_t max, uint8_t **out, s
   m.gpus = s->n ? e.gpu_ptrs : NULL;
   m.engines_on = s->engines_on;
   m.engines_why = wire_str(s->engines_why);
-  for (size_t i = 0; i < ne; i++) {
+  for (size_t i = 0, next_model = 0; i < ne; i++) {
     encode_engine(&s->engines[i], &e.engines[i]);
+    if (s->engines[i].n_models) {
+      encode_models(&s->engines[i], &e.engines[i], &e.models[next_model],
+                    &e.model_ptrs[next_model]);
+      next_model += ENGINE_MAX_MODELS;
+    }
     e.engine_ptrs[i] = &e.engines[i];
   }
   m.n_engines = ne;
@@ -426,6 +490,26 @@ static void decode_engine(const Gpuscale__V1__EnginePod *m, struct engine_readin
     }
     r->v[signal_map[k].s] = v;
     r->valid |= ES_BIT(signal_map[k].s);
+  }
+  /* Models: the first ENGINE_MAX_MODELS whose name and version fit are kept, every one counted. */
+  r->models_total = m->models_total > m->n_models ? m->models_total : (uint32_t)m->n_models;
+  for (size_t i = 0; i < m->n_models && r->n_models < ENGINE_MAX_MODELS; i++) {
+    const Gpuscale__V1__EngineModel *wm = m->models[i];
+    const char *name = wm->name ? wm->name : "", *ver = wm->version ? wm->version : "";
+    if (strlen(name) >= ENGINE_MODEL_NAME_LEN || strlen(ver) >= ENGINE_MODEL_VERSION_LEN)
+      continue;
+    struct engine_model *em = &r->models[r->n_models++];
+    copy_str(em->name, sizeof em->name, name);
+    copy_str(em->version, sizeof em->version, ver);
+    for (size_t k = 0; k < sizeof model_map / sizeof *model_map; k++) {
+      if (!(wm->valid & (UINT64_C(1) << signal_bit(model_map[k].s))))
+        continue;
+      double v = *model_slot((Gpuscale__V1__EngineModel *)wm, model_map[k].off);
+      if (!isfinite(v))
+        continue; /* not a reading: absent */
+      em->v[model_map[k].s] = v;
+      em->valid |= ES_BIT(model_map[k].s);
+    }
   }
 }
 

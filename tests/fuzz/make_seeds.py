@@ -132,6 +132,20 @@ def node_seeds(node):
                   reason="scrape timed out after 2 s")
     write("node_wire", "engines", e.SerializeToString(deterministic=True))
 
+    # a Triton pod's models (EnginePod.models = 18, models_total = 19) and TensorRT-LLM's bits
+    mo = node.NodeSnapshot(node="node-b", engines_on=True)
+    t = mo.engines.add(namespace="infer", pod="trtllm-0", engine=4, timestamp_ms=1764540000000,
+                       fresh=True, valid=(1 << 7) | (1 << 8) | (1 << 9) | (1 << 10) | (1 << 11),
+                       triton_pending_requests=0, triton_queue_wait_ms=200,
+                       triton_request_rate=10, trtllm_active_requests=12,
+                       trtllm_queued_requests=5, models_total=5)
+    t.models.add(name="ensemble", version="1", valid=(1 << 7) | (1 << 9),
+                 triton_request_rate=10)
+    t.models.add(name="tensorrt_llm", version="1", valid=(1 << 8) | (1 << 10) | (1 << 11),
+                 triton_queue_wait_ms=200, trtllm_active_requests=12, trtllm_queued_requests=5)
+    t.models.add(name="x" * 200, version="1", valid=1 << 9, triton_request_rate=float("nan"))
+    write("node_wire", "engine_models", mo.SerializeToString(deterministic=True))
+
     off = node.NodeSnapshot(node="node-c", engines_on=False,
                             engines_why="no Kubernetes API access: engine metrics off")
     write("node_wire", "engines_off", off.SerializeToString(deterministic=True))

@@ -143,18 +143,26 @@ static void test_triton_two_scrapes(void **state) {
 
   engine_read(ENGINE_UNKNOWN, &d2, t0 + 5000, &prev, &r);
   const struct want w2[] = {
-      {ES_TRITON_PENDING, 6}, {ES_TRITON_REQUEST_RATE, 80.4}, {ES_TRITON_QUEUE_WAIT_MS, 3.25}};
+      {ES_TRITON_PENDING, 6}, {ES_TRITON_REQUEST_RATE, 80.4}, {ES_TRITON_QUEUE_WAIT_MS, 4}};
   check_values("triton scrape 2", &r, 3, w2);
   assert_string_equal(r.reason, "");
+  assert_int_equal(r.n_models, 2);
+  assert_int_equal(r.models_total, 2);
+  assert_string_equal(r.models[0].name, "resnet50");
+  assert_string_equal(r.models[0].version, "1");
+  assert_true(fabs(r.models[0].v[ES_TRITON_REQUEST_RATE] - 50.4) < 1e-9); /* (250 + 2) / 5 */
+  assert_true(fabs(r.models[1].v[ES_TRITON_QUEUE_WAIT_MS] - 2) < 1e-9);   /* 300 000 / 150 */
 
-  engine_read(ENGINE_TRITON, &d1, t0 + 10000, &prev, &r); /* counters went down */
-  const struct want w3[] = {{ES_TRITON_PENDING, 5}};
-  check_values("triton after a restart", &r, 1, w3);
-  assert_non_null(strstr(r.reason, "counters went down"));
+  /* A restart: every counter went down, so each restarted from 0 and its increase is its new
+   * value (Prometheus' rate()): 1200 + 800 successes and 3 failures in 5 s. */
+  engine_read(ENGINE_TRITON, &d1, t0 + 10000, &prev, &r);
+  const struct want w3[] = {
+      {ES_TRITON_PENDING, 5}, {ES_TRITON_REQUEST_RATE, 400.6}, {ES_TRITON_QUEUE_WAIT_MS, 2}};
+  check_values("triton after a restart", &r, 3, w3);
 
   engine_read(ENGINE_TRITON, &d2, t0 + 20000, &prev, &r); /* 10 s after the new baseline */
   const struct want w4[] = {
-      {ES_TRITON_PENDING, 6}, {ES_TRITON_REQUEST_RATE, 40.2}, {ES_TRITON_QUEUE_WAIT_MS, 3.25}};
+      {ES_TRITON_PENDING, 6}, {ES_TRITON_REQUEST_RATE, 40.2}, {ES_TRITON_QUEUE_WAIT_MS, 4}};
   check_values("triton after the restart's second scrape", &r, 3, w4);
 
   engine_read(ENGINE_TRITON, &d2, t0 + 20000, &prev, &r); /* no time passed */
@@ -269,22 +277,22 @@ static const struct rule_case rule_cases[] = {
      3,
      {{ES_TRITON_PENDING, 0}, {ES_TRITON_REQUEST_RATE, 3}, {ES_TRITON_QUEUE_WAIT_MS, 2}},
      ""},
-    {"a success counter that goes down restarts: no negative rate",
+    {"a success counter that went down restarted from 0: its increase is its new value",
      ENGINE_TRITON,
      TR(500, 0, 9000, 1),
      TR(20, 0, 9500, 1),
      ENGINE_TRITON,
-     1,
-     {{ES_TRITON_PENDING, 1}},
-     "counters went down"},
-    {"a queue counter that goes down restarts too",
+     3,
+     {{ES_TRITON_PENDING, 1}, {ES_TRITON_REQUEST_RATE, 4}, {ES_TRITON_QUEUE_WAIT_MS, 0.025}},
+     ""},
+    {"a queue counter that went down restarted too",
      ENGINE_TRITON,
      TR(10, 0, 9000, 1),
      TR(20, 0, 100, 1),
      ENGINE_TRITON,
-     1,
-     {{ES_TRITON_PENDING, 1}},
-     "counters went down"},
+     3,
+     {{ES_TRITON_PENDING, 1}, {ES_TRITON_REQUEST_RATE, 2}, {ES_TRITON_QUEUE_WAIT_MS, 0.01}},
+     ""},
     {"counter latencies off: a rate without a queue wait",
      ENGINE_TRITON,
      "nv_inference_request_success 10\nnv_inference_pending_request_count 2\n",
@@ -301,6 +309,14 @@ static const struct rule_case rule_cases[] = {
      1,
      {{ES_TRITON_PENDING, 2}},
      "nv_inference_request_success not in the scrape"},
+    {"a negative pending count is absent, not left out of the sum; the rates stand",
+     ENGINE_TRITON,
+     TR(10, 0, 1000, 1) "nv_inference_pending_request_count{model=\"n\",version=\"1\"} 2\n",
+     TR(20, 0, 21000, 1) "nv_inference_pending_request_count{model=\"n\",version=\"1\"} -1\n",
+     ENGINE_TRITON,
+     2,
+     {{ES_TRITON_REQUEST_RATE, 2}, {ES_TRITON_QUEUE_WAIT_MS, 2}},
+     "nv_inference_pending_request_count is -1"},
     {"counters whose sum overflows are absent",
      ENGINE_TRITON,
      "nv_inference_request_success{m=\"a\"} 1e308\nnv_inference_request_success{m=\"b\"} 1e308\n",

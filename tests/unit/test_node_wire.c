@@ -482,7 +482,8 @@ static const struct {
     {"infer", "triton-0", ENGINE_TRITON, true, ES_BIT(ES_TRITON_PENDING),
      "triton_queue_wait_ms, triton_request_rate: absent until two scrapes"},
     {"infer", "triton-1", ENGINE_TRITON, true,
-     ES_BIT(ES_TRITON_PENDING) | ES_BIT(ES_TRITON_QUEUE_WAIT_MS) | ES_BIT(ES_TRITON_REQUEST_RATE),
+     ES_BIT(ES_TRITON_PENDING) | ES_BIT(ES_TRITON_QUEUE_WAIT_MS) | ES_BIT(ES_TRITON_REQUEST_RATE) |
+         ES_BIT(ES_TRTLLM_ACTIVE) | ES_BIT(ES_TRTLLM_QUEUED),
      ""},
     {"prod", "slow-0", ENGINE_VLLM, false, 0, "GET http://10.0.0.9:8000/metrics: timed out"},
     {"prod", "odd-0", ENGINE_UNKNOWN, false, 0, "gpuscale.io/metrics-port=\"http\": not a port"},
@@ -507,6 +508,22 @@ static void add_engines(struct node_snapshot *s) {
       r->v[k] = engine_has(r, (enum engine_signal)k) ? 0.25 + k + 10.0 * (double)i : 99;
   }
   s->engines[0].v[ES_VLLM_QUEUE_DEPTH] = 0; /* a real 0 stays present */
+  /* triton-1 serves an ensemble and its GPU model, and one more model than it lists. */
+  struct engine_reading *t = &s->engines[4];
+  t->n_models = 2;
+  t->models_total = 3;
+  snprintf(t->models[0].name, sizeof t->models[0].name, "ensemble");
+  snprintf(t->models[0].version, sizeof t->models[0].version, "1");
+  t->models[0].valid = ES_BIT(ES_TRITON_REQUEST_RATE) | ES_BIT(ES_TRITON_PENDING);
+  t->models[0].v[ES_TRITON_REQUEST_RATE] = 10;
+  t->models[0].v[ES_TRITON_QUEUE_WAIT_MS] = 99; /* behind a clear bit: does not travel */
+  snprintf(t->models[1].name, sizeof t->models[1].name, "tensorrt_llm");
+  snprintf(t->models[1].version, sizeof t->models[1].version, "3");
+  t->models[1].valid =
+      ES_BIT(ES_TRITON_QUEUE_WAIT_MS) | ES_BIT(ES_TRTLLM_ACTIVE) | ES_BIT(ES_TRTLLM_QUEUED);
+  t->models[1].v[ES_TRITON_QUEUE_WAIT_MS] = 200;
+  t->models[1].v[ES_TRTLLM_ACTIVE] = 64;
+  t->models[1].v[ES_TRTLLM_QUEUED] = 0; /* a real 0 */
 }
 
 static void test_engines_roundtrip(void **state) {
@@ -535,6 +552,19 @@ static void test_engines_roundtrip(void **state) {
   }
   assert_true(engine_has(&out.engines[0], ES_VLLM_QUEUE_DEPTH));
   assert_true(out.engines[0].v[ES_VLLM_QUEUE_DEPTH] == 0);
+  const struct engine_reading *t = &out.engines[4];
+  assert_int_equal(t->n_models, 2);
+  assert_int_equal(t->models_total, 3);
+  assert_string_equal(t->models[0].name, "ensemble");
+  assert_string_equal(t->models[0].version, "1");
+  assert_int_equal(t->models[0].valid, ES_BIT(ES_TRITON_REQUEST_RATE) | ES_BIT(ES_TRITON_PENDING));
+  assert_true(t->models[0].v[ES_TRITON_REQUEST_RATE] == 10);
+  assert_true(t->models[0].v[ES_TRITON_QUEUE_WAIT_MS] == 0);
+  assert_string_equal(t->models[1].version, "3");
+  assert_true(t->models[1].v[ES_TRITON_QUEUE_WAIT_MS] == 200);
+  assert_true(t->models[1].v[ES_TRTLLM_ACTIVE] == 64);
+  assert_true(t->models[1].valid & ES_BIT(ES_TRTLLM_QUEUED));
+  assert_int_equal(out.engines[0].n_models, 0);
   node_snapshot_clear(&out);
 
   /* On the wire: the stable bit numbers and field of each signal. */
@@ -548,8 +578,14 @@ static void test_engines_roundtrip(void **state) {
   assert_int_equal(m->engines[0]->valid, (1u << 0) | (1u << 1) | (1u << 2));
   assert_true(m->engines[0]->vllm_requests_running == in->engines[0].v[ES_VLLM_RUNNING]);
   assert_int_equal(m->engines[4]->engine, GPUSCALE__V1__ENGINE_KIND__ENGINE_KIND_TRITON);
-  assert_int_equal(m->engines[4]->valid, (1u << 7) | (1u << 8) | (1u << 9));
+  assert_int_equal(m->engines[4]->valid,
+                   (1u << 7) | (1u << 8) | (1u << 9) | (1u << 10) | (1u << 11));
   assert_true(m->engines[4]->triton_request_rate == in->engines[4].v[ES_TRITON_REQUEST_RATE]);
+  assert_true(m->engines[4]->trtllm_queued_requests == in->engines[4].v[ES_TRTLLM_QUEUED]);
+  assert_int_equal(m->engines[4]->n_models, 2); /* EnginePod.models = 18 */
+  assert_int_equal(m->engines[4]->models_total, 3);
+  assert_int_equal(m->engines[4]->models[1]->valid, (1u << 8) | (1u << 10) | (1u << 11));
+  assert_true(m->engines[4]->models[1]->trtllm_active_requests == 64);
   assert_true(m->engines[5]->vllm_queue_depth == 0);
   gpuscale__v1__node_snapshot__free_unpacked(m, NULL);
   free(bytes);

@@ -1555,8 +1555,75 @@ static void test_select_engines_unknown(void **state) {
   }
 }
 
+/* scaler_select_engines with model / modelVersion (issue 20): each pod's named model counts; a
+ * pod that does not serve it is missing with what it serves, never a 0 in the sum. */
+static void triton_pod(struct engine_reading *r, const char *pod, const char *ver, double wait) {
+  memset(r, 0, sizeof *r);
+  snprintf(r->ns, sizeof r->ns, "infer");
+  snprintf(r->pod, sizeof r->pod, "%s", pod);
+  r->kind = ENGINE_TRITON;
+  r->fresh = true;
+  r->valid = ES_BIT(ES_TRITON_QUEUE_WAIT_MS);
+  r->v[ES_TRITON_QUEUE_WAIT_MS] = 1; /* the pod's own combination: not what model asks */
+  r->n_models = r->models_total = 2;
+  snprintf(r->models[0].name, sizeof r->models[0].name, "ensemble");
+  snprintf(r->models[0].version, sizeof r->models[0].version, "1");
+  r->models[0].valid = ES_BIT(ES_TRITON_QUEUE_WAIT_MS);
+  r->models[0].v[ES_TRITON_QUEUE_WAIT_MS] = 0.01;
+  snprintf(r->models[1].name, sizeof r->models[1].name, "tensorrt_llm");
+  snprintf(r->models[1].version, sizeof r->models[1].version, "%s", ver);
+  r->models[1].valid = ES_BIT(ES_TRITON_QUEUE_WAIT_MS);
+  r->models[1].v[ES_TRITON_QUEUE_WAIT_MS] = wait;
+}
+
+static void test_select_engines_model(void **state) {
+  (void)state;
+  struct engine_reading rs[3];
+  triton_pod(&rs[0], "trt-a", "1", 200);
+  triton_pod(&rs[1], "trt-b", "2", 150);
+  triton_pod(&rs[2], "trt-c", "1", 90);
+  snprintf(rs[2].models[1].name, sizeof rs[2].models[1].name, "llama_bls"); /* another model */
+  static const struct {
+    const char *label, *version;
+    size_t fresh;
+    double sum;
+    const char *missing;
+  } cases[] = {
+      {"model tensorrt_llm", NULL, 2, 350,
+       "pod infer/trt-c has no fresh triton_queue_wait_ms reading: the pod does not serve model "
+       "tensorrt_llm (it serves: ensemble/1 llama_bls/1)"},
+      {"model tensorrt_llm version 2", "2", 1, 150, "does not serve model tensorrt_llm version 2"},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+    struct kv md[3] = {{"metricType", "triton_queue_wait_ms"}, {"model", "tensorrt_llm"}};
+    if (cases[i].version)
+      md[2] = (struct kv){"modelVersion", cases[i].version};
+    struct trigger t;
+    char err[256] = "";
+    assert_int_equal(trigger_parse(md, cases[i].version ? 3 : 2, &profiles, &t, err, sizeof err),
+                     0);
+    struct scaler_selection sel;
+    memset(&sel, 0, sizeof sel);
+    uint32_t next = 0;
+    size_t stale = 0;
+    assert_int_equal(scaler_select_engines(&t, rs, 3, true, "gpu-1", &sel, &next, &stale), 0);
+    double sum = 0;
+    for (size_t k = 0; k < sel.n; k++)
+      sum += sel.vals[k];
+    bool ok = sel.selected == 3 && sel.fresh == cases[i].fresh && sel.n == cases[i].fresh &&
+              sum == cases[i].sum && strstr(sel.missing, cases[i].missing);
+    if (!ok)
+      print_error("case \"%s\": selected %zu fresh %zu sum %g missing \"%s\"\n", cases[i].label,
+                  sel.selected, sel.fresh, sum, sel.missing);
+    scaler_selection_release(&sel);
+    trigger_free(&t);
+    assert_true(ok);
+  }
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_select_engines_model),
       cmocka_unit_test(test_get_spec),
       cmocka_unit_test(test_get_metrics_and_activity),
       cmocka_unit_test(test_trigger_reaches_source),

@@ -720,6 +720,42 @@ struct bad_case {
   { "targetValue", "50" }
 
 static const struct bad_case bad_cases[] = {
+    /* model / modelVersion name a Triton model (issue 20): Triton metricTypes only. */
+    {"model with a vLLM metric",
+     {{"metricType", "vllm_queue_depth"}, {"model", "llama"}},
+     "model",
+     "llama",
+     "applies only to the Triton metricTypes (triton_pending_requests"},
+    {"model with a GPU metric",
+     {{"metricType", "gpu_utilization"}, {"model", "resnet"}},
+     "model",
+     "resnet",
+     "metricType is gpu_utilization"},
+    {"modelVersion without model",
+     {{"metricType", "triton_queue_wait_ms"}, {"modelVersion", "1"}},
+     "modelVersion",
+     "1",
+     "needs model"},
+    {"modelVersion not a positive integer",
+     {{"metricType", "triton_queue_wait_ms"}, {"model", "tensorrt_llm"}, {"modelVersion", "v1"}},
+     "modelVersion",
+     "v1",
+     "a positive integer"},
+    {"modelVersion 0",
+     {{"metricType", "triton_queue_wait_ms"}, {"model", "tensorrt_llm"}, {"modelVersion", "0"}},
+     "modelVersion",
+     "0",
+     "a positive integer"},
+    {"model with a blank",
+     {{"metricType", "triton_request_rate"}, {"model", "my model"}},
+     "model",
+     "my model",
+     "no blank and no '/'"},
+    {"model empty",
+     {{"metricType", "triton_request_rate"}, {"model", ""}},
+     "model",
+     "",
+     "1..127 printable characters"},
     {"unknown profile",
      {{"profile", "vllm"}},
      "profile",
@@ -1649,10 +1685,22 @@ static void test_engine_triggers(void **state) {
     assert_string_equal(t.endpoint, "");
     trigger_free(&t);
   }
-  /* The reference scaler's shorthand after an engine metric: the GPU metric wins (last given). */
-  const struct kv md[] = {{"metricType", "vllm_queue_depth"}, {"targetGpuUtilization", "60"}};
+  /* model and modelVersion pick one Triton model (issue 20); the profiles take them too. */
+  const struct kv mk[] = {
+      {"profile", "triton-queue-wait"}, {"model", "tensorrt_llm"}, {"modelVersion", "12"}};
   struct trigger t;
   char err[512] = "";
+  assert_int_equal(trigger_parse(mk, 3, ps, &t, err, sizeof err), 0);
+  assert_string_equal(t.model, "tensorrt_llm");
+  assert_string_equal(t.model_version, "12");
+  trigger_free(&t);
+  const struct kv mt[] = {{"metricType", "trtllm_queued_requests"}, {"model", "tensorrt_llm"}};
+  assert_int_equal(trigger_parse(mt, 2, ps, &t, err, sizeof err), 0);
+  assert_int_equal(t.esignal, ES_TRTLLM_QUEUED);
+  assert_string_equal(t.model_version, "");
+  trigger_free(&t);
+  /* The reference scaler's shorthand after an engine metric: the GPU metric wins (last given). */
+  const struct kv md[] = {{"metricType", "vllm_queue_depth"}, {"targetGpuUtilization", "60"}};
   assert_int_equal(trigger_parse(md, 2, ps, &t, err, sizeof err), 0);
   assert_false(t.engine);
   assert_int_equal(t.metric, GF_GPU_UTIL);
