@@ -50,9 +50,9 @@ static int fake_read(void *ud, const char *url, enum engine_kind kind, struct en
     return GS_EINVAL;
   }
   prev->have = true;
-  prev->triton_success += 1; /* this URL's reads so far */
+  prev->ts_ms += 1; /* this URL's reads so far: the state is the URL's own */
   out->valid = ES_BIT(ES_TRITON_REQUEST_RATE);
-  out->v[ES_TRITON_REQUEST_RATE] = prev->triton_success;
+  out->v[ES_TRITON_REQUEST_RATE] = (double)prev->ts_ms;
   return 0;
 }
 
