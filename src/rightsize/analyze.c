@@ -207,6 +207,7 @@ static void wacc_free(struct wacc *w) {
   free(w->jobs);
   rs_hist_free(&w->util);
   rs_hist_free(&w->mem);
+  rs_hist_free(&w->peak);
   free(w);
 }
 
@@ -243,7 +244,8 @@ static struct wacc *wl_get(struct rs_analyzer *a, const struct rs_labels *l, int
   }
   struct wacc *w = calloc(1, sizeof(*w));
   if (!w || rs_hist_init(&w->util, H_PCT_BINS, H_PCT_W, false) ||
-      rs_hist_init(&w->mem, H_MEM_BINS, H_MEM_W, true)) {
+      rs_hist_init(&w->mem, H_MEM_BINS, H_MEM_W, true) ||
+      rs_hist_init(&w->peak, H_PCT_BINS, H_PCT_W, false)) {
     wacc_free(w);
     *rc = GS_ENOMEM;
     return NULL;
@@ -466,6 +468,7 @@ static void flush_step(struct rs_analyzer *a, struct gacc *g, size_t i) {
     if (!has_u)
       continue;
     rs_hist_add(&w->util, ua);
+    rs_hist_add(&w->peak, um);
     rs_hist_peak(&w->util, um);
     w->n_util++;
     w->n_idle += idle;

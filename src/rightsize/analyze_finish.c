@@ -303,6 +303,14 @@ static int finish_workload(const struct rs_analyzer *a, const struct wacc *w, si
   o->last_ms = w->last_ms;
   rs_hist_dist(&w->util, &o->util);
   rs_hist_dist(&w->mem, &o->mem_mib);
+  if (w->peak.n) {
+    _Static_assert(RS_PEAK_BINS == H_PCT_BINS, "the report's peak bins are the analyser's");
+    o->util_peaks = malloc(RS_PEAK_BINS * sizeof(*o->util_peaks));
+    if (!o->util_peaks)
+      return GS_ENOMEM;
+    memcpy(o->util_peaks, w->peak.bins, RS_PEAK_BINS * sizeof(*o->util_peaks));
+    o->n_util_peaks = w->peak.n;
+  }
   if (w->n_util) {
     o->idle_fraction = (double)w->n_idle / (double)w->n_util;
     o->used_gpu_hours = w->used_h;

@@ -68,6 +68,7 @@ struct wacc {
   char **jobs;   /* scrape jobs where it was seen only in the plain `pod` label */
   size_t n_jobs;
   struct rs_hist util, mem;
+  struct rs_hist peak; /* step maxima of utilisation: the burst tests */
   uint64_t n_util, n_idle;
   double used_h;
   int64_t first_ms, last_ms;

@@ -78,11 +78,3 @@ void rs_hist_dist(const struct rs_hist *h, struct rs_dist *d) {
   d->mean = h->sum / (double)h->n;
   d->valid = RS_HAS_P50 | RS_HAS_P95 | RS_HAS_MAX | RS_HAS_MEAN;
 }
-
-uint64_t rs_hist_count_above(const struct rs_hist *h, double v) {
-  uint64_t n = 0;
-  for (unsigned i = 0; i < h->nbins; i++)
-    if ((double)i * h->width > v + 1e-9)
-      n += h->bins[i];
-  return n;
-}

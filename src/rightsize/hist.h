@@ -42,8 +42,5 @@ void rs_hist_merge(struct rs_hist *dst, const struct rs_hist *src);
 double rs_hist_quantile(const struct rs_hist *h, double q);
 /* Fills d (p50, p95, max, mean); every bit clear when the histogram is empty. */
 void rs_hist_dist(const struct rs_hist *h, struct rs_dist *d);
-/* Samples strictly above v, counting a bin when its lower edge is above v: exact for values on
- * the bin grid (DCGM's integer percent on 0.1 % bins). */
-uint64_t rs_hist_count_above(const struct rs_hist *h, double v);
 
 #endif
