@@ -109,13 +109,15 @@ static int rec_idle_nodes(struct rs_report *r, bool *drained, bool *watched) {
     duration_format(n->idle_streak_ms, dur, sizeof(dur));
     set_conf(c, conf);
     if (!sure) {
+      bool short_streak = conf < p->drain_min_confidence;
+      bool mostly_busy = !idle_known || n->idle_fraction < p->drain_min_idle_share;
       snprintf(c->reason, sizeof(c->reason),
-               "every GPU of %s has been idle for the last %s, but %s: watch it, do not drain "
-               "it yet (--drain-min-confidence %g, --drain-min-idle-share %g)",
+               "every GPU of %.120s has been idle for the last %s, but %s%s%s: watch it, do not "
+               "drain it yet (--drain-min-confidence %g, --drain-min-idle-share %g)",
                n->name, dur,
-               conf < p->drain_min_confidence
-                   ? "that streak is too short a share of the window to be sure"
-                   : "the node was busy for most of the window",
+               short_streak ? "that streak is too short a share of the window to be sure" : "",
+               short_streak && mostly_busy ? ", and " : "",
+               mostly_busy ? "the node was busy for most of the window" : "",
                p->drain_min_confidence, p->drain_min_idle_share);
       snprintf(c->evidence_text, sizeof(c->evidence_text),
                "%zu GPUs, idle %.1f %% of %.1f h observed (floor %.0f %%), idle streak %s, "

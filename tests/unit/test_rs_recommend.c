@@ -138,6 +138,8 @@ static void test_idle_node(void **state) {
   assert_true(fabs(c->evidence.idle_fraction - idle) < 1e-9);
   assert_true(fabs(c->confidence - idle) < 1e-9);
   assert_int_equal(c->valid & RS_REC_HAS_SAVINGS, 0); /* nothing to do yet: no savings */
+  assert_non_null(strstr(c->reason, "too short a share of the window"));
+  assert_non_null(strstr(c->reason, "busy for most of the window"));
   assert_int_equal(r.summary.recs_by_kind[RS_REC_IDLE_NODE], 0);
   assert_true(fabs(r.summary.savings_month) < 1e-9);
   rs_report_free(&r);
@@ -228,6 +230,36 @@ static void test_consolidation(void **state) {
       assert_true(strncmp(r.workloads[r.recs[i].workload_idx].pod, "a-", 2) == 0);
     }
   assert_true(r.summary.savings_month >= c->savings_month);
+  rs_report_free(&r);
+}
+
+/* A watched node is not freed by a consolidation either: that would drain it by another name. */
+static void test_watched_node_is_not_consolidated_away(void **state) {
+  (void)state;
+  struct rs_analyzer *a = day();
+  static const char *const pods[4] = {"a-0", "a-1", "b-0", "b-1"};
+  for (int i = 0; i < 4; i++)
+    rs_t_gpu(a, i < 2 ? "node-a" : "node-b", i % 2 ? "1" : "0", H100, pods[i], "ml", START,
+             T_END + T_STEP, 20, 30000, 81559);
+  for (int g = 0; g < 2; g++) {
+    const char *gi = g ? "1" : "0";
+    rs_t_gpu(a, "node-w", gi, H100, NULL, NULL, START, T_END - 3 * H, 90, 50000, 81559);
+    rs_t_gpu(a, "node-w", gi, H100, NULL, NULL, T_END - 3 * H, T_END + T_STEP, 0, 0, 81559);
+  }
+  struct rs_report r;
+  build(a, &r, true);
+  const struct rs_rec *w = NULL, *c = NULL;
+  for (size_t i = 0; i < r.n_recs; i++) {
+    if (r.recs[i].kind == RS_REC_WATCH_NODE)
+      w = &r.recs[i];
+    if (r.recs[i].kind == RS_REC_CONSOLIDATE)
+      c = &r.recs[i];
+  }
+  assert_non_null(w);
+  assert_string_equal(r.nodes[w->node_idx].name, "node-w");
+  assert_non_null(c);
+  assert_int_equal(c->n_nodes, 1);
+  assert_string_equal(r.nodes[c->nodes[0]].name, "node-b");
   rs_report_free(&r);
 }
 
@@ -434,6 +466,7 @@ int main(void) {
       cmocka_unit_test(test_summary_counts_alternatives_once),
       cmocka_unit_test(test_mig_slice_is_already_shared),
       cmocka_unit_test(test_mig_priced_by_packing),
+      cmocka_unit_test(test_watched_node_is_not_consolidated_away),
       cmocka_unit_test(test_mig_bursts),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
