@@ -40,10 +40,6 @@ int rs_analyzer_add(void *ud, enum rs_metric m, const struct rs_series *s);
  * by rs_cost_apply, rs_recommend and rs_cost_summarize. Returns 0 or GS_ENOMEM. */
 int rs_analyzer_finish(struct rs_analyzer *a, struct rs_report *r);
 
-/* Guesses a pod's owner from its name: "<deploy>-<rs hash>-<5>" -> deploy, "<sts>-<N>" -> sts,
- * "<ds or job>-<5>" -> name. Writes the owner into out and the kind of guess into *src. */
-void rs_owner_from_pod(const char *pod, char *out, size_t outlen, enum rs_owner_source *src);
-
 /* Fraction-of-window confidence helper shared with recommend.c: hours / window hours in 0..1. */
 double rs_window_fraction(const struct rs_report *r, double hours);
 

@@ -469,14 +469,18 @@ void rs_cost_apply(struct rs_report *r, const struct rs_prices *p) {
 /* A recommendation's savings count towards the total once per subject: every idle node and
  * consolidation counts; a workload's MIG, time-slicing and cheaper-GPU options are alternatives,
  * so only the largest counts, and none when the workload is already moved by a consolidation or
- * sits on an idle node. */
+ * sits on an idle node. A MIG or time-slicing option whose packing shares a card counts instead of
+ * the alternatives: its card is freed only when all its slices move, so taking another option for
+ * one of them would count a card that is not freed. A watched node saves nothing. */
 static double total_savings(const struct rs_report *r) {
   double total = 0;
   double *best = calloc(r->n_workloads ? r->n_workloads : 1, sizeof(*best));
   bool *taken = calloc(r->n_workloads ? r->n_workloads : 1, sizeof(*taken));
-  if (!best || !taken) {
+  bool *shared = calloc(r->n_workloads ? r->n_workloads : 1, sizeof(*shared));
+  if (!best || !taken || !shared) {
     free(best);
     free(taken);
+    free(shared);
     return NAN;
   }
   for (size_t i = 0; i < r->n_recs; i++) {
@@ -493,16 +497,23 @@ static double total_savings(const struct rs_report *r) {
   for (size_t i = 0; i < r->n_recs; i++) {
     const struct rs_rec *c = &r->recs[i];
     if (!(c->valid & RS_REC_HAS_SAVINGS) || c->kind == RS_REC_IDLE_NODE ||
-        c->kind == RS_REC_CONSOLIDATE || c->workload_idx >= r->n_workloads)
+        c->kind == RS_REC_CONSOLIDATE || c->kind == RS_REC_WATCH_NODE ||
+        c->workload_idx >= r->n_workloads || shared[c->workload_idx])
       continue;
-    if (c->savings_month > best[c->workload_idx])
+    if (c->pack_shared) {
+      /* its card's savings need every workload on it to move: the packing counts as a whole */
       best[c->workload_idx] = c->savings_month;
+      shared[c->workload_idx] = true;
+    } else if (c->savings_month > best[c->workload_idx]) {
+      best[c->workload_idx] = c->savings_month;
+    }
   }
   for (size_t w = 0; w < r->n_workloads; w++)
     if (!taken[w])
       total += best[w];
   free(best);
   free(taken);
+  free(shared);
   return total;
 }
 

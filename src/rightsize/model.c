@@ -1,6 +1,7 @@
 /* Lifetime and naming helpers for the rightsize data model (model.h). */
 #include "rightsize/model.h"
 
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,6 +20,9 @@ void rs_params_default(struct rs_params *p) {
   p->pack_util_pct = 80.0;
   p->pack_mem_pct = 90.0;
   p->min_coverage = 0.5;
+  p->burst_tolerance = 0.01;
+  p->drain_min_confidence = 0.15;
+  p->drain_min_idle_share = 0.5;
 }
 
 void rs_report_init(struct rs_report *r) {
@@ -39,12 +43,16 @@ void rs_report_free(struct rs_report *r) {
     free(r->nodes[i].gpus);
     free(r->nodes[i].timeline);
   }
-  for (size_t i = 0; i < r->n_workloads; i++)
+  for (size_t i = 0; i < r->n_workloads; i++) {
     free(r->workloads[i].gpus);
+    free(r->workloads[i].util_peaks);
+  }
   for (size_t i = 0; i < r->n_recs; i++) {
     free(r->recs[i].workloads);
     free(r->recs[i].nodes);
     free(r->recs[i].gpus);
+    free(r->recs[i].slots);
+    free(r->recs[i].mates);
   }
   free(r->gpus);
   free(r->nodes);
@@ -79,6 +87,7 @@ const char *rs_rec_kind_name(enum rs_rec_kind k) {
   case RS_REC_MIG: return "mig";
   case RS_REC_TIMESLICE: return "timeslice";
   case RS_REC_CHEAPER_GPU: return "cheaper_gpu";
+  case RS_REC_WATCH_NODE: return "watch_node";
   case RS_REC_KIND_COUNT: break;
   }
   return "unknown";
@@ -118,4 +127,14 @@ enum rs_confidence rs_confidence_level(double score) {
   if (score >= 0.5)
     return RS_CONF_MEDIUM;
   return RS_CONF_LOW;
+}
+
+double rs_workload_peak_share(const struct rs_workload *w, double pct) {
+  if (!w->util_peaks || w->n_util_peaks == 0)
+    return NAN;
+  uint64_t over = 0;
+  for (unsigned i = 0; i < RS_PEAK_BINS; i++)
+    if ((double)i * RS_PEAK_W > pct + 1e-9)
+      over += w->util_peaks[i];
+  return (double)over / (double)w->n_util_peaks;
 }

@@ -221,7 +221,19 @@ struct rs_workload {
   struct rs_dist mem_mib; /* MiB per GPU */
   double idle_fraction;
   double used_gpu_hours;
+  /* Step maxima of utilisation (max_over_time per step, per GPU held): RS_PEAK_BINS counts of
+   * RS_PEAK_W % each (owned; NULL when none). The burst tests of MIG and time-slicing read them
+   * through rs_workload_peak_share. */
+  uint32_t *util_peaks;
+  uint64_t n_util_peaks;
 };
+
+#define RS_PEAK_BINS 1001 /* 0.1 % bins, 0..100 % (the last also holds anything above) */
+#define RS_PEAK_W 0.1
+
+/* Share (0..1) of w's steps whose maximum utilisation was above pct, counting a 0.1 % bin when
+ * its lower edge is above pct (exact for DCGM's integer percent). NaN when w has no step maxima. */
+double rs_workload_peak_share(const struct rs_workload *w, double pct);
 
 /* ---- recommendations ---------------------------------------------------------------------- */
 
@@ -231,6 +243,8 @@ enum rs_rec_kind {
   RS_REC_MIG,           /* (c) move the workload onto a MIG slice */
   RS_REC_TIMESLICE,     /* (c) share the GPU by time-slicing (no MIG profile fits or no MIG) */
   RS_REC_CHEAPER_GPU,   /* (d) a cheaper GPU model fits */
+  RS_REC_WATCH_NODE,    /* (a') idle up to the window end, but below the drain floors (confidence
+                           or idle share): watch it; --apply never acts on it, no savings */
   RS_REC_KIND_COUNT
 };
 
@@ -246,6 +260,7 @@ enum {
   RS_EV_COVERAGE = 1u << 5,
   RS_EV_UTIL_MAX = 1u << 6,
   RS_EV_MEM_MAX = 1u << 7,
+  RS_EV_BURST = 1u << 8, /* burst_share and burst_limit_pct known (MIG, time-slicing) */
 };
 
 /* The numbers a recommendation rests on (for the subject: node, workload or group). */
@@ -260,6 +275,16 @@ struct rs_evidence {
   double hours_observed;
   double coverage; /* hours observed / window, 0..1 */
   size_t n_gaps;
+  double burst_limit_pct; /* the target's compute share: 100 x n/7 for a MIG slice, 100/ways */
+  double burst_share;     /* share of steps whose max utilisation was above it, 0..1 */
+};
+
+/* Where a MIG or time-slicing packing puts one GPU's worth of a workload: the card (0-based within
+ * the packing group) and, for MIG, the first memory slice of its instance. */
+struct rs_pack_slot {
+  size_t card;
+  unsigned start;      /* MIG: memory slice the instance starts at; 0 for time-slicing */
+  unsigned mem_slices; /* MIG: memory slices it occupies; 0 for time-slicing */
 };
 
 /* Bits of rs_rec.valid. */
@@ -290,6 +315,19 @@ struct rs_rec {
   char target_model[RS_SHORT_MAX]; /* CHEAPER_GPU: "L4", "T4" */
   size_t gpus_before, gpus_after;  /* CONSOLIDATE: GPUs in use before and after packing */
 
+  /* MIG/TIMESLICE: the packing of every such recommendation of one group (GPUs of one model at
+   * one price) onto cards. savings_month = pack_gpus_freed x the GPU's price x 730. */
+  char pack_group[RS_SHORT_MAX]; /* "H100-80GB" (with the price when one model has several) */
+  size_t pack_gpus_before;       /* the group's GPUs held by the packed workloads */
+  size_t pack_gpus_after;        /* cards the packing uses */
+  double pack_gpus_freed; /* this workload's share of before - after: on a card with m slices, each
+                             slice frees (m - 1)/m of a GPU; 0 when it sits alone */
+  bool pack_shared;       /* some slice shares a card: the savings need the mates to move too */
+  struct rs_pack_slot *slots; /* one per GPU held (owned) */
+  size_t n_slots;
+  size_t *mates; /* workload indices sharing one of its cards (owned) */
+  size_t n_mates;
+
   char reason[RS_TEXT_MAX];        /* one sentence: why, for humans */
   char evidence_text[RS_TEXT_MAX]; /* the numbers as a sentence */
   struct rs_evidence evidence;
@@ -313,6 +351,12 @@ struct rs_params {
   double pack_util_pct; /* --pack-util: packing target per GPU for summed p95 util (default 80) */
   double pack_mem_pct;  /* --pack-mem: packing target per GPU for summed p95 memory (default 90) */
   double min_coverage;  /* --min-coverage: below this no recommendation is made (default 0.5) */
+  double burst_tolerance; /* --burst-tolerance: share of steps whose max utilisation may exceed a
+                             MIG slice's or time-slice's compute share (default 0.01) */
+  double drain_min_confidence; /* --drain-min-confidence: below it an idle node is "watch"
+                                  (default 0.15) */
+  double drain_min_idle_share; /* --drain-min-idle-share: idle share of the window below which an
+                                  idle node is "watch" (default 0.5) */
 };
 
 /* Bits of rs_summary.valid. */
@@ -379,12 +423,14 @@ void rs_report_free(struct rs_report *r);
 /* Appends a printf-formatted note. Returns 0 or GS_ENOMEM. */
 int rs_report_note(struct rs_report *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Fills defaults into p: 7d window, 5m step, 2h min-idle, 5 % util, 5 % memory, 30 % low-use,
- * 80 % / 90 % packing targets, 0.5 minimum coverage. */
+ * 80 % / 90 % packing targets, 0.5 minimum coverage, 1 % burst tolerance, drain floors 0.15
+ * (confidence) and 0.5 (idle share). */
 void rs_params_default(struct rs_params *p);
 
 /* Stable lower-case names used by the reports and the JSON schema. */
 const char *rs_rec_kind_name(enum rs_rec_kind k);         /* "idle_node", "consolidate", "mig",
-                                                            "timeslice", "cheaper_gpu" */
+                                                            "timeslice", "cheaper_gpu",
+                                                            "watch_node" */
 const char *rs_confidence_name(enum rs_confidence c);     /* "low", "medium", "high" */
 const char *rs_owner_source_name(enum rs_owner_source s); /* "pod", "heuristic", "kubernetes" */
 const char *rs_price_source_name(enum rs_price_source s); /* "none", "file:model",

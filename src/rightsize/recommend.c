@@ -11,33 +11,9 @@
 #include "core/err.h"
 #include "core/timeutil.h"
 #include "rightsize/analyze.h"
+#include "rightsize/sharepack.h"
 
 #define TIMESLICE_MAX_WAYS 8 /* more replicas per GPU than this is not a sane recommendation */
-
-static const struct rs_mig_profile mig_a100_40[] = {
-    {"1g.5gb", 1, 5, 7},   {"1g.10gb", 1, 10, 4}, {"2g.10gb", 2, 10, 3},
-    {"3g.20gb", 3, 20, 2}, {"4g.20gb", 4, 20, 1}, {"7g.40gb", 7, 40, 1},
-};
-static const struct rs_mig_profile mig_80[] = {
-    {"1g.10gb", 1, 10, 7}, {"1g.20gb", 1, 20, 4}, {"2g.20gb", 2, 20, 3},
-    {"3g.40gb", 3, 40, 2}, {"4g.40gb", 4, 40, 1}, {"7g.80gb", 7, 80, 1},
-};
-static const struct rs_mig_profile mig_h200[] = {
-    {"1g.18gb", 1, 18, 7}, {"1g.35gb", 1, 35, 4}, {"2g.35gb", 2, 35, 3},
-    {"3g.71gb", 3, 71, 2}, {"4g.71gb", 4, 71, 1}, {"7g.141gb", 7, 141, 1},
-};
-
-const struct rs_mig_profile *rs_mig_profiles(const char *key, size_t *n) {
-  *n = 6;
-  if (key && !strcmp(key, "A100-40GB"))
-    return mig_a100_40;
-  if (key && (!strcmp(key, "A100-80GB") || !strcmp(key, "H100-80GB")))
-    return mig_80;
-  if (key && !strcmp(key, "H200-141GB"))
-    return mig_h200;
-  *n = 0;
-  return NULL;
-}
 
 static struct rs_rec *rec_new(struct rs_report *r, enum rs_rec_kind kind) {
   struct rs_rec *n = realloc(r->recs, (r->n_recs + 1) * sizeof(*n));
@@ -93,17 +69,29 @@ static bool recent_complete(const struct rs_report *r, const struct rs_node *n) 
 
 /* ---- (a) idle nodes ------------------------------------------------------------------------ */
 
-static int rec_idle_nodes(struct rs_report *r, bool *drained) {
+/* A node idle for --min-idle up to the window end is drained only when its confidence and its idle
+ * share of the window reach the floors: a short idle tail after a busy window is watched, not
+ * drained (and --apply, which acts on RS_REC_IDLE_NODE only, leaves it alone). */
+static int rec_idle_nodes(struct rs_report *r, bool *drained, bool *watched) {
   char dur[32], mi[32];
-  duration_format(r->params.min_idle_ms, mi, sizeof(mi));
+  const struct rs_params *p = &r->params;
+  duration_format(p->min_idle_ms, mi, sizeof(mi));
   for (size_t i = 0; i < r->n_nodes; i++) {
     const struct rs_node *n = &r->nodes[i];
-    if (!(n->valid & RS_HAS_STREAK) || n->idle_streak_ms < r->params.min_idle_ms)
+    if (!(n->valid & RS_HAS_STREAK) || n->idle_streak_ms < p->min_idle_ms)
       continue;
-    struct rs_rec *c = rec_new(r, RS_REC_IDLE_NODE);
+    double streak_frac = rs_window_fraction(r, (double)n->idle_streak_ms / 3600000.0);
+    double conf = fmin(n->coverage, streak_frac);
+    bool idle_known = (n->valid & RS_HAS_IDLE) != 0;
+    bool sure = conf >= p->drain_min_confidence && idle_known &&
+                n->idle_fraction >= p->drain_min_idle_share;
+    struct rs_rec *c = rec_new(r, sure ? RS_REC_IDLE_NODE : RS_REC_WATCH_NODE);
     if (!c)
       return GS_ENOMEM;
-    drained[i] = true;
+    if (sure)
+      drained[i] = true;
+    else
+      watched[i] = true;
     c->node_idx = i;
     if (push_idx(&c->nodes, &c->n_nodes, i))
       return GS_ENOMEM;
@@ -119,6 +107,26 @@ static int rec_idle_nodes(struct rs_report *r, bool *drained) {
     e->n_gaps = n->n_gaps;
     e->valid |= RS_EV_IDLE_FRACTION | RS_EV_IDLE_STREAK | RS_EV_HOURS | RS_EV_COVERAGE;
     duration_format(n->idle_streak_ms, dur, sizeof(dur));
+    set_conf(c, conf);
+    if (!sure) {
+      bool short_streak = conf < p->drain_min_confidence;
+      bool mostly_busy = !idle_known || n->idle_fraction < p->drain_min_idle_share;
+      snprintf(c->reason, sizeof(c->reason),
+               "every GPU of %.120s has been idle for the last %s, but %s%s%s: watch it, do not "
+               "drain it yet (--drain-min-confidence %g, --drain-min-idle-share %g)",
+               n->name, dur,
+               short_streak ? "that streak is too short a share of the window to be sure" : "",
+               short_streak && mostly_busy ? ", and " : "",
+               mostly_busy ? "the node was busy for most of the window" : "",
+               p->drain_min_confidence, p->drain_min_idle_share);
+      snprintf(c->evidence_text, sizeof(c->evidence_text),
+               "%zu GPUs, idle %.1f %% of %.1f h observed (floor %.0f %%), idle streak %s, "
+               "confidence %.3f (floor %g), p95 util %.1f %%, %zu gaps",
+               n->n_gpus, n->idle_fraction * 100.0, n->hours_observed,
+               p->drain_min_idle_share * 100.0, dur, conf, p->drain_min_confidence,
+               (n->util.valid & RS_HAS_P95) ? n->util.p95 : 0.0, n->n_gaps);
+      continue; /* no savings: nothing is to be done yet */
+    }
     snprintf(c->reason, sizeof(c->reason),
              "every GPU of %s has been idle (util <= %g %%, memory <= %g %%) for %s, at least "
              "--min-idle %s: drain it so that the autoscaler removes it",
@@ -134,8 +142,6 @@ static int rec_idle_nodes(struct rs_report *r, bool *drained) {
           n->price.per_gpu_hour * (double)n->n_gpus * RS_HOURS_PER_MONTH * n->idle_fraction;
       c->valid |= RS_REC_HAS_SAVINGS;
     }
-    double streak_frac = rs_window_fraction(r, (double)n->idle_streak_ms / 3600000.0);
-    set_conf(c, fmin(n->coverage, streak_frac));
   }
   return 0;
 }
@@ -354,18 +360,41 @@ static void workload_evidence(const struct rs_report *r, const struct rs_workloa
   set_conf(c, e->coverage);
 }
 
-static int rec_share(struct rs_report *r, size_t wi, const struct rs_gpu *g0) {
+static void set_burst(struct rs_rec *c, double limit_pct, double share) {
+  c->evidence.burst_limit_pct = limit_pct;
+  c->evidence.burst_share = share;
+  c->evidence.valid |= RS_EV_BURST;
+}
+
+/* The workload's step maxima stay within limit_pct (a slice's compute share) in all but
+ * --burst-tolerance of its steps. *share gets the share of steps above it. */
+static bool bursts_fit(const struct rs_report *r, const struct rs_workload *w, double limit_pct,
+                       double *share) {
+  *share = rs_workload_peak_share(w, limit_pct);
+  return isfinite(*share) && *share <= r->params.burst_tolerance + 1e-12;
+}
+
+/* (c): the smallest MIG profile that holds the workload's memory (p95 within --pack-mem, max
+ * within the slice), its mean load (p95 of the step means within --pack-util of the slice's
+ * compute) and its bursts (step maxima over the slice's compute in at most --burst-tolerance of
+ * the steps); else time-slicing with as many ways as the same three tests allow. Savings are set
+ * later, by the packing (sharepack.c). *burst_blocked is set when the bursts alone ruled out a
+ * profile that the means allowed. */
+static int rec_share(struct rs_report *r, size_t wi, const struct rs_gpu *g0, bool *burst_blocked) {
   const struct rs_workload *w = &r->workloads[wi];
   const struct rs_params *p = &r->params;
   size_t np;
   const struct rs_mig_profile *mp = rs_mig_profiles(g0->model_key, &np);
-  double per_gpu = (g0->valid & RS_HAS_COST) ? g0->price.per_gpu_hour : NAN;
   for (size_t i = 0; i + 1 < np; i++) { /* the full 7g profile saves nothing */
     double slice = mp[i].mem_gb * 1024.0;
-    double share = 100.0 * mp[i].sevenths / 7.0;
+    double share = 100.0 * mp[i].sevenths / 7.0, burst;
     if (w->mem_mib.p95 > slice * p->pack_mem_pct / 100.0 || w->mem_mib.max > slice ||
         w->util.p95 > share * p->pack_util_pct / 100.0)
       continue;
+    if (!bursts_fit(r, w, share, &burst)) {
+      *burst_blocked = true;
+      continue;
+    }
     struct rs_rec *c = rec_new(r, RS_REC_MIG);
     if (!c)
       return GS_ENOMEM;
@@ -376,18 +405,13 @@ static int rec_share(struct rs_report *r, size_t wi, const struct rs_gpu *g0) {
     c->mig_mem_gb = mp[i].mem_gb;
     c->share_ways = mp[i].max_instances;
     workload_evidence(r, w, c);
-    snprintf(
-        c->reason, sizeof(c->reason),
-        "%.60s/%.120s fits a MIG %s slice of its %s (%u/7 of the compute, %g GB): p95 memory and "
-        "p95 utilisation are within %g %% / %g %% of the slice; %u such slices fit on one "
-        "GPU",
-        w->namespace_, w->pod, mp[i].name, g0->model_key, mp[i].sevenths, mp[i].mem_gb,
-        p->pack_mem_pct, p->pack_util_pct, mp[i].max_instances);
-    if (isfinite(per_gpu)) {
-      c->savings_month =
-          per_gpu * (double)w->n_gpus * (1.0 - mp[i].sevenths / 7.0) * RS_HOURS_PER_MONTH;
-      c->valid |= RS_REC_HAS_SAVINGS;
-    }
+    set_burst(c, share, burst);
+    snprintf(c->reason, sizeof(c->reason),
+             "%.60s/%.120s fits a MIG %s slice of its %s (%u/7 of the compute, %g GB): p95 "
+             "memory and p95 utilisation are within %g %% / %g %% of the slice, and its "
+             "utilisation peaked above the slice's %.1f %% in %.2f %% of steps (at most %g %%)",
+             w->namespace_, w->pod, mp[i].name, g0->model_key, mp[i].sevenths, mp[i].mem_gb,
+             p->pack_mem_pct, p->pack_util_pct, share, burst * 100.0, p->burst_tolerance * 100.0);
     return 0;
   }
   if (!(g0->valid & RS_HAS_MEM_TOTAL) || w->mem_mib.p95 <= 0)
@@ -398,6 +422,12 @@ static int rec_share(struct rs_report *r, size_t wi, const struct rs_gpu *g0) {
   unsigned ways = ways_d >= 2 ? (unsigned)ways_d : 0;
   while (ways >= 2 && w->mem_mib.max > g0->mem_total_mib / ways)
     ways--;
+  double burst = NAN;
+  unsigned by_means = ways;
+  while (ways >= 2 && !bursts_fit(r, w, 100.0 / ways, &burst))
+    ways--;
+  if (ways < by_means)
+    *burst_blocked = true;
   if (ways < 2)
     return 0;
   struct rs_rec *c = rec_new(r, RS_REC_TIMESLICE);
@@ -407,15 +437,14 @@ static int rec_share(struct rs_report *r, size_t wi, const struct rs_gpu *g0) {
   c->node_idx = g0->node_idx;
   c->share_ways = ways;
   workload_evidence(r, w, c);
+  set_burst(c, 100.0 / ways, burst);
   snprintf(c->reason, sizeof(c->reason),
-           "%.60s/%.120s uses little of its %s%s: %u such workloads fit on one GPU by time-slicing "
-           "(p95 memory and utilisation within %g %% / %g %% of the GPU)",
+           "%.60s/%.100s uses little of its %.20s%s: up to %u such workloads can share one GPU by "
+           "time-slicing (p95 memory and utilisation within %.0f %% / %.0f %% of a 1/%u share; "
+           "utilisation peaked above %.1f %% in %.2f %% of steps, at most %.2g %%)",
            w->namespace_, w->pod, g0->model_key[0] ? g0->model_key : g0->model,
-           np ? " and no MIG profile fits" : "", ways, p->pack_mem_pct, p->pack_util_pct);
-  if (isfinite(per_gpu)) {
-    c->savings_month = per_gpu * (double)w->n_gpus * (1.0 - 1.0 / ways) * RS_HOURS_PER_MONTH;
-    c->valid |= RS_REC_HAS_SAVINGS;
-  }
+           np ? " and no MIG profile fits" : "", ways, p->pack_mem_pct, p->pack_util_pct, ways,
+           100.0 / ways, burst * 100.0, p->burst_tolerance * 100.0);
   return 0;
 }
 
@@ -482,12 +511,17 @@ static int cmp_rec(const void *x, const void *y) {
 
 int rs_recommend(struct rs_report *r, const struct rs_prices *prices) {
   bool *drained = calloc(r->n_nodes + 1, sizeof(bool));
+  bool *watched = calloc(r->n_nodes + 1, sizeof(bool));
+  bool *held = calloc(r->n_nodes + 1, sizeof(bool));
   bool *moved = calloc(r->n_workloads + 1, sizeof(bool));
-  int rc = (!drained || !moved) ? GS_ENOMEM : 0;
+  int rc = (!drained || !watched || !held || !moved) ? GS_ENOMEM : 0;
+  size_t n_burst = 0, burst_eg = 0;
   if (!rc)
-    rc = rec_idle_nodes(r, drained);
+    rc = rec_idle_nodes(r, drained, watched);
+  for (size_t i = 0; !rc && i < r->n_nodes; i++)
+    held[i] = drained[i] || watched[i]; /* a watched node is neither packed onto nor freed */
   if (!rc)
-    rc = rec_consolidate(r, drained, moved);
+    rc = rec_consolidate(r, held, moved);
   for (size_t wi = 0; !rc && wi < r->n_workloads; wi++) {
     const struct rs_workload *w = &r->workloads[wi];
     if (moved[wi] || w->n_gpus == 0 || !(w->util.valid & RS_HAS_P95) ||
@@ -500,14 +534,30 @@ int rs_recommend(struct rs_report *r, const struct rs_prices *prices) {
       skip |= drained[r->gpus[w->gpus[i]].node_idx] ||
               r->gpus[w->gpus[i]].n_workloads > 1 || /* already shared */
               r->gpus[w->gpus[i]].gpu_i_id[0] ||     /* already on a MIG slice */
+              r->gpus[w->gpus[i]].mig_parent ||      /* a card already sliced */
               strcmp(r->gpus[w->gpus[i]].model_key, g0->model_key) != 0;
     if (skip || !g0->model_key[0])
       continue;
-    rc = rec_share(r, wi, g0);
+    bool blocked = false;
+    rc = rec_share(r, wi, g0, &blocked);
+    if (blocked && n_burst++ == 0)
+      burst_eg = wi;
     if (!rc)
       rc = rec_cheaper(r, wi, g0, prices);
   }
+  if (!rc && n_burst)
+    rc = rs_report_note(r,
+                        "%zu workload(s) (e.g. %.60s/%.120s) fit a smaller MIG slice or more "
+                        "time-slicing ways by their p95 utilisation, but their step maxima exceed "
+                        "that share in more than --burst-tolerance %g %% of steps: they were given "
+                        "the next size that holds their bursts, or none.",
+                        n_burst, r->workloads[burst_eg].namespace_, r->workloads[burst_eg].pod,
+                        r->params.burst_tolerance * 100.0);
+  if (!rc)
+    rc = rs_share_pack(r);
   free(drained);
+  free(watched);
+  free(held);
   free(moved);
   if (!rc && r->n_recs > 1)
     qsort(r->recs, r->n_recs, sizeof(*r->recs), cmp_rec);

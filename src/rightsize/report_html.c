@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "core/err.h"
+#include "rightsize/sharepack.h"
 #include "rightsize/svg.h"
 
 /* Size limits keep a 1000-GPU report in the low megabytes and quick to render. */
@@ -71,20 +72,21 @@ static const char *kind_label(enum rs_rec_kind k) {
   case RS_REC_MIG: return "MIG slice";
   case RS_REC_TIMESLICE: return "Time-slicing";
   case RS_REC_CHEAPER_GPU: return "Cheaper GPU";
+  case RS_REC_WATCH_NODE: return "Watch node (no drain)";
   case RS_REC_KIND_COUNT: break;
   }
   return "Other";
 }
 
 static const char *kind_color(enum rs_rec_kind k) {
-  static const char *const c[RS_REC_KIND_COUNT] = {"#d62728", "#ff7f0e", "#2ca02c", "#17becf",
-                                                   "#9467bd"};
+  static const char *const c[RS_REC_KIND_COUNT] = {"#d62728", "#ff7f0e", "#2ca02c",
+                                                   "#17becf", "#9467bd", "#7f7f7f"};
   return (unsigned)k < RS_REC_KIND_COUNT ? c[k] : "#7f7f7f";
 }
 
 /* The subject of a recommendation in a few words, written escaped: a node, a pod or a group. */
 static void wsubject(struct svg_out *o, const struct rs_report *r, const struct rs_rec *rec) {
-  if (rec->kind == RS_REC_IDLE_NODE) {
+  if (rec->kind == RS_REC_IDLE_NODE || rec->kind == RS_REC_WATCH_NODE) {
     svg_outesc(o, rec->node_idx < r->n_nodes ? r->nodes[rec->node_idx].name : "?");
   } else if (rec->kind == RS_REC_CONSOLIDATE) {
     svg_outf(o, "%zu workload%s; frees ", rec->n_workloads, rec->n_workloads == 1 ? "" : "s");
@@ -124,8 +126,22 @@ static void wtarget(struct svg_out *o, const struct rs_rec *rec) {
     svg_outs(o, "move to ");
     svg_outesc(o, rec->target_model);
     break;
+  case RS_REC_WATCH_NODE:
+    svg_outs(o, "watch: not drained (below the drain floors); --apply leaves it alone");
+    break;
   case RS_REC_KIND_COUNT: break;
   }
+}
+
+/* Where a MIG or time-slicing packing puts the workload: which card, beside whom, what it frees. */
+static void wpacking(struct svg_out *o, const struct rs_report *r, const struct rs_rec *rec) {
+  char d[RS_TEXT_MAX];
+  rs_pack_describe(r, rec, d, sizeof(d));
+  if (!d[0])
+    return;
+  svg_outs(o, "<br/><span class=\"packing\">packing: ");
+  svg_outesc(o, d);
+  svg_outs(o, "</span>");
 }
 
 /* ---- page pieces --------------------------------------------------------------------------- */
@@ -263,10 +279,14 @@ static void savings_chart(struct svg_out *o, const struct rs_report *r) {
     wrc(o, GS_ENOMEM);
     goto out;
   }
+  size_t n_acts = 0; /* a watched node is not advice to act: no bar */
   for (size_t i = 0; i < r->n_recs; i++)
-    order[i] = &r->recs[i];
-  if (r->n_recs)
-    qsort(order, r->n_recs, sizeof *order, cmp_savings_desc);
+    if (r->recs[i].kind != RS_REC_WATCH_NODE)
+      order[n_acts++] = &r->recs[i];
+  if (n > n_acts)
+    n = n_acts;
+  if (n_acts)
+    qsort(order, n_acts, sizeof *order, cmp_savings_desc);
   struct svg_out t = {&text, 0};
   for (size_t i = 0; i < n; i++) {
     /* Labels are raw text here: svg_barchart escapes them. */
@@ -303,9 +323,9 @@ static void savings_chart(struct svg_out *o, const struct rs_report *r) {
   if (!o->rc)
     wrc(o, svg_barchart(o->b, &c));
   svg_outs(o, "</div>\n");
-  if (r->n_recs > n)
+  if (n_acts > n)
     svg_outf(o, "<p class=\"muted\">The %zu smaller recommendations are in the table below.</p>\n",
-             r->n_recs - n);
+             n_acts - n);
 out:
   buf_free(&text);
   free(off);
@@ -313,9 +333,14 @@ out:
   free(order);
 }
 
-static void evidence_cell(struct svg_out *o, const struct rs_rec *rec) {
+static void evidence_cell(struct svg_out *o, const struct rs_report *r, const struct rs_rec *rec) {
   const struct rs_evidence *e = &rec->evidence;
   svg_outesc(o, rec->evidence_text);
+  if (e->valid & RS_EV_BURST)
+    svg_outf(o,
+             "<br/><span class=\"burst\">bursts: utilisation above %.1f %% (the slice's share) "
+             "in %.2f %% of steps; tolerance %g %%</span>",
+             e->burst_limit_pct, 100 * e->burst_share, 100 * r->params.burst_tolerance);
   if (e->valid & RS_EV_COVERAGE) {
     svg_outf(o, "<br/><span class=\"muted\">coverage %.0f %%", 100 * e->coverage);
     if (e->valid & RS_EV_HOURS)
@@ -345,15 +370,16 @@ static void recs_table(struct svg_out *o, const struct rs_report *r) {
     wsubject(o, r, rec);
     svg_outs(o, "</td><td>");
     wtarget(o, rec);
+    wpacking(o, r, rec);
     svg_outs(o, "</td><td>");
     svg_outesc(o, rec->reason);
     svg_outs(o, "</td><td>");
-    evidence_cell(o, rec);
+    evidence_cell(o, r, rec);
     svg_outs(o, "</td><td class=\"n\">");
     if (rec->valid & RS_REC_HAS_SAVINGS)
       wmoney(o, r, rec->savings_month);
     else
-      svg_outs(o, "no price");
+      svg_outs(o, rec->kind == RS_REC_WATCH_NODE ? "none (watch)" : "no price");
     svg_outf(o, "</td><td class=\"conf-%s\">%s (%.2f)</td></tr>\n", lvl, lvl, rec->confidence);
   }
   svg_outs(o, "</table>\n");
@@ -624,8 +650,12 @@ static void footer(struct svg_out *o, const struct rs_report *r) {
       o,
       " of continuous idleness; low use is p95 utilisation \xE2\x89\xA4 %g %%; packing targets "
       "%g %% utilisation and %g %% memory per GPU; no recommendation below %.0f %% coverage. "
-      "Savings a month = $/hour \xC3\x97 %.0f h.</p>\n",
+      "A MIG slice or time-slice fits when utilisation peaks above its compute share in at most "
+      "%g %% of steps. Drain advice needs confidence \xE2\x89\xA5 %g and an idle share "
+      "\xE2\x89\xA5 %.0f %%; below either the node is watched. Savings a month = $/hour "
+      "\xC3\x97 %.0f h.</p>\n",
       p->low_util_pct, p->pack_util_pct, p->pack_mem_pct, 100 * p->min_coverage,
+      100 * p->burst_tolerance, p->drain_min_confidence, 100 * p->drain_min_idle_share,
       RS_HOURS_PER_MONTH);
   svg_outs(o, "</main>\n</body>\n</html>\n");
 }

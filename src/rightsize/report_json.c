@@ -8,6 +8,7 @@
 
 #include "core/err.h"
 #include "rightsize/report.h"
+#include "rightsize/sharepack.h"
 
 static int add(struct json_object *o, const char *k, struct json_object *v) {
   if (!v)
@@ -223,7 +224,49 @@ static struct json_object *evidence(const struct rs_evidence *e, const char *tex
     rc = num(o, "hours_observed", e->hours_observed, 3);
   if (!rc && (e->valid & RS_EV_COVERAGE))
     rc = num(o, "coverage", e->coverage, 4);
+  if (!rc && (e->valid & RS_EV_BURST)) {
+    rc = num(o, "burst_limit_pct", e->burst_limit_pct, 2);
+    rc = rc ? rc : num(o, "burst_share", e->burst_share, 5);
+  }
   rc = rc ? rc : i64(o, "gaps", (int64_t)e->n_gaps);
+  if (rc) {
+    json_object_put(o);
+    return NULL;
+  }
+  return o;
+}
+
+/* Where the packing of the recommendation's group puts its slices (see sharepack.h). */
+static struct json_object *packing(const struct rs_report *r, const struct rs_rec *c) {
+  struct json_object *o = json_object_new_object(), *sl = json_object_new_array();
+  if (!o || !sl) {
+    json_object_put(o);
+    json_object_put(sl);
+    return NULL;
+  }
+  int rc = str(o, "group", c->pack_group);
+  rc = rc ? rc : i64(o, "group_gpus_before", (int64_t)c->pack_gpus_before);
+  rc = rc ? rc : i64(o, "group_gpus_after", (int64_t)c->pack_gpus_after);
+  rc = rc ? rc : num(o, "gpus_freed", c->pack_gpus_freed, 4);
+  rc = rc ? rc : add(o, "shared", json_object_new_boolean(c->pack_shared));
+  for (size_t i = 0; !rc && i < c->n_slots; i++) {
+    struct json_object *x = json_object_new_object();
+    rc = x ? 0 : GS_ENOMEM;
+    rc = rc ? rc : i64(x, "card", (int64_t)c->slots[i].card);
+    if (!rc && c->kind == RS_REC_MIG) {
+      rc = i64(x, "start", c->slots[i].start);
+      rc = rc ? rc : i64(x, "mem_slices", c->slots[i].mem_slices);
+    }
+    if (!rc)
+      json_object_array_add(sl, x);
+    else
+      json_object_put(x);
+  }
+  rc = rc ? rc : add(o, "slots", sl);
+  rc = rc ? rc : add(o, "mates", idx_array(c->mates, c->n_mates));
+  char d[RS_TEXT_MAX];
+  rs_pack_describe(r, c, d, sizeof(d));
+  rc = rc ? rc : str(o, "text", d);
   if (rc) {
     json_object_put(o);
     return NULL;
@@ -233,7 +276,7 @@ static struct json_object *evidence(const struct rs_evidence *e, const char *tex
 
 static int rec_obj(const struct rs_report *r, const struct rs_rec *c, struct json_object *o) {
   int rc = str(o, "kind", rs_rec_kind_name(c->kind));
-  if (c->kind == RS_REC_IDLE_NODE) {
+  if (c->kind == RS_REC_IDLE_NODE || c->kind == RS_REC_WATCH_NODE) {
     rc = rc ? rc : str(o, "node", r->nodes[c->node_idx].name);
     rc = rc ? rc : i64(o, "node_index", (int64_t)c->node_idx);
   } else if (c->kind != RS_REC_CONSOLIDATE && c->workload_idx < r->n_workloads) {
@@ -249,7 +292,7 @@ static int rec_obj(const struct rs_report *r, const struct rs_rec *c, struct jso
     struct json_object *a = json_object_new_array();
     for (size_t i = 0; a && i < c->n_nodes; i++)
       json_object_array_add(a, json_object_new_string(r->nodes[c->nodes[i]].name));
-    rc = rc ? rc : add(o, c->kind == RS_REC_IDLE_NODE ? "nodes" : "nodes_freed", a);
+    rc = rc ? rc : add(o, c->kind == RS_REC_CONSOLIDATE ? "nodes_freed" : "nodes", a);
   }
   if (!rc && c->kind == RS_REC_CONSOLIDATE) {
     rc = add(o, "workloads", idx_array(c->workloads, c->n_workloads));
@@ -262,8 +305,11 @@ static int rec_obj(const struct rs_report *r, const struct rs_rec *c, struct jso
     rc = rc ? rc : i64(o, "mig_compute_sevenths", c->mig_compute_sevenths);
     rc = rc ? rc : num(o, "mig_mem_gb", c->mig_mem_gb, 1);
   }
-  if (!rc && (c->kind == RS_REC_MIG || c->kind == RS_REC_TIMESLICE))
+  if (!rc && (c->kind == RS_REC_MIG || c->kind == RS_REC_TIMESLICE)) {
     rc = i64(o, "share_ways", c->share_ways);
+    if (!rc && c->n_slots)
+      rc = add(o, "packing", packing(r, c));
+  }
   if (!rc && c->kind == RS_REC_CHEAPER_GPU)
     rc = str(o, "target_model", c->target_model);
   rc = rc ? rc : str(o, "reason", c->reason);
@@ -327,6 +373,9 @@ static struct json_object *params(const struct rs_report *r) {
   rc = rc ? rc : num(o, "pack_util_pct", p->pack_util_pct, 2);
   rc = rc ? rc : num(o, "pack_mem_pct", p->pack_mem_pct, 2);
   rc = rc ? rc : num(o, "min_coverage", p->min_coverage, 3);
+  rc = rc ? rc : num(o, "burst_tolerance", p->burst_tolerance, 4);
+  rc = rc ? rc : num(o, "drain_min_confidence", p->drain_min_confidence, 3);
+  rc = rc ? rc : num(o, "drain_min_idle_share", p->drain_min_idle_share, 3);
   rc = rc ? rc : num(o, "hours_per_month", RS_HOURS_PER_MONTH, 1);
   if (rc) {
     json_object_put(o);

@@ -8,6 +8,7 @@
 #include "core/err.h"
 #include "core/timeutil.h"
 #include "rightsize/report.h"
+#include "rightsize/sharepack.h"
 
 static void fmt_time(int64_t ms, char *out, size_t len) {
   time_t s = (time_t)(ms / 1000);
@@ -91,7 +92,7 @@ static int summary(const struct rs_report *r, struct buf *o) {
 }
 
 static void subject(const struct rs_report *r, const struct rs_rec *c, char *out, size_t len) {
-  if (c->kind == RS_REC_IDLE_NODE)
+  if (c->kind == RS_REC_IDLE_NODE || c->kind == RS_REC_WATCH_NODE)
     snprintf(out, len, "node %s", r->nodes[c->node_idx].name);
   else if (c->kind == RS_REC_CONSOLIDATE)
     snprintf(out, len, "%zu node(s) freed", c->n_nodes);
@@ -111,6 +112,7 @@ static void action(const struct rs_rec *c, char *out, size_t len) {
   case RS_REC_MIG: snprintf(out, len, "MIG %s", c->mig_profile); break;
   case RS_REC_TIMESLICE: snprintf(out, len, "time-slice x%u", c->share_ways); break;
   case RS_REC_CHEAPER_GPU: snprintf(out, len, "move to %s", c->target_model); break;
+  case RS_REC_WATCH_NODE: snprintf(out, len, "watch (no drain)"); break;
   default: snprintf(out, len, "-"); break;
   }
 }
@@ -134,6 +136,16 @@ static int recs(const struct rs_report *r, struct buf *o) {
     rc =
         rc ? rc
            : buf_printf(o, "      why:      %s\n      evidence: %s\n", c->reason, c->evidence_text);
+    if (!rc && (c->evidence.valid & RS_EV_BURST))
+      rc = buf_printf(o,
+                      "      bursts:   utilisation above %.1f %% in %.2f %% of steps (tolerance "
+                      "%g %%)\n",
+                      c->evidence.burst_limit_pct, 100 * c->evidence.burst_share,
+                      100 * r->params.burst_tolerance);
+    char pk[RS_TEXT_MAX];
+    rs_pack_describe(r, c, pk, sizeof(pk));
+    if (!rc && pk[0])
+      rc = buf_printf(o, "      packing:  %s\n", pk);
   }
   return rc ? rc : buf_puts(o, "\n");
 }

@@ -39,6 +39,9 @@ struct rs_opts {
   double pack_util;
   double pack_mem;
   double min_coverage;
+  double burst_tolerance;
+  double drain_min_confidence;
+  double drain_min_idle_share;
   char *selector;
   char *bearer_token_file;
   char *ca_file;
@@ -96,6 +99,18 @@ static const struct opt_def rs_defs[] = {
     {"min-coverage", 0, NULL, OPT_DOUBLE, "0.5", 0, 1, NULL, "FRACTION",
      "no sharing, consolidation or model advice below this share of the window observed",
      offsetof(struct rs_opts, min_coverage)},
+    {"burst-tolerance", 0, NULL, OPT_DOUBLE, "1", 0, 100, NULL, "PCT",
+     "a MIG slice or time-slice fits only when the step maxima of utilisation exceed its compute "
+     "share in at most this % of steps",
+     offsetof(struct rs_opts, burst_tolerance)},
+    {"drain-min-confidence", 0, NULL, OPT_DOUBLE, "0.15", 0, 1, NULL, "FRACTION",
+     "drain advice needs this confidence (the smaller of coverage and idle streak / window); "
+     "below it the node is \"watch\" and --apply leaves it alone",
+     offsetof(struct rs_opts, drain_min_confidence)},
+    {"drain-min-idle-share", 0, NULL, OPT_DOUBLE, "0.5", 0, 1, NULL, "FRACTION",
+     "drain advice needs the node idle for at least this share of its observed steps; below it "
+     "the node is \"watch\"",
+     offsetof(struct rs_opts, drain_min_idle_share)},
     {"selector", 0, NULL, OPT_STRING, NULL, 0, 0, NULL, "MATCHERS",
      "extra label matchers for every query, e.g. 'Hostname=~\"gpu-.*\"'",
      offsetof(struct rs_opts, selector)},
@@ -315,6 +330,9 @@ int rightsize_main(int argc, char **argv) {
   p.pack_util_pct = o.pack_util;
   p.pack_mem_pct = o.pack_mem;
   p.min_coverage = o.min_coverage;
+  p.burst_tolerance = o.burst_tolerance / 100.0;
+  p.drain_min_confidence = o.drain_min_confidence;
+  p.drain_min_idle_share = o.drain_min_idle_share;
   struct rs_prom_opts po = {
       .url = o.prometheus,
       .bearer_token_file = o.bearer_token_file,

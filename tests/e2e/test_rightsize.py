@@ -103,7 +103,9 @@ def report(prom, *extra):
 # ---- the known history -------------------------------------------------------------------
 
 IDLE_SAVINGS = round(55.04 / 8 * 8 * 730, 2)                # 40179.2
-MIG_SAVINGS = round(21.96 / 8 * (1 - 1 / 7) * 730, 2)       # 1717.59
+# The pod fits a 1g.5gb slice, but it is the only MIG candidate on an A100-40GB: alone, its slice
+# still holds a whole card, so the packing frees nothing (issue 28 §1) and the T4 counts.
+MIG_SAVINGS = 0.0
 T4_SAVINGS = round((21.96 / 8 - 0.526) * 730, 2)            # 1619.87
 
 
@@ -123,11 +125,16 @@ def test_exact_recommendations(prom):
     assert idle["evidence"]["idle_fraction"] == 1.0
     assert mig["mig_profile"] == "1g.5gb" and mig["mig_compute_sevenths"] == 1
     assert mig["savings_month"] == MIG_SAVINGS
+    pk = mig["packing"]
+    assert pk["group"] == "A100-40GB" and pk["shared"] is False and pk["gpus_freed"] == 0
+    assert pk["group_gpus_before"] == 1 and pk["group_gpus_after"] == 1 and pk["mates"] == []
+    assert mig["evidence"]["burst_limit_pct"] == round(100 / 7, 2)
+    assert mig["evidence"]["burst_share"] == 0
     assert mig["owner"] == "infer"
     assert cheap["target_model"] == "T4" and cheap["savings_month"] == T4_SAVINGS
     s = doc["summary"]
     assert s["nodes"] == 4 and s["gpus"] == 25 and s["workloads"] == 2
-    assert s["savings_month"] == round(40179.2 + 21.96 / 8 * 6 / 7 * 730, 2)
+    assert s["savings_month"] == round(IDLE_SAVINGS + T4_SAVINGS, 2)
     assert s["savings_month_by_kind"]["idle_node"] == IDLE_SAVINGS
     assert s["recommendations_by_kind"]["consolidate"] == 0
 
@@ -163,7 +170,8 @@ def test_text_report(prom):
     out = r.stdout
     assert "SUMMARY" in out and "RECOMMENDATIONS" in out
     assert "node node-idle" in out and "$40,179.20" in out
-    assert "MIG 1g.5gb" in out and "$1,717.59" in out
+    assert "MIG 1g.5gb" in out and "alone: frees nothing" in out
+    assert "bursts:   utilisation above 14.3 % in 0.00 % of steps (tolerance 1 %)" in out
     assert "move to T4" in out
     assert r.stderr == ""  # no progress bar when stderr is not a terminal
 

@@ -221,3 +221,10 @@ def test_html_dom_in_chromium(html_report, workdir):
     assert "Utilisation heatmap" in dom and "Savings by recommendation" in dom
     assert "<script" not in dom.lower()
     assert "evil-&lt;script&gt;alert(1)&lt;/script&gt;" in dom
+    # the MIG advice shows its packing (alone on its card: it frees nothing) and its burst
+    # figure (issue 28)
+    assert ('<span class="packing">packing: card 1 (1g.10gb at memory slice 6) alone: frees '
+            'nothing until another workload shares the card; H100-80GB: 1 GPU(s) pack onto 1 '
+            'card(s)</span>') in dom
+    assert ('<span class="burst">bursts: utilisation above 14.3 % (the slice\'s share) in 0.00 % '
+            'of steps; tolerance 1 %</span>') in dom

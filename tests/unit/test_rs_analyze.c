@@ -11,6 +11,7 @@
 #include <cmocka.h>
 
 #include "rightsize/cost.h"
+#include "rightsize/owner_guess.h"
 #include "rs_testlib.h"
 
 #define H 3600000LL

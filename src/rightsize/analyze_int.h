@@ -1,0 +1,152 @@
+/* What the analyser accumulates between rs_analyzer_add and rs_analyzer_finish: shared by
+ * analyze.c (reading series into per-step scratch and summaries) and analyze_finish.c (turning
+ * them into the report's GPUs, nodes and workloads). Not for use outside the analyser. */
+#ifndef GS_RS_ANALYZE_INT_H
+#define GS_RS_ANALYZE_INT_H
+
+#include <math.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "rightsize/analyze.h"
+#include "rightsize/cost.h"
+#include "rightsize/hist.h"
+
+/* ---- accumulators --------------------------------------------------------------------------- */
+
+struct bucket_acc {
+  uint32_t n_util, n_mem, n_pct;
+  float util_max;
+  double util_sum, mem_sum, pct_sum;
+};
+
+/* Per-step readings of the current chunk, one array each (NaN = none). Several series for the same
+ * GPU at the same step (a second scrape job, per-pod copies) fold into one value: the largest. */
+enum {
+  SC_FREE_AVG,
+  SC_USED_AVG,
+  SC_USED_MAX,
+  SC_UTIL_AVG,
+  SC_UTIL_MAX,
+  SC_POW_AVG,
+  SC_POW_MAX,
+  SC_N
+};
+
+struct gacc {
+  char node[RS_NAME_MAX], gpu[RS_SHORT_MAX], uuid[RS_SHORT_MAX], model[RS_SHORT_MAX];
+  char gpu_i_id[RS_SHORT_MAX], gpu_i_profile[RS_SHORT_MAX];
+  uint64_t *has;  /* bit per step: a utilisation reading exists */
+  uint64_t *busy; /* bit per step: some reading at this step was not idle */
+  struct rs_hist util, mem, pct, pow;
+  double mem_total; /* max of used + free at one step */
+  bool has_total;
+  double used_h; /* sum util/100 x step, hours */
+  int64_t first_ms, last_ms;
+  bool seen;
+  struct wlink *wl; /* workloads seen on this GPU */
+  size_t n_wl;
+  struct bucket_acc *tl;
+  float *sc;     /* SC_N arrays of sc_cap floats: the chunk's readings */
+  size_t sc_cap; /* steps per array */
+  bool sc_live;  /* something was written this chunk */
+};
+
+struct wlink {
+  size_t idx;
+  uint64_t n;   /* utilisation samples of this pairing */
+  uint64_t *cb; /* bit per step of the chunk: a series of this pod named this GPU */
+  size_t cb_words;
+};
+
+struct wacc {
+  char ns[RS_NAME_MAX], pod[RS_NAME_MAX], container[RS_NAME_MAX];
+  bool multi_container;
+  bool exported; /* seen in exported_pod: Prometheus renamed the exporter's labels */
+  bool in_info;  /* named by a gpuscale_gpu_pod_info series: a holder, as the agent says */
+  char **jobs;   /* scrape jobs where it was seen only in the plain `pod` label */
+  size_t n_jobs;
+  struct rs_hist util, mem;
+  struct rs_hist peak; /* step maxima of utilisation: the burst tests */
+  uint64_t n_util, n_idle;
+  double used_h;
+  int64_t first_ms, last_ms;
+  bool seen;
+};
+
+struct slot_index {
+  size_t *slots; /* entry index + 1; 0 = empty */
+  size_t cap, n;
+};
+
+/* A small set of strings (scrape jobs, namespace/pod of scrape targets). */
+struct strset {
+  char **items;
+  size_t n;
+  size_t *slots; /* item index + 1 */
+  size_t cap;
+};
+
+struct rs_analyzer {
+  struct rs_params p;
+  int64_t start_ms, end_ms, step_ms;
+  size_t n_steps, words;
+  size_t n_buckets, spb; /* buckets and steps per bucket */
+  int64_t c_start;       /* current chunk: first step index */
+  size_t c_len;          /* ... and its length in steps */
+  struct gacc **g;
+  size_t n_g, cap_g;
+  struct wacc **w;
+  size_t n_w, cap_w;
+  struct slot_index gi, wi;
+  bool saw_free, saw_used, saw_power;
+  struct strset renaming_jobs; /* jobs whose series carry exported_pod (honorLabels: false) */
+  struct strset target_pods;   /* "namespace/pod" of scrape targets seen beside exported_pod */
+  struct strset targets;       /* "job\x1finstance\x1fnamespace\x1fpod" of the targets (`up`) */
+  struct strset own_pods;      /* "namespace/pod" of series that named their own target's pod */
+  struct strset info_jobs;     /* jobs that write gpuscale_gpu_pod_info (gpuscale's agent) */
+};
+
+static inline uint64_t fnv(const char *a, const char *b) {
+  uint64_t h = 1469598103934665603ULL;
+  for (const char *s = a; *s; s++)
+    h = (h ^ (unsigned char)*s) * 1099511628211ULL;
+  h = (h ^ 0x1f) * 1099511628211ULL;
+  for (const char *s = b; *s; s++)
+    h = (h ^ (unsigned char)*s) * 1099511628211ULL;
+  return h;
+}
+
+static inline const char *gkey2(const struct gacc *g) {
+  return g->uuid[0] ? g->uuid : g->gpu;
+}
+
+static inline bool strset_has(const struct strset *ss, const char *s) {
+  if (!ss->cap)
+    return false;
+  for (size_t j = (size_t)(fnv(s, "") & (ss->cap - 1)); ss->slots[j]; j = (j + 1) & (ss->cap - 1))
+    if (!strcmp(ss->items[ss->slots[j] - 1], s))
+      return true;
+  return false;
+}
+
+static inline bool bit(const uint64_t *b, size_t k) {
+  return (b[k / 64] >> (k % 64)) & 1u;
+}
+
+/* The GPU's framebuffer: the largest used + free seen at one step, else the catalogue's size for
+ * its model, else NaN. */
+static inline double gpu_total(const struct gacc *g) {
+  if (g->has_total)
+    return g->mem_total;
+  char key[RS_SHORT_MAX];
+  rs_model_key(g->model, key, sizeof(key));
+  const struct rs_gpu_spec *sp = rs_gpu_spec_find(key);
+  return sp ? sp->mem_mib : NAN;
+}
+
+/* Folds the current chunk of every GPU into its summaries and clears the scratch. */
+void rs_analyzer_flush(struct rs_analyzer *a);
+
+#endif

@@ -1,0 +1,46 @@
+/* Fixed-bin histograms: the bounded-memory quantiles of rightsize's analysis (utilisation, memory,
+ * power), one per GPU and workload quantity, whatever the window. */
+#ifndef GS_RS_HIST_H
+#define GS_RS_HIST_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "rightsize/model.h"
+
+/* Histogram layouts. Utilisation and memory percent use 0.1 % bins and report a bin's lower edge
+ * (exact for DCGM's integer percent); memory uses 64 MiB and power 5 W bins and report a bin's
+ * upper edge capped at the exact max (never under the truth). */
+#define H_PCT_BINS 1001
+#define H_PCT_W 0.1
+#define H_MEM_BINS 3072 /* 192 GiB */
+#define H_MEM_W 64.0
+#define H_POW_BINS 400 /* 2000 W */
+#define H_POW_W 5.0
+
+/* A histogram: nbins bins of `width` from 0; the last bin also holds everything above. */
+struct rs_hist {
+  uint32_t *bins;
+  unsigned nbins;
+  double width;
+  bool upper; /* report the upper edge (capped at max) */
+  uint64_t n;
+  double sum, max;
+};
+
+/* Allocates nbins zeroed bins. Returns 0 or GS_ENOMEM. Free with rs_hist_free. */
+int rs_hist_init(struct rs_hist *h, unsigned nbins, double width, bool upper);
+/* Frees the bins; a zeroed struct is fine. */
+void rs_hist_free(struct rs_hist *h);
+/* Counts one sample (negative as 0; NaN and infinities ignored). */
+void rs_hist_add(struct rs_hist *h, double v);
+/* A step's maximum (max_over_time) that is not a sample of the distribution: it raises max only. */
+void rs_hist_peak(struct rs_hist *h, double v);
+/* Adds src's bins, count, sum and max into dst (same layout). */
+void rs_hist_merge(struct rs_hist *dst, const struct rs_hist *src);
+/* The q-quantile: the lower (or, with upper, the upper) edge of its bin, never above max. */
+double rs_hist_quantile(const struct rs_hist *h, double q);
+/* Fills d (p50, p95, max, mean); every bit clear when the histogram is empty. */
+void rs_hist_dist(const struct rs_hist *h, struct rs_dist *d);
+
+#endif
