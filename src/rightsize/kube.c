@@ -2,6 +2,7 @@
  * capped answers and Status-aware errors, and the node, pod, eviction and event calls of a drain.
  */
 #include "rightsize/kube.h"
+#include "rightsize/kube_shapes.h"
 
 #include <curl/curl.h>
 #include <errno.h>
@@ -20,7 +21,6 @@
 #include "core/timeutil.h"
 
 #define KUBE_MOD "kube"
-#define KUBE_JSON_DEPTH 128
 
 /* ------------------------------------------------------------------------------------------ */
 /* Small helpers */
@@ -598,51 +598,11 @@ static const char *status_text(long code) {
   }
 }
 
-/* As json_parse; *oom is set when the tokener could not be allocated. */
-static json_object *json_parse_oom(const char *s, size_t len, bool *oom) {
-  *oom = false;
-  if (len > (size_t)INT32_MAX)
-    return NULL;
-  json_tokener *tok = json_tokener_new_ex(KUBE_JSON_DEPTH);
-  if (!tok) {
-    *oom = true;
-    return NULL;
-  }
-  json_object *o = json_tokener_parse_ex(tok, s, (int)len);
-  if (o && json_tokener_get_error(tok) == json_tokener_success) {
-    /* Only whitespace may follow the value. */
-    for (size_t i = json_tokener_get_parse_end(tok); i < len; i++)
-      if (s[i] != ' ' && s[i] != '\n' && s[i] != '\r' && s[i] != '\t') {
-        json_object_put(o);
-        o = NULL;
-        break;
-      }
-  } else if (o) {
-    json_object_put(o);
-    o = NULL;
-  }
-  json_tokener_free(tok);
-  return o;
-}
-
-static json_object *json_parse(const char *s, size_t len) {
-  bool oom;
-  return json_parse_oom(s, len, &oom);
-}
-
-static const char *jstr(json_object *o, const char *key) {
-  json_object *v;
-  if (!o || !json_object_is_type(o, json_type_object) || !json_object_object_get_ex(o, key, &v) ||
-      !json_object_is_type(v, json_type_string))
-    return NULL;
-  return json_object_get_string(v);
-}
-
 /* Fills res->message (and reason) for a non-2xx answer, from a Status body when there is one. */
 static void describe_failure(struct kube_client *c, const char *method, const char *path,
                              struct kube_result *res) {
-  json_object *st = c->body.data ? json_parse(c->body.data, c->body.len) : NULL;
-  const char *msg = jstr(st, "message"), *reason = jstr(st, "reason");
+  json_object *st = c->body.data ? kube_json_parse(c->body.data, c->body.len, NULL) : NULL;
+  const char *msg = kube_json_str(st, "message"), *reason = kube_json_str(st, "reason");
   if (reason)
     snprintf(res->reason, sizeof(res->reason), "%s", reason);
   char clean[300];
@@ -774,281 +734,6 @@ int kube_request(struct kube_client *c, const char *method, const char *path, co
     buf_init(&c->body, c->cfg.max_body);
   }
   return rc;
-}
-
-/* ------------------------------------------------------------------------------------------ */
-/* JSON shapes */
-
-const char *kube_annotation(const struct kube_kv *a, size_t n, const char *key) {
-  for (size_t i = 0; i < n; i++)
-    if (!strcmp(a[i].key, key))
-      return a[i].value;
-  return NULL;
-}
-
-static void kv_free(struct kube_kv *a, size_t n) {
-  for (size_t i = 0; i < n; i++) {
-    free(a[i].key);
-    free(a[i].value);
-  }
-  free(a);
-}
-
-static json_object *jget(json_object *o, const char *key) {
-  json_object *v;
-  if (!o || !json_object_is_type(o, json_type_object) || !json_object_object_get_ex(o, key, &v))
-    return NULL;
-  return v;
-}
-
-static int parse_annotations(json_object *meta, struct kube_kv **out, size_t *n, const char **err) {
-  *out = NULL;
-  *n = 0;
-  json_object *a = jget(meta, "annotations");
-  if (!a || json_object_is_type(a, json_type_null))
-    return 0;
-  if (!json_object_is_type(a, json_type_object)) {
-    *err = "metadata.annotations is not an object";
-    return GS_EPARSE;
-  }
-  size_t cnt = (size_t)json_object_object_length(a);
-  if (!cnt)
-    return 0;
-  if (!(*out = calloc(cnt, sizeof(**out))))
-    return GS_ENOMEM;
-  json_object_object_foreach(a, k, v) {
-    if (!json_object_is_type(v, json_type_string)) {
-      *err = "metadata.annotations has a value that is not a string";
-      return GS_EPARSE;
-    }
-    struct kube_kv *kv = &(*out)[(*n)++];
-    kv->key = strdup(k);
-    kv->value = strdup(json_object_get_string(v));
-    if (!kv->key || !kv->value)
-      return GS_ENOMEM;
-  }
-  return 0;
-}
-
-/* Checks `kind` when present: the API always sends it, a wrong one is a wrong answer. */
-static int check_kind(json_object *o, const char *want, const char **err) {
-  if (!json_object_is_type(o, json_type_object)) {
-    *err = "answer is not a JSON object";
-    return GS_EPARSE;
-  }
-  json_object *k = jget(o, "kind");
-  if (k && (!json_object_is_type(k, json_type_string) || strcmp(json_object_get_string(k), want))) {
-    *err = !strcmp(want, "Node") ? "answer is not a Node (wrong kind)"
-                                 : "answer is not a PodList (wrong kind)";
-    return GS_EPARSE;
-  }
-  return 0;
-}
-
-static int dup_opt(json_object *o, const char *key, char **out) {
-  const char *s = jstr(o, key);
-  *out = NULL;
-  if (s && !(*out = strdup(s)))
-    return GS_ENOMEM;
-  return 0;
-}
-
-int kube_node_parse(const char *json, size_t len, struct kube_node *out, const char **err) {
-  memset(out, 0, sizeof(*out));
-  static const char *dummy;
-  if (!err)
-    err = &dummy;
-  bool oom;
-  json_object *o = json_parse_oom(json, len, &oom);
-  if (!o) {
-    *err = oom ? "out of memory" : "answer is not valid JSON";
-    return oom ? GS_ENOMEM : GS_EPARSE;
-  }
-  int rc = check_kind(o, "Node", err);
-  json_object *meta = jget(o, "metadata");
-  const char *name = jstr(meta, "name");
-  if (!rc && !kube_name_valid(name)) {
-    *err = "Node has no valid metadata.name";
-    rc = GS_EPARSE;
-  }
-  json_object *spec = jget(o, "spec");
-  json_object *u = jget(spec, "unschedulable");
-  if (!rc && spec && !json_object_is_type(spec, json_type_object)) {
-    *err = "Node spec is not an object";
-    rc = GS_EPARSE;
-  }
-  if (!rc && u && !json_object_is_type(u, json_type_boolean) &&
-      !json_object_is_type(u, json_type_null)) {
-    *err = "Node spec.unschedulable is not a boolean";
-    rc = GS_EPARSE;
-  }
-  if (!rc) {
-    out->unschedulable =
-        u && json_object_is_type(u, json_type_boolean) && json_object_get_boolean(u);
-    if (!(out->name = strdup(name)) || dup_opt(meta, "uid", &out->uid))
-      rc = GS_ENOMEM;
-  }
-  if (!rc)
-    rc = parse_annotations(meta, &out->annotations, &out->n_annotations, err);
-  json_object_put(o);
-  return rc;
-}
-
-void kube_node_free(struct kube_node *n) {
-  if (!n)
-    return;
-  free(n->name);
-  free(n->uid);
-  kv_free(n->annotations, n->n_annotations);
-  memset(n, 0, sizeof(*n));
-}
-
-static int parse_owner(json_object *meta, struct kube_pod *p, const char **err) {
-  json_object *refs = jget(meta, "ownerReferences");
-  if (!refs || json_object_is_type(refs, json_type_null))
-    return 0;
-  if (!json_object_is_type(refs, json_type_array)) {
-    *err = "Pod metadata.ownerReferences is not an array";
-    return GS_EPARSE;
-  }
-  for (size_t i = 0; i < json_object_array_length(refs); i++) {
-    json_object *r = json_object_array_get_idx(refs, i);
-    json_object *ctl = jget(r, "controller");
-    if (!ctl || !json_object_is_type(ctl, json_type_boolean) || !json_object_get_boolean(ctl))
-      continue;
-    const char *kind = jstr(r, "kind"), *name = jstr(r, "name");
-    if (!kind || !name) {
-      *err = "Pod controller ownerReference has no kind or name";
-      return GS_EPARSE;
-    }
-    if (!(p->owner_kind = strdup(kind)) || !(p->owner_name = strdup(name)))
-      return GS_ENOMEM;
-    return 0;
-  }
-  return 0;
-}
-
-/* kubectl drain refuses pods with emptyDir volumes unless --delete-emptydir-data: their data is
- * deleted with the pod. A generic ephemeral volume's claim is deleted with the pod too. */
-static int parse_local_volume(json_object *spec, struct kube_pod *p, const char **err) {
-  json_object *vols = jget(spec, "volumes");
-  if (!vols || json_object_is_type(vols, json_type_null))
-    return 0;
-  if (!json_object_is_type(vols, json_type_array)) {
-    *err = "Pod spec.volumes is not an array";
-    return GS_EPARSE;
-  }
-  for (size_t i = 0; i < json_object_array_length(vols); i++) {
-    json_object *v = json_object_array_get_idx(vols, i);
-    json_object *ed = jget(v, "emptyDir"), *eph = jget(v, "ephemeral");
-    bool local = (ed && !json_object_is_type(ed, json_type_null)) ||
-                 (eph && !json_object_is_type(eph, json_type_null));
-    if (!local)
-      continue;
-    const char *name = jstr(v, "name");
-    char buf[300];
-    snprintf(buf, sizeof(buf), "%s %.253s",
-             ed && !json_object_is_type(ed, json_type_null) ? "emptyDir" : "ephemeral",
-             name ? name : "(unnamed)");
-    return (p->local_volume = strdup(buf)) ? 0 : GS_ENOMEM;
-  }
-  return 0;
-}
-
-static int parse_pod(json_object *o, struct kube_pod *p, const char **err) {
-  if (!json_object_is_type(o, json_type_object)) {
-    *err = "PodList item is not an object";
-    return GS_EPARSE;
-  }
-  json_object *meta = jget(o, "metadata");
-  const char *name = jstr(meta, "name"), *ns = jstr(meta, "namespace");
-  if (!kube_name_valid(name) || !kube_name_valid(ns)) {
-    *err = "Pod has no valid metadata.name or metadata.namespace";
-    return GS_EPARSE;
-  }
-  if (!(p->name = strdup(name)) || !(p->ns = strdup(ns)) || dup_opt(meta, "uid", &p->uid))
-    return GS_ENOMEM;
-  const char *phase = jstr(jget(o, "status"), "phase");
-  if (!(p->phase = strdup(phase ? phase : "")))
-    return GS_ENOMEM;
-  json_object *del = jget(meta, "deletionTimestamp");
-  p->terminating = del && !json_object_is_type(del, json_type_null);
-  int rc = parse_owner(meta, p, err);
-  if (!rc && dup_opt(jget(meta, "labels"), "pod-template-hash", &p->template_hash))
-    rc = GS_ENOMEM;
-  if (!rc)
-    rc = parse_local_volume(jget(o, "spec"), p, err);
-  if (!rc)
-    rc = parse_annotations(meta, &p->annotations, &p->n_annotations, err);
-  if (!rc && (dup_opt(jget(o, "status"), "podIP", &p->pod_ip) ||
-              dup_opt(jget(o, "spec"), "nodeName", &p->node_name) ||
-              dup_opt(meta, "resourceVersion", &p->resource_version)))
-    rc = GS_ENOMEM;
-  return rc;
-}
-
-int kube_pod_list_parse(const char *json, size_t len, struct kube_pod_list *out, const char **err) {
-  memset(out, 0, sizeof(*out));
-  static const char *dummy;
-  if (!err)
-    err = &dummy;
-  bool oom;
-  json_object *o = json_parse_oom(json, len, &oom);
-  if (!o) {
-    *err = oom ? "out of memory" : "answer is not valid JSON";
-    return oom ? GS_ENOMEM : GS_EPARSE;
-  }
-  int rc = check_kind(o, "PodList", err);
-  json_object *items = jget(o, "items");
-  if (!rc && !items) {
-    *err = "PodList has no items";
-    rc = GS_EPARSE;
-  }
-  if (!rc && !json_object_is_type(items, json_type_array) &&
-      !json_object_is_type(items, json_type_null)) {
-    *err = "PodList items is not an array";
-    rc = GS_EPARSE;
-  }
-  if (!rc && dup_opt(jget(o, "metadata"), "resourceVersion", &out->resource_version))
-    rc = GS_ENOMEM;
-  size_t n =
-      !rc && json_object_is_type(items, json_type_array) ? json_object_array_length(items) : 0;
-  if (n && !(out->items = calloc(n, sizeof(*out->items))))
-    rc = GS_ENOMEM;
-  for (size_t i = 0; !rc && i < n; i++) {
-    out->n++;
-    rc = parse_pod(json_object_array_get_idx(items, i), &out->items[i], err);
-  }
-  json_object_put(o);
-  return rc;
-}
-
-void kube_pod_free(struct kube_pod *p) {
-  if (!p)
-    return;
-  free(p->ns);
-  free(p->name);
-  free(p->uid);
-  free(p->phase);
-  free(p->owner_kind);
-  free(p->owner_name);
-  free(p->template_hash);
-  free(p->local_volume);
-  free(p->pod_ip);
-  free(p->node_name);
-  free(p->resource_version);
-  kv_free(p->annotations, p->n_annotations);
-  memset(p, 0, sizeof(*p));
-}
-
-void kube_pod_list_free(struct kube_pod_list *l) {
-  if (!l)
-    return;
-  for (size_t i = 0; i < l->n; i++)
-    kube_pod_free(&l->items[i]);
-  free(l->items);
-  free(l->resource_version);
-  memset(l, 0, sizeof(*l));
 }
 
 /* ------------------------------------------------------------------------------------------ */
@@ -1271,28 +956,28 @@ static int watch_event(struct watch_ctx *w, const char *s, size_t len) {
     len--;
   if (!len)
     return 0;
-  json_object *o = json_parse(s, len);
-  const char *type = jstr(o, "type");
-  json_object *obj = jget(o, "object");
+  json_object *o = kube_json_parse(s, len, NULL);
+  const char *type = kube_json_str(o, "type");
+  json_object *obj = kube_json_get(o, "object");
   int rc = 0;
   if (!type || !obj || !json_object_is_type(obj, json_type_object)) {
     snprintf(w->error_msg, sizeof(w->error_msg), "watch event is not {type, object} JSON");
     rc = GS_EPARSE;
   } else if (!strcmp(type, "ERROR")) {
-    json_object *code = jget(obj, "code");
+    json_object *code = kube_json_get(obj, "code");
     w->error_code =
         code && json_object_is_type(code, json_type_int) ? json_object_get_int(code) : 0;
-    const char *m = jstr(obj, "message");
+    const char *m = kube_json_str(obj, "message");
     snprintf(w->error_msg, sizeof(w->error_msg), "watch ERROR %ld: %.250s", w->error_code,
              m ? m : "");
     rc = GS_EUNAVAIL;
   } else if (!strcmp(type, "BOOKMARK")) {
-    watch_set_rv(w, jstr(jget(obj, "metadata"), "resourceVersion"));
+    watch_set_rv(w, kube_json_str(kube_json_get(obj, "metadata"), "resourceVersion"));
   } else if (!strcmp(type, "ADDED") || !strcmp(type, "MODIFIED") || !strcmp(type, "DELETED")) {
     struct kube_pod p;
     memset(&p, 0, sizeof(p));
     const char *err = "";
-    rc = parse_pod(obj, &p, &err);
+    rc = kube_pod_from_json(obj, &p, &err);
     if (rc == GS_EPARSE)
       snprintf(w->error_msg, sizeof(w->error_msg), "watch %s event: %s", type, err);
     if (!rc) {

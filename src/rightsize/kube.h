@@ -91,7 +91,21 @@ struct kube_node {
   size_t n_annotations;
 };
 
-/* The parts of a v1 Pod the drain reads. */
+/* One status.containerStatuses[] entry of a pod. */
+struct kube_container_status {
+  char *name;
+  bool ready;
+  int restarts;      /* restartCount */
+  const char *state; /* "waiting", "running", "terminated" (static), or NULL when not said */
+  char *reason;      /* the state's reason ("CrashLoopBackOff", "ContainerCreating", "Error",
+                        "OOMKilled"...), or NULL */
+  int exit_code;     /* terminated: its exitCode, when has_exit_code */
+  bool has_exit_code;
+};
+/* Containers of one pod kept; more are left out (a pod's readiness is its condition's). */
+#define KUBE_POD_MAX_CONTAINERS 32
+
+/* The parts of a v1 Pod the drain and the agent read. */
 struct kube_pod {
   char *ns;
   char *name;
@@ -108,6 +122,15 @@ struct kube_pod {
   char *pod_ip;           /* status.podIP, or NULL before the pod has one */
   char *node_name;        /* spec.nodeName, or NULL when not scheduled */
   char *resource_version; /* metadata.resourceVersion, or NULL */
+  struct kube_kv *labels; /* metadata.labels (look up with kube_annotation) */
+  size_t n_labels;
+  /* status.conditions[type=Ready]: ready when its status is "True". has_ready_condition is false
+   * when the pod has no such condition (not scheduled yet): not ready either. */
+  bool ready;
+  bool has_ready_condition;
+  char *ready_reason; /* the condition's reason when not ready ("ContainersNotReady"...), or NULL */
+  struct kube_container_status *containers; /* status.containerStatuses, in the API's order */
+  size_t n_containers;
 };
 
 struct kube_pod_list {
@@ -123,7 +146,7 @@ void kube_node_free(struct kube_node *n);
 /* Parses a v1 PodList. Same contract as kube_node_parse. */
 int kube_pod_list_parse(const char *json, size_t len, struct kube_pod_list *out, const char **err);
 void kube_pod_list_free(struct kube_pod_list *l);
-/* Looks up an annotation; NULL when absent. */
+/* Looks up an annotation (or a label, in the labels array); NULL when absent. */
 const char *kube_annotation(const struct kube_kv *a, size_t n, const char *key);
 /* True when s is a valid DNS-1123 subdomain (node, pod and namespace names): the only names the
  * client puts into a path. */
