@@ -149,6 +149,7 @@ static json_object *engine_json(const struct engine_reading *r, int64_t now_wall
   json_object_object_add(o, "pod", json_object_new_string(r->pod));
   json_object_object_add(o, "engine", json_object_new_string(engine_kind_name(r->kind)));
   json_object_object_add(o, "fresh", json_object_new_boolean(r->fresh));
+  json_object_object_add(o, "state", json_object_new_string(engine_pod_state_name(r->state)));
   if (r->ts_ms > 0) {
     json_object_object_add(o, "timestamp_ms", json_object_new_int64(r->ts_ms));
     json_object_object_add(o, "age_seconds",

@@ -167,6 +167,8 @@ static bool upsert_pod(struct engines *e, const struct kube_pod *kp) {
         p = &e->pods[i];
   if (!p)
     return false;
+  /* A detected engine stays detected through a change of state (Ready, then not, then again). */
+  enum engine_kind kept = p->used && p->t.detect && t.detect ? p->r.kind : ENGINE_UNKNOWN;
   uint64_t gen = p->gen + 1;
   memset(p, 0, sizeof *p);
   p->used = p->present = true;
@@ -175,10 +177,16 @@ static bool upsert_pod(struct engines *e, const struct kube_pod *kp) {
   p->t = t;
   copy_str(p->r.ns, sizeof p->r.ns, t.ns);
   copy_str(p->r.pod, sizeof p->r.pod, t.pod);
-  p->r.kind = t.kind;
+  p->r.kind = t.detect ? kept : t.kind;
+  p->r.state = t.state;
   if (v == ENGINE_TARGET_BAD) {
     copy_str(p->r.reason, sizeof p->r.reason, t.reason);
     LOG_WARN(MOD, "engine pod %s/%s is not read: %s", t.ns, t.pod, t.reason);
+  } else if (t.state != ENGINE_POD_SERVING) {
+    /* Not Ready, terminating or a LeaderWorkerSet worker: no Service traffic or no metrics, so
+     * it is listed with why and not fetched (a loading engine's port refuses anyway). */
+    copy_str(p->r.reason, sizeof p->r.reason, t.reason);
+    LOG_INFO(MOD, "engine pod %s/%s is not read: %s", t.ns, t.pod, t.reason);
   } else {
     char url[URL_MAX];
     engine_target_url(&t, url, sizeof url);
@@ -442,7 +450,7 @@ static size_t take_jobs(struct engines *e, struct scrape *jobs) {
   pthread_mutex_lock(&e->lock);
   for (size_t i = 0; i < ENGINE_MAX_PODS; i++) {
     const struct epod *p = &e->pods[i];
-    if (!p->used || p->verdict != ENGINE_TARGET_OK)
+    if (!p->used || p->verdict != ENGINE_TARGET_OK || p->t.state != ENGINE_POD_SERVING)
       continue;
     if (p->not_engine && now - p->done_mono < not_engine_ms(e))
       continue; /* not an engine at its last check: not fetched every interval */

@@ -227,6 +227,15 @@ static void encode_gpu(const struct node_gpu *g, Gpuscale__V1__GPU *m, struct en
   }
 }
 
+_Static_assert(
+    (int)GPUSCALE__V1__ENGINE_POD_STATE__ENGINE_POD_STATE_SERVING == ENGINE_POD_SERVING &&
+        (int)GPUSCALE__V1__ENGINE_POD_STATE__ENGINE_POD_STATE_NOT_READY == ENGINE_POD_NOT_READY &&
+        (int)GPUSCALE__V1__ENGINE_POD_STATE__ENGINE_POD_STATE_TERMINATING ==
+            ENGINE_POD_TERMINATING &&
+        (int)GPUSCALE__V1__ENGINE_POD_STATE__ENGINE_POD_STATE_LWS_WORKER == ENGINE_POD_LWS_WORKER &&
+        ENGINE_POD__COUNT == 4,
+    "engine pod states have the wire's numbers");
+
 static void encode_engine(const struct engine_reading *r, Gpuscale__V1__EnginePod *m) {
   *m = (Gpuscale__V1__EnginePod)GPUSCALE__V1__ENGINE_POD__INIT;
   m->namespace_ = wire_str(r->ns);
@@ -238,6 +247,7 @@ static void encode_engine(const struct engine_reading *r, Gpuscale__V1__EnginePo
   m->timestamp_ms = r->ts_ms;
   m->fresh = r->fresh;
   m->reason = wire_str(r->reason);
+  m->state = (Gpuscale__V1__EnginePodState)r->state; /* the same numbers, checked below */
   for (size_t k = 0; k < NSIGNALS; k++) {
     if (!engine_has(r, signal_map[k].s))
       continue;
@@ -414,6 +424,10 @@ static void decode_engine(const Gpuscale__V1__EnginePod *m, struct engine_readin
   r->ts_ms = m->timestamp_ms;
   r->fresh = m->fresh;
   copy_str(r->reason, sizeof r->reason, m->reason);
+  /* A state from a newer agent: not serving, whatever it is (that agent did not read it). */
+  r->state = (int)m->state >= 0 && (int)m->state < ENGINE_POD__COUNT
+                 ? (enum engine_pod_state)m->state
+                 : ENGINE_POD_NOT_READY;
   for (size_t k = 0; k < NSIGNALS; k++) { /* unknown (newer) bits are dropped */
     if (!(m->valid & (UINT64_C(1) << signal_map[k].bit)))
       continue;
