@@ -125,14 +125,14 @@ static void not_ready_reason(const struct kube_pod *p, char *out, size_t len) {
 /* Sets t->state and t->reason from the pod's labels and status; false when the pod is not one
  * to list (finished, or serving without an address). */
 static bool pod_state(const struct kube_pod *p, struct engine_target *t) {
-  const char *wi = kube_annotation(p->labels, p->n_labels, ENGINE_LWS_WORKER_INDEX);
+  const char *wi = kube_annotation(p->labels, p->n_labels, KUBE_LWS_WORKER_INDEX);
   bool running = p->phase && strcmp(p->phase, "Running") == 0;
   bool pending = p->phase && strcmp(p->phase, "Pending") == 0;
   if (!running && !pending)
     return false; /* Succeeded, Failed, Unknown: no engine there */
   if (wi && strcmp(wi, "0") != 0) {
-    const char *leader = kube_annotation(p->annotations, p->n_annotations, ENGINE_LWS_LEADER_NAME);
-    const char *group = kube_annotation(p->labels, p->n_labels, ENGINE_LWS_GROUP_KEY);
+    const char *leader = kube_annotation(p->annotations, p->n_annotations, KUBE_LWS_LEADER_NAME);
+    const char *group = kube_annotation(p->labels, p->n_labels, KUBE_LWS_GROUP_KEY);
     t->state = ENGINE_POD_LWS_WORKER;
     snprintf(t->reason, sizeof t->reason,
              "LeaderWorkerSet worker %.8s of %s %.100s: serves no metrics, its leader is read", wi,

@@ -12,14 +12,6 @@
 #define ENGINE_PATH_LEN 256
 #define ENGINE_IP_LEN 48
 
-/* LeaderWorkerSet's pod labels (kubernetes-sigs/lws api/leaderworkerset/v1/
- * leaderworkerset_types.go: WorkerIndexLabelKey, GroupUniqueHashLabelKey; the leader's
- * worker index "is always set to 0") and the workers' annotation naming their leader
- * (LeaderPodNameAnnotationKey). */
-#define ENGINE_LWS_WORKER_INDEX "leaderworkerset.sigs.k8s.io/worker-index"
-#define ENGINE_LWS_GROUP_KEY "leaderworkerset.sigs.k8s.io/group-key"
-#define ENGINE_LWS_LEADER_NAME "leaderworkerset.sigs.k8s.io/leader-name"
-
 enum engine_target_verdict {
   ENGINE_TARGET_NONE = 0, /* not an engine pod, or not one of this node's pods to list (not
                              scheduled here, finished, a serving pod without an IP) */

@@ -76,6 +76,14 @@ void kube_client_free(struct kube_client *c);
 int kube_request(struct kube_client *c, const char *method, const char *path, const char *body,
                  const char *content_type, char **resp, size_t *resp_len, struct kube_result *res);
 
+/* LeaderWorkerSet's pod labels and annotation (kubernetes-sigs/lws
+ * api/leaderworkerset/v1/leaderworkerset_types.go: WorkerIndexLabelKey, the leader's being always
+ * "0"; GroupUniqueHashLabelKey, the same on every pod of one group; LeaderPodNameAnnotationKey,
+ * on the workers). */
+#define KUBE_LWS_WORKER_INDEX "leaderworkerset.sigs.k8s.io/worker-index"
+#define KUBE_LWS_GROUP_KEY "leaderworkerset.sigs.k8s.io/group-key"
+#define KUBE_LWS_LEADER_NAME "leaderworkerset.sigs.k8s.io/leader-name"
+
 /* One annotation or label. */
 struct kube_kv {
   char *key;

@@ -211,6 +211,7 @@ static void encode_gpu(const struct node_gpu *g, Gpuscale__V1__GPU *m, struct en
     p->pod = wire_str(g->pods.pods[k].pod);
     p->container = wire_str(g->pods.pods[k].container);
     p->share = g->pods.split != ATTRIB_SPLIT_NONE ? g->pods.pods[k].share : 0;
+    p->group = g->pods.pods[k].group;
     e->pod_ptrs[*next_pod] = p;
     (*next_pod)++;
   }
@@ -406,6 +407,7 @@ static const char *decode_gpu(const Gpuscale__V1__GPU *m, struct node_gpu *g) {
     copy_str(g->pods.pods[k].pod, sizeof g->pods.pods[k].pod, p->pod);
     copy_str(g->pods.pods[k].container, sizeof g->pods.pods[k].container, p->container);
     g->pods.pods[k].share = p->share;
+    g->pods.pods[k].group = p->group;
   }
   g->pods.n = np;
   g->pods.total = m->pods_total > m->n_pods ? m->pods_total : m->n_pods;

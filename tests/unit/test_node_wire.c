@@ -550,6 +550,32 @@ static void test_engine_states(void **state) {
   free_snapshot(in);
 }
 
+/* PodRef.group (field 5, fixed64): a LeaderWorkerSet pod's group travels as the agent set it, 0
+ * (a pod of its own, or an older agent) stays 0. */
+static void test_pod_group(void **state) {
+  (void)state;
+  struct node_snapshot *in = make_snapshot();
+  assert_true(in->n > 0 && in->gpus[0].pods.n > 0);
+  uint64_t g = attrib_group_of("serve", "689ad3d6bd4c4c0b2a7a8e5bd2b1e6d9c0f6a1e2");
+  in->gpus[0].pods.pods[0].group = g;
+  struct node_snapshot out;
+  roundtrip(in, &out);
+  assert_true(out.gpus[0].pods.pods[0].group == g);
+  for (size_t i = 1; i < out.n; i++)
+    for (size_t k = 0; k < out.gpus[i].pods.n; k++)
+      assert_true(out.gpus[i].pods.pods[k].group == in->gpus[i].pods.pods[k].group);
+  node_snapshot_clear(&out);
+  uint8_t *bytes = NULL;
+  size_t len = 0;
+  assert_int_equal(node_wire_encode(in, NODE_WIRE_MAX_BYTES, &bytes, &len), 0);
+  Gpuscale__V1__NodeSnapshot *m = gpuscale__v1__node_snapshot__unpack(NULL, len, bytes);
+  assert_non_null(m);
+  assert_true(m->gpus[0]->pods[0]->group == g);
+  gpuscale__v1__node_snapshot__free_unpacked(m, NULL);
+  free(bytes);
+  free_snapshot(in);
+}
+
 static void test_engines_roundtrip(void **state) {
   (void)state;
   struct node_snapshot *in = make_snapshot();
@@ -746,6 +772,7 @@ int main(void) {
       cmocka_unit_test(test_garbage_and_empty),
       cmocka_unit_test(test_engines_roundtrip),
       cmocka_unit_test(test_engine_states),
+      cmocka_unit_test(test_pod_group),
       cmocka_unit_test(test_engines_off_and_older_agents),
       cmocka_unit_test(test_engines_cap),
       cmocka_unit_test(test_non_finite_readings),
