@@ -74,6 +74,7 @@ struct engines {
   pthread_cond_t cond; /* wakes the sleeps on stop */
   atomic_bool stop;
   bool listed;      /* the pod list is current */
+  bool kick;        /* a pod turned serving: the scrape thread reads it now, not next interval */
   bool fail_logged; /* the current outage of the pod list was logged */
   char why[ENGINE_REASON_LEN];
   struct epod *pods; /* ENGINE_MAX_PODS slots */
@@ -103,11 +104,12 @@ static void say(char *dst, size_t cap, const char *fmt, ...) {
   va_end(ap);
 }
 
-/* Sleeps ms unless stopped; returns true when stopped. */
-static bool nap(struct engines *e, int64_t ms) {
+/* Sleeps ms unless stopped (or, with kick, until a pod turns serving); returns true when
+ * stopped. */
+static bool nap_until(struct engines *e, int64_t ms, bool kick) {
   int64_t until = time_mono_ms() + ms;
   pthread_mutex_lock(&e->lock);
-  while (!atomic_load(&e->stop)) {
+  while (!atomic_load(&e->stop) && !(kick && e->kick)) {
     int64_t left = until - time_mono_ms();
     if (left <= 0)
       break;
@@ -118,8 +120,14 @@ static bool nap(struct engines *e, int64_t ms) {
     ts.tv_nsec = (long)(ns % 1000000000);
     pthread_cond_timedwait(&e->cond, &e->lock, &ts);
   }
+  if (kick)
+    e->kick = false;
   pthread_mutex_unlock(&e->lock);
   return atomic_load(&e->stop);
+}
+
+static bool nap(struct engines *e, int64_t ms) {
+  return nap_until(e, ms, false);
 }
 
 /* How long a pod that is not an engine waits for its next check. */
@@ -191,6 +199,9 @@ static bool upsert_pod(struct engines *e, const struct kube_pod *kp) {
     char url[URL_MAX];
     engine_target_url(&t, url, sizeof url);
     say(p->r.reason, sizeof p->r.reason, "not scraped yet");
+    e->kick = true; /* a serving pod with no reading: read it now (it may have just turned
+                       Ready, and a Ready pod without a reading is missing) */
+    pthread_cond_broadcast(&e->cond);
     LOG_INFO(MOD, "engine pod %s/%s: %s %s", t.ns, t.pod,
              t.detect ? "engine detected from the metrics of" : engine_kind_name(t.kind), url);
   }
@@ -516,7 +527,7 @@ static void *scrape_main(void *arg) {
     int64_t start = time_mono_ms();
     scrape_round(e, jobs);
     int64_t left = e->interval_ms - (time_mono_ms() - start);
-    if (nap(e, left > 0 ? left : 0))
+    if (nap_until(e, left > 0 ? left : 0, true))
       break;
   }
   free(jobs);

@@ -320,3 +320,35 @@ def test_leader_worker_set_reads_the_leader_only(rig):
     # the node-2 agent alone: its only engine pod is a worker, so nothing is selected there
     settled(rig.agents["node-2"].client(), {"metricType": "vllm_queue_depth", "scope": "node",
                                             "pods": "llama-70b-.*"}, 0)
+
+
+def test_a_pod_turning_ready_is_read_at_once(rig, tmp_path):
+    """An agent with a long engine interval (20 s): a pod that turns Ready is read as soon as the
+    watch brings the change, not at the next interval, so that it is missing as briefly as can be
+    (a Ready pod without a reading is missing)."""
+    node = "node-3"
+    gpus = Scenario([{"model": "NVIDIA L4", "uuid": "GPU-00000003-0000-4000-8000-000000000000",
+                      "memory_total_mib": 23034, "memory_used_mib": 1000, "gpu_utilization": 0}])
+    kc = kubeconfig(str(tmp_path / "kubeconfig"), rig.api.url, token="t0ken")
+    a = FixedAgent(["--collector", "mock", "--scenario", gpus.write(str(tmp_path / "s.yaml")),
+                    "--interval", helpers.INTERVAL, "--node-name", node, "--kube-api", kc,
+                    "--engine-interval", "20s", "--engine-timeout", "800ms"],
+                   helpers.LOOPBACK, helpers.free_port(), workdir=str(tmp_path))
+    a.start()
+    try:
+        rig.agents[node] = a
+        rig.api.put_pod(pod("slow-0", node, "127.0.0.30", rig.port, status=LOADING))
+        listed_as(rig, node, "slow-0", "not_ready", "not Ready (loading?)")
+        time.sleep(1.0)  # the scrape thread is asleep in its 20 s interval now
+        rig.serve("127.0.0.30", 5)
+        t0 = time.monotonic()
+        rig.api.put_pod(pod("slow-0", node, "127.0.0.30", rig.port))
+        wait_for(lambda: (listed(rig, node, "slow-0") or {}).get("fresh") is True, timeout=10,
+                 what="slow-0 read after it turned Ready")
+        took = time.monotonic() - t0
+        assert took < 5.0, took
+        assert listed(rig, node, "slow-0")["values"]["vllm_queue_depth"] == 5
+    finally:
+        rig.agents.pop(node, None)
+        rig.api.delete_pod(NS, "slow-0")
+        a.stop()
