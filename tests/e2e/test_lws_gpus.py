@@ -112,6 +112,7 @@ def rig(tmp_path_factory):
                      workdir=os.path.join(root, "gw"))
         os.makedirs(gw.workdir, exist_ok=True)
         gw.start()
+        gw.agents_started = agents
         yield gw
     finally:
         for p in agents + ([gw] if gw else []):
@@ -156,3 +157,16 @@ def test_a_group_on_two_nodes_is_one_replica(rig):
     assert expected(grouped=False) == (190, 4)
     # one group alone: its leader's and its worker's GPUs, on two nodes, as one replica
     assert close(value(c, dict(md, pods="llama-0(-.*)?"))[1], 65)
+
+
+def test_the_agents_show_each_pods_group(rig):
+    """/api/v1/gpus: a pod of a group carries the group (the same on both nodes), so that a
+    person can see which pods the gateway counts as one replica."""
+    groups = {}
+    for a in rig.agents_started:
+        for g in a.gpus_json()["gpus"]:
+            for p in g["pods"]:
+                groups.setdefault(p["pod"], set()).add(p.get("group"))
+    assert all(len(v) == 1 and None not in v for v in groups.values()), groups
+    one = lambda pod: next(iter(groups[pod]))  # noqa: E731
+    assert one("llama-0") == one("llama-0-1") != one("llama-1") == one("llama-1-1"), groups
