@@ -53,6 +53,10 @@ int kube_config_in_cluster(const char *sa_dir, struct kube_config *out, char *er
 int kube_config_load(const char *kubeconfig, struct kube_config *out, char *err, size_t errlen);
 /* Frees the owned strings; the struct may be reused. kube_config_free(NULL) is fine. */
 void kube_config_free(struct kube_config *c);
+/* The bearer token of the next request: token_file read again (service account tokens rotate,
+ * at most KUBE_FILE_MAX), else token; trailing whitespace cut. *tok is NULL when there is none.
+ * Returns 0, GS_EIO, GS_ETOOBIG or GS_ENOMEM. The caller frees *tok. */
+int kube_config_token(const struct kube_config *c, char **tok);
 
 /* What the last call got back, for messages and the audit record. */
 struct kube_result {
