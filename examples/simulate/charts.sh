@@ -20,6 +20,7 @@ chart cpu-only models/inference.yaml cpu-only.yaml step
 chart vllm-memory-workload models/vllm.yaml vllm-memory-workload.yaml diurnal
 chart vllm-memory-node models/vllm.yaml vllm-memory-node.yaml diurnal
 chart vllm-kvcache models/vllm.yaml vllm-kvcache.yaml diurnal
+chart vllm-engine-kvcache models/vllm.yaml vllm-engine-kvcache.yaml bursty
 chart timeslice-once models/timeslice.yaml timeslice-workload.yaml step
 chart timeslice-per-pod models/timeslice-per-pod.yaml timeslice-workload.yaml step
 chart zero-gpu-only models/inference.yaml zero-gpu-only.yaml weekend
@@ -35,6 +36,11 @@ echo
 $G --model "$E/models/vllm.yaml" --trace diurnal --compare "$E/vllm-memory-workload.yaml" \
   "$E/vllm-memory-node.yaml" "$E/vllm-queue.yaml" "$E/vllm-kvcache.yaml" "$E/vllm-kvcache-queue.yaml"
 echo
+for t in step bursty; do
+  $G --model "$E/models/vllm.yaml" --trace $t --compare "$E/vllm-kvcache.yaml" \
+    "$E/vllm-engine-kvcache.yaml"
+  echo
+done
 $G --model "$E/models/inference.yaml" --trace bursty --compare "$E/workload-util.yaml" \
   "$E/workload-util-fast-down.yaml" "$E/workload-util-slow-down.yaml" \
   "$E/workload-util-window.yaml" "$E/workload-util-rate-limited.yaml"

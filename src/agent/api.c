@@ -2,6 +2,7 @@
 #include "agent/api.h"
 
 #include <json-c/json.h>
+#include <stdio.h>
 #include <stdlib.h>
 
 #include "agent/source.h"
@@ -91,6 +92,11 @@ static json_object *gpu_json(const struct agent_api *api, const struct gpu_snaps
     json_object_object_add(p, "pod", json_object_new_string(gp.pods[k].pod));
     json_object_object_add(p, "container", json_object_new_string(gp.pods[k].container));
     json_object_object_add(p, "share", json_object_new_double(attrib_pod_share(&gp, k)));
+    if (gp.pods[k].group) { /* one replica of several pods (a LeaderWorkerSet group) */
+      char hex[17];
+      snprintf(hex, sizeof hex, "%016llx", (unsigned long long)gp.pods[k].group);
+      json_object_object_add(p, "group", json_object_new_string(hex));
+    }
     json_object_array_add(pods, p);
   }
   json_object_object_add(o, "pods", pods);
@@ -149,6 +155,7 @@ static json_object *engine_json(const struct engine_reading *r, int64_t now_wall
   json_object_object_add(o, "pod", json_object_new_string(r->pod));
   json_object_object_add(o, "engine", json_object_new_string(engine_kind_name(r->kind)));
   json_object_object_add(o, "fresh", json_object_new_boolean(r->fresh));
+  json_object_object_add(o, "state", json_object_new_string(engine_pod_state_name(r->state)));
   if (r->ts_ms > 0) {
     json_object_object_add(o, "timestamp_ms", json_object_new_int64(r->ts_ms));
     json_object_object_add(o, "age_seconds",

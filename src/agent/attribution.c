@@ -20,7 +20,8 @@
 struct hold {
   size_t dev;
   const char *ns, *pod, *container;
-  int replica; /* devid replica, -1 when none */
+  int replica;    /* devid replica, -1 when none */
+  uint64_t group; /* the pod's group (podres_pod.group) */
 };
 
 struct holds {
@@ -103,7 +104,7 @@ static int collect_dra(const struct podres_pod *pod, const struct podres_contain
       note_unknown(st, what);
       continue;
     }
-    struct hold x = {(size_t)idx, pod->ns, pod->name, ct->name, -1};
+    struct hold x = {(size_t)idx, pod->ns, pod->name, ct->name, -1, pod->group};
     if (holds_push(h, x))
       return GS_ENOMEM;
   }
@@ -132,7 +133,7 @@ static int collect(const struct podres_list *l, const struct gpu_info *infos, si
             note_unknown(st, dv->ids[k]);
             continue;
           }
-          struct hold x = {(size_t)idx, pod->ns, pod->name, ct->name, id.replica};
+          struct hold x = {(size_t)idx, pod->ns, pod->name, ct->name, id.replica, pod->group};
           if (holds_push(h, x))
             return GS_ENOMEM;
         }
@@ -148,6 +149,7 @@ static void fill_ref(struct pod_ref *r, const struct hold *x) {
   snprintf(r->ns, sizeof r->ns, "%s", x->ns);
   snprintf(r->pod, sizeof r->pod, "%s", x->pod);
   snprintf(r->container, sizeof r->container, "%s", x->container);
+  r->group = x->group;
   if (x->replica >= 0)
     snprintf(r->vgpu, sizeof r->vgpu, "%d", x->replica);
 }

@@ -13,9 +13,9 @@
 #define ENGINE_IP_LEN 48
 
 enum engine_target_verdict {
-  ENGINE_TARGET_NONE = 0, /* not an engine pod, or not one to read now (not Running, no IP,
-                             terminating, another node's): not listed */
-  ENGINE_TARGET_OK,       /* read it at ip:port path */
+  ENGINE_TARGET_NONE = 0, /* not an engine pod, or not one of this node's pods to list (not
+                             scheduled here, finished, a serving pod without an IP) */
+  ENGINE_TARGET_OK,       /* listed; read at ip:port path when its state is SERVING */
   ENGINE_TARGET_BAD,      /* asks to be read but an annotation is wrong: listed, reason says */
 };
 
@@ -27,19 +27,26 @@ struct engine_target {
   char path[ENGINE_PATH_LEN];
   enum engine_kind kind; /* from gpuscale.io/engine; ENGINE_UNKNOWN: detect (prometheus.io) */
   bool detect;           /* chosen by the prometheus.io annotations */
-  char
-      reason[ENGINE_REASON_LEN]; /* ENGINE_TARGET_BAD: the annotation, its value, what is allowed */
+  /* SERVING: Running and Ready, read. Otherwise listed with the reason and never read (not
+   * Ready, terminating, a LeaderWorkerSet worker): see enum engine_pod_state. */
+  enum engine_pod_state state;
+  /* ENGINE_TARGET_BAD: the annotation, its value, what is allowed; a pod that does not serve:
+   * why ("not Ready: container vllm waiting: CrashLoopBackOff", "terminating"...) */
+  char reason[ENGINE_REASON_LEN];
 };
 
 /* Applies the rules to p, a pod the API listed for node. Fills *t (ns and pod always when the
- * verdict is not NONE) and returns the verdict. */
+ * verdict is not NONE) and returns the verdict. A pod of this node that asks to be read and is
+ * Running or Pending is listed: SERVING when Running, Ready and with a pod IP; else with the
+ * state and reason that say why it is not read. */
 enum engine_target_verdict engine_target_from_pod(const struct kube_pod *p, const char *node,
                                                   struct engine_target *t);
 
 /* Writes "http://IP:PORT/path" (IPv6 in brackets). Returns 0, or -1 when it does not fit. */
 int engine_target_url(const struct engine_target *t, char *url, size_t len);
 
-/* True when two targets read the same endpoint the same way (ip, port, path, kind, detect). */
+/* True when two targets read the same endpoint the same way (ip, port, path, kind, detect) and
+ * have the same state and reason. */
 bool engine_target_same(const struct engine_target *a, const struct engine_target *b);
 
 #endif

@@ -62,6 +62,7 @@ struct engines {
   pthread_cond_t cond; /* wakes the sleeps on stop */
   atomic_bool stop;
   bool listed;      /* the pod list is current */
+  bool kick;        /* a pod turned serving: the scrape thread reads it now, not next interval */
   bool fail_logged; /* the current outage of the pod list was logged */
   char why[ENGINE_REASON_LEN];
   struct epod *pods; /* ENGINE_MAX_PODS slots */
@@ -90,11 +91,12 @@ static void say(char *dst, size_t cap, const char *fmt, ...) {
   va_end(ap);
 }
 
-/* Sleeps ms unless stopped; returns true when stopped. */
-static bool nap(struct engines *e, int64_t ms) {
+/* Sleeps ms unless stopped (or, with kick, until a pod turns serving); returns true when
+ * stopped. */
+static bool nap_until(struct engines *e, int64_t ms, bool kick) {
   int64_t until = time_mono_ms() + ms;
   pthread_mutex_lock(&e->lock);
-  while (!atomic_load(&e->stop)) {
+  while (!atomic_load(&e->stop) && !(kick && e->kick)) {
     int64_t left = until - time_mono_ms();
     if (left <= 0)
       break;
@@ -105,8 +107,14 @@ static bool nap(struct engines *e, int64_t ms) {
     ts.tv_nsec = (long)(ns % 1000000000);
     pthread_cond_timedwait(&e->cond, &e->lock, &ts);
   }
+  if (kick)
+    e->kick = false;
   pthread_mutex_unlock(&e->lock);
   return atomic_load(&e->stop);
+}
+
+static bool nap(struct engines *e, int64_t ms) {
+  return nap_until(e, ms, false);
 }
 
 /* How long a pod that is not an engine waits for its next check. */
@@ -154,6 +162,8 @@ static bool upsert_pod(struct engines *e, const struct kube_pod *kp) {
         p = &e->pods[i];
   if (!p)
     return false;
+  /* A detected engine stays detected through a change of state (Ready, then not, then again). */
+  enum engine_kind kept = p->used && p->t.detect && t.detect ? p->r.kind : ENGINE_UNKNOWN;
   uint64_t gen = p->gen + 1;
   memset(p, 0, sizeof *p);
   p->used = p->present = true;
@@ -162,14 +172,23 @@ static bool upsert_pod(struct engines *e, const struct kube_pod *kp) {
   p->t = t;
   copy_str(p->r.ns, sizeof p->r.ns, t.ns);
   copy_str(p->r.pod, sizeof p->r.pod, t.pod);
-  p->r.kind = t.kind;
+  p->r.kind = t.detect ? kept : t.kind;
+  p->r.state = t.state;
   if (v == ENGINE_TARGET_BAD) {
     copy_str(p->r.reason, sizeof p->r.reason, t.reason);
     LOG_WARN(MOD, "engine pod %s/%s is not read: %s", t.ns, t.pod, t.reason);
+  } else if (t.state != ENGINE_POD_SERVING) {
+    /* Not Ready, terminating or a LeaderWorkerSet worker: no Service traffic or no metrics, so
+     * it is listed with why and not fetched (a loading engine's port refuses anyway). */
+    copy_str(p->r.reason, sizeof p->r.reason, t.reason);
+    LOG_INFO(MOD, "engine pod %s/%s is not read: %s", t.ns, t.pod, t.reason);
   } else {
     char url[URL_MAX];
     engine_target_url(&t, url, sizeof url);
     say(p->r.reason, sizeof p->r.reason, "not scraped yet");
+    e->kick = true; /* a serving pod with no reading: read it now (it may have just turned
+                       Ready, and a Ready pod without a reading is missing) */
+    pthread_cond_broadcast(&e->cond);
     LOG_INFO(MOD, "engine pod %s/%s: %s %s", t.ns, t.pod,
              t.detect ? "engine detected from the metrics of" : engine_kind_name(t.kind), url);
   }
@@ -429,7 +448,7 @@ static size_t take_jobs(struct engines *e, struct scrape *jobs) {
   pthread_mutex_lock(&e->lock);
   for (size_t i = 0; i < ENGINE_MAX_PODS; i++) {
     const struct epod *p = &e->pods[i];
-    if (!p->used || p->verdict != ENGINE_TARGET_OK)
+    if (!p->used || p->verdict != ENGINE_TARGET_OK || p->t.state != ENGINE_POD_SERVING)
       continue;
     if (p->not_engine && now - p->done_mono < not_engine_ms(e))
       continue; /* not an engine at its last check: not fetched every interval */
@@ -495,7 +514,7 @@ static void *scrape_main(void *arg) {
     int64_t start = time_mono_ms();
     scrape_round(e, jobs);
     int64_t left = e->interval_ms - (time_mono_ms() - start);
-    if (nap(e, left > 0 ? left : 0))
+    if (nap_until(e, left > 0 ? left : 0, true))
       break;
   }
   free(jobs);

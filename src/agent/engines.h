@@ -11,9 +11,12 @@
  *     Until detected such a pod has kind ENGINE_UNKNOWN and is no engine pod for any trigger;
  *     one that serves no engine's metrics is listed with a reason and read again only every
  *     10 engine intervals or 60 s, whichever is longer. Once detected, the kind stays.
- * Only Running pods of this node with a pod IP from the API are fetched. A pod with a bad
- * annotation value, or whose scrape failed (timeout, over PROMTEXT_MAX_BYTES, not 200, not the
- * text format), is listed with fresh=false, no values and a reason. */
+ * Only Running and Ready pods of this node with a pod IP from the API are fetched. Pods that are
+ * not Ready (Pending included), terminating, or LeaderWorkerSet workers are listed with their
+ * state and reason and never fetched (docs/engines.md, "Pods that are not Ready, terminating, or
+ * part of a LeaderWorkerSet"). A pod with a bad annotation value, or whose scrape failed (timeout,
+ * over PROMTEXT_MAX_BYTES, not 200, not the text format), is listed with fresh=false, no values and
+ * a reason. */
 #ifndef GS_AGENT_ENGINES_H
 #define GS_AGENT_ENGINES_H
 

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/attrib.h"
 #include "core/err.h"
 
 struct podphase {
@@ -157,13 +158,30 @@ size_t podphase_drop_finished(struct podres_list *l, const struct kube_pod_list 
   return n;
 }
 
+void podphase_set_groups(struct podres_list *l, const struct kube_pod_list *api) {
+  for (size_t i = 0; i < l->n_pods; i++) {
+    struct podres_pod *pod = &l->pods[i];
+    pod->group = 0;
+    for (size_t k = 0; k < api->n; k++) {
+      const struct kube_pod *kp = &api->items[k];
+      if (kp->ns && kp->name && strcmp(kp->ns, pod->ns) == 0 && strcmp(kp->name, pod->name) == 0) {
+        pod->group =
+            attrib_group_of(pod->ns, kube_annotation(kp->labels, kp->n_labels, KUBE_LWS_GROUP_KEY));
+        break;
+      }
+    }
+  }
+}
+
 int podphase_filter(struct podphase *p, struct podres_list *l, size_t *dropped, char *names,
                     size_t nameslen, struct kube_result *res) {
   *dropped = 0;
   struct kube_pod_list api;
   int rc = kube_list_pods_on_node(p->client, p->node, &api, res);
-  if (!rc)
+  if (!rc) {
     *dropped = podphase_drop_finished(l, &api, names, nameslen);
+    podphase_set_groups(l, &api);
+  }
   kube_pod_list_free(&api);
   return rc;
 }

@@ -43,9 +43,14 @@ const char *podphase_node(const struct podphase *p);
 size_t podphase_drop_finished(struct podres_list *l, const struct kube_pod_list *api, char *names,
                               size_t nameslen);
 
-/* Lists the node's pods (GET /api/v1/pods?fieldSelector=spec.nodeName=NODE) and applies
- * podphase_drop_finished to l. Returns 0 with *dropped, or kube_list_pods_on_node's error with
- * res filled and l untouched. */
+/* Sets each pod of l that api lists with a LeaderWorkerSet group-key label to its group
+ * (attrib_group_of), so that the group's GPUs count as one replica in workload scope; the others
+ * get 0. */
+void podphase_set_groups(struct podres_list *l, const struct kube_pod_list *api);
+
+/* Lists the node's pods (GET /api/v1/pods?fieldSelector=spec.nodeName=NODE), applies
+ * podphase_drop_finished to l, then podphase_set_groups. Returns 0 with *dropped, or
+ * kube_list_pods_on_node's error with res filled and l untouched. */
 int podphase_filter(struct podphase *p, struct podres_list *l, size_t *dropped, char *names,
                     size_t nameslen, struct kube_result *res);
 

@@ -138,6 +138,20 @@ bool attrib_available(struct attrib *a) {
   return v;
 }
 
+uint64_t attrib_group_of(const char *ns, const char *key) {
+  if (!key || !key[0])
+    return 0;
+  uint64_t h = UINT64_C(14695981039346656037); /* FNV-1a 64 */
+  for (int part = 0; part < 3; part++) {
+    const char *s = part == 0 ? (ns ? ns : "") : part == 1 ? "/" : key;
+    for (; *s; s++) {
+      h ^= (unsigned char)*s;
+      h *= UINT64_C(1099511628211);
+    }
+  }
+  return h ? h : 1;
+}
+
 const char *attrib_split_name(enum attrib_split s) {
   switch (s) {
   case ATTRIB_SPLIT_EVEN: return "even";

@@ -12,8 +12,8 @@
 
 /* Pods listed per GPU: time-slicing replicas of 32 and 48 (GKE's most clients per GPU) fit. A GPU
  * held by more is counted (gpu_pods.total, .holders), not listed, and is unknown to a pod
- * selection at the gateway. Each listed pod costs 408 bytes in every copy of a node_gpu (about
- * 26 KB per GPU at 64). */
+ * selection at the gateway. Each listed pod costs 416 bytes in every copy of a node_gpu (about
+ * 27 KB per GPU at 64). */
 #define ATTRIB_MAX_PODS 64
 
 /* How a shared GPU's value is split between the pods holding it (see docs/gateway.md). */
@@ -34,6 +34,10 @@ struct pod_ref {
    * the same share, and the shares of distinct pods sum to at most 1 over all holders.
    * Meaningful only when the gpu_pods' split is not ATTRIB_SPLIT_NONE. */
   double share;
+  /* The replica this pod is part of when it is one of several pods serving as one (a
+   * LeaderWorkerSet group: attrib_group_of of its group-key label), so that workload scope
+   * counts the group's GPUs as one unit; 0 when the pod is a replica of its own. */
+  uint64_t group;
 };
 
 struct gpu_pods {
@@ -69,6 +73,10 @@ void attrib_clear(struct attrib *a);
 bool attrib_lookup(struct attrib *a, const char *uuid, struct gpu_pods *out);
 /* True after a successful replace and until attrib_clear. */
 bool attrib_available(struct attrib *a);
+
+/* The group id of a pod in namespace ns whose group key (the LeaderWorkerSet group-key label) is
+ * key: a 64-bit FNV-1a hash of "ns/key", never 0. 0 when key is NULL or "". */
+uint64_t attrib_group_of(const char *ns, const char *key);
 
 /* "even", "process", or "none" for ATTRIB_SPLIT_NONE. */
 const char *attrib_split_name(enum attrib_split s);

@@ -48,6 +48,12 @@ const char *engine_kind_name(enum engine_kind k) {
   return (k >= 0 && k < ENGINE__COUNT) ? kinds[k] : "unknown";
 }
 
+const char *engine_pod_state_name(enum engine_pod_state s) {
+  static const char *const names[ENGINE_POD__COUNT] = {"serving", "not_ready", "terminating",
+                                                       "lws_worker"};
+  return (s >= 0 && s < ENGINE_POD__COUNT) ? names[s] : "unknown";
+}
+
 int engine_kind_parse(const char *name, enum engine_kind *out) {
   for (int i = ENGINE_VLLM; i < ENGINE__COUNT; i++)
     if (name && strcmp(name, kinds[i]) == 0) {

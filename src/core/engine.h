@@ -63,6 +63,21 @@ struct engine_model {
   double v[ES__COUNT];
 };
 
+/* Whether a listed engine pod serves (DESIGN.md "Readiness", "Multi-node serving";
+ * docs/engines.md). Only a serving pod is read and selected. The others get no Service traffic
+ * (not Ready, terminating) or serve no metrics (a LeaderWorkerSet worker): they carry none of the
+ * workload's load, are listed with their reason, and are never counted as missing. */
+enum engine_pod_state {
+  ENGINE_POD_SERVING = 0, /* Running and Ready (also: an agent before readiness, which listed
+                             Running pods only) */
+  ENGINE_POD_NOT_READY,   /* its Ready condition is not True: loading weights, failing its
+                             readiness probe, a container waiting (CrashLoopBackOff...), Pending */
+  ENGINE_POD_TERMINATING, /* deletionTimestamp set: out of the Service's ready endpoints */
+  ENGINE_POD_LWS_WORKER,  /* a LeaderWorkerSet worker (worker-index != "0"): its leader serves
+                             the group's metrics */
+  ENGINE_POD__COUNT
+};
+
 /* One engine pod as the agent last read it. */
 struct engine_reading {
   char ns[ENGINE_NS_LEN];
@@ -77,6 +92,7 @@ struct engine_reading {
    * version) seen, n_models the ones listed here (at most ENGINE_MAX_MODELS). 0 elsewhere. */
   uint32_t n_models, models_total;
   struct engine_model models[ENGINE_MAX_MODELS];
+  enum engine_pod_state state; /* not SERVING: never read, reason says why */
 };
 
 /* Parses a metricType ("vllm_queue_depth", ...). Returns 0 and sets *out, or -1 (not an engine
@@ -88,6 +104,8 @@ const char *engine_signal_name(enum engine_signal s);
 enum engine_kind engine_signal_kind(enum engine_signal s);
 /* "vllm", "tgi", "sglang", "triton"; "unknown" for ENGINE_UNKNOWN. */
 const char *engine_kind_name(enum engine_kind k);
+/* "serving", "not_ready", "terminating", "lws_worker" (static); "unknown" out of range. */
+const char *engine_pod_state_name(enum engine_pod_state s);
 /* Parses an engine name as in the gpuscale.io/engine annotation. Returns 0 or -1. */
 int engine_kind_parse(const char *name, enum engine_kind *out);
 /* True for the signals a Triton trigger may narrow to one model (trigger keys model and

@@ -17,6 +17,13 @@ struct pod_slot {
   uint32_t id;
 };
 
+/* One multi-pod replica (pod_ref.group: a LeaderWorkerSet group) and its group id. Its pods may
+ * be on several nodes, so this table lives for the whole selection. */
+struct group_slot {
+  uint64_t group;
+  uint32_t id;
+};
+
 struct pick {
   const struct trigger *t;
   struct scaler_selection *sel;
@@ -34,6 +41,8 @@ struct pick {
   char lost_notes[UNKNOWN_NOTES][NODE_NAME_LEN + CLUSTER_REASON_LEN + 64];
   struct pod_slot *pods; /* this node's pods seen so far (reset per node) */
   size_t npods, cap;
+  struct group_slot *groups; /* multi-pod replicas seen so far, on every node */
+  size_t ngroups, capgroups;
   uint32_t next_group;
   char *err;
   size_t errlen;
@@ -47,13 +56,40 @@ static bool same_pod(const struct pod_ref *a, const struct pod_ref *b) {
   return strcmp(a->pod, b->pod) == 0 && strcmp(a->ns, b->ns) == 0;
 }
 
-/* The group id of pod p on this node; a pod lives on one node, so the table is per node. */
+/* The group id of a multi-pod replica: the one its first pod got, on whichever node; a new one
+ * for a replica not seen yet. */
+static int replica_group(struct pick *k, uint64_t group, uint32_t *id) {
+  for (size_t i = 0; i < k->ngroups; i++)
+    if (k->groups[i].group == group) {
+      *id = k->groups[i].id;
+      return 0;
+    }
+  if (k->ngroups == k->capgroups) {
+    size_t cap = k->capgroups ? k->capgroups * 2 : 16;
+    struct group_slot *ng = realloc(k->groups, cap * sizeof *ng);
+    if (!ng)
+      return GS_ENOMEM;
+    k->groups = ng;
+    k->capgroups = cap;
+  }
+  k->groups[k->ngroups].group = group;
+  *id = k->groups[k->ngroups++].id = k->next_group++;
+  k->sel->n_groups = k->next_group;
+  return 0;
+}
+
+/* The group id of pod p on this node; a pod lives on one node, so the table is per node. A pod
+ * that is part of a multi-pod replica (a LeaderWorkerSet group, whose leader and workers may run
+ * on several nodes) gets its replica's id: workload scope counts the group's GPUs as one unit. */
 static int pod_group(struct pick *k, const struct pod_ref *p, uint32_t *id) {
   for (size_t i = 0; i < k->npods; i++)
     if (same_pod(k->pods[i].ref, p)) {
       *id = k->pods[i].id;
       return 0;
     }
+  uint32_t gid = 0;
+  if (p->group && replica_group(k, p->group, &gid))
+    return GS_ENOMEM;
   if (k->npods == k->cap) {
     size_t cap = k->cap ? k->cap * 2 : 32;
     struct pod_slot *np = realloc(k->pods, cap * sizeof *np);
@@ -63,7 +99,7 @@ static int pod_group(struct pick *k, const struct pod_ref *p, uint32_t *id) {
     k->cap = cap;
   }
   k->pods[k->npods].ref = p;
-  k->pods[k->npods].id = k->next_group++;
+  k->pods[k->npods].id = p->group ? gid : k->next_group++;
   *id = k->pods[k->npods++].id;
   k->sel->n_groups = k->next_group;
   return 0;
@@ -496,6 +532,7 @@ int gwsource_select(struct cluster *c, const struct trigger *t, struct scaler_se
   k.errlen = errlen;
   int rc = cluster_visit(c, visit_node, &k, &k.now);
   free(k.pods);
+  free(k.groups);
   if (rc)
     return rc;
   bool named_node = t->scope == TRIGGER_SCOPE_NODE;

@@ -64,6 +64,22 @@ void scaler_selection_note(struct scaler_selection *sel, const char *fmt, ...) {
   snprintf(sel->missing + used, cap - used, "%s%s", sep, note);
 }
 
+/* The same for the pods that do not serve: a note that no longer fits is left out (the count
+ * in sel->not_serving is always whole). */
+static void not_serving_note(struct scaler_selection *sel, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+static void not_serving_note(struct scaler_selection *sel, const char *fmt, ...) {
+  size_t cap = sizeof sel->not_serving_notes, used = strnlen(sel->not_serving_notes, cap);
+  char note[320];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(note, sizeof note, fmt, ap);
+  va_end(ap);
+  const char *sep = used ? "; " : "";
+  if (used + strlen(sep) + strlen(note) < cap)
+    snprintf(sel->not_serving_notes + used, cap - used, "%s%s", sep, note);
+}
+
 /* sel->missing, followed by "; ... and N more" when notes were left out. */
 static void missing_text(const struct scaler_selection *sel, char *out, size_t len) {
   if (sel->missing_cut)
@@ -98,9 +114,20 @@ int scaler_select_engines(const struct trigger *t, const struct engine_reading *
       continue;
     if ((t->ns[0] && strcmp(t->ns, r->ns) != 0) || !trigger_regex_match(&t->pods, r->pod))
       continue;
+    /* A LeaderWorkerSet worker serves no metrics: the group is one replica, its leader. */
+    if (r->state == ENGINE_POD_LWS_WORKER)
+      continue;
     sel->matched++;
     if (r->kind != want)
       continue; /* another engine: it cannot report the signal */
+    if (r->state != ENGINE_POD_SERVING && node_fresh) {
+      /* Not Ready or terminating: no Service traffic, none of the load; never missing. (On a
+       * stale node what the pod is now is unknown: it counts stale, as a serving one.) */
+      sel->not_serving++;
+      not_serving_note(sel, "node %s: pod %s/%s %s", node, r->ns, r->pod,
+                       r->reason[0] ? r->reason : engine_pod_state_name(r->state));
+      continue;
+    }
     sel->selected++;
     if (!node_fresh) {
       (*stale)++;
@@ -432,9 +459,14 @@ static int coverage_error(const struct trigger *t, const struct scaler_selection
   e->fresh = out->fresh;
   e->unknown = out->unknown;
   e->coverage = out->coverage;
-  char counts[256], missing[SCALER_MISSING_LEN + 64];
+  char counts[256], missing[SCALER_MISSING_LEN + SCALER_NOT_SERVING_LEN + 96];
   count_text(t, sel, why == COV_REFUSED, counts, sizeof counts);
   missing_text(sel, missing, sizeof missing);
+  if (sel->not_serving) { /* said, as they are not counted above */
+    size_t used = strlen(missing);
+    snprintf(missing + used, sizeof missing - used, "; left out as not serving (%zu): %s",
+             sel->not_serving, sel->not_serving_notes);
+  }
   if (why == COV_NOTHING)
     snprintf(e->msg, sizeof e->msg,
              "no fresh %s reading to answer from (%s); UNAVAILABLE whatever allowPartial or "
@@ -464,6 +496,20 @@ static int judge(const struct trigger *t, struct scaler_selection *sel, struct s
     out->empty_selection = true; /* everything is known and no pod holds a GPU: 0 is the truth */
     out->value = 0;
     return 0;
+  }
+  out->not_serving = sel->not_serving;
+  if (sel->selected == 0 && sel->unknown == 0 && t->engine && sel->not_serving > 0) {
+    /* Pods exist and none serves (a scale-up from zero, a rollout, every pod crashing): there is
+     * no reading of the load, and 0 would be made up. KEDA keeps the replica count on an error
+     * (or applies its fallback) where 0 would scale the loading workload to zero after
+     * cooldownPeriod (kedacore/keda pkg/scaling/executor/scale_scaledobjects.go). */
+    e->code = GS_EUNAVAIL;
+    snprintf(e->msg, sizeof e->msg,
+             "all %zu selected engine pods are not serving (not Ready or terminating), so nothing "
+             "reads the workload's %s; UNAVAILABLE rather than 0, so that KEDA keeps the replicas "
+             "(or applies its fallback) until one is Ready: %s",
+             sel->not_serving, trigger_metric_label(t), sel->not_serving_notes);
+    return e->code;
   }
   if (sel->selected == 0 && sel->unknown == 0 && t->engine) {
     e->code = GS_EUNAVAIL;

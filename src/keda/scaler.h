@@ -19,6 +19,7 @@
 #define SCALER_SEL_MAX_VALUES 65536 /* values one selection may hold (GPU x pod pairs) */
 #define SCALER_MSG_LEN 2048         /* error messages, whole: the gRPC status details carry them */
 #define SCALER_MISSING_LEN 1536     /* the list of what is missing inside one message */
+#define SCALER_NOT_SERVING_LEN 384  /* the list of engine pods that do not serve */
 
 /* What a selecting source (the gateway's) found for a trigger. The source only selects and
  * counts; the policy does all the arithmetic and decides about partial failure. */
@@ -42,6 +43,13 @@ struct scaler_selection {
    * left out because it was full. */
   char missing[SCALER_MISSING_LEN];
   size_t missing_cut;
+  /* Engine triggers: matched pods of the trigger's engine that do not serve (not Ready,
+   * terminating: enum engine_pod_state). They get no Service traffic, so they carry none of the
+   * workload's load: left out of selected, never missing. Noted in not_serving_notes ("; "-
+   * separated, cut when full). LeaderWorkerSet workers are not counted at all: their group is
+   * one replica, read through its leader. */
+  size_t not_serving;
+  char not_serving_notes[SCALER_NOT_SERVING_LEN];
 };
 
 /* Appends one value (of pod `group`, share 1). Returns 0, GS_ENOMEM, or GS_ETOOBIG past
@@ -61,12 +69,15 @@ void scaler_selection_release(struct scaler_selection *sel);
 /* Engine triggers (t->engine): adds one node's engine pods rs[0..n) to sel. A pod matches by
  * t->ns and t->pods; one of another engine is matched and left out (as a GPU that does not report
  * a field); one of ENGINE_UNKNOWN (a prometheus.io pod whose engine was never detected) is no
- * engine pod at all: neither matched nor missing (docs/engines.md). A selected pod counts fresh
- * with its value when node_fresh, its reading is fresh and it has the signal (with t->model: the
- * named model's, engine_model_value; a pod that does not serve the model is missing, never 0);
- * else it is missing and noted with its reason (node names the node). With node_fresh false every
- * selected pod is counted into *stale instead, for the caller's note. Workload scope: one group per
- * pod, from *next_group. Returns 0, GS_ENOMEM or GS_ETOOBIG. */
+ * engine pod at all: neither matched nor missing (docs/engines.md). A pod that does not serve
+ * (not Ready, terminating) is matched, counted in not_serving with its reason, and neither
+ * selected nor missing (with node_fresh false it counts stale, as any other); a LeaderWorkerSet
+ * worker is skipped (its leader is the replica). A selected pod counts fresh with its value when
+ * node_fresh, its reading is fresh and it has the signal (with t->model: the named model's,
+ * engine_model_value; a pod that does not serve the model is missing, never 0); else it is
+ * missing and noted with its reason (node names the node). With node_fresh false every selected
+ * pod is counted into *stale instead, for the caller's note. Workload scope: one group per pod,
+ * from *next_group. Returns 0, GS_ENOMEM or GS_ETOOBIG. */
 int scaler_select_engines(const struct trigger *t, const struct engine_reading *rs, size_t n,
                           bool node_fresh, const char *node, struct scaler_selection *sel,
                           uint32_t *next_group, size_t *stale);
@@ -157,6 +168,7 @@ struct scaler_result {
   double coverage;        /* fresh / (selected + the unknown's share); 1 when complete or empty */
   bool partial;           /* aggregated over less than the whole selection (allowPartial) */
   size_t pods;            /* workload scope: pods that contributed a value */
+  size_t not_serving;     /* engine pods left out as not serving (scaler_selection.not_serving) */
 };
 
 struct trigger_cache;

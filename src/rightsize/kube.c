@@ -1,18 +1,16 @@
-/* A small Kubernetes REST client: access config (in-cluster or kubeconfig), libcurl transport with
- * capped answers and Status-aware errors, and the node, pod, eviction and event calls of a drain.
- */
+/* A small Kubernetes REST client: libcurl transport with capped answers and Status-aware errors,
+ * the node, pod, eviction and event calls of a drain, and the pod watch. The access config is
+ * kube_config.c's, the JSON shapes kube_shapes.c's. */
 #include "rightsize/kube.h"
+#include "rightsize/kube_shapes.h"
 
 #include <curl/curl.h>
-#include <errno.h>
-#include <stdarg.h>
 #include <json-c/json.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#include <yaml.h>
 
 #include "core/buf.h"
 #include "core/err.h"
@@ -20,435 +18,6 @@
 #include "core/timeutil.h"
 
 #define KUBE_MOD "kube"
-#define KUBE_JSON_DEPTH 128
-
-/* ------------------------------------------------------------------------------------------ */
-/* Small helpers */
-
-static void seterr(char *err, size_t errlen, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static void seterr(char *err, size_t errlen, const char *fmt, ...) {
-  if (!err || !errlen)
-    return;
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(err, errlen, fmt, ap);
-  va_end(ap);
-}
-
-/* Reads a whole file (at most max bytes) into a NUL-terminated string. */
-static int read_file(const char *path, size_t max, char **out, size_t *len) {
-  *out = NULL;
-  FILE *f = fopen(path, "rb");
-  if (!f)
-    return GS_EIO;
-  struct buf b;
-  buf_init(&b, max);
-  char chunk[4096];
-  size_t n;
-  int rc = 0;
-  while ((n = fread(chunk, 1, sizeof(chunk), f)) > 0)
-    if ((rc = buf_append(&b, chunk, n)) != 0)
-      break;
-  if (!rc && ferror(f))
-    rc = GS_EIO;
-  fclose(f);
-  if (!rc && !b.data)
-    rc = buf_append(&b, "", 0);
-  if (rc) {
-    buf_free(&b);
-    return rc;
-  }
-  if (len)
-    *len = b.len;
-  *out = buf_steal(&b);
-  return 0;
-}
-
-static void trim_right(char *s) {
-  size_t n = strlen(s);
-  while (n && (s[n - 1] == '\n' || s[n - 1] == '\r' || s[n - 1] == ' ' || s[n - 1] == '\t'))
-    s[--n] = '\0';
-}
-
-static int b64_value(unsigned char c) {
-  if (c >= 'A' && c <= 'Z')
-    return c - 'A';
-  if (c >= 'a' && c <= 'z')
-    return c - 'a' + 26;
-  if (c >= '0' && c <= '9')
-    return c - '0' + 52;
-  if (c == '+' || c == '-')
-    return 62;
-  if (c == '/' || c == '_')
-    return 63;
-  return -1;
-}
-
-/* Decodes standard base64 (whitespace ignored, padding optional). Returns a NUL-terminated copy,
- * or NULL when the input is not base64 or memory ran out (*oom says which). */
-static char *b64_decode(const char *in, bool *oom) {
-  size_t n = strlen(in);
-  char *out = malloc(n / 4 * 3 + 4);
-  *oom = !out;
-  if (!out)
-    return NULL;
-  size_t o = 0;
-  unsigned acc = 0;
-  int bits = 0;
-  bool pad = false;
-  for (size_t i = 0; i < n; i++) {
-    unsigned char c = (unsigned char)in[i];
-    if (c == ' ' || c == '\n' || c == '\r' || c == '\t')
-      continue;
-    if (c == '=') {
-      pad = true;
-      continue;
-    }
-    int v = b64_value(c);
-    if (v < 0 || pad) {
-      free(out);
-      return NULL;
-    }
-    acc = (acc << 6) | (unsigned)v;
-    bits += 6;
-    if (bits >= 8) {
-      bits -= 8;
-      out[o++] = (char)((acc >> bits) & 0xff);
-    }
-  }
-  out[o] = '\0';
-  return out;
-}
-
-bool kube_name_valid(const char *s) {
-  size_t n = s ? strlen(s) : 0;
-  if (n == 0 || n > 253)
-    return false;
-  for (size_t i = 0; i < n; i++) {
-    char c = s[i];
-    bool alnum = (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9');
-    if (!alnum && c != '-' && c != '.')
-      return false;
-    if ((i == 0 || i == n - 1) && !alnum)
-      return false;
-  }
-  return true;
-}
-
-/* ------------------------------------------------------------------------------------------ */
-/* Config */
-
-void kube_config_free(struct kube_config *c) {
-  if (!c)
-    return;
-  char **fields[] = {&c->server,    &c->token,     &c->token_file, &c->ca_file,  &c->ca_data,
-                     &c->cert_file, &c->cert_data, &c->key_file,   &c->key_data, &c->source};
-  for (size_t i = 0; i < sizeof(fields) / sizeof(fields[0]); i++) {
-    free(*fields[i]);
-    *fields[i] = NULL;
-  }
-  c->insecure = false;
-}
-
-static yaml_node_t *ymap_get(yaml_document_t *d, yaml_node_t *map, const char *key) {
-  if (!map || map->type != YAML_MAPPING_NODE)
-    return NULL;
-  for (yaml_node_pair_t *p = map->data.mapping.pairs.start; p < map->data.mapping.pairs.top; p++) {
-    yaml_node_t *k = yaml_document_get_node(d, p->key);
-    if (k && k->type == YAML_SCALAR_NODE && !strcmp((const char *)k->data.scalar.value, key))
-      return yaml_document_get_node(d, p->value);
-  }
-  return NULL;
-}
-
-static const char *yscalar(yaml_node_t *n) {
-  if (!n || n->type != YAML_SCALAR_NODE)
-    return NULL;
-  return (const char *)n->data.scalar.value;
-}
-
-static const char *ymap_str(yaml_document_t *d, yaml_node_t *map, const char *key) {
-  const char *s = yscalar(ymap_get(d, map, key));
-  return s && s[0] ? s : NULL;
-}
-
-/* In a list of {name: X, <field>: {...}} (kubeconfig's clusters, users, contexts), the <field>
- * map of the entry named `name`. */
-static yaml_node_t *named_entry(yaml_document_t *d, yaml_node_t *root, const char *list,
-                                const char *field, const char *name) {
-  yaml_node_t *seq = ymap_get(d, root, list);
-  if (!seq || seq->type != YAML_SEQUENCE_NODE)
-    return NULL;
-  for (yaml_node_item_t *it = seq->data.sequence.items.start; it < seq->data.sequence.items.top;
-       it++) {
-    yaml_node_t *e = yaml_document_get_node(d, *it);
-    const char *n = ymap_str(d, e, "name");
-    if (n && !strcmp(n, name)) {
-      yaml_node_t *m = ymap_get(d, e, field);
-      return m && m->type == YAML_MAPPING_NODE ? m : NULL;
-    }
-  }
-  return NULL;
-}
-
-/* A path from the kubeconfig, made absolute against its directory. */
-static char *kc_path(const char *dir, const char *p) {
-  if (p[0] == '/' || !dir || !dir[0])
-    return strdup(p);
-  size_t n = strlen(dir) + strlen(p) + 2;
-  char *s = malloc(n);
-  if (s)
-    snprintf(s, n, "%s/%s", dir, p);
-  return s;
-}
-
-/* Sets *file from `key` or *data from `key`-data (base64). Data wins, as in kubectl. */
-static int kc_file_or_data(yaml_document_t *d, yaml_node_t *m, const char *key, const char *dir,
-                           char **file, char **data, char *err, size_t errlen) {
-  char dkey[64];
-  snprintf(dkey, sizeof(dkey), "%s-data", key);
-  const char *v = ymap_str(d, m, dkey);
-  if (v) {
-    bool oom;
-    *data = b64_decode(v, &oom);
-    if (!*data) {
-      seterr(err, errlen, oom ? "%s: out of memory" : "%s is not valid base64", dkey);
-      return oom ? GS_ENOMEM : GS_EPARSE;
-    }
-    return 0;
-  }
-  v = ymap_str(d, m, key);
-  if (v && !(*file = kc_path(dir, v)))
-    return GS_ENOMEM;
-  return 0;
-}
-
-static int kc_user(yaml_document_t *d, yaml_node_t *user, const char *uname, const char *dir,
-                   struct kube_config *out, char *err, size_t errlen) {
-  if (ymap_get(d, user, "exec") || ymap_get(d, user, "auth-provider")) {
-    seterr(err, errlen,
-           "user \"%s\" uses an exec or auth-provider plugin, which gpuscale does not run; use a "
-           "token or a client certificate (e.g. a ServiceAccount token)",
-           uname);
-    return GS_ENOTSUP;
-  }
-  if (ymap_get(d, user, "username") || ymap_get(d, user, "password")) {
-    seterr(err, errlen, "user \"%s\" uses basic auth, which gpuscale does not support", uname);
-    return GS_ENOTSUP;
-  }
-  const char *tok = ymap_str(d, user, "token");
-  if (tok && !(out->token = strdup(tok)))
-    return GS_ENOMEM;
-  const char *tf = ymap_str(d, user, "tokenFile");
-  if (!tok && tf && !(out->token_file = kc_path(dir, tf)))
-    return GS_ENOMEM;
-  int rc = kc_file_or_data(d, user, "client-certificate", dir, &out->cert_file, &out->cert_data,
-                           err, errlen);
-  if (!rc)
-    rc = kc_file_or_data(d, user, "client-key", dir, &out->key_file, &out->key_data, err, errlen);
-  if (rc)
-    return rc;
-  bool has_cert = out->cert_file || out->cert_data, has_key = out->key_file || out->key_data;
-  if (has_cert != has_key) {
-    seterr(err, errlen, "user \"%s\": client-certificate and client-key must come together", uname);
-    return GS_EPARSE;
-  }
-  return 0;
-}
-
-static int kc_document(yaml_document_t *d, const char *dir, const char *context,
-                       struct kube_config *out, char *err, size_t errlen) {
-  yaml_node_t *root = yaml_document_get_root_node(d);
-  if (!root || root->type != YAML_MAPPING_NODE) {
-    seterr(err, errlen, "not a kubeconfig: the document is not a mapping");
-    return GS_EPARSE;
-  }
-  const char *ctx = context ? context : ymap_str(d, root, "current-context");
-  if (!ctx) {
-    seterr(err, errlen, "no current-context set and no context given");
-    return GS_EPARSE;
-  }
-  yaml_node_t *cm = named_entry(d, root, "contexts", "context", ctx);
-  if (!cm) {
-    seterr(err, errlen, "context \"%s\" not found in contexts", ctx);
-    return GS_EPARSE;
-  }
-  const char *cname = ymap_str(d, cm, "cluster"), *uname = ymap_str(d, cm, "user");
-  yaml_node_t *cl = cname ? named_entry(d, root, "clusters", "cluster", cname) : NULL;
-  if (!cl) {
-    seterr(err, errlen, "context \"%s\": cluster \"%s\" not found in clusters", ctx,
-           cname ? cname : "");
-    return GS_EPARSE;
-  }
-  const char *server = ymap_str(d, cl, "server");
-  if (!server || (strncmp(server, "https://", 8) && strncmp(server, "http://", 7))) {
-    seterr(err, errlen, "cluster \"%s\": server must be an http(s):// URL", cname);
-    return GS_EPARSE;
-  }
-  if (!(out->server = strdup(server)))
-    return GS_ENOMEM;
-  size_t sl = strlen(out->server);
-  while (sl > 0 && out->server[sl - 1] == '/')
-    out->server[--sl] = '\0';
-  const char *insecure = ymap_str(d, cl, "insecure-skip-tls-verify");
-  out->insecure = insecure && !strcmp(insecure, "true");
-  int rc = kc_file_or_data(d, cl, "certificate-authority", dir, &out->ca_file, &out->ca_data, err,
-                           errlen);
-  if (rc)
-    return rc;
-  if (uname) {
-    yaml_node_t *um = named_entry(d, root, "users", "user", uname);
-    if (!um) {
-      seterr(err, errlen, "context \"%s\": user \"%s\" not found in users", ctx, uname);
-      return GS_EPARSE;
-    }
-    if ((rc = kc_user(d, um, uname, dir, out, err, errlen)) != 0)
-      return rc;
-  }
-  return 0;
-}
-
-int kube_config_from_yaml(const char *text, size_t len, const char *dir, const char *context,
-                          struct kube_config *out, char *err, size_t errlen) {
-  memset(out, 0, sizeof(*out));
-  yaml_parser_t p;
-  yaml_document_t d;
-  if (!yaml_parser_initialize(&p))
-    return GS_ENOMEM;
-  yaml_parser_set_input_string(&p, (const unsigned char *)text, len);
-  if (!yaml_parser_load(&p, &d)) {
-    /* libyaml's loader fails some allocations with no error recorded (YAML_NO_ERROR) */
-    bool oom = p.error == YAML_MEMORY_ERROR || p.error == YAML_NO_ERROR;
-    if (oom)
-      seterr(err, errlen, "out of memory reading the kubeconfig");
-    else
-      seterr(err, errlen, "YAML error at line %lu: %s", (unsigned long)p.problem_mark.line + 1,
-             p.problem ? p.problem : "malformed");
-    yaml_parser_delete(&p);
-    return oom ? GS_ENOMEM : GS_EPARSE;
-  }
-  int rc = kc_document(&d, dir, context, out, err, errlen);
-  yaml_document_delete(&d);
-  yaml_parser_delete(&p);
-  if (!rc && !(out->source = strdup("kubeconfig")))
-    return GS_ENOMEM;
-  return rc;
-}
-
-int kube_config_from_kubeconfig(const char *path, const char *context, struct kube_config *out,
-                                char *err, size_t errlen) {
-  memset(out, 0, sizeof(*out));
-  char *text = NULL;
-  size_t len = 0;
-  int rc = read_file(path, KUBE_FILE_MAX, &text, &len);
-  if (rc) {
-    seterr(err, errlen, "kubeconfig %s: %s", path,
-           rc == GS_ETOOBIG  ? "larger than the 4 MiB cap"
-           : rc == GS_ENOMEM ? "out of memory"
-                             : strerror(errno));
-    return rc;
-  }
-  char *dir = strdup(path);
-  if (!dir) {
-    free(text);
-    return GS_ENOMEM;
-  }
-  char *slash = strrchr(dir, '/');
-  if (slash)
-    *slash = '\0';
-  else
-    dir[0] = '\0';
-  char msg[384];
-  msg[0] = '\0';
-  rc = kube_config_from_yaml(text, len, slash ? (dir[0] ? dir : "/") : NULL, context, out, msg,
-                             sizeof(msg));
-  free(text);
-  free(dir);
-  if (rc) {
-    seterr(err, errlen, "kubeconfig %s: %s", path, msg);
-    return rc;
-  }
-  free(out->source);
-  size_t n = strlen(path) + 16;
-  if (!(out->source = malloc(n)))
-    return GS_ENOMEM;
-  snprintf(out->source, n, "kubeconfig %s", path);
-  return 0;
-}
-
-int kube_config_in_cluster(const char *sa_dir, struct kube_config *out, char *err, size_t errlen) {
-  memset(out, 0, sizeof(*out));
-  const char *host = getenv("KUBERNETES_SERVICE_HOST"), *port = getenv("KUBERNETES_SERVICE_PORT");
-  if (!host || !host[0] || !port || !port[0]) {
-    seterr(err, errlen, "not in a cluster: KUBERNETES_SERVICE_HOST/PORT are not set");
-    return GS_EUNAVAIL;
-  }
-  if (!sa_dir)
-    sa_dir = KUBE_SA_DIR;
-  size_t n = strlen(host) + strlen(port) + 16;
-  if (!(out->server = malloc(n)))
-    return GS_ENOMEM;
-  /* An IPv6 service address needs brackets in a URL. */
-  snprintf(out->server, n, strchr(host, ':') ? "https://[%s]:%s" : "https://%s:%s", host, port);
-  size_t pl = strlen(sa_dir) + 16;
-  out->token_file = malloc(pl);
-  out->ca_file = malloc(pl);
-  out->source = strdup("in-cluster service account");
-  if (!out->token_file || !out->ca_file || !out->source)
-    return GS_ENOMEM;
-  snprintf(out->token_file, pl, "%s/token", sa_dir);
-  snprintf(out->ca_file, pl, "%s/ca.crt", sa_dir);
-  const char *what[] = {"the service account token", "the cluster CA"};
-  const char *path[] = {out->token_file, out->ca_file};
-  for (size_t i = 0; i < 2; i++) {
-    char *text = NULL;
-    int rc = read_file(path[i], KUBE_FILE_MAX, &text, NULL);
-    free(text);
-    if (rc == GS_ENOMEM)
-      return rc;
-    if (rc) {
-      seterr(err, errlen, "in-cluster: cannot read %s %s: %s", what[i], path[i],
-             rc == GS_ETOOBIG ? "larger than the 4 MiB cap" : strerror(errno));
-      return rc == GS_ETOOBIG ? rc : GS_EIO;
-    }
-  }
-  return 0;
-}
-
-int kube_config_load(const char *kubeconfig, struct kube_config *out, char *err, size_t errlen) {
-  if (kubeconfig && kubeconfig[0])
-    return kube_config_from_kubeconfig(kubeconfig, NULL, out, err, errlen);
-  const char *host = getenv("KUBERNETES_SERVICE_HOST");
-  if (host && host[0]) {
-    const char *sa = getenv("GPUSCALE_KUBE_SA_DIR");
-    return kube_config_in_cluster(sa && sa[0] ? sa : NULL, out, err, errlen);
-  }
-  const char *env = getenv("KUBECONFIG");
-  if (env && env[0]) {
-    char first[1024];
-    snprintf(first, sizeof(first), "%s", env);
-    char *colon = strchr(first, ':');
-    if (colon)
-      *colon = '\0';
-    return kube_config_from_kubeconfig(first, NULL, out, err, errlen);
-  }
-  const char *home = getenv("HOME");
-  if (home && home[0]) {
-    char path[1024];
-    snprintf(path, sizeof(path), "%s/.kube/config", home);
-    FILE *f = fopen(path, "rb");
-    if (f) {
-      fclose(f);
-      return kube_config_from_kubeconfig(path, NULL, out, err, errlen);
-    }
-  }
-  memset(out, 0, sizeof(*out));
-  seterr(err, errlen,
-         "no Kubernetes access: give --kubeconfig, run in a pod with a service account, or set "
-         "KUBECONFIG");
-  return GS_EUNAVAIL;
-}
 
 /* ------------------------------------------------------------------------------------------ */
 /* Transport */
@@ -538,23 +107,6 @@ static size_t on_header(char *p, size_t size, size_t n, void *ud) {
   return len;
 }
 
-/* The bearer token, re-read from token_file each time (service account tokens rotate). */
-static int current_token(struct kube_client *c, char **tok) {
-  *tok = NULL;
-  if (c->cfg.token_file) {
-    int rc = read_file(c->cfg.token_file, KUBE_FILE_MAX, tok, NULL);
-    if (rc)
-      return rc;
-    trim_right(*tok);
-    return 0;
-  }
-  if (c->cfg.token && !(*tok = strdup(c->cfg.token)))
-    return GS_ENOMEM;
-  if (*tok)
-    trim_right(*tok);
-  return 0;
-}
-
 static int set_tls(struct kube_client *c) {
   CURL *h = c->curl;
   CURLcode e = CURLE_OK;
@@ -598,51 +150,11 @@ static const char *status_text(long code) {
   }
 }
 
-/* As json_parse; *oom is set when the tokener could not be allocated. */
-static json_object *json_parse_oom(const char *s, size_t len, bool *oom) {
-  *oom = false;
-  if (len > (size_t)INT32_MAX)
-    return NULL;
-  json_tokener *tok = json_tokener_new_ex(KUBE_JSON_DEPTH);
-  if (!tok) {
-    *oom = true;
-    return NULL;
-  }
-  json_object *o = json_tokener_parse_ex(tok, s, (int)len);
-  if (o && json_tokener_get_error(tok) == json_tokener_success) {
-    /* Only whitespace may follow the value. */
-    for (size_t i = json_tokener_get_parse_end(tok); i < len; i++)
-      if (s[i] != ' ' && s[i] != '\n' && s[i] != '\r' && s[i] != '\t') {
-        json_object_put(o);
-        o = NULL;
-        break;
-      }
-  } else if (o) {
-    json_object_put(o);
-    o = NULL;
-  }
-  json_tokener_free(tok);
-  return o;
-}
-
-static json_object *json_parse(const char *s, size_t len) {
-  bool oom;
-  return json_parse_oom(s, len, &oom);
-}
-
-static const char *jstr(json_object *o, const char *key) {
-  json_object *v;
-  if (!o || !json_object_is_type(o, json_type_object) || !json_object_object_get_ex(o, key, &v) ||
-      !json_object_is_type(v, json_type_string))
-    return NULL;
-  return json_object_get_string(v);
-}
-
 /* Fills res->message (and reason) for a non-2xx answer, from a Status body when there is one. */
 static void describe_failure(struct kube_client *c, const char *method, const char *path,
                              struct kube_result *res) {
-  json_object *st = c->body.data ? json_parse(c->body.data, c->body.len) : NULL;
-  const char *msg = jstr(st, "message"), *reason = jstr(st, "reason");
+  json_object *st = c->body.data ? kube_json_parse(c->body.data, c->body.len, NULL) : NULL;
+  const char *msg = kube_json_str(st, "message"), *reason = kube_json_str(st, "reason");
   if (reason)
     snprintf(res->reason, sizeof(res->reason), "%s", reason);
   char clean[300];
@@ -680,7 +192,7 @@ static int do_request(struct kube_client *c, const char *method, const char *pat
   char *url = malloc(ul);
   char *tok = NULL;
   struct curl_slist *hdrs = NULL;
-  int rc = url ? current_token(c, &tok) : GS_ENOMEM;
+  int rc = url ? kube_config_token(&c->cfg, &tok) : GS_ENOMEM;
   if (rc) {
     snprintf(res->message, sizeof(res->message), "%s %s: cannot read the token file %s%s", method,
              path, c->cfg.token_file ? c->cfg.token_file : "",
@@ -777,282 +289,22 @@ int kube_request(struct kube_client *c, const char *method, const char *path, co
 }
 
 /* ------------------------------------------------------------------------------------------ */
-/* JSON shapes */
-
-const char *kube_annotation(const struct kube_kv *a, size_t n, const char *key) {
-  for (size_t i = 0; i < n; i++)
-    if (!strcmp(a[i].key, key))
-      return a[i].value;
-  return NULL;
-}
-
-static void kv_free(struct kube_kv *a, size_t n) {
-  for (size_t i = 0; i < n; i++) {
-    free(a[i].key);
-    free(a[i].value);
-  }
-  free(a);
-}
-
-static json_object *jget(json_object *o, const char *key) {
-  json_object *v;
-  if (!o || !json_object_is_type(o, json_type_object) || !json_object_object_get_ex(o, key, &v))
-    return NULL;
-  return v;
-}
-
-static int parse_annotations(json_object *meta, struct kube_kv **out, size_t *n, const char **err) {
-  *out = NULL;
-  *n = 0;
-  json_object *a = jget(meta, "annotations");
-  if (!a || json_object_is_type(a, json_type_null))
-    return 0;
-  if (!json_object_is_type(a, json_type_object)) {
-    *err = "metadata.annotations is not an object";
-    return GS_EPARSE;
-  }
-  size_t cnt = (size_t)json_object_object_length(a);
-  if (!cnt)
-    return 0;
-  if (!(*out = calloc(cnt, sizeof(**out))))
-    return GS_ENOMEM;
-  json_object_object_foreach(a, k, v) {
-    if (!json_object_is_type(v, json_type_string)) {
-      *err = "metadata.annotations has a value that is not a string";
-      return GS_EPARSE;
-    }
-    struct kube_kv *kv = &(*out)[(*n)++];
-    kv->key = strdup(k);
-    kv->value = strdup(json_object_get_string(v));
-    if (!kv->key || !kv->value)
-      return GS_ENOMEM;
-  }
-  return 0;
-}
-
-/* Checks `kind` when present: the API always sends it, a wrong one is a wrong answer. */
-static int check_kind(json_object *o, const char *want, const char **err) {
-  if (!json_object_is_type(o, json_type_object)) {
-    *err = "answer is not a JSON object";
-    return GS_EPARSE;
-  }
-  json_object *k = jget(o, "kind");
-  if (k && (!json_object_is_type(k, json_type_string) || strcmp(json_object_get_string(k), want))) {
-    *err = !strcmp(want, "Node") ? "answer is not a Node (wrong kind)"
-                                 : "answer is not a PodList (wrong kind)";
-    return GS_EPARSE;
-  }
-  return 0;
-}
-
-static int dup_opt(json_object *o, const char *key, char **out) {
-  const char *s = jstr(o, key);
-  *out = NULL;
-  if (s && !(*out = strdup(s)))
-    return GS_ENOMEM;
-  return 0;
-}
-
-int kube_node_parse(const char *json, size_t len, struct kube_node *out, const char **err) {
-  memset(out, 0, sizeof(*out));
-  static const char *dummy;
-  if (!err)
-    err = &dummy;
-  bool oom;
-  json_object *o = json_parse_oom(json, len, &oom);
-  if (!o) {
-    *err = oom ? "out of memory" : "answer is not valid JSON";
-    return oom ? GS_ENOMEM : GS_EPARSE;
-  }
-  int rc = check_kind(o, "Node", err);
-  json_object *meta = jget(o, "metadata");
-  const char *name = jstr(meta, "name");
-  if (!rc && !kube_name_valid(name)) {
-    *err = "Node has no valid metadata.name";
-    rc = GS_EPARSE;
-  }
-  json_object *spec = jget(o, "spec");
-  json_object *u = jget(spec, "unschedulable");
-  if (!rc && spec && !json_object_is_type(spec, json_type_object)) {
-    *err = "Node spec is not an object";
-    rc = GS_EPARSE;
-  }
-  if (!rc && u && !json_object_is_type(u, json_type_boolean) &&
-      !json_object_is_type(u, json_type_null)) {
-    *err = "Node spec.unschedulable is not a boolean";
-    rc = GS_EPARSE;
-  }
-  if (!rc) {
-    out->unschedulable =
-        u && json_object_is_type(u, json_type_boolean) && json_object_get_boolean(u);
-    if (!(out->name = strdup(name)) || dup_opt(meta, "uid", &out->uid))
-      rc = GS_ENOMEM;
-  }
-  if (!rc)
-    rc = parse_annotations(meta, &out->annotations, &out->n_annotations, err);
-  json_object_put(o);
-  return rc;
-}
-
-void kube_node_free(struct kube_node *n) {
-  if (!n)
-    return;
-  free(n->name);
-  free(n->uid);
-  kv_free(n->annotations, n->n_annotations);
-  memset(n, 0, sizeof(*n));
-}
-
-static int parse_owner(json_object *meta, struct kube_pod *p, const char **err) {
-  json_object *refs = jget(meta, "ownerReferences");
-  if (!refs || json_object_is_type(refs, json_type_null))
-    return 0;
-  if (!json_object_is_type(refs, json_type_array)) {
-    *err = "Pod metadata.ownerReferences is not an array";
-    return GS_EPARSE;
-  }
-  for (size_t i = 0; i < json_object_array_length(refs); i++) {
-    json_object *r = json_object_array_get_idx(refs, i);
-    json_object *ctl = jget(r, "controller");
-    if (!ctl || !json_object_is_type(ctl, json_type_boolean) || !json_object_get_boolean(ctl))
-      continue;
-    const char *kind = jstr(r, "kind"), *name = jstr(r, "name");
-    if (!kind || !name) {
-      *err = "Pod controller ownerReference has no kind or name";
-      return GS_EPARSE;
-    }
-    if (!(p->owner_kind = strdup(kind)) || !(p->owner_name = strdup(name)))
-      return GS_ENOMEM;
-    return 0;
-  }
-  return 0;
-}
-
-/* kubectl drain refuses pods with emptyDir volumes unless --delete-emptydir-data: their data is
- * deleted with the pod. A generic ephemeral volume's claim is deleted with the pod too. */
-static int parse_local_volume(json_object *spec, struct kube_pod *p, const char **err) {
-  json_object *vols = jget(spec, "volumes");
-  if (!vols || json_object_is_type(vols, json_type_null))
-    return 0;
-  if (!json_object_is_type(vols, json_type_array)) {
-    *err = "Pod spec.volumes is not an array";
-    return GS_EPARSE;
-  }
-  for (size_t i = 0; i < json_object_array_length(vols); i++) {
-    json_object *v = json_object_array_get_idx(vols, i);
-    json_object *ed = jget(v, "emptyDir"), *eph = jget(v, "ephemeral");
-    bool local = (ed && !json_object_is_type(ed, json_type_null)) ||
-                 (eph && !json_object_is_type(eph, json_type_null));
-    if (!local)
-      continue;
-    const char *name = jstr(v, "name");
-    char buf[300];
-    snprintf(buf, sizeof(buf), "%s %.253s",
-             ed && !json_object_is_type(ed, json_type_null) ? "emptyDir" : "ephemeral",
-             name ? name : "(unnamed)");
-    return (p->local_volume = strdup(buf)) ? 0 : GS_ENOMEM;
-  }
-  return 0;
-}
-
-static int parse_pod(json_object *o, struct kube_pod *p, const char **err) {
-  if (!json_object_is_type(o, json_type_object)) {
-    *err = "PodList item is not an object";
-    return GS_EPARSE;
-  }
-  json_object *meta = jget(o, "metadata");
-  const char *name = jstr(meta, "name"), *ns = jstr(meta, "namespace");
-  if (!kube_name_valid(name) || !kube_name_valid(ns)) {
-    *err = "Pod has no valid metadata.name or metadata.namespace";
-    return GS_EPARSE;
-  }
-  if (!(p->name = strdup(name)) || !(p->ns = strdup(ns)) || dup_opt(meta, "uid", &p->uid))
-    return GS_ENOMEM;
-  const char *phase = jstr(jget(o, "status"), "phase");
-  if (!(p->phase = strdup(phase ? phase : "")))
-    return GS_ENOMEM;
-  json_object *del = jget(meta, "deletionTimestamp");
-  p->terminating = del && !json_object_is_type(del, json_type_null);
-  int rc = parse_owner(meta, p, err);
-  if (!rc && dup_opt(jget(meta, "labels"), "pod-template-hash", &p->template_hash))
-    rc = GS_ENOMEM;
-  if (!rc)
-    rc = parse_local_volume(jget(o, "spec"), p, err);
-  if (!rc)
-    rc = parse_annotations(meta, &p->annotations, &p->n_annotations, err);
-  if (!rc && (dup_opt(jget(o, "status"), "podIP", &p->pod_ip) ||
-              dup_opt(jget(o, "spec"), "nodeName", &p->node_name) ||
-              dup_opt(meta, "resourceVersion", &p->resource_version)))
-    rc = GS_ENOMEM;
-  return rc;
-}
-
-int kube_pod_list_parse(const char *json, size_t len, struct kube_pod_list *out, const char **err) {
-  memset(out, 0, sizeof(*out));
-  static const char *dummy;
-  if (!err)
-    err = &dummy;
-  bool oom;
-  json_object *o = json_parse_oom(json, len, &oom);
-  if (!o) {
-    *err = oom ? "out of memory" : "answer is not valid JSON";
-    return oom ? GS_ENOMEM : GS_EPARSE;
-  }
-  int rc = check_kind(o, "PodList", err);
-  json_object *items = jget(o, "items");
-  if (!rc && !items) {
-    *err = "PodList has no items";
-    rc = GS_EPARSE;
-  }
-  if (!rc && !json_object_is_type(items, json_type_array) &&
-      !json_object_is_type(items, json_type_null)) {
-    *err = "PodList items is not an array";
-    rc = GS_EPARSE;
-  }
-  if (!rc && dup_opt(jget(o, "metadata"), "resourceVersion", &out->resource_version))
-    rc = GS_ENOMEM;
-  size_t n =
-      !rc && json_object_is_type(items, json_type_array) ? json_object_array_length(items) : 0;
-  if (n && !(out->items = calloc(n, sizeof(*out->items))))
-    rc = GS_ENOMEM;
-  for (size_t i = 0; !rc && i < n; i++) {
-    out->n++;
-    rc = parse_pod(json_object_array_get_idx(items, i), &out->items[i], err);
-  }
-  json_object_put(o);
-  return rc;
-}
-
-void kube_pod_free(struct kube_pod *p) {
-  if (!p)
-    return;
-  free(p->ns);
-  free(p->name);
-  free(p->uid);
-  free(p->phase);
-  free(p->owner_kind);
-  free(p->owner_name);
-  free(p->template_hash);
-  free(p->local_volume);
-  free(p->pod_ip);
-  free(p->node_name);
-  free(p->resource_version);
-  kv_free(p->annotations, p->n_annotations);
-  memset(p, 0, sizeof(*p));
-}
-
-void kube_pod_list_free(struct kube_pod_list *l) {
-  if (!l)
-    return;
-  for (size_t i = 0; i < l->n; i++)
-    kube_pod_free(&l->items[i]);
-  free(l->items);
-  free(l->resource_version);
-  memset(l, 0, sizeof(*l));
-}
-
-/* ------------------------------------------------------------------------------------------ */
 /* Calls */
+
+bool kube_name_valid(const char *s) {
+  size_t n = s ? strlen(s) : 0;
+  if (n == 0 || n > 253)
+    return false;
+  for (size_t i = 0; i < n; i++) {
+    char c = s[i];
+    bool alnum = (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9');
+    if (!alnum && c != '-' && c != '.')
+      return false;
+    if ((i == 0 || i == n - 1) && !alnum)
+      return false;
+  }
+  return true;
+}
 
 static int check_name(const char *what, const char *name, struct kube_result *res) {
   memset(res, 0, sizeof(*res));
@@ -1271,28 +523,28 @@ static int watch_event(struct watch_ctx *w, const char *s, size_t len) {
     len--;
   if (!len)
     return 0;
-  json_object *o = json_parse(s, len);
-  const char *type = jstr(o, "type");
-  json_object *obj = jget(o, "object");
+  json_object *o = kube_json_parse(s, len, NULL);
+  const char *type = kube_json_str(o, "type");
+  json_object *obj = kube_json_get(o, "object");
   int rc = 0;
   if (!type || !obj || !json_object_is_type(obj, json_type_object)) {
     snprintf(w->error_msg, sizeof(w->error_msg), "watch event is not {type, object} JSON");
     rc = GS_EPARSE;
   } else if (!strcmp(type, "ERROR")) {
-    json_object *code = jget(obj, "code");
+    json_object *code = kube_json_get(obj, "code");
     w->error_code =
         code && json_object_is_type(code, json_type_int) ? json_object_get_int(code) : 0;
-    const char *m = jstr(obj, "message");
+    const char *m = kube_json_str(obj, "message");
     snprintf(w->error_msg, sizeof(w->error_msg), "watch ERROR %ld: %.250s", w->error_code,
              m ? m : "");
     rc = GS_EUNAVAIL;
   } else if (!strcmp(type, "BOOKMARK")) {
-    watch_set_rv(w, jstr(jget(obj, "metadata"), "resourceVersion"));
+    watch_set_rv(w, kube_json_str(kube_json_get(obj, "metadata"), "resourceVersion"));
   } else if (!strcmp(type, "ADDED") || !strcmp(type, "MODIFIED") || !strcmp(type, "DELETED")) {
     struct kube_pod p;
     memset(&p, 0, sizeof(p));
     const char *err = "";
-    rc = parse_pod(obj, &p, &err);
+    rc = kube_pod_from_json(obj, &p, &err);
     if (rc == GS_EPARSE)
       snprintf(w->error_msg, sizeof(w->error_msg), "watch %s event: %s", type, err);
     if (!rc) {
@@ -1357,7 +609,7 @@ int kube_watch_pods_on_node(struct kube_client *c, const char *node, char *rv, s
   buf_reset(&c->body);
   size_t ul = strlen(c->cfg.server) + strlen(path) + 1;
   char *url = malloc(ul), *tok = NULL;
-  rc = url ? current_token(c, &tok) : GS_ENOMEM;
+  rc = url ? kube_config_token(&c->cfg, &tok) : GS_ENOMEM;
   if (rc) {
     snprintf(res->message, sizeof(res->message), "GET %.200s: cannot read the token file %s%s",
              path, c->cfg.token_file ? c->cfg.token_file : "",

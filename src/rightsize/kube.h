@@ -53,6 +53,10 @@ int kube_config_in_cluster(const char *sa_dir, struct kube_config *out, char *er
 int kube_config_load(const char *kubeconfig, struct kube_config *out, char *err, size_t errlen);
 /* Frees the owned strings; the struct may be reused. kube_config_free(NULL) is fine. */
 void kube_config_free(struct kube_config *c);
+/* The bearer token of the next request: token_file read again (service account tokens rotate,
+ * at most KUBE_FILE_MAX), else token; trailing whitespace cut. *tok is NULL when there is none.
+ * Returns 0, GS_EIO, GS_ETOOBIG or GS_ENOMEM. The caller frees *tok. */
+int kube_config_token(const struct kube_config *c, char **tok);
 
 /* What the last call got back, for messages and the audit record. */
 struct kube_result {
@@ -76,6 +80,14 @@ void kube_client_free(struct kube_client *c);
 int kube_request(struct kube_client *c, const char *method, const char *path, const char *body,
                  const char *content_type, char **resp, size_t *resp_len, struct kube_result *res);
 
+/* LeaderWorkerSet's pod labels and annotation (kubernetes-sigs/lws
+ * api/leaderworkerset/v1/leaderworkerset_types.go: WorkerIndexLabelKey, the leader's being always
+ * "0"; GroupUniqueHashLabelKey, the same on every pod of one group; LeaderPodNameAnnotationKey,
+ * on the workers). */
+#define KUBE_LWS_WORKER_INDEX "leaderworkerset.sigs.k8s.io/worker-index"
+#define KUBE_LWS_GROUP_KEY "leaderworkerset.sigs.k8s.io/group-key"
+#define KUBE_LWS_LEADER_NAME "leaderworkerset.sigs.k8s.io/leader-name"
+
 /* One annotation or label. */
 struct kube_kv {
   char *key;
@@ -91,7 +103,21 @@ struct kube_node {
   size_t n_annotations;
 };
 
-/* The parts of a v1 Pod the drain reads. */
+/* One status.containerStatuses[] entry of a pod. */
+struct kube_container_status {
+  char *name;
+  bool ready;
+  int restarts;      /* restartCount */
+  const char *state; /* "waiting", "running", "terminated" (static), or NULL when not said */
+  char *reason;      /* the state's reason ("CrashLoopBackOff", "ContainerCreating", "Error",
+                        "OOMKilled"...), or NULL */
+  int exit_code;     /* terminated: its exitCode, when has_exit_code */
+  bool has_exit_code;
+};
+/* Containers of one pod kept; more are left out (a pod's readiness is its condition's). */
+#define KUBE_POD_MAX_CONTAINERS 32
+
+/* The parts of a v1 Pod the drain and the agent read. */
 struct kube_pod {
   char *ns;
   char *name;
@@ -108,6 +134,15 @@ struct kube_pod {
   char *pod_ip;           /* status.podIP, or NULL before the pod has one */
   char *node_name;        /* spec.nodeName, or NULL when not scheduled */
   char *resource_version; /* metadata.resourceVersion, or NULL */
+  struct kube_kv *labels; /* metadata.labels (look up with kube_annotation) */
+  size_t n_labels;
+  /* status.conditions[type=Ready]: ready when its status is "True". has_ready_condition is false
+   * when the pod has no such condition (not scheduled yet): not ready either. */
+  bool ready;
+  bool has_ready_condition;
+  char *ready_reason; /* the condition's reason when not ready ("ContainersNotReady"...), or NULL */
+  struct kube_container_status *containers; /* status.containerStatuses, in the API's order */
+  size_t n_containers;
 };
 
 struct kube_pod_list {
@@ -123,7 +158,7 @@ void kube_node_free(struct kube_node *n);
 /* Parses a v1 PodList. Same contract as kube_node_parse. */
 int kube_pod_list_parse(const char *json, size_t len, struct kube_pod_list *out, const char **err);
 void kube_pod_list_free(struct kube_pod_list *l);
-/* Looks up an annotation; NULL when absent. */
+/* Looks up an annotation (or a label, in the labels array); NULL when absent. */
 const char *kube_annotation(const struct kube_kv *a, size_t n, const char *key);
 /* True when s is a valid DNS-1123 subdomain (node, pod and namespace names): the only names the
  * client puts into a path. */

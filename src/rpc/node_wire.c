@@ -243,6 +243,7 @@ static void encode_gpu(const struct node_gpu *g, Gpuscale__V1__GPU *m, struct en
     p->pod = wire_str(g->pods.pods[k].pod);
     p->container = wire_str(g->pods.pods[k].container);
     p->share = g->pods.split != ATTRIB_SPLIT_NONE ? g->pods.pods[k].share : 0;
+    p->group = g->pods.pods[k].group;
     e->pod_ptrs[*next_pod] = p;
     (*next_pod)++;
   }
@@ -280,6 +281,14 @@ static void encode_models(const struct engine_reading *r, Gpuscale__V1__EnginePo
   m->models = n ? mp : NULL;
   m->models_total = r->models_total > n ? r->models_total : (uint32_t)n;
 }
+_Static_assert(
+    (int)GPUSCALE__V1__ENGINE_POD_STATE__ENGINE_POD_STATE_SERVING == ENGINE_POD_SERVING &&
+        (int)GPUSCALE__V1__ENGINE_POD_STATE__ENGINE_POD_STATE_NOT_READY == ENGINE_POD_NOT_READY &&
+        (int)GPUSCALE__V1__ENGINE_POD_STATE__ENGINE_POD_STATE_TERMINATING ==
+            ENGINE_POD_TERMINATING &&
+        (int)GPUSCALE__V1__ENGINE_POD_STATE__ENGINE_POD_STATE_LWS_WORKER == ENGINE_POD_LWS_WORKER &&
+        ENGINE_POD__COUNT == 4,
+    "engine pod states have the wire's numbers");
 
 static void encode_engine(const struct engine_reading *r, Gpuscale__V1__EnginePod *m) {
   *m = (Gpuscale__V1__EnginePod)GPUSCALE__V1__ENGINE_POD__INIT;
@@ -292,6 +301,7 @@ static void encode_engine(const struct engine_reading *r, Gpuscale__V1__EnginePo
   m->timestamp_ms = r->ts_ms;
   m->fresh = r->fresh;
   m->reason = wire_str(r->reason);
+  m->state = (Gpuscale__V1__EnginePodState)r->state; /* the same numbers, checked below */
   for (size_t k = 0; k < NSIGNALS; k++) {
     if (!engine_has(r, signal_map[k].s))
       continue;
@@ -460,6 +470,7 @@ static const char *decode_gpu(const Gpuscale__V1__GPU *m, struct node_gpu *g) {
     copy_str(g->pods.pods[k].pod, sizeof g->pods.pods[k].pod, p->pod);
     copy_str(g->pods.pods[k].container, sizeof g->pods.pods[k].container, p->container);
     g->pods.pods[k].share = p->share;
+    g->pods.pods[k].group = p->group;
   }
   g->pods.n = np;
   g->pods.total = m->pods_total > m->n_pods ? m->pods_total : m->n_pods;
@@ -478,6 +489,10 @@ static void decode_engine(const Gpuscale__V1__EnginePod *m, struct engine_readin
   r->ts_ms = m->timestamp_ms;
   r->fresh = m->fresh;
   copy_str(r->reason, sizeof r->reason, m->reason);
+  /* A state from a newer agent: not serving, whatever it is (that agent did not read it). */
+  r->state = (int)m->state >= 0 && (int)m->state < ENGINE_POD__COUNT
+                 ? (enum engine_pod_state)m->state
+                 : ENGINE_POD_NOT_READY;
   for (size_t k = 0; k < NSIGNALS; k++) { /* unknown (newer) bits are dropped */
     if (!(m->valid & (UINT64_C(1) << signal_map[k].bit)))
       continue;

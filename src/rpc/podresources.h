@@ -41,6 +41,9 @@ struct podres_pod {
   char *ns;
   struct podres_container *containers;
   size_t n_containers;
+  /* Not from the kubelet: the agent's group id of the pod (attrib_group_of its LeaderWorkerSet
+   * group-key label, from the Kubernetes API: podphase_filter); 0 when none or unknown. */
+  uint64_t group;
 };
 
 /* One List answer. Every string is non-NULL (possibly ""). Free with podres_list_free. */

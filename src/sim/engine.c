@@ -515,22 +515,30 @@ static int select_workload(struct eng *e, const struct trigger *t, const struct 
 
 /* ---- simulated engine pods ---- */
 
-/* Pod p's engine as its node's agent lists it (src/agent/engines.h: Running pods only): a
- * ready pod reports the model's engine signals at the current load; a starting one runs and
- * does not serve yet (its scrape fails: not fresh, with the reason); a draining one is
- * terminating and a Pending one not running: neither is listed (false). */
+/* Pod p's engine as its node's agent lists it (src/agent/engines.h, engine_target.c): a ready
+ * pod reports the model's engine signals at the current load; a starting one is not Ready while
+ * its model loads, and a draining one is terminating: both are listed with their state and not
+ * read, so the policy leaves them out without counting them missing. A pod without GPUs is not
+ * scheduled, so no agent lists it (false). */
 static bool engine_reading_of(const struct eng *e, const struct pod *p, struct engine_reading *r) {
-  if (p->ngpu == 0 || (p->state != POD_READY && p->state != POD_STARTING))
+  if (p->ngpu == 0 ||
+      (p->state != POD_READY && p->state != POD_STARTING && p->state != POD_DRAINING))
     return false;
   memset(r, 0, sizeof *r);
   snprintf(r->ns, sizeof r->ns, "%s", e->so->ns);
   snprintf(r->pod, sizeof r->pod, "%s-%d", e->m->name, p->id);
   r->kind = e->m->engine;
-  r->ts_ms = e->now * 1000;
-  if (p->state != POD_READY) {
-    snprintf(r->reason, sizeof r->reason, "scrape failed: the engine is starting (model load)");
+  if (p->state == POD_STARTING) {
+    r->state = ENGINE_POD_NOT_READY;
+    snprintf(r->reason, sizeof r->reason, "not Ready (loading?): the model is loading");
     return true;
   }
+  if (p->state == POD_DRAINING) {
+    r->state = ENGINE_POD_TERMINATING;
+    snprintf(r->reason, sizeof r->reason, "terminating");
+    return true;
+  }
+  r->ts_ms = e->now * 1000;
   r->fresh = true;
   for (size_t i = 0; i < e->m->nsig; i++) {
     const struct sim_signal *sg = &e->m->sig[i];

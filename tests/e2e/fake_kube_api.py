@@ -21,6 +21,9 @@ this one. Paths:
     POST  /api/v1/namespaces/{ns}/pods/{name}/eviction          201 Status | 429 (PDB) | 404
     POST  /api/v1/namespaces/{ns}/events                        201 Event | 409 AlreadyExists
 
+Pods are served with status.conditions and status.containerStatuses: a fixture's own, or those
+the kubelet would report (kubelet_status: Running is Ready, Pending is ContainerCreating).
+
 State comes from a JSON fixture:
 
     {
@@ -73,6 +76,46 @@ def status_body(code, reason, message, details=None):
     if details is not None:
         b["details"] = details
     return b
+
+
+def kubelet_status(pod):
+    """Fills status.conditions and status.containerStatuses as the kubelet reports them, when a
+    fixture leaves them out: a Running pod is Ready with every container running and ready, a
+    Pending one that is scheduled has its containers waiting in ContainerCreating. A fixture that
+    gives conditions (a loading pod: Running, Ready False) is served as it is. The shapes are the
+    API server's (k8s.io/api core/v1 types.go: PodCondition, ContainerStatus)."""
+    status = pod.setdefault("status", {})
+    phase = status.get("phase")
+    if "conditions" in status or phase not in ("Running", "Pending"):
+        return pod
+    t = "2026-12-01T20:00:00Z"
+    names = [c.get("name", "main") for c in pod.get("spec", {}).get("containers", [])] or ["main"]
+    ready = phase == "Running"
+    scheduled = bool(pod.get("spec", {}).get("nodeName"))
+
+    def cond(kind, ok, reason=None):
+        c = {"type": kind, "status": "True" if ok else "False", "lastProbeTime": None,
+             "lastTransitionTime": t}
+        if not ok and reason:
+            c["reason"] = reason
+            c["message"] = "containers with unready status: [%s]" % " ".join(names)
+        return c
+
+    if not scheduled:
+        status["conditions"] = [dict(cond("PodScheduled", False), reason="Unschedulable")]
+        return pod
+    status["conditions"] = [cond("Initialized", True),
+                            cond("Ready", ready, "ContainersNotReady"),
+                            cond("ContainersReady", ready, "ContainersNotReady"),
+                            cond("PodScheduled", True)]
+    if "containerStatuses" not in status:
+        status["containerStatuses"] = [
+            {"name": n, "ready": ready, "restartCount": 0, "started": ready,
+             "image": "img", "imageID": "",
+             "state": {"running": {"startedAt": t}} if ready else
+             {"waiting": {"reason": "ContainerCreating"}}}
+            for n in names]
+    return pod
 
 
 def merge_patch(target, patch):
@@ -159,7 +202,7 @@ class FakeKubeAPI:
                  client_ca=None, host="127.0.0.1", port=0):
         self.lock = threading.Lock()
         self.nodes = {n["metadata"]["name"]: copy.deepcopy(n) for n in state.get("nodes", [])}
-        self.pods = [copy.deepcopy(p) for p in state.get("pods", [])]
+        self.pods = [kubelet_status(copy.deepcopy(p)) for p in state.get("pods", [])]
         self.pdb = dict(state.get("pdb", {}))
         self.pdb_retry_after = state.get("pdb_retry_after")
         self.linger = dict(state.get("linger", {}))
@@ -287,7 +330,7 @@ class FakeKubeAPI:
 
     def put_pod(self, pod):
         """Adds the pod or replaces the one of the same namespace/name (ADDED / MODIFIED)."""
-        pod = copy.deepcopy(pod)
+        pod = kubelet_status(copy.deepcopy(pod))
         key = (pod["metadata"]["namespace"], pod["metadata"]["name"])
         with self.cond:
             for i, p in enumerate(self.pods):

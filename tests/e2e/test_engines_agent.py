@@ -259,7 +259,12 @@ def test_engine_pods_read_one_slow_or_bad_pod_delays_nobody(agents, api, servers
     assert len(gpus) == 2 and all(g["fresh"] for g in gpus), gpus
     # never fetched: another node's pod, a pending pod, a pod that did not ask
     assert other_node.count() == 0 and pending.count() == 0 and plain.count() == 0
-    assert "ml/elsewhere-0" not in pods and "ml/pending-0" not in pods
+    assert "ml/elsewhere-0" not in pods
+    # a pending pod of this node is listed, not Ready, with why (docs/engines.md, "Pods that are
+    # not Ready, terminating, or part of a LeaderWorkerSet"): never fetched, never missing
+    assert pods["ml/pending-0"]["state"] == "not_ready", pods["ml/pending-0"]
+    assert pods["ml/pending-0"]["reason"].startswith("not Ready (Pending)"), pods["ml/pending-0"]
+    assert pods["ml/pending-0"]["fresh"] is False
     assert "ml/plain-0" not in pods
     # the pod path and the pod IP from the API
     assert {p for _, p in tgi.requests} == {"/metrics"}

@@ -1,8 +1,9 @@
 /* libFuzzer target for the agent's choice of engine pods: a PodList as the Kubernetes API answers
  * (kube_pod_list_parse), each pod through engine_target_from_pod for node "node-a". Any pod author
  * controls the annotations, so the checks are the security rule of docs/engines.md: only a Running
- * pod of this node with an IP literal from the API is read, on a port 1..65535, at a path that
- * cannot change the host of the URL; a refused annotation is named. */
+ * and Ready pod of this node with an IP literal from the API is read, on a port 1..65535, at a path
+ * that cannot change the host of the URL; a pod listed without being read (not Ready, terminating,
+ * a LeaderWorkerSet worker) has no address and says why; a refused annotation is named. */
 #include <arpa/inet.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -19,8 +20,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 static void check_ok(const struct kube_pod *p, const struct engine_target *t) {
   unsigned char a[16];
-  if (!p->node_name || strcmp(p->node_name, NODE) != 0 || !p->phase ||
-      strcmp(p->phase, "Running") != 0 || p->terminating || !p->pod_ip ||
+  if (!p->node_name || strcmp(p->node_name, NODE) != 0)
+    abort();                            /* only this node's pods are listed */
+  if (t->state != ENGINE_POD_SERVING) { /* listed, never read: no address, a reason */
+    if (t->ip[0] || !t->reason[0] || !memchr(t->reason, '\0', sizeof t->reason) ||
+        t->state >= ENGINE_POD__COUNT)
+      abort();
+    return;
+  }
+  if (!p->phase || strcmp(p->phase, "Running") != 0 || p->terminating || !p->ready || !p->pod_ip ||
       strcmp(p->pod_ip, t->ip) != 0 ||
       (inet_pton(AF_INET, t->ip, a) != 1 && inet_pton(AF_INET6, t->ip, a) != 1))
     abort(); /* only this node's running pods, at the address the API gave */

@@ -7,6 +7,7 @@
 #include <cmocka.h>
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "agent/engine_endpoint.h"
@@ -26,7 +27,8 @@ struct pod_case {
   bool detect;
   int port;
   const char *path;
-  const char *reason; /* substring of the reason when BAD */
+  const char *reason; /* substring of the reason when BAD, or when the pod does not serve
+                         (terminating, or not Running: not Ready) */
 };
 
 static const struct pod_case pod_cases[] = {
@@ -117,18 +119,18 @@ static const struct pod_case pod_cases[] = {
      0,
      NULL,
      NULL},
-    {"pending",
+    {"pending: listed, not read",
      "Pending",
      "10.0.0.9",
      NODE,
      false,
      {"gpuscale.io/engine", "vllm", "gpuscale.io/metrics-port", "8000"},
-     ENGINE_TARGET_NONE,
-     ENGINE_UNKNOWN,
+     ENGINE_TARGET_OK,
+     ENGINE_VLLM,
      false,
-     0,
-     NULL,
-     NULL},
+     8000,
+     "/metrics",
+     "not Ready (Pending)"},
     {"succeeded",
      "Succeeded",
      "10.0.0.9",
@@ -141,18 +143,18 @@ static const struct pod_case pod_cases[] = {
      0,
      NULL,
      NULL},
-    {"terminating",
+    {"terminating: listed, not read",
      "Running",
      "10.0.0.9",
      NODE,
      true,
      {"gpuscale.io/engine", "vllm", "gpuscale.io/metrics-port", "8000"},
-     ENGINE_TARGET_NONE,
-     ENGINE_UNKNOWN,
+     ENGINE_TARGET_OK,
+     ENGINE_VLLM,
      false,
-     0,
-     NULL,
-     NULL},
+     8000,
+     "/metrics",
+     "terminating"},
     {"no pod IP yet",
      "Running",
      NULL,
@@ -304,6 +306,7 @@ static void test_pods(void **state) {
     p.pod_ip = (char *)c->ip;
     p.node_name = (char *)c->node;
     p.terminating = c->terminating;
+    p.ready = p.has_ready_condition = true; /* readiness has its own table below */
     p.annotations = kv;
     p.n_annotations = n;
     struct engine_target t;
@@ -316,14 +319,93 @@ static void test_pods(void **state) {
     assert_string_equal(t.pod, "pod-a");
     assert_int_equal(t.kind, c->kind);
     assert_int_equal(t.detect, c->detect);
+    enum engine_pod_state want_state = c->terminating                     ? ENGINE_POD_TERMINATING
+                                       : strcmp(c->phase, "Running") != 0 ? ENGINE_POD_NOT_READY
+                                                                          : ENGINE_POD_SERVING;
+    assert_int_equal(t.state, want_state);
     if (v == ENGINE_TARGET_OK) {
       assert_int_equal(t.port, c->port);
       assert_string_equal(t.path, c->path);
-      assert_string_equal(t.reason, "");
+      if (want_state == ENGINE_POD_SERVING)
+        assert_string_equal(t.reason, "");
+      else
+        assert_non_null(strstr(t.reason, c->reason));
     } else {
       assert_non_null(strstr(t.reason, c->reason));
     }
   }
+}
+
+/* Readiness from real v1 Pod JSON (tests/fixtures/kube/pods-readiness.json): which pods are
+ * read, which are listed with why, which are not listed. LeaderWorkerSet labels from
+ * kubernetes-sigs/lws api/leaderworkerset/v1/leaderworkerset_types.go (the leader's worker index
+ * is always "0"; workers carry the leader-name annotation). */
+static char *slurp(const char *path, size_t *len) {
+  FILE *f = fopen(path, "rb");
+  assert_non_null(f);
+  fseek(f, 0, SEEK_END);
+  long n = ftell(f);
+  fseek(f, 0, SEEK_SET);
+  char *s = malloc((size_t)n + 1);
+  assert_non_null(s);
+  assert_int_equal(fread(s, 1, (size_t)n, f), (size_t)n);
+  s[n] = '\0';
+  fclose(f);
+  *len = (size_t)n;
+  return s;
+}
+
+static void test_readiness_from_api_json(void **state) {
+  (void)state;
+  static const struct {
+    const char *pod;
+    enum engine_target_verdict want;
+    enum engine_pod_state state;
+    const char *reason; /* the whole reason */
+  } cases[] = {
+      {"vllm-7c9d8-ready", ENGINE_TARGET_OK, ENGINE_POD_SERVING, ""},
+      {"vllm-7c9d8-loading", ENGINE_TARGET_OK, ENGINE_POD_NOT_READY,
+       "not Ready (loading?): container vllm running, its readiness probe has not passed"},
+      {"vllm-7c9d8-crash", ENGINE_TARGET_OK, ENGINE_POD_NOT_READY,
+       "not Ready: container vllm waiting: CrashLoopBackOff, 7 restarts"},
+      {"vllm-7c9d8-leaving", ENGINE_TARGET_OK, ENGINE_POD_TERMINATING,
+       "terminating: out of the Service's endpoints, it carries none of the load"},
+      {"vllm-7c9d8-pulling", ENGINE_TARGET_OK, ENGINE_POD_NOT_READY,
+       "not Ready (Pending): container vllm waiting: ContainerCreating"},
+      {"vllm-7c9d8-unscheduled", ENGINE_TARGET_NONE, ENGINE_POD_SERVING, ""},
+      {"llama-70b-0", ENGINE_TARGET_OK, ENGINE_POD_SERVING, ""},
+      {"llama-70b-0-1", ENGINE_TARGET_OK, ENGINE_POD_LWS_WORKER,
+       "LeaderWorkerSet worker 1 of leader llama-70b-0: serves no metrics, its leader is read"},
+      {"vllm-oom", ENGINE_TARGET_OK, ENGINE_POD_NOT_READY,
+       "not Ready: container vllm terminated: OOMKilled (exit 137), 1 restart"},
+  };
+  size_t len;
+  char *s = slurp(TEST_FIXTURES "/kube/pods-readiness.json", &len);
+  struct kube_pod_list l;
+  const char *err = NULL;
+  assert_int_equal(kube_pod_list_parse(s, len, &l, &err), 0);
+  free(s);
+  assert_int_equal(l.n, sizeof cases / sizeof cases[0]);
+  for (size_t i = 0; i < l.n; i++) {
+    assert_string_equal(l.items[i].name, cases[i].pod);
+    struct engine_target t;
+    enum engine_target_verdict v = engine_target_from_pod(&l.items[i], "gpu-1", &t);
+    printf("pod %s: verdict %d state %s reason \"%s\"\n", cases[i].pod, v,
+           engine_pod_state_name(t.state), t.reason);
+    assert_int_equal(v, cases[i].want);
+    assert_int_equal(t.state, cases[i].state);
+    assert_string_equal(t.reason, cases[i].reason);
+    /* Only a serving pod has an address to read. */
+    if (v == ENGINE_TARGET_OK)
+      assert_true((t.state == ENGINE_POD_SERVING) == (t.ip[0] != '\0'));
+  }
+  /* A state change is a target change (the agent lists the pod again, with its new reason). */
+  struct engine_target a, b;
+  engine_target_from_pod(&l.items[0], "gpu-1", &a);
+  l.items[0].ready = false;
+  engine_target_from_pod(&l.items[0], "gpu-1", &b);
+  assert_false(engine_target_same(&a, &b));
+  kube_pod_list_free(&l);
 }
 
 static void test_url(void **state) {
@@ -412,6 +494,7 @@ static void test_endpoint_check(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_pods),
+      cmocka_unit_test(test_readiness_from_api_json),
       cmocka_unit_test(test_url),
       cmocka_unit_test(test_endpoint_check),
   };

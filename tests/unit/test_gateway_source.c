@@ -613,6 +613,88 @@ static void test_hpa_proportional(void **state) {
   cluster_free(r.c);
 }
 
+/* Multi-node serving (DESIGN.md "Multi-node serving"): a LeaderWorkerSet group is one replica
+ * whose leader and workers hold GPUs on several nodes. The agents mark each pod with its group
+ * (PodRef.group, from the group-key label of kubernetes-sigs/lws leaderworkerset_types.go), and
+ * workload scope aggregates the group's GPUs as one pod's (aggregation avg): group G (llama-0 on
+ * node x, its worker llama-0-1 on node y) at 80, 60 | 70, 50 averages 65; group H at 20 | 40
+ * averages 30. The sum is 95 over 2 replicas, and KEDA asks for ceil(95 / 80) = 2, the groups there
+ * are. Counted per pod it would be 70 + 60 + 20 + 40 = 190 over 4 pods, and ceil(190 / 80) = 3. */
+static void lws_node(struct cluster *c, const char *addr, const char *node, const double *util,
+                     const char *const *pods, const uint64_t *groups, size_t n) {
+  struct node_snapshot s;
+  memset(&s, 0, sizeof s);
+  snprintf(s.node, sizeof s.node, "%s", node);
+  s.interval_ms = 1000;
+  s.attribution = true;
+  s.n = n;
+  s.gpus = calloc(n, sizeof *s.gpus);
+  assert_non_null(s.gpus);
+  for (size_t i = 0; i < n; i++) {
+    struct node_gpu *g = &s.gpus[i];
+    g->info.index = (int)i;
+    snprintf(g->info.uuid, sizeof g->info.uuid, "GPU-%s-%zu", node, i);
+    snprintf(g->info.name, sizeof g->info.name, "NVIDIA H100 80GB HBM3");
+    g->has_sample = g->fresh = true;
+    g->latest.ts_ms = fake_now;
+    sample_set(&g->latest, GF_GPU_UTIL, util[i]);
+    struct pod_ref *r = &g->pods.pods[g->pods.n++];
+    snprintf(r->ns, sizeof r->ns, "serve");
+    snprintf(r->pod, sizeof r->pod, "%s", pods[i]);
+    snprintf(r->container, sizeof r->container, "vllm");
+    r->group = groups[i];
+    g->pods.total = 1;
+  }
+  assert_int_equal(cluster_update(c, addr, &s), 0);
+  node_snapshot_clear(&s);
+}
+
+static void test_lws_group_is_one_replica(void **state) {
+  (void)state;
+  fake_now = 1000000;
+  uint64_t G = attrib_group_of("serve", "689ad3d6bd4c4c0b2a7a8e5bd2b1e6d9c0f6a1e2");
+  uint64_t H = attrib_group_of("serve", "0c1e6f9a2d4b8e7a5c3b1d9f0e2a4c6b8d0f1e3a");
+  assert_true(G != 0 && H != 0 && G != H);
+  for (int grouped = 1; grouped >= 0; grouped--) {
+    struct rig r;
+    memset(&r, 0, sizeof r);
+    r.c = cluster_new(300000);
+    assert_non_null(r.c);
+    cluster_set_clock(r.c, fake_clock, NULL);
+    const double ux[] = {80, 60, 20}, uy[] = {70, 50, 40};
+    const char *const px[] = {"llama-0", "llama-0", "llama-1"};
+    const char *const py[] = {"llama-0-1", "llama-0-1", "llama-1-1"};
+    const uint64_t gx[] = {grouped ? G : 0, grouped ? G : 0, grouped ? H : 0};
+    const uint64_t gy[] = {grouped ? G : 0, grouped ? G : 0, grouped ? H : 0};
+    lws_node(r.c, "10.0.1.1:6000", "gpu-x", ux, px, gx, 3);
+    lws_node(r.c, "10.0.1.2:6000", "gpu-y", uy, py, gy, 3);
+    r.gs.cluster = r.c;
+    r.s.profiles = &profiles;
+    r.s.src = gwsource_make(&r.gs);
+    const struct kv md[] = {{"metricType", "gpu_utilization"},
+                            {"targetValue", "80"},
+                            {"pods", "llama-.*"},
+                            {"aggregation", "avg"}};
+    struct scaler_request req = {"llama", "serve", md, 4};
+    struct scaler_result res;
+    memset(&res, 0, sizeof res);
+    struct scaler_error e = {0};
+    assert_int_equal(scaler_get_metrics(&r.s, &req, NULL, &res, &e), 0);
+    assert_int_equal(res.scope, TRIGGER_SCOPE_WORKLOAD);
+    if (grouped) {
+      assert_true(fabs(res.value - 95) < 1e-9);
+      assert_int_equal(res.pods, 2);
+      assert_int_equal(hpa_desired_average_value(res.value, 80), 2);
+    } else { /* an older agent: every pod its own replica */
+      assert_true(fabs(res.value - 190) < 1e-9);
+      assert_int_equal(res.pods, 4);
+    }
+    assert_int_equal(res.selected, 6);
+    assert_int_equal(res.fresh, 6);
+    cluster_free(r.c);
+  }
+}
+
 /* Empty selection: IsActive false, GetMetrics 0, and the result says why. */
 static void test_empty_is_inactive(void **state) {
   (void)state;
@@ -2270,6 +2352,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_cases),
       cmocka_unit_test(test_hpa_proportional),
+      cmocka_unit_test(test_lws_group_is_one_replica),
       cmocka_unit_test(test_empty_is_inactive),
       cmocka_unit_test(test_raw_values_and_tick),
       cmocka_unit_test(test_coverage_rules),

@@ -526,6 +526,73 @@ static void add_engines(struct node_snapshot *s) {
   t->models[1].v[ES_TRTLLM_QUEUED] = 0; /* a real 0 */
 }
 
+/* Engine pod states (EnginePod.state, field 30): each travels; an agent before readiness sends
+ * none (serving, as it listed Running pods only); a state from a newer agent reads as not
+ * serving (docs/engines.md, "Pods that are not Ready, terminating, or part of a
+ * LeaderWorkerSet"). */
+static void test_engine_states(void **state) {
+  (void)state;
+  struct node_snapshot *in = make_snapshot();
+  add_engines(in);
+  for (size_t i = 0; i < N_ENGINE_CASES; i++)
+    in->engines[i].state = (enum engine_pod_state)(i % ENGINE_POD__COUNT);
+  struct node_snapshot out;
+  roundtrip(in, &out);
+  for (size_t i = 0; i < N_ENGINE_CASES; i++)
+    assert_int_equal(out.engines[i].state, (int)(i % ENGINE_POD__COUNT));
+  node_snapshot_clear(&out);
+  uint8_t *bytes = NULL;
+  size_t len = 0;
+  assert_int_equal(node_wire_encode(in, NODE_WIRE_MAX_BYTES, &bytes, &len), 0);
+  Gpuscale__V1__NodeSnapshot *m = gpuscale__v1__node_snapshot__unpack(NULL, len, bytes);
+  assert_non_null(m);
+  free(bytes);
+  assert_int_equal(m->engines[1]->state,
+                   GPUSCALE__V1__ENGINE_POD_STATE__ENGINE_POD_STATE_NOT_READY);
+  assert_int_equal(m->engines[3]->state,
+                   GPUSCALE__V1__ENGINE_POD_STATE__ENGINE_POD_STATE_LWS_WORKER);
+  m->engines[0]->state = 0;                               /* an older agent: the field is absent */
+  m->engines[1]->state = (Gpuscale__V1__EnginePodState)9; /* a newer agent's state */
+  len = gpuscale__v1__node_snapshot__get_packed_size(m);
+  bytes = malloc(len);
+  assert_non_null(bytes);
+  gpuscale__v1__node_snapshot__pack(m, bytes);
+  gpuscale__v1__node_snapshot__free_unpacked(m, NULL);
+  const char *err = NULL;
+  assert_int_equal(node_wire_decode(bytes, len, NODE_WIRE_MAX_BYTES, &out, &err), 0);
+  assert_int_equal(out.engines[0].state, ENGINE_POD_SERVING);
+  assert_int_equal(out.engines[1].state, ENGINE_POD_NOT_READY);
+  node_snapshot_clear(&out);
+  free(bytes);
+  free_snapshot(in);
+}
+
+/* PodRef.group (field 5, fixed64): a LeaderWorkerSet pod's group travels as the agent set it, 0
+ * (a pod of its own, or an older agent) stays 0. */
+static void test_pod_group(void **state) {
+  (void)state;
+  struct node_snapshot *in = make_snapshot();
+  assert_true(in->n > 0 && in->gpus[0].pods.n > 0);
+  uint64_t g = attrib_group_of("serve", "689ad3d6bd4c4c0b2a7a8e5bd2b1e6d9c0f6a1e2");
+  in->gpus[0].pods.pods[0].group = g;
+  struct node_snapshot out;
+  roundtrip(in, &out);
+  assert_true(out.gpus[0].pods.pods[0].group == g);
+  for (size_t i = 1; i < out.n; i++)
+    for (size_t k = 0; k < out.gpus[i].pods.n; k++)
+      assert_true(out.gpus[i].pods.pods[k].group == in->gpus[i].pods.pods[k].group);
+  node_snapshot_clear(&out);
+  uint8_t *bytes = NULL;
+  size_t len = 0;
+  assert_int_equal(node_wire_encode(in, NODE_WIRE_MAX_BYTES, &bytes, &len), 0);
+  Gpuscale__V1__NodeSnapshot *m = gpuscale__v1__node_snapshot__unpack(NULL, len, bytes);
+  assert_non_null(m);
+  assert_true(m->gpus[0]->pods[0]->group == g);
+  gpuscale__v1__node_snapshot__free_unpacked(m, NULL);
+  free(bytes);
+  free_snapshot(in);
+}
+
 static void test_engines_roundtrip(void **state) {
   (void)state;
   struct node_snapshot *in = make_snapshot();
@@ -740,6 +807,8 @@ int main(void) {
       cmocka_unit_test(test_size_caps),
       cmocka_unit_test(test_garbage_and_empty),
       cmocka_unit_test(test_engines_roundtrip),
+      cmocka_unit_test(test_engine_states),
+      cmocka_unit_test(test_pod_group),
       cmocka_unit_test(test_engines_off_and_older_agents),
       cmocka_unit_test(test_engines_cap),
       cmocka_unit_test(test_non_finite_readings),

@@ -11,6 +11,7 @@
 #include <cmocka.h>
 
 #include "agent/podphase.h"
+#include "core/attrib.h"
 #include "core/err.h"
 
 #define MAXP 6
@@ -143,6 +144,40 @@ static void test_drop_finished(void **state) {
 
 /* No API access is not an error: off, or auto outside a cluster. A kubeconfig that does not
  * exist, or a node name the API cannot take, is one, named. */
+/* LeaderWorkerSet groups (kubernetes-sigs/lws leaderworkerset_types.go: the group-key label is the
+ * same on the leader and the workers of one group): the kubelet's pods get the group of the API's
+ * pod of the same namespace and name; a pod without the label, or the API does not list, gets 0. */
+static void test_set_groups(void **state) {
+  (void)state;
+  const char *const kubelet[] = {"serve/llama-0", "serve/llama-0-1", "serve/solo",
+                                 "serve/new",     "other/llama-0",   NULL};
+  struct podres_list l;
+  kubelet_list(kubelet, &l);
+  struct kube_kv key = {"leaderworkerset.sigs.k8s.io/group-key",
+                        "689ad3d6bd4c4c0b2a7a8e5bd2b1e6d9c0f6a1e2"};
+  struct kube_kv index0 = {"leaderworkerset.sigs.k8s.io/worker-index", "0"};
+  struct kube_kv leader[2] = {key, index0}, worker[1] = {key}, app[1] = {{"app", "solo"}};
+  struct kube_pod items[3];
+  memset(items, 0, sizeof items);
+  items[0] = (struct kube_pod){.ns = "serve", .name = "llama-0", .phase = "Running"};
+  items[0].labels = leader;
+  items[0].n_labels = 2;
+  items[1] = (struct kube_pod){.ns = "serve", .name = "llama-0-1", .phase = "Running"};
+  items[1].labels = worker;
+  items[1].n_labels = 1;
+  items[2] = (struct kube_pod){.ns = "serve", .name = "solo", .phase = "Running"};
+  items[2].labels = app;
+  items[2].n_labels = 1;
+  struct kube_pod_list api = {items, 3, NULL};
+  l.pods[4].group = 7; /* stale from an earlier list: cleared */
+  podphase_set_groups(&l, &api);
+  uint64_t g = attrib_group_of("serve", key.value);
+  assert_true(g != 0);
+  assert_true(l.pods[0].group == g && l.pods[1].group == g);
+  assert_true(l.pods[2].group == 0 && l.pods[3].group == 0 && l.pods[4].group == 0);
+  podres_list_free(&l);
+}
+
 static void test_new(void **state) {
   (void)state;
   struct podphase *p = (struct podphase *)1;
@@ -176,6 +211,7 @@ static void test_new(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_drop_finished),
+      cmocka_unit_test(test_set_groups),
       cmocka_unit_test(test_new),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

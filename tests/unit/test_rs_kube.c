@@ -367,6 +367,93 @@ static void test_pods_and_classification(void **state) {
   kube_pod_list_free(&l);
 }
 
+/* Readiness and labels from real v1 Pod JSON (pods-readiness.json, shaped as the API server
+ * sends them): the Ready condition, the containers' states, the LeaderWorkerSet labels
+ * (kubernetes-sigs/lws api/leaderworkerset/v1/leaderworkerset_types.go). */
+static void test_pod_readiness(void **state) {
+  (void)state;
+  size_t len;
+  char *s = slurp(FIX "pods-readiness.json", &len);
+  struct kube_pod_list l;
+  const char *err = NULL;
+  assert_int_equal(kube_pod_list_parse(s, len, &l, &err), 0);
+  free(s);
+  static const struct {
+    const char *pod;
+    bool ready, has_cond;
+    const char *ready_reason;
+    size_t containers;
+    const char *c_name, *c_state, *c_reason; /* the last container */
+    int restarts;
+    const char *worker_index;
+  } cases[] = {
+      {"vllm-7c9d8-ready", true, true, NULL, 1, "vllm", "running", NULL, 0, NULL},
+      {"vllm-7c9d8-loading", false, true, "ContainersNotReady", 1, "vllm", "running", NULL, 0,
+       NULL},
+      {"vllm-7c9d8-crash", false, true, "ContainersNotReady", 1, "vllm", "waiting",
+       "CrashLoopBackOff", 7, NULL},
+      {"vllm-7c9d8-leaving", true, true, NULL, 1, "vllm", "running", NULL, 0, NULL},
+      {"vllm-7c9d8-pulling", false, true, "ContainersNotReady", 1, "vllm", "waiting",
+       "ContainerCreating", 0, NULL},
+      {"vllm-7c9d8-unscheduled", false, false, NULL, 0, NULL, NULL, NULL, 0, NULL},
+      {"llama-70b-0", true, true, NULL, 1, "vllm-leader", "running", NULL, 0, "0"},
+      {"llama-70b-0-1", true, true, NULL, 1, "vllm-worker", "running", NULL, 0, "1"},
+      {"vllm-oom", false, true, "ContainersNotReady", 2, "vllm", "terminated", "OOMKilled", 1,
+       NULL},
+  };
+  assert_int_equal(l.n, sizeof cases / sizeof cases[0]);
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    const struct kube_pod *p = find_pod(&l, cases[i].pod);
+    bool ok =
+        p->ready == cases[i].ready && p->has_ready_condition == cases[i].has_cond &&
+        (cases[i].ready_reason ? p->ready_reason && !strcmp(p->ready_reason, cases[i].ready_reason)
+                               : !p->ready_reason) &&
+        p->n_containers == cases[i].containers;
+    const char *wi =
+        kube_annotation(p->labels, p->n_labels, "leaderworkerset.sigs.k8s.io/worker-index");
+    ok = ok && (cases[i].worker_index ? wi && !strcmp(wi, cases[i].worker_index) : !wi);
+    if (ok && p->n_containers) {
+      const struct kube_container_status *c = &p->containers[p->n_containers - 1];
+      ok = !strcmp(c->name, cases[i].c_name) && c->state && !strcmp(c->state, cases[i].c_state) &&
+           (cases[i].c_reason ? c->reason && !strcmp(c->reason, cases[i].c_reason) : !c->reason) &&
+           c->restarts == cases[i].restarts;
+    }
+    if (!ok)
+      fail_msg("pod %s: ready %d cond %d reason %s containers %zu", cases[i].pod, p->ready,
+               p->has_ready_condition, p->ready_reason ? p->ready_reason : "(none)",
+               p->n_containers);
+  }
+  const struct kube_pod *oom = find_pod(&l, "vllm-oom");
+  assert_true(oom->containers[1].has_exit_code);
+  assert_int_equal(oom->containers[1].exit_code, 137);
+  assert_true(find_pod(&l, "vllm-7c9d8-leaving")->terminating);
+  kube_pod_list_free(&l);
+  /* A malformed readiness part is a malformed answer, named. */
+  static const struct {
+    const char *json, *err;
+  } bad[] = {
+      {"{\"kind\":\"PodList\",\"items\":[{\"metadata\":{\"name\":\"a\",\"namespace\":\"b\"},"
+       "\"status\":{\"conditions\":{}}}]}",
+       "status.conditions is not an array"},
+      {"{\"kind\":\"PodList\",\"items\":[{\"metadata\":{\"name\":\"a\",\"namespace\":\"b\"},"
+       "\"status\":{\"conditions\":[{\"type\":\"Ready\",\"status\":true}]}}]}",
+       "conditions[type=Ready] has no status string"},
+      {"{\"kind\":\"PodList\",\"items\":[{\"metadata\":{\"name\":\"a\",\"namespace\":\"b\"},"
+       "\"status\":{\"containerStatuses\":[{\"ready\":true}]}}]}",
+       "containerStatuses[] has no name"},
+      {"{\"kind\":\"PodList\",\"items\":[{\"metadata\":{\"name\":\"a\",\"namespace\":\"b\","
+       "\"labels\":{\"x\":1}}}]}",
+       "metadata.labels has a value that is not a string"},
+  };
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    err = "";
+    int rc = kube_pod_list_parse(bad[i].json, strlen(bad[i].json), &l, &err);
+    if (rc != GS_EPARSE || !strstr(err, bad[i].err))
+      fail_msg("bad case %zu: rc %d err \"%s\"", i, rc, err);
+    kube_pod_list_free(&l);
+  }
+}
+
 static void test_protected_by(void **state) {
   struct kube_kv a[2] = {{"x", "y"}, {NULL, NULL}};
   static const char *const keys[] = {"karpenter.sh/do-not-disrupt",
@@ -576,6 +663,7 @@ int main(void) {
       cmocka_unit_test(test_pods_and_classification),
       cmocka_unit_test(test_classify_table),
       cmocka_unit_test(test_protected_by),
+      cmocka_unit_test(test_pod_readiness),
       cmocka_unit_test(test_names_and_event_json),
       cmocka_unit_test(test_client_unreachable),
       cmocka_unit_test(test_file_caps),

@@ -1621,6 +1621,99 @@ static void test_select_engines_model(void **state) {
   }
 }
 
+/* Readiness (DESIGN.md "Readiness", "Multi-node serving"; docs/engines.md): pods that do not
+ * serve carry none of the load. vllm-a (3 waiting) and vllm-b (7) serve; the others are in the
+ * states below, each as the agent lists it (src/agent/engine_target.c). */
+struct ready_case {
+  const char *label;
+  enum engine_pod_state c_state, d_state; /* of vllm-c and vllm-d */
+  bool ab_not_ready;                      /* vllm-a and vllm-b are loading too */
+  bool b_stale;                           /* vllm-b serves but its scrape failed */
+  int rc;
+  double value;
+  size_t not_serving;
+  const char *msg; /* a part of the message (error) */
+};
+
+static const struct ready_case ready_cases[] = {
+    {"one loading, one terminating: the two Ready pods' sum", ENGINE_POD_NOT_READY,
+     ENGINE_POD_TERMINATING, false, false, 0, 10, 2, NULL},
+    {"a LeaderWorkerSet worker: not a replica, not counted", ENGINE_POD_LWS_WORKER,
+     ENGINE_POD_LWS_WORKER, false, false, 0, 10, 0, NULL},
+    {"every pod loading: UNAVAILABLE, never 0", ENGINE_POD_NOT_READY, ENGINE_POD_NOT_READY, true,
+     false, GS_EUNAVAIL, 0, 4, "all 4 selected engine pods are not serving"},
+    {"every pod loading names why", ENGINE_POD_NOT_READY, ENGINE_POD_TERMINATING, true, false,
+     GS_EUNAVAIL, 0, 4, "pod prod/vllm-c not Ready: container vllm waiting: CrashLoopBackOff"},
+    {"a Ready pod that cannot be read is still missing", ENGINE_POD_NOT_READY,
+     ENGINE_POD_LWS_WORKER, false, true, GS_EUNAVAIL, 0, 1,
+     "left out as not serving (1): node gpu-1: pod prod/vllm-c not Ready"},
+};
+
+static void ready_pod(struct engine_reading *r, const char *pod, enum engine_pod_state st,
+                      double queue) {
+  eng_pod(r, "prod", pod, ENGINE_VLLM, st == ENGINE_POD_SERVING, queue);
+  r->state = st;
+  if (st == ENGINE_POD_NOT_READY)
+    snprintf(r->reason, sizeof r->reason,
+             "not Ready: container vllm waiting: CrashLoopBackOff, 7 restarts");
+  else if (st == ENGINE_POD_TERMINATING)
+    snprintf(r->reason, sizeof r->reason, "terminating");
+}
+
+static void test_select_engines_readiness(void **state) {
+  (void)state;
+  for (size_t i = 0; i < sizeof ready_cases / sizeof ready_cases[0]; i++) {
+    const struct ready_case *c = &ready_cases[i];
+    struct stub gpus = {0};
+    struct eng_stub es = {0};
+    ready_pod(&es.r[0], "vllm-a", c->ab_not_ready ? ENGINE_POD_NOT_READY : ENGINE_POD_SERVING, 3);
+    ready_pod(&es.r[1], "vllm-b", c->ab_not_ready ? ENGINE_POD_NOT_READY : ENGINE_POD_SERVING, 7);
+    if (c->b_stale)
+      eng_pod(&es.r[1], "prod", "vllm-b", ENGINE_VLLM, false, 0);
+    ready_pod(&es.r[2], "vllm-c", c->c_state, 50);
+    ready_pod(&es.r[3], "vllm-d", c->d_state, 60);
+    es.n = 4;
+    struct scaler_dual d = {{stub_values, stub_wait, &gpus},
+                            {SCALER_SCOPE_NODE, eng_select, NULL, &es}};
+    struct scaler s = {&profiles, scaler_source_dual(&d)};
+    const struct kv md[MAXKV] = {{"metricType", "vllm_queue_depth"}};
+    struct scaler_request r = req(md);
+    struct scaler_result res;
+    memset(&res, 0, sizeof res);
+    struct scaler_error e;
+    memset(&e, 0, sizeof e);
+    int rc = scaler_get_metrics(&s, &r, NULL, &res, &e);
+    bool ok = rc == c->rc;
+    if (rc == 0)
+      ok = ok && res.value == c->value && !res.partial && !res.empty_selection &&
+           res.coverage == 1 && res.not_serving == c->not_serving;
+    else
+      ok = ok && c->msg && strstr(e.msg, c->msg);
+    if (!ok)
+      print_error("case \"%s\": rc %d value %g partial %d not serving %zu msg \"%s\"\n", c->label,
+                  rc, res.value, res.partial, res.not_serving, e.msg);
+    assert_true(ok);
+  }
+  /* On a stale node what a pod is now is unknown: a not Ready pod counts stale, as any other. */
+  struct engine_reading rs[2];
+  ready_pod(&rs[0], "vllm-a", ENGINE_POD_SERVING, 3);
+  ready_pod(&rs[1], "vllm-c", ENGINE_POD_NOT_READY, 0);
+  const struct kv md[] = {{"metricType", "vllm_queue_depth"}};
+  struct trigger t;
+  char err[256] = "";
+  assert_int_equal(trigger_parse(md, 1, &profiles, &t, err, sizeof err), 0);
+  struct scaler_selection sel;
+  memset(&sel, 0, sizeof sel);
+  uint32_t next = 0;
+  size_t stale = 0;
+  assert_int_equal(scaler_select_engines(&t, rs, 2, false, "gpu-1", &sel, &next, &stale), 0);
+  assert_int_equal(stale, 2);
+  assert_int_equal(sel.selected, 2);
+  assert_int_equal(sel.not_serving, 0);
+  scaler_selection_release(&sel);
+  trigger_free(&t);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_select_engines_model),
@@ -1642,6 +1735,7 @@ int main(void) {
       cmocka_unit_test(test_workload_shares),
       cmocka_unit_test(test_agent_engines),
       cmocka_unit_test(test_select_engines_unknown),
+      cmocka_unit_test(test_select_engines_readiness),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }

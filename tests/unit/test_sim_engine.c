@@ -730,6 +730,58 @@ static void test_engine_triggers(void **state) {
   assert_non_null(strstr(err, "one engine"));
 }
 
+/* Readiness (issue 20; DESIGN.md "Readiness"): a starting pod is not Ready while its model loads,
+ * so the simulated agents list it as such and the policy leaves it out without counting it
+ * missing. During the step's scale-up the engine trigger keeps answering the ready pods' value,
+ * every second; only when every pod is starting (the 0 -> 1 wake-up, model startup 120 s) is the
+ * answer UNAVAILABLE (NaN), never 0, and once the pod is ready it is read. */
+static void test_engine_readiness(void **state) {
+  (void)state;
+  char so[4096];
+  struct run x;
+  so_text(so, sizeof so, 1, 20, "", ENGINE_TRIG("vllm_kv_cache_usage", "60"));
+  run_text(&x, MODEL_ENGINE, so, "step", NULL);
+  assert_int_equal(x.rc, 0);
+  size_t nan = 0, read = 0;
+  for (size_t t = 0; t < x.r.n; t++) {
+    if (isnan(x.r.value[0][t]))
+      nan += read > 0; /* before the first read nothing was asked */
+    else
+      read++;
+  }
+  if (nan || x.r.sum.max_replicas < 13)
+    fail_msg("engine trigger UNAVAILABLE %zu s during the scale-up (max %d replicas)", nan,
+             x.r.sum.max_replicas);
+  run_free(&x);
+  snprintf(so, sizeof so,
+           "apiVersion: http.keda.sh/v1alpha1\nkind: HTTPScaledObject\nmetadata: {name: t, "
+           "namespace: ml}\nspec:\n  scalingMetric:\n    concurrency: {targetValue: 100}\n---\n"
+           "apiVersion: keda.sh/v1alpha1\nkind: ScaledObject\nmetadata: {name: t, namespace: ml}\n"
+           "spec:\n  minReplicaCount: 0\n  maxReplicaCount: 20\n  triggers:\n%s"
+           "    - type: external-push\n      metadata:\n        scalerAddress: " SIM_HTTP_SCALER
+           "\n        httpScaledObject: t\n",
+           ENGINE_TRIG("vllm_queue_depth", "4"));
+  run_text(&x, MODEL_ENGINE, so, NULL, ZERO_CSV);
+  assert_int_equal(x.rc, 0);
+  /* from 30 s on (a KEDA poll and two HPA syncs have read it since the pod was made; before,
+   * value holds the read from before the wake-up, the true 0 of no pod at all) */
+  size_t starting_nan = 0, starting = 0;
+  for (size_t t = 1230; t < 1200 + 120 && t < x.r.n; t++) {
+    if (x.r.ready[t] == 0 && x.r.replicas[t] >= 1) {
+      starting++;
+      starting_nan += isnan(x.r.value[0][t]);
+    }
+  }
+  if (!starting || starting_nan != starting)
+    fail_msg("wake-up: %zu s with every pod starting, only %zu of them UNAVAILABLE", starting,
+             starting_nan);
+  bool read_after = false;
+  for (size_t t = 1200 + 121; t < x.r.n && !read_after; t++)
+    read_after = x.r.ready[t] >= 1 && !isnan(x.r.value[0][t]);
+  assert_true(read_after);
+  run_free(&x);
+}
+
 /* Issue 12 section 3: scale to zero with an engine trigger alone never wakes (no pod, no engine
  * pod: the selection is empty, a true 0, inactive); with a demand trigger beside it (the HTTP
  * add-on's pending requests, pushed) KEDA scales 0 -> 1 and the engine trigger takes 1 -> N. */
@@ -850,6 +902,7 @@ int main(void) {
       cmocka_unit_test(test_nodes),
       cmocka_unit_test(test_engine_triggers),
       cmocka_unit_test(test_engine_scale_to_zero),
+      cmocka_unit_test(test_engine_readiness),
       cmocka_unit_test(test_behavior_tolerance),
       cmocka_unit_test(test_parse_once_entry_points),
   };
