@@ -37,7 +37,10 @@ RUN cmake -S . -B /build -DCMAKE_BUILD_TYPE=Release \
 FROM ${DEBIAN_IMAGE}-slim AS runtime
 # tini: PID 1 forwards SIGTERM to gpuscale and reaps; a PID 1 without a handler ignores SIGTERM, so a
 # subcommand that does not catch it (rightsize, simulate) would wait out the grace period and be SIGKILLed.
-ARG RUNTIME_PACKAGES="libgrpc29 libprotobuf-c1 libmicrohttpd12 libjson-c5 libyaml-0-2 zlib1g libcurl4 ca-certificates tini"
+# No libgrpc29: the binary links gRPC C-core statically (docs/development.md), and libgrpc29 with what it pulls
+# in (libprotobuf32, libprotoc32, abseil, re2, c-ares) was 21 MB of unused libraries. Should the build ever link
+# gRPC shared, the --version step below fails, naming libgrpc.so.29.
+ARG RUNTIME_PACKAGES="libprotobuf-c1 libmicrohttpd12 libjson-c5 libyaml-0-2 zlib1g libcurl4 ca-certificates tini"
 # `apt-get clean` and the rm's do not rely on the base's apt settings (the official image's docker-clean):
 # from a plain debootstrap base, apt's caches (/var/cache/apt/*.bin, about 78 MB) would stay in the layer.
 RUN apt-get update \
