@@ -359,6 +359,24 @@ class BlackHole(threading.Thread):
             self.held.append(c)
 
 
+def reap_stale(tool):
+    """Removes the namespaces and containers of an earlier run that was killed before its cleanup
+    (gs-image-PID-...: only those whose PID is gone)."""
+    r = sh(["ip", "netns", "list"], check=False).stdout.split("\n")
+    r += sh([tool, "ps", "-a", "--format", "{{.Names}}"], check=False).stdout.split("\n")
+    for name in r:
+        name = name.split(" ")[0]
+        parts = name.split("-")
+        if len(parts) < 4 or parts[:2] != ["gs", "image"] or not parts[2].isdigit():
+            continue
+        if os.path.exists("/proc/" + parts[2]):
+            continue
+        if name.startswith("gs-image-%s-" % parts[2]):
+            subprocess.run(["ip", "netns", "del", name], stderr=subprocess.DEVNULL)
+            subprocess.run([tool, "rm", "-f", "-t", "0", name], stdout=subprocess.DEVNULL,
+                           stderr=subprocess.DEVNULL)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--image", required=True)
@@ -385,6 +403,7 @@ def main():
     if failures:
         return 1
 
+    reap_stale(args.tool)
     tmp = tempfile.mkdtemp(prefix="gs-image-run.")
     os.chmod(tmp, 0o755)
     prefix = "gs-image-%d-" % os.getpid()

@@ -129,7 +129,7 @@ make_base() {
   mirror="${DEBIAN_MIRROR:-$(host_mirror)}"
   work="$(mktemp -d /var/tmp/gs-image-base.XXXXXX)"
   # shellcheck disable=SC2064
-  trap "rm -rf '$work'" RETURN
+  trap "rm -rf '$work'" EXIT # make_base runs in a $(...) subshell: this is its exit, failed or not
   say "making $ref and $ref-slim with debuerreotype $(debuerreotype-version 2>/dev/null | head -n1) from $mirror"
   local t0 log="$work/log"
   t0=$(date +%s)
