@@ -62,10 +62,14 @@ bash scripts/install-deps.sh image || cannot "scripts/install-deps.sh image coul
 [ "$IMAGE_TOOL" = podman ] || cannot "IMAGE_TOOL=$IMAGE_TOOL: the stage runs containers with podman"
 for t in podman runc ip nsenter; do command -v "$t" >/dev/null 2>&1 || cannot "$t is missing"; done
 podman info >/dev/null 2>"$OUT/info.err" || cannot "podman info fails: $(tail -n 3 "$OUT/info.err")"
-if ! ip netns add "gs-image-probe-$$" 2>"$OUT/netns.err"; then
-  cannot "no network namespaces (ip netns add: $(cat "$OUT/netns.err"))"
+# The pods' network (scripts/image-run.py): namespaces, a bridge and veth pairs, none on the host's side.
+probe_ns="gs-image-probe-$$"
+if ! { ip netns add "$probe_ns" && ip -n "$probe_ns" link add br0 type bridge &&
+  ip -n "$probe_ns" link add v0 type veth peer name v1; } 2>"$OUT/netns.err"; then
+  ip netns del "$probe_ns" 2>/dev/null
+  cannot "no network namespaces, bridges or veth pairs here: $(cat "$OUT/netns.err")"
 fi
-ip netns del "gs-image-probe-$$"
+ip netns del "$probe_ns"
 HELM="$(bash scripts/install-helm.sh)" || cannot "no helm (scripts/install-helm.sh's reason is above)"
 
 # ---- 2. build

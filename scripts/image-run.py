@@ -141,7 +141,9 @@ def podman_args(tool, w, image, netns, ip, hosts, cfgmaps, tmpdir, name, extra_e
         a += ["--runtime", shutil.which("runc")]  # crun refuses cgroup v1 / hybrid hosts
     a += ["run", "-d", "--name", name, "--pull", "never", "--network", "ns:" + netns,
           "--hostname", w.name, "--stop-timeout", str(w.grace)]
-    # No limit above the machine's hard one (runc cannot raise it); the NVIDIA/containerd default is higher.
+    # nofile: podman's default (1048576) is above this machine's hard limit, which runc cannot raise; so no
+    # more than the hard limit. nproc: runc refused anything above 32768 here (the kernel's pid_max); 4096 is
+    # far above the threads gpuscale starts.
     import resource
     hard_nofile = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
     nofile = 1048576 if hard_nofile == resource.RLIM_INFINITY else min(hard_nofile, 1048576)
