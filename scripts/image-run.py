@@ -15,7 +15,8 @@ listen on 0.0.0.0:6000 and :9400. The namespaces hang on a bridge that lives in 
 "node", 192.0.2.254), in TEST-NET-1 (RFC 5737) with no route anywhere else: nothing on the host's
 interfaces, no iptables, no outside network. Service names go into /etc/hosts (--add-host).
 
-Checks: the agent's and the gateway's readiness and liveness probes answer; `gpuscale query` (from the
+Checks: the agent's and the gateway's readiness and liveness probes answer; their PID 1 has the uid, capability
+bounding set, no_new_privs, seccomp filter and read-only root mount the chart asks for; `gpuscale query` (from the
 image, from the node) gets KEDA's three calls answered by the agent and through the gateway; rightsize
 writes its report from a Prometheus (Debian's /usr/bin/prometheus) that scraped the agent; every container
 stops on SIGTERM within its grace period with exit code 0 (rightsize, which holds no state, may also end
@@ -306,6 +307,47 @@ def await_probe(tool, name, w, kind, ip):
     return False
 
 
+def verify_context(tool, name, w):
+    """What the container's PID 1 really got: uid, capabilities, no_new_privs, seccomp, read-only root."""
+    csc = w.c.get("securityContext") or {}
+    st = sh([tool, "exec", name, "cat", "/proc/1/status"], check=False)
+    if st.returncode != 0:
+        fail("%s: cannot read /proc/1/status in the container: %s" % (w.role, st.stdout.strip()))
+        return
+    f = dict(line.split(":", 1) for line in st.stdout.splitlines() if ":" in line)
+    got = {k: f.get(k, "").split() for k in ("Uid", "CapEff", "CapBnd", "NoNewPrivs", "Seccomp")}
+    want_uid = str(w.uid) if w.uid is not None else None
+    problems = []
+    if want_uid is not None and got["Uid"][:1] != [want_uid]:
+        problems.append("uid %s, the chart says %s" % (got["Uid"][:1], want_uid))
+    caps = csc.get("capabilities") or {}
+    # The bounding set: a non-root process has no effective capabilities anyway, whatever was dropped.
+    if "ALL" in (caps.get("drop") or []) and not caps.get("add") and \
+            (got["CapBnd"] != ["0000000000000000"] or got["CapEff"] != ["0000000000000000"]):
+        problems.append("capabilities CapBnd %s CapEff %s with drop: [ALL]" % (got["CapBnd"], got["CapEff"]))
+    if csc.get("allowPrivilegeEscalation") is False and got["NoNewPrivs"] != ["1"]:
+        problems.append("no_new_privs %s with allowPrivilegeEscalation: false" % got["NoNewPrivs"])
+    if got["Seccomp"] != ["2"]:
+        problems.append("seccomp mode %s, not a filter (RuntimeDefault)" % got["Seccomp"])
+    if csc.get("readOnlyRootFilesystem"):
+        # The root mount's options (a non-root uid could not write to / anyway, so a write test proves nothing).
+        mi = sh([tool, "exec", name, "cat", "/proc/1/mountinfo"], check=False).stdout.splitlines()
+        root = [ln.split() for ln in mi if len(ln.split()) > 5 and ln.split()[4] == "/"]
+        if not root or "ro" not in root[-1][5].split(","):
+            problems.append("the root filesystem is not mounted read-only (%s)" % (root[-1][5] if root else "no / mount"))
+    for m in w.c.get("volumeMounts") or []:
+        if m["mountPath"] == "/tmp":
+            r = sh([tool, "exec", name, "touch", "/tmp/gs-image-write-test"], check=False)
+            if r.returncode != 0:
+                problems.append("/tmp (emptyDir) is not writable: %s" % r.stdout.strip())
+    if problems:
+        fail("%s: security context: %s" % (w.role, "; ".join(problems)))
+    else:
+        ok("%s runs as uid %s, CapBnd %s, no_new_privs %s, seccomp filter, root %s, /tmp writable"
+           % (w.role, got["Uid"][0], got["CapBnd"][0], got["NoNewPrivs"][0],
+              "read-only" if csc.get("readOnlyRootFilesystem") else "writable"))
+
+
 def sigterm_stop(tool, name, w, allowed=(0,)):
     t0 = time.monotonic()
     sh([tool, "kill", "--signal", "TERM", name], check=False)
@@ -444,6 +486,7 @@ def main():
             agent = start(w, agent_ns, agent_ip)
             if agent and await_probe(args.tool, agent, w, "readinessProbe", agent_ip) and \
                     await_probe(args.tool, agent, w, "livenessProbe", agent_ip):
+                verify_context(args.tool, agent, w)
                 query(args.tool, args.image, keda_ns, agent_ip + ":6000",
                       ["metricType=gpu_utilization", "targetValue=60"], "to the agent")
             elif agent:
@@ -453,6 +496,7 @@ def main():
             gateway = start(w, gw_ns, gw_ip)
             if gateway and await_probe(args.tool, gateway, w, "readinessProbe", gw_ip) and \
                     await_probe(args.tool, gateway, w, "livenessProbe", gw_ip):
+                verify_context(args.tool, gateway, w)
                 # The gateway learns the agent's GPUs through its stream; the first answer may come before it.
                 deadline = time.monotonic() + 20
                 meta = ["scope=cluster", "metricType=gpu_utilization", "targetValue=70"]
