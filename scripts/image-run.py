@@ -27,8 +27,8 @@ import argparse
 import ctypes
 import json
 import os
+import resource
 import shutil
-import signal
 import socket
 import subprocess
 import sys
@@ -145,7 +145,6 @@ def podman_args(tool, w, image, netns, ip, hosts, cfgmaps, tmpdir, name, extra_e
     # nofile: podman's default (1048576) is above this machine's hard limit, which runc cannot raise; so no
     # more than the hard limit. nproc: runc refused anything above 32768 here (the kernel's pid_max); 4096 is
     # far above the threads gpuscale starts.
-    import resource
     hard_nofile = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
     nofile = 1048576 if hard_nofile == resource.RLIM_INFINITY else min(hard_nofile, 1048576)
     a += ["--ulimit", "nofile=%d:%d" % (nofile, nofile), "--ulimit", "nproc=4096:4096"]
