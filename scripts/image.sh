@@ -12,7 +12,7 @@
 #   IMAGE_TOOL=docker|podman|buildah   use this builder (default: the first that works, in that order)
 #   IMAGE=NAME:TAG                     the image name (default gpuscale:<version in CMakeLists.txt>)
 #   DEBIAN_IMAGE=REF                   the base: REF for the build stage, REF-slim for the runtime stage.
-#                                      Default: debian:12 when a registry answers, else local debuerreotype
+#                                      Default: docker.io/library/debian:12 when a registry answers, else local debuerreotype
 #                                      images localhost/gpuscale-debian:12-YYYYMMDD (made once a day, reused)
 #   DEBIAN_MIRROR=URL, DEBIAN_SECURITY_MIRROR=URL  the mirrors debuerreotype reads (default: the host's apt sources for
 #                                      Debian, else http://deb.debian.org/debian)
@@ -178,17 +178,17 @@ base() {
     return
   fi
   case "${IMAGE_BASE:-}" in
-    registry) echo debian:12; return ;;
+    registry) echo docker.io/library/debian:12; return ;;
     debuerreotype) make_base "$tool"; return ;;
     "") ;;
     *) die "IMAGE_BASE=$IMAGE_BASE: allowed: registry, debuerreotype" ;;
   esac
   if image_exists "$tool" docker.io/library/debian:12 && image_exists "$tool" docker.io/library/debian:12-slim; then
     say "base images: debian:12 and debian:12-slim, already pulled"
-    echo debian:12
+    echo docker.io/library/debian:12
   elif registry_answers; then
     say "base images: debian:12 and debian:12-slim from Docker Hub"
-    echo debian:12
+    echo docker.io/library/debian:12 # fully qualified: podman's short-name resolution may want a TTY
   else
     say "no registry answers (https://registry-1.docker.io): the base images are made locally"
     make_base "$tool"
