@@ -12,10 +12,10 @@
 #   IMAGE_TOOL=docker|podman|buildah   use this builder (default: the first that works, in that order)
 #   IMAGE=NAME:TAG                     the image name (default gpuscale:<version in CMakeLists.txt>)
 #   DEBIAN_IMAGE=REF                   the base: REF for the build stage, REF-slim for the runtime stage.
-#                                      Default: docker.io/library/debian:12 when a registry answers, else local debuerreotype
-#                                      images localhost/gpuscale-debian:12-YYYYMMDD (made once a day, reused)
-#   DEBIAN_MIRROR=URL, DEBIAN_SECURITY_MIRROR=URL  the mirrors debuerreotype reads (default: the host's apt sources for
-#                                      Debian, else http://deb.debian.org/debian)
+#                                      Default: docker.io/library/debian:12 when a registry answers, else
+#                                      localhost/gpuscale-debian:12-YYYYMMDD made by debuerreotype (once a day)
+#   DEBIAN_MIRROR=URL                  the mirrors debuerreotype reads (default: the host's apt sources,
+#   DEBIAN_SECURITY_MIRROR=URL         else http://deb.debian.org/debian and .../debian-security)
 #   IMAGE_BASE=registry|debuerreotype  force where the base comes from
 #
 # podman and buildah name the result localhost/NAME:TAG; a node pulls NAME:TAG from docker.io/library, so
@@ -236,5 +236,5 @@ case "${1:-}" in
   build) shift; build "$@" ;;
   base) base "$(pick_tool)" ;;
   tool) pick_tool ;;
-  *) sed -n '2,21p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
+  *) sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
 esac
