@@ -17,8 +17,9 @@
 #      package and one without a runtime library each fail, with the reason (IMAGE_NEGATIVE=0 skips the two
 #      Dockerfile builds, about 40 s).
 #
-# Where this machine cannot build or run containers (not root, no podman, no user namespaces...), it says why
-# and fails; SKIP_IMAGE=1 makes it say so and pass instead (docs/development.md).
+# Where this machine cannot build or run containers (not root, no podman or runc, no network namespaces, bridges
+# or veth pairs, podman cannot start the base image), it says why and fails; SKIP_IMAGE=1 makes it say so and
+# pass instead (docs/development.md).
 set -uo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
