@@ -1,13 +1,16 @@
 # syntax=docker/dockerfile:1
-# gpuscale container image: `make image` (Docker or a compatible builder: docker buildx, podman).
+# gpuscale container image: `make image` builds it with Docker, podman or buildah, whichever is present
+# (scripts/image.sh; no daemon and no registry needed: docs/install.md). By hand:
 #
 #   docker build -t gpuscale:0.1.0 .
+#   buildah bud --isolation chroot --layers -t gpuscale:0.1.0 .      (names it localhost/gpuscale:0.1.0)
 #
 # One binary, `gpuscale`, for every role: the chart runs `gpuscale agent`, `gpuscale gateway` and
 # `gpuscale rightsize` from this image. NVML (libnvidia-ml.so.1) is NOT in the image: the NVIDIA container
 # runtime injects the host's driver library (NVIDIA_VISIBLE_DEVICES), or the chart mounts it from the host
 # (nvmlHostMounts). scripts/validate-deploy.sh lints this file offline: every COPY source exists, and the
-# binary's shared libraries all come from RUNTIME_PACKAGES (and what they depend on).
+# binary's shared libraries all come from RUNTIME_PACKAGES (and what they depend on). The image stage of
+# `make check` (scripts/image-check.sh) builds it and runs the chart's workloads from it.
 
 ARG DEBIAN_IMAGE=debian:12
 
@@ -32,14 +35,24 @@ RUN cmake -S . -B /build -DCMAKE_BUILD_TYPE=Release \
 
 # ---- runtime: Debian 12 slim with only the runtime libraries
 FROM ${DEBIAN_IMAGE}-slim AS runtime
-ARG RUNTIME_PACKAGES="libgrpc29 libprotobuf-c1 libmicrohttpd12 libjson-c5 libyaml-0-2 zlib1g libcurl4 ca-certificates"
+# tini: PID 1 forwards SIGTERM to gpuscale and reaps; a PID 1 without a handler ignores SIGTERM, so a
+# subcommand that does not catch it (rightsize, simulate) would wait out the grace period and be SIGKILLed.
+# No libgrpc29: the binary links gRPC C-core statically (docs/development.md), and libgrpc29 with what it pulls
+# in (libprotobuf32, libprotoc32, abseil, re2, c-ares) was 21 MB of unused libraries. Should the build ever link
+# gRPC shared, the --version step below fails, naming libgrpc.so.29.
+ARG RUNTIME_PACKAGES="libprotobuf-c1 libmicrohttpd12 libjson-c5 libyaml-0-2 zlib1g libcurl4 ca-certificates tini"
+# `apt-get clean` and the rm's do not rely on the base's apt settings (the official image's docker-clean):
+# from a plain debootstrap base, apt's caches (/var/cache/apt/*.bin, about 78 MB) would stay in the layer.
 RUN apt-get update \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends ${RUNTIME_PACKAGES} \
- && rm -rf /var/lib/apt/lists/* /var/cache/apt/archives/* /var/log/apt /var/log/dpkg.log \
+ && apt-get clean \
+ && rm -rf /var/lib/apt/lists/* /var/cache/apt/*.bin /var/cache/apt/archives/* /var/log/apt /var/log/dpkg.log \
  && groupadd --system --gid 65532 gpuscale \
  && useradd --system --uid 65532 --gid 65532 --home-dir /nonexistent --no-create-home \
       --shell /usr/sbin/nologin gpuscale
 COPY --from=build /build/gpuscale /usr/local/bin/gpuscale
+# Fails the build here, naming the library, when RUNTIME_PACKAGES lacks one the binary loads.
+RUN ["/usr/local/bin/gpuscale", "--version"]
 COPY examples/profiles.yaml /usr/share/gpuscale/examples/profiles.yaml
 COPY examples/scenarios /usr/share/gpuscale/examples/scenarios
 
@@ -49,7 +62,7 @@ ENV NVIDIA_DRIVER_CAPABILITIES=utility
 USER 65532:65532
 # gRPC (KEDA ExternalScaler, grpc.health.v1) and HTTP (/metrics, /healthz, /readyz).
 EXPOSE 6000 9400
-ENTRYPOINT ["gpuscale"]
+ENTRYPOINT ["tini", "--", "gpuscale"]
 CMD ["--help"]
 
 LABEL org.opencontainers.image.title="gpuscale" \

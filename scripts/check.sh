@@ -5,8 +5,9 @@
 #   bash scripts/check.sh [BUILD_DIR [ASAN_BUILD_DIR [JOBS]]]    (the Makefile passes its BUILD, ASAN_BUILD, JOBS)
 #
 # Stages: checksrc, build, ctest (unit, fuzz replay, e2e), deploy (ctest -L deploy), valgrind (unit tests),
-# asan (build-asan/ and every ctest test again under ASan+UBSan). A stage that needs a failed build is
-# reported as not run, and counts as failed.
+# image (scripts/image-check.sh: the container image built and the chart's workloads run from it; SKIP_IMAGE=1
+# skips it, and the summary says so), asan (build-asan/ and every ctest test again under ASan+UBSan). A stage
+# that needs a failed build is reported as not run, and counts as failed.
 set -u
 cd "$(dirname "$0")/.."
 BUILD=${1:-build}
@@ -39,6 +40,7 @@ stage() {
     ctest) [ $rc -eq 0 ] || note="$(failed_tests "$BUILD")" ;;
     deploy) [ $rc -eq 0 ] || note="$(failed_tests "$BUILD")" ;;
     asan) [ $rc -eq 0 ] || note="$(failed_tests "$ASAN_BUILD")" ;;
+    image) [ "${SKIP_IMAGE:-0}" != 1 ] || note="skipped: SKIP_IMAGE=1" ;;
   esac
   names+=("$name")
   secs+=($(($(date +%s) - t0)))
@@ -69,6 +71,7 @@ if stage build "$MAKE" --no-print-directory build BUILD="$BUILD" JOBS="$JOBS"; t
 else
   for s in ctest deploy valgrind; do not_run "$s" "the build failed"; done
 fi
+stage image bash scripts/image-check.sh "$BUILD"
 stage asan asan
 
 pass=0

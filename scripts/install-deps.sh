@@ -11,8 +11,10 @@
 #          Prometheus, openssl, Chromium, and Node.js/npm for the deploy tests
 #   bench  what `make bench` adds (Prometheus, Python, curl, GNU time, h2load)
 #   fuzz   clang and its libFuzzer runtime, for the fuzz build (docs/development.md)
+#   image  the container image stage: buildah, podman, runc, debuerreotype, iproute2, Prometheus
 #
-# `make run` installs build+run, `make check` build+run+test, `make bench` build+bench.
+# `make run` installs build+run, `make check` build+run+test+image (not image with SKIP_IMAGE=1),
+# `make bench` build+bench.
 # Idempotent: does nothing when every package is installed. Refreshes the package lists first when they are
 # missing or older than a day. Uses sudo when not root; prints the apt-get line when it cannot install.
 set -euo pipefail
@@ -32,13 +34,23 @@ SET_test=(
   curl procps prometheus openssl chromium
   nodejs npm unzip
   ca-certificates # npm over HTTPS, and one of the Dockerfile's runtime packages the deploy test checks
+  tini            # the image's PID 1: a Dockerfile runtime package, which the deploy test checks here
+)
+# The image stage (scripts/image-check.sh): build with buildah/podman (no daemon), run with Debian's runc (crun
+# refuses cgroup v1 / hybrid hosts), base images from debuerreotype (debootstrap, wget) when no registry
+# answers; pods in network namespaces (iproute2); probes and KEDA calls from Python's grpcio; a Prometheus.
+SET_image=(
+  buildah podman runc
+  debuerreotype debootstrap wget debian-archive-keyring
+  iproute2 curl ca-certificates
+  python3 python3-grpcio python3-yaml prometheus
 )
 SET_bench=(curl procps python3 prometheus time nghttp2-client) # nghttp2-client: h2load, nghttp
 SET_fuzz=(clang libclang-rt-14-dev)
-ALL_SETS="build run test bench fuzz"
+ALL_SETS="build run test bench fuzz image"
 
 usage() {
-  sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//' >&2
+  sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//' >&2
   exit 2
 }
 

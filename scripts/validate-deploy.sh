@@ -277,7 +277,7 @@ while read -r src; do
   if [ "$allowed" = 1 ]; then ok "Dockerfile: COPY $src exists and is in the build context"
   else bad "Dockerfile: COPY $src is excluded by .dockerignore"; fi
 done < <(awk '/^COPY / && !/--from=/ { for (i = 2; i < NF; i++) if ($i !~ /^--/) print $i }' Dockerfile)
-grep -q '^ENTRYPOINT \["gpuscale"\]' Dockerfile && ok 'Dockerfile: ENTRYPOINT ["gpuscale"]' || bad 'Dockerfile: ENTRYPOINT is not ["gpuscale"]'
+grep -q '^ENTRYPOINT \["tini", "--", "gpuscale"\]' Dockerfile && ok 'Dockerfile: ENTRYPOINT ["tini", "--", "gpuscale"]' || bad 'Dockerfile: ENTRYPOINT is not ["tini", "--", "gpuscale"] (tini: SIGTERM reaches gpuscale as PID 1)'
 grep -qE '^USER [1-9][0-9]*(:[0-9]+)?$' Dockerfile && ok "Dockerfile: runs as a numeric non-root USER" || bad "Dockerfile: no numeric non-root USER"
 if grep -qi 'libnvidia-ml\|nvidia-utils\|cuda' <(grep -E '^(RUN|COPY|ADD|ARG)' Dockerfile); then bad "Dockerfile: NVML/CUDA must not be baked in"
 else ok "Dockerfile: no NVML or CUDA in the image"; fi
