@@ -1,0 +1,188 @@
+/* Guards around ROCm SMI's asserting calls (see rocm_guard.h). */
+#include "collect/rocm_guard.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "core/err.h"
+
+/* True when name is prefix followed by decimal digits only. */
+static bool numbered(const char *name, const char *prefix) {
+  size_t n = strlen(prefix);
+  if (strncmp(name, prefix, n) != 0 || name[n] == '\0')
+    return false;
+  for (const char *p = name + n; *p; p++)
+    if (*p < '0' || *p > '9')
+      return false;
+  return true;
+}
+
+bool rocm_guard_init_ok(const char *root, char *why, size_t whylen) {
+  char path[512];
+  snprintf(path, sizeof path, "%s/class/drm", root);
+  DIR *d = opendir(path);
+  if (d) {
+    struct dirent *e;
+    bool ok = true;
+    while (ok && (e = readdir(d))) {
+      if (!numbered(e->d_name, "card"))
+        continue;
+      char p[768];
+      struct stat st;
+      snprintf(p, sizeof p, "%s/%s", path, e->d_name);
+      if (lstat(p, &st) == 0 && !S_ISLNK(st.st_mode)) {
+        snprintf(why, whylen,
+                 "%s is not a symbolic link (ROCm SMI's rsmi_init asserts that every DRM card "
+                 "entry is one, and would abort the agent)",
+                 p);
+        ok = false;
+      }
+    }
+    closedir(d);
+    if (!ok)
+      return false;
+  }
+  snprintf(path, sizeof path, "%s/class/kfd/kfd/topology/nodes", root);
+  d = opendir(path);
+  if (!d)
+    return true;
+  struct dirent *e;
+  bool ok = true;
+  while (ok && (e = readdir(d))) {
+    if (!numbered(e->d_name, ""))
+      continue;
+    char p[1100];
+    struct stat st;
+    snprintf(p, sizeof p, "%s/%s/io_links", path, e->d_name);
+    if (stat(p, &st) != 0 || !S_ISDIR(st.st_mode)) {
+      snprintf(why, whylen,
+               "%s is missing (ROCm SMI's rsmi_init asserts that every KFD topology node has "
+               "one, and would abort the agent)",
+               p);
+      ok = false;
+    }
+  }
+  closedir(d);
+  return ok;
+}
+
+void rocm_format_bdf(uint64_t bdfid, char *out, size_t outlen) {
+  snprintf(out, outlen, "%04x:%02x:%02x.%x", (unsigned)((bdfid >> 32) & 0xffffffffu),
+           (unsigned)((bdfid >> 8) & 0xffu), (unsigned)((bdfid >> 3) & 0x1fu),
+           (unsigned)(bdfid & 0x7u));
+}
+
+int rocm_guard_card(const char *root, const char *pci, char *dir, size_t dirlen) {
+  char path[512];
+  snprintf(path, sizeof path, "%s/class/drm", root);
+  DIR *d = opendir(path);
+  if (!d)
+    return -1;
+  struct dirent *e;
+  int found = -1;
+  while ((e = readdir(d))) {
+    if (!numbered(e->d_name, "card"))
+      continue;
+    char p[768], target[1024];
+    snprintf(p, sizeof p, "%s/%s", path, e->d_name);
+    ssize_t n = readlink(p, target, sizeof target - 1);
+    if (n <= 0)
+      continue;
+    target[n] = '\0';
+    if (!strstr(target, pci))
+      continue;
+    found = atoi(e->d_name + 4);
+    snprintf(dir, dirlen, "%s/device", p);
+    break;
+  }
+  closedir(d);
+  return found;
+}
+
+bool rocm_guard_hwmon_ok(const char *devdir) {
+  char path[1024];
+  snprintf(path, sizeof path, "%s/hwmon", devdir);
+  DIR *d = opendir(path);
+  if (!d)
+    return false;
+  struct dirent *e;
+  bool ok = false;
+  while (!ok && (e = readdir(d))) {
+    if (!numbered(e->d_name, "hwmon"))
+      continue;
+    char p[1400], name[64] = "";
+    snprintf(p, sizeof p, "%s/%s/name", path, e->d_name);
+    FILE *f = fopen(p, "r");
+    if (!f)
+      continue;
+    if (fgets(name, sizeof name, f))
+      name[strcspn(name, "\n")] = '\0';
+    fclose(f);
+    ok = strcmp(name, "amdgpu") == 0;
+  }
+  closedir(d);
+  return ok;
+}
+
+bool rocm_guard_present(const char *devdir) {
+  struct stat st;
+  return stat(devdir, &st) == 0;
+}
+
+int rocm_guard_probe(int (*fn)(void *arg), void *arg, int timeout_ms, char *why, size_t whylen) {
+  int fds[2];
+  if (pipe(fds) != 0) {
+    snprintf(why, whylen, "pipe: %s", strerror(errno));
+    return GS_EIO;
+  }
+  fflush(NULL);
+  pid_t pid = fork();
+  if (pid < 0) {
+    close(fds[0]);
+    close(fds[1]);
+    snprintf(why, whylen, "fork: %s", strerror(errno));
+    return GS_EIO;
+  }
+  if (pid == 0) {
+    close(fds[0]);
+    int rc = fn(arg);
+    /* The pipe closes at exit: the parent then knows the child finished. */
+    _exit(rc == 0 ? 0 : 1);
+  }
+  close(fds[1]);
+  struct pollfd p = {.fd = fds[0], .events = POLLIN};
+  int n;
+  do
+    n = poll(&p, 1, timeout_ms);
+  while (n < 0 && errno == EINTR);
+  close(fds[0]);
+  int status = 0;
+  if (n == 0) {
+    kill(pid, SIGKILL);
+    waitpid(pid, &status, 0);
+    snprintf(why, whylen, "did not finish within %d ms", timeout_ms);
+    return GS_EUNAVAIL;
+  }
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+    ;
+  if (WIFSIGNALED(status)) {
+    snprintf(why, whylen, "killed the probe process with signal %d (%s)", WTERMSIG(status),
+             strsignal(WTERMSIG(status)));
+    return GS_EIO;
+  }
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+    snprintf(why, whylen, "failed in the probe process (exit %d)",
+             WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+    return GS_EIO;
+  }
+  return 0;
+}
