@@ -623,10 +623,11 @@ static int rocm_sample(struct collector *c, size_t i, struct gpu_sample *out, ch
      * it until re-initialised (when the indices shift): it is lost, for good in this run. */
     d->down_rc = GS_ELOST;
     d->no_retry = true;
-    snprintf(d->down, sizeof d->down,
-             "GPU %.32s disappeared: every ROCm SMI call on it fails (%u not supported, %u failed); "
-             "restart the agent once it is back",
-             d->info.pci_bus_id, rd.unsupported, rd.failed);
+    snprintf(
+        d->down, sizeof d->down,
+        "GPU %.32s disappeared: every ROCm SMI call on it fails (%u not supported, %u failed); "
+        "restart the agent once it is back",
+        d->info.pci_bus_id, rd.unsupported, rd.failed);
     LOG_WARN(ROCM_LOG, "GPU %u is lost: %s", d->idx, d->down);
     if (err && errlen)
       snprintf(err, errlen, "%s", d->down);

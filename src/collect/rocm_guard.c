@@ -100,7 +100,7 @@ int rocm_guard_card(const char *root, const char *pci, char *dir, size_t dirlen)
     target[n] = '\0';
     if (!strstr(target, pci))
       continue;
-    found = atoi(e->d_name + 4);
+    found = (int)strtol(e->d_name + 4, NULL, 10);
     snprintf(dir, dirlen, "%s/device", p);
     break;
   }
