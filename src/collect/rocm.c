@@ -35,26 +35,6 @@ static const char *const sonames[] = {
     "librocm_smi64.so",
 };
 
-/* field, symbol, type, required, capability cleared when missing */
-#define ROCM_SYMBOLS(X)                                                                            \
-  X(init, "rsmi_init", gs_rsmi_init_fn, true, 0)                                                   \
-  X(shut_down, "rsmi_shut_down", gs_rsmi_shut_down_fn, true, 0)                                    \
-  X(num_devices, "rsmi_num_monitor_devices", gs_rsmi_num_monitor_devices_fn, true, 0)              \
-  X(status_string, "rsmi_status_string", gs_rsmi_status_string_fn, false, 0)                       \
-  X(pci_id, "rsmi_dev_pci_id_get", gs_rsmi_dev_u64_fn, true, 0)                                    \
-  X(name, "rsmi_dev_name_get", gs_rsmi_dev_name_fn, false, 0)                                      \
-  X(serial, "rsmi_dev_serial_number_get", gs_rsmi_dev_serial_fn, false, 0)                         \
-  X(unique_id, "rsmi_dev_unique_id_get", gs_rsmi_dev_u64_fn, false, 0)                             \
-  X(busy, "rsmi_dev_busy_percent_get", gs_rsmi_dev_u32_fn, true, 0)                                \
-  X(mem_busy, "rsmi_dev_memory_busy_percent_get", gs_rsmi_dev_u32_fn, false, 0)                    \
-  X(mem_total, "rsmi_dev_memory_total_get", gs_rsmi_dev_memory_fn, true, 0)                        \
-  X(mem_usage, "rsmi_dev_memory_usage_get", gs_rsmi_dev_memory_fn, true, 0)                        \
-  X(power, "rsmi_dev_power_ave_get", gs_rsmi_dev_power_ave_fn, false, 0)                           \
-  X(temp, "rsmi_dev_temp_metric_get", gs_rsmi_dev_temp_metric_fn, false, 0)                        \
-  X(energy, "rsmi_dev_energy_count_get", gs_rsmi_dev_energy_count_fn, false, COLLECTOR_CAP_ENERGY) \
-  X(clock, "rsmi_dev_gpu_clk_freq_get", gs_rsmi_dev_clk_fn, false, 0)                              \
-  X(replay, "rsmi_dev_pci_replay_counter_get", gs_rsmi_dev_u64_fn, false, 0)
-
 struct rocm_api {
 #define ROCM_FIELD(field, name, type, required, cap) type field;
   ROCM_SYMBOLS(ROCM_FIELD)

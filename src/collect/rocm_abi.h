@@ -70,4 +70,26 @@ typedef gs_rsmi_status (*gs_rsmi_dev_energy_count_fn)(uint32_t dv_ind, uint64_t 
 typedef gs_rsmi_status (*gs_rsmi_dev_clk_fn)(uint32_t dv_ind, uint32_t clk_type,
                                              struct gs_rsmi_frequencies *f);
 
+/* Every entry point the collector uses: field, symbol, our type, required, capability bit (of
+ * struct collector.caps) cleared when it is missing. */
+#define GS_ROCM_CAP_ENERGY (1u << 4) /* COLLECTOR_CAP_ENERGY */
+#define ROCM_SYMBOLS(X)                                                                            \
+  X(init, "rsmi_init", gs_rsmi_init_fn, true, 0)                                                   \
+  X(shut_down, "rsmi_shut_down", gs_rsmi_shut_down_fn, true, 0)                                    \
+  X(num_devices, "rsmi_num_monitor_devices", gs_rsmi_num_monitor_devices_fn, true, 0)              \
+  X(status_string, "rsmi_status_string", gs_rsmi_status_string_fn, false, 0)                       \
+  X(pci_id, "rsmi_dev_pci_id_get", gs_rsmi_dev_u64_fn, true, 0)                                    \
+  X(name, "rsmi_dev_name_get", gs_rsmi_dev_name_fn, false, 0)                                      \
+  X(serial, "rsmi_dev_serial_number_get", gs_rsmi_dev_serial_fn, false, 0)                         \
+  X(unique_id, "rsmi_dev_unique_id_get", gs_rsmi_dev_u64_fn, false, 0)                             \
+  X(busy, "rsmi_dev_busy_percent_get", gs_rsmi_dev_u32_fn, true, 0)                                \
+  X(mem_busy, "rsmi_dev_memory_busy_percent_get", gs_rsmi_dev_u32_fn, false, 0)                    \
+  X(mem_total, "rsmi_dev_memory_total_get", gs_rsmi_dev_memory_fn, true, 0)                        \
+  X(mem_usage, "rsmi_dev_memory_usage_get", gs_rsmi_dev_memory_fn, true, 0)                        \
+  X(power, "rsmi_dev_power_ave_get", gs_rsmi_dev_power_ave_fn, false, 0)                           \
+  X(temp, "rsmi_dev_temp_metric_get", gs_rsmi_dev_temp_metric_fn, false, 0)                        \
+  X(energy, "rsmi_dev_energy_count_get", gs_rsmi_dev_energy_count_fn, false, GS_ROCM_CAP_ENERGY)   \
+  X(clock, "rsmi_dev_gpu_clk_freq_get", gs_rsmi_dev_clk_fn, false, 0)                              \
+  X(replay, "rsmi_dev_pci_replay_counter_get", gs_rsmi_dev_u64_fn, false, 0)
+
 #endif
