@@ -472,18 +472,16 @@ static void read_memory(struct rocm_read *rd) {
 }
 
 /* One temperature sensor in milli-°C (rocm_smi.h rsmi_dev_temp_metric_get: "millidegrees
- * Celsius"). Returns true when it read. */
-static bool read_temp(struct rocm_read *rd, uint32_t sensor, double *c) {
+ * Celsius") into field f. Returns the call's status. */
+static gs_rsmi_status read_temp(struct rocm_read *rd, uint32_t sensor, enum gpu_field f) {
   int64_t v = 0;
   gs_rsmi_status rc = rd->r->api.temp(rd->d->idx, sensor, GS_RSMI_TEMP_CURRENT, &v);
   if (rc == GS_RSMI_STATUS_SUCCESS) {
     read_ok(rd, ROCM_CALL_temp);
-    *c = (double)v / 1000.0;
-    return true;
-  }
-  uint64_t bits = sensor == GS_RSMI_TEMP_TYPE_MEMORY ? GF_BIT(GF_MEM_TEMP_C) : GF_BIT(GF_TEMP_C);
-  read_fail(rd, ROCM_CALL_temp, rc, bits);
-  return false;
+    sample_set(rd->out, f, (double)v / 1000.0);
+  } else
+    read_fail(rd, ROCM_CALL_temp, rc, GF_BIT(f));
+  return rc;
 }
 
 /* Temperature and power read the card's hwmon, and Debian's library asserts (aborts the process)
@@ -504,15 +502,11 @@ static void read_hwmon(struct rocm_read *rd) {
              d->info.pci_bus_id);
   d->hwmon_warned = false;
   if (rd->r->api.temp) {
-    double c = 0;
-    /* Junction (hotspot) where the card has one, else edge. */
-    if (read_temp(rd, GS_RSMI_TEMP_TYPE_JUNCTION, &c) ||
-        read_temp(rd, GS_RSMI_TEMP_TYPE_EDGE, &c)) {
-      rd->out->failed &= ~GF_BIT(GF_TEMP_C);
-      sample_set(rd->out, GF_TEMP_C, c);
-    }
-    if (read_temp(rd, GS_RSMI_TEMP_TYPE_MEMORY, &c))
-      sample_set(rd->out, GF_MEM_TEMP_C, c);
+    /* Junction (hotspot) where the card has that sensor, else edge; a junction read that fails
+     * leaves the temperature absent (an edge reading would be a different quantity). */
+    if (read_temp(rd, GS_RSMI_TEMP_TYPE_JUNCTION, GF_TEMP_C) == GS_RSMI_STATUS_NOT_SUPPORTED)
+      read_temp(rd, GS_RSMI_TEMP_TYPE_EDGE, GF_TEMP_C);
+    read_temp(rd, GS_RSMI_TEMP_TYPE_MEMORY, GF_MEM_TEMP_C);
   }
   if (rd->r->api.power) {
     uint64_t uw = 0;
