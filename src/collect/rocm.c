@@ -279,6 +279,26 @@ static void identify(struct rocm_ctx *r, struct rocm_dev *d) {
   }
   int card = rocm_guard_card(r->sysfs, d->info.pci_bus_id, d->devdir, sizeof d->devdir);
   d->info.minor = card >= 0 ? card : (int)d->idx;
+  /* The temperature is the junction (hotspot) where the card has that sensor, else the edge: the
+   * choice is made once, so that the series never switches between two quantities. A call that
+   * fails is tried three times; then no temperature is read until the agent restarts. */
+  if (r->api.temp && d->devdir[0] && rocm_guard_hwmon_ok(d->devdir)) {
+    int64_t v = 0;
+    for (int k = 0; k < 3; k++) {
+      rc = r->api.temp(d->idx, GS_RSMI_TEMP_TYPE_JUNCTION, GS_RSMI_TEMP_CURRENT, &v);
+      if (rc == GS_RSMI_STATUS_SUCCESS || rc == GS_RSMI_STATUS_NOT_SUPPORTED)
+        break;
+      count_error(r, ROCM_CALL_temp, rc);
+    }
+    if (rc == GS_RSMI_STATUS_SUCCESS || rc == GS_RSMI_STATUS_NOT_SUPPORTED)
+      snprintf(d->info.temp_sensor, sizeof d->info.temp_sensor, "%s",
+               rc == GS_RSMI_STATUS_SUCCESS ? "junction" : "edge");
+    else
+      LOG_WARN(ROCM_LOG,
+               "GPU %u (%s): rsmi_dev_temp_metric_get(junction): %s: cannot tell which sensor "
+               "to read; no temperature until the agent restarts",
+               d->idx, d->info.pci_bus_id, rocm_errstr(r, rc));
+  }
 }
 
 static int enumerate(struct rocm_ctx *r, char *err, size_t errlen) {
@@ -502,10 +522,12 @@ static void read_hwmon(struct rocm_read *rd) {
              d->info.pci_bus_id);
   d->hwmon_warned = false;
   if (rd->r->api.temp) {
-    /* Junction (hotspot) where the card has that sensor, else edge; a junction read that fails
-     * leaves the temperature absent (an edge reading would be a different quantity). */
-    if (read_temp(rd, GS_RSMI_TEMP_TYPE_JUNCTION, GF_TEMP_C) == GS_RSMI_STATUS_NOT_SUPPORTED)
-      read_temp(rd, GS_RSMI_TEMP_TYPE_EDGE, GF_TEMP_C);
+    /* The sensor chosen at open (identify): a failed read leaves the temperature absent, never
+     * the other sensor's reading. No hwmon at open: none chosen, edge tried. */
+    read_temp(rd,
+              strcmp(d->info.temp_sensor, "junction") == 0 ? GS_RSMI_TEMP_TYPE_JUNCTION
+                                                           : GS_RSMI_TEMP_TYPE_EDGE,
+              GF_TEMP_C);
     read_temp(rd, GS_RSMI_TEMP_TYPE_MEMORY, GF_MEM_TEMP_C);
   }
   if (rd->r->api.power) {

@@ -121,6 +121,8 @@ static void reads_every_field_with_units(void **state) {
   assert_string_equal(i0->serial, "692251001234");
   assert_string_equal(i0->uuid, "0x5a3c1e0f00aa1234");
   assert_int_equal(i0->minor, 0);
+  assert_string_equal(i0->temp_sensor, "junction");
+  assert_string_equal(collector_rocm.info(c, 1)->temp_sensor, "edge");
   /* No unique id: the PCI address identifies it. */
   assert_string_equal(collector_rocm.info(c, 1)->uuid, "0000:3a:00.0");
   struct gpu_sample s;
