@@ -26,6 +26,24 @@ static bool numbered(const char *name, const char *prefix) {
   return true;
 }
 
+/* What ROCm SMI 5.2 takes for an AMD GPU's card (rocm_smi_main.cc isAMDGPU): device/vendor
+ * 0x1002 and a device/vbios_version file. */
+static bool looks_amd(const char *card) {
+  char p[1024], vendor[32] = "";
+  struct stat st;
+  snprintf(p, sizeof p, "%s/device/vbios_version", card);
+  if (stat(p, &st) != 0)
+    return false;
+  snprintf(p, sizeof p, "%s/device/vendor", card);
+  FILE *f = fopen(p, "r");
+  if (!f)
+    return false;
+  if (!fgets(vendor, sizeof vendor, f))
+    vendor[0] = '\0';
+  fclose(f);
+  return strncmp(vendor, "0x1002", 6) == 0;
+}
+
 bool rocm_guard_init_ok(const char *root, char *why, size_t whylen) {
   char path[512];
   snprintf(path, sizeof path, "%s/class/drm", root);
@@ -39,10 +57,10 @@ bool rocm_guard_init_ok(const char *root, char *why, size_t whylen) {
       char p[768];
       struct stat st;
       snprintf(p, sizeof p, "%s/%s", path, e->d_name);
-      if (lstat(p, &st) == 0 && !S_ISLNK(st.st_mode)) {
+      if (lstat(p, &st) == 0 && !S_ISLNK(st.st_mode) && looks_amd(p)) {
         snprintf(why, whylen,
-                 "%s is not a symbolic link (ROCm SMI's rsmi_init asserts that every DRM card "
-                 "entry is one, and would abort the agent)",
+                 "%s is an AMD GPU's DRM card but not a symbolic link (ROCm SMI's rsmi_init "
+                 "asserts that it is one, and would abort the agent)",
                  p);
         ok = false;
       }

@@ -74,3 +74,78 @@ def families(body):
         for s in fam.samples:
             out.setdefault(s.name, []).append((s.labels, s.value))
     return out
+
+
+# What Debian's librocm_smi64 5.2.3 reads, found with RSMI_DEBUG_BITFIELD=1 and strace, and in
+# ROCm/rocm_smi_lib (tag rocm-5.2.3) src/rocm_smi_kfd.cc (KFDNode::Initialize: hive_id,
+# simd_arrays_per_engine, array_count, cu_per_simd_array, io_links/) and src/rocm_smi_main.cc.
+REAL_VALUES = {"busy": 37, "membusy": 11, "total_mib": 196592, "used_mib": 20480,
+               "edge_mc": 41000, "junction_mc": 55500, "mem_mc": 60000,
+               "power_uw": 350250000}
+
+
+def _w(path, text):
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "w") as f:
+        f.write(text)
+
+
+def real_device_dir(root, bdf):
+    return os.path.join(root, "fakepci", "pci0000:00", bdf)
+
+
+def build_real_tree(root, cards, card_as_dir=(), node_without_io_links=()):
+    """An amdgpu + KFD sysfs tree under root (the tmpfs over /sys/class) for the real library.
+    cards: [(bdf, hwmon name or None)]; card<i> links to a device directory whose path holds the
+    PCI address. card_as_dir: card numbers made plain directories (rsmi_init asserts);
+    node_without_io_links: KFD node numbers without io_links/ (rsmi_init asserts)."""
+    v = REAL_VALUES
+    os.makedirs(os.path.join(root, "drm"), exist_ok=True)
+    for n, (bdf, hw) in enumerate(cards):
+        dev = real_device_dir(root, bdf)
+        os.makedirs(os.path.join(dev, "drm", "card%d" % n), exist_ok=True)
+        os.symlink("../..", os.path.join(dev, "drm", "card%d" % n, "device"))
+        for name, text in (("vendor", "0x1002"), ("device", "0x74a1"),
+                           ("subsystem_vendor", "0x1002"), ("subsystem_device", "0x74a1"),
+                           ("vbios_version", "113-M3000100-102"),
+                           ("gpu_busy_percent", str(v["busy"])),
+                           ("mem_busy_percent", str(v["membusy"])),
+                           ("mem_info_vram_total", str(v["total_mib"] << 20)),
+                           ("mem_info_vram_used", str(v["used_mib"] << 20)),
+                           ("unique_id", "5a3c1e0f00aa%04x" % n),
+                           ("serial_number", "69225100%04d" % n)):
+            _w(os.path.join(dev, name), text + "\n")
+        if hw:
+            h = os.path.join(dev, "hwmon", "hwmon%d" % (n + 2))
+            for name, text in (("name", hw), ("in0_label", "vddgfx"), ("in0_input", "800"),
+                               ("temp1_label", "edge"), ("temp1_input", str(v["edge_mc"])),
+                               ("temp2_label", "junction"),
+                               ("temp2_input", str(v["junction_mc"])),
+                               ("temp3_label", "mem"), ("temp3_input", str(v["mem_mc"])),
+                               ("power1_average", str(v["power_uw"]))):
+                _w(os.path.join(h, name), text + "\n")
+        card = os.path.join(root, "drm", "card%d" % n)
+        if n in card_as_dir:
+            os.makedirs(card)
+            os.symlink(dev, os.path.join(card, "device"))
+        else:
+            os.symlink(os.path.join(dev, "drm", "card%d" % n), card)
+        dom, bus, devfn = bdf.split(":")[0], bdf.split(":")[1], bdf.split(":")[2]
+        d, fn = devfn.split(".")
+        node = os.path.join(root, "kfd", "kfd", "topology", "nodes", str(n + 1))
+        if n + 1 not in node_without_io_links:
+            os.makedirs(os.path.join(node, "io_links"), exist_ok=True)
+        _w(os.path.join(node, "gpu_id"), "%d\n" % (4242 + n))
+        _w(os.path.join(node, "name"), "gfx942\n")
+        _w(os.path.join(node, "properties"),
+           "cpu_cores_count 0\nsimd_count 1216\narray_count 32\nsimd_arrays_per_engine 1\n"
+           "cu_per_simd_array 10\nlocation_id %d\ndomain %d\nhive_id 0\nvendor_id 4098\n"
+           "device_id 29857\n" % ((int(bus, 16) << 8) | (int(d, 16) << 3) | int(fn, 16),
+                                  int(dom, 16)))
+    cpu = os.path.join(root, "kfd", "kfd", "topology", "nodes", "0")
+    if 0 not in node_without_io_links:
+        os.makedirs(os.path.join(cpu, "io_links"), exist_ok=True)
+    _w(os.path.join(cpu, "gpu_id"), "0\n")
+    _w(os.path.join(cpu, "name"), "\n")
+    _w(os.path.join(cpu, "properties"),
+       "cpu_cores_count 64\nsimd_count 0\nlocation_id 0\ndomain 0\nhive_id 0\n")

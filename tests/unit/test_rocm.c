@@ -241,12 +241,18 @@ static void init_guard_names_the_file(void **state) {
   (void)state;
   write_script(TWO);
   char p[512];
-  snprintf(p, sizeof p, "%s/class/drm/card0", sysfs);
-  mkdirs(p); /* a directory, not a link */
+  snprintf(p, sizeof p, "%s/class/drm/card0/device", sysfs);
+  mkdirs(p); /* a directory, not a link: harmless unless it is an AMD GPU's */
   struct collector *c = NULL;
   char err[512];
+  assert_int_equal(open_rocm(&c, err, sizeof err), 0);
+  collector_rocm.close(c);
+  snprintf(p, sizeof p, "%s/class/drm/card0/device/vbios_version", sysfs);
+  write_file(p, "113-M3000100-102\n");
+  snprintf(p, sizeof p, "%s/class/drm/card0/device/vendor", sysfs);
+  write_file(p, "0x1002\n");
   assert_int_equal(open_rocm(&c, err, sizeof err), GS_EUNAVAIL);
-  assert_non_null(strstr(err, "card0 is not a symbolic link"));
+  assert_non_null(strstr(err, "card0 is an AMD GPU's DRM card but not a symbolic link"));
   fresh_sysfs();
   snprintf(p, sizeof p, "%s/class/kfd/kfd/topology/nodes/1", sysfs);
   mkdirs(p);
