@@ -11,6 +11,7 @@ import grpc
 import helpers
 from helpers import Agent, close, rpc_error
 from rocm_helpers import add_card, families, fake_lib, start_agent, write_atomic
+from test_attribution import kubelet, kubelet_args, pod  # noqa: F401  (kubelet: a fixture)
 
 # Per GPU: busy %, memory busy %, VRAM total MiB, used MiB, junction °C (None: no sensor), edge °C,
 # average power µW, energy µJ.
@@ -208,3 +209,29 @@ def test_rocm_fail_call_n_never_kills_the_agent(tmp_path, procs):
         a.stop()
         assert a.proc.returncode is not None and a.proc.returncode >= 0, (n, a.log())
         assert a.proc.returncode != -signal.SIGABRT
+
+
+def test_rocm_pods_by_pci_address(tmp_path, procs, kubelet):
+    """AMD's device plugin names a GPU by its PCI address and an MI300 partition amdgpu_xcp_N
+    (ROCm/k8s-device-plugin internal/pkg/amdgpu/amdgpu.go GetAMDGPUs); the partition is not a
+    device ROCm SMI 5.2 lists, so its holder is not attributed to the whole GPU."""
+    kubelet.set([
+        pod("ml", "llm-0", "vllm", "amd.com/gpu", [BDF[0]]),
+        pod("ml", "part-0", "c", "amd.com/cpx_nps4", ["amdgpu_xcp_30"]),
+    ])
+    kubelet.start()
+    a = start_agent(tmp_path, procs, script(), CARDS, extra=kubelet_args(kubelet))
+
+    def held():
+        g = a.gpus_json()["gpus"]
+        return [p["pod"] for p in g[0]["pods"]] == ["llm-0"] and g[1]["pods"] == []
+
+    helpers.wait_for(held, timeout=10, what="llm-0 on GPU 0 by PCI address")
+    helpers.wait_for(lambda: "match no device here" in a.log(), timeout=5,
+                     what="the partition id reported as unknown")
+    helpers.wait_for(lambda: 'pod="llm-0"' in scrape(a), timeout=5, what="pod labels")
+    fam = families(scrape(a))
+    got = [l for l, _ in fam["gpu_gfx_activity"] if l["gpu_id"] == "0"]
+    assert got and got[0]["pod"] == "llm-0" and got[0]["namespace"] == "ml" \
+        and got[0]["container"] == "vllm", got
+    assert not [l for l, _ in fam["gpu_gfx_activity"] if l["gpu_id"] == "1" and l.get("pod")]
