@@ -108,6 +108,7 @@ struct rocm_ctx {
   bool initialised;
   struct rocm_api api;
   char sysfs[256]; /* where the guards look: the library reads /sys */
+  char driver[64]; /* the amdgpu module's version (sysfs module/amdgpu/version), or empty */
   struct rocm_dev *devs;
   size_t ndevs;
   atomic_uint_fast64_t errors[ROCM_NCALLS][ROCM_NSLOTS];
@@ -341,6 +342,8 @@ static int enumerate(struct rocm_ctx *r, char *err, size_t errlen) {
   return 0;
 }
 
+static void read_driver_version(struct rocm_ctx *r);
+
 static void rocm_close(struct collector *c) {
   struct rocm_ctx *r = ctx_of(c);
   if (!r)
@@ -376,6 +379,8 @@ static int rocm_open(const struct collector_config *cfg, struct collector **out,
     rc = init_library(r, err, errlen);
   if (rc == 0)
     rc = enumerate(r, err, errlen);
+  if (rc == 0)
+    read_driver_version(r);
   if (rc) {
     rocm_close(&r->base);
     return rc;
@@ -644,8 +649,23 @@ static int rocm_sample(struct collector *c, size_t i, struct gpu_sample *out, ch
 }
 
 static const char *rocm_driver_version(struct collector *c) {
-  (void)c;
-  return NULL; /* ROCm SMI 5.2 has no driver version call that is safe on every card */
+  struct rocm_ctx *r = ctx_of(c);
+  return r->driver[0] ? r->driver : NULL;
+}
+
+/* The amdgpu kernel module's version, as sysfs shows it (module/amdgpu/version: the DKMS
+ * driver's; the in-tree driver has none, and then it is unknown). */
+static void read_driver_version(struct rocm_ctx *r) {
+  char p[320];
+  snprintf(p, sizeof p, "%s/module/amdgpu/version", r->sysfs);
+  FILE *f = fopen(p, "r");
+  if (!f)
+    return;
+  if (fgets(r->driver, sizeof r->driver, f))
+    r->driver[strcspn(r->driver, "\n")] = '\0';
+  else
+    r->driver[0] = '\0';
+  fclose(f);
 }
 
 static size_t rocm_errors(struct collector *c, struct collector_error_count *out, size_t cap) {

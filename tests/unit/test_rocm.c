@@ -111,10 +111,16 @@ static void reads_every_field_with_units(void **state) {
   write_script(TWO);
   add_card(0, "0000:19:00.0", "amdgpu");
   add_card(1, "0000:3a:00.0", "amdgpu");
+  char mod[300];
+  snprintf(mod, sizeof mod, "%s/module/amdgpu", sysfs);
+  mkdirs(mod);
+  snprintf(mod, sizeof mod, "%s/module/amdgpu/version", sysfs);
+  write_file(mod, "6.8.5\n");
   struct collector *c = NULL;
   char err[512];
   assert_int_equal(open_rocm(&c, err, sizeof err), 0);
   assert_int_equal(collector_rocm.count(c), 2);
+  assert_string_equal(collector_rocm.driver_version(c), "6.8.5");
   const struct gpu_info *i0 = collector_rocm.info(c, 0);
   assert_string_equal(i0->pci_bus_id, "0000:19:00.0");
   assert_string_equal(i0->name, "AMD Instinct MI300X");
@@ -161,6 +167,7 @@ static void no_hwmon_is_not_called(void **state) {
   struct collector *c = NULL;
   char err[512];
   assert_int_equal(open_rocm(&c, err, sizeof err), 0);
+  assert_null(collector_rocm.driver_version(c)); /* no module/amdgpu/version: unknown */
   struct gpu_sample s;
   for (int k = 0; k < 2; k++) {
     assert_int_equal(collector_rocm.sample(c, 1, &s, err, sizeof err), 0);
