@@ -15,13 +15,14 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 
 def _unshare_ok():
     try:
-        p = subprocess.run(["unshare", "-m", "--propagation", "private", "true"],
-                           capture_output=True, text=True, timeout=30)
+        # the mount happens in the private namespace only, and goes with it
+        p = subprocess.run(["unshare", "-m", "--propagation", "private", "mount", "-t", "tmpfs",
+                            "gs-probe", "/sys/class"], capture_output=True, text=True, timeout=30)
     except FileNotFoundError:
         return "unshare is not installed (util-linux)"
     if p.returncode != 0:
-        return "unshare -m is not permitted here (needs root or CAP_SYS_ADMIN): %s" % \
-            p.stderr.strip()
+        return "a private mount namespace with a tmpfs over /sys/class is not permitted here " \
+            "(needs root or CAP_SYS_ADMIN): %s" % p.stderr.strip()
     return None
 
 
