@@ -512,12 +512,18 @@ static int render_values_amd(struct buf *b, const struct expo_input *in,
     const struct value_family *vf = &value_families[k];
     if (!(vf->flags & VFL_OURS))
       continue;
-    rc = expo_family(b, vf->name, vf->type, vf->help);
+    /* A family is written once a GPU has it: the NVLink and NVML PCIe series never on AMD. */
+    bool header = false;
     for (size_t i = 0; i < in->ngpus && !rc; i++) {
       const struct gpu_snapshot *g = &in->gpus[i];
       if (!gpu_serves_values(in, g) || !sample_has(&g->latest, vf->f) ||
           !isfinite(g->latest.v[vf->f]))
         continue;
+      if (!header)
+        rc = expo_family(b, vf->name, vf->type, vf->help);
+      header = true;
+      if (rc)
+        break;
       char value[64];
       format_value(g->latest.v[vf->f] / vf->div, vf->fmt, value, sizeof value);
       rc = value_lines(b, in, vf, &ids[i], none, 0, pods_of(in, i), value);
