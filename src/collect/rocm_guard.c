@@ -44,6 +44,32 @@ static bool looks_amd(const char *card) {
   return strncmp(vendor, "0x1002", 6) == 0;
 }
 
+/* True when some element of path has the form XXXX:XX:XX.X in lower-case hex, the PCI address
+ * ROCm SMI 5.2 looks for in a card link's target (rocm_smi_main.cc bdfid_from_path). */
+static bool has_pci_element(const char *path) {
+  static const char shape[] = "hhhh:hh:hh.h";
+  const char *p = path;
+  while (*p) {
+    const char *e = strchr(p, '/');
+    size_t len = e ? (size_t)(e - p) : strlen(p);
+    if (len == sizeof shape - 1) {
+      size_t i = 0;
+      for (; i < len; i++) {
+        char c = p[i];
+        bool hex = (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f');
+        if (shape[i] == 'h' ? !hex : c != shape[i])
+          break;
+      }
+      if (i == len)
+        return true;
+    }
+    if (!e)
+      break;
+    p = e + 1;
+  }
+  return false;
+}
+
 bool rocm_guard_init_ok(const char *root, char *why, size_t whylen) {
   char path[512];
   snprintf(path, sizeof path, "%s/class/drm", root);
@@ -63,6 +89,20 @@ bool rocm_guard_init_ok(const char *root, char *why, size_t whylen) {
                  "asserts that it is one, and would abort the agent)",
                  p);
         ok = false;
+      }
+      char target[1024];
+      ssize_t tn = ok && lstat(p, &st) == 0 && S_ISLNK(st.st_mode) && looks_amd(p)
+                       ? readlink(p, target, sizeof target - 1)
+                       : -1;
+      if (tn > 0) {
+        target[tn] = '\0';
+        if (!has_pci_element(target)) {
+          snprintf(why, whylen,
+                   "%s is an AMD GPU's DRM card whose link target (%.200s) holds no PCI address "
+                   "XXXX:XX:XX.X (ROCm SMI's rsmi_init would loop forever looking for one)",
+                   p, target);
+          ok = false;
+        }
       }
     }
     closedir(d);

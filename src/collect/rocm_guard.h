@@ -11,7 +11,8 @@
 /* Checks what rsmi_init would assert on under root (normally "/sys"): every
  * class/drm/card<N> entry of an AMD GPU (device/vendor 0x1002, device/vbios_version) is a
  * symbolic link (ROCm/rocm_smi_lib rocm-5.2.3 src/rocm_smi_main.cc ConstructBDFID asserts on
- * readlink), and every KFD topology node
+ * readlink) whose target holds a PCI address (without one, its BDF search loops forever), and
+ * every KFD topology node
  * (class/kfd/kfd/topology/nodes/<N>) has an io_links directory. Returns true when init is safe;
  * else false with why (the path and what is wrong). */
 bool rocm_guard_init_ok(const char *root, char *why, size_t whylen);

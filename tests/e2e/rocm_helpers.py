@@ -149,3 +149,17 @@ def build_real_tree(root, cards, card_as_dir=(), node_without_io_links=()):
     _w(os.path.join(cpu, "name"), "\n")
     _w(os.path.join(cpu, "properties"),
        "cpu_cores_count 64\nsimd_count 0\nlocation_id 0\ndomain 0\nhive_id 0\n")
+
+
+def add_partition_card(root, n, xcp, gpu_bdf=None):
+    """An MI300 partition's DRM card as amdgpu lays it out: class/drm/card<n> ->
+    .../platform/amdgpu_xcp_<xcp>/drm/card<n>, a target without a PCI address. The platform device
+    has no PCI vendor file; gpu_bdf gives it one (vendor 0x1002, vbios_version) as if it were the
+    GPU's, the case in which ROCm SMI 5.2 takes it for an AMD GPU."""
+    dev = os.path.join(root, "fakeplatform", "amdgpu_xcp_%d" % xcp)
+    os.makedirs(os.path.join(dev, "drm", "card%d" % n))
+    os.symlink("../..", os.path.join(dev, "drm", "card%d" % n, "device"))
+    if gpu_bdf:
+        _w(os.path.join(dev, "vendor"), "0x1002\n")
+        _w(os.path.join(dev, "vbios_version"), "113-M3000100-102\n")
+    os.symlink(os.path.join(dev, "drm", "card%d" % n), os.path.join(root, "drm", "card%d" % n))

@@ -18,7 +18,8 @@ import grpc  # noqa: E402
 
 import helpers  # noqa: E402
 from helpers import Agent, rpc_error  # noqa: E402
-from rocm_helpers import REAL_VALUES, build_real_tree, real_device_dir  # noqa: E402
+from rocm_helpers import (REAL_VALUES, add_partition_card, build_real_tree,  # noqa: E402
+                          real_device_dir)
 
 ROOT = "/sys/class"
 BDF = ["0000:19:00.0", "0000:3a:00.0"]
@@ -44,9 +45,13 @@ sys.exit(4)
 """
 
 
-def raw(*args):
-    p = subprocess.run([sys.executable, "-c", RAW] + list(args), capture_output=True, text=True,
-                       timeout=60)
+def raw(*args, timeout=60):
+    """How the raw call ended: the exit code, -signal, or None when it did not finish."""
+    try:
+        p = subprocess.run([sys.executable, "-c", RAW] + list(args), capture_output=True,
+                           text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return None
     return p.returncode
 
 
@@ -117,6 +122,36 @@ def serve(workdir):
         a.stop()
 
 
+def partition(workdir, with_vendor):
+    """An MI300X partition's DRM card (amdgpu_xcp_30). As amdgpu lays it out (no PCI vendor file on
+    the platform device) ROCm SMI 5.2 skips it: the agent serves the whole GPU only. Taken for an AMD
+    GPU, its link target (no PCI address) makes rsmi_init loop forever (ROCm/rocm_smi_lib
+    rocm-5.2.3 src/rocm_smi_main.cc ConstructBDFID): the agent refuses to start, naming the card."""
+    build_real_tree(ROOT, [(BDF[0], "amdgpu")])
+    add_partition_card(ROOT, 1, 30, gpu_bdf=BDF[0] if with_vendor else None)
+    if with_vendor:
+        rc = raw("init", timeout=10)
+        assert rc is None, "expected rsmi_init to hang, got %s" % rc
+        subprocess.run(["mount", "-t", "tmpfs", "gs-rocm-test", "/dev/shm"], check=True)
+        a = agent(workdir, ready=False)
+        rc = a.proc.wait(timeout=60)
+        log = a.log()
+        print(log[-2000:])
+        assert rc == 1, rc
+        assert "card1 is an AMD GPU's DRM card whose link target" in log, log
+        return
+    assert raw("init") == 0
+    a = agent(workdir)
+    try:
+        helpers.wait_for(lambda: all(g["fresh"] for g in a.gpus_json()["gpus"]), timeout=15,
+                         what="a reading of every GPU")
+        gpus = a.gpus_json()["gpus"]
+        assert [g["pci_bus_id"] for g in gpus] == [BDF[0]], gpus
+    finally:
+        print(a.log()[-2000:])
+        a.stop()
+
+
 def init_abort(workdir, kind):
     if kind == "card_not_symlink":
         build_real_tree(ROOT, [(BDF[0], "amdgpu"), (BDF[1], "amdgpu")], card_as_dir=(1,))
@@ -140,6 +175,8 @@ def main():
     workdir = tempfile.mkdtemp(prefix="gs-e2e-rocm-real-")
     if scenario == "serve":
         serve(workdir)
+    elif scenario.startswith("partition"):
+        partition(workdir, scenario == "partition_taken_for_a_gpu")
     else:
         init_abort(workdir, scenario)
     print(json.dumps({"scenario": scenario, "ok": True, "t": time.time()}))

@@ -60,3 +60,11 @@ def test_real_library_card_link_not_a_symlink_is_an_error_not_an_abort():
 
 def test_real_library_kfd_node_without_io_links_is_an_error_not_an_abort():
     run_inner("no_io_links")
+
+
+def test_real_library_skips_a_partition_card_and_serves_the_whole_gpu():
+    run_inner("partition_skipped")
+
+
+def test_real_library_partition_card_taken_for_a_gpu_is_an_error_not_a_hang():
+    run_inner("partition_taken_for_a_gpu")

@@ -267,6 +267,31 @@ static void init_guard_names_the_file(void **state) {
   assert_non_null(strstr(err, "nodes/1/io_links is missing"));
   snprintf(p, sizeof p, "%s/class/kfd/kfd/topology/nodes/1/io_links", sysfs);
   mkdirs(p);
+  /* An AMD card whose link target holds no PCI address: rsmi_init would loop forever. */
+  char dev[300], link[300];
+  snprintf(dev, sizeof dev, "%s/devices/platform/amdgpu_xcp_30", sysfs);
+  mkdirs(dev);
+  snprintf(p, sizeof p, "%s/vendor", dev);
+  write_file(p, "0x1002\n");
+  snprintf(p, sizeof p, "%s/vbios_version", dev);
+  write_file(p, "113-M3000100-102\n");
+  snprintf(p, sizeof p, "%s/drm/card9", dev);
+  mkdirs(p);
+  snprintf(p, sizeof p, "%s/drm/card9/device", dev);
+  assert_int_equal(symlink("../..", p), 0);
+  snprintf(p, sizeof p, "%s/class/drm", sysfs);
+  mkdirs(p);
+  snprintf(link, sizeof link, "%s/class/drm/card9", sysfs);
+  assert_int_equal(symlink("../../devices/platform/amdgpu_xcp_30/drm/card9", link), 0);
+  assert_int_equal(open_rocm(&c, err, sizeof err), GS_EUNAVAIL);
+  assert_non_null(strstr(err, "card9 is an AMD GPU's DRM card whose link target"));
+  assert_non_null(strstr(err, "holds no PCI address"));
+  /* Without a vendor file (as a partition's platform device has none) ROCm SMI skips it. */
+  snprintf(p, sizeof p, "%s/vendor", dev);
+  assert_int_equal(unlink(p), 0);
+  assert_int_equal(open_rocm(&c, err, sizeof err), 0);
+  collector_rocm.close(c);
+  assert_int_equal(unlink(link), 0);
   add_card(0, "0000:19:00.0", "amdgpu");
   add_card(1, "0000:3a:00.0", "amdgpu");
   assert_int_equal(open_rocm(&c, err, sizeof err), 0);
