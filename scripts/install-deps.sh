@@ -8,7 +8,8 @@
 #   build  compile and link the gpuscale binary (the Dockerfile's build stage installs exactly these)
 #   run    the README's try-it lines beside `make run` (curl)
 #   test   what `make check` adds: cmocka, the e2e tests' Python, protoc, valgrind, clang-format,
-#          Prometheus, openssl, Chromium, and Node.js/npm for the deploy tests
+#          Prometheus, openssl, Chromium, Node.js/npm for the deploy tests, and Debian's ROCm SMI
+#          (header and library) for the AMD collector's tests
 #   bench  what `make bench` adds (Prometheus, Python, curl, GNU time, h2load)
 #   fuzz   clang and its libFuzzer runtime, for the fuzz build (docs/development.md)
 #   image  the container image stage: buildah, podman, runc, debuerreotype, iproute2, Prometheus
@@ -33,6 +34,9 @@ SET_test=(
   valgrind clang-format
   curl procps prometheus openssl chromium
   nodejs npm unzip
+  librocm-smi-dev  # rocm_smi.h: test_rocm_abi checks the collector's declarations against it
+  librocm-smi64-1  # the real ROCm SMI library, driven by a fake sysfs in tests/e2e/test_rocm_real.py
+  util-linux       # unshare, for that test's private mount namespace
   ca-certificates # npm over HTTPS, and one of the Dockerfile's runtime packages the deploy test checks
   tini            # the image's PID 1: a Dockerfile runtime package, which the deploy test checks here
 )

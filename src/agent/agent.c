@@ -44,6 +44,7 @@ struct agent_opts {
   char *collector;
   char *scenario;
   char *nvml_library;
+  char *rocm_library;
   char *profiles;
   struct serve_opts serve;
   int64_t interval_ms;
@@ -68,8 +69,10 @@ struct agent_opts {
 
 #define O(f) offsetof(struct agent_opts, f)
 static const struct opt_def agent_opts_table[] = {
-    {"collector", 0, "GPUSCALE_COLLECTOR", OPT_ENUM, "nvml", 0, 0, "nvml|mock", "NAME",
-     "where readings come from: the NVIDIA driver (nvml) or a simulated scenario (mock)",
+    {"collector", 0, "GPUSCALE_COLLECTOR", OPT_ENUM, "nvml", 0, 0, "nvml|rocm|auto|mock", "NAME",
+     "where readings come from: the NVIDIA driver (nvml), AMD's ROCm SMI (rocm), whichever of "
+     "the two this node's device nodes show (auto: /dev/nvidiactl or /dev/kfd), or a simulated "
+     "scenario (mock)",
      O(collector)},
     {"scenario", 0, "GPUSCALE_SCENARIO", OPT_STRING, NULL, 0, 0, NULL, "FILE",
      "mock collector: YAML scenario file (default: the built-in 4-GPU scenario); SIGHUP reloads "
@@ -77,6 +80,10 @@ static const struct opt_def agent_opts_table[] = {
      O(scenario)},
     {"nvml-library", 0, "GPUSCALE_NVML_LIBRARY", OPT_STRING, NULL, 0, 0, NULL, "PATH",
      "nvml collector: load this library instead of libnvidia-ml.so.1", O(nvml_library)},
+    {"rocm-library", 0, "GPUSCALE_ROCM_LIBRARY", OPT_STRING, NULL, 0, 0, NULL, "PATH",
+     "rocm collector: load this library instead of librocm_smi64.so.1 (then ROCm's "
+     "/opt/rocm/lib/librocm_smi64.so.7, .6, .5)",
+     O(rocm_library)},
     {"profiles", 0, "GPUSCALE_PROFILES", OPT_STRING, NULL, 0, 0, NULL, "FILE",
      "YAML file with extra scaling profiles (see docs/profiles.md)", O(profiles)},
     {"interval", 0, "GPUSCALE_INTERVAL", OPT_DURATION, "1s", 100, 300000, NULL, "DURATION",
@@ -196,7 +203,18 @@ static int agent_run(struct agent_opts *o) {
   }
 
   const struct collector_ops *ops = collector_find(o->collector);
-  struct collector_config cc = {o->scenario, o->nvml_library};
+  if (!ops) { /* auto */
+    const char *dev = getenv("GPUSCALE_DEV_ROOT");
+    ops = collector_auto(dev && *dev ? dev : "/dev", err, sizeof err);
+    if (!ops) {
+      LOG_ERROR("agent", "%s", err);
+      profile_set_free(&profiles);
+      return 1;
+    }
+    LOG_INFO("agent", "--collector auto: using %s", ops->name);
+  }
+  const char *sysfs = getenv("GPUSCALE_SYSFS_ROOT");
+  struct collector_config cc = {o->scenario, o->nvml_library, o->rocm_library, sysfs};
   int rc = ops->open(&cc, &col, err, sizeof err);
   if (rc) {
     LOG_ERROR("agent", "cannot start the %s collector: %s", ops->name, err);

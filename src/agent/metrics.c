@@ -71,6 +71,7 @@ int metrics_render(const struct metrics_ctx *m, struct buf *out) {
       .version = GPUSCALE_VERSION,
       .counters = m->counters,
       .hostname_label = m->host_label_name,
+      .amd = api->collector_name && strcmp(api->collector_name, "rocm") == 0,
   };
   rc = expo_render(out, &in);
   if (rc == 0)

@@ -192,10 +192,16 @@ void sampler_stop(struct sampler *s) {
 int sampler_render_errors(const struct sampler *s, struct buf *out) {
   if (!s || !s->col || !s->col->ops->errors)
     return 0;
-  int rc = expo_family(out, "gpuscale_nvml_errors_total", "counter",
-                       "NVML calls that failed, by call and code (NOT_SUPPORTED excluded). A "
-                       "field's failure leaves that field absent from the sample; the GPU stays "
-                       "in service.");
+  /* The ROCm SMI collector's calls are counted under a name of their own. */
+  bool rocm = strcmp(s->col->ops->name, "rocm") == 0;
+  const char *name = rocm ? "gpuscale_rocm_errors_total" : "gpuscale_nvml_errors_total";
+  int rc = expo_family(out, name, "counter",
+                       rocm ? "ROCm SMI calls that failed, by call and code (NOT_SUPPORTED "
+                              "excluded). A field's failure leaves that field absent from the "
+                              "sample; the GPU stays in service."
+                            : "NVML calls that failed, by call and code (NOT_SUPPORTED excluded). "
+                              "A field's failure leaves that field absent from the sample; the "
+                              "GPU stays in service.");
   size_t n = s->col->ops->errors(s->col, NULL, 0);
   if (rc || n == 0)
     return rc;
@@ -211,7 +217,7 @@ int sampler_render_errors(const struct sampler *s, struct buf *out) {
     char v[32];
     snprintf(v, sizeof v, "%llu", (unsigned long long)ec[i].count);
     const struct expo_label l[] = {{"call", ec[i].call}, {"code", ec[i].code}};
-    rc = expo_sample(out, "gpuscale_nvml_errors_total", l, 2, v);
+    rc = expo_sample(out, name, l, 2, v);
   }
   free(ec);
   return rc;

@@ -269,7 +269,7 @@ struct nvml_view {
 static void nvml_open_view(struct nvml_view *v, const char *lib, const char *pci) {
   memset(v, 0, sizeof *v);
   v->ops = &collector_nvml;
-  struct collector_config cfg = {NULL, lib};
+  struct collector_config cfg = {.nvml_library = lib};
   char err[512];
   if (v->ops->open(&cfg, &v->c, err, sizeof err) != 0) {
     snprintf(v->why, sizeof v->why, "%s", err);

@@ -35,6 +35,8 @@ struct collector_proc {
 struct collector_config {
   const char *scenario_path; /* mock: YAML file, NULL = built-in default scenario */
   const char *nvml_library;  /* nvml: explicit library path, NULL = libnvidia-ml.so.1 then .so */
+  const char *rocm_library;  /* rocm: explicit library path, NULL = the sonames in rocm.c */
+  const char *sysfs_root;    /* rocm: where the guards read sysfs, NULL = /sys (tests: a tree) */
 };
 
 /* Each backend embeds this as its first member and uses container_of/cast to reach its state. */
@@ -89,8 +91,13 @@ struct collector_ops {
 
 extern const struct collector_ops collector_mock;
 extern const struct collector_ops collector_nvml;
+extern const struct collector_ops collector_rocm;
 
 /* Finds a backend by name ("nvml", "mock"). Returns NULL when unknown. */
 const struct collector_ops *collector_find(const char *name);
+
+/* The backend that `--collector auto` picks from the device nodes under dev (normally "/dev"):
+ * nvml when nvidiactl exists, rocm when kfd exists. Returns NULL with why when neither or both. */
+const struct collector_ops *collector_auto(const char *dev, char *why, size_t whylen);
 
 #endif

@@ -14,11 +14,37 @@
 
 #define DEVID_NUM_MAX 1000000 /* bound for every number in an id: no overflow, no nonsense */
 
+/* AMD's partition resources: "<compute>_<memory>" after "amd.com/". */
+static bool amd_partition_resource(const char *r) {
+  static const char *const compute[] = {"spx_", "dpx_", "tpx_", "qpx_", "cpx_"};
+  static const char *const memory[] = {"nps1", "nps2", "nps4", "nps8"};
+  for (size_t c = 0; c < sizeof compute / sizeof compute[0]; c++)
+    if (strncmp(r, compute[c], 4) == 0)
+      for (size_t m = 0; m < sizeof memory / sizeof memory[0]; m++)
+        if (strcmp(r + 4, memory[m]) == 0)
+          return true;
+  return false;
+}
+
 bool devid_resource_is_gpu(const char *r) {
   if (!r)
     return false;
   return strcmp(r, "nvidia.com/gpu") == 0 || strcmp(r, "nvidia.com/gpu.shared") == 0 ||
-         (strncmp(r, "nvidia.com/mig-", 15) == 0 && r[15] != '\0');
+         (strncmp(r, "nvidia.com/mig-", 15) == 0 && r[15] != '\0') ||
+         strcmp(r, "amd.com/gpu") == 0 ||
+         (strncmp(r, "amd.com/", 8) == 0 && amd_partition_resource(r + 8));
+}
+
+/* "XXXX:XX:XX.X" in hex: a PCI address as AMD's device plugin names a GPU. */
+static bool is_pci_address(const char *s) {
+  static const char shape[] = "hhhh:hh:hh.h";
+  for (size_t i = 0; i < sizeof shape - 1; i++) {
+    char c = s[i];
+    bool hex = (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F');
+    if (shape[i] == 'h' ? !hex : c != shape[i])
+      return false;
+  }
+  return s[sizeof shape - 1] == '\0';
 }
 
 /* Reads a decimal number of at least one digit at *p, advancing *p. False when none or too big. */
@@ -126,6 +152,21 @@ int devid_parse(const char *id, struct devid *d, const char **err) {
   }
   if (strncmp(s, "nvidia", 6) == 0)
     return parse_gke(s + 6, d, err);
+  /* AMD's plugin (ROCm/k8s-device-plugin internal/pkg/amdgpu/amdgpu.go GetAMDGPUs): a GPU by
+   * its PCI address, an MI300 partition by its platform device amdgpu_xcp_N. */
+  if (is_pci_address(s)) {
+    for (size_t i = 0; s[i]; i++)
+      d->uuid[i] = (char)(s[i] >= 'A' && s[i] <= 'F' ? s[i] - 'A' + 'a' : s[i]);
+    d->kind = DEVID_PCI;
+    return 0;
+  }
+  if (strncmp(s, "amdgpu_xcp_", 11) == 0) {
+    const char *p = s + 11;
+    if (!read_num(&p, &d->minor) || *p)
+      return fail(err, "amdgpu_xcp_N: N must be a number");
+    d->kind = DEVID_AMD_XCP;
+    return 0;
+  }
   if (*s >= '0' && *s <= '9') {
     if (!read_num(&s, &d->minor) || *s)
       return fail(err, "index ids must be a plain number");
@@ -133,8 +174,8 @@ int devid_parse(const char *id, struct devid *d, const char **err) {
     return 0;
   }
   return fail(err, "unknown device id form (want GPU-<uuid>, MIG-<uuid>, "
-                   "MIG-GPU-<uuid>/<gi>/<ci>, nvidiaN[/giM][/vgpuK] or an index, with an "
-                   "optional ::N)");
+                   "MIG-GPU-<uuid>/<gi>/<ci>, nvidiaN[/giM][/vgpuK], an index, a PCI address "
+                   "XXXX:XX:XX.X or amdgpu_xcp_N, with an optional ::N)");
 }
 
 /* ---- DRA ---- */
@@ -328,6 +369,12 @@ int devid_resolve(const struct devid *d, const struct gpu_info *infos, size_t n)
     return GS_ENOTFOUND;
   case DEVID_INDEX: return find_whole(infos, n, by_index, d);
   case DEVID_MINOR_MIG: return find_dra_mig(infos, n, d);
+  case DEVID_PCI:
+    for (size_t i = 0; i < n; i++)
+      if (!infos[i].mig && strcasecmp(infos[i].pci_bus_id, d->uuid) == 0)
+        return (int)i;
+    return GS_ENOTFOUND;
+  case DEVID_AMD_XCP: return GS_ENOTFOUND;
   }
   return GS_ENOTFOUND;
 }

@@ -15,6 +15,8 @@ enum devid_kind {
   DEVID_MINOR_GI,     /* "nvidiaN/giM" (GKE MIG): GPU instance M on the GPU with minor N */
   DEVID_INDEX,        /* "N" (NVIDIA plugin, deviceIDStrategy=index): whole GPU by NVML index */
   DEVID_MINOR_MIG,    /* DRA "gpu-N-mig-...": a MIG instance of the GPU with minor N, by profile */
+  DEVID_PCI,          /* "0000:19:00.0" (AMD's plugin): a whole GPU by PCI address (in uuid) */
+  DEVID_AMD_XCP,      /* "amdgpu_xcp_N" (AMD's plugin): an MI300 compute partition (N in minor) */
 };
 
 /* The NVIDIA DRA driver (k8s-dra-driver-gpu) for GPUs and MIG devices. */
@@ -32,8 +34,10 @@ struct devid {
   char profile[32]; /* MINOR_MIG: the MIG profile as the DRA name spells it ("1g10gb"), or "" */
 };
 
-/* True for resources whose devices are NVIDIA GPUs or MIG instances: "nvidia.com/gpu",
- * "nvidia.com/gpu.shared" (time-slicing with renameByDefault) and "nvidia.com/mig-*". */
+/* True for resources whose devices are GPUs or their partitions: "nvidia.com/gpu",
+ * "nvidia.com/gpu.shared" (time-slicing with renameByDefault), "nvidia.com/mig-*", "amd.com/gpu",
+ * and AMD's partition resources of its mixed naming strategy, "amd.com/<spx|dpx|qpx|cpx>_<nps1|
+ * nps2|nps4|nps8>" (ROCm/k8s-device-plugin cmd/k8s-device-plugin/main.go getResourceList). */
 bool devid_resource_is_gpu(const char *resource_name);
 
 /* Parses one device id. Returns 0 and fills *out, or GS_EPARSE with *err set to a static
@@ -50,7 +54,10 @@ int devid_parse(const char *id, struct devid *out, const char **err);
 int devid_parse_dra(const char *driver, const char *device, char *const *cdi, size_t n_cdi,
                     struct devid *out, const char **err);
 
-/* The position in infos[0..n) of the device that d names, or GS_ENOTFOUND. uuids compare
+/* The position in infos[0..n) of the device that d names, or GS_ENOTFOUND. A PCI address
+ * finds the whole GPU with that pci_bus_id (case-insensitive). An AMD partition
+ * ("amdgpu_xcp_N") is never found: ROCm SMI 5.2 does not list partitions, so its holder is
+ * unknown rather than attributed to the whole GPU. uuids compare
  * case-insensitively. A legacy MIG id or GKE "nvidiaN/giM" finds the whole GPU first, then its
  * MIG instance with gi_id M (parent_index is the whole GPU's index). A DRA MIG name finds the
  * one MIG instance of minor N with that profile (any profile when the name has none); when

@@ -81,6 +81,8 @@ struct gpu_info {
   int parent_index;             /* for MIG: index of the parent GPU in NVML order, else -1 */
   int gi_id;                    /* for MIG: GPU instance id, else -1 */
   char mig_profile[32];         /* for MIG: e.g. "1g.10gb", else empty */
+  char temp_sensor[12];         /* rocm: which sensor "temperature" reads, "junction" or "edge" */
+  char serial[GPU_STR_LEN]; /* board serial number where the backend has it (rocm), else empty */
 };
 
 /* Looks up a field by its public metric name ("gpu_utilization", "memory_used_percent",

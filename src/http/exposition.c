@@ -111,6 +111,30 @@ static const struct value_family {
 };
 
 #define NFAMILIES (sizeof value_families / sizeof value_families[0])
+
+/* AMD device-metrics-exporter's series for what ROCm SMI reads (names, HELP texts and types from
+ * ROCm/device-metrics-exporter pkg/amdgpu/gpuagent/gpuagent_gpu_metrics.go, all gauges; units from
+ * docs/configuration/metricslist.md). mult turns our stored unit into AMD's: energy is kept in mJ
+ * and AMD writes uJ. GF_TEMP_C is written under the name of the sensor it reads
+ * (gpu_info.temp_sensor); the exporter writes the Go client's shortest float text. */
+static const struct amd_family {
+  enum gpu_field f;
+  const char *name, *help;
+  double mult;
+} amd_families[] = {
+    {GF_GPU_UTIL, "gpu_gfx_activity", "Graphics engine usage in Percentage (0-100)", 1},
+    {GF_MEM_UTIL, "gpu_umc_activity", "Memory engine usage in Percentage (0-100)", 1},
+    {GF_MEM_USED_MIB, "gpu_used_vram", "Used VRAM memory of the GPU (in MB)", 1},
+    {GF_MEM_FREE_MIB, "gpu_free_vram", "Free VRAM memory of the GPU (in MB)", 1},
+    {GF_MEM_TOTAL_MIB, "gpu_total_vram", "Total VRAM memory of the GPU (in MB)", 1},
+    {GF_POWER_W, "gpu_power_usage", "GPU Power usage in Watts", 1},
+    {GF_TEMP_C, "gpu_junction_temperature", "Current junction/hotspot temperature in Celsius", 1},
+    {GF_TEMP_C, "gpu_edge_temperature", "Current edge temperature in Celsius", 1},
+    {GF_MEM_TEMP_C, "gpu_memory_temperature", "Current memory temperature in Celsius", 1},
+    {GF_ENERGY_MJ, "gpu_energy_consumed", "Accumulated energy consumed by the GPU in uJ", 1000},
+    {GF_PCIE_REPLAY, "pcie_replay_count", "Total number of PCIe replays", 1},
+};
+#define NAMD (sizeof amd_families / sizeof amd_families[0])
 _Static_assert(NFAMILIES <= EXPO_MAX_FAMILIES, "a counters mask has one bit per family");
 
 /* err_msg for the XIDs that clusters see most, with the text dcgm-exporter writes for them (from
@@ -273,7 +297,26 @@ static const char *host_label(const struct expo_input *in) {
 
 /* dcgm-exporter's identity labels. A MIG instance carries its parent GPU's index, UUID and model
  * name (as dcgm-exporter does) and tells itself apart with GPU_I_PROFILE and GPU_I_ID. */
+/* AMD device-metrics-exporter's identity labels (its mandatory set that ROCm SMI 5.2 can fill:
+ * gpu_id, serial_number, card_model, hostname; the partition labels need a newer library). */
+static void gpu_ids_build_amd(struct gpu_ids *g, const struct expo_input *in, size_t i) {
+  const struct gpu_info *d = &in->gpus[i].info;
+  g->n = 0;
+  snprintf(g->gpu, sizeof g->gpu, "%d", d->index);
+  g->uuid = d->uuid;
+  g->mig = false;
+  add_label(g, "gpu_id", g->gpu);
+  add_label(g, "serial_number", d->serial);
+  add_label(g, "card_model", d->name);
+  if (in->hostname && in->hostname[0])
+    add_label(g, "hostname", in->hostname);
+}
+
 static void gpu_ids_build(struct gpu_ids *g, const struct expo_input *in, size_t i) {
+  if (in->amd) {
+    gpu_ids_build_amd(g, in, i);
+    return;
+  }
   const struct gpu_info *d = &in->gpus[i].info;
   const struct gpu_info *parent = NULL;
   if (d->mig)
@@ -434,7 +477,64 @@ static size_t xid_labels(struct expo_label *l, double v, char *code, size_t len)
   return 1;
 }
 
+/* AMD's series, then gpuscale's own (VFL_OURS) with the AMD labels. */
+static int render_values_amd(struct buf *b, const struct expo_input *in,
+                             const struct gpu_ids *ids) {
+  struct expo_label none[1] = {{NULL, NULL}};
+  char count[32];
+  snprintf(count, sizeof count, "%zu", in->ngpus);
+  struct expo_label host = {"hostname", in->hostname};
+  int rc = expo_family(b, "gpu_nodes_total", "gauge", "Number of GPUs in the node");
+  if (!rc)
+    rc = expo_sample(b, "gpu_nodes_total", &host, in->hostname && in->hostname[0] ? 1 : 0, count);
+  for (size_t k = 0; k < NAMD && !rc; k++) {
+    const struct amd_family *af = &amd_families[k];
+    const char *sensor = NULL;
+    if (af->f == GF_TEMP_C)
+      sensor = strcmp(af->name, "gpu_junction_temperature") == 0 ? "junction" : "edge";
+    bool header = false;
+    for (size_t i = 0; i < in->ngpus && !rc; i++) {
+      const struct gpu_snapshot *g = &in->gpus[i];
+      if (!gpu_serves_values(in, g) || !sample_has(&g->latest, af->f) ||
+          !isfinite(g->latest.v[af->f]) || (sensor && strcmp(g->info.temp_sensor, sensor) != 0))
+        continue;
+      if (!header)
+        rc = expo_family(b, af->name, "gauge", af->help);
+      header = true;
+      char value[64];
+      expo_format_double(g->latest.v[af->f] * af->mult, value, sizeof value);
+      struct value_family vf = {.f = af->f, .name = af->name};
+      if (!rc)
+        rc = value_lines(b, in, &vf, &ids[i], none, 0, pods_of(in, i), value);
+    }
+  }
+  for (size_t k = 0; k < NFAMILIES && !rc; k++) {
+    const struct value_family *vf = &value_families[k];
+    if (!(vf->flags & VFL_OURS))
+      continue;
+    /* A family is written once a GPU has it: the NVLink and NVML PCIe series never on AMD. */
+    bool header = false;
+    for (size_t i = 0; i < in->ngpus && !rc; i++) {
+      const struct gpu_snapshot *g = &in->gpus[i];
+      if (!gpu_serves_values(in, g) || !sample_has(&g->latest, vf->f) ||
+          !isfinite(g->latest.v[vf->f]))
+        continue;
+      if (!header)
+        rc = expo_family(b, vf->name, vf->type, vf->help);
+      header = true;
+      if (rc)
+        break;
+      char value[64];
+      format_value(g->latest.v[vf->f] / vf->div, vf->fmt, value, sizeof value);
+      rc = value_lines(b, in, vf, &ids[i], none, 0, pods_of(in, i), value);
+    }
+  }
+  return rc;
+}
+
 static int render_values(struct buf *b, const struct expo_input *in, const struct gpu_ids *ids) {
+  if (in->amd)
+    return render_values_amd(b, in, ids);
   int rc = 0;
   for (size_t k = 0; k < NFAMILIES && !rc; k++) {
     const struct value_family *vf = &value_families[k];
@@ -478,12 +578,13 @@ static int render_pod_info(struct buf *b, const struct expo_input *in, const str
     for (size_t p = 0; pods && p < pods->n && !rc; p++) {
       struct expo_label l[EXPO_MAX_LABELS];
       size_t n = 0;
-      l[n++] = (struct expo_label){"gpu", ids[i].gpu};
-      l[n++] = (struct expo_label){"UUID", ids[i].uuid};
+      l[n++] = (struct expo_label){in->amd ? "gpu_id" : "gpu", ids[i].gpu};
+      if (!in->amd)
+        l[n++] = (struct expo_label){"UUID", ids[i].uuid};
       if (ids[i].mig)
         l[n++] = (struct expo_label){"GPU_I_ID", ids[i].gi_id};
       if (in->hostname && in->hostname[0])
-        l[n++] = (struct expo_label){host_label(in), in->hostname};
+        l[n++] = (struct expo_label){in->amd ? "hostname" : host_label(in), in->hostname};
       n = add_pod_labels(l, n, &pods->pods[p]);
       rc = expo_sample(b, "gpuscale_gpu_pod_info", l, n, "1");
     }

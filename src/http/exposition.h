@@ -60,6 +60,10 @@ struct expo_input {
    * with its types and HELP texts. NULL: gpuscale's default set (expo_family_default). */
   const struct counters *counters;
   const char *hostname_label; /* the name of the host label: "Hostname" (NULL) or "hostname" */
+  /* AMD GPUs (the rocm collector): AMD device-metrics-exporter's series names, units and labels
+   * (gpu_gfx_activity{gpu_id,serial_number,card_model,hostname,...}) instead of dcgm-exporter's;
+   * gpuscale's own series keep their names, with the AMD labels. counters is not used. */
+  bool amd;
 };
 
 /* Renders the whole exposition into b (appending). Returns 0, GS_ETOOBIG or GS_ENOMEM; on error

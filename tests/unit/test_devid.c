@@ -265,7 +265,7 @@ static const struct res_case res_cases[] = {
     {"nvidia.com/mig-3g.40gb.shared", true},
     {"nvidia.com/mig-", false},
     {"nvidia.com/gpus", false},
-    {"amd.com/gpu", false},
+    {"amd.com/gpu", true}, /* AMD GPUs are served by the rocm collector (issue 22) */
     {"cpu", false},
     {"", false},
     {NULL, false},
@@ -277,12 +277,52 @@ static void test_resource_names(void **state) {
       fail_msg("%s: want %d", res_cases[i].name ? res_cases[i].name : "(null)", res_cases[i].gpu);
 }
 
+/* AMD's device plugin (ROCm/k8s-device-plugin internal/pkg/amdgpu/amdgpu.go GetAMDGPUs): a GPU
+ * by its PCI address as rsmi_dev_pci_id_get formats it, an MI300 partition by its platform device
+ * amdgpu_xcp_N, which ROCm SMI 5.2 does not list (never attributed to the whole GPU). */
+static void test_amd_ids(void **state) {
+  (void)state;
+  struct gpu_info amd[2];
+  memset(amd, 0, sizeof amd);
+  for (int i = 0; i < 2; i++) {
+    amd[i].index = i;
+    amd[i].parent_index = amd[i].gi_id = -1;
+  }
+  snprintf(amd[0].pci_bus_id, sizeof amd[0].pci_bus_id, "0000:19:00.0");
+  snprintf(amd[1].pci_bus_id, sizeof amd[1].pci_bus_id, "0000:3a:00.0");
+  struct devid d;
+  const char *err = NULL;
+  assert_int_equal(devid_parse("0000:3a:00.0", &d, &err), 0);
+  assert_int_equal(d.kind, DEVID_PCI);
+  assert_int_equal(devid_resolve(&d, amd, 2), 1);
+  assert_int_equal(devid_parse("0000:3A:00.0", &d, &err), 0); /* hex case does not matter */
+  assert_int_equal(devid_resolve(&d, amd, 2), 1);
+  assert_int_equal(devid_parse("0000:19:00.0::2", &d, &err), 0); /* a time-slicing replica */
+  assert_int_equal(devid_resolve(&d, amd, 2), 0);
+  assert_int_equal(d.replica, 2);
+  assert_int_equal(devid_parse("0000:5b:00.0", &d, &err), 0);
+  assert_int_equal(devid_resolve(&d, amd, 2), GS_ENOTFOUND);
+  assert_int_equal(devid_parse("amdgpu_xcp_30", &d, &err), 0);
+  assert_int_equal(d.kind, DEVID_AMD_XCP);
+  assert_int_equal(d.minor, 30);
+  assert_int_equal(devid_resolve(&d, amd, 2), GS_ENOTFOUND);
+  assert_int_equal(devid_parse("amdgpu_xcp_", &d, &err), GS_EPARSE);
+  assert_int_equal(devid_parse("0000:19:00", &d, &err), GS_EPARSE);
+  assert_int_equal(devid_parse("0000:19:00.0x", &d, &err), GS_EPARSE);
+  assert_true(devid_resource_is_gpu("amd.com/gpu"));
+  assert_true(devid_resource_is_gpu("amd.com/cpx_nps4"));
+  assert_true(devid_resource_is_gpu("amd.com/spx_nps1"));
+  assert_false(devid_resource_is_gpu("amd.com/cpx"));
+  assert_false(devid_resource_is_gpu("amd.com/xgmi"));
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_setup(test_id_table, setup),
       cmocka_unit_test_setup(test_parse_fields, setup),
       cmocka_unit_test_setup(test_gke_minor_without_parent, setup),
       cmocka_unit_test(test_resource_names),
+      cmocka_unit_test(test_amd_ids),
       cmocka_unit_test_setup(test_dra_table, setup),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

@@ -326,6 +326,49 @@ static void test_golden_one_pod(void **state) {
   golden("one_pod", &in);
 }
 
+/* An AMD node (the rocm collector): AMD device-metrics-exporter's names, HELP texts and labels
+ * (ROCm/device-metrics-exporter pkg/amdgpu/gpuagent/gpuagent_gpu_metrics.go), energy in uJ, one
+ * temperature series under its sensor's name (an MI300X's junction, an MI210's edge), a GPU held
+ * by a pod, and no DCGM series. */
+static void test_golden_amd(void **state) {
+  (void)state;
+  struct gpu_snapshot g[2] = {gpu(0, "0x5a3c1e0f00aa1234"), gpu(1, "0000:3a:00.0")};
+  for (int i = 0; i < 2; i++) {
+    all_fields(&g[i]);
+    sample_set(&g[i].latest, GF_MEM_TEMP_C, 60);
+    sample_set(&g[i].latest, GF_PCIE_REPLAY, 0);
+    snprintf(g[i].info.pci_bus_id, sizeof g[i].info.pci_bus_id, "0000:%02x:00.0", i ? 0x3a : 0x19);
+  }
+  snprintf(g[0].info.name, sizeof g[0].info.name, "AMD Instinct MI300X");
+  snprintf(g[0].info.serial, sizeof g[0].info.serial, "692251001234");
+  snprintf(g[0].info.temp_sensor, sizeof g[0].info.temp_sensor, "junction");
+  snprintf(g[1].info.name, sizeof g[1].info.name, "AMD Instinct MI210");
+  snprintf(g[1].info.temp_sensor, sizeof g[1].info.temp_sensor, "edge");
+  g[1].latest.v[GF_TEMP_C] = 41.5;
+  struct gpu_pods pods[2];
+  memset(pods, 0, sizeof pods);
+  pods[0].n = pods[0].total = 1;
+  set_pod(&pods[0], 0, "serving", "vllm-7d9f8b6c5-x2x4q", "vllm");
+  struct expo_input in = base_input(g, 2);
+  in.pods = pods;
+  in.attribution = 1;
+  in.amd = true;
+  golden("amd", &in);
+  struct buf b;
+  buf_init(&b, 1u << 20);
+  assert_int_equal(expo_render(&b, &in), 0);
+  assert_null(strstr(b.data, "DCGM_"));
+  assert_non_null(strstr(b.data,
+                         "gpu_energy_consumed{gpu_id=\"0\",serial_number=\"692251001234\","
+                         "card_model=\"AMD Instinct MI300X\",hostname=\"gpu-node-1\","
+                         "container=\"vllm\",namespace=\"serving\",pod=\"vllm-7d9f8b6c5-x2x4q\"} "
+                         "123456789012000\n"));
+  assert_non_null(strstr(b.data, "gpu_edge_temperature{gpu_id=\"1\""));
+  assert_null(strstr(b.data, "gpu_junction_temperature{gpu_id=\"1\""));
+  assert_null(strstr(b.data, "gpu_edge_temperature{gpu_id=\"0\""));
+  buf_free(&b);
+}
+
 /* Time-slicing by two workloads: the value series once, marked shared, without pod labels; one
  * gpuscale_gpu_pod_info series per holder. */
 static void test_golden_shared(void **state) {
@@ -1164,6 +1207,7 @@ int main(void) {
       cmocka_unit_test(test_golden_stale),
       cmocka_unit_test(test_golden_mig),
       cmocka_unit_test(test_golden_one_pod),
+      cmocka_unit_test(test_golden_amd),
       cmocka_unit_test(test_golden_shared),
       cmocka_unit_test(test_golden_shared_per_pod),
       cmocka_unit_test(test_shared_gpu_series),

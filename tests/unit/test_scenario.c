@@ -561,7 +561,7 @@ static void test_mock_errors(void **state) {
                    "    fail: {energy: NO_PERMISSION, temperature: TIMEOUT}\n"
                    "  - model: Y\n    memory_total_mib: 100\n    health: lost\n"
                    "    fail: {temperature: TIMEOUT}\n");
-  struct collector_config cfg = {path, NULL};
+  struct collector_config cfg = {.scenario_path = path};
   struct collector *c = NULL;
   char err[512] = "";
   assert_int_equal(collector_mock.open(&cfg, &c, err, sizeof err), 0);
@@ -855,7 +855,7 @@ static void test_csv_parse(void **state) {
 
 static void test_mock_default(void **state) {
   (void)state;
-  struct collector_config cfg = {NULL, NULL};
+  struct collector_config cfg = {.scenario_path = NULL};
   struct collector *c = NULL;
   char err[256] = "";
   assert_int_equal(collector_mock.open(&cfg, &c, err, sizeof err), 0);
@@ -885,7 +885,7 @@ static void test_mock_default(void **state) {
 
 static void test_mock_health(void **state) {
   (void)state;
-  struct collector_config cfg = {FIX "/health.yaml", NULL};
+  struct collector_config cfg = {.scenario_path = FIX "/health.yaml"};
   struct collector *c = NULL;
   char err[256] = "";
   assert_int_equal(collector_mock.open(&cfg, &c, err, sizeof err), 0);
@@ -906,7 +906,7 @@ static void test_mock_health(void **state) {
 
 static void test_mock_open_errors(void **state) {
   (void)state;
-  struct collector_config cfg = {FIX "/missing_csv.yaml", NULL};
+  struct collector_config cfg = {.scenario_path = FIX "/missing_csv.yaml"};
   struct collector *c = NULL;
   char err[512] = "";
   assert_int_equal(collector_mock.open(&cfg, &c, err, sizeof err), GS_EIO);
@@ -932,7 +932,7 @@ static void test_mock_reload(void **state) {
   snprintf(path, sizeof path, "%s/s.yaml", dir);
   write_file(path, good2);
 
-  struct collector_config cfg = {path, NULL};
+  struct collector_config cfg = {.scenario_path = path};
   struct collector *c = NULL;
   char err[512] = "";
   assert_int_equal(collector_mock.open(&cfg, &c, err, sizeof err), 0);

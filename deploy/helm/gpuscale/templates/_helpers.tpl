@@ -62,6 +62,16 @@ examples/prometheus/scrape-config.yaml keeps pods by that label.
 app.kubernetes.io/name: gpuscale-agent
 app.kubernetes.io/instance: {{ .Release.Name }}
 {{- end -}}
+{{/* The AMD agent DaemonSet's own selector (agentAmd): disjoint from the NVIDIA one's. */}}
+{{- define "gpuscale.agentAmd.selectorLabels" -}}
+app.kubernetes.io/name: gpuscale-agent-amd
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end -}}
+{{/* The agent Services' pod selector: the pods of both agent DaemonSets (NVIDIA and AMD). */}}
+{{- define "gpuscale.agent.podSelector" -}}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/component: agent
+{{- end -}}
 {{- define "gpuscale.gateway.selectorLabels" -}}
 app.kubernetes.io/name: gpuscale-gateway
 app.kubernetes.io/instance: {{ .Release.Name }}
