@@ -121,6 +121,10 @@ if mnt="$(podman image mount "$REF" 2>"$OUT/mount.err")"; then
   nvml="$(find "$mnt/usr" "$mnt/lib" -name 'libnvidia-ml*' 2>/dev/null | sed "s|^$mnt||")"
   [ -z "$nvml" ] && ok "no NVML in the image (the NVIDIA runtime or nvmlHostMounts brings the host's)" ||
     bad "NVML is baked in: $nvml"
+  # The AMD collector dlopens ROCm SMI, which no container runtime injects (unlike NVIDIA's NVML): the image
+  # carries Debian's library (RUNTIME_PACKAGES), at the first soname src/collect/rocm.c tries.
+  [ -e "$mnt/usr/lib/librocm_smi64.so.1" ] && ok "ROCm SMI in the image (/usr/lib/librocm_smi64.so.1, for --collector rocm)" ||
+    bad "no /usr/lib/librocm_smi64.so.1: --collector rocm cannot start from this image (RUNTIME_PACKAGES lacks librocm-smi64-1)"
   if [ -e "$mnt/bin/sh" ] || [ -L "$mnt/bin/sh" ]; then
     ok "has a shell: /bin/sh -> $(readlink "$mnt/bin/sh"), as chosen (the Debian slim base's essential dash; docs/install.md)"
   else
