@@ -153,6 +153,12 @@ static int parse_signals(struct sim_yaml *y, yaml_node_t *v, struct sim_model *m
     if (rc)
       return rc;
     const struct sim_signal *sg = &m->sig[m->nsig];
+    enum engine_signal run, wait;
+    if (sg->engine && engine_signal_derived(sg->esig, &run, &wait))
+      return sim_yaml_fail(y, kn, "signals", E,
+                           "\"%s\" is derived by the policy from %s and %s (and the trigger's "
+                           "maxNumSeqs): give those two signals",
+                           k, engine_signal_name(run), engine_signal_name(wait));
     if (sg->engine) { /* one engine per workload: its pods serve one engine's metrics */
       enum engine_kind k2 = engine_signal_kind(sg->esig);
       if (m->engine != ENGINE_UNKNOWN && m->engine != k2)
