@@ -82,3 +82,11 @@ for t in conv code; do
     --svg "$I/sim-azure-$t-dcgm-hpa.svg" >/dev/null
   echo
 done
+for t in conv code; do
+  T=$E/traces/azure-llm-2023-$t.csv
+  $G --tune --model "$E/models/vllm-batching.yaml" --trace "$T" --scaledobject "$L/in-flight.yaml" \
+    --svg "$I/sim-azure-$t-tune.svg"
+  $G --tune --model "$E/models/vllm-batching.yaml" --trace "$T" --scaledobject "$L/in-flight.yaml" \
+    --holdout 0.3 | tail -3
+  echo
+done
