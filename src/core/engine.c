@@ -20,7 +20,9 @@ static const struct {
     [ES_TRITON_REQUEST_RATE] = {"triton_request_rate", ENGINE_TRITON},
     [ES_TRTLLM_ACTIVE] = {"trtllm_active_requests", ENGINE_TRITON},
     [ES_TRTLLM_QUEUED] = {"trtllm_queued_requests", ENGINE_TRITON},
+    [ES_SGLANG_RUNNING] = {"sglang_requests_running", ENGINE_SGLANG},
     [ES_VLLM_IN_FLIGHT] = {"vllm_requests_in_flight", ENGINE_VLLM},
+    [ES_SGLANG_IN_FLIGHT] = {"sglang_requests_in_flight", ENGINE_SGLANG},
     [ES_TGI_IN_FLIGHT] = {"tgi_requests_in_flight", ENGINE_TGI},
 };
 
@@ -34,6 +36,10 @@ bool engine_signal_derived(enum engine_signal s, enum engine_signal *running,
   case ES_TGI_IN_FLIGHT:
     *running = ES_TGI_BATCH;
     *waiting = ES_TGI_QUEUE;
+    return true;
+  case ES_SGLANG_IN_FLIGHT:
+    *running = ES_SGLANG_RUNNING;
+    *waiting = ES_SGLANG_QUEUE;
     return true;
   default: return false;
   }

@@ -40,12 +40,16 @@ enum engine_signal {
                               batch manager, nv_trt_llm_request_metrics{request_type="active"} */
   ES_TRTLLM_QUEUED,        /* trtllm_queued_requests: requests queued inside TensorRT-LLM, not yet
                               scheduled, nv_trt_llm_request_metrics{request_type="waiting"} */
+  ES_SGLANG_RUNNING,       /* sglang_requests_running: requests running (sglang:num_running_reqs),
+                              one value per data-parallel group, summed */
   ES__COUNT, /* the signals an agent reads and the node API carries (one wire bit each) */
   /* Derived by the policy from two signals above and the trigger's maxNumSeqs, never read or
    * carried (docs/engines.md "Requests in flight"): 100 x (running + waiting) / maxNumSeqs. */
   ES_VLLM_IN_FLIGHT = ES__COUNT, /* vllm_requests_in_flight: vllm_requests_running +
                                     vllm_queue_depth */
   ES_TGI_IN_FLIGHT,              /* tgi_requests_in_flight: tgi_batch_size + tgi_queue_size */
+  ES_SGLANG_IN_FLIGHT,           /* sglang_requests_in_flight: sglang_requests_running +
+                                    sglang_queue_depth */
   ES__ALL
 };
 

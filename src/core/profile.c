@@ -41,6 +41,7 @@ static const struct profile builtin[] = {
     /* requests in flight over maxNumSeqs, %: proportional to load (docs/engines.md) */
     ENGINE_PROFILE("vllm-in-flight", ES_VLLM_IN_FLIGHT, 50, 0),
     ENGINE_PROFILE("tgi-in-flight", ES_TGI_IN_FLIGHT, 50, 0),
+    ENGINE_PROFILE("sglang-in-flight", ES_SGLANG_IN_FLIGHT, 50, 0),
 };
 
 int profile_set_init(struct profile_set *ps) {

@@ -53,7 +53,8 @@ static const char engine_metrics[] =
     "vllm_queue_depth, vllm_requests_running, vllm_kv_cache_usage, tgi_queue_size, "
     "tgi_batch_size, sglang_queue_depth, sglang_token_usage, triton_pending_requests, "
     "triton_queue_wait_ms, triton_request_rate, trtllm_active_requests, trtllm_queued_requests, "
-    "vllm_requests_in_flight, tgi_requests_in_flight (these two with maxNumSeqs)";
+    "sglang_requests_running, vllm_requests_in_flight, tgi_requests_in_flight, "
+    "sglang_requests_in_flight (these three with maxNumSeqs)";
 
 static const char *md_get(const struct kv *md, size_t n, const char *key) {
   const char *v = NULL;
@@ -710,12 +711,14 @@ static int parse_max_num_seqs(const struct kv *md, size_t n, struct trigger *t, 
     return 0;
   if (!derived)
     return bad(err, errlen, "maxNumSeqs", v,
-               "applies only to metricType vllm_requests_in_flight or tgi_requests_in_flight");
+               "applies only to metricType vllm_requests_in_flight, tgi_requests_in_flight or "
+               "sglang_requests_in_flight");
   if (!v) {
     char rule[256];
     snprintf(rule, sizeof rule,
              "is needed with metricType %s: the requests one pod runs at once (vLLM "
-             "--max-num-seqs, TGI --max-batch-size), which the engine does not serve",
+             "--max-num-seqs, TGI --max-batch-size, SGLang --max-running-requests), which the "
+             "engine does not serve",
              engine_signal_name(t->esignal));
     return bad(err, errlen, "maxNumSeqs", "", rule);
   }

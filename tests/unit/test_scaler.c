@@ -1612,6 +1612,21 @@ static void test_select_engines_in_flight(void **state) {
   assert_true(sel.vals[0] == 50);
   scaler_selection_release(&sel);
   trigger_free(&t);
+  /* SGLang: sglang:num_running_reqs + sglang:num_queue_reqs (python/sglang/srt/metrics/
+   * collector.py), over --max-running-requests given as maxNumSeqs */
+  rs[0].kind = ENGINE_SGLANG;
+  rs[0].valid = ES_BIT(ES_SGLANG_RUNNING) | ES_BIT(ES_SGLANG_QUEUE);
+  rs[0].v[ES_SGLANG_RUNNING] = 48;
+  rs[0].v[ES_SGLANG_QUEUE] = 0;
+  const struct kv sg[] = {{"profile", "sglang-in-flight"}, {"maxNumSeqs", "64"}};
+  assert_int_equal(trigger_parse(sg, 2, &profiles, &t, err, sizeof err), 0);
+  memset(&sel, 0, sizeof sel);
+  next = 0;
+  assert_int_equal(scaler_select_engines(&t, rs, 1, true, "gpu-1", &sel, &next, &stale), 0);
+  assert_int_equal(sel.n, 1);
+  assert_true(sel.vals[0] == 75);
+  scaler_selection_release(&sel);
+  trigger_free(&t);
   /* maxNumSeqs: needed by the in-flight metricTypes, refused elsewhere, a number */
   const struct kv no[] = {{"profile", "vllm-in-flight"}};
   assert_int_equal(trigger_parse(no, 1, &profiles, &t, err, sizeof err), GS_EINVAL);
