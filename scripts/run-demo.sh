@@ -10,7 +10,7 @@ cat <<TXT
   gRPC (KEDA ExternalScaler, grpc.health.v1) on ${GRPC}, HTTP on ${HTTP}.
 
   Try, from another terminal:
-    ${BIN} query --address 127.0.0.1:6000 --profile vllm-inference
+    ${BIN} query --address 127.0.0.1:6000 --profile triton-inference
     ${BIN} query --address 127.0.0.1:6000 -m metricType=gpu_utilization -m targetValue=75 -m aggregation=avg
     ${BIN} query --address 127.0.0.1:6000 --profile triton-inference -m gpuIndex=2 --watch
     curl -s 127.0.0.1:9400/metrics | grep '^DCGM_FI_DEV_GPU_UTIL'

@@ -67,3 +67,26 @@ $G --model "$E/models/inference.yaml" --trace step --compare "$E/workload-util.y
 echo
 $G --model "$E/models/inference.yaml" --trace morning --compare "$E/zero-with-demand.yaml" \
   "$E/idle-replicas.yaml" "$E/http-addon.yaml" "$E/http-addon-rate.yaml"
+echo
+# Real traces (docs/simulate.md "Real traces"): Azure's LLM inference traces 2023 through the
+# continuous-batching model, every LLM configuration, one chart per trace (the recommended one).
+L=$E/llm
+for t in conv code; do
+  T=$E/traces/azure-llm-2023-$t.csv
+  $G --model "$E/models/vllm-batching.yaml" --trace "$T" --compare "$L/dcgm-hpa.yaml" \
+    "$L/ref-queue-depth.yaml" "$L/ref-vllm-inference.yaml" "$L/queue-depth.yaml" "$L/kv-cache.yaml" \
+    "$L/workload-util.yaml" "$L/in-flight.yaml"
+  $G --model "$E/models/vllm-batching.yaml" --trace "$T" --scaledobject "$L/in-flight.yaml" \
+    --svg "$I/sim-azure-$t-in-flight.svg" >/dev/null
+  $G --model "$E/models/vllm-batching.yaml" --trace "$T" --scaledobject "$L/dcgm-hpa.yaml" \
+    --svg "$I/sim-azure-$t-dcgm-hpa.svg" >/dev/null
+  echo
+done
+for t in conv code; do
+  T=$E/traces/azure-llm-2023-$t.csv
+  $G --tune --model "$E/models/vllm-batching.yaml" --trace "$T" --scaledobject "$L/in-flight.yaml" \
+    --svg "$I/sim-azure-$t-tune.svg"
+  $G --tune --model "$E/models/vllm-batching.yaml" --trace "$T" --scaledobject "$L/in-flight.yaml" \
+    --holdout 0.3 | tail -3
+  echo
+done

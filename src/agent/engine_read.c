@@ -619,6 +619,7 @@ void engine_read(enum engine_kind kind, const struct prom_doc *d, int64_t now_ms
     break;
   case ENGINE_SGLANG:
     sglang_gauge(out, ES_SGLANG_QUEUE, d, "sglang:num_queue_reqs", false);
+    sglang_gauge(out, ES_SGLANG_RUNNING, d, "sglang:num_running_reqs", false);
     sglang_gauge(out, ES_SGLANG_TOKEN_USAGE, d, "sglang:token_usage", true);
     break;
   case ENGINE_TRITON: read_triton(d, now_ms, prev, out); break;

@@ -26,7 +26,8 @@ static int select_url(struct engine_source *es, const struct trigger *t,
     return rc;
   }
   sel->matched = sel->selected = 1;
-  if (rc != 0 || !r.fresh || !engine_has(&r, t->esignal)) {
+  double v = 0;
+  if (rc != 0 || !r.fresh || engine_value(&r, t->esignal, t->max_num_seqs, &v) != 0) {
     scaler_selection_note(sel, "%s %.200s: no fresh %s reading: %s",
                           t->endpoint_key ? t->endpoint_key : "endpoint", t->endpoint,
                           engine_signal_name(t->esignal),
@@ -37,7 +38,7 @@ static int select_url(struct engine_source *es, const struct trigger *t,
     return 0;
   }
   sel->fresh = 1;
-  return scaler_selection_add(sel, r.v[t->esignal], 0);
+  return scaler_selection_add(sel, v, 0);
 }
 
 static int engine_select(void *ud, const struct trigger *t, struct scaler_selection *sel, char *err,

@@ -7,7 +7,7 @@
 static const struct {
   const char *name;
   enum engine_kind kind;
-} signals[ES__COUNT] = {
+} signals[ES__ALL] = {
     [ES_VLLM_QUEUE_DEPTH] = {"vllm_queue_depth", ENGINE_VLLM},
     [ES_VLLM_RUNNING] = {"vllm_requests_running", ENGINE_VLLM},
     [ES_VLLM_KV_CACHE] = {"vllm_kv_cache_usage", ENGINE_VLLM},
@@ -20,7 +20,45 @@ static const struct {
     [ES_TRITON_REQUEST_RATE] = {"triton_request_rate", ENGINE_TRITON},
     [ES_TRTLLM_ACTIVE] = {"trtllm_active_requests", ENGINE_TRITON},
     [ES_TRTLLM_QUEUED] = {"trtllm_queued_requests", ENGINE_TRITON},
+    [ES_SGLANG_RUNNING] = {"sglang_requests_running", ENGINE_SGLANG},
+    [ES_VLLM_IN_FLIGHT] = {"vllm_requests_in_flight", ENGINE_VLLM},
+    [ES_SGLANG_IN_FLIGHT] = {"sglang_requests_in_flight", ENGINE_SGLANG},
+    [ES_TGI_IN_FLIGHT] = {"tgi_requests_in_flight", ENGINE_TGI},
 };
+
+bool engine_signal_derived(enum engine_signal s, enum engine_signal *running,
+                           enum engine_signal *waiting) {
+  switch (s) {
+  case ES_VLLM_IN_FLIGHT:
+    *running = ES_VLLM_RUNNING;
+    *waiting = ES_VLLM_QUEUE_DEPTH;
+    return true;
+  case ES_TGI_IN_FLIGHT:
+    *running = ES_TGI_BATCH;
+    *waiting = ES_TGI_QUEUE;
+    return true;
+  case ES_SGLANG_IN_FLIGHT:
+    *running = ES_SGLANG_RUNNING;
+    *waiting = ES_SGLANG_QUEUE;
+    return true;
+  default: return false;
+  }
+}
+
+int engine_value(const struct engine_reading *r, enum engine_signal s, double max_num_seqs,
+                 double *out) {
+  enum engine_signal run, wait;
+  if (!engine_signal_derived(s, &run, &wait)) {
+    if (!engine_has(r, s))
+      return -1;
+    *out = r->v[s];
+    return 0;
+  }
+  if (!engine_has(r, run) || !engine_has(r, wait) || !(max_num_seqs > 0))
+    return -1;
+  *out = 100 * (r->v[run] + r->v[wait]) / max_num_seqs;
+  return 0;
+}
 
 static const char *const kinds[ENGINE__COUNT] = {
     [ENGINE_UNKNOWN] = "unknown", [ENGINE_VLLM] = "vllm",     [ENGINE_TGI] = "tgi",
@@ -28,7 +66,7 @@ static const char *const kinds[ENGINE__COUNT] = {
 };
 
 int engine_signal_parse(const char *name, enum engine_signal *out) {
-  for (int i = 0; i < ES__COUNT; i++)
+  for (int i = 0; i < ES__ALL; i++)
     if (name && strcmp(name, signals[i].name) == 0) {
       *out = (enum engine_signal)i;
       return 0;
@@ -37,11 +75,11 @@ int engine_signal_parse(const char *name, enum engine_signal *out) {
 }
 
 const char *engine_signal_name(enum engine_signal s) {
-  return (s >= 0 && s < ES__COUNT) ? signals[s].name : "unknown";
+  return (s >= 0 && s < ES__ALL) ? signals[s].name : "unknown";
 }
 
 enum engine_kind engine_signal_kind(enum engine_signal s) {
-  return (s >= 0 && s < ES__COUNT) ? signals[s].kind : ENGINE_UNKNOWN;
+  return (s >= 0 && s < ES__ALL) ? signals[s].kind : ENGINE_UNKNOWN;
 }
 
 const char *engine_kind_name(enum engine_kind k) {

@@ -40,7 +40,17 @@ enum engine_signal {
                               batch manager, nv_trt_llm_request_metrics{request_type="active"} */
   ES_TRTLLM_QUEUED,        /* trtllm_queued_requests: requests queued inside TensorRT-LLM, not yet
                               scheduled, nv_trt_llm_request_metrics{request_type="waiting"} */
-  ES__COUNT
+  ES_SGLANG_RUNNING,       /* sglang_requests_running: requests running (sglang:num_running_reqs),
+                              one value per data-parallel group, summed */
+  ES__COUNT, /* the signals an agent reads and the node API carries (one wire bit each) */
+  /* Derived by the policy from two signals above and the trigger's maxNumSeqs, never read or
+   * carried (docs/engines.md "Requests in flight"): 100 x (running + waiting) / maxNumSeqs. */
+  ES_VLLM_IN_FLIGHT = ES__COUNT, /* vllm_requests_in_flight: vllm_requests_running +
+                                    vllm_queue_depth */
+  ES_TGI_IN_FLIGHT,              /* tgi_requests_in_flight: tgi_batch_size + tgi_queue_size */
+  ES_SGLANG_IN_FLIGHT,           /* sglang_requests_in_flight: sglang_requests_running +
+                                    sglang_queue_depth */
+  ES__ALL
 };
 
 #define ES_BIT(s) (UINT32_C(1) << (s))
@@ -118,7 +128,15 @@ bool engine_signal_per_model(enum engine_signal s);
 int engine_model_value(const struct engine_reading *r, enum engine_signal s, const char *model,
                        const char *version, double *out, char *why, size_t whylen);
 static inline bool engine_has(const struct engine_reading *r, enum engine_signal s) {
-  return (r->valid & ES_BIT(s)) != 0;
+  return s < ES__COUNT && (r->valid & ES_BIT(s)) != 0;
 }
+/* True for a signal the policy derives (ES__COUNT <= s < ES__ALL); *running and *waiting name
+ * the two signals it adds. */
+bool engine_signal_derived(enum engine_signal s, enum engine_signal *running,
+                           enum engine_signal *waiting);
+/* Signal s of reading r: a read signal's value, or a derived one's, 100 x (running + waiting) /
+ * max_num_seqs. Returns 0 with *out, or -1 (a signal it needs is absent, or max_num_seqs <= 0). */
+int engine_value(const struct engine_reading *r, enum engine_signal s, double max_num_seqs,
+                 double *out);
 
 #endif

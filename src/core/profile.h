@@ -31,7 +31,8 @@ struct profile_set {
 /* Fills the set with the built-in profiles: the GPU ones (vllm-inference, triton-inference,
  * training, batch, ollama, tgi-inference, distributed-training) and the engine ones
  * (vllm-queue-depth, vllm-kv-cache, triton-queue-wait, triton-request-rate, tgi-queue-size,
- * sglang-queue-depth; docs/profiles.md). Returns 0 or GS_ENOMEM. */
+ * sglang-queue-depth, vllm-in-flight, tgi-in-flight, sglang-in-flight; docs/profiles.md). Returns 0
+ * or GS_ENOMEM. */
 int profile_set_init(struct profile_set *ps);
 /* Adds or replaces profiles from a YAML file of the form
  *   profiles:

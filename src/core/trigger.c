@@ -52,7 +52,9 @@ bool trigger_scaler_metric(enum gpu_field f) {
 static const char engine_metrics[] =
     "vllm_queue_depth, vllm_requests_running, vllm_kv_cache_usage, tgi_queue_size, "
     "tgi_batch_size, sglang_queue_depth, sglang_token_usage, triton_pending_requests, "
-    "triton_queue_wait_ms, triton_request_rate";
+    "triton_queue_wait_ms, triton_request_rate, trtllm_active_requests, trtllm_queued_requests, "
+    "sglang_requests_running, vllm_requests_in_flight, tgi_requests_in_flight, "
+    "sglang_requests_in_flight (these three with maxNumSeqs)";
 
 static const char *md_get(const struct kv *md, size_t n, const char *key) {
   const char *v = NULL;
@@ -549,7 +551,7 @@ int trigger_parse(const struct kv *md, size_t n, const struct profile_set *ps, s
  * one given wins the metric and the target). */
 static int parse_metric_keys(const struct kv *md, size_t n, const struct profile_set *ps,
                              struct trigger *t, char *err, size_t errlen) {
-  char rule[512];
+  char rule[768];
   const char *v;
   if ((v = md_get(md, n, "profile"))) {
     const struct profile *p = profile_find(ps, v);
@@ -698,6 +700,33 @@ static int check_engine_keys(const struct kv *md, size_t n, const struct trigger
   return 0;
 }
 
+/* maxNumSeqs: the batch size an in-flight metricType divides by (docs/engines.md "Requests in
+ * flight"). vLLM and TGI serve no series with it, so the trigger says it. */
+static int parse_max_num_seqs(const struct kv *md, size_t n, struct trigger *t, char *err,
+                              size_t errlen) {
+  const char *v = md_get(md, n, "maxNumSeqs");
+  enum engine_signal run, wait;
+  bool derived = t->engine && engine_signal_derived(t->esignal, &run, &wait);
+  if (!v && !derived)
+    return 0;
+  if (!derived)
+    return bad(err, errlen, "maxNumSeqs", v,
+               "applies only to metricType vllm_requests_in_flight, tgi_requests_in_flight or "
+               "sglang_requests_in_flight");
+  if (!v) {
+    char rule[256];
+    snprintf(rule, sizeof rule,
+             "is needed with metricType %s: the requests one pod runs at once (vLLM "
+             "--max-num-seqs, TGI --max-batch-size, SGLang --max-running-requests), which the "
+             "engine does not serve",
+             engine_signal_name(t->esignal));
+    return bad(err, errlen, "maxNumSeqs", "", rule);
+  }
+  if (parse_number(v, &t->max_num_seqs) || t->max_num_seqs < 1 || t->max_num_seqs > 1e6)
+    return bad(err, errlen, "maxNumSeqs", v, "must be a number from 1 to 1000000");
+  return 0;
+}
+
 /* model / modelVersion: one Triton model of each pod (docs/engines.md). A Triton model name is a
  * directory name of its model repository: printable, no blank, no '/'. A version is a positive
  * integer (Triton's version directories). */
@@ -792,7 +821,8 @@ int trigger_parse_ref(const struct kv *md, size_t n, const struct profile_set *p
                  "must be 1..99 characters of letters, digits, '-', '_' or '.'");
     snprintf(t.metric_name, sizeof t.metric_name, "%s", v);
   }
-  if (check_engine_keys(md, n, &t, err, errlen) || parse_model_keys(md, n, &t, err, errlen))
+  if (check_engine_keys(md, n, &t, err, errlen) || parse_model_keys(md, n, &t, err, errlen) ||
+      parse_max_num_seqs(md, n, &t, err, errlen))
     return GS_EINVAL;
   /* Last, so that an error above never leaves a compiled regex behind. */
   int grc = parse_gateway_keys(md, n, ref_ns, &t, err, errlen);

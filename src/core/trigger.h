@@ -83,6 +83,9 @@ struct trigger {
    * read, and optionally its version; "" = the pod's own combination (docs/engines.md). */
   char model[ENGINE_MODEL_NAME_LEN];
   char model_version[ENGINE_MODEL_VERSION_LEN];
+  /* maxNumSeqs: the requests one engine pod runs at once (vLLM --max-num-seqs, TGI
+   * --max-batch-size); needed by, and only allowed with, the in-flight metricTypes */
+  double max_num_seqs;
 };
 
 /* True when GPU field f can be a trigger's metricType (or a profile's metric). */

@@ -133,7 +133,8 @@ int scaler_select_engines(const struct trigger *t, const struct engine_reading *
       (*stale)++;
       continue; /* the caller notes the node */
     }
-    if (!r->fresh || (!t->model[0] && !engine_has(r, t->esignal))) {
+    double v = 0;
+    if (!r->fresh || (!t->model[0] && engine_value(r, t->esignal, t->max_num_seqs, &v) != 0)) {
       scaler_selection_note(sel, "node %s: pod %s/%s has no fresh %s reading%s%s", node, r->ns,
                             r->pod, sig, r->reason[0] ? ": " : "",
                             r->reason[0] ? r->reason
@@ -142,7 +143,6 @@ int scaler_select_engines(const struct trigger *t, const struct engine_reading *
                                            "second scrape)");
       continue;
     }
-    double v = r->v[t->esignal];
     char why[ENGINE_REASON_LEN];
     if (t->model[0] &&
         engine_model_value(r, t->esignal, t->model, t->model_version, &v, why, sizeof why)) {

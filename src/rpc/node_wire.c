@@ -113,6 +113,8 @@ static const struct {
      offsetof(Gpuscale__V1__EnginePod, trtllm_active_requests)},
     {ES_TRTLLM_QUEUED, GPUSCALE__V1__ENGINE_SIGNAL__ENGINE_SIGNAL_TRTLLM_QUEUED_REQUESTS,
      offsetof(Gpuscale__V1__EnginePod, trtllm_queued_requests)},
+    {ES_SGLANG_RUNNING, GPUSCALE__V1__ENGINE_SIGNAL__ENGINE_SIGNAL_SGLANG_REQUESTS_RUNNING,
+     offsetof(Gpuscale__V1__EnginePod, sglang_requests_running)},
 };
 #define NSIGNALS (sizeof signal_map / sizeof signal_map[0])
 _Static_assert(NSIGNALS == ES__COUNT, "every engine signal has a wire bit");

@@ -31,7 +31,8 @@ struct eng {
   const struct sim_scaledobject *so;
   const struct sim_trace *tr;
   int64_t now;
-  double demand, rho, backlog, capacity, waiting;
+  double demand, backlog, capacity;
+  struct sim_load load;    /* a serving pod's, this second */
   int spec, ready, status; /* scale.spec.replicas, ready pods, non-terminating pods */
   int held;                /* GPUs the pods hold (dedicated placement) */
   struct pod *pods;
@@ -41,7 +42,10 @@ struct eng {
   int *ready_holders;
   size_t ngpus, capgpus;
   uint64_t rng;
-  double rho_hist[HIST_S], wait_hist[HIST_S]; /* ring by second */
+  struct sim_load hist[HIST_S]; /* ring by second */
+  struct sim_batch batch;       /* the batching model's requests (model batching block) */
+  struct sim_wait wait;         /* the request FIFO's delays */
+  double prefill_sum, admitted_sum;
   struct scaler agent, gateway;
   struct scaler_selector selector;
   struct scaler_dual dual;       /* the agent's: GPU values, and its node's engine pods */
@@ -69,7 +73,7 @@ struct eng {
   /* ... and across seconds for a gpuscale trigger without a window, while nothing it reads has
    * changed: the pods on GPUs (version), the load and the outage state. */
   uint64_t version, cached_version[SIM_MAX_TRIGGERS];
-  double cached_rho[SIM_MAX_TRIGGERS], cached_wait[SIM_MAX_TRIGGERS];
+  struct sim_load cached_load[SIM_MAX_TRIGGERS];
   bool cached_outage[SIM_MAX_TRIGGERS], cacheable[SIM_MAX_TRIGGERS];
   size_t rr; /* agentNode round-robin: reads so far */
   int cached_rc[SIM_MAX_TRIGGERS];
@@ -344,9 +348,37 @@ static int step_pods(struct eng *e) {
   return 0;
 }
 
+/* Load through a continuous-batching server (sim/batch.h): served counts the requests admitted
+ * to a batch (they run to completion). */
+static void step_batch(struct eng *e, double *served, double *dropped) {
+  const struct sim_model *m = e->m;
+  size_t t = (size_t)e->now;
+  double a = e->demand;
+  double in = e->tr->in_tok ? e->tr->in_tok[t] : a * m->batching.input_tokens;
+  double out = e->tr->out_tok ? e->tr->out_tok[t] : a * m->batching.output_tokens;
+  struct sim_batch_step o;
+  sim_wait_arrive(&e->wait, (double)e->now, a);
+  sim_batch_step(&m->batching, &e->batch, e->ready, m->queue_per_pod, a, in, out, &o);
+  sim_wait_admit(&e->wait, (double)e->now, o.admitted);
+  sim_wait_drop(&e->wait, o.dropped);
+  e->prefill_sum += o.admitted * o.prefill_s;
+  e->admitted_sum += o.admitted;
+  e->capacity = (double)e->ready * m->capacity;
+  e->backlog = e->batch.wait;
+  *served = o.admitted;
+  *dropped = o.dropped;
+  struct sim_load l = {o.busy, o.waiting, o.running, o.kv_pct, o.inflight_pct};
+  e->load = l;
+  e->hist[(size_t)(e->now % HIST_S)] = l;
+}
+
 /* Load: ready capacity serves the demand and the queue; the rest waits or is dropped. */
 static void step_load(struct eng *e, double *served, double *dropped) {
   const struct sim_model *m = e->m;
+  if (m->batching.set) {
+    step_batch(e, served, dropped);
+    return;
+  }
   double cap = 0;
   if (m->placement == SIM_PLACE_TIMESLICE) {
     for (size_t g = 0; g < e->ngpus; g++)
@@ -356,16 +388,18 @@ static void step_load(struct eng *e, double *served, double *dropped) {
   }
   e->capacity = cap;
   double offered = e->demand + e->backlog;
-  e->rho = cap > 0 ? offered / cap : 0;
+  double rho = cap > 0 ? offered / cap : 0;
   double s = offered < cap ? offered : cap;
   double left = offered - s, limit = m->queue_per_pod * (double)e->ready;
   *dropped = left > limit ? left - limit : 0;
   e->backlog = left - *dropped;
   *served = s;
-  e->waiting = e->ready > 0 ? e->backlog / (double)e->ready : 0;
-  size_t slot = (size_t)(e->now % HIST_S);
-  e->rho_hist[slot] = e->rho;
-  e->wait_hist[slot] = e->waiting;
+  sim_wait_arrive(&e->wait, (double)e->now, e->demand);
+  sim_wait_admit(&e->wait, (double)e->now, s);
+  sim_wait_drop(&e->wait, *dropped);
+  struct sim_load l = {rho, e->ready > 0 ? e->backlog / (double)e->ready : 0, 0, 0, 0};
+  e->load = l;
+  e->hist[(size_t)(e->now % HIST_S)] = l;
 }
 
 /* ---- simulated readings ---- */
@@ -374,7 +408,7 @@ static void step_load(struct eng *e, double *served, double *dropped) {
  * gateway's window is a mean per GPU). */
 static double serving_value(const struct eng *e, const struct sim_signal *s, int64_t window_s) {
   if (window_s <= 1)
-    return sim_signal_value(s, e->rho, e->waiting);
+    return sim_signal_value(s, &e->load);
   if (window_s > HIST_S)
     window_s = HIST_S;
   if (window_s > e->now + 1)
@@ -382,7 +416,7 @@ static double serving_value(const struct eng *e, const struct sim_signal *s, int
   double sum = 0;
   for (int64_t k = 0; k < window_s; k++) {
     size_t slot = (size_t)((e->now - k) % HIST_S);
-    sum += sim_signal_value(s, e->rho_hist[slot], e->wait_hist[slot]);
+    sum += sim_signal_value(s, &e->hist[slot]);
   }
   return sum / (double)window_s;
 }
@@ -392,7 +426,7 @@ static double gpu_value(const struct eng *e, size_t g, const struct sim_signal *
   if (g >= e->ngpus || e->holders[g] == 0)
     return s->kind == SIM_SIG_LINEAR ? s->idle : 0; /* an empty GPU: no process, no memory */
   if (e->ready_holders[g] == 0)
-    return sim_signal_value(s, 0, 0);
+    return sim_signal_at(s, 0, 0);
   return serving;
 }
 
@@ -543,7 +577,7 @@ static bool engine_reading_of(const struct eng *e, const struct pod *p, struct e
   for (size_t i = 0; i < e->m->nsig; i++) {
     const struct sim_signal *sg = &e->m->sig[i];
     if (sg->engine) {
-      r->v[sg->esig] = sim_signal_value(sg, e->rho, e->waiting);
+      r->v[sg->esig] = sim_signal_value(sg, &e->load);
       r->valid |= ES_BIT(sg->esig);
     }
   }
@@ -695,7 +729,7 @@ static double prometheus_value(const struct eng *e, const struct sim_trigger *t)
   while (*q == ' ')
     q++;
   int agg = !strncmp(q, "avg", 3) ? 1 : !strncmp(q, "max", 3) ? 2 : 0;
-  double serving = sim_signal_value(s, e->rho, e->waiting), sum = 0, mx = 0;
+  double serving = sim_signal_value(s, &e->load), sum = 0, mx = 0;
   size_t n = 0;
   if (s->gpu) {
     for (size_t g = 0; g < e->ngpus; g++)
@@ -764,15 +798,14 @@ static int read_trigger_now(struct eng *e, size_t i, double *value, bool *active
 
 static int read_trigger(struct eng *e, size_t i, double *value, bool *active) {
   bool outage = sim_model_outage(e->m, (double)e->now);
-  bool same = e->cached_at[i] == e->now ||
-              (e->cacheable[i] && e->cached_at[i] >= 0 && e->cached_version[i] == e->version &&
-               e->cached_rho[i] == e->rho && e->cached_wait[i] == e->waiting &&
-               e->cached_outage[i] == outage);
+  bool same =
+      e->cached_at[i] == e->now ||
+      (e->cacheable[i] && e->cached_at[i] >= 0 && e->cached_version[i] == e->version &&
+       !memcmp(&e->cached_load[i], &e->load, sizeof e->load) && e->cached_outage[i] == outage);
   if (!same) {
     e->cached_rc[i] = read_trigger_now(e, i, &e->cached_value[i], &e->cached_active[i]);
     e->cached_version[i] = e->version;
-    e->cached_rho[i] = e->rho;
-    e->cached_wait[i] = e->waiting;
+    e->cached_load[i] = e->load;
     e->cached_outage[i] = outage;
   }
   e->cached_at[i] = e->now;
@@ -790,7 +823,7 @@ static int cpu_proposal(struct eng *e, const struct sim_trigger *t) {
   int r = -1;
   if (util && ready) {
     size_t n = 0;
-    double v = sim_signal_value(s, e->rho > 1 ? 1 : e->rho, 0);
+    double v = sim_signal_at(s, e->load.rho > 1 ? 1 : e->load.rho, 0);
     for (size_t i = 0; i < e->npods; i++) {
       if (e->pods[i].state != POD_STARTING && e->pods[i].state != POD_READY)
         continue;
@@ -1239,11 +1272,30 @@ static int summarize(const struct eng *e, struct sim_result *r) {
       s->over_capacity_s += 1;
   }
   s->scale_events = e->events;
-  s->floor_gpu_hours = sim_floor(r->demand, r->n, e->m, sim_model_mean_start(e->m), r->floor);
+  /* a per-request trace counts arrivals per second (Poisson noise a batching server's queue
+   * absorbs in a second or two): the floor covers their mean over each minute */
+  const double *fd = r->demand;
+  double *smooth = NULL;
+  if (e->tr->in_tok && (smooth = malloc(r->n * sizeof *smooth))) {
+    double acc = 0;
+    for (size_t t = 0; t < r->n; t++) {
+      acc += r->demand[t] - (t >= 60 ? r->demand[t - 60] : 0);
+      smooth[t] = acc / (double)(t + 1 < 60 ? t + 1 : 60);
+    }
+    fd = smooth;
+  } else if (e->tr->in_tok) {
+    return GS_ENOMEM;
+  }
+  s->floor_gpu_hours = sim_floor(fd, r->n, e->m, sim_model_mean_start(e->m), r->floor);
+  free(smooth);
   if (isnan(s->floor_gpu_hours))
     return GS_ENOMEM;
   s->ratio = s->floor_gpu_hours > 0 ? s->gpu_hours / s->floor_gpu_hours : NAN;
   s->sim_s = (double)r->n;
+  s->p95_wait_s = sim_wait_quantile(&e->wait, 0.95);
+  s->p95_ttft_s = e->m->batching.set
+                      ? s->p95_wait_s + (e->admitted_sum > 0 ? e->prefill_sum / e->admitted_sum : 0)
+                      : NAN;
   react_time(r, s);
   return 0;
 }
@@ -1255,7 +1307,14 @@ static double wall_now(void) {
 }
 
 static int initial_pods(struct eng *e) {
-  int need = (int)ceil(e->tr->rate[0] / e->m->capacity - 1e-9);
+  double first = e->tr->rate[0];
+  if (e->tr->in_tok) { /* a per-request trace: the first minute's mean rate */
+    size_t k = e->tr->n < 60 ? e->tr->n : 60;
+    first = 0;
+    for (size_t t = 0; t < k; t++)
+      first += e->tr->rate[t] / (double)k;
+  }
+  int need = (int)ceil(first / e->m->capacity - 1e-9);
   int lo = e->keda.min_replicas, hi = e->keda.max_replicas;
   e->spec = need < lo ? lo : need > hi ? hi : need;
   for (int i = 0; i < e->spec; i++) {
@@ -1325,6 +1384,26 @@ int sim_run(const struct sim_model *m, const struct sim_scaledobject *so,
   struct eng *e = calloc(1, sizeof *e);
   if (!e)
     return GS_ENOMEM;
+  /* a batching model without a capacity: the replica's throughput at the trace's mean lengths */
+  struct sim_model *mc = NULL;
+  if (m->batching.set && m->capacity_derived && tr->in_tok) {
+    double a = 0, in = 0, outk = 0;
+    for (size_t t = 0; t < tr->n; t++) {
+      a += tr->rate[t];
+      in += tr->in_tok[t];
+      outk += tr->out_tok[t];
+    }
+    if (a > 0 && (mc = malloc(sizeof *mc))) {
+      *mc = *m;
+      mc->batching.input_tokens = in / a;
+      mc->batching.output_tokens = outk / a;
+      mc->capacity = sim_batch_capacity(&mc->batching, in / a, outk / a);
+      m = mc;
+    } else if (a > 0) {
+      free(e);
+      return GS_ENOMEM;
+    }
+  }
   e->m = m;
   e->so = so;
   e->tr = tr;
@@ -1350,6 +1429,11 @@ int sim_run(const struct sim_model *m, const struct sim_scaledobject *so,
     if (progress && t % tick == 0)
       progress(pud, (double)t / (double)tr->n);
   }
+  sim_wait_finish(&e->wait, (double)tr->n);
+  if (!rc && e->wait.oom) {
+    rc = GS_ENOMEM;
+    snprintf(err, errlen, "out of memory for the request queue");
+  }
   if (!rc && (rc = summarize(e, out)))
     snprintf(err, errlen, "out of memory for the floor of a %zu-second timeline", tr->n);
   if (!rc) {
@@ -1368,6 +1452,8 @@ int sim_run(const struct sim_model *m, const struct sim_scaledobject *so,
   free(e->ready_holders);
   free(e->ereads);
   free(e->mark);
+  sim_wait_free(&e->wait);
   free(e);
+  free(mc);
   return rc;
 }

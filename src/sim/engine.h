@@ -24,6 +24,9 @@ struct sim_summary {
   bool has_step;             /* the trace has a step (a rise of >= 30 % of peak in 60 s) */
   double step_at_s, react_s; /* when it came, and until capacity covered demand (-1: never) */
   double wall_s, sim_s;      /* wall-clock seconds and simulated seconds */
+  /* latency: the 95th percentile of the requests' queueing delay (FIFO, 1 s resolution), and
+   * with a batching model of their time to first token (delay + the mean prefill time) */
+  double p95_wait_s, p95_ttft_s; /* p95_ttft_s NaN without a batching model */
 };
 
 struct sim_result {

@@ -32,8 +32,21 @@ const struct sim_signal *sim_model_engine(const struct sim_model *m, enum engine
   return NULL;
 }
 
-double sim_signal_value(const struct sim_signal *s, double rho, double waiting) {
+double sim_signal_at(const struct sim_signal *s, double rho, double waiting) {
+  struct sim_load l = {rho, waiting, 0, 0, 0};
+  return sim_signal_value(s, &l);
+}
+
+double sim_signal_value(const struct sim_signal *s, const struct sim_load *l) {
+  double rho = l->rho, waiting = l->waiting;
   switch (s->kind) {
+  case SIM_SIG_BATCH: {
+    double v = s->batch == SIM_BATCH_RUNNING   ? l->running
+               : s->batch == SIM_BATCH_WAITING ? l->waiting
+               : s->batch == SIM_BATCH_KV      ? l->kv_pct
+                                               : l->inflight_pct;
+    return v * s->scale;
+  }
   case SIM_SIG_FLAT: return s->flat;
   case SIM_SIG_QUEUE: {
     /* M/M/1 mean number waiting, rho^2 / (1 - rho), below saturation; the backlog above */
@@ -61,7 +74,8 @@ bool sim_model_outage(const struct sim_model *m, double t) {
 
 static int parse_signal(struct sim_yaml *y, const char *name, yaml_node_t *v, struct sim_signal *s,
                         char *err, size_t errlen) {
-  static const char *const keys[] = {"idle", "full", "max", "flat", "queue", NULL};
+  static const char *const keys[] = {"idle",  "full",  "max",   "flat",
+                                     "queue", "batch", "scale", NULL};
   memset(s, 0, sizeof *s);
   snprintf(s->name, sizeof s->name, "%s", name);
   enum gpu_field f;
@@ -82,6 +96,17 @@ static int parse_signal(struct sim_yaml *y, const char *name, yaml_node_t *v, st
   if ((n = sim_yaml_get(y, v, "flat"))) {
     s->kind = SIM_SIG_FLAT;
     return sim_yaml_num(y, n, key, 0, 1e12, &s->flat, E);
+  }
+  if ((n = sim_yaml_get(y, v, "batch"))) {
+    int idx = 0;
+    s->kind = SIM_SIG_BATCH;
+    s->scale = 1;
+    if ((rc = sim_yaml_enum(y, n, key, SIM_BATCH_OFS, &idx, E)))
+      return rc;
+    s->batch = (enum sim_batch_of)idx;
+    if ((n = sim_yaml_get(y, v, "scale")))
+      return sim_yaml_num(y, n, key, 1e-9, 1e9, &s->scale, E);
+    return 0;
   }
   if ((n = sim_yaml_get(y, v, "queue"))) {
     const char *q = sim_yaml_str(n);
@@ -128,6 +153,12 @@ static int parse_signals(struct sim_yaml *y, yaml_node_t *v, struct sim_model *m
     if (rc)
       return rc;
     const struct sim_signal *sg = &m->sig[m->nsig];
+    enum engine_signal run, wait;
+    if (sg->engine && engine_signal_derived(sg->esig, &run, &wait))
+      return sim_yaml_fail(y, kn, "signals", E,
+                           "\"%s\" is derived by the policy from %s and %s (and the trigger's "
+                           "maxNumSeqs): give those two signals",
+                           k, engine_signal_name(run), engine_signal_name(wait));
     if (sg->engine) { /* one engine per workload: its pods serve one engine's metrics */
       enum engine_kind k2 = engine_signal_kind(sg->esig);
       if (m->engine != ENGINE_UNKNOWN && m->engine != k2)
@@ -139,6 +170,54 @@ static int parse_signals(struct sim_yaml *y, yaml_node_t *v, struct sim_model *m
     }
     m->nsig++;
   }
+  return 0;
+}
+
+static int parse_batching(struct sim_yaml *y, yaml_node_t *v, struct sim_model *m, char *err,
+                          size_t errlen) {
+  static const char *const keys[] = {"maxNumSeqs",
+                                     "kvCacheTokens",
+                                     "prefillTokensPerSecond",
+                                     "decodeTokensPerSecond",
+                                     "streamTokensPerSecond",
+                                     "inputTokens",
+                                     "outputTokens",
+                                     NULL};
+  static const char *const need[] = {"maxNumSeqs", "kvCacheTokens", "prefillTokensPerSecond",
+                                     "decodeTokensPerSecond"};
+  struct sim_batching *b = &m->batching;
+  if (!v)
+    return 0;
+  int rc = sim_yaml_known(y, v, "batching", keys, E);
+  if (rc)
+    return rc;
+  double *dst[] = {&b->max_num_seqs, &b->kv_tokens, &b->prefill_tps, &b->decode_tps};
+  for (size_t i = 0; i < 4; i++) {
+    yaml_node_t *n = sim_yaml_get(y, v, need[i]);
+    char key[64];
+    snprintf(key, sizeof key, "batching.%s", need[i]);
+    if (!n)
+      return sim_yaml_fail(y, v, key, E,
+                           "missing (a continuous-batching server needs "
+                           "maxNumSeqs, kvCacheTokens, prefillTokensPerSecond and "
+                           "decodeTokensPerSecond)");
+    if ((rc = sim_yaml_num(y, n, key, 1, 1e12, dst[i], E)))
+      return rc;
+  }
+  b->stream_tps = b->decode_tps / b->max_num_seqs; /* a full batch is the throughput's limit */
+  b->input_tokens = 1000;
+  b->output_tokens = 200;
+  yaml_node_t *n;
+  if ((n = sim_yaml_get(y, v, "streamTokensPerSecond")) &&
+      (rc = sim_yaml_num(y, n, "batching.streamTokensPerSecond", 0.001, 1e9, &b->stream_tps, E)))
+    return rc;
+  if ((n = sim_yaml_get(y, v, "inputTokens")) &&
+      (rc = sim_yaml_num(y, n, "batching.inputTokens", 1, 1e9, &b->input_tokens, E)))
+    return rc;
+  if ((n = sim_yaml_get(y, v, "outputTokens")) &&
+      (rc = sim_yaml_num(y, n, "batching.outputTokens", 1, 1e9, &b->output_tokens, E)))
+    return rc;
+  b->set = true;
   return 0;
 }
 
@@ -248,8 +327,8 @@ static int parse_strings(struct sim_yaml *y, yaml_node_t *root, struct sim_model
  * triggers on DCGM_FI_DEV_FB_USED or memory_used_mib). */
 static void derive_mib(struct sim_model *m) {
   const struct sim_signal *pct = sim_model_field(m, GF_MEM_USED_PCT);
-  if (!pct || pct->kind == SIM_SIG_QUEUE || sim_model_field(m, GF_MEM_USED_MIB) ||
-      m->nsig == SIM_MAX_SIGNALS)
+  if (!pct || pct->kind == SIM_SIG_QUEUE || pct->kind == SIM_SIG_BATCH ||
+      sim_model_field(m, GF_MEM_USED_MIB) || m->nsig == SIM_MAX_SIGNALS)
     return;
   struct sim_signal *s = &m->sig[m->nsig++];
   double k = m->gpu_memory_mib / 100.0;
@@ -264,11 +343,13 @@ static void derive_mib(struct sim_model *m) {
 
 int sim_model_parse(const char *text, size_t len, const char *file, struct sim_model *m, char *err,
                     size_t errlen) {
-  static const char *const keys[] = {
-      "name",         "capacity",   "gpusPerReplica", "gpusPerNode",    "gpuModel",
-      "gpuMemoryMiB", "placement",  "slicesPerGpu",   "maxGpus",        "sharedCounting",
-      "startup",      "drain",      "queuePerPod",    "signals",        "outages",
-      "nodes",        "scheduling", "agentNode",      "requestSeconds", NULL};
+  static const char *const keys[] = {"name",           "capacity",     "gpusPerReplica",
+                                     "gpusPerNode",    "gpuModel",     "gpuMemoryMiB",
+                                     "placement",      "slicesPerGpu", "maxGpus",
+                                     "sharedCounting", "startup",      "drain",
+                                     "queuePerPod",    "signals",      "outages",
+                                     "nodes",          "scheduling",   "agentNode",
+                                     "requestSeconds", "batching",     NULL};
   memset(m, 0, sizeof *m);
   snprintf(m->name, sizeof m->name, "workload");
   snprintf(m->gpu_model, sizeof m->gpu_model, "NVIDIA H100 80GB HBM3");
@@ -288,11 +369,18 @@ int sim_model_parse(const char *text, size_t len, const char *file, struct sim_m
     rc = sim_yaml_known(&y, root, "model", keys, E);
   yaml_node_t *n = NULL;
   long l;
-  if (!rc && !(n = sim_yaml_get(&y, root, "capacity")))
-    rc = sim_yaml_fail(&y, root, "capacity", E,
-                       "missing: the work per second one replica serves at full load");
   if (!rc)
+    rc = parse_batching(&y, sim_yaml_get(&y, root, "batching"), m, E);
+  if (!rc && !(n = sim_yaml_get(&y, root, "capacity")) && !m->batching.set)
+    rc = sim_yaml_fail(&y, root, "capacity", E,
+                       "missing: the work per second one replica serves at full load (or a "
+                       "batching block, which derives it)");
+  if (!rc && n)
     rc = sim_yaml_num(&y, n, "capacity", 1e-6, 1e9, &m->capacity, E);
+  m->capacity_derived = !rc && !n;
+  if (!rc && !n)
+    m->capacity =
+        sim_batch_capacity(&m->batching, m->batching.input_tokens, m->batching.output_tokens);
   if (!rc && (n = sim_yaml_get(&y, root, "gpusPerReplica")) &&
       !(rc = sim_yaml_int(&y, n, "gpusPerReplica", 1, 64, &l, E)))
     m->gpus_per_replica = (int)l;
@@ -326,6 +414,12 @@ int sim_model_parse(const char *text, size_t len, const char *file, struct sim_m
     rc = parse_outages(&y, sim_yaml_get(&y, root, "outages"), m, E);
   if (!rc)
     derive_mib(m);
+  for (size_t i = 0; !rc && i < m->nsig; i++)
+    if (m->sig[i].kind == SIM_SIG_BATCH && !m->batching.set)
+      rc = sim_yaml_fail(&y, root, "signals", E,
+                         "%s: batch: needs the model's batching block (maxNumSeqs, "
+                         "kvCacheTokens, ...)",
+                         m->sig[i].name);
   if (!rc && m->scheduling == SIM_SCHED_SPREAD && m->nodes == 0)
     rc = sim_yaml_fail(&y, root, "scheduling", E,
                        "spread needs nodes (the cluster's GPU node count) to spread over");

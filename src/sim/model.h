@@ -9,6 +9,7 @@
 
 #include "core/engine.h"
 #include "core/sample.h"
+#include "sim/batch.h"
 
 #define SIM_MAX_SIGNALS 24
 #define SIM_SIGNAL_NAME 96
@@ -17,6 +18,18 @@ enum sim_signal_kind {
   SIM_SIG_LINEAR = 0, /* idle + (full - idle) x load, capped at max */
   SIM_SIG_FLAT,       /* the same value whatever the load, from the pod's start (reserved memory) */
   SIM_SIG_QUEUE,      /* requests waiting per pod: the backlog share plus M/M/1 waiting */
+  SIM_SIG_BATCH,      /* a continuous-batching quantity (the model's batching block) x scale */
+};
+
+/* What a batching signal reads (sim/batch.h, per pod). */
+enum sim_batch_of { SIM_BATCH_RUNNING = 0, SIM_BATCH_WAITING, SIM_BATCH_KV, SIM_BATCH_INFLIGHT };
+#define SIM_BATCH_OFS "running|waiting|kv|inflight"
+
+/* A serving pod's load in one second: rho (offered work over capacity, > 1 is overload) and the
+ * requests waiting per pod; with a batching model also running requests, KV usage (%) and
+ * requests in flight over maxNumSeqs (%). */
+struct sim_load {
+  double rho, waiting, running, kv_pct, inflight_pct;
 };
 
 struct sim_signal {
@@ -30,6 +43,8 @@ struct sim_signal {
   bool engine;            /* an engine metricType (vllm_queue_depth...): each ready pod's engine
                              reports it to the agent on its node, for engine triggers */
   enum engine_signal esig;
+  enum sim_batch_of batch; /* BATCH */
+  double scale;            /* BATCH: 0.01 for a 0..1 series (vllm:kv_cache_usage_perc) */
 };
 
 enum sim_placement { SIM_PLACE_DEDICATED = 0, SIM_PLACE_TIMESLICE };
@@ -57,10 +72,12 @@ struct sim_model {
   bool shared_per_pod;    /* count a shared GPU once per holder pod (per-pod copies) */
   enum sim_startup start; /* start-up delay: node, image pull, model load */
   double start_s, start_max_s, start_sd_s;
-  double drain_s;       /* a removed pod holds its GPU this long */
-  double queue_per_pod; /* waiting requests a pod holds before new ones are dropped */
-  double request_s;     /* seconds one request is in flight when served (HTTP add-on's
-                           concurrency); 0 when the model does not say */
+  double drain_s;               /* a removed pod holds its GPU this long */
+  double queue_per_pod;         /* waiting requests a pod holds before new ones are dropped */
+  double request_s;             /* seconds one request is in flight when served (HTTP add-on's
+                                   concurrency); 0 when the model does not say */
+  struct sim_batching batching; /* a continuous-batching server (capacity then derived) */
+  bool capacity_derived;        /* capacity not given: from batching at the trace's lengths */
   struct sim_signal sig[SIM_MAX_SIGNALS];
   size_t nsig;
   enum engine_kind engine; /* the engine of the engine signals; ENGINE_UNKNOWN when none */
@@ -80,8 +97,10 @@ const struct sim_signal *sim_model_signal(const struct sim_model *m, const char 
 const struct sim_signal *sim_model_engine(const struct sim_model *m, enum engine_signal es);
 /* The GPU signal for field f, or NULL (the field is absent from the simulated readings). */
 const struct sim_signal *sim_model_field(const struct sim_model *m, enum gpu_field f);
-/* A signal's value at load rho (>= 0; > 1 is overload) with `waiting` requests per pod. */
-double sim_signal_value(const struct sim_signal *s, double rho, double waiting);
+/* A signal's value at a pod's load. */
+double sim_signal_value(const struct sim_signal *s, const struct sim_load *l);
+/* The same at load rho with `waiting` requests per pod and nothing else known. */
+double sim_signal_at(const struct sim_signal *s, double rho, double waiting);
 /* The mean start-up delay (what the perfect-foresight floor knows in advance). */
 double sim_model_mean_start(const struct sim_model *m);
 /* True when readings are unavailable at second t. */

@@ -44,6 +44,11 @@ void sim_report_text(FILE *f, const struct sim_run_info *ri, const struct sim_re
           s->sim_s / 3600, s->wall_s, s->wall_s > 0 ? s->sim_s / s->wall_s : 0);
   fprintf(f, "  demand served       %.2f %% (%.0f of %.0f; %.0f dropped)\n", 100 * s->served_share,
           s->served, s->arrived, s->dropped);
+  if (isnan(s->p95_ttft_s))
+    fprintf(f, "  latency             p95 queueing delay %.0f s\n", s->p95_wait_s);
+  else
+    fprintf(f, "  latency             p95 time to first token %.1f s (queueing delay %.0f s)\n",
+            s->p95_ttft_s, s->p95_wait_s);
   fprintf(f, "  over capacity       %.1f min\n", s->over_capacity_s / 60);
   fprintf(f, "  replicas            %d..%d, %d scale events\n", s->min_replicas, s->max_replicas,
           s->scale_events);
@@ -105,6 +110,8 @@ static void json_run(FILE *f, const struct sim_run_info *ri, const struct sim_re
             {"served", s->served},
             {"dropped", s->dropped},
             {"servedShare", s->served_share},
+            {"p95WaitSeconds", s->p95_wait_s},
+            {"p95TtftSeconds", s->p95_ttft_s},
             {"overCapacityMinutes", s->over_capacity_s / 60},
             {"gpuHours", s->gpu_hours},
             {"floorGpuHours", s->floor_gpu_hours},
@@ -154,12 +161,13 @@ void sim_report_compare(FILE *f, const struct sim_run_info *ri, const struct sim
     return;
   }
   fprintf(f, "trace %s, model %s\n", n ? ri[0].trace : "", n ? ri[0].model : "");
-  fprintf(f, "%-28s %9s %9s %7s %10s %8s %9s %7s %8s %10s\n", "config", "GPU-h", "floor", "ratio",
-          "cost", "served", "over-cap", "events", "replicas", "react");
+  fprintf(f, "%-28s %9s %9s %7s %10s %8s %8s %9s %7s %8s %10s\n", "config", "GPU-h", "floor",
+          "ratio", "cost", "served", "p95-lat", "over-cap", "events", "replicas", "react");
   for (size_t i = 0; i < n; i++) {
     const struct sim_summary *s = &r[i].sum;
     const char *base = strrchr(ri[i].config, '/');
-    char cost[32], ratio[16], react[16], reps[24];
+    char cost[32], ratio[16], react[16], reps[24], lat[24];
+    snprintf(lat, sizeof lat, "%.1fs", isnan(s->p95_ttft_s) ? s->p95_wait_s : s->p95_ttft_s);
     if (ri[i].price.has)
       snprintf(cost, sizeof cost, "%.2f", s->gpu_hours * ri[i].price.per_gpu_hour);
     else
@@ -175,9 +183,9 @@ void sim_report_compare(FILE *f, const struct sim_run_info *ri, const struct sim
     else
       snprintf(react, sizeof react, "%.0f s", s->react_s);
     snprintf(reps, sizeof reps, "%d..%d", s->min_replicas, s->max_replicas);
-    fprintf(f, "%-28.28s %9.2f %9.2f %7s %10s %7.2f%% %7.1fm %7d %8s %10s\n",
+    fprintf(f, "%-28.28s %9.2f %9.2f %7s %10s %7.2f%% %8s %7.1fm %7d %8s %10s\n",
             base ? base + 1 : ri[i].config, s->gpu_hours, s->floor_gpu_hours, ratio, cost,
-            100 * s->served_share, s->over_capacity_s / 60, s->scale_events, reps, react);
+            100 * s->served_share, lat, s->over_capacity_s / 60, s->scale_events, reps, react);
   }
 }
 
@@ -357,8 +365,11 @@ static int charts(const struct sim_run_info *ri, const struct sim_result *r, str
     if (isnan(r->sum.ratio))
       snprintf(title2, sizeof title2, "replicas: %.1f GPU-h", r->sum.gpu_hours);
     else
-      snprintf(title2, sizeof title2, "replicas: %.1f GPU-h, %.2fx the floor, %.0f%% served",
-               r->sum.gpu_hours, r->sum.ratio, 100 * r->sum.served_share);
+      snprintf(title2, sizeof title2,
+               "replicas: %.1f GPU-h, %.2fx the floor, %.1f%% served, p95 %s %.1f s",
+               r->sum.gpu_hours, r->sum.ratio, 100 * r->sum.served_share,
+               isnan(r->sum.p95_ttft_s) ? "wait" : "TTFT",
+               isnan(r->sum.p95_ttft_s) ? r->sum.p95_wait_s : r->sum.p95_ttft_s);
     struct svg_linechart lc2 = {title2, "", 0, rmax, SIM_EPOCH, (int64_t)per, s2, 3};
     if (!rc)
       rc = svg_linechart(b, &lc2);

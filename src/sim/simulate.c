@@ -15,6 +15,7 @@
 #include "rightsize/cost.h"
 #include "sim/engine.h"
 #include "sim/report.h"
+#include "sim/tune.h"
 
 #define SIM_MAX_COMPARE 32
 
@@ -35,6 +36,11 @@ struct sim_opts {
   int64_t hpa_sync_ms;
   double hpa_tolerance;
   int64_t hpa_down_ms;
+  bool tune;
+  double served_goal;
+  int64_t latency_ms;
+  char *out;
+  double holdout;
 };
 
 #define O(f) offsetof(struct sim_opts, f)
@@ -79,6 +85,24 @@ static const struct opt_def sim_defs[] = {
      "the cluster's --horizontal-pod-autoscaler-downscale-stabilization: the scale-down window "
      "where a behavior block leaves it unset, and the window without one",
      O(hpa_down_ms)},
+    {"tune", 0, NULL, OPT_BOOL, NULL, 0, 0, NULL, NULL,
+     "search the ScaledObject's targets, scale-down window, scale-up policy, pollingInterval and "
+     "minReplicaCount for the fewest GPU-hours meeting --served (and --latency); prints the "
+     "Pareto front, --svg draws it, --out writes the tuned ScaledObject",
+     O(tune)},
+    {"served", 0, NULL, OPT_DOUBLE, "99.5", 0, 100, NULL, "PERCENT",
+     "--tune: the share of the demand to serve at least", O(served_goal)},
+    {"latency", 0, NULL, OPT_DURATION, NULL, 1000, 86400000, NULL, "DURATION",
+     "--tune: the p95 time to first token (queueing delay without a batching model) at most",
+     O(latency_ms)},
+    {"out", 'o', NULL, OPT_STRING, NULL, 0, 0, NULL, "FILE",
+     "--tune: write the tuned ScaledObject here (the --scaledobject file with only the tuned keys "
+     "changed; - = stdout)",
+     O(out)},
+    {"holdout", 0, NULL, OPT_DOUBLE, "0", 0, 0.9, NULL, "FRACTION",
+     "--tune: tune on the trace's first part and report the tuned configuration on its last "
+     "FRACTION too",
+     O(holdout)},
     {"progress", 0, NULL, OPT_ENUM, "auto", 0, 0, "auto|always|never", "WHEN",
      "progress bar on stderr (auto: on a terminal, once a run takes over half a second)",
      O(progress)},
@@ -246,10 +270,77 @@ static int outputs(const struct sim_opts *o, const struct sim_run_info *ri,
   return rc;
 }
 
+/* The trace's seconds [from, from + n) as a trace that owns nothing. */
+static struct sim_trace trace_part(const struct sim_trace *t, size_t from, size_t n) {
+  struct sim_trace p = *t;
+  p.rate = t->rate + from;
+  p.in_tok = t->in_tok ? t->in_tok + from : NULL;
+  p.out_tok = t->out_tok ? t->out_tok + from : NULL;
+  p.n = n;
+  return p;
+}
+
+static void tune_line(const char *what, const struct sim_result *r) {
+  double lat = isnan(r->sum.p95_ttft_s) ? r->sum.p95_wait_s : r->sum.p95_ttft_s;
+  printf("  %-34s %8.2f GPU-h  %6.2fx the floor  %7.2f %% served  p95 latency %.1f s\n", what,
+         r->sum.gpu_hours, r->sum.ratio, 100 * r->sum.served_share, lat);
+}
+
+/* --tune: the search on the trace (or its first part), the front, the chart, the tuned file, and
+ * with --holdout the tuned and the given configuration on the rest. */
+static int tune_main(const struct sim_opts *o, struct inputs *in, char *err, size_t errlen) {
+  struct sim_scaledobject base;
+  int rc = sim_so_load(o->scaledobject, &base, err, errlen);
+  if (rc)
+    return rc;
+  size_t n = in->trace.n, test = (size_t)((double)n * o->holdout);
+  struct sim_trace train = trace_part(&in->trace, 0, n - test);
+  struct sim_params prm = {(uint64_t)o->seed, (int)(o->hpa_sync_ms / 1000), o->hpa_tolerance,
+                           (int)(o->hpa_down_ms / 1000)};
+  struct sim_tune_goal goal = {o->served_goal / 100, (double)o->latency_ms / 1000};
+  struct progress pr = {false, false, now_s(), 0, 1};
+  pr.enabled = !strcmp(o->progress, "always") || (!strcmp(o->progress, "auto") && isatty(2));
+  struct sim_tune t;
+  rc = sim_tune_run(&in->model, &base, &train, &in->ps, &prm, &goal, progress_cb, &pr, &t, err,
+                    errlen);
+  if (rc) {
+    sim_so_free(&base);
+    return rc;
+  }
+  printf("gpuscale simulate --tune: %s on trace %s%s, model %s\n", o->scaledobject, in->trace.name,
+         test ? " (its first part)" : "", in->model.name);
+  sim_tune_report(stdout, &t, &goal);
+  if (o->svg)
+    rc = sim_tune_svg(o->svg, &t, err, errlen);
+  if (!rc && t.best >= 0 && o->out)
+    rc = sim_tune_write(o->scaledobject, o->out, &base, &t.c[t.best].k, &in->ps, err, errlen);
+  if (!rc && test > 0) {
+    struct sim_trace rest = trace_part(&in->trace, n - test, test);
+    struct sim_scaledobject so;
+    char bufs[SIM_MAX_TRIGGERS][32];
+    struct sim_result r;
+    printf("held out: the trace's last %.0f %% (%zu s)\n", 100 * o->holdout, test);
+    if (!(rc = sim_run(&in->model, &base, &rest, &in->ps, &prm, NULL, NULL, &r, err, errlen))) {
+      tune_line("as given", &r);
+      sim_result_free(&r);
+    }
+    if (!rc && t.best >= 0 &&
+        !(rc = sim_tune_apply(&base, &t.c[t.best].k, &in->ps, &so, bufs, err, errlen)) &&
+        !(rc = sim_run(&in->model, &so, &rest, &in->ps, &prm, NULL, NULL, &r, err, errlen))) {
+      tune_line("tuned on the first part", &r);
+      sim_result_free(&r);
+    }
+  }
+  sim_tune_free(&t);
+  sim_so_free(&base);
+  return rc;
+}
+
 int simulate_main(int argc, char **argv) {
   static const char *usage_line =
       "gpuscale simulate --model MODEL.yaml (--scaledobject SO.yaml | --compare A.yaml B.yaml ...) "
-      "[--trace NAME|FILE.csv|FILE.json] [--duration 1d] [--timeline FILE] [--svg FILE]";
+      "[--trace NAME|FILE.csv|FILE.json] [--duration 1d] [--timeline FILE] [--svg FILE] "
+      "[--tune [--served 99.5] [--latency 30s] [--out tuned.yaml] [--holdout 0.3]]";
   static const char *description =
       "Replays a demand trace through a faithful KEDA + HPA loop and gpuscale's own scaler policy, "
       "offline, and prints GPU-hours, cost and service against the perfect-foresight floor. KEDA: "
@@ -294,8 +385,22 @@ int simulate_main(int argc, char **argv) {
   }
   if (!compare)
     configs[nconf++] = o.scaledobject;
+  if ((o.out || o.holdout > 0 || o.latency_ms) && !o.tune) {
+    snprintf(err, sizeof err, "--out, --holdout and --latency go with --tune");
+    goto out;
+  }
+  if (o.tune && (compare || o.timeline)) {
+    snprintf(err, sizeof err, "--tune searches the one --scaledobject: drop %s",
+             compare ? "--compare" : "--timeline");
+    goto out;
+  }
   if ((rc = load_inputs(&o, &in, err, sizeof err)))
     goto out;
+  if (o.tune) {
+    rc = tune_main(&o, &in, err, sizeof err);
+    status = !rc ? 0 : rc == GS_ENOMEM || rc == GS_EIO ? 1 : 2;
+    goto out;
+  }
   rc = run_all(&o, &in, configs, nconf, compare, ri, res, &done, err, sizeof err);
   if (rc) {
     status = rc == GS_ENOMEM || rc == GS_EIO ? 1 : 2;

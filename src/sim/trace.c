@@ -20,7 +20,9 @@ void sim_trace_free(struct sim_trace *t) {
   if (!t)
     return;
   free(t->rate);
-  t->rate = NULL;
+  free(t->in_tok);
+  free(t->out_tok);
+  t->rate = t->in_tok = t->out_tok = NULL;
   t->n = 0;
 }
 
@@ -395,7 +397,9 @@ int sim_trace_load(const char *spec, int64_t duration_s, double peak, uint64_t s
   if (rc)
     return rc;
   size_t sl = strlen(spec);
-  if (sl > 5 && !strcmp(spec + sl - 5, ".json"))
+  if (sim_trace_is_requests(text, len))
+    rc = sim_trace_requests(text, len, spec, duration_s, out, err, errlen);
+  else if (sl > 5 && !strcmp(spec + sl - 5, ".json"))
     rc = sim_trace_promjson(text, len, spec, duration_s, out, err, errlen);
   else
     rc = sim_trace_csv(text, len, spec, duration_s, out, err, errlen);

@@ -12,6 +12,9 @@
 
 struct sim_trace {
   double *rate; /* n values, requests (work units) per second at second i; owned */
+  /* a per-request trace: the input and output tokens of the requests arriving in second i, in
+   * all (NULL for a rate trace); owned */
+  double *in_tok, *out_tok;
   size_t n;
   char name[96];
 };
@@ -34,6 +37,16 @@ int sim_trace_csv(const char *text, size_t len, const char *file, int64_t durati
  * summed per timestamp, counted from the first; NaN values are gaps. Same returns. */
 int sim_trace_promjson(const char *text, size_t len, const char *file, int64_t duration_s,
                        struct sim_trace *out, char *err, size_t errlen);
+/* A per-request CSV, the shape of Azure's public LLM inference traces: a header line naming
+ * TIMESTAMP,ContextTokens,GeneratedTokens, then one request per line, its arrival time (seconds,
+ * or "YYYY-MM-DD HH:MM:SS[.fraction]", non-decreasing), its input and its output tokens. Requests
+ * are counted into the second they arrive in, from the first request's. At most
+ * SIM_TRACE_MAX_POINTS requests, tokens at most SIM_TRACE_MAX_TOKENS a request. */
+#define SIM_TRACE_MAX_TOKENS 10000000
+int sim_trace_requests(const char *text, size_t len, const char *file, int64_t duration_s,
+                       struct sim_trace *out, char *err, size_t errlen);
+/* True when the text's first line that is not blank or a comment is a per-request header. */
+int sim_trace_is_requests(const char *text, size_t len);
 /* A built-in name, else a file path (read with the input cap): a query_range answer when it ends
  * in .json, else a CSV. */
 int sim_trace_load(const char *spec, int64_t duration_s, double peak, uint64_t seed,

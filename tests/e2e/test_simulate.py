@@ -299,3 +299,49 @@ def test_new_inputs_refused_with_the_key(tmp_path):
     p = run("--model", ex("models/inference.yaml"), "--scaledobject", str(so))
     assert p.returncode == 2 and "idleReplicaCount" in p.stderr
     assert "less than minReplicaCount (1)" in p.stderr
+
+
+def test_real_trace_queue_cannot_hold_a_size_in_flight_can():
+    """Azure's 2023 conversation trace through the batching model (docs/simulate.md "Real
+    traces"): the queue profile swings and drops requests; requests in flight serves them all with
+    fewer GPU-hours than the DCGM HPA path; the latency figure is there."""
+    trace = ex("traces/azure-llm-2023-conv.csv")
+    runs = {}
+    for so in ("dcgm-hpa", "ref-queue-depth", "in-flight"):
+        p = run("--model", ex("models/vllm-batching.yaml"), "--trace", trace, "--scaledobject",
+                ex("llm/%s.yaml" % so), "--format", "json")
+        assert p.returncode == 0, p.stderr
+        runs[so] = json.loads(p.stdout)
+    assert runs["ref-queue-depth"]["servedShare"] < 0.95
+    assert runs["in-flight"]["servedShare"] >= 0.995
+    assert runs["in-flight"]["gpuHours"] < 0.9 * runs["dcgm-hpa"]["gpuHours"]
+    assert runs["in-flight"]["p95TtftSeconds"] < runs["dcgm-hpa"]["p95TtftSeconds"]
+    assert runs["dcgm-hpa"]["arrived"] == 19366  # one per request line
+
+
+def test_tune_writes_the_tuned_file_and_reports_the_held_out_part(tmp_path):
+    out = tmp_path / "tuned.yaml"
+    svg = tmp_path / "front.svg"
+    p = run("--tune", "--model", ex("models/vllm-batching.yaml"), "--trace",
+            ex("traces/azure-llm-2023-conv.csv"), "--scaledobject", ex("llm/in-flight.yaml"),
+            "--holdout", "0.3", "--out", str(out), "--svg", str(svg))
+    assert p.returncode == 0, p.stderr
+    assert "Pareto front" in p.stdout and "held out" in p.stdout
+    tuned = [ln for ln in p.stdout.splitlines() if ln.startswith("  tuned on the first part")]
+    assert len(tuned) == 1
+    m = re.search(r"([0-9.]+)x the floor\s+([0-9.]+) % served", tuned[0])
+    assert m and float(m.group(1)) <= 1.15 and float(m.group(2)) >= 99.5, tuned[0]
+    text = out.read_text()
+    orig = open(ex("llm/in-flight.yaml")).read()
+    # only the tuned keys change: every line of the original but the target is still there
+    for line in orig.splitlines():
+        assert line in text, line
+    assert "targetValue:" in text and "stabilizationWindowSeconds:" in text
+    ET.parse(str(svg))
+    p = run("--model", ex("models/vllm-batching.yaml"), "--trace",
+            ex("traces/azure-llm-2023-conv.csv"), "--scaledobject", str(out), "--format", "json")
+    assert p.returncode == 0, p.stderr
+    # --out and friends need --tune
+    p = run("--model", ex("models/vllm-batching.yaml"), "--scaledobject", ex("llm/in-flight.yaml"),
+            "--out", str(out))
+    assert p.returncode == 2 and "go with --tune" in p.stderr

@@ -1,5 +1,6 @@
 /* libFuzzer target for the simulator's inputs: the workload model, the ScaledObject (or
- * HTTPScaledObject, with scalingModifiers), the CSV trace, the Prometheus query_range trace and a
+ * HTTPScaledObject, with scalingModifiers; a batching model is stepped), the CSV trace, the
+ * per-request trace, the Prometheus query_range trace and a
  * scalingModifiers formula, each parsed from the same bytes (no file access). */
 #include <math.h>
 #include <stddef.h>
@@ -24,8 +25,20 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
       abort();
     for (size_t i = 0; i < m.nsig; i++)
       for (double rho = 0; rho < 3; rho += 0.25)
-        if (isnan(sim_signal_value(&m.sig[i], rho, rho * 10)))
-          abort(); /* a signal never reads NaN */
+        if (isnan(sim_signal_at(&m.sig[i], rho, rho * 10)))
+          abort();        /* a signal never reads NaN */
+    if (m.batching.set) { /* the batching model: finite readings at any rate, queue bounded */
+      struct sim_batch st;
+      struct sim_batch_step o;
+      memset(&st, 0, sizeof st);
+      for (int t = 0; t < 50; t++) {
+        double a = (double)(t % 7) * m.capacity;
+        sim_batch_step(&m.batching, &st, 1 + t % 3, m.queue_per_pod, a, a * 100, a * 10, &o);
+        if (!isfinite(o.running) || !isfinite(o.waiting) || !isfinite(o.kv_pct) ||
+            !isfinite(o.busy) || o.waiting > m.queue_per_pod + 1e-6 || st.run < 0)
+          abort();
+      }
+    }
   }
   struct sim_scaledobject so;
   if (sim_so_parse(text, size, "fuzz.yaml", &so, err, sizeof err) == 0) {
@@ -42,6 +55,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (sim_trace_csv(text, size, "fuzz.csv", 3600, &tr, err, sizeof err) == 0) {
     for (size_t i = 0; i < tr.n; i++)
       if (!(tr.rate[i] >= 0))
+        abort();
+    sim_trace_free(&tr);
+  }
+  if (sim_trace_requests(text, size, "fuzz.csv", 3600, &tr, err, sizeof err) == 0) {
+    for (size_t i = 0; i < tr.n; i++)
+      if (!(tr.rate[i] >= 0) || !(tr.in_tok[i] >= 0) || !(tr.out_tok[i] >= 0))
         abort();
     sim_trace_free(&tr);
   }

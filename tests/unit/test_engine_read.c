@@ -77,8 +77,8 @@ static const struct fixture_case fixture_cases[] = {
     {"sglang.prom",
      ENGINE_UNKNOWN,
      ENGINE_SGLANG,
-     2,
-     {{ES_SGLANG_QUEUE, 9}, {ES_SGLANG_TOKEN_USAGE, 28}}},
+     3,
+     {{ES_SGLANG_QUEUE, 9}, {ES_SGLANG_TOKEN_USAGE, 28}, {ES_SGLANG_RUNNING, 118}}},
     /* one Triton scrape: the pending count, and no rate yet */
     {"triton-1.prom", ENGINE_UNKNOWN, ENGINE_TRITON, 1, {{ES_TRITON_PENDING, 5}}},
 };

@@ -1555,6 +1555,91 @@ static void test_select_engines_unknown(void **state) {
   }
 }
 
+/* Requests in flight (docs/engines.md "Requests in flight"): the policy derives 100 x (running +
+ * waiting) / maxNumSeqs per pod from the two series the agent reads (vLLM
+ * vllm/v1/metrics/loggers.py: vllm:num_requests_running, vllm:num_requests_waiting; TGI
+ * router/src/infer/mod.rs: tgi_batch_current_size, tgi_queue_size). Summed over pods in workload
+ * scope, so AverageValue scales in proportion; a pod missing either series is missing, never 0. */
+static void test_select_engines_in_flight(void **state) {
+  (void)state;
+  struct engine_reading rs[3];
+  for (int i = 0; i < 3; i++) {
+    memset(&rs[i], 0, sizeof rs[i]);
+    snprintf(rs[i].ns, sizeof rs[i].ns, "llm");
+    snprintf(rs[i].pod, sizeof rs[i].pod, "vllm-%d", i);
+    rs[i].kind = ENGINE_VLLM;
+    rs[i].fresh = true;
+    rs[i].valid = ES_BIT(ES_VLLM_RUNNING) | ES_BIT(ES_VLLM_QUEUE_DEPTH);
+  }
+  rs[0].v[ES_VLLM_RUNNING] = 16; /* half the batch, nothing waits */
+  rs[1].v[ES_VLLM_RUNNING] = 32; /* a full batch and 16 waiting: 150 % */
+  rs[1].v[ES_VLLM_QUEUE_DEPTH] = 16;
+  rs[2].valid = ES_BIT(ES_VLLM_RUNNING); /* no waiting series: missing */
+  rs[2].v[ES_VLLM_RUNNING] = 8;
+  const struct kv md[] = {
+      {"profile", "vllm-in-flight"}, {"maxNumSeqs", "32"}, {"scope", "workload"}};
+  struct trigger t;
+  char err[512] = "";
+  assert_int_equal(trigger_parse(md, 3, &profiles, &t, err, sizeof err), 0);
+  assert_true(t.engine && t.esignal == ES_VLLM_IN_FLIGHT && t.target == 50 && t.max_num_seqs == 32);
+  struct scaler_selection sel;
+  memset(&sel, 0, sizeof sel);
+  uint32_t next = 0;
+  size_t stale = 0;
+  assert_int_equal(scaler_select_engines(&t, rs, 3, true, "gpu-1", &sel, &next, &stale), 0);
+  assert_int_equal(sel.selected, 3);
+  assert_int_equal(sel.fresh, 2);
+  assert_int_equal(sel.n, 2);
+  assert_true(sel.vals[0] == 50 && sel.vals[1] == 150);
+  assert_non_null(strstr(sel.missing, "vllm-2 has no fresh vllm_requests_in_flight reading"));
+  scaler_selection_release(&sel);
+  trigger_free(&t);
+  /* TGI: its batch size and queue */
+  memset(&rs[0], 0, sizeof rs[0]);
+  snprintf(rs[0].ns, sizeof rs[0].ns, "llm");
+  snprintf(rs[0].pod, sizeof rs[0].pod, "tgi-0");
+  rs[0].kind = ENGINE_TGI;
+  rs[0].fresh = true;
+  rs[0].valid = ES_BIT(ES_TGI_BATCH) | ES_BIT(ES_TGI_QUEUE);
+  rs[0].v[ES_TGI_BATCH] = 4;
+  rs[0].v[ES_TGI_QUEUE] = 4;
+  const struct kv tg[] = {{"metricType", "tgi_requests_in_flight"}, {"maxNumSeqs", "16"}};
+  assert_int_equal(trigger_parse(tg, 2, &profiles, &t, err, sizeof err), 0);
+  memset(&sel, 0, sizeof sel);
+  next = 0;
+  assert_int_equal(scaler_select_engines(&t, rs, 1, true, "gpu-1", &sel, &next, &stale), 0);
+  assert_int_equal(sel.n, 1);
+  assert_true(sel.vals[0] == 50);
+  scaler_selection_release(&sel);
+  trigger_free(&t);
+  /* SGLang: sglang:num_running_reqs + sglang:num_queue_reqs (python/sglang/srt/metrics/
+   * collector.py), over --max-running-requests given as maxNumSeqs */
+  rs[0].kind = ENGINE_SGLANG;
+  rs[0].valid = ES_BIT(ES_SGLANG_RUNNING) | ES_BIT(ES_SGLANG_QUEUE);
+  rs[0].v[ES_SGLANG_RUNNING] = 48;
+  rs[0].v[ES_SGLANG_QUEUE] = 0;
+  const struct kv sg[] = {{"profile", "sglang-in-flight"}, {"maxNumSeqs", "64"}};
+  assert_int_equal(trigger_parse(sg, 2, &profiles, &t, err, sizeof err), 0);
+  memset(&sel, 0, sizeof sel);
+  next = 0;
+  assert_int_equal(scaler_select_engines(&t, rs, 1, true, "gpu-1", &sel, &next, &stale), 0);
+  assert_int_equal(sel.n, 1);
+  assert_true(sel.vals[0] == 75);
+  scaler_selection_release(&sel);
+  trigger_free(&t);
+  /* maxNumSeqs: needed by the in-flight metricTypes, refused elsewhere, a number */
+  const struct kv no[] = {{"profile", "vllm-in-flight"}};
+  assert_int_equal(trigger_parse(no, 1, &profiles, &t, err, sizeof err), GS_EINVAL);
+  assert_non_null(strstr(err, "maxNumSeqs"));
+  assert_non_null(strstr(err, "is needed with metricType vllm_requests_in_flight"));
+  const struct kv other[] = {{"metricType", "vllm_queue_depth"}, {"maxNumSeqs", "32"}};
+  assert_int_equal(trigger_parse(other, 2, &profiles, &t, err, sizeof err), GS_EINVAL);
+  assert_non_null(strstr(err, "applies only to metricType vllm_requests_in_flight"));
+  const struct kv zero[] = {{"metricType", "vllm_requests_in_flight"}, {"maxNumSeqs", "0"}};
+  assert_int_equal(trigger_parse(zero, 2, &profiles, &t, err, sizeof err), GS_EINVAL);
+  assert_non_null(strstr(err, "must be a number from 1 to 1000000"));
+}
+
 /* scaler_select_engines with model / modelVersion (issue 20): each pod's named model counts; a
  * pod that does not serve it is missing with what it serves, never a 0 in the sum. */
 static void triton_pod(struct engine_reading *r, const char *pod, const char *ver, double wait) {
@@ -1717,6 +1802,7 @@ static void test_select_engines_readiness(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_select_engines_model),
+      cmocka_unit_test(test_select_engines_in_flight),
       cmocka_unit_test(test_get_spec),
       cmocka_unit_test(test_get_metrics_and_activity),
       cmocka_unit_test(test_trigger_reaches_source),

@@ -443,11 +443,11 @@ static void test_derived_mib(void **state) {
   assert_int_equal(sim_model_parse(a, strlen(a), "m", &m, err, sizeof err), 0);
   const struct sim_signal *s = sim_model_field(&m, GF_MEM_USED_MIB);
   assert_non_null(s);
-  assert_true(sim_signal_value(s, 0.5, 0) == 900);
+  assert_true(sim_signal_at(s, 0.5, 0) == 900);
   const char *b = "capacity: 1\nsignals:\n  memory_used_percent: {flat: 90}\n"
                   "  memory_used_mib: {idle: 1, full: 2}\n";
   assert_int_equal(sim_model_parse(b, strlen(b), "m", &m, err, sizeof err), 0);
-  assert_true(sim_signal_value(sim_model_field(&m, GF_MEM_USED_MIB), 1, 0) == 2);
+  assert_true(sim_signal_at(sim_model_field(&m, GF_MEM_USED_MIB), 1, 0) == 2);
 }
 
 /* A CSV trace is linear between points and held after the last. */

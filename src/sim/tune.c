@@ -1,0 +1,279 @@
+/* The tuner's search, its report and its Pareto chart. */
+#include "sim/tune.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/err.h"
+#include "core/trigger.h"
+
+/* The grid: targets from half to 2.5x the base, five scale-down windows, then around the best
+ * of those: minReplicaCount, pollingInterval and the scale-up policy. */
+static const double factors[] = {0.5, 0.6, 0.7, 0.8, 0.9, 1.0, 1.1, 1.25, 1.4, 1.6, 2.0, 2.5};
+static const int downs[] = {30, 60, 180, 300, 600};
+static const int pollings[] = {15, 30};
+static const int ups[] = {4, 8};
+
+/* A gpuscale trigger's target as it resolves (targetValue, else the profile's). */
+static int base_target(const struct sim_scaledobject *so, size_t i, const struct profile_set *ps,
+                       double *out, char *err, size_t errlen) {
+  const struct sim_trigger *st = &so->trig[i];
+  struct trigger t;
+  if (trigger_parse_ref(st->md, st->nmd, ps, so->ns, &t, err, errlen) != 0)
+    return GS_EINVAL;
+  *out = t.target;
+  trigger_free(&t);
+  return 0;
+}
+
+int sim_tune_apply(const struct sim_scaledobject *base, const struct sim_knobs *k,
+                   const struct profile_set *ps, struct sim_scaledobject *so, char bufs[][32],
+                   char *err, size_t errlen) {
+  *so = *base;
+  for (size_t i = 0; i < so->ntrig; i++) {
+    struct sim_trigger *t = &so->trig[i];
+    if (t->kind == SIM_TRIG_PROMETHEUS || t->kind == SIM_TRIG_HTTP) {
+      t->threshold = base->trig[i].threshold * k->factor;
+      continue;
+    }
+    if (t->kind != SIM_TRIG_GPUSCALE)
+      continue;
+    double v;
+    if (base_target(base, i, ps, &v, err, errlen))
+      return GS_EINVAL;
+    snprintf(bufs[i], 32, "%.4g", v * k->factor);
+    size_t at = t->nmd;
+    for (size_t j = 0; j < t->nmd; j++)
+      if (!strcmp(t->md[j].key, "targetValue"))
+        at = j;
+    if (at == t->nmd) {
+      if (t->nmd == SIM_MAX_METADATA) {
+        snprintf(err, errlen, "trigger %s: no room for targetValue (%d metadata keys)", t->name,
+                 SIM_MAX_METADATA);
+        return GS_EINVAL;
+      }
+      t->nmd++;
+      t->md[at].key = "targetValue";
+    }
+    t->md[at].value = bufs[i];
+  }
+  so->mods.target = base->mods.target * k->factor;
+  so->keda.polling_s = k->polling_s;
+  so->keda.min_replicas = k->min_replicas;
+  if (so->keda.max_replicas < k->min_replicas)
+    so->keda.max_replicas = k->min_replicas;
+  so->behavior.set = true;
+  so->behavior.down.has_window = true;
+  so->behavior.down.window_s = k->down_s;
+  so->behavior.up.has_policies = true;
+  so->behavior.up.npolicies = 2;
+  so->behavior.up.policies[0] = (struct sim_policy){SIM_POLICY_PODS, k->up_pods, 15};
+  so->behavior.up.policies[1] = (struct sim_policy){SIM_POLICY_PERCENT, 100, 15};
+  so->behavior.up.has_select = true;
+  so->behavior.up.select = SIM_SELECT_MAX;
+  return 0;
+}
+
+static int run_one(const struct sim_model *m, const struct sim_scaledobject *base,
+                   const struct sim_trace *tr, const struct profile_set *ps,
+                   const struct sim_params *prm, const struct sim_tune_goal *g,
+                   const struct sim_knobs *k, struct sim_candidate *c, char *err, size_t errlen) {
+  struct sim_scaledobject so;
+  char bufs[SIM_MAX_TRIGGERS][32];
+  int rc = sim_tune_apply(base, k, ps, &so, bufs, err, errlen);
+  if (rc)
+    return rc;
+  struct sim_result r;
+  if ((rc = sim_run(m, &so, tr, ps, prm, NULL, NULL, &r, err, errlen)))
+    return rc;
+  c->k = *k;
+  c->gpu_hours = r.sum.gpu_hours;
+  c->served = r.sum.served_share;
+  c->p95_s = isnan(r.sum.p95_ttft_s) ? r.sum.p95_wait_s : r.sum.p95_ttft_s;
+  c->ratio = r.sum.ratio;
+  c->feasible = c->served + 1e-12 >= g->served && (!(g->latency_s > 0) || c->p95_s <= g->latency_s);
+  sim_result_free(&r);
+  return 0;
+}
+
+static long cheapest(const struct sim_tune *t) {
+  long best = -1;
+  for (size_t i = 0; i < t->n; i++)
+    if (t->c[i].feasible && (best < 0 || t->c[i].gpu_hours < t->c[best].gpu_hours - 1e-9))
+      best = (long)i;
+  return best;
+}
+
+int sim_tune_run(const struct sim_model *m, const struct sim_scaledobject *base,
+                 const struct sim_trace *tr, const struct profile_set *ps,
+                 const struct sim_params *prm, const struct sim_tune_goal *goal,
+                 sim_progress_fn progress, void *pud, struct sim_tune *out, char *err,
+                 size_t errlen) {
+  memset(out, 0, sizeof *out);
+  size_t nf = sizeof factors / sizeof factors[0], nd = sizeof downs / sizeof downs[0];
+  size_t total = nf * nd + 4 + 2 + 2;
+  out->c = calloc(total, sizeof *out->c);
+  if (!out->c)
+    return GS_ENOMEM;
+  int min0 = base->keda.min_replicas > 0 ? base->keda.min_replicas : 1;
+  int rc = 0;
+  for (size_t i = 0; !rc && i < nf; i++)
+    for (size_t j = 0; !rc && j < nd; j++) {
+      struct sim_knobs k = {factors[i], downs[j], 4, base->keda.polling_s, min0};
+      rc = run_one(m, base, tr, ps, prm, goal, &k, &out->c[out->n], err, errlen);
+      out->n += !rc;
+      if (progress)
+        progress(pud, (double)out->n / (double)total);
+    }
+  /* around the cheapest feasible so far (else the one serving most) */
+  long b = cheapest(out);
+  for (size_t i = 0; b < 0 && i < out->n; i++)
+    if (b < 0 || out->c[i].served > out->c[b].served)
+      b = (long)i;
+  struct sim_knobs around = out->c[b >= 0 ? b : 0].k;
+  for (int step = 0; !rc && step < 3; step++) {
+    size_t cnt = step == 0 ? 4 : 2;
+    for (size_t v = 0; !rc && v < cnt; v++) {
+      struct sim_knobs k = around;
+      if (step == 0)
+        k.min_replicas = (int)v + 1;
+      else if (step == 1)
+        k.polling_s = pollings[v];
+      else
+        k.up_pods = ups[v];
+      bool seen = false;
+      for (size_t q = 0; q < out->n; q++)
+        seen = seen || !memcmp(&out->c[q].k, &k, sizeof k);
+      if (seen)
+        continue;
+      rc = run_one(m, base, tr, ps, prm, goal, &k, &out->c[out->n], err, errlen);
+      out->n += !rc;
+      if (progress)
+        progress(pud, (double)out->n / (double)total);
+    }
+    long nb = cheapest(out);
+    if (nb >= 0)
+      around = out->c[nb].k;
+  }
+  if (rc) {
+    sim_tune_free(out);
+    return rc;
+  }
+  for (size_t i = 0; i < out->n; i++) {
+    bool dominated = false;
+    for (size_t j = 0; j < out->n && !dominated; j++)
+      dominated =
+          j != i && out->c[j].gpu_hours <= out->c[i].gpu_hours &&
+          out->c[j].served >= out->c[i].served &&
+          (out->c[j].gpu_hours < out->c[i].gpu_hours || out->c[j].served > out->c[i].served);
+    out->c[i].front = !dominated;
+  }
+  out->best = cheapest(out);
+  if (progress)
+    progress(pud, 1.0);
+  return 0;
+}
+
+void sim_tune_free(struct sim_tune *t) {
+  free(t->c);
+  memset(t, 0, sizeof *t);
+}
+
+static int by_hours(const void *a, const void *b) {
+  const struct sim_candidate *x = *(const struct sim_candidate *const *)a;
+  const struct sim_candidate *y = *(const struct sim_candidate *const *)b;
+  return x->gpu_hours < y->gpu_hours ? -1 : x->gpu_hours > y->gpu_hours;
+}
+
+static void row(FILE *f, const struct sim_candidate *c, const char *mark) {
+  fprintf(f, "%-2s %7.2fx %6d s %5d pods %6d s %6d %9.2f %7.2fx %8.2f%% %7.1fs %s\n", mark,
+          c->k.factor, c->k.down_s, c->k.up_pods, c->k.polling_s, c->k.min_replicas, c->gpu_hours,
+          c->ratio, 100 * c->served, c->p95_s, c->feasible ? "" : "(misses a goal)");
+}
+
+void sim_tune_report(FILE *f, const struct sim_tune *t, const struct sim_tune_goal *goal) {
+  const struct sim_candidate **v = malloc(t->n * sizeof *v);
+  size_t n = 0;
+  for (size_t i = 0; v && i < t->n; i++)
+    if (t->c[i].front)
+      v[n++] = &t->c[i];
+  fprintf(f,
+          "%zu configurations; the Pareto front (GPU-hours against served), goal served >= "
+          "%.2f %%%s:\n",
+          t->n, 100 * goal->served, goal->latency_s > 0 ? " and p95 latency within the goal" : "");
+  fprintf(f, "%-2s %8s %8s %10s %8s %6s %9s %8s %9s %8s\n", "", "target", "down", "up", "polling",
+          "min", "GPU-h", "ratio", "served", "p95-lat");
+  if (v) {
+    qsort(v, n, sizeof *v, by_hours);
+    const struct sim_candidate *best = t->best >= 0 ? &t->c[t->best] : NULL;
+    for (size_t i = 0; i < n; i++) {
+      /* ties (the same GPU-hours and served) once: the chosen one, else the first */
+      bool tie = false;
+      for (size_t j = 0; j < n && !tie; j++)
+        tie = j != i && v[j]->gpu_hours == v[i]->gpu_hours && v[j]->served == v[i]->served &&
+              (v[j] == best || (j < i && v[i] != best));
+      if (!tie)
+        row(f, v[i], v[i] == best ? "*" : "");
+    }
+  }
+  free(v);
+  if (t->best < 0)
+    fprintf(f, "no configuration meets the goals: the front above is what the grid reaches\n");
+  else
+    fprintf(f, "* the cheapest that meets the goals (target as a factor of the file's)\n");
+}
+
+int sim_tune_svg(const char *path, const struct sim_tune *t, char *err, size_t errlen) {
+  FILE *f = fopen(path, "w");
+  if (!f) {
+    snprintf(err, errlen, "%s: cannot write the chart", path);
+    return GS_EIO;
+  }
+  double hmin = INFINITY, hmax = 0, smin = 1, smax = 0;
+  for (size_t i = 0; i < t->n; i++) {
+    hmin = fmin(hmin, t->c[i].gpu_hours);
+    hmax = fmax(hmax, t->c[i].gpu_hours);
+    smin = fmin(smin, t->c[i].served);
+    smax = fmax(smax, t->c[i].served);
+  }
+  if (!(hmax > hmin))
+    hmax = hmin + 1;
+  if (!(smax > smin))
+    smin = smax - 0.01;
+  const double W = 720, H = 420, L = 70, R = 20, T = 40, B = 50;
+#define X(h) (L + ((h)-hmin) / (hmax - hmin) * (W - L - R))
+#define Y(s) (H - B - ((s)-smin) / (smax - smin) * (H - T - B))
+  fprintf(f,
+          "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%.0f\" height=\"%.0f\" "
+          "font-family=\"sans-serif\" font-size=\"12\">\n<title>simulate --tune: GPU-hours against "
+          "served</title>\n<rect width=\"100%%\" height=\"100%%\" fill=\"#fff\"/>\n"
+          "<text x=\"%.0f\" y=\"24\" font-size=\"14\">GPU-hours against demand served: every "
+          "configuration tried (grey), the Pareto front (blue), the chosen one (red)</text>\n",
+          W, H, L);
+  fprintf(f,
+          "<line x1=\"%.0f\" y1=\"%.0f\" x2=\"%.0f\" y2=\"%.0f\" stroke=\"#000\"/>\n"
+          "<line x1=\"%.0f\" y1=\"%.0f\" x2=\"%.0f\" y2=\"%.0f\" stroke=\"#000\"/>\n"
+          "<text x=\"%.0f\" y=\"%.0f\">GPU-hours %.1f .. %.1f</text>\n"
+          "<text x=\"8\" y=\"%.0f\">served %.2f %%</text><text x=\"8\" y=\"%.0f\">%.2f %%</text>\n",
+          L, H - B, W - R, H - B, L, T, L, H - B, L, H - 18, hmin, hmax, T + 4, 100 * smax, H - B,
+          100 * smin);
+  for (size_t i = 0; i < t->n; i++) {
+    const struct sim_candidate *c = &t->c[i];
+    const char *col = (long)i == t->best ? "#d62728" : c->front ? "#1f77b4" : "#bbbbbb";
+    fprintf(f,
+            "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"%d\" fill=\"%s\"><title>target x%.2f, down %d "
+            "s: %.2f GPU-h, %.2f %% served</title></circle>\n",
+            X(c->gpu_hours), Y(c->served), (long)i == t->best ? 6 : 4, col, c->k.factor,
+            c->k.down_s, c->gpu_hours, 100 * c->served);
+  }
+#undef X
+#undef Y
+  fputs("</svg>\n", f);
+  if (fclose(f) != 0) {
+    snprintf(err, errlen, "%s: cannot write the chart", path);
+    return GS_EIO;
+  }
+  return 0;
+}
