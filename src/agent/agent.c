@@ -100,9 +100,9 @@ static const struct opt_def agent_opts_table[] = {
      "pod UID to the pod's namespace and name)",
      O(pod_logs)},
     {"node-name", 0, "NODE_NAME", OPT_STRING, NULL, 0, 0, NULL, "NAME",
-     "this node's name (default: the hostname); the Hostname label of /metrics", O(node_name)},
+     "this node's name (default: the hostname); the hostname label of /metrics", O(node_name)},
     {"no-hostname-label", 0, "GPUSCALE_NO_HOSTNAME_LABEL", OPT_BOOL, "false", 0, 0, NULL, NULL,
-     "leave the Hostname label out of /metrics (when Prometheus adds the node itself)",
+     "leave the hostname label out of /metrics (when Prometheus adds the node itself)",
      O(no_hostname_label)},
     {"collectors", 'f', "GPUSCALE_COLLECTORS", OPT_STRING, NULL, 0, 0, NULL, "FILE",
      "dcgm-exporter's counters CSV (its -f/--collectors file): /metrics writes only the DCGM "
@@ -112,10 +112,10 @@ static const struct opt_def agent_opts_table[] = {
      O(collectors)},
     {"counters", 0, "GPUSCALE_COUNTERS", OPT_STRING, NULL, 0, 0, NULL, "FILE",
      "the same as --collectors", O(counters_alias)},
-    {"hostname-label", 0, "GPUSCALE_HOSTNAME_LABEL", OPT_ENUM, "Hostname", 0, 0,
-     "Hostname|hostname", "NAME",
-     "the name of the node label on /metrics: Hostname (dcgm-exporter 4.5.3-4.8.2 and older) or "
-     "hostname (its next release)",
+    {"hostname-label", 0, "GPUSCALE_HOSTNAME_LABEL", OPT_ENUM, "hostname", 0, 0,
+     "hostname|Hostname", "NAME",
+     "the name of the node label on /metrics: hostname (dcgm-exporter after 4.5.3-4.8.2, its "
+     "#655) or Hostname (dcgm-exporter 4.5.3-4.8.2 and older)",
      O(hostname_label)},
     {"shared-gpu-series", 0, "GPUSCALE_SHARED_GPU_SERIES", OPT_ENUM, "once", 0, 0, "once|per-pod",
      "MODE",

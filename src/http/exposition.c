@@ -268,7 +268,7 @@ static void add_label(struct gpu_ids *g, const char *name, const char *value) {
 }
 
 static const char *host_label(const struct expo_input *in) {
-  return in->hostname_label && in->hostname_label[0] ? in->hostname_label : "Hostname";
+  return in->hostname_label && in->hostname_label[0] ? in->hostname_label : "hostname";
 }
 
 /* dcgm-exporter's identity labels. A MIG instance carries its parent GPU's index, UUID and model

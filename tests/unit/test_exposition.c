@@ -495,9 +495,11 @@ static void test_golden_collectors(void **state) {
   free(c);
 }
 
-/* --hostname-label hostname: dcgm-exporter's next release spells it in lower case, on the value
- * series, the health series and gpuscale_gpu_pod_info alike. */
-static void test_golden_hostname_lower(void **state) {
+/* --hostname-label Hostname: dcgm-exporter 4.5.3-4.8.2 and older spelled it with a capital H
+ * (its internal/pkg/rendermetrics/render_metrics.go before #655); the old spelling stays on the
+ * value series, the health series and gpuscale_gpu_pod_info alike. The other golden files carry
+ * the default, `hostname`, as dcgm-exporter writes it since #655. */
+static void test_golden_hostname_upper(void **state) {
   (void)state;
   struct gpu_snapshot g = gpu(0, "GPU-b0b0b0b0-0000-0000-0000-000000000000");
   all_fields(&g);
@@ -508,8 +510,8 @@ static void test_golden_hostname_lower(void **state) {
   struct expo_input in = base_input(&g, 1);
   in.pods = &pods;
   in.attribution = 1;
-  in.hostname_label = "hostname";
-  golden("hostname_lower", &in);
+  in.hostname_label = "Hostname";
+  golden("hostname_upper", &in);
 }
 
 /* --- every new field: its line, value format and absence --- */
@@ -664,7 +666,7 @@ static void test_default_set(void **state) {
 #define ID0                                                                                        \
   "gpu=\"0\",UUID=\"GPU-5a5a5a5a-0000-0000-0000-000000000000\",pci_bus_id=\"00000000:10:00.0\","   \
   "device=\"nvidia0\",modelName=\"NVIDIA A100-SXM4-80GB\""
-#define HOST "Hostname=\"gpu-node-1\",DCGM_FI_DRIVER_VERSION=\"550.54.15\""
+#define HOST "hostname=\"gpu-node-1\",DCGM_FI_DRIVER_VERSION=\"550.54.15\""
 #define INFO0 "gpu=\"0\",UUID=\"GPU-5a5a5a5a-0000-0000-0000-000000000000\""
 #define MIGID                                                                                      \
   "gpu=\"0\",UUID=\"GPU-5a5a5a5a-0000-0000-0000-000000000000\",pci_bus_id=\"00000000:10:00.0\","   \
@@ -675,9 +677,9 @@ static void test_default_set(void **state) {
 #define POD(ns, pod, ctr) ",container=\"" ctr "\",namespace=\"" ns "\",pod=\"" pod "\""
 /* A holder pod without a container label: two containers of that pod hold the GPU. */
 #define POD1(ns, pod) ",namespace=\"" ns "\",pod=\"" pod "\""
-#define INFO(ns, pod, ctr) "{" INFO0 ",Hostname=\"gpu-node-1\"" POD(ns, pod, ctr) "} 1"
+#define INFO(ns, pod, ctr) "{" INFO0 ",hostname=\"gpu-node-1\"" POD(ns, pod, ctr) "} 1"
 #define MIGINFO(ns, pod, ctr)                                                                      \
-  "{" INFO0 ",GPU_I_ID=\"1\",Hostname=\"gpu-node-1\"" POD(ns, pod, ctr) "} 1"
+  "{" INFO0 ",GPU_I_ID=\"1\",hostname=\"gpu-node-1\"" POD(ns, pod, ctr) "} 1"
 #define W " 312.457000" /* GPU 0's power */
 #define SHARED ",gpuscale_shared=\"true\""
 
@@ -1171,7 +1173,7 @@ int main(void) {
       cmocka_unit_test(test_golden_hopper),
       cmocka_unit_test(test_golden_mig_gpm),
       cmocka_unit_test(test_golden_collectors),
-      cmocka_unit_test(test_golden_hostname_lower),
+      cmocka_unit_test(test_golden_hostname_upper),
       cmocka_unit_test(test_new_fields),
       cmocka_unit_test(test_xid_labels),
       cmocka_unit_test(test_default_set),
