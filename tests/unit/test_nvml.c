@@ -971,15 +971,15 @@ static void test_minimal_library(void **state) {
 static void test_profile_from_name(void **state) {
   (void)state;
   char p[32];
-  assert_true(profile_from_name("NVIDIA A100-SXM4-40GB MIG 1g.5gb", p, sizeof p));
+  assert_true(nvml_profile_from_name("NVIDIA A100-SXM4-40GB MIG 1g.5gb", p, sizeof p));
   assert_string_equal(p, "1g.5gb");
-  assert_true(profile_from_name("NVIDIA H100 80GB HBM3 MIG 1g.10gb+me", p, sizeof p));
+  assert_true(nvml_profile_from_name("NVIDIA H100 80GB HBM3 MIG 1g.10gb+me", p, sizeof p));
   assert_string_equal(p, "1g.10gb+me");
-  assert_true(profile_from_name("NVIDIA A100-SXM4-80GB MIG 1c.3g.40gb", p, sizeof p));
+  assert_true(nvml_profile_from_name("NVIDIA A100-SXM4-80GB MIG 1c.3g.40gb", p, sizeof p));
   assert_string_equal(p, "1c.3g.40gb");
-  assert_false(profile_from_name("NVIDIA A100-SXM4-80GB MIG", p, sizeof p));
-  assert_false(profile_from_name("NVIDIA A100-SXM4-80GB", p, sizeof p));
-  assert_false(profile_from_name("MIG 1g.5gb$", p, sizeof p));
+  assert_false(nvml_profile_from_name("NVIDIA A100-SXM4-80GB MIG", p, sizeof p));
+  assert_false(nvml_profile_from_name("NVIDIA A100-SXM4-80GB", p, sizeof p));
+  assert_false(nvml_profile_from_name("MIG 1g.5gb$", p, sizeof p));
 }
 
 /* ---- fault injection: the rule, asserted for every call (collectd's api_limit) ----
