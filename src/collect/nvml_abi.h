@@ -187,6 +187,19 @@ _Static_assert(sizeof(struct nvml_grid_licensable_feature) == 284,
 _Static_assert(sizeof(struct nvml_grid_licensable_features) == 860,
                "nvmlGridLicensableFeatures_t is 860 bytes");
 
+/* nvmlTemperature_v1_t (nvmlDeviceGetTemperatureV, nvml.h 12.x and 13.0 on): the successor of
+ * nvmlDeviceGetTemperature, which nvml.h 13.0 marks DEPRECATED(13.0). The temperature is signed. */
+struct nvml_temperature {
+  unsigned version;
+  int sensor_type; /* nvmlTemperatureSensors_t: NVML_TEMPERATURE_GPU */
+  int temperature; /* degrees C */
+};
+/* NVML_STRUCT_VERSION(Temperature, 1) = sizeof(nvmlTemperature_v1_t) | 1 << 24. */
+#define NVML_TEMPERATURE_V1_VERSION 0x0100000Cu
+_Static_assert(sizeof(struct nvml_temperature) == 12, "nvmlTemperature_v1_t is 12 bytes");
+_Static_assert(offsetof(struct nvml_temperature, temperature) == 8,
+               "nvmlTemperature_v1_t.temperature at offset 8");
+
 /* GPM: nvmlGpmSample_t is struct nvml_gpm_sample *; nvmlGpmSupport_t, nvmlGpmMetric_t and
  * nvmlGpmMetricsGet_t. */
 struct nvml_gpm_sample;
@@ -224,11 +237,12 @@ struct nvml_api {
   int (*get_handle_by_index)(unsigned, struct nvml_device **);
   int (*get_utilization)(struct nvml_device *, struct nvml_utilization *);
   int (*get_memory)(struct nvml_device *, struct nvml_memory *);
-  int (*get_temperature)(struct nvml_device *, int, unsigned *);
   int (*get_power)(struct nvml_device *, unsigned *);
   int (*get_uuid)(struct nvml_device *, char *, unsigned);
   int (*get_name)(struct nvml_device *, char *, unsigned);
   /* optional */
+  int (*get_temperature_v)(struct nvml_device *, struct nvml_temperature *);
+  int (*get_temperature)(struct nvml_device *, int, unsigned *);
   int (*get_memory_v2)(struct nvml_device *, struct nvml_memory_v2 *);
   int (*get_pci)(struct nvml_device *, struct nvml_pci_info *);
   int (*get_driver_version)(char *, unsigned);
@@ -273,10 +287,11 @@ _Static_assert(sizeof(void *) == sizeof(void (*)(void)), "dlsym result fits a fu
   X(get_handle_by_index, "nvmlDeviceGetHandleByIndex_v2", NULL, true, 0)                           \
   X(get_utilization, "nvmlDeviceGetUtilizationRates", NULL, true, 0)                               \
   X(get_memory, "nvmlDeviceGetMemoryInfo", NULL, true, 0)                                          \
-  X(get_temperature, "nvmlDeviceGetTemperature", NULL, true, 0)                                    \
   X(get_power, "nvmlDeviceGetPowerUsage", NULL, true, 0)                                           \
   X(get_uuid, "nvmlDeviceGetUUID", NULL, true, 0)                                                  \
   X(get_name, "nvmlDeviceGetName", NULL, true, 0)                                                  \
+  X(get_temperature_v, "nvmlDeviceGetTemperatureV", NULL, false, 0)                                \
+  X(get_temperature, "nvmlDeviceGetTemperature", NULL, false, 0)                                   \
   X(get_memory_v2, "nvmlDeviceGetMemoryInfo_v2", NULL, false, COLLECTOR_CAP_MEM_V2)                \
   X(get_pci, "nvmlDeviceGetPciInfo_v3", NULL, false, COLLECTOR_CAP_PCI)                            \
   X(get_driver_version, "nvmlSystemGetDriverVersion", NULL, false, COLLECTOR_CAP_DRIVER)           \

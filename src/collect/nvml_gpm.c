@@ -31,13 +31,27 @@ static const struct {
 
 #define NVML_GPM_NMETRICS (sizeof gpm_metrics / sizeof gpm_metrics[0])
 
-/* Whether GPM serves d (asked once), and its two sample buffers. Returns -1 when lost, 0 when GPM
- * cannot be read now, 1 when it can. */
+/* The handle GPM is asked about for d: a MIG device's parent. nvml.h 13.0 and 13.1 document
+ * nvmlGpmQueryDeviceSupport for a device, and a MIG instance's samples through its parent and GPU
+ * instance id (nvmlGpmMigSampleGet); only 13.2.1 added MIG device handles to both. The parent works
+ * with every version. NULL when there is no handle to ask. */
+static struct nvml_device *gpm_handle(const struct nvml_read *r, const struct nvml_dev *d) {
+  if (!d->info.mig)
+    return d->handle;
+  /* A whole GPU's index in devs is its NVML index (MIG devices follow every whole GPU). */
+  return d->nvml_index < r->n->ndevs ? r->n->devs[d->nvml_index].handle : NULL;
+}
+
+/* Whether GPM serves d (asked once, of the parent for a MIG device), and its two sample buffers.
+ * Returns -1 when lost, 0 when GPM cannot be read now, 1 when it can. */
 static int gpm_ready(struct nvml_read *r, struct nvml_dev *d) {
   const struct nvml_api *a = &r->n->api;
   if (d->gpm_state == 0) {
     struct nvml_gpm_support sup = {NVML_GPM_SUPPORT_VERSION, 0};
-    int rc = a->gpm_query_support(d->handle, &sup);
+    struct nvml_device *h = gpm_handle(r, d);
+    if (!h)
+      return 0;
+    int rc = a->gpm_query_support(h, &sup);
     if (rc == NVML_SUCCESS) {
       nvml_read_ok(r, NVML_CALL_gpm_query_support);
       d->gpm_state = sup.is_supported_device ? 1 : -1;
@@ -76,8 +90,7 @@ bool nvml_read_gpm(struct nvml_read *r, struct nvml_dev *d, struct gpu_sample *o
   }
   struct nvml_gpm_sample *cur = d->gpm[d->gpm_prev ? 1 : 0];
   enum nvml_call call = d->info.mig ? NVML_CALL_gpm_mig_sample_get : NVML_CALL_gpm_sample_get;
-  int rc = d->info.mig ? a->gpm_mig_sample_get(r->n->devs[d->nvml_index].handle,
-                                               (unsigned)d->info.gi_id, cur)
+  int rc = d->info.mig ? a->gpm_mig_sample_get(gpm_handle(r, d), (unsigned)d->info.gi_id, cur)
                        : a->gpm_sample_get(d->handle, cur);
   if (rc != NVML_SUCCESS) {
     d->gpm_prev = false;

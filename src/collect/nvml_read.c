@@ -29,7 +29,8 @@ static uint64_t call_field_bits(enum nvml_call call) {
   case NVML_CALL_get_memory_v2:
     return GF_BIT(GF_MEM_USED_MIB) | GF_BIT(GF_MEM_FREE_MIB) | GF_BIT(GF_MEM_TOTAL_MIB) |
            GF_BIT(GF_MEM_RESERVED_MIB);
-  case NVML_CALL_get_temperature: return GF_BIT(GF_TEMP_C);
+  case NVML_CALL_get_temperature:
+  case NVML_CALL_get_temperature_v: return GF_BIT(GF_TEMP_C);
   case NVML_CALL_get_power: return GF_BIT(GF_POWER_W);
   case NVML_CALL_get_energy: return GF_BIT(GF_ENERGY_MJ);
   case NVML_CALL_get_clock: return GF_BIT(GF_SM_CLOCK_MHZ) | GF_BIT(GF_MEM_CLOCK_MHZ);
@@ -127,19 +128,50 @@ bool nvml_read_memory(struct nvml_read *r, struct nvml_dev *d, struct gpu_sample
   return nvml_read_fail(r, NVML_CALL_get_memory, rc, 0);
 }
 
-/* Physical readings of a whole GPU; a MIG instance shares them with its parent, listed too. */
-bool nvml_read_physical(struct nvml_read *r, struct nvml_dev *d, struct gpu_sample *out) {
-  struct nvml_ctx *n = r->n;
+/* The GPU temperature: nvmlDeviceGetTemperatureV when the library has it (nvml.h 13.0 deprecates
+ * nvmlDeviceGetTemperature), else the old call; a device that refuses V (NOT_SUPPORTED,
+ * FUNCTION_NOT_FOUND, ARGUMENT_VERSION_MISMATCH) uses the old call for good when there is one.
+ * With neither, the temperature is absent (not failed). Returns true when the GPU is lost. */
+static bool read_temperature(struct nvml_read *r, struct nvml_dev *d, struct gpu_sample *out) {
+  const struct nvml_api *a = &r->n->api;
+  if (a->get_temperature_v && !d->temp_legacy) {
+    struct nvml_temperature t;
+    memset(&t, 0, sizeof t);
+    t.version = NVML_TEMPERATURE_V1_VERSION;
+    t.sensor_type = NVML_TEMPERATURE_GPU;
+    int rc = a->get_temperature_v(d->handle, &t);
+    if (rc == NVML_SUCCESS) {
+      nvml_read_ok(r, NVML_CALL_get_temperature_v);
+      sample_set(out, GF_TEMP_C, (double)t.temperature);
+      return false;
+    }
+    bool refused = rc == NVML_ERROR_NOT_SUPPORTED || rc == NVML_ERROR_FUNCTION_NOT_FOUND ||
+                   rc == NVML_ERROR_ARGUMENT_VERSION_MISMATCH;
+    if (!refused || !a->get_temperature)
+      return nvml_read_fail(r, NVML_CALL_get_temperature_v, rc, NVML_ERROR_FUNCTION_NOT_FOUND);
+    LOG_INFO(NVML_LOG, "nvmlDeviceGetTemperatureV (device %d): %s; using nvmlDeviceGetTemperature",
+             d->info.index, nvml_errstr(r->n, rc));
+    d->temp_legacy = true;
+  }
+  if (!a->get_temperature)
+    return false;
   unsigned t = 0;
-  int rc = n->api.get_temperature(d->handle, NVML_TEMPERATURE_GPU, &t);
+  int rc = a->get_temperature(d->handle, NVML_TEMPERATURE_GPU, &t);
   if (rc == NVML_SUCCESS) {
     nvml_read_ok(r, NVML_CALL_get_temperature);
     sample_set(out, GF_TEMP_C, (double)t);
-  } else if (nvml_read_fail(r, NVML_CALL_get_temperature, rc, 0)) {
-    return true;
+    return false;
   }
+  return nvml_read_fail(r, NVML_CALL_get_temperature, rc, 0);
+}
+
+/* Physical readings of a whole GPU; a MIG instance shares them with its parent, listed too. */
+bool nvml_read_physical(struct nvml_read *r, struct nvml_dev *d, struct gpu_sample *out) {
+  struct nvml_ctx *n = r->n;
+  if (read_temperature(r, d, out))
+    return true;
   unsigned mw = 0;
-  rc = n->api.get_power(d->handle, &mw);
+  int rc = n->api.get_power(d->handle, &mw);
   if (rc == NVML_SUCCESS) {
     nvml_read_ok(r, NVML_CALL_get_power);
     sample_set(out, GF_POWER_W, (double)mw / 1000.0);
