@@ -1361,7 +1361,7 @@ static void expect_outcome(const struct cy_out *clean, const struct cy_call *tr,
     return;
   }
   if (notsup && is_fn(fn, "nvmlDeviceGetTemperatureV"))
-    return; /* falls back to nvmlDeviceGetTemperature for good: the temperature is still read */
+    return;    /* falls back to nvmlDeviceGetTemperature for good: the temperature is still read */
   int ord = 0; /* how many calls of fn on this device came before it in this round */
   for (unsigned long k = r == 0 ? clean->calls_open : clean->calls_round[0]; k + 1 < n; k++)
     ord += is_fn(tr[k].fn, fn) && tr[k].gpu == call->gpu && tr[k].slot == call->slot;
