@@ -3,6 +3,7 @@
 #include "keda/scaler.h"
 
 #include <stdarg.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -495,8 +496,8 @@ static int judge(const struct trigger *t, struct scaler_selection *sel, struct s
   return 0;
 }
 
-static int evaluate(const struct scaler *s, const struct trigger *t, struct scaler_result *out,
-                    struct scaler_error *e) {
+static int evaluate_any(const struct scaler *s, const struct trigger *t, struct scaler_result *out,
+                        struct scaler_error *e) {
   const struct scaler_selector *sr = selector_of(&s->src);
   const struct scaler_dual *dual = dual_of(&s->src);
   if (dual && t->engine)
@@ -512,6 +513,23 @@ static int evaluate(const struct scaler *s, const struct trigger *t, struct scal
     rc = judge(t, &sel, out, e);
   scaler_selection_release(&sel);
   e->code = rc;
+  return rc;
+}
+
+/* A value is served only when it is a number >= 0. KEDA turns a negative (and NaN, Inf) external
+ * metric value into 0 since v2.20.2 (its #7880, pkg/scalers/scaler.go quantityFromFloat64), which
+ * would scale in on a value gpuscale never read; so a negative result (a reading below 0, such as
+ * a GPU temperature under 0 C through nvmlDeviceGetTemperatureV) is no value: GS_EUNAVAIL. */
+static int evaluate(const struct scaler *s, const struct trigger *t, struct scaler_result *out,
+                    struct scaler_error *e) {
+  int rc = evaluate_any(s, t, out, e);
+  if (rc == 0 && (!isfinite(out->value) || out->value < 0)) {
+    e->code = rc = GS_EUNAVAIL;
+    snprintf(e->msg, sizeof e->msg,
+             "%s is %g: gpuscale serves no value below 0 (KEDA 2.20.2 and later would read it as "
+             "0); no value until it reads 0 or more",
+             trigger_metric_label(t), out->value);
+  }
   return rc;
 }
 
