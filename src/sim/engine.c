@@ -818,22 +818,31 @@ static int metric_of(struct eng *e, size_t i, const struct sim_keda *k, double t
 /* advanced.scalingModifiers (pkg/scaling/modifiers/formula.go): every trigger is read; a trigger
  * in fallback makes the composite the fallback metric (the modifiers' target x replicas,
  * doFallback); a failed trigger the formula names fails it (expr-lang cannot add a missing
- * value); else it is the formula over the named triggers. *any_err tells whether any trigger
- * failed (KEDA then counts the ScaledObject inactive). Records each trigger's value and the
- * composite. Returns 0 with *value, or -1. */
+ * value); else it is the formula over the named triggers. With fallback.behavior
+ * scalingModifiers (v2.20.0) a trigger past failureThreshold is nil in the formula instead, not
+ * an error, and a nil result is fallback.replicas x target (scalingModifiersFallbackTarget, for
+ * either metricType). *any_err tells whether any trigger failed (KEDA then counts the
+ * ScaledObject inactive). Records each trigger's value and the composite. Returns 0 with
+ * *value, or -1. */
 static int composite(struct eng *e, struct sim_result *out, double *value, bool *any_err) {
   const struct sim_modifiers *md = &e->so->mods;
   struct sim_keda k = e->keda;
   k.has_fallback = k.has_fallback && md->fallback_ok; /* HasValidFallback */
   double vals[SIM_MAX_TRIGGERS] = {0}, fb = 0;
   bool failed[SIM_MAX_TRIGGERS] = {false}, fell_any = false;
+  unsigned long long nil_trig = 0; /* bit i: trigger i is nil in the formula */
   *any_err = false;
   for (size_t i = 0; i < e->so->ntrig; i++) {
     if (e->so->trig[i].kind == SIM_TRIG_CPU)
       continue; /* a resource metric of its own, not in the formula */
     double m;
     bool fell, act;
-    if (metric_of(e, i, &k, md->target, md->value_type, &m, &fell, &act) != 0) {
+    int mrc = metric_of(e, i, &k, md->target, md->value_type, &m, &fell, &act);
+    if (mrc == SIM_KEDA_NIL) {
+      nil_trig |= 1ULL << i;
+      continue;
+    }
+    if (mrc != 0) {
       failed[i] = *any_err = true;
       continue;
     }
@@ -847,13 +856,18 @@ static int composite(struct eng *e, struct sim_result *out, double *value, bool 
     *value = fb;
   } else {
     double fv[SIM_MAX_TRIGGERS];
+    unsigned long long nils = 0;
     for (size_t v = 0; v < md->nvars; v++) {
       if ((md->f.used >> v & 1) && failed[md->var_trig[v]])
         return -1;
       fv[v] = vals[md->var_trig[v]];
+      nils |= (unsigned long long)(nil_trig >> md->var_trig[v] & 1) << v;
     }
-    if (sim_formula_eval(&md->f, fv, value) != 0)
+    bool is_nil = false;
+    if (sim_formula_eval_nil(&md->f, fv, nils, value, &is_nil) != 0)
       return -1;
+    if (is_nil)
+      *value = (double)e->keda.fallback_replicas * md->target;
   }
   out->value[e->so->ntrig][e->now] = (float)*value;
   return 0;

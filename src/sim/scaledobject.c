@@ -143,7 +143,7 @@ static int parse_fallback(struct sim_yaml *y, yaml_node_t *v, struct sim_keda *k
   if (bh) {
     if ((rc = sim_yaml_enum(y, bh, "spec.fallback.behavior",
                             "static|currentReplicas|currentReplicasIfHigher|"
-                            "currentReplicasIfLower",
+                            "currentReplicasIfLower|scalingModifiers",
                             &idx, E)))
       return rc;
     k->fallback_behavior = (enum sim_fallback_behavior)idx;
@@ -518,7 +518,15 @@ static int parse_spec(struct sim_yaml *y, yaml_node_t *spec, struct sim_scaledob
     if (rc)
       return rc;
   }
-  return parse_modifiers(y, spec, so, E);
+  if ((rc = parse_modifiers(y, spec, so, E)))
+    return rc;
+  /* KEDA's webhook (v2.20.0, scaledobject_webhook.go): "scalingModifiers fallback behavior
+   * requires scalingModifiers.formula to be defined". */
+  yaml_node_t *fb = sim_yaml_get(y, spec, "fallback");
+  if (k->has_fallback && k->fallback_behavior == SIM_FALLBACK_MODIFIERS && !so->mods.set)
+    return sim_yaml_fail(y, sim_yaml_get(y, fb, "behavior"), "spec.fallback.behavior", E,
+                         "scalingModifiers needs spec.advanced.scalingModifiers.formula");
+  return 0;
 }
 
 int sim_so_parse(const char *text, size_t len, const char *file, struct sim_scaledobject *so,
