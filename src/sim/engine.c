@@ -75,6 +75,14 @@ struct eng {
   int cached_rc[SIM_MAX_TRIGGERS];
   double cached_value[SIM_MAX_TRIGGERS];
   bool cached_active[SIM_MAX_TRIGGERS];
+  /* KEDA's metrics cache (useCachedMetrics): the record of trigger i from the last poll, its
+   * metric after fallback and its error, which the HPA's reads take instead of the scaler.
+   * Every poll replaces the records (StoreRecords); an error does not drop them (KEDA main, its
+   * #8073). */
+  bool rec_has[SIM_MAX_TRIGGERS];
+  int rec_rc[SIM_MAX_TRIGGERS];
+  double rec_m[SIM_MAX_TRIGGERS];
+  bool polling; /* inside keda_poll: reads store records */
   int events;
 };
 
@@ -811,8 +819,22 @@ static int metric_of(struct eng *e, size_t i, const struct sim_keda *k, double t
                      bool value_type, double *m, bool *fell, bool *active) {
   double v = 0;
   *active = false;
+  bool cached = e->so->trig[i].use_cached;
+  if (cached && !e->polling && e->rec_has[i]) {
+    /* GetScaledObjectMetrics with useCachedMetrics: the record's metric and error go through
+     * GetMetricsWithFallback again (scale_handler.go) */
+    *active = e->rec_rc[i] == 0;
+    return sim_keda_metric(k, &e->fb[i], e->rec_rc[i] == 0, e->rec_m[i], target, value_type,
+                           e->spec, e->ready, m, fell);
+  }
   int rc = read_trigger(e, i, &v, active);
-  return sim_keda_metric(k, &e->fb[i], rc == 0, v, target, value_type, e->spec, e->ready, m, fell);
+  rc = sim_keda_metric(k, &e->fb[i], rc == 0, v, target, value_type, e->spec, e->ready, m, fell);
+  if (cached && e->polling) {
+    e->rec_has[i] = true;
+    e->rec_rc[i] = rc;
+    e->rec_m[i] = rc == 0 ? *m : 0;
+  }
+  return rc;
 }
 
 /* advanced.scalingModifiers (pkg/scaling/modifiers/formula.go): every trigger is read; a trigger
@@ -919,6 +941,8 @@ static void hpa_sync(struct eng *e, struct sim_result *out) {
 static void keda_poll(struct eng *e, struct sim_result *out) {
   bool any_active = false, any_error = false, only_cpu = true;
   const struct sim_modifiers *md = &e->so->mods;
+  e->polling = true; /* this poll's records replace the last ones */
+  memset(e->rec_has, 0, sizeof e->rec_has);
   for (size_t i = 0; !md->set && i < e->so->ntrig; i++) {
     const struct sim_trigger *t = &e->so->trig[i];
     if (t->kind == SIM_TRIG_CPU)
@@ -943,6 +967,7 @@ static void keda_poll(struct eng *e, struct sim_result *out) {
     any_active = !any_error && c > md->activation;
     out->active[e->so->ntrig][e->now] = (int8_t)any_active;
   }
+  e->polling = false;
   if (only_cpu && !any_error)
     any_active = true; /* cpu/memory triggers alone are always active */
   int r = sim_keda_request_scale(&e->keda, e->now, e->spec, any_active, any_error);

@@ -232,6 +232,15 @@ static int parse_trigger(struct sim_yaml *y, yaml_node_t *tn, size_t idx, struct
       return rc;
     t->value_type = t->kind != SIM_TRIG_CPU && k == 1;
   }
+  yaml_node_t *uc = sim_yaml_get(y, tn, "useCachedMetrics");
+  if (uc) {
+    if ((rc = sim_yaml_enum(y, uc, "triggers[].useCachedMetrics", "false|true", &k, E)))
+      return rc;
+    t->use_cached = k == 1;
+    if (t->use_cached && t->kind == SIM_TRIG_CPU) /* scaletriggers_types.go ValidateTriggers */
+      return sim_yaml_fail(y, uc, "triggers[].useCachedMetrics", E,
+                           "is not supported for the cpu trigger (KEDA refuses it)");
+  }
   if ((rc = copy_metadata(y, md, t, E)))
     return rc;
   yaml_node_t *at = md ? md : tn;
@@ -526,6 +535,11 @@ static int parse_spec(struct sim_yaml *y, yaml_node_t *spec, struct sim_scaledob
   if (k->has_fallback && k->fallback_behavior == SIM_FALLBACK_MODIFIERS && !so->mods.set)
     return sim_yaml_fail(y, sim_yaml_get(y, fb, "behavior"), "spec.fallback.behavior", E,
                          "scalingModifiers needs spec.advanced.scalingModifiers.formula");
+  for (size_t i = 0; i < so->ntrig; i++)
+    if (so->trig[i].use_cached && k->has_fallback && k->fallback_behavior == SIM_FALLBACK_MODIFIERS)
+      return sim_yaml_fail(y, sim_yaml_get(y, fb, "behavior"), "spec.fallback.behavior", E,
+                           "scalingModifiers with a useCachedMetrics trigger is not modelled (the "
+                           "HPA would read the cached placeholder)");
   return 0;
 }
 

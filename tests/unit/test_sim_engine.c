@@ -606,6 +606,52 @@ static void test_fallback_scaling_modifiers(void **state) {
   sim_so_free(&bad);
 }
 
+/* useCachedMetrics (KEDA scale_handler.go GetScaledObjectMetrics: the HPA's read takes the record
+ * the last poll stored): with pollingInterval 60 the HPA syncs at 1035..1065 see the 5 requests/s
+ * the poll at 1020 read, not the 40 that arrive at 1030, until the poll at 1080. A trigger that
+ * fails at every read (power_draw is not in the model) does not drop the healthy trigger's record:
+ * KEDA main keeps cached metric records of healthy triggers on scaler errors (its #8073; before,
+ * ClearScalersCache deleted every record and the HPA read the scaler live until the next poll).
+ * Without useCachedMetrics the HPA reads 40 at 1035. cpu cannot use the cache (KEDA refuses). */
+static void test_cached_metrics(void **state) {
+  (void)state;
+  static const char *failing =
+      "    - type: external\n      metadata:\n"
+      "        scalerAddress: gpuscale-gateway:6000\n        scope: workload\n"
+      "        metricType: power_draw\n        targetValue: \"100\"\n";
+  const char *csv = "0,5\n1029,5\n1030,40\n3600,40\n";
+  for (int cached = 0; cached < 2; cached++) {
+    char trig[2048], so[4096];
+    snprintf(trig, sizeof trig,
+             "%s    - type: prometheus\n      name: rps\n%s      metadata:\n"
+             "        query: sum(rate(http_requests_total[1m]))\n        threshold: \"10\"\n",
+             failing, cached ? "      useCachedMetrics: true\n" : "");
+    so_text(so, sizeof so, 1, 20, "  pollingInterval: 60\n", trig);
+    struct run x;
+    run_text(&x, MODEL_UTIL, so, NULL, csv);
+    assert_int_equal(x.rc, 0);
+    assert_true(isnan(x.r.value[0][1035])); /* the failing trigger: no value */
+    if (cached) {
+      for (int t = 1035; t <= 1065; t += 15)
+        if (x.r.value[1][t] != 5)
+          fail_msg("cached: the HPA read %g at %d, want the poll's 5", x.r.value[1][t], t);
+    } else {
+      assert_true(x.r.value[1][1035] == 40);
+    }
+    assert_true(x.r.value[1][1080] == 40);
+    run_free(&x);
+  }
+  char so[2048];
+  so_text(so, sizeof so, 1, 20, "",
+          "    - type: cpu\n      metricType: Utilization\n      useCachedMetrics: true\n"
+          "      metadata: {value: \"60\"}\n");
+  struct sim_scaledobject bad;
+  char err[512] = "";
+  assert_int_equal(sim_so_parse(so, strlen(so), "so.yaml", &bad, err, sizeof err), GS_EINVAL);
+  assert_non_null(strstr(err, "useCachedMetrics"));
+  sim_so_free(&bad);
+}
+
 static const char *MODEL_HTTP = "name: web\n"
                                 "capacity: 10\n"
                                 "startup: 60s\n"
@@ -889,6 +935,7 @@ int main(void) {
       cmocka_unit_test(test_scale_to_zero),
       cmocka_unit_test(test_fallback_outage),
       cmocka_unit_test(test_fallback_scaling_modifiers),
+      cmocka_unit_test(test_cached_metrics),
       cmocka_unit_test(test_selectors),
       cmocka_unit_test(test_policy_refusal),
       cmocka_unit_test(test_floor),
