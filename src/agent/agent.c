@@ -78,7 +78,8 @@ static const struct opt_def agent_opts_table[] = {
     {"nvml-library", 0, "GPUSCALE_NVML_LIBRARY", OPT_STRING, NULL, 0, 0, NULL, "PATH",
      "nvml collector: load this library instead of libnvidia-ml.so.1", O(nvml_library)},
     {"profiles", 0, "GPUSCALE_PROFILES", OPT_STRING, NULL, 0, 0, NULL, "FILE",
-     "YAML file with extra scaling profiles (see docs/profiles.md)", O(profiles)},
+     "YAML file with extra scaling profiles (see docs/profiles.md); SIGHUP reloads it",
+     O(profiles)},
     {"interval", 0, "GPUSCALE_INTERVAL", OPT_DURATION, "1s", 100, 300000, NULL, "DURATION",
      "sampling interval; a GPU is stale after 3 intervals", O(interval_ms)},
     {"history", 0, "GPUSCALE_HISTORY", OPT_DURATION, "10m", 1000, 86400000, NULL, "DURATION",
@@ -158,9 +159,43 @@ static bool rpc_healthy(void *ud) {
   return agent_api_ready(ud);
 }
 
+/* What SIGHUP reloads: the collector, and the --profiles file (a target that changes there reaches
+ * KEDA through open StreamMetricSpec streams, and through GetMetricSpec). */
+struct agent_hup {
+  struct sampler *smp;
+  const char *profiles_path; /* NULL: built-in profiles only, nothing to reload */
+  struct profile_set *profiles;
+  struct trigger_cache *cache;
+};
+
+static void reload_profiles(struct agent_hup *h) {
+  if (!h->profiles_path)
+    return;
+  struct profile_set np = {0};
+  char err[1024] = "";
+  if (profile_set_init(&np) || profile_set_load(&np, h->profiles_path, err, sizeof err)) {
+    LOG_ERROR("agent", "SIGHUP: --profiles %s: %s; the profiles loaded before stay in use",
+              h->profiles_path, err[0] ? err : "out of memory");
+    profile_set_free(&np);
+    return;
+  }
+  pthread_rwlock_wrlock(h->profiles->lock);
+  struct profile *old = h->profiles->items;
+  size_t n = np.n;
+  h->profiles->items = np.items;
+  h->profiles->n = np.n;
+  trigger_cache_clear(h->cache); /* triggers parsed from the old profiles */
+  pthread_rwlock_unlock(h->profiles->lock);
+  np.items = old;
+  profile_set_free(&np);
+  LOG_INFO("agent", "SIGHUP: reloaded --profiles %s: %zu profiles", h->profiles_path, n);
+}
+
 static void on_hup(void *ud) {
+  struct agent_hup *h = ud;
   LOG_INFO("agent", "SIGHUP: reloading the collector");
-  sampler_request_reload(ud);
+  sampler_request_reload(h->smp);
+  reload_profiles(h);
 }
 
 static int agent_run(struct agent_opts *o) {
@@ -278,8 +313,13 @@ static int agent_run(struct agent_opts *o) {
   struct scaler_dual dual = {history_source_make(&hs), engine_source_selector(&esrc)};
   profiles.endpoint_check = o->allow_engine_endpoints ? engine_endpoint_check : NULL;
   struct scaler sc = {&profiles, scaler_source_dual(&dual), NULL};
-  /* KEDA asks with the same metadata every poll: parse it once (profiles never change here). */
+  /* KEDA asks with the same metadata every poll: parse it once (a SIGHUP reload of --profiles
+   * clears the cache under the profiles' lock). */
   sc.cache = tcache = trigger_cache_new(0);
+  pthread_rwlock_t profiles_lock = PTHREAD_RWLOCK_INITIALIZER;
+  if (o->profiles)
+    profiles.lock = &profiles_lock;
+  struct agent_hup hup = {&smp, o->profiles, &profiles, tcache};
   /* Our own copy: a reload frees the collector's string (the mock's scenario owns it). */
   char driver[GPU_STR_LEN] = "";
   if (ops->driver_version(col))
@@ -321,7 +361,7 @@ static int agent_run(struct agent_opts *o) {
   LOG_INFO("agent", "serving gRPC (KEDA ExternalScaler, grpc.health.v1) on %s, HTTP on %s",
            o->serve.grpc_listen, o->serve.http_listen);
 
-  serve_wait("agent", o->serve.grace_ms, on_hup, NULL, 60000, &smp);
+  serve_wait("agent", o->serve.grace_ms, on_hup, NULL, 60000, &hup);
   exit_code = 0;
 
 out:

@@ -283,8 +283,8 @@ static int resolve_scope(const struct scaler *s, const struct scaler_request *r,
 /* Parses and resolves, or copies the trigger the cache holds for this metadata (the scope is
  * resolved for this scaler's source, so a cache serves one scaler). On success the caller
  * releases *t with parse_done(s, t, *hold). Errors are never cached: they are parsed again. */
-static int parse(const struct scaler *s, const struct scaler_request *r, struct trigger *t,
-                 struct trigger_cache_entry **hold, struct scaler_error *e) {
+static int parse_locked(const struct scaler *s, const struct scaler_request *r, struct trigger *t,
+                        struct trigger_cache_entry **hold, struct scaler_error *e) {
   *hold = trigger_cache_get(s->cache, r->md, r->nmd, r->ns, t);
   if (*hold) {
     e->code = 0;
@@ -299,6 +299,19 @@ static int parse(const struct scaler *s, const struct scaler_request *r, struct 
     trigger_free(t);
   else
     *hold = trigger_cache_put(s->cache, r->md, r->nmd, r->ns, t);
+  return rc;
+}
+
+/* parse_locked under the profiles' read lock, when they can change: a trigger parsed from the
+ * old profiles never enters the cache after a reload cleared it. */
+static int parse(const struct scaler *s, const struct scaler_request *r, struct trigger *t,
+                 struct trigger_cache_entry **hold, struct scaler_error *e) {
+  pthread_rwlock_t *lock = s->profiles ? s->profiles->lock : NULL;
+  if (lock)
+    pthread_rwlock_rdlock(lock);
+  int rc = parse_locked(s, r, t, hold, e);
+  if (lock)
+    pthread_rwlock_unlock(lock);
   return rc;
 }
 
@@ -579,7 +592,12 @@ int scaler_get_metrics(const struct scaler *s, const struct scaler_request *r,
 
 int scaler_parse_trigger(const struct scaler *s, const struct scaler_request *r, struct trigger *t,
                          struct scaler_error *e) {
+  pthread_rwlock_t *lock = s->profiles ? s->profiles->lock : NULL;
+  if (lock)
+    pthread_rwlock_rdlock(lock);
   int rc = trigger_parse_ref(r->md, r->nmd, s->profiles, r->ns, t, e->msg, sizeof e->msg);
+  if (lock)
+    pthread_rwlock_unlock(lock);
   e->code = rc;
   if (rc)
     return rc;

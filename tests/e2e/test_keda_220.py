@@ -14,9 +14,14 @@
   externalPushScaler ... and launches a new watcher"), whose new stream carries the new target.
 """
 
+import os
+import signal
+
 import grpc
 
 import helpers
+from conftest import main_gpus
+from helpers import Scenario
 from test_nvml import scrape, series, start_script_agent  # noqa: F401
 
 COLD = """driver 580.65.06
@@ -92,3 +97,71 @@ def test_stream_metric_spec_profile_and_override(main_client):
             assert spec_of(r.next_msg()) == spec_of(main_client.spec(md)), md
         finally:
             r.cancel()
+
+
+# --------------------------------------------------------------------------------------------
+# A target that changes under an open StreamMetricSpec stream: the agent reloads --profiles on
+# SIGHUP, and each open stream sends the new spec (KEDA main's externalscaler.proto, #7794: "a
+# message whenever HPA target values change"; "keep GetMetricSpec returning the same current
+# values as the latest streamed update").
+
+def profiles_yaml(target):
+    return ("profiles:\n  sdxl-inference:\n    metric: gpu_utilization\n"
+            "    target: %s\n    activation: 5\n" % target)
+
+
+def write_atomic(path, text):
+    tmp = path + ".tmp"
+    with open(tmp, "w") as f:
+        f.write(text)
+    os.replace(tmp, path)
+
+
+def hup_and_wait(agent, what):
+    before = agent.log().count(what)
+    agent.signal(signal.SIGHUP)
+    helpers.wait_for(lambda: agent.log().count(what) > before, timeout=10,
+                     what="%r in the agent's log" % what)
+
+
+def test_stream_metric_spec_sends_a_target_changed_by_a_profile_reload(agents, tmp_path):
+    prof = str(tmp_path / "profiles.yaml")
+    write_atomic(prof, profiles_yaml(60))
+    a = agents(Scenario(main_gpus()[:2]), ["--profiles", prof])
+    c = a.client()
+    md = {"profile": "sdxl-inference"}
+    other = {"metricType": "gpu_utilization", "targetValue": "50"}  # no profile: unaffected
+    r = helpers.StreamReader(c.stream_spec(md))
+    r_other = helpers.StreamReader(c.stream_spec(other))
+    try:
+        assert spec_of(r.next_msg())[1:] == (60, 60.0)
+        assert spec_of(r_other.next_msg())[1:] == (50, 50.0)
+        # the target changes in the file: one new message, the same as GetMetricSpec now
+        write_atomic(prof, profiles_yaml(42.5))
+        hup_and_wait(a, "reloaded --profiles")
+        changed = r.next_msg(timeout=5)
+        assert spec_of(changed)[1:] == (43, 42.5), changed
+        assert spec_of(changed) == spec_of(c.spec(md))
+        assert r.next(timeout=3 * helpers.INTERVAL_S + 0.5) is None  # nothing more: no change
+        assert r_other.next(timeout=0.2) is None  # its target did not change
+        # a broken file is refused and changes nothing
+        write_atomic(prof, "profiles:\n  sdxl-inference:\n    metric: nope\n")
+        hup_and_wait(a, "the profiles loaded before stay in use")
+        assert r.next(timeout=3 * helpers.INTERVAL_S + 0.5) is None
+        assert spec_of(c.spec(md))[1:] == (43, 42.5)
+        # the profile is gone: the stream ends with GetMetricSpec's error
+        write_atomic(prof, "profiles:\n  other:\n    metric: gpu_utilization\n    target: 10\n")
+        hup_and_wait(a, "reloaded --profiles")
+        end = None
+        for _ in range(20):
+            item = r.next(timeout=1)
+            if item is not None and item[0] == "end":
+                end = item[1]
+                break
+        assert end == grpc.StatusCode.INVALID_ARGUMENT, end
+        e = helpers.rpc_error(c.spec, md)
+        assert e.code() == grpc.StatusCode.INVALID_ARGUMENT and "sdxl-inference" in e.details()
+        assert r_other.call.is_active()
+    finally:
+        r.cancel()
+        r_other.cancel()
