@@ -56,10 +56,11 @@ struct agent_opts {
   char *pod_logs;
   bool no_hostname_label;
   char *shared_gpu_series;
-  char *collectors;          /* --collectors / -f (dcgm-exporter's flag) */
-  char *counters_alias;      /* --counters, the same */
-  char *hostname_label;      /* --hostname-label */
-  struct counters *counters; /* loaded from the file; not an option row */
+  bool kubernetes_enable_dra; /* dcgm-exporter's --kubernetes-enable-dra: the dra_* labels */
+  char *collectors;           /* --collectors / -f (dcgm-exporter's flag) */
+  char *counters_alias;       /* --counters, the same */
+  char *hostname_label;       /* --hostname-label */
+  struct counters *counters;  /* loaded from the file; not an option row */
   char *engines;
   int64_t engine_interval_ms;
   int64_t engine_timeout_ms;
@@ -123,6 +124,12 @@ static const struct opt_def agent_opts_table[] = {
      "/metrics for a GPU that several pods hold: its value series once, marked "
      "gpuscale_shared (once), or a copy per pod with dcgm-exporter's vgpu label (per-pod)",
      O(shared_gpu_series)},
+    {"kubernetes-enable-dra", 0, "GPUSCALE_KUBERNETES_ENABLE_DRA", OPT_BOOL, "false", 0, 0, NULL,
+     NULL,
+     "/metrics: dcgm-exporter's dra_claim_name, dra_claim_namespace, dra_driver_name, "
+     "dra_pool_name, dra_device_name (and dra_mig_profile, dra_mig_device_uuid) labels on the "
+     "series of a GPU or MIG device a pod holds through a DRA ResourceClaim",
+     O(kubernetes_enable_dra)},
     {"engines", 0, "GPUSCALE_ENGINES", OPT_ENUM, "auto", 0, 0, "auto|off", "MODE",
      "inference-engine pods on this node (vLLM, TGI, SGLang, Triton; docs/engines.md): found "
      "through the Kubernetes API of --kube-api and read by their annotations; auto = on when the "
@@ -352,7 +359,8 @@ static int agent_run(struct agent_opts *o) {
                              !o->no_hostname_label,
                              strcmp(o->shared_gpu_series, "per-pod") == 0,
                              o->counters,
-                             o->hostname_label};
+                             o->hostname_label,
+                             o->kubernetes_enable_dra};
   routes[nroutes++] = (struct http_route){"/metrics", metrics_handle, &mctx};
   if (http_server_start(o->serve.http_listen, routes, nroutes, &http, err, sizeof err) != 0) {
     LOG_ERROR("agent", "--http-listen: %s", err);

@@ -34,8 +34,10 @@ int metrics_render(const struct metrics_ctx *m, struct buf *out) {
   struct gpu_snapshot *snap = malloc(cap * sizeof *snap);
   struct gpu_pods *pods = malloc(cap * sizeof *pods);
   struct stats_snapshot *rpc = m->stats ? malloc(sizeof *rpc) : NULL;
+  /* --kubernetes-enable-dra: per GPU, its DRA claim devices (NULL: none) */
+  struct attrib_dra **dra = m->dra_labels && m->attrib ? calloc(cap, sizeof *dra) : NULL;
   int rc = GS_ENOMEM;
-  if (!snap || !pods || (m->stats && !rpc))
+  if (!snap || !pods || (m->stats && !rpc) || (m->dra_labels && m->attrib && !dra))
     goto out;
   history_snapshot(api->hist, snap, cap, &n);
   if (n > cap)
@@ -44,12 +46,16 @@ int metrics_render(const struct metrics_ctx *m, struct buf *out) {
   int attribution = -1;
   if (m->attrib) {
     attribution = attrib_available(m->attrib) ? 1 : 0;
-    for (size_t i = 0; i < n; i++)
-      if (!attribution || !attrib_lookup(m->attrib, snap[i].info.uuid, &pods[i])) {
+    for (size_t i = 0; i < n; i++) {
+      bool held =
+          attribution && (dra ? attrib_lookup_dra(m->attrib, snap[i].info.uuid, &pods[i], &dra[i])
+                              : attrib_lookup(m->attrib, snap[i].info.uuid, &pods[i]));
+      if (!held) {
         pods[i].n = 0;
         pods[i].total = 0;
         pods[i].shared = false;
       }
+    }
   }
   if (rpc)
     stats_snapshot(m->stats, rpc);
@@ -71,11 +77,15 @@ int metrics_render(const struct metrics_ctx *m, struct buf *out) {
       .version = GPUSCALE_VERSION,
       .counters = m->counters,
       .hostname_label = m->host_label_name,
+      .dra = (const struct attrib_dra *const *)dra,
   };
   rc = expo_render(out, &in);
   if (rc == 0)
     rc = sampler_render_errors(api->sampler, out); /* gpuscale_nvml_errors_total */
 out:
+  for (size_t i = 0; dra && i < n; i++)
+    free(dra[i]);
+  free(dra);
   free(snap);
   free(pods);
   free(rpc);
@@ -256,7 +266,8 @@ struct metrics_mock *metrics_mock_new_set(size_t ngpus, bool full) {
                                .driver_version = "550.54.15",
                                .interval_ms = 3600000,
                                .pods = mm->attrib};
-  mm->ctx = (struct metrics_ctx){&mm->api, mm->attrib, mm->stats, true, false, mm->old_set, NULL};
+  mm->ctx =
+      (struct metrics_ctx){&mm->api, mm->attrib, mm->stats, true, false, mm->old_set, NULL, false};
   if (!mm->hist || !mm->attrib || !mm->stats || mock_fill(mm, ngpus) != 0) {
     metrics_mock_free(mm);
     return NULL;

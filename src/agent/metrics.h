@@ -20,6 +20,7 @@ struct metrics_ctx {
   bool per_pod_series; /* --shared-gpu-series per-pod: a shared GPU's value series once per pod */
   const struct counters *counters; /* --collectors: the series to write; NULL = the default set */
   const char *host_label_name;     /* --hostname-label: "hostname" (NULL) or "Hostname" */
+  bool dra_labels;                 /* --kubernetes-enable-dra: the dra_* labels */
 };
 
 /* The /metrics handler (an http_route's handle, ud = struct metrics_ctx *): renders, gzips when

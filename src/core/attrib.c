@@ -27,12 +27,28 @@ struct attrib *attrib_new(void) {
   return a;
 }
 
+void attrib_entries_free(struct attrib_entry *e, size_t n) {
+  for (size_t i = 0; e && i < n; i++)
+    free(e[i].dra);
+  free(e);
+}
+
 void attrib_free(struct attrib *a) {
   if (!a)
     return;
   pthread_mutex_destroy(&a->lock);
-  free(a->entries);
+  attrib_entries_free(a->entries, a->n);
   free(a);
+}
+
+/* A copy of n DRA entries, or NULL (none, or out of memory: then the labels are left out). */
+static struct attrib_dra *dra_copy(const struct attrib_dra *d, size_t n) {
+  if (!d || n == 0)
+    return NULL;
+  struct attrib_dra *c = malloc(n * sizeof *c);
+  if (c)
+    memcpy(c, d, n * sizeof *c);
+  return c;
 }
 
 static int cmp_entry(const void *x, const void *y) {
@@ -69,6 +85,12 @@ int attrib_replace(struct attrib *a, const struct attrib_entry *entries, size_t 
       return GS_ENOMEM;
     memcpy(copy, entries, n * sizeof *copy);
     for (size_t i = 0; i < n; i++) {
+      size_t np = copy[i].pods.n < ATTRIB_MAX_PODS ? copy[i].pods.n : ATTRIB_MAX_PODS;
+      copy[i].dra = dra_copy(entries[i].dra, np);
+      if (entries[i].dra && np && !copy[i].dra) {
+        attrib_entries_free(copy, i);
+        return GS_ENOMEM;
+      }
       copy[i].uuid[sizeof copy[i].uuid - 1] = '\0';
       if (copy[i].pods.split == ATTRIB_SPLIT_NONE)
         attrib_split_even(&copy[i].pods);
@@ -84,11 +106,12 @@ int attrib_replace(struct attrib *a, const struct attrib_entry *entries, size_t 
     if (e && e->pods.split == ATTRIB_SPLIT_PROCESS && same_pods(&e->pods, &copy[i].pods))
       copy_split(&copy[i].pods, &e->pods);
   }
+  size_t nold = a->n;
   a->entries = copy;
   a->n = n;
   a->available = true;
   pthread_mutex_unlock(&a->lock);
-  free(old);
+  attrib_entries_free(old, nold);
   return 0;
 }
 
@@ -108,11 +131,12 @@ int attrib_set_split(struct attrib *a, const char *uuid, const struct gpu_pods *
 void attrib_clear(struct attrib *a) {
   pthread_mutex_lock(&a->lock);
   struct attrib_entry *old = a->entries;
+  size_t nold = a->n;
   a->entries = NULL;
   a->n = 0;
   a->available = false;
   pthread_mutex_unlock(&a->lock);
-  free(old);
+  attrib_entries_free(old, nold);
 }
 
 bool attrib_lookup(struct attrib *a, const char *uuid, struct gpu_pods *out) {
@@ -125,6 +149,25 @@ bool attrib_lookup(struct attrib *a, const char *uuid, struct gpu_pods *out) {
       a->n ? bsearch(uuid, a->entries, a->n, sizeof *a->entries, cmp_key) : NULL;
   if (e && e->pods.n > 0) {
     *out = e->pods;
+    found = true;
+  }
+  pthread_mutex_unlock(&a->lock);
+  return found;
+}
+
+bool attrib_lookup_dra(struct attrib *a, const char *uuid, struct gpu_pods *out,
+                       struct attrib_dra **dra) {
+  memset(out, 0, sizeof *out);
+  *dra = NULL;
+  if (!uuid)
+    return false;
+  bool found = false;
+  pthread_mutex_lock(&a->lock);
+  const struct attrib_entry *e =
+      a->n ? bsearch(uuid, a->entries, a->n, sizeof *a->entries, cmp_key) : NULL;
+  if (e && e->pods.n > 0) {
+    *out = e->pods;
+    *dra = dra_copy(e->dra, e->pods.n < ATTRIB_MAX_PODS ? e->pods.n : ATTRIB_MAX_PODS);
     found = true;
   }
   pthread_mutex_unlock(&a->lock);

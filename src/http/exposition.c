@@ -12,8 +12,9 @@
 #include "http/counters.h"
 #include "rpc/status.h"
 
-/* Identity labels (at most 10) + container, namespace, pod, vgpu, shared, or + a family label. */
-#define EXPO_MAX_LABELS 16
+/* Identity labels (at most 10) + container, the dra_* labels (7), namespace, pod, vgpu, shared,
+ * or + a family label. */
+#define EXPO_MAX_LABELS 20
 
 enum vfmt {
   VF_INT,   /* DCGM int64 fields: "%d" */
@@ -326,8 +327,36 @@ static bool pods_several(const struct gpu_pods *pods) {
   return pods && attrib_holders(pods) > 1;
 }
 
-static size_t add_pod_labels(struct expo_label *l, size_t n, const struct pod_ref *p) {
+/* The DRA claim device listed entry p of GPU i is held through, or NULL. */
+static const struct attrib_dra *dra_of(const struct expo_input *in, size_t i, size_t p) {
+  const struct attrib_dra *d = in->dra && in->dra[i] ? &in->dra[i][p] : NULL;
+  return d && d->claim_name[0] ? d : NULL;
+}
+
+static size_t add_label_if(struct expo_label *l, size_t n, const char *name, const char *value) {
+  if (value[0]) /* an empty label is no label to Prometheus: left out */
+    l[n++] = (struct expo_label){name, value};
+  return n;
+}
+
+/* dcgm-exporter's dra_* labels (internal/pkg/transformation/const.go, kubernetes.go; written in
+ * the sorted order of its attributes, between container and namespace). */
+static size_t add_dra_labels(struct expo_label *l, size_t n, const struct attrib_dra *d) {
+  if (!d)
+    return n;
+  n = add_label_if(l, n, "dra_claim_name", d->claim_name);
+  n = add_label_if(l, n, "dra_claim_namespace", d->claim_ns);
+  n = add_label_if(l, n, "dra_device_name", d->device);
+  n = add_label_if(l, n, "dra_driver_name", d->driver);
+  n = add_label_if(l, n, "dra_mig_device_uuid", d->mig_uuid);
+  n = add_label_if(l, n, "dra_mig_profile", d->mig_profile);
+  return add_label_if(l, n, "dra_pool_name", d->pool);
+}
+
+static size_t add_pod_labels(struct expo_label *l, size_t n, const struct pod_ref *p,
+                             const struct attrib_dra *d) {
   l[n++] = (struct expo_label){"container", p->container};
+  n = add_dra_labels(l, n, d);
   l[n++] = (struct expo_label){"namespace", p->ns};
   l[n++] = (struct expo_label){"pod", p->pod};
   return n;
@@ -337,14 +366,14 @@ static size_t add_pod_labels(struct expo_label *l, size_t n, const struct pod_re
  * container holds it: when two containers of the pod do, naming one would be a guess, so the line
  * names the pod and gpuscale_gpu_pod_info names its containers. */
 static size_t add_holder_labels(struct expo_label *l, size_t n, const struct expo_input *in,
-                                const struct gpu_pods *pods) {
+                                size_t gpu, const struct gpu_pods *pods) {
   const struct pod_ref *p = &pods->pods[0];
   if (pods->total > 1) {
     l[n++] = (struct expo_label){"namespace", p->ns};
     l[n++] = (struct expo_label){"pod", p->pod};
     return n;
   }
-  n = add_pod_labels(l, n, p);
+  n = add_pod_labels(l, n, p, dra_of(in, gpu, 0));
   if (in->shared_series == EXPO_SHARED_PER_POD && p->vgpu[0])
     l[n++] = (struct expo_label){"vgpu", p->vgpu};
   return n;
@@ -397,22 +426,22 @@ static int ids_text(struct buf *pre, struct gpu_ids *g) {
  * is in gpuscale_gpu_pod_info), or, per-pod, one copy per (pod, container) with its pod labels and
  * vgpu. */
 static int value_lines(struct buf *b, const struct expo_input *in, const struct value_family *vf,
-                       const struct gpu_ids *id, const struct expo_label *extra, size_t nextra,
-                       const struct gpu_pods *pods, const char *value) {
+                       size_t gpu, const struct gpu_ids *id, const struct expo_label *extra,
+                       size_t nextra, const struct gpu_pods *pods, const char *value) {
   struct expo_label l[EXPO_MAX_LABELS];
   memcpy(l, extra, nextra * sizeof l[0]);
   size_t base = nextra;
   if (!pods)
     return id_sample(b, vf->name, id, l, base, value);
   if (!pods_several(pods))
-    return id_sample(b, vf->name, id, l, add_holder_labels(l, base, in, pods), value);
+    return id_sample(b, vf->name, id, l, add_holder_labels(l, base, in, gpu, pods), value);
   if (in->shared_series != EXPO_SHARED_PER_POD) {
     l[base] = (struct expo_label){"gpuscale_shared", "true"};
     return id_sample(b, vf->name, id, l, base + 1, value);
   }
   int rc = 0;
   for (size_t p = 0; p < pods->n && !rc; p++) {
-    size_t n = add_pod_labels(l, base, &pods->pods[p]);
+    size_t n = add_pod_labels(l, base, &pods->pods[p], dra_of(in, gpu, p));
     if (pods->pods[p].vgpu[0])
       l[n++] = (struct expo_label){"vgpu", pods->pods[p].vgpu};
     l[n++] = (struct expo_label){"gpuscale_shared", "true"};
@@ -454,7 +483,7 @@ static int render_values(struct buf *b, const struct expo_input *in, const struc
       format_value(g->latest.v[vf->f] / vf->div, vf->fmt, value, sizeof value);
       if (vf->flags & VFL_XID)
         nextra = xid_labels(extra, g->latest.v[vf->f], code, sizeof code);
-      rc = value_lines(b, in, vf, &ids[i], extra, nextra, pods_of(in, i), value);
+      rc = value_lines(b, in, vf, i, &ids[i], extra, nextra, pods_of(in, i), value);
     }
   }
   return rc;
@@ -484,7 +513,7 @@ static int render_pod_info(struct buf *b, const struct expo_input *in, const str
         l[n++] = (struct expo_label){"GPU_I_ID", ids[i].gi_id};
       if (in->hostname && in->hostname[0])
         l[n++] = (struct expo_label){host_label(in), in->hostname};
-      n = add_pod_labels(l, n, &pods->pods[p]);
+      n = add_pod_labels(l, n, &pods->pods[p], dra_of(in, i, p));
       rc = expo_sample(b, "gpuscale_gpu_pod_info", l, n, "1");
     }
   }

@@ -495,6 +495,67 @@ static void test_golden_collectors(void **state) {
   free(c);
 }
 
+static struct attrib_dra dra_dev(const char *ns, const char *claim, const char *device,
+                                 const char *mig_uuid, const char *profile) {
+  struct attrib_dra d;
+  memset(&d, 0, sizeof d);
+  snprintf(d.claim_ns, sizeof d.claim_ns, "%s", ns);
+  snprintf(d.claim_name, sizeof d.claim_name, "%s", claim);
+  snprintf(d.driver, sizeof d.driver, "gpu.nvidia.com");
+  snprintf(d.pool, sizeof d.pool, "gpu-node-1");
+  snprintf(d.device, sizeof d.device, "%s", device);
+  snprintf(d.mig_uuid, sizeof d.mig_uuid, "%s", mig_uuid);
+  snprintf(d.mig_profile, sizeof d.mig_profile, "%s", profile);
+  return d;
+}
+
+/* --kubernetes-enable-dra: dcgm-exporter's dra_* labels (its internal/pkg/transformation/
+ * const.go names, kubernetes.go values), between container and namespace as its sorted attributes
+ * come: GPU 0 held through a claim by one pod; GPU 1 by a device plugin (no dra_* labels); MIG
+ * instance 3 of GPU 2 through a claim, with dra_mig_device_uuid and dra_mig_profile; GPU 4 by a
+ * claim two pods share (the value series once, the claim on each gpuscale_gpu_pod_info). */
+static void test_golden_dra(void **state) {
+  (void)state;
+  struct gpu_snapshot g[5] = {gpu(0, "GPU-d7a00000-0000-4000-8000-000000000000"),
+                              gpu(1, "GPU-d7a00000-0000-4000-8000-000000000001"),
+                              gpu(2, "GPU-d7a00000-0000-4000-8000-000000000002"),
+                              gpu(3, "MIG-d7a00000-0000-4000-9000-000000000001"),
+                              gpu(4, "GPU-d7a00000-0000-4000-8000-000000000004")};
+  for (int i = 0; i < 5; i++) {
+    sample_set(&g[i].latest, GF_GPU_UTIL, 10 * (i + 1));
+    g[i].latest.valid = GF_BIT(GF_GPU_UTIL);
+  }
+  g[3].info.mig = true;
+  g[3].info.parent_index = 2;
+  g[3].info.gi_id = 9;
+  snprintf(g[3].info.mig_profile, sizeof g[3].info.mig_profile, "1g.10gb");
+  g[3].latest.valid = 0;
+  sample_set(&g[3].latest, GF_MEM_USED_MIB, 4000);
+  struct gpu_pods pods[5];
+  memset(pods, 0, sizeof pods);
+  pods[0].n = pods[0].total = 1;
+  set_pod(&pods[0], 0, "ml", "llm-0", "server");
+  pods[1].n = pods[1].total = 1;
+  set_pod(&pods[1], 0, "plugin", "p0", "main");
+  pods[3].n = pods[3].total = 1;
+  set_pod(&pods[3], 0, "mig", "small", "c");
+  pods[4].n = pods[4].total = 2;
+  pods[4].shared = true;
+  set_pod(&pods[4], 0, "ml", "infer-a", "server");
+  set_pod(&pods[4], 1, "ml", "infer-b", "server");
+  struct attrib_dra d0[1] = {dra_dev("ml", "llm-0-gpu", "gpu-0", "", "")};
+  struct attrib_dra d3[1] = {dra_dev("mig", "small", "gpu-2-mig-1g10gb-19-0",
+                                     "MIG-d7a00000-0000-4000-9000-000000000001", "1g.10gb")};
+  struct attrib_dra d4[2] = {dra_dev("ml", "shared-gpu", "gpu-4", "", ""),
+                             dra_dev("ml", "shared-gpu", "gpu-4", "", "")};
+  const struct attrib_dra *dra[5] = {d0, NULL, NULL, d3, d4};
+  struct expo_input in = base_input(g, 5);
+  in.pods = pods;
+  in.attribution = 1;
+  in.dra = dra;
+  golden("dra", &in);
+}
+
 /* --hostname-label Hostname: dcgm-exporter 4.5.3-4.8.2 and older spelled it with a capital H
  * (its internal/pkg/rendermetrics/render_metrics.go before #655); the old spelling stays on the
  * value series, the health series and gpuscale_gpu_pod_info alike. The other golden files carry
@@ -1174,6 +1235,7 @@ int main(void) {
       cmocka_unit_test(test_golden_mig_gpm),
       cmocka_unit_test(test_golden_collectors),
       cmocka_unit_test(test_golden_hostname_upper),
+      cmocka_unit_test(test_golden_dra),
       cmocka_unit_test(test_new_fields),
       cmocka_unit_test(test_xid_labels),
       cmocka_unit_test(test_default_set),
