@@ -56,11 +56,12 @@ struct agent_opts {
   char *pod_logs;
   bool no_hostname_label;
   char *shared_gpu_series;
-  bool kubernetes_enable_dra; /* dcgm-exporter's --kubernetes-enable-dra: the dra_* labels */
-  char *collectors;           /* --collectors / -f (dcgm-exporter's flag) */
-  char *counters_alias;       /* --counters, the same */
-  char *hostname_label;       /* --hostname-label */
-  struct counters *counters;  /* loaded from the file; not an option row */
+  bool kubernetes_enable_dra;     /* dcgm-exporter's --kubernetes-enable-dra: the dra_* labels */
+  bool kubernetes_enable_pod_uid; /* its --kubernetes-enable-pod-uid: the pod_uid label */
+  char *collectors;               /* --collectors / -f (dcgm-exporter's flag) */
+  char *counters_alias;           /* --counters, the same */
+  char *hostname_label;           /* --hostname-label */
+  struct counters *counters;      /* loaded from the file; not an option row */
   char *engines;
   int64_t engine_interval_ms;
   int64_t engine_timeout_ms;
@@ -130,6 +131,11 @@ static const struct opt_def agent_opts_table[] = {
      "dra_pool_name, dra_device_name (and dra_mig_profile, dra_mig_device_uuid) labels on the "
      "series of a GPU or MIG device a pod holds through a DRA ResourceClaim",
      O(kubernetes_enable_dra)},
+    {"kubernetes-enable-pod-uid", 0, "GPUSCALE_KUBERNETES_ENABLE_POD_UID", OPT_BOOL, "false", 0, 0,
+     NULL, NULL,
+     "/metrics: dcgm-exporter's pod_uid label beside pod, from the Kubernetes API (--kube-api; "
+     "the kubelet's PodResources has no UID)",
+     O(kubernetes_enable_pod_uid)},
     {"engines", 0, "GPUSCALE_ENGINES", OPT_ENUM, "auto", 0, 0, "auto|off", "MODE",
      "inference-engine pods on this node (vLLM, TGI, SGLang, Triton; docs/engines.md): found "
      "through the Kubernetes API of --kube-api and read by their annotations; auto = on when the "
@@ -360,7 +366,8 @@ static int agent_run(struct agent_opts *o) {
                              strcmp(o->shared_gpu_series, "per-pod") == 0,
                              o->counters,
                              o->hostname_label,
-                             o->kubernetes_enable_dra};
+                             o->kubernetes_enable_dra,
+                             o->kubernetes_enable_pod_uid};
   routes[nroutes++] = (struct http_route){"/metrics", metrics_handle, &mctx};
   if (http_server_start(o->serve.http_listen, routes, nroutes, &http, err, sizeof err) != 0) {
     LOG_ERROR("agent", "--http-listen: %s", err);

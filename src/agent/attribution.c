@@ -21,6 +21,7 @@ struct hold {
   size_t dev;
   const char *ns, *pod, *container;
   int replica;                  /* devid replica, -1 when none */
+  const char *uid;              /* its pod's UID (from the Kubernetes API), or NULL */
   const struct podres_dra *dra; /* the DRA claim device it holds it through, or NULL */
   const struct draslice *slice; /* that device in the node's ResourceSlices, or NULL */
 };
@@ -106,7 +107,7 @@ static int collect_dra(const struct podres_pod *pod, const struct podres_contain
       note_unknown(st, what);
       continue;
     }
-    struct hold x = {(size_t)idx, pod->ns, pod->name, ct->name, -1, dr, sl};
+    struct hold x = {(size_t)idx, pod->ns, pod->name, ct->name, -1, pod->uid, dr, sl};
     if (holds_push(h, x))
       return GS_ENOMEM;
   }
@@ -135,7 +136,8 @@ static int collect(const struct podres_list *l, const struct gpu_info *infos, si
             note_unknown(st, dv->ids[k]);
             continue;
           }
-          struct hold x = {(size_t)idx, pod->ns, pod->name, ct->name, id.replica, NULL, NULL};
+          struct hold x = {(size_t)idx, pod->ns,  pod->name, ct->name,
+                           id.replica,  pod->uid, NULL,      NULL};
           if (holds_push(h, x))
             return GS_ENOMEM;
         }
@@ -147,11 +149,13 @@ static int collect(const struct podres_list *l, const struct gpu_info *infos, si
   return 0;
 }
 
-/* The DRA labels of hold x on device info (dcgm-exporter's kubernetes.go: the claim, driver, pool
- * and device the kubelet names; for a MIG device its profile, from the ResourceSlice's "profile"
- * attribute or else NVML's, and its uuid). */
-static void fill_dra(struct attrib_dra *d, const struct hold *x, const struct gpu_info *info) {
+/* The pod UID and DRA labels of hold x on device info (dcgm-exporter's kubernetes.go: the claim,
+ * driver, pool and device the kubelet names; for a MIG device its profile, from the
+ * ResourceSlice's "profile" attribute or else NVML's, and its uuid). */
+static void fill_k8s(struct attrib_k8s *d, const struct hold *x, const struct gpu_info *info) {
   memset(d, 0, sizeof *d);
+  if (x->uid && strlen(x->uid) < sizeof d->pod_uid)
+    snprintf(d->pod_uid, sizeof d->pod_uid, "%s", x->uid);
   if (!x->dra)
     return;
   snprintf(d->claim_ns, sizeof d->claim_ns, "%s", x->dra->claim_ns);
@@ -218,13 +222,14 @@ int attribution_join_slices(const struct podres_list *l, const struct gpu_info *
           !prev || strcmp(prev->ns, h.v[i].ns) != 0 || strcmp(prev->pod, h.v[i].pod) != 0;
       prev = &h.v[i];
       if (cur->pods.n < ATTRIB_MAX_PODS) {
-        if (prev->dra && !cur->dra && !(cur->dra = calloc(ATTRIB_MAX_PODS, sizeof *cur->dra))) {
+        if ((prev->dra || prev->uid) && !cur->k8s &&
+            !(cur->k8s = calloc(ATTRIB_MAX_PODS, sizeof *cur->k8s))) {
           attrib_entries_free(e, k + 1);
           free(h.v);
           return GS_ENOMEM;
         }
-        if (cur->dra)
-          fill_dra(&cur->dra[cur->pods.n], prev, &infos[dev]);
+        if (cur->k8s)
+          fill_k8s(&cur->k8s[cur->pods.n], prev, &infos[dev]);
         fill_ref(&cur->pods.pods[cur->pods.n++], prev);
         listed += new_pod;
       }

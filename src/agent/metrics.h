@@ -21,6 +21,7 @@ struct metrics_ctx {
   const struct counters *counters; /* --collectors: the series to write; NULL = the default set */
   const char *host_label_name;     /* --hostname-label: "hostname" (NULL) or "Hostname" */
   bool dra_labels;                 /* --kubernetes-enable-dra: the dra_* labels */
+  bool pod_uid;                    /* --kubernetes-enable-pod-uid: the pod_uid label */
 };
 
 /* The /metrics handler (an http_route's handle, ud = struct metrics_ctx *): renders, gzips when

@@ -157,13 +157,27 @@ size_t podphase_drop_finished(struct podres_list *l, const struct kube_pod_list 
   return n;
 }
 
+void podphase_fill_uids(struct podres_list *l, const struct kube_pod_list *api) {
+  for (size_t i = 0; i < l->n_pods; i++) {
+    struct podres_pod *pod = &l->pods[i];
+    for (size_t k = 0; !pod->uid && k < api->n; k++) {
+      const struct kube_pod *kp = &api->items[k];
+      if (kp->ns && kp->name && kp->uid && kp->uid[0] && strcmp(kp->ns, pod->ns) == 0 &&
+          strcmp(kp->name, pod->name) == 0)
+        pod->uid = strdup(kp->uid); /* out of memory: no UID, the label is left out */
+    }
+  }
+}
+
 int podphase_filter(struct podphase *p, struct podres_list *l, size_t *dropped, char *names,
                     size_t nameslen, struct kube_result *res) {
   *dropped = 0;
   struct kube_pod_list api;
   int rc = kube_list_pods_on_node(p->client, p->node, &api, res);
-  if (!rc)
+  if (!rc) {
     *dropped = podphase_drop_finished(l, &api, names, nameslen);
+    podphase_fill_uids(l, &api);
+  }
   kube_pod_list_free(&api);
   return rc;
 }

@@ -29,7 +29,7 @@ struct attrib *attrib_new(void) {
 
 void attrib_entries_free(struct attrib_entry *e, size_t n) {
   for (size_t i = 0; e && i < n; i++)
-    free(e[i].dra);
+    free(e[i].k8s);
   free(e);
 }
 
@@ -41,11 +41,11 @@ void attrib_free(struct attrib *a) {
   free(a);
 }
 
-/* A copy of n DRA entries, or NULL (none, or out of memory: then the labels are left out). */
-static struct attrib_dra *dra_copy(const struct attrib_dra *d, size_t n) {
+/* A copy of n k8s entries, or NULL (none, or out of memory: then the labels are left out). */
+static struct attrib_k8s *k8s_copy(const struct attrib_k8s *d, size_t n) {
   if (!d || n == 0)
     return NULL;
-  struct attrib_dra *c = malloc(n * sizeof *c);
+  struct attrib_k8s *c = malloc(n * sizeof *c);
   if (c)
     memcpy(c, d, n * sizeof *c);
   return c;
@@ -86,8 +86,8 @@ int attrib_replace(struct attrib *a, const struct attrib_entry *entries, size_t 
     memcpy(copy, entries, n * sizeof *copy);
     for (size_t i = 0; i < n; i++) {
       size_t np = copy[i].pods.n < ATTRIB_MAX_PODS ? copy[i].pods.n : ATTRIB_MAX_PODS;
-      copy[i].dra = dra_copy(entries[i].dra, np);
-      if (entries[i].dra && np && !copy[i].dra) {
+      copy[i].k8s = k8s_copy(entries[i].k8s, np);
+      if (entries[i].k8s && np && !copy[i].k8s) {
         attrib_entries_free(copy, i);
         return GS_ENOMEM;
       }
@@ -155,10 +155,10 @@ bool attrib_lookup(struct attrib *a, const char *uuid, struct gpu_pods *out) {
   return found;
 }
 
-bool attrib_lookup_dra(struct attrib *a, const char *uuid, struct gpu_pods *out,
-                       struct attrib_dra **dra) {
+bool attrib_lookup_k8s(struct attrib *a, const char *uuid, struct gpu_pods *out,
+                       struct attrib_k8s **k8s) {
   memset(out, 0, sizeof *out);
-  *dra = NULL;
+  *k8s = NULL;
   if (!uuid)
     return false;
   bool found = false;
@@ -167,7 +167,7 @@ bool attrib_lookup_dra(struct attrib *a, const char *uuid, struct gpu_pods *out,
       a->n ? bsearch(uuid, a->entries, a->n, sizeof *a->entries, cmp_key) : NULL;
   if (e && e->pods.n > 0) {
     *out = e->pods;
-    *dra = dra_copy(e->dra, e->pods.n < ATTRIB_MAX_PODS ? e->pods.n : ATTRIB_MAX_PODS);
+    *k8s = k8s_copy(e->k8s, e->pods.n < ATTRIB_MAX_PODS ? e->pods.n : ATTRIB_MAX_PODS);
     found = true;
   }
   pthread_mutex_unlock(&a->lock);

@@ -45,11 +45,13 @@ struct gpu_pods {
   struct pod_ref pods[ATTRIB_MAX_PODS];
 };
 
-/* The DRA claim device through which a listed container holds a GPU: dcgm-exporter's dra_* labels
- * (internal/pkg/transformation/kubernetes.go, --kubernetes-enable-dra). Kept in the table only,
- * never in node_gpu copies. claim_name "" when the container holds the GPU otherwise (a device
- * plugin). */
-struct attrib_dra {
+/* What Kubernetes says about a listed container beyond its names: its pod's UID (from the
+ * Kubernetes API; the kubelet's PodResources has none) and the DRA claim device it holds the GPU
+ * through: dcgm-exporter's pod_uid and dra_* labels (internal/pkg/transformation/kubernetes.go,
+ * --kubernetes-enable-pod-uid, --kubernetes-enable-dra). Kept in the table only, never in
+ * node_gpu copies. "" for what is not known or does not apply (claim_name "": not through DRA). */
+struct attrib_k8s {
+  char pod_uid[40];
   char claim_ns[64];
   char claim_name[254];
   char driver[64];
@@ -68,11 +70,11 @@ void attrib_free(struct attrib *a);
 struct attrib_entry {
   char uuid[GPU_STR_LEN];
   struct gpu_pods pods;
-  /* NULL, or pods.n entries parallel to pods.pods: each container's DRA claim device. Owned by
-   * the entry: attrib_replace copies it, attrib_entries_free frees it. */
-  struct attrib_dra *dra;
+  /* NULL, or pods.n entries parallel to pods.pods: each container's pod UID and DRA claim device.
+   * Owned by the entry: attrib_replace copies it, attrib_entries_free frees it. */
+  struct attrib_k8s *k8s;
 };
-/* Frees n entries made by attribution_join (their dra arrays) and the array. NULL is fine. */
+/* Frees n entries made by attribution_join (their k8s arrays) and the array. NULL is fine. */
 void attrib_entries_free(struct attrib_entry *e, size_t n);
 /* Replaces the whole table atomically with n entries (copied). An entry whose split is
  * ATTRIB_SPLIT_NONE gets the even split (attrib_split_even). An entry with the even split whose
@@ -86,11 +88,11 @@ int attrib_set_split(struct attrib *a, const char *uuid, const struct gpu_pods *
 void attrib_clear(struct attrib *a);
 /* Copies the pods holding device uuid into *out. Returns true when at least one pod holds it. */
 bool attrib_lookup(struct attrib *a, const char *uuid, struct gpu_pods *out);
-/* attrib_lookup, and in the same instant *dra: a malloc'd copy of the entry's DRA devices
- * (out->n entries, parallel to out->pods; the caller frees it), or NULL when no listed container
- * holds it through DRA (or out of memory: the labels are then left out, never made up). */
-bool attrib_lookup_dra(struct attrib *a, const char *uuid, struct gpu_pods *out,
-                       struct attrib_dra **dra);
+/* attrib_lookup, and in the same instant *k8s: a malloc'd copy of the entry's k8s array (out->n
+ * entries, parallel to out->pods; the caller frees it), or NULL when the entry has none (or out
+ * of memory: the labels are then left out, never made up). */
+bool attrib_lookup_k8s(struct attrib *a, const char *uuid, struct gpu_pods *out,
+                       struct attrib_k8s **k8s);
 /* True after a successful replace and until attrib_clear. */
 bool attrib_available(struct attrib *a);
 

@@ -12,8 +12,8 @@
 #include "http/counters.h"
 #include "rpc/status.h"
 
-/* Identity labels (at most 10) + container, the dra_* labels (7), namespace, pod, vgpu, shared,
- * or + a family label. */
+/* Identity labels (at most 10) + container, the dra_* labels (7), namespace, pod, pod_uid, vgpu,
+ * shared, or + a family label. */
 #define EXPO_MAX_LABELS 20
 
 enum vfmt {
@@ -327,10 +327,9 @@ static bool pods_several(const struct gpu_pods *pods) {
   return pods && attrib_holders(pods) > 1;
 }
 
-/* The DRA claim device listed entry p of GPU i is held through, or NULL. */
-static const struct attrib_dra *dra_of(const struct expo_input *in, size_t i, size_t p) {
-  const struct attrib_dra *d = in->dra && in->dra[i] ? &in->dra[i][p] : NULL;
-  return d && d->claim_name[0] ? d : NULL;
+/* What Kubernetes says about listed entry p of GPU i, or NULL. */
+static const struct attrib_k8s *k8s_of(const struct expo_input *in, size_t i, size_t p) {
+  return in->k8s && in->k8s[i] ? &in->k8s[i][p] : NULL;
 }
 
 static size_t add_label_if(struct expo_label *l, size_t n, const char *name, const char *value) {
@@ -341,8 +340,9 @@ static size_t add_label_if(struct expo_label *l, size_t n, const char *name, con
 
 /* dcgm-exporter's dra_* labels (internal/pkg/transformation/const.go, kubernetes.go; written in
  * the sorted order of its attributes, between container and namespace). */
-static size_t add_dra_labels(struct expo_label *l, size_t n, const struct attrib_dra *d) {
-  if (!d)
+static size_t add_dra_labels(struct expo_label *l, size_t n, const struct expo_input *in,
+                             const struct attrib_k8s *d) {
+  if (!d || !in->dra_labels || !d->claim_name[0])
     return n;
   n = add_label_if(l, n, "dra_claim_name", d->claim_name);
   n = add_label_if(l, n, "dra_claim_namespace", d->claim_ns);
@@ -353,13 +353,23 @@ static size_t add_dra_labels(struct expo_label *l, size_t n, const struct attrib
   return add_label_if(l, n, "dra_pool_name", d->pool);
 }
 
-static size_t add_pod_labels(struct expo_label *l, size_t n, const struct pod_ref *p,
-                             const struct attrib_dra *d) {
+/* dcgm-exporter's pod_uid (its uidAttribute), after pod in the sorted order of its attributes.
+ * Like its kubernetes.go, only for a holder through a device plugin: its DRA path writes the claim
+ * labels and no pod_uid. */
+static size_t add_uid_label(struct expo_label *l, size_t n, const struct expo_input *in,
+                            const struct attrib_k8s *d) {
+  if (!d || !in->pod_uid || (in->dra_labels && d->claim_name[0]))
+    return n;
+  return add_label_if(l, n, "pod_uid", d->pod_uid);
+}
+
+static size_t add_pod_labels(struct expo_label *l, size_t n, const struct expo_input *in,
+                             const struct pod_ref *p, const struct attrib_k8s *d) {
   l[n++] = (struct expo_label){"container", p->container};
-  n = add_dra_labels(l, n, d);
+  n = add_dra_labels(l, n, in, d);
   l[n++] = (struct expo_label){"namespace", p->ns};
   l[n++] = (struct expo_label){"pod", p->pod};
-  return n;
+  return add_uid_label(l, n, in, d);
 }
 
 /* The labels of the one pod holding the GPU. container (and, per-pod, vgpu) only when a single
@@ -371,9 +381,9 @@ static size_t add_holder_labels(struct expo_label *l, size_t n, const struct exp
   if (pods->total > 1) {
     l[n++] = (struct expo_label){"namespace", p->ns};
     l[n++] = (struct expo_label){"pod", p->pod};
-    return n;
+    return add_uid_label(l, n, in, k8s_of(in, gpu, 0)); /* one pod: one UID */
   }
-  n = add_pod_labels(l, n, p, dra_of(in, gpu, 0));
+  n = add_pod_labels(l, n, in, p, k8s_of(in, gpu, 0));
   if (in->shared_series == EXPO_SHARED_PER_POD && p->vgpu[0])
     l[n++] = (struct expo_label){"vgpu", p->vgpu};
   return n;
@@ -441,7 +451,7 @@ static int value_lines(struct buf *b, const struct expo_input *in, const struct 
   }
   int rc = 0;
   for (size_t p = 0; p < pods->n && !rc; p++) {
-    size_t n = add_pod_labels(l, base, &pods->pods[p], dra_of(in, gpu, p));
+    size_t n = add_pod_labels(l, base, in, &pods->pods[p], k8s_of(in, gpu, p));
     if (pods->pods[p].vgpu[0])
       l[n++] = (struct expo_label){"vgpu", pods->pods[p].vgpu};
     l[n++] = (struct expo_label){"gpuscale_shared", "true"};
@@ -513,7 +523,7 @@ static int render_pod_info(struct buf *b, const struct expo_input *in, const str
         l[n++] = (struct expo_label){"GPU_I_ID", ids[i].gi_id};
       if (in->hostname && in->hostname[0])
         l[n++] = (struct expo_label){host_label(in), in->hostname};
-      n = add_pod_labels(l, n, &pods->pods[p], dra_of(in, i, p));
+      n = add_pod_labels(l, n, in, &pods->pods[p], k8s_of(in, i, p));
       rc = expo_sample(b, "gpuscale_gpu_pod_info", l, n, "1");
     }
   }

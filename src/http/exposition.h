@@ -60,10 +60,11 @@ struct expo_input {
    * with its types and HELP texts. NULL: gpuscale's default set (expo_family_default). */
   const struct counters *counters;
   const char *hostname_label; /* the name of the host label: "hostname" (NULL) or "Hostname" */
-  /* --kubernetes-enable-dra: dra[i] is NULL, or pods[i].n entries parallel to pods[i].pods, the
-   * DRA claim device each container holds GPU i through (claim_name "": not through DRA); NULL
-   * leaves every dra_* label out. */
-  const struct attrib_dra *const *dra;
+  /* k8s[i] is NULL, or pods[i].n entries parallel to pods[i].pods: each container's pod UID and
+   * the DRA claim device it holds GPU i through (claim_name "": not through DRA). NULL: none. */
+  const struct attrib_k8s *const *k8s;
+  bool dra_labels; /* --kubernetes-enable-dra: the dra_* labels from k8s */
+  bool pod_uid;    /* --kubernetes-enable-pod-uid: the pod_uid label from k8s */
 };
 
 /* Renders the whole exposition into b (appending). Returns 0, GS_ETOOBIG or GS_ENOMEM; on error

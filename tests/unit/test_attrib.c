@@ -787,17 +787,17 @@ static void test_join_dra(void **state) {
   assert_ref(&m2->pods.pods[0], "mig", "old", "c");
   /* the DRA claim devices, for dcgm-exporter's dra_* labels (its kubernetes.go): the claim, the
    * driver, pool and device the kubelet names; a MIG device's profile and uuid */
-  assert_non_null(a->dra);
-  assert_string_equal(a->dra[0].claim_name, "c0");
-  assert_string_equal(a->dra[0].claim_ns, "ml");
-  assert_string_equal(a->dra[0].driver, "gpu.nvidia.com");
-  assert_string_equal(a->dra[0].pool, "node-1");
-  assert_string_equal(a->dra[0].device, "gpu-0");
-  assert_string_equal(a->dra[0].mig_uuid, "");
-  assert_string_equal(c->dra[1].claim_name, "shared");
-  assert_string_equal(m1->dra[0].mig_profile, "1g.10gb"); /* NVML's: no ResourceSlices here */
-  assert_string_equal(m1->dra[0].mig_uuid, M1);
-  assert_string_equal(m2->dra[0].pool, ""); /* an old kubelet: CDI names only */
+  assert_non_null(a->k8s);
+  assert_string_equal(a->k8s[0].claim_name, "c0");
+  assert_string_equal(a->k8s[0].claim_ns, "ml");
+  assert_string_equal(a->k8s[0].driver, "gpu.nvidia.com");
+  assert_string_equal(a->k8s[0].pool, "node-1");
+  assert_string_equal(a->k8s[0].device, "gpu-0");
+  assert_string_equal(a->k8s[0].mig_uuid, "");
+  assert_string_equal(c->k8s[1].claim_name, "shared");
+  assert_string_equal(m1->k8s[0].mig_profile, "1g.10gb"); /* NVML's: no ResourceSlices here */
+  assert_string_equal(m1->k8s[0].mig_uuid, M1);
+  assert_string_equal(m2->k8s[0].pool, ""); /* an old kubelet: CDI names only */
   assert_null(find(e, n, UD));              /* never the MIG parent */
   assert_int_equal(st.gpu_ids, 6);          /* the network device is not a GPU */
   assert_int_equal(st.unknown, 1);
@@ -837,8 +837,8 @@ static void test_join_dra_slices(void **state) {
   assert_ref(&find(e, n, M2)->pods.pods[0], "mig", "a", "c");
   assert_ref(&find(e, n, M1)->pods.pods[0], "mig", "b", "c");
   /* the profile of the ResourceSlice's "profile" attribute (dcgm-exporter's dra.go reads it) */
-  assert_string_equal(find(e, n, M2)->dra[0].mig_profile, "1g.10gb+me");
-  assert_string_equal(find(e, n, M2)->dra[0].mig_uuid, M2);
+  assert_string_equal(find(e, n, M2)->k8s[0].mig_profile, "1g.10gb+me");
+  assert_string_equal(find(e, n, M2)->k8s[0].mig_uuid, M2);
   attrib_entries_free(e, n);
 }
 

@@ -495,9 +495,9 @@ static void test_golden_collectors(void **state) {
   free(c);
 }
 
-static struct attrib_dra dra_dev(const char *ns, const char *claim, const char *device,
+static struct attrib_k8s dra_dev(const char *ns, const char *claim, const char *device,
                                  const char *mig_uuid, const char *profile) {
-  struct attrib_dra d;
+  struct attrib_k8s d;
   memset(&d, 0, sizeof d);
   snprintf(d.claim_ns, sizeof d.claim_ns, "%s", ns);
   snprintf(d.claim_name, sizeof d.claim_name, "%s", claim);
@@ -543,17 +543,30 @@ static void test_golden_dra(void **state) {
   pods[4].shared = true;
   set_pod(&pods[4], 0, "ml", "infer-a", "server");
   set_pod(&pods[4], 1, "ml", "infer-b", "server");
-  struct attrib_dra d0[1] = {dra_dev("ml", "llm-0-gpu", "gpu-0", "", "")};
-  struct attrib_dra d3[1] = {dra_dev("mig", "small", "gpu-2-mig-1g10gb-19-0",
+  struct attrib_k8s d0[1] = {dra_dev("ml", "llm-0-gpu", "gpu-0", "", "")};
+  struct attrib_k8s d3[1] = {dra_dev("mig", "small", "gpu-2-mig-1g10gb-19-0",
                                      "MIG-d7a00000-0000-4000-9000-000000000001", "1g.10gb")};
-  struct attrib_dra d4[2] = {dra_dev("ml", "shared-gpu", "gpu-4", "", ""),
+  struct attrib_k8s d4[2] = {dra_dev("ml", "shared-gpu", "gpu-4", "", ""),
                              dra_dev("ml", "shared-gpu", "gpu-4", "", "")};
-  const struct attrib_dra *dra[5] = {d0, NULL, NULL, d3, d4};
+  struct attrib_k8s d1[1];
+  memset(d1, 0, sizeof d1);
+  snprintf(d0[0].pod_uid, sizeof d0[0].pod_uid, "0b6f2c1e-0000-4000-8000-000000000000");
+  snprintf(d1[0].pod_uid, sizeof d1[0].pod_uid, "0b6f2c1e-0000-4000-8000-000000000001");
+  const struct attrib_k8s *dra[5] = {d0, d1, NULL, d3, d4};
   struct expo_input in = base_input(g, 5);
   in.pods = pods;
   in.attribution = 1;
-  in.dra = dra;
+  in.k8s = dra;
+  in.dra_labels = true;
   golden("dra", &in);
+  /* --kubernetes-enable-pod-uid alone: pod_uid after pod wherever a holder's UID is known (the
+   * DRA holder's too, without the claim labels); with both flags, dcgm-exporter's kubernetes.go
+   * writes pod_uid for device-plugin holders only (its DRA path sets the claim labels instead) */
+  in.dra_labels = false;
+  in.pod_uid = true;
+  golden("pod_uid", &in);
+  in.dra_labels = true;
+  golden("dra_pod_uid", &in);
 }
 
 /* --hostname-label Hostname: dcgm-exporter 4.5.3-4.8.2 and older spelled it with a capital H
