@@ -34,8 +34,9 @@ int metrics_render(const struct metrics_ctx *m, struct buf *out) {
   struct gpu_snapshot *snap = malloc(cap * sizeof *snap);
   struct gpu_pods *pods = malloc(cap * sizeof *pods);
   struct stats_snapshot *rpc = m->stats ? malloc(sizeof *rpc) : NULL;
-  /* --kubernetes-enable-dra / -pod-uid: per GPU, its holders' pod UIDs and DRA claim devices */
-  bool want_k8s = (m->dra_labels || m->pod_uid) && m->attrib;
+  /* --kubernetes-enable-dra / -pod-uid, --shared-gpu-series per-pod: per GPU, its holders' pod
+   * UIDs, DRA claim devices and own processes' values */
+  bool want_k8s = (m->dra_labels || m->pod_uid || m->per_pod_series) && m->attrib;
   struct attrib_k8s **k8s = want_k8s ? calloc(cap, sizeof *k8s) : NULL;
   int rc = GS_ENOMEM;
   if (!snap || !pods || (m->stats && !rpc) || (want_k8s && !k8s))

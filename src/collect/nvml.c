@@ -610,8 +610,43 @@ static size_t nvml_errors(struct collector *c, struct collector_error_count *out
 
 #define NVML_MAX_PROC_SAMPLES 4096
 
+/* Adds the framebuffer memory of every running compute process
+ * (nvmlDeviceGetComputeRunningProcesses _v3; dcgm-exporter's per-process FB_USED reads the same) to
+ * out, a process of its own when it has no utilisation sample. Without the call, or when it fails,
+ * memory stays unknown (has_mem false): never a made-up 0. */
+static void add_memory(struct nvml_ctx *x, struct nvml_dev *d, struct collector_proc *out,
+                       size_t cap, size_t *n) {
+  if (!x->api.get_running_procs)
+    return;
+  struct nvml_process_info info[64];
+  unsigned count = 64;
+  int rc = x->api.get_running_procs(d->handle, &count, info);
+  if (rc != NVML_SUCCESS) {
+    if (rc != NVML_ERROR_NOT_SUPPORTED)
+      nvml_count_error(x, NVML_CALL_get_running_procs, rc);
+    return; /* INSUFFICIENT_SIZE (over 64 processes) included: no partial sum */
+  }
+  for (unsigned k = 0; k < count && k < 64; k++) {
+    size_t j = 0;
+    while (j < *n && j < cap && out[j].pid != info[k].pid)
+      j++;
+    if (j >= *n) {
+      if (*n < cap)
+        out[*n] = (struct collector_proc){info[k].pid, 0, 0, false, 0};
+      (*n)++;
+    }
+    if (j < cap) {
+      out[j].has_mem = true;
+      out[j].mem_mib += (double)(info[k].used_gpu_memory / (1024ull * 1024ull));
+    }
+  }
+}
+
+#define NVML_MAX_PROC_SAMPLES 4096
+
 /* The processes op: nvmlDeviceGetProcessUtilization, asked once for the count and once for the
- * samples, summed by process. Not part of sample(): only the process split calls it. */
+ * samples, summed by process, and each running process's memory. Not part of sample(): only the
+ * process split calls it. */
 static int nvml_processes(struct collector *c, size_t i, uint64_t *since_us,
                           struct collector_proc *out, size_t cap, size_t *n, char *err,
                           size_t errlen) {
@@ -626,8 +661,10 @@ static int nvml_processes(struct collector *c, size_t i, uint64_t *since_us,
   int rc = x->api.get_process_util(d->handle, NULL, &count, *since_us);
   struct nvml_process_sample *s = NULL;
   if (rc == NVML_SUCCESS || rc == NVML_ERROR_INSUFFICIENT_SIZE) {
-    if (count == 0)
+    if (count == 0) {
+      add_memory(x, d, out, cap, n);
       return 0;
+    }
     if (count > NVML_MAX_PROC_SAMPLES)
       count = NVML_MAX_PROC_SAMPLES;
     s = calloc(count, sizeof *s);
@@ -637,6 +674,7 @@ static int nvml_processes(struct collector *c, size_t i, uint64_t *since_us,
   }
   if (rc == NVML_ERROR_NOT_FOUND) { /* no sample since: nothing ran */
     free(s);
+    add_memory(x, d, out, cap, n);
     return 0;
   }
   if (rc != NVML_SUCCESS) {
@@ -661,11 +699,12 @@ static int nvml_processes(struct collector *c, size_t i, uint64_t *since_us,
       continue;
     }
     if (*n < cap)
-      out[*n] = (struct collector_proc){s[k].pid, (double)s[k].sm_util, 1};
+      out[*n] = (struct collector_proc){s[k].pid, (double)s[k].sm_util, 1, false, 0};
     (*n)++;
   }
   free(s);
   *since_us = newest;
+  add_memory(x, d, out, cap, n);
   return 0;
 }
 

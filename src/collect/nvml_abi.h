@@ -187,6 +187,17 @@ _Static_assert(sizeof(struct nvml_grid_licensable_feature) == 284,
 _Static_assert(sizeof(struct nvml_grid_licensable_features) == 860,
                "nvmlGridLicensableFeatures_t is 860 bytes");
 
+/* nvmlProcessInfo_v2_t = nvmlProcessInfo_t (nvmlDeviceGetComputeRunningProcesses_v3): a compute
+ * process and the framebuffer memory it uses (bytes). */
+struct nvml_process_info {
+  unsigned pid;
+  unsigned long long used_gpu_memory;
+  unsigned gpu_instance_id, compute_instance_id; /* 0xFFFFFFFF outside MIG */
+};
+_Static_assert(sizeof(struct nvml_process_info) == 24, "nvmlProcessInfo_v2_t is 24 bytes");
+_Static_assert(offsetof(struct nvml_process_info, used_gpu_memory) == 8,
+               "nvmlProcessInfo_v2_t.usedGpuMemory at offset 8");
+
 /* nvmlTemperature_v1_t (nvmlDeviceGetTemperatureV, nvml.h 12.x and 13.0 on): the successor of
  * nvmlDeviceGetTemperature, which nvml.h 13.0 marks DEPRECATED(13.0). The temperature is signed. */
 struct nvml_temperature {
@@ -253,6 +264,7 @@ struct nvml_api {
   int (*get_energy)(struct nvml_device *, unsigned long long *);
   int (*get_minor)(struct nvml_device *, unsigned *);
   int (*get_attributes)(struct nvml_device *, struct nvml_device_attributes *);
+  int (*get_running_procs)(struct nvml_device *, unsigned *, struct nvml_process_info *);
   int (*get_process_util)(struct nvml_device *, struct nvml_process_sample *, unsigned *,
                           unsigned long long);
   int (*get_clock)(struct nvml_device *, int, unsigned *);
@@ -320,6 +332,7 @@ _Static_assert(sizeof(void *) == sizeof(void (*)(void)), "dlsym result fits a fu
   X(gpm_sample_free, "nvmlGpmSampleFree", NULL, false, 0)                                          \
   X(gpm_sample_get, "nvmlGpmSampleGet", NULL, false, 0)                                            \
   X(gpm_mig_sample_get, "nvmlGpmMigSampleGet", NULL, false, 0)                                     \
-  X(gpm_metrics_get, "nvmlGpmMetricsGet", NULL, false, 0)
+  X(gpm_metrics_get, "nvmlGpmMetricsGet", NULL, false, 0)                                          \
+  X(get_running_procs, "nvmlDeviceGetComputeRunningProcesses_v3", NULL, false, 0)
 
 #endif

@@ -70,6 +70,26 @@ static bool same_pods(const struct gpu_pods *x, const struct gpu_pods *y) {
   return true;
 }
 
+/* Copies the per-process values of src's listed containers into dst (same pods), allocating dst's
+ * k8s array when it has none. */
+static void copy_values(struct attrib_entry *dst, const struct attrib_entry *src) {
+  size_t np = dst->pods.n < ATTRIB_MAX_PODS ? dst->pods.n : ATTRIB_MAX_PODS;
+  if (!src->k8s || np == 0)
+    return;
+  if (!dst->k8s && !(dst->k8s = calloc(np, sizeof *dst->k8s)))
+    return; /* out of memory: no values until the next pass, never made-up ones */
+  for (size_t i = 0; i < np; i++) {
+    struct attrib_k8s *d = &dst->k8s[i];
+    const struct attrib_k8s *o = &src->k8s[i];
+    d->has_util = o->has_util;
+    d->has_fb = o->has_fb;
+    d->util = o->util;
+    d->fb_mib = o->fb_mib;
+    if (!d->pod_uid[0])
+      memcpy(d->pod_uid, o->pod_uid, sizeof d->pod_uid);
+  }
+}
+
 static void copy_split(struct gpu_pods *dst, const struct gpu_pods *src) {
   for (size_t i = 0; i < dst->n && i < ATTRIB_MAX_PODS; i++)
     dst->pods[i].share = src->pods[i].share;
@@ -100,10 +120,11 @@ int attrib_replace(struct attrib *a, const struct attrib_entry *entries, size_t 
   pthread_mutex_lock(&a->lock);
   struct attrib_entry *old = a->entries;
   for (size_t i = 0; i < n && a->n; i++) {
-    if (copy[i].pods.split != ATTRIB_SPLIT_EVEN)
-      continue;
     const struct attrib_entry *e = bsearch(copy[i].uuid, old, a->n, sizeof *old, cmp_key);
-    if (e && e->pods.split == ATTRIB_SPLIT_PROCESS && same_pods(&e->pods, &copy[i].pods))
+    if (!e || !same_pods(&e->pods, &copy[i].pods))
+      continue;
+    copy_values(&copy[i], e); /* the process split's values stand until its next pass */
+    if (copy[i].pods.split == ATTRIB_SPLIT_EVEN && e->pods.split == ATTRIB_SPLIT_PROCESS)
       copy_split(&copy[i].pods, &e->pods);
   }
   size_t nold = a->n;
@@ -123,6 +144,31 @@ int attrib_set_split(struct attrib *a, const char *uuid, const struct gpu_pods *
   if (e && same_pods(&e->pods, p)) {
     copy_split(&e->pods, p);
     rc = 0;
+  }
+  pthread_mutex_unlock(&a->lock);
+  return rc;
+}
+
+int attrib_set_values(struct attrib *a, const char *uuid, const struct gpu_pods *p,
+                      const struct attrib_value *v) {
+  int rc = GS_ENOTFOUND;
+  pthread_mutex_lock(&a->lock);
+  struct attrib_entry *e =
+      a->n && uuid ? bsearch(uuid, a->entries, a->n, sizeof *a->entries, cmp_key) : NULL;
+  size_t np = e ? (e->pods.n < ATTRIB_MAX_PODS ? e->pods.n : ATTRIB_MAX_PODS) : 0;
+  if (e && same_pods(&e->pods, p) && np) {
+    rc = 0;
+    if (!e->k8s && v && !(e->k8s = calloc(np, sizeof *e->k8s)))
+      rc = GS_ENOMEM;
+    for (size_t i = 0; !rc && e->k8s && i < np; i++) {
+      struct attrib_k8s *d = &e->k8s[i];
+      d->has_util = v && v[i].has_util;
+      d->has_fb = v && v[i].has_fb;
+      d->util = v ? v[i].util : 0;
+      d->fb_mib = v ? v[i].fb_mib : 0;
+      if (v && v[i].pod_uid[0] && !d->pod_uid[0])
+        memcpy(d->pod_uid, v[i].pod_uid, sizeof d->pod_uid);
+    }
   }
   pthread_mutex_unlock(&a->lock);
   return rc;

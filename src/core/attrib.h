@@ -59,6 +59,19 @@ struct attrib_k8s {
   char device[128];
   char mig_profile[32];       /* a MIG device: its profile ("1g.10gb"), else "" */
   char mig_uuid[GPU_STR_LEN]; /* a MIG device: its uuid (MIG-...), else "" */
+  /* The pod's own processes on the GPU (the process split, --host-proc): their SM utilisation
+   * (%, each process's mean over the last interval, summed) and framebuffer use (MiB), for
+   * dcgm-exporter's per-pod DCGM_FI_DEV_GPU_UTIL and DCGM_FI_DEV_FB_USED
+   * (--kubernetes-virtual-gpus, its #594). A pod without a process there has 0 of both. */
+  bool has_util, has_fb;
+  double util, fb_mib;
+};
+
+/* What attrib_set_values sets for one listed container. */
+struct attrib_value {
+  char pod_uid[40]; /* "" when not known */
+  bool has_util, has_fb;
+  double util, fb_mib;
 };
 
 struct attrib;
@@ -84,6 +97,12 @@ int attrib_replace(struct attrib *a, const struct attrib_entry *entries, size_t 
 /* Sets the split of device uuid (shares, holders, split) from p, if the table's entry still lists
  * exactly p's pods. Returns 0, or GS_ENOTFOUND when the entry is gone or its pods changed. */
 int attrib_set_split(struct attrib *a, const char *uuid, const struct gpu_pods *p);
+/* Sets the per-process values (and pod UIDs, where known) of device uuid's listed containers from
+ * v (p->n entries parallel to p->pods), if the table's entry still lists exactly p's pods; NULL v
+ * clears them. A kubelet refresh that lists the same pods keeps them. Returns 0, GS_ENOTFOUND
+ * when the entry is gone or its pods changed, or GS_ENOMEM. */
+int attrib_set_values(struct attrib *a, const char *uuid, const struct gpu_pods *p,
+                      const struct attrib_value *v);
 /* Marks attribution as unavailable (socket gone): lookups find nothing until the next replace. */
 void attrib_clear(struct attrib *a);
 /* Copies the pods holding device uuid into *out. Returns true when at least one pod holds it. */

@@ -435,6 +435,60 @@ static int ids_text(struct buf *pre, struct gpu_ids *g) {
  * (above). Several pods: one line marked gpuscale_shared="true" without pod labels (who holds it
  * is in gpuscale_gpu_pod_info), or, per-pod, one copy per (pod, container) with its pod labels and
  * vgpu. */
+/* The families whose per-pod value is the pod's own processes' (dcgm-exporter's
+ * isPerProcessMetric: DCGM_FI_DEV_GPU_UTIL and DCGM_FI_DEV_FB_USED). */
+static bool per_process_family(const struct value_family *vf) {
+  return vf->f == GF_GPU_UTIL || vf->f == GF_MEM_USED_MIB;
+}
+
+/* Listed entry p's own value of vf from its pod's processes, when the process split has it. */
+static bool process_value(const struct expo_input *in, const struct value_family *vf, size_t gpu,
+                          size_t p, double *v) {
+  const struct attrib_k8s *k = k8s_of(in, gpu, p);
+  if (!k)
+    return false;
+  if (vf->f == GF_GPU_UTIL && k->has_util)
+    *v = k->util;
+  else if (vf->f == GF_MEM_USED_MIB && k->has_fb)
+    *v = k->fb_mib;
+  else
+    return false;
+  return true;
+}
+
+/* --shared-gpu-series per-pod with the process split (--host-proc): dcgm-exporter's
+ * --kubernetes-virtual-gpus output for GPU_UTIL and FB_USED (its #594, kubernetes.go
+ * createPerProcessMetrics): the device line as it is, then a line per holder with its own
+ * processes' value and container, namespace, pod, pod_uid, vgpu. Returns 1 when it wrote them, 0
+ * when the split has no value for this GPU, or a negative error. */
+static int process_lines(struct buf *b, const struct expo_input *in, const struct value_family *vf,
+                         size_t gpu, const struct gpu_ids *id, struct expo_label *l, size_t base,
+                         const struct gpu_pods *pods, const char *value) {
+  double v;
+  bool any = false;
+  for (size_t p = 0; p < pods->n && !any; p++)
+    any = process_value(in, vf, gpu, p, &v);
+  if (!any)
+    return 0;
+  int rc = id_sample(b, vf->name, id, l, base, value);
+  for (size_t p = 0; p < pods->n && !rc; p++) {
+    if (!process_value(in, vf, gpu, p, &v))
+      continue;
+    const struct pod_ref *pr = &pods->pods[p];
+    const struct attrib_k8s *k = k8s_of(in, gpu, p);
+    size_t n = base;
+    l[n++] = (struct expo_label){"container", pr->container};
+    l[n++] = (struct expo_label){"namespace", pr->ns};
+    l[n++] = (struct expo_label){"pod", pr->pod};
+    n = add_label_if(l, n, "pod_uid", k->pod_uid); /* always here, as dcgm-exporter does */
+    n = add_label_if(l, n, "vgpu", pr->vgpu);
+    char text[64];
+    format_value(v / vf->div, vf->fmt, text, sizeof text);
+    rc = id_sample(b, vf->name, id, l, n, text);
+  }
+  return rc ? rc : 1;
+}
+
 static int value_lines(struct buf *b, const struct expo_input *in, const struct value_family *vf,
                        size_t gpu, const struct gpu_ids *id, const struct expo_label *extra,
                        size_t nextra, const struct gpu_pods *pods, const char *value) {
@@ -443,6 +497,13 @@ static int value_lines(struct buf *b, const struct expo_input *in, const struct 
   size_t base = nextra;
   if (!pods)
     return id_sample(b, vf->name, id, l, base, value);
+  if (in->shared_series == EXPO_SHARED_PER_POD && per_process_family(vf)) {
+    int rc = process_lines(b, in, vf, gpu, id, l, base, pods, value);
+    if (rc)
+      return rc < 0 ? rc : 0;
+    if (pods_several(pods)) /* without the split: never the whole GPU's value for each pod */
+      return id_sample(b, vf->name, id, l, base, value);
+  }
   if (!pods_several(pods))
     return id_sample(b, vf->name, id, l, add_holder_labels(l, base, in, gpu, pods), value);
   if (in->shared_series != EXPO_SHARED_PER_POD) {

@@ -342,7 +342,10 @@ static void test_golden_shared(void **state) {
   golden("shared", &in);
 }
 
-/* The same GPU with --shared-gpu-series per-pod: a copy per holder with its pod labels and vgpu. */
+/* The same GPU with --shared-gpu-series per-pod: a copy per holder with its pod labels and vgpu,
+ * except DCGM_FI_DEV_GPU_UTIL and DCGM_FI_DEV_FB_USED, whose per-pod value is the pod's own
+ * processes' (dcgm-exporter's isPerProcessMetric): without the process split they are the device
+ * line only, never the whole GPU's value for each pod. */
 static void test_golden_shared_per_pod(void **state) {
   (void)state;
   struct gpu_snapshot g = gpu(0, "GPU-5a5a5a5a-0000-0000-0000-000000000000");
@@ -360,6 +363,22 @@ static void test_golden_shared_per_pod(void **state) {
   in.attribution = 1;
   in.shared_series = EXPO_SHARED_PER_POD;
   golden("shared_per_pod", &in);
+  /* with the process split (--host-proc): dcgm-exporter's --kubernetes-virtual-gpus output (its
+   * #594, kubernetes.go createPerProcessMetrics): the device line, then a line per holder with its
+   * pod's processes' value, pod_uid and vgpu. triton-a's processes use 30 % and 2048 MiB,
+   * embedder-b's 50 % and 1024 MiB */
+  struct attrib_k8s k[2];
+  memset(k, 0, sizeof k);
+  snprintf(k[0].pod_uid, sizeof k[0].pod_uid, "a1a1a1a1-0000-4000-8000-000000000001");
+  snprintf(k[1].pod_uid, sizeof k[1].pod_uid, "b2b2b2b2-0000-4000-8000-000000000002");
+  k[0].has_util = k[1].has_util = k[0].has_fb = k[1].has_fb = true;
+  k[0].util = 30;
+  k[0].fb_mib = 2048;
+  k[1].util = 50;
+  k[1].fb_mib = 1024;
+  const struct attrib_k8s *kk[1] = {k};
+  in.k8s = kk;
+  golden("shared_per_pod_process", &in);
 }
 
 /* --no-hostname-label and an unknown driver version: both labels are left out; the kubelet is
