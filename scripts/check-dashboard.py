@@ -2,6 +2,7 @@
 """Checks a Grafana dashboard against the series gpuscale really exports.
 
     scripts/check-dashboard.py [--dashboard deploy/grafana/gpuscale.json] [--bin build/gpuscale]
+                               [--hostname-label hostname|Hostname]
                                [--honor-labels] [--no-kubelet] [--list-series] [-v]
 
 What it does (python3 standard library only):
@@ -10,10 +11,12 @@ What it does (python3 standard library only):
    and nested panels included), templating query variables (label_values(), query_result(),
    label_names(), metrics()) and annotations[].expr. Grafana variables ($x, ${x}, [[x]]) are
    substituted first: $__rate_interval, $__interval and $__range by a duration, number-valued
-   variables (textbox/constant/custom) by their current value; a variable the dashboard does not
-   define is an error.
+   variables (textbox/constant/custom) by their current value, label-name variables (a custom or
+   constant variable whose values are label names, such as the dashboard's host_label) by their
+   current value, or host_label by --hostname-label; a variable the dashboard does not define is
+   an error.
 2. Runs the real binary on loopback: `gpuscale agent --collector mock` (its built-in 4-GPU
-   scenario), with a fake kubelet (tests/e2e/fake_kubelet.py, needs a python3 with grpcio and
+   scenario, with --hostname-label as given), with a fake kubelet (tests/e2e/fake_kubelet.py, needs a python3 with grpcio and
    protoc) holding pods on two GPUs, one of them shared, so the pod labels are real; and a
    `gpuscale gateway` in front of it. `gpuscale query` calls both once so the gRPC and trigger
    series have samples. It scrapes both /metrics and takes every `# TYPE` family (histograms
@@ -56,7 +59,12 @@ TARGET_LABELS = ("job", "instance", "namespace", "pod", "container", "node", "se
 # What the pods own when the fake kubelet cannot run: docs/metrics.md, "Labels, in this order".
 DOC_ATTRIBUTION_LABELS = ("container", "namespace", "pod", "gpuscale_shared")
 # gpuscale_gpu_pod_info's labels, for the same case: docs/metrics.md, "Shared GPUs".
-DOC_POD_INFO_LABELS = ("gpu", "UUID", "Hostname", "container", "namespace", "pod")
+DOC_POD_INFO_LABELS = ("gpu", "UUID", "container", "namespace", "pod")  # and the host label
+# The node label's two spellings (docs/metrics.md, "The node label"): `hostname`, gpuscale's
+# default and dcgm-exporter's since its #655, or `Hostname` (--hostname-label Hostname).
+HOST_LABELS = ("hostname", "Hostname")
+# The dashboard variable that names the host label; --hostname-label sets it.
+HOST_LABEL_VAR = "host_label"
 # A MIG instance's series carry these besides the GPU's (docs/metrics.md); the mock scenario has
 # no MIG instance, so they are added to every agent series that has a UUID. Joins on
 # (UUID, GPU_I_ID) are then checked as dashboards must write them.
@@ -170,7 +178,7 @@ def parse_exposition(text):
     return fams
 
 
-def series_catalog(fams, source, honor_labels, extra_attribution=False):
+def series_catalog(fams, source, honor_labels, extra_attribution=False, host_label="hostname"):
     """{series name: {"labels": set or None, "source": str, "type": str}} after the scrape."""
     out = {}
     for fam, f in fams.items():
@@ -190,7 +198,7 @@ def series_catalog(fams, source, honor_labels, extra_attribution=False):
                 labels = labels | set(DOC_ATTRIBUTION_LABELS)
             if extra_attribution and fam == "gpuscale_gpu_pod_info":
                 known = True
-                labels = labels | set(DOC_POD_INFO_LABELS)
+                labels = labels | set(DOC_POD_INFO_LABELS) | {host_label}
             if source == "agent" and "UUID" in labels:
                 labels = labels | set(MIG_LABELS if fam != "gpuscale_gpu_pod_info" else
                                       ("GPU_I_ID",))
@@ -244,8 +252,9 @@ def mock_pods():
 class Stack:
     """The agent (mock), optionally a fake kubelet, and a gateway, all on loopback."""
 
-    def __init__(self, binary, use_kubelet, verbose=False):
+    def __init__(self, binary, use_kubelet, verbose=False, host_label="hostname"):
         self.binary = binary
+        self.host_label = host_label
         self.use_kubelet = use_kubelet
         self.verbose = verbose
         self.procs = []
@@ -288,7 +297,8 @@ class Stack:
             self.binary, "agent", "--collector", "mock", "--interval", "200ms",
             "--grpc-listen", "127.0.0.1:%d" % self.agent_grpc,
             "--http-listen", "127.0.0.1:%d" % self.agent_http,
-            "--kubelet-socket", sock, "--kubelet-refresh", "200ms", "--node-name", "gpu-node-1"])
+            "--kubelet-socket", sock, "--kubelet-refresh", "200ms", "--node-name", "gpu-node-1",
+            "--hostname-label", self.host_label])
 
         def agent_ready():
             if agent.poll() is not None:
@@ -343,8 +353,8 @@ class Stack:
         shutil.rmtree(self.tmp, ignore_errors=True)
 
 
-def real_series(binary, honor_labels, use_kubelet, verbose=False):
-    st = Stack(binary, use_kubelet, verbose)
+def real_series(binary, honor_labels, use_kubelet, verbose=False, host_label="hostname"):
+    st = Stack(binary, use_kubelet, verbose, host_label)
     try:
         st.start()
         bodies = st.scrape()
@@ -357,7 +367,8 @@ def real_series(binary, honor_labels, use_kubelet, verbose=False):
         if not fams:
             raise CheckError("%s /metrics has no # TYPE lines" % source)
         cats.append(series_catalog(fams, source, honor_labels,
-                                   extra_attribution=(source == "agent" and not attribution)))
+                                   extra_attribution=(source == "agent" and not attribution),
+                                   host_label=host_label))
     return merge_catalogs(*cats), attribution
 
 
@@ -783,9 +794,29 @@ def numeric_value(var):
     return None
 
 
-def substitute(expr, variables, problems):
+LABEL_NAME_RE = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
+
+
+def label_name_value(var, overrides):
+    """The label name a custom/constant variable stands for (its current value, or the override
+    for its name), or None when it is not a label-name variable."""
+    if var.get("type") not in ("custom", "constant"):
+        return None
+    if var.get("name") in overrides:
+        return overrides[var.get("name")]
+    cur = (var.get("current") or {}).get("value")
+    if isinstance(cur, list):
+        cur = cur[0] if cur else None
+    if cur is None:
+        cur = str(var.get("query") or "").split(",")[0].strip()
+    return cur if isinstance(cur, str) and LABEL_NAME_RE.match(cur) else None
+
+
+def substitute(expr, variables, problems, overrides=None):
     """Replaces Grafana variables outside string literals; inside strings they stay (they are
-    label values there). Undefined variables are problems."""
+    label values there). Undefined variables are problems. overrides: {variable: value} for
+    label-name variables (host_label from --hostname-label)."""
+    overrides = overrides or {}
     out, pos = [], 0
 
     def repl(m):
@@ -801,10 +832,14 @@ def substitute(expr, variables, problems):
         num = numeric_value(var)
         if num is not None:
             return num
+        label = label_name_value(var, overrides)
+        if label is not None:
+            return label
         if var.get("type") == "interval":
             return "5m"
         problems.append("uses $%s (a %s variable) outside a quoted label value; only number-"
-                        "valued variables can stand there" % (name, var.get("type")))
+                        "valued and label-name variables can stand there"
+                        % (name, var.get("type")))
         return "1"
 
     for m in STR_RE.finditer(expr):
@@ -916,14 +951,14 @@ def check_structure(dash):
     return problems
 
 
-def check_dashboard(dash, catalog):
+def check_dashboard(dash, catalog, overrides=None):
     """(problems, {series: [where...]})."""
     problems = check_structure(dash)
     used = {}
     variables = dashboard_vars(dash)
     for where, kind, text in collect_exprs(dash):
         sub_problems = []
-        expr = substitute(text, variables, sub_problems)
+        expr = substitute(text, variables, sub_problems, overrides)
         if kind == "var":
             metrics, p = check_variable_query(expr, catalog)
         else:
@@ -942,6 +977,9 @@ def main(argv=None):
     ap.add_argument("--dashboard", default=os.path.join(ROOT, "deploy", "grafana", "gpuscale.json"))
     ap.add_argument("--bin", default=os.environ.get("GPUSCALE_BIN"),
                     help="the gpuscale binary (default $GPUSCALE_BIN, else build/gpuscale)")
+    ap.add_argument("--hostname-label", choices=HOST_LABELS, default="hostname",
+                    help="the agent's --hostname-label, and the value of the dashboard's $%s "
+                         "(default: hostname)" % HOST_LABEL_VAR)
     ap.add_argument("--honor-labels", action="store_true",
                     help="model a ServiceMonitor with honorLabels: true (pod labels keep their "
                          "names) instead of the shipped false (exported_pod...)")
@@ -965,7 +1003,7 @@ def main(argv=None):
         return 2
     try:
         catalog, attribution = real_series(binary, args.honor_labels, not args.no_kubelet,
-                                           args.verbose)
+                                           args.verbose, args.hostname_label)
     except CheckError as e:
         print("check-dashboard: cannot derive the real series from %s: %s" % (binary, e),
               file=sys.stderr)
@@ -980,7 +1018,7 @@ def main(argv=None):
             print("series %s [%s] %s: %s" % (name, e["type"], "+".join(sorted(e["source"])),
                                              ", ".join(sorted(e["labels"])) if e["known"]
                                              else "(no sample)"))
-    problems, used = check_dashboard(dash, catalog)
+    problems, used = check_dashboard(dash, catalog, {HOST_LABEL_VAR: args.hostname_label})
     if args.list_series:
         for name in sorted(used):
             print("uses %s (%s)" % (name, "+".join(sorted(catalog.get(name, {}).get(
@@ -993,9 +1031,9 @@ def main(argv=None):
         return 1
     n_exprs = len(collect_exprs(dash))
     print("check-dashboard: %s: OK: %d expressions, %d series, all exported by %s "
-          "(labels as scraped with honorLabels: %s)" % (
+          "(labels as scraped with honorLabels: %s, node label %s)" % (
               rel, n_exprs, len(used), os.path.relpath(binary),
-              "true" if args.honor_labels else "false"))
+              "true" if args.honor_labels else "false", args.hostname_label))
     return 0
 
 

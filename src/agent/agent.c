@@ -57,10 +57,12 @@ struct agent_opts {
   char *pod_logs;
   bool no_hostname_label;
   char *shared_gpu_series;
-  char *collectors;          /* --collectors / -f (dcgm-exporter's flag) */
-  char *counters_alias;      /* --counters, the same */
-  char *hostname_label;      /* --hostname-label */
-  struct counters *counters; /* loaded from the file; not an option row */
+  bool kubernetes_enable_dra;     /* dcgm-exporter's --kubernetes-enable-dra: the dra_* labels */
+  bool kubernetes_enable_pod_uid; /* its --kubernetes-enable-pod-uid: the pod_uid label */
+  char *collectors;               /* --collectors / -f (dcgm-exporter's flag) */
+  char *counters_alias;           /* --counters, the same */
+  char *hostname_label;           /* --hostname-label */
+  struct counters *counters;      /* loaded from the file; not an option row */
   char *engines;
   int64_t engine_interval_ms;
   int64_t engine_timeout_ms;
@@ -85,7 +87,8 @@ static const struct opt_def agent_opts_table[] = {
      "/opt/rocm/lib/librocm_smi64.so.7, .6, .5)",
      O(rocm_library)},
     {"profiles", 0, "GPUSCALE_PROFILES", OPT_STRING, NULL, 0, 0, NULL, "FILE",
-     "YAML file with extra scaling profiles (see docs/profiles.md)", O(profiles)},
+     "YAML file with extra scaling profiles (see docs/profiles.md); SIGHUP reloads it",
+     O(profiles)},
     {"interval", 0, "GPUSCALE_INTERVAL", OPT_DURATION, "1s", 100, 300000, NULL, "DURATION",
      "sampling interval; a GPU is stale after 3 intervals", O(interval_ms)},
     {"history", 0, "GPUSCALE_HISTORY", OPT_DURATION, "10m", 1000, 86400000, NULL, "DURATION",
@@ -107,9 +110,9 @@ static const struct opt_def agent_opts_table[] = {
      "pod UID to the pod's namespace and name)",
      O(pod_logs)},
     {"node-name", 0, "NODE_NAME", OPT_STRING, NULL, 0, 0, NULL, "NAME",
-     "this node's name (default: the hostname); the Hostname label of /metrics", O(node_name)},
+     "this node's name (default: the hostname); the hostname label of /metrics", O(node_name)},
     {"no-hostname-label", 0, "GPUSCALE_NO_HOSTNAME_LABEL", OPT_BOOL, "false", 0, 0, NULL, NULL,
-     "leave the Hostname label out of /metrics (when Prometheus adds the node itself)",
+     "leave the hostname label out of /metrics (when Prometheus adds the node itself)",
      O(no_hostname_label)},
     {"collectors", 'f', "GPUSCALE_COLLECTORS", OPT_STRING, NULL, 0, 0, NULL, "FILE",
      "dcgm-exporter's counters CSV (its -f/--collectors file): /metrics writes only the DCGM "
@@ -119,16 +122,27 @@ static const struct opt_def agent_opts_table[] = {
      O(collectors)},
     {"counters", 0, "GPUSCALE_COUNTERS", OPT_STRING, NULL, 0, 0, NULL, "FILE",
      "the same as --collectors", O(counters_alias)},
-    {"hostname-label", 0, "GPUSCALE_HOSTNAME_LABEL", OPT_ENUM, "Hostname", 0, 0,
-     "Hostname|hostname", "NAME",
-     "the name of the node label on /metrics: Hostname (dcgm-exporter 4.5.3-4.8.2 and older) or "
-     "hostname (its next release)",
+    {"hostname-label", 0, "GPUSCALE_HOSTNAME_LABEL", OPT_ENUM, "hostname", 0, 0,
+     "hostname|Hostname", "NAME",
+     "the name of the node label on /metrics: hostname (dcgm-exporter after 4.5.3-4.8.2, its "
+     "#655) or Hostname (dcgm-exporter 4.5.3-4.8.2 and older)",
      O(hostname_label)},
     {"shared-gpu-series", 0, "GPUSCALE_SHARED_GPU_SERIES", OPT_ENUM, "once", 0, 0, "once|per-pod",
      "MODE",
      "/metrics for a GPU that several pods hold: its value series once, marked "
      "gpuscale_shared (once), or a copy per pod with dcgm-exporter's vgpu label (per-pod)",
      O(shared_gpu_series)},
+    {"kubernetes-enable-dra", 0, "GPUSCALE_KUBERNETES_ENABLE_DRA", OPT_BOOL, "false", 0, 0, NULL,
+     NULL,
+     "/metrics: dcgm-exporter's dra_claim_name, dra_claim_namespace, dra_driver_name, "
+     "dra_pool_name, dra_device_name (and dra_mig_profile, dra_mig_device_uuid) labels on the "
+     "series of a GPU or MIG device a pod holds through a DRA ResourceClaim",
+     O(kubernetes_enable_dra)},
+    {"kubernetes-enable-pod-uid", 0, "GPUSCALE_KUBERNETES_ENABLE_POD_UID", OPT_BOOL, "false", 0, 0,
+     NULL, NULL,
+     "/metrics: dcgm-exporter's pod_uid label beside pod, from the Kubernetes API (--kube-api; "
+     "the kubelet's PodResources has no UID)",
+     O(kubernetes_enable_pod_uid)},
     {"engines", 0, "GPUSCALE_ENGINES", OPT_ENUM, "auto", 0, 0, "auto|off", "MODE",
      "inference-engine pods on this node (vLLM, TGI, SGLang, Triton; docs/engines.md): found "
      "through the Kubernetes API of --kube-api and read by their annotations; auto = on when the "
@@ -165,9 +179,43 @@ static bool rpc_healthy(void *ud) {
   return agent_api_ready(ud);
 }
 
+/* What SIGHUP reloads: the collector, and the --profiles file (a target that changes there reaches
+ * KEDA through open StreamMetricSpec streams, and through GetMetricSpec). */
+struct agent_hup {
+  struct sampler *smp;
+  const char *profiles_path; /* NULL: built-in profiles only, nothing to reload */
+  struct profile_set *profiles;
+  struct trigger_cache *cache;
+};
+
+static void reload_profiles(struct agent_hup *h) {
+  if (!h->profiles_path)
+    return;
+  struct profile_set np = {0};
+  char err[1024] = "";
+  if (profile_set_init(&np) || profile_set_load(&np, h->profiles_path, err, sizeof err)) {
+    LOG_ERROR("agent", "SIGHUP: --profiles %s: %s; the profiles loaded before stay in use",
+              h->profiles_path, err[0] ? err : "out of memory");
+    profile_set_free(&np);
+    return;
+  }
+  pthread_rwlock_wrlock(h->profiles->lock);
+  struct profile *old = h->profiles->items;
+  size_t n = np.n;
+  h->profiles->items = np.items;
+  h->profiles->n = np.n;
+  trigger_cache_clear(h->cache); /* triggers parsed from the old profiles */
+  pthread_rwlock_unlock(h->profiles->lock);
+  np.items = old;
+  profile_set_free(&np);
+  LOG_INFO("agent", "SIGHUP: reloaded --profiles %s: %zu profiles", h->profiles_path, n);
+}
+
 static void on_hup(void *ud) {
+  struct agent_hup *h = ud;
   LOG_INFO("agent", "SIGHUP: reloading the collector");
-  sampler_request_reload(ud);
+  sampler_request_reload(h->smp);
+  reload_profiles(h);
 }
 
 static int agent_run(struct agent_opts *o) {
@@ -296,8 +344,13 @@ static int agent_run(struct agent_opts *o) {
   struct scaler_dual dual = {history_source_make(&hs), engine_source_selector(&esrc)};
   profiles.endpoint_check = o->allow_engine_endpoints ? engine_endpoint_check : NULL;
   struct scaler sc = {&profiles, scaler_source_dual(&dual), NULL};
-  /* KEDA asks with the same metadata every poll: parse it once (profiles never change here). */
+  /* KEDA asks with the same metadata every poll: parse it once (a SIGHUP reload of --profiles
+   * clears the cache under the profiles' lock). */
   sc.cache = tcache = trigger_cache_new(0);
+  pthread_rwlock_t profiles_lock = PTHREAD_RWLOCK_INITIALIZER;
+  if (o->profiles)
+    profiles.lock = &profiles_lock;
+  struct agent_hup hup = {&smp, o->profiles, &profiles, tcache};
   /* Our own copy: a reload frees the collector's string (the mock's scenario owns it). */
   char driver[GPU_STR_LEN] = "";
   if (ops->driver_version(col))
@@ -330,7 +383,9 @@ static int agent_run(struct agent_opts *o) {
                              !o->no_hostname_label,
                              strcmp(o->shared_gpu_series, "per-pod") == 0,
                              o->counters,
-                             o->hostname_label};
+                             o->hostname_label,
+                             o->kubernetes_enable_dra,
+                             o->kubernetes_enable_pod_uid};
   routes[nroutes++] = (struct http_route){"/metrics", metrics_handle, &mctx};
   if (http_server_start(o->serve.http_listen, routes, nroutes, &http, err, sizeof err) != 0) {
     LOG_ERROR("agent", "--http-listen: %s", err);
@@ -339,7 +394,7 @@ static int agent_run(struct agent_opts *o) {
   LOG_INFO("agent", "serving gRPC (KEDA ExternalScaler, grpc.health.v1) on %s, HTTP on %s",
            o->serve.grpc_listen, o->serve.http_listen);
 
-  serve_wait("agent", o->serve.grace_ms, on_hup, NULL, 60000, &smp);
+  serve_wait("agent", o->serve.grace_ms, on_hup, NULL, 60000, &hup);
   exit_code = 0;
 
 out:

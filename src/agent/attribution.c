@@ -20,8 +20,11 @@
 struct hold {
   size_t dev;
   const char *ns, *pod, *container;
-  int replica;    /* devid replica, -1 when none */
-  uint64_t group; /* the pod's group (podres_pod.group) */
+  int replica;                  /* devid replica, -1 when none */
+  uint64_t group;               /* the pod's group (podres_pod.group) */
+  const char *uid;              /* its pod's UID (from the Kubernetes API), or NULL */
+  const struct podres_dra *dra; /* the DRA claim device it holds it through, or NULL */
+  const struct draslice *slice; /* that device in the node's ResourceSlices, or NULL */
 };
 
 struct holds {
@@ -82,9 +85,10 @@ static int collect_dra(const struct podres_pod *pod, const struct podres_contain
     if (idx == GS_ENOTSUP)
       continue;
     /* The node's ResourceSlices name the device's uuid: exact, MIG included. */
-    const char *uuid = slices && strcmp(dr->driver, DEVID_DRA_DRIVER) == 0
-                           ? draslices_uuid(slices, dr->pool, dr->device)
-                           : NULL;
+    const struct draslice *sl = slices && strcmp(dr->driver, DEVID_DRA_DRIVER) == 0
+                                    ? draslices_find(slices, dr->pool, dr->device)
+                                    : NULL;
+    const char *uuid = sl ? sl->uuid : NULL;
     struct devid byuuid;
     if (uuid && devid_parse(uuid, &byuuid, NULL) == 0 && devid_resolve(&byuuid, infos, n) >= 0) {
       id = byuuid;
@@ -104,7 +108,7 @@ static int collect_dra(const struct podres_pod *pod, const struct podres_contain
       note_unknown(st, what);
       continue;
     }
-    struct hold x = {(size_t)idx, pod->ns, pod->name, ct->name, -1, pod->group};
+    struct hold x = {(size_t)idx, pod->ns, pod->name, ct->name, -1, pod->group, pod->uid, dr, sl};
     if (holds_push(h, x))
       return GS_ENOMEM;
   }
@@ -133,7 +137,8 @@ static int collect(const struct podres_list *l, const struct gpu_info *infos, si
             note_unknown(st, dv->ids[k]);
             continue;
           }
-          struct hold x = {(size_t)idx, pod->ns, pod->name, ct->name, id.replica, pod->group};
+          struct hold x = {(size_t)idx, pod->ns,  pod->name, ct->name, id.replica,
+                           pod->group,  pod->uid, NULL,      NULL};
           if (holds_push(h, x))
             return GS_ENOMEM;
         }
@@ -143,6 +148,27 @@ static int collect(const struct podres_list *l, const struct gpu_info *infos, si
     }
   }
   return 0;
+}
+
+/* The pod UID and DRA labels of hold x on device info (dcgm-exporter's kubernetes.go: the claim,
+ * driver, pool and device the kubelet names; for a MIG device its profile, from the
+ * ResourceSlice's "profile" attribute or else NVML's, and its uuid). */
+static void fill_k8s(struct attrib_k8s *d, const struct hold *x, const struct gpu_info *info) {
+  memset(d, 0, sizeof *d);
+  if (x->uid && strlen(x->uid) < sizeof d->pod_uid)
+    snprintf(d->pod_uid, sizeof d->pod_uid, "%s", x->uid);
+  if (!x->dra)
+    return;
+  snprintf(d->claim_ns, sizeof d->claim_ns, "%s", x->dra->claim_ns);
+  snprintf(d->claim_name, sizeof d->claim_name, "%s", x->dra->claim_name);
+  snprintf(d->driver, sizeof d->driver, "%s", x->dra->driver);
+  snprintf(d->pool, sizeof d->pool, "%s", x->dra->pool);
+  snprintf(d->device, sizeof d->device, "%s", x->dra->device);
+  if (info->mig) {
+    snprintf(d->mig_uuid, sizeof d->mig_uuid, "%s", info->uuid);
+    snprintf(d->mig_profile, sizeof d->mig_profile, "%s",
+             x->slice && x->slice->profile[0] ? x->slice->profile : info->mig_profile);
+  }
 }
 
 static void fill_ref(struct pod_ref *r, const struct hold *x) {
@@ -198,6 +224,14 @@ int attribution_join_slices(const struct podres_list *l, const struct gpu_info *
           !prev || strcmp(prev->ns, h.v[i].ns) != 0 || strcmp(prev->pod, h.v[i].pod) != 0;
       prev = &h.v[i];
       if (cur->pods.n < ATTRIB_MAX_PODS) {
+        if ((prev->dra || prev->uid) && !cur->k8s &&
+            !(cur->k8s = calloc(ATTRIB_MAX_PODS, sizeof *cur->k8s))) {
+          attrib_entries_free(e, k + 1);
+          free(h.v);
+          return GS_ENOMEM;
+        }
+        if (cur->k8s)
+          fill_k8s(&cur->k8s[cur->pods.n], prev, &infos[dev]);
         fill_ref(&cur->pods.pods[cur->pods.n++], prev);
         listed += new_pod;
       }
@@ -374,7 +408,7 @@ int attribution_refresh(struct attribution *a) {
   draslices_free(&slices);
   if (!rc)
     rc = attrib_replace(a->table, e, ne);
-  free(e);
+  attrib_entries_free(e, ne);
   free(infos);
   podres_list_free(&l);
   if (rc) {

@@ -34,24 +34,25 @@ static json_object *obj_at(json_object *o, const char *key, json_type type) {
   return v;
 }
 
-/* The device's string attribute "uuid" (or its qualified form "<driver>/uuid"). */
-static const char *device_uuid(json_object *dev, const char *driver) {
+/* The device's string attribute key (or its qualified form "<driver>/key"): "uuid", and for a MIG
+ * device "profile" (k8s-dra-driver-gpu; dcgm-exporter's dra.go reads the same attributes). */
+static const char *device_attr(json_object *dev, const char *driver, const char *key) {
   json_object *attrs = obj_at(dev, "attributes", json_type_object);
   if (!attrs) /* v1beta1 */
     attrs = obj_at(obj_at(dev, "basic", json_type_object), "attributes", json_type_object);
   if (!attrs)
     return NULL;
-  const char *u = str_at(obj_at(attrs, "uuid", json_type_object), "string");
+  const char *u = str_at(obj_at(attrs, key, json_type_object), "string");
   if (!u) {
     char q[160];
-    snprintf(q, sizeof q, "%s/uuid", driver);
+    snprintf(q, sizeof q, "%s/%s", driver, key);
     u = str_at(obj_at(attrs, q, json_type_object), "string");
   }
   return u;
 }
 
 static int add(struct draslices *s, size_t *cap, const char *pool, const char *name,
-               const char *uuid) {
+               const char *uuid, const char *profile) {
   if (strlen(pool) >= sizeof s->v->pool || strlen(name) >= sizeof s->v->device ||
       strlen(uuid) >= sizeof s->v->uuid)
     return 0; /* not a name the kubelet can match either: skip it */
@@ -69,6 +70,9 @@ static int add(struct draslices *s, size_t *cap, const char *pool, const char *n
   snprintf(d->pool, sizeof d->pool, "%s", pool);
   snprintf(d->device, sizeof d->device, "%s", name);
   snprintf(d->uuid, sizeof d->uuid, "%s", uuid);
+  d->profile[0] = '\0';
+  if (profile && strlen(profile) < sizeof d->profile)
+    snprintf(d->profile, sizeof d->profile, "%s", profile);
   return 0;
 }
 
@@ -108,9 +112,9 @@ int draslices_parse(const char *json, size_t len, const char *driver, struct dra
     for (size_t k = 0; !rc && k < json_object_array_length(devs); k++) {
       json_object *dev = json_object_array_get_idx(devs, k);
       const char *name = str_at(dev, "name");
-      const char *uuid = device_uuid(dev, driver);
+      const char *uuid = device_attr(dev, driver, "uuid");
       if (name && uuid)
-        rc = add(out, &cap, pool, name, uuid);
+        rc = add(out, &cap, pool, name, uuid, device_attr(dev, driver, "profile"));
     }
   }
   json_object_put(root);
@@ -122,11 +126,17 @@ int draslices_parse(const char *json, size_t len, const char *driver, struct dra
   return rc;
 }
 
-const char *draslices_uuid(const struct draslices *s, const char *pool, const char *device) {
+const struct draslice *draslices_find(const struct draslices *s, const char *pool,
+                                      const char *device) {
   for (size_t i = 0; s && i < s->n; i++)
     if (strcmp(s->v[i].pool, pool) == 0 && strcmp(s->v[i].device, device) == 0)
-      return s->v[i].uuid;
+      return &s->v[i];
   return NULL;
+}
+
+const char *draslices_uuid(const struct draslices *s, const char *pool, const char *device) {
+  const struct draslice *d = draslices_find(s, pool, device);
+  return d ? d->uuid : NULL;
 }
 
 int draslices_fetch(struct kube_client *c, const char *node, const char *driver,

@@ -15,6 +15,7 @@ struct draslice {
   char pool[256];
   char device[128];
   char uuid[GPU_STR_LEN]; /* GPU-... or MIG-..., the device's "uuid" attribute */
+  char profile[32];       /* a MIG device's "profile" attribute ("1g.10gb"), else "" */
 };
 
 /* One answer. Free with draslices_free. */
@@ -31,6 +32,9 @@ int draslices_parse(const char *json, size_t len, const char *driver, struct dra
                     const char **err);
 /* The uuid of device (pool, device), or NULL. */
 const char *draslices_uuid(const struct draslices *s, const char *pool, const char *device);
+/* Device (pool, device), or NULL. */
+const struct draslice *draslices_find(const struct draslices *s, const char *pool,
+                                      const char *device);
 /* Frees and zeroes s. NULL is fine. */
 void draslices_free(struct draslices *s);
 

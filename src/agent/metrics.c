@@ -34,8 +34,12 @@ int metrics_render(const struct metrics_ctx *m, struct buf *out) {
   struct gpu_snapshot *snap = malloc(cap * sizeof *snap);
   struct gpu_pods *pods = malloc(cap * sizeof *pods);
   struct stats_snapshot *rpc = m->stats ? malloc(sizeof *rpc) : NULL;
+  /* --kubernetes-enable-dra / -pod-uid, --shared-gpu-series per-pod: per GPU, its holders' pod
+   * UIDs, DRA claim devices and own processes' values */
+  bool want_k8s = (m->dra_labels || m->pod_uid || m->per_pod_series) && m->attrib;
+  struct attrib_k8s **k8s = want_k8s ? calloc(cap, sizeof *k8s) : NULL;
   int rc = GS_ENOMEM;
-  if (!snap || !pods || (m->stats && !rpc))
+  if (!snap || !pods || (m->stats && !rpc) || (want_k8s && !k8s))
     goto out;
   history_snapshot(api->hist, snap, cap, &n);
   if (n > cap)
@@ -44,12 +48,16 @@ int metrics_render(const struct metrics_ctx *m, struct buf *out) {
   int attribution = -1;
   if (m->attrib) {
     attribution = attrib_available(m->attrib) ? 1 : 0;
-    for (size_t i = 0; i < n; i++)
-      if (!attribution || !attrib_lookup(m->attrib, snap[i].info.uuid, &pods[i])) {
+    for (size_t i = 0; i < n; i++) {
+      bool held =
+          attribution && (k8s ? attrib_lookup_k8s(m->attrib, snap[i].info.uuid, &pods[i], &k8s[i])
+                              : attrib_lookup(m->attrib, snap[i].info.uuid, &pods[i]));
+      if (!held) {
         pods[i].n = 0;
         pods[i].total = 0;
         pods[i].shared = false;
       }
+    }
   }
   if (rpc)
     stats_snapshot(m->stats, rpc);
@@ -72,11 +80,17 @@ int metrics_render(const struct metrics_ctx *m, struct buf *out) {
       .counters = m->counters,
       .hostname_label = m->host_label_name,
       .amd = api->collector_name && strcmp(api->collector_name, "rocm") == 0,
+      .k8s = (const struct attrib_k8s *const *)k8s,
+      .dra_labels = m->dra_labels,
+      .pod_uid = m->pod_uid,
   };
   rc = expo_render(out, &in);
   if (rc == 0)
     rc = sampler_render_errors(api->sampler, out); /* gpuscale_nvml_errors_total */
 out:
+  for (size_t i = 0; k8s && i < n; i++)
+    free(k8s[i]);
+  free(k8s);
   free(snap);
   free(pods);
   free(rpc);
@@ -257,7 +271,8 @@ struct metrics_mock *metrics_mock_new_set(size_t ngpus, bool full) {
                                .driver_version = "550.54.15",
                                .interval_ms = 3600000,
                                .pods = mm->attrib};
-  mm->ctx = (struct metrics_ctx){&mm->api, mm->attrib, mm->stats, true, false, mm->old_set, NULL};
+  mm->ctx = (struct metrics_ctx){&mm->api,    mm->attrib, mm->stats, true, false,
+                                 mm->old_set, NULL,       false,     false};
   if (!mm->hist || !mm->attrib || !mm->stats || mock_fill(mm, ngpus) != 0) {
     metrics_mock_free(mm);
     return NULL;

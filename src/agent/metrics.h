@@ -16,10 +16,12 @@ struct metrics_ctx {
                                   driver version, interval; must outlive the route */
   struct attrib *attrib;       /* pod attribution; NULL when it is off (no pod labels) */
   struct stats *stats;         /* gRPC self-metrics; NULL leaves them out */
-  bool hostname_label;         /* Hostname = api->node_name; false with --no-hostname-label */
+  bool hostname_label;         /* hostname = api->node_name; false with --no-hostname-label */
   bool per_pod_series; /* --shared-gpu-series per-pod: a shared GPU's value series once per pod */
   const struct counters *counters; /* --collectors: the series to write; NULL = the default set */
-  const char *host_label_name;     /* --hostname-label: "Hostname" (NULL) or "hostname" */
+  const char *host_label_name;     /* --hostname-label: "hostname" (NULL) or "Hostname" */
+  bool dra_labels;                 /* --kubernetes-enable-dra: the dra_* labels */
+  bool pod_uid;                    /* --kubernetes-enable-pod-uid: the pod_uid label */
 };
 
 /* The /metrics handler (an http_route's handle, ud = struct metrics_ctx *): renders, gzips when

@@ -173,6 +173,18 @@ void podphase_set_groups(struct podres_list *l, const struct kube_pod_list *api)
   }
 }
 
+void podphase_fill_uids(struct podres_list *l, const struct kube_pod_list *api) {
+  for (size_t i = 0; i < l->n_pods; i++) {
+    struct podres_pod *pod = &l->pods[i];
+    for (size_t k = 0; !pod->uid && k < api->n; k++) {
+      const struct kube_pod *kp = &api->items[k];
+      if (kp->ns && kp->name && kp->uid && kp->uid[0] && strcmp(kp->ns, pod->ns) == 0 &&
+          strcmp(kp->name, pod->name) == 0)
+        pod->uid = strdup(kp->uid); /* out of memory: no UID, the label is left out */
+    }
+  }
+}
+
 int podphase_filter(struct podphase *p, struct podres_list *l, size_t *dropped, char *names,
                     size_t nameslen, struct kube_result *res) {
   *dropped = 0;
@@ -181,6 +193,7 @@ int podphase_filter(struct podphase *p, struct podres_list *l, size_t *dropped, 
   if (!rc) {
     *dropped = podphase_drop_finished(l, &api, names, nameslen);
     podphase_set_groups(l, &api);
+    podphase_fill_uids(l, &api);
   }
   kube_pod_list_free(&api);
   return rc;

@@ -48,8 +48,13 @@ size_t podphase_drop_finished(struct podres_list *l, const struct kube_pod_list 
  * get 0. */
 void podphase_set_groups(struct podres_list *l, const struct kube_pod_list *api);
 
+/* Sets each pod's uid from the API's pod of the same namespace and name (dcgm-exporter's pod_uid;
+ * the kubelet's PodResources has none). A pod the API does not list keeps uid NULL. */
+void podphase_fill_uids(struct podres_list *l, const struct kube_pod_list *api);
+
 /* Lists the node's pods (GET /api/v1/pods?fieldSelector=spec.nodeName=NODE), applies
- * podphase_drop_finished to l, then podphase_set_groups. Returns 0 with *dropped, or
+ * podphase_drop_finished to l, then podphase_set_groups and podphase_fill_uids. Returns 0 with
+ * *dropped, or
  * kube_list_pods_on_node's error with res filled and l untouched. */
 int podphase_filter(struct podphase *p, struct podres_list *l, size_t *dropped, char *names,
                     size_t nameslen, struct kube_result *res);

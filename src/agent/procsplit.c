@@ -24,18 +24,21 @@ static void keep_even(struct procsplit *p, const char *uuid, struct gpu_pods *g,
   snprintf(st->why, sizeof st->why, "%.80s: %.160s", uuid, why);
 }
 
-/* Ties each process to its pod. Returns 0 with uses[0..n) filled (pod NULL: a host process), or
- * writes why and returns GS_EUNAVAIL for a process that cannot be tied to anything known. */
+/* Ties each process to its pod. Returns 0 with uses[0..n) filled (pod NULL: a host process) and
+ * uids[k] the pod's UID (NULL for none), or writes why and returns GS_EUNAVAIL for a process that
+ * cannot be tied to anything known. */
 static int tie_processes(const struct procsplit *p, const struct procmap *m,
                          const struct collector_proc *procs, size_t n, struct attrib_use *uses,
-                         char *why, size_t whylen) {
+                         const char **uids, char *why, size_t whylen) {
   for (size_t k = 0; k < n; k++) {
     const struct procmap_pod *pod = NULL;
     int rc = procmap_pod_of_pid(p->proc_root, procs[k].pid, m, &pod);
     uses[k].util = procs[k].sm_util;
+    uids[k] = NULL;
     if (rc == 0) {
       uses[k].ns = pod->ns;
       uses[k].pod = pod->pod;
+      uids[k] = pod->uid;
     } else if (rc == GS_ENOTFOUND) {
       uses[k].ns = uses[k].pod = NULL; /* its cgroup names no pod: a host process */
     } else if (procs[k].sm_util > 0) {
@@ -52,15 +55,49 @@ static int tie_processes(const struct procsplit *p, const struct procmap *m,
   return 0;
 }
 
+/* Each listed container's pod's own processes on the GPU: their SM utilisation (each process's
+ * mean over its samples, summed, as dcgm-exporter's per-process GPU_UTIL sums the processes'
+ * SmUtil) and framebuffer MiB, and the pod's UID; a pod without a process there has 0. Memory
+ * only when the collector knew every process's (has_mem). */
+static void pod_values(const struct gpu_pods *g, const struct procmap *m,
+                       const struct collector_proc *procs, size_t n, const struct attrib_use *uses,
+                       const char *const *uids, struct attrib_value *v) {
+  bool mem = true;
+  for (size_t k = 0; k < n; k++)
+    mem = mem && procs[k].has_mem;
+  for (size_t i = 0; i < g->n && i < ATTRIB_MAX_PODS; i++) {
+    memset(&v[i], 0, sizeof v[i]);
+    v[i].has_util = true;
+    v[i].has_fb = mem;
+    for (size_t k = 0; k < m->n; k++) /* an idle pod's UID too: the pod log directory names it */
+      if (strcmp(m->pods[k].pod, g->pods[i].pod) == 0 && strcmp(m->pods[k].ns, g->pods[i].ns) == 0)
+        snprintf(v[i].pod_uid, sizeof v[i].pod_uid, "%s", m->pods[k].uid);
+    for (size_t k = 0; k < n; k++) {
+      if (!uses[k].pod || strcmp(uses[k].pod, g->pods[i].pod) != 0 ||
+          strcmp(uses[k].ns, g->pods[i].ns) != 0)
+        continue;
+      if (procs[k].samples)
+        v[i].util += procs[k].sm_util / procs[k].samples;
+      v[i].fb_mib += procs[k].mem_mib;
+      if (uids[k])
+        snprintf(v[i].pod_uid, sizeof v[i].pod_uid, "%s", uids[k]);
+    }
+  }
+}
+
 static void split_one(struct procsplit *p, size_t i, const struct procmap *m, bool have_map,
                       const char *map_why, struct procsplit_stats *st) {
   const struct gpu_info *info = p->col->ops->info(p->col, i);
   struct gpu_pods g;
-  if (!info || !attrib_lookup(p->table, info->uuid, &g) || attrib_holders(&g) < 2)
-    return; /* held whole by one pod, or by none: nothing to split */
-  st->shared++;
+  if (!info || !attrib_lookup(p->table, info->uuid, &g))
+    return; /* held by no pod: nothing to split, no pod's value */
+  bool shared = attrib_holders(&g) >= 2;
+  if (shared)
+    st->shared++;
   if (!have_map) {
-    keep_even(p, info->uuid, &g, st, map_why);
+    attrib_set_values(p->table, info->uuid, &g, NULL);
+    if (shared)
+      keep_even(p, info->uuid, &g, st, map_why);
     return;
   }
   struct collector_proc procs[PROCSPLIT_MAX_PROCS];
@@ -70,20 +107,28 @@ static void split_one(struct procsplit *p, size_t i, const struct procmap *m, bo
   uint64_t scratch = 0;
   int rc = p->col->ops->processes(p->col, i, since ? since : &scratch, procs, PROCSPLIT_MAX_PROCS,
                                   &n, err, sizeof err);
-  if (rc) {
-    keep_even(p, info->uuid, &g, st, err[0] ? err : gs_strerror(rc));
-    return;
-  }
-  if (n > PROCSPLIT_MAX_PROCS) {
-    keep_even(p, info->uuid, &g, st, "more processes than the split considers");
-    return;
-  }
+  const char *fail = rc                        ? (err[0] ? err : gs_strerror(rc))
+                     : n > PROCSPLIT_MAX_PROCS ? "more processes than the split considers"
+                                               : NULL;
   struct attrib_use uses[PROCSPLIT_MAX_PROCS];
+  const char *uids[PROCSPLIT_MAX_PROCS];
   char why[192];
-  if (tie_processes(p, m, procs, n, uses, why, sizeof why) != 0) {
-    keep_even(p, info->uuid, &g, st, why);
+  if (!fail && tie_processes(p, m, procs, n, uses, uids, why, sizeof why) != 0)
+    fail = why;
+  if (fail) { /* no pod's own value either: never a made-up one */
+    attrib_set_values(p->table, info->uuid, &g, NULL);
+    if (shared)
+      keep_even(p, info->uuid, &g, st, fail);
     return;
   }
+  struct attrib_value *vals = malloc(ATTRIB_MAX_PODS * sizeof *vals);
+  if (vals) {
+    pod_values(&g, m, procs, n, uses, uids, vals);
+    attrib_set_values(p->table, info->uuid, &g, vals);
+    free(vals);
+  }
+  if (!shared)
+    return; /* held whole by one pod: nothing to split */
   if (attrib_split_process(&g, uses, n) != 0) {
     keep_even(p, info->uuid, &g, st, "no process activity since the last pass");
     return;

@@ -30,6 +30,8 @@ struct collector_proc {
   uint32_t pid;     /* in the host's PID namespace */
   double sm_util;   /* % of SM time it used, summed over its samples in the window */
   unsigned samples; /* samples summed */
+  bool has_mem;     /* mem_mib is known (a running compute process) */
+  double mem_mib;   /* framebuffer memory it uses now, MiB (bytes / 1048576, rounded down) */
 };
 
 struct collector_config {

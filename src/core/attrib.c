@@ -27,12 +27,28 @@ struct attrib *attrib_new(void) {
   return a;
 }
 
+void attrib_entries_free(struct attrib_entry *e, size_t n) {
+  for (size_t i = 0; e && i < n; i++)
+    free(e[i].k8s);
+  free(e);
+}
+
 void attrib_free(struct attrib *a) {
   if (!a)
     return;
   pthread_mutex_destroy(&a->lock);
-  free(a->entries);
+  attrib_entries_free(a->entries, a->n);
   free(a);
+}
+
+/* A copy of n k8s entries, or NULL (none, or out of memory: then the labels are left out). */
+static struct attrib_k8s *k8s_copy(const struct attrib_k8s *d, size_t n) {
+  if (!d || n == 0)
+    return NULL;
+  struct attrib_k8s *c = malloc(n * sizeof *c);
+  if (c)
+    memcpy(c, d, n * sizeof *c);
+  return c;
 }
 
 static int cmp_entry(const void *x, const void *y) {
@@ -54,6 +70,26 @@ static bool same_pods(const struct gpu_pods *x, const struct gpu_pods *y) {
   return true;
 }
 
+/* Copies the per-process values of src's listed containers into dst (same pods), allocating dst's
+ * k8s array when it has none. */
+static void copy_values(struct attrib_entry *dst, const struct attrib_entry *src) {
+  size_t np = dst->pods.n < ATTRIB_MAX_PODS ? dst->pods.n : ATTRIB_MAX_PODS;
+  if (!src->k8s || np == 0)
+    return;
+  if (!dst->k8s && !(dst->k8s = calloc(np, sizeof *dst->k8s)))
+    return; /* out of memory: no values until the next pass, never made-up ones */
+  for (size_t i = 0; i < np; i++) {
+    struct attrib_k8s *d = &dst->k8s[i];
+    const struct attrib_k8s *o = &src->k8s[i];
+    d->has_util = o->has_util;
+    d->has_fb = o->has_fb;
+    d->util = o->util;
+    d->fb_mib = o->fb_mib;
+    if (!d->pod_uid[0])
+      memcpy(d->pod_uid, o->pod_uid, sizeof d->pod_uid);
+  }
+}
+
 static void copy_split(struct gpu_pods *dst, const struct gpu_pods *src) {
   for (size_t i = 0; i < dst->n && i < ATTRIB_MAX_PODS; i++)
     dst->pods[i].share = src->pods[i].share;
@@ -69,6 +105,12 @@ int attrib_replace(struct attrib *a, const struct attrib_entry *entries, size_t 
       return GS_ENOMEM;
     memcpy(copy, entries, n * sizeof *copy);
     for (size_t i = 0; i < n; i++) {
+      size_t np = copy[i].pods.n < ATTRIB_MAX_PODS ? copy[i].pods.n : ATTRIB_MAX_PODS;
+      copy[i].k8s = k8s_copy(entries[i].k8s, np);
+      if (entries[i].k8s && np && !copy[i].k8s) {
+        attrib_entries_free(copy, i);
+        return GS_ENOMEM;
+      }
       copy[i].uuid[sizeof copy[i].uuid - 1] = '\0';
       if (copy[i].pods.split == ATTRIB_SPLIT_NONE)
         attrib_split_even(&copy[i].pods);
@@ -78,17 +120,19 @@ int attrib_replace(struct attrib *a, const struct attrib_entry *entries, size_t 
   pthread_mutex_lock(&a->lock);
   struct attrib_entry *old = a->entries;
   for (size_t i = 0; i < n && a->n; i++) {
-    if (copy[i].pods.split != ATTRIB_SPLIT_EVEN)
-      continue;
     const struct attrib_entry *e = bsearch(copy[i].uuid, old, a->n, sizeof *old, cmp_key);
-    if (e && e->pods.split == ATTRIB_SPLIT_PROCESS && same_pods(&e->pods, &copy[i].pods))
+    if (!e || !same_pods(&e->pods, &copy[i].pods))
+      continue;
+    copy_values(&copy[i], e); /* the process split's values stand until its next pass */
+    if (copy[i].pods.split == ATTRIB_SPLIT_EVEN && e->pods.split == ATTRIB_SPLIT_PROCESS)
       copy_split(&copy[i].pods, &e->pods);
   }
+  size_t nold = a->n;
   a->entries = copy;
   a->n = n;
   a->available = true;
   pthread_mutex_unlock(&a->lock);
-  free(old);
+  attrib_entries_free(old, nold);
   return 0;
 }
 
@@ -105,14 +149,40 @@ int attrib_set_split(struct attrib *a, const char *uuid, const struct gpu_pods *
   return rc;
 }
 
+int attrib_set_values(struct attrib *a, const char *uuid, const struct gpu_pods *p,
+                      const struct attrib_value *v) {
+  int rc = GS_ENOTFOUND;
+  pthread_mutex_lock(&a->lock);
+  struct attrib_entry *e =
+      a->n && uuid ? bsearch(uuid, a->entries, a->n, sizeof *a->entries, cmp_key) : NULL;
+  size_t np = e ? (e->pods.n < ATTRIB_MAX_PODS ? e->pods.n : ATTRIB_MAX_PODS) : 0;
+  if (e && same_pods(&e->pods, p) && np) {
+    rc = 0;
+    if (!e->k8s && v && !(e->k8s = calloc(np, sizeof *e->k8s)))
+      rc = GS_ENOMEM;
+    for (size_t i = 0; !rc && e->k8s && i < np; i++) {
+      struct attrib_k8s *d = &e->k8s[i];
+      d->has_util = v && v[i].has_util;
+      d->has_fb = v && v[i].has_fb;
+      d->util = v ? v[i].util : 0;
+      d->fb_mib = v ? v[i].fb_mib : 0;
+      if (v && v[i].pod_uid[0] && !d->pod_uid[0])
+        memcpy(d->pod_uid, v[i].pod_uid, sizeof d->pod_uid);
+    }
+  }
+  pthread_mutex_unlock(&a->lock);
+  return rc;
+}
+
 void attrib_clear(struct attrib *a) {
   pthread_mutex_lock(&a->lock);
   struct attrib_entry *old = a->entries;
+  size_t nold = a->n;
   a->entries = NULL;
   a->n = 0;
   a->available = false;
   pthread_mutex_unlock(&a->lock);
-  free(old);
+  attrib_entries_free(old, nold);
 }
 
 bool attrib_lookup(struct attrib *a, const char *uuid, struct gpu_pods *out) {
@@ -125,6 +195,25 @@ bool attrib_lookup(struct attrib *a, const char *uuid, struct gpu_pods *out) {
       a->n ? bsearch(uuid, a->entries, a->n, sizeof *a->entries, cmp_key) : NULL;
   if (e && e->pods.n > 0) {
     *out = e->pods;
+    found = true;
+  }
+  pthread_mutex_unlock(&a->lock);
+  return found;
+}
+
+bool attrib_lookup_k8s(struct attrib *a, const char *uuid, struct gpu_pods *out,
+                       struct attrib_k8s **k8s) {
+  memset(out, 0, sizeof *out);
+  *k8s = NULL;
+  if (!uuid)
+    return false;
+  bool found = false;
+  pthread_mutex_lock(&a->lock);
+  const struct attrib_entry *e =
+      a->n ? bsearch(uuid, a->entries, a->n, sizeof *a->entries, cmp_key) : NULL;
+  if (e && e->pods.n > 0) {
+    *out = e->pods;
+    *k8s = k8s_copy(e->k8s, e->pods.n < ATTRIB_MAX_PODS ? e->pods.n : ATTRIB_MAX_PODS);
     found = true;
   }
   pthread_mutex_unlock(&a->lock);

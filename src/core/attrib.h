@@ -49,6 +49,35 @@ struct gpu_pods {
   struct pod_ref pods[ATTRIB_MAX_PODS];
 };
 
+/* What Kubernetes says about a listed container beyond its names: its pod's UID (from the
+ * Kubernetes API; the kubelet's PodResources has none) and the DRA claim device it holds the GPU
+ * through: dcgm-exporter's pod_uid and dra_* labels (internal/pkg/transformation/kubernetes.go,
+ * --kubernetes-enable-pod-uid, --kubernetes-enable-dra). Kept in the table only, never in
+ * node_gpu copies. "" for what is not known or does not apply (claim_name "": not through DRA). */
+struct attrib_k8s {
+  char pod_uid[40];
+  char claim_ns[64];
+  char claim_name[254];
+  char driver[64];
+  char pool[254];
+  char device[128];
+  char mig_profile[32];       /* a MIG device: its profile ("1g.10gb"), else "" */
+  char mig_uuid[GPU_STR_LEN]; /* a MIG device: its uuid (MIG-...), else "" */
+  /* The pod's own processes on the GPU (the process split, --host-proc): their SM utilisation
+   * (%, each process's mean over the last interval, summed) and framebuffer use (MiB), for
+   * dcgm-exporter's per-pod DCGM_FI_DEV_GPU_UTIL and DCGM_FI_DEV_FB_USED
+   * (--kubernetes-virtual-gpus, its #594). A pod without a process there has 0 of both. */
+  bool has_util, has_fb;
+  double util, fb_mib;
+};
+
+/* What attrib_set_values sets for one listed container. */
+struct attrib_value {
+  char pod_uid[40]; /* "" when not known */
+  bool has_util, has_fb;
+  double util, fb_mib;
+};
+
 struct attrib;
 
 /* Empty table. NULL on ENOMEM. */
@@ -58,7 +87,12 @@ void attrib_free(struct attrib *a);
 struct attrib_entry {
   char uuid[GPU_STR_LEN];
   struct gpu_pods pods;
+  /* NULL, or pods.n entries parallel to pods.pods: each container's pod UID and DRA claim device.
+   * Owned by the entry: attrib_replace copies it, attrib_entries_free frees it. */
+  struct attrib_k8s *k8s;
 };
+/* Frees n entries made by attribution_join (their k8s arrays) and the array. NULL is fine. */
+void attrib_entries_free(struct attrib_entry *e, size_t n);
 /* Replaces the whole table atomically with n entries (copied). An entry whose split is
  * ATTRIB_SPLIT_NONE gets the even split (attrib_split_even). An entry with the even split whose
  * pods are those of the entry it replaces keeps that entry's process split (attrib_set_split), so
@@ -67,10 +101,21 @@ int attrib_replace(struct attrib *a, const struct attrib_entry *entries, size_t 
 /* Sets the split of device uuid (shares, holders, split) from p, if the table's entry still lists
  * exactly p's pods. Returns 0, or GS_ENOTFOUND when the entry is gone or its pods changed. */
 int attrib_set_split(struct attrib *a, const char *uuid, const struct gpu_pods *p);
+/* Sets the per-process values (and pod UIDs, where known) of device uuid's listed containers from
+ * v (p->n entries parallel to p->pods), if the table's entry still lists exactly p's pods; NULL v
+ * clears them. A kubelet refresh that lists the same pods keeps them. Returns 0, GS_ENOTFOUND
+ * when the entry is gone or its pods changed, or GS_ENOMEM. */
+int attrib_set_values(struct attrib *a, const char *uuid, const struct gpu_pods *p,
+                      const struct attrib_value *v);
 /* Marks attribution as unavailable (socket gone): lookups find nothing until the next replace. */
 void attrib_clear(struct attrib *a);
 /* Copies the pods holding device uuid into *out. Returns true when at least one pod holds it. */
 bool attrib_lookup(struct attrib *a, const char *uuid, struct gpu_pods *out);
+/* attrib_lookup, and in the same instant *k8s: a malloc'd copy of the entry's k8s array (out->n
+ * entries, parallel to out->pods; the caller frees it), or NULL when the entry has none (or out
+ * of memory: the labels are then left out, never made up). */
+bool attrib_lookup_k8s(struct attrib *a, const char *uuid, struct gpu_pods *out,
+                       struct attrib_k8s **k8s);
 /* True after a successful replace and until attrib_clear. */
 bool attrib_available(struct attrib *a);
 

@@ -47,6 +47,7 @@ static const struct profile builtin[] = {
 int profile_set_init(struct profile_set *ps) {
   size_t n = sizeof builtin / sizeof builtin[0];
   ps->endpoint_check = NULL;
+  ps->lock = NULL;
   ps->items = malloc(sizeof builtin);
   if (!ps->items)
     return GS_ENOMEM;

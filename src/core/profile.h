@@ -2,6 +2,7 @@
 #ifndef GS_PROFILE_H
 #define GS_PROFILE_H
 
+#include <pthread.h>
 #include <stdbool.h>
 #include <stddef.h>
 
@@ -26,6 +27,11 @@ struct profile_set {
    * tritonEndpoint is accepted if this check passes (0; else it writes why into err). NULL:
    * every URL in trigger metadata is refused. profile_set_init sets it NULL. */
   int (*endpoint_check)(const char *url, char *err, size_t errlen);
+  /* Non-NULL when the set can be replaced while scalers read it (the agent's SIGHUP reload of
+   * --profiles): a scaler holds it for reading around each parse and its trigger-cache lookup;
+   * the reload holds it for writing while it swaps the items and clears the cache.
+   * profile_set_init sets it NULL. */
+  pthread_rwlock_t *lock;
 };
 
 /* Fills the set with the built-in profiles: the GPU ones (vllm-inference, triton-inference,

@@ -12,8 +12,9 @@
 #include "http/counters.h"
 #include "rpc/status.h"
 
-/* Identity labels (at most 10) + container, namespace, pod, vgpu, shared, or + a family label. */
-#define EXPO_MAX_LABELS 16
+/* Identity labels (at most 10) + container, the dra_* labels (7), namespace, pod, pod_uid, vgpu,
+ * shared, or + a family label. */
+#define EXPO_MAX_LABELS 20
 
 enum vfmt {
   VF_INT,   /* DCGM int64 fields: "%d" */
@@ -292,7 +293,7 @@ static void add_label(struct gpu_ids *g, const char *name, const char *value) {
 }
 
 static const char *host_label(const struct expo_input *in) {
-  return in->hostname_label && in->hostname_label[0] ? in->hostname_label : "Hostname";
+  return in->hostname_label && in->hostname_label[0] ? in->hostname_label : "hostname";
 }
 
 /* dcgm-exporter's identity labels. A MIG instance carries its parent GPU's index, UUID and model
@@ -369,25 +370,63 @@ static bool pods_several(const struct gpu_pods *pods) {
   return pods && attrib_holders(pods) > 1;
 }
 
-static size_t add_pod_labels(struct expo_label *l, size_t n, const struct pod_ref *p) {
+/* What Kubernetes says about listed entry p of GPU i, or NULL. */
+static const struct attrib_k8s *k8s_of(const struct expo_input *in, size_t i, size_t p) {
+  return in->k8s && in->k8s[i] ? &in->k8s[i][p] : NULL;
+}
+
+static size_t add_label_if(struct expo_label *l, size_t n, const char *name, const char *value) {
+  if (value[0]) /* an empty label is no label to Prometheus: left out */
+    l[n++] = (struct expo_label){name, value};
+  return n;
+}
+
+/* dcgm-exporter's dra_* labels (internal/pkg/transformation/const.go, kubernetes.go; written in
+ * the sorted order of its attributes, between container and namespace). */
+static size_t add_dra_labels(struct expo_label *l, size_t n, const struct expo_input *in,
+                             const struct attrib_k8s *d) {
+  if (!d || !in->dra_labels || !d->claim_name[0])
+    return n;
+  n = add_label_if(l, n, "dra_claim_name", d->claim_name);
+  n = add_label_if(l, n, "dra_claim_namespace", d->claim_ns);
+  n = add_label_if(l, n, "dra_device_name", d->device);
+  n = add_label_if(l, n, "dra_driver_name", d->driver);
+  n = add_label_if(l, n, "dra_mig_device_uuid", d->mig_uuid);
+  n = add_label_if(l, n, "dra_mig_profile", d->mig_profile);
+  return add_label_if(l, n, "dra_pool_name", d->pool);
+}
+
+/* dcgm-exporter's pod_uid (its uidAttribute), after pod in the sorted order of its attributes.
+ * Like its kubernetes.go, only for a holder through a device plugin: its DRA path writes the claim
+ * labels and no pod_uid. */
+static size_t add_uid_label(struct expo_label *l, size_t n, const struct expo_input *in,
+                            const struct attrib_k8s *d) {
+  if (!d || !in->pod_uid || (in->dra_labels && d->claim_name[0]))
+    return n;
+  return add_label_if(l, n, "pod_uid", d->pod_uid);
+}
+
+static size_t add_pod_labels(struct expo_label *l, size_t n, const struct expo_input *in,
+                             const struct pod_ref *p, const struct attrib_k8s *d) {
   l[n++] = (struct expo_label){"container", p->container};
+  n = add_dra_labels(l, n, in, d);
   l[n++] = (struct expo_label){"namespace", p->ns};
   l[n++] = (struct expo_label){"pod", p->pod};
-  return n;
+  return add_uid_label(l, n, in, d);
 }
 
 /* The labels of the one pod holding the GPU. container (and, per-pod, vgpu) only when a single
  * container holds it: when two containers of the pod do, naming one would be a guess, so the line
  * names the pod and gpuscale_gpu_pod_info names its containers. */
 static size_t add_holder_labels(struct expo_label *l, size_t n, const struct expo_input *in,
-                                const struct gpu_pods *pods) {
+                                size_t gpu, const struct gpu_pods *pods) {
   const struct pod_ref *p = &pods->pods[0];
   if (pods->total > 1) {
     l[n++] = (struct expo_label){"namespace", p->ns};
     l[n++] = (struct expo_label){"pod", p->pod};
-    return n;
+    return add_uid_label(l, n, in, k8s_of(in, gpu, 0)); /* one pod: one UID */
   }
-  n = add_pod_labels(l, n, p);
+  n = add_pod_labels(l, n, in, p, k8s_of(in, gpu, 0));
   if (in->shared_series == EXPO_SHARED_PER_POD && p->vgpu[0])
     l[n++] = (struct expo_label){"vgpu", p->vgpu};
   return n;
@@ -439,23 +478,84 @@ static int ids_text(struct buf *pre, struct gpu_ids *g) {
  * (above). Several pods: one line marked gpuscale_shared="true" without pod labels (who holds it
  * is in gpuscale_gpu_pod_info), or, per-pod, one copy per (pod, container) with its pod labels and
  * vgpu. */
+/* The families whose per-pod value is the pod's own processes' (dcgm-exporter's
+ * isPerProcessMetric: DCGM_FI_DEV_GPU_UTIL and DCGM_FI_DEV_FB_USED). */
+static bool per_process_family(const struct value_family *vf) {
+  return vf->f == GF_GPU_UTIL || vf->f == GF_MEM_USED_MIB;
+}
+
+/* Listed entry p's own value of vf from its pod's processes, when the process split has it. */
+static bool process_value(const struct expo_input *in, const struct value_family *vf, size_t gpu,
+                          size_t p, double *v) {
+  const struct attrib_k8s *k = k8s_of(in, gpu, p);
+  if (!k)
+    return false;
+  if (vf->f == GF_GPU_UTIL && k->has_util)
+    *v = k->util;
+  else if (vf->f == GF_MEM_USED_MIB && k->has_fb)
+    *v = k->fb_mib;
+  else
+    return false;
+  return true;
+}
+
+/* --shared-gpu-series per-pod with the process split (--host-proc): dcgm-exporter's
+ * --kubernetes-virtual-gpus output for GPU_UTIL and FB_USED (its #594, kubernetes.go
+ * createPerProcessMetrics): the device line as it is, then a line per holder with its own
+ * processes' value and container, namespace, pod, pod_uid, vgpu. Returns 1 when it wrote them, 0
+ * when the split has no value for this GPU, or a negative error. */
+static int process_lines(struct buf *b, const struct expo_input *in, const struct value_family *vf,
+                         size_t gpu, const struct gpu_ids *id, struct expo_label *l, size_t base,
+                         const struct gpu_pods *pods, const char *value) {
+  double v;
+  bool any = false;
+  for (size_t p = 0; p < pods->n && !any; p++)
+    any = process_value(in, vf, gpu, p, &v);
+  if (!any)
+    return 0;
+  int rc = id_sample(b, vf->name, id, l, base, value);
+  for (size_t p = 0; p < pods->n && !rc; p++) {
+    if (!process_value(in, vf, gpu, p, &v))
+      continue;
+    const struct pod_ref *pr = &pods->pods[p];
+    const struct attrib_k8s *k = k8s_of(in, gpu, p);
+    size_t n = base;
+    l[n++] = (struct expo_label){"container", pr->container};
+    l[n++] = (struct expo_label){"namespace", pr->ns};
+    l[n++] = (struct expo_label){"pod", pr->pod};
+    n = add_label_if(l, n, "pod_uid", k->pod_uid); /* always here, as dcgm-exporter does */
+    n = add_label_if(l, n, "vgpu", pr->vgpu);
+    char text[64];
+    format_value(v / vf->div, vf->fmt, text, sizeof text);
+    rc = id_sample(b, vf->name, id, l, n, text);
+  }
+  return rc ? rc : 1;
+}
+
 static int value_lines(struct buf *b, const struct expo_input *in, const struct value_family *vf,
-                       const struct gpu_ids *id, const struct expo_label *extra, size_t nextra,
-                       const struct gpu_pods *pods, const char *value) {
+                       size_t gpu, const struct gpu_ids *id, const struct expo_label *extra,
+                       size_t nextra, const struct gpu_pods *pods, const char *value) {
   struct expo_label l[EXPO_MAX_LABELS];
   memcpy(l, extra, nextra * sizeof l[0]);
   size_t base = nextra;
   if (!pods)
     return id_sample(b, vf->name, id, l, base, value);
+  if (in->shared_series == EXPO_SHARED_PER_POD && per_process_family(vf)) {
+    int rc = process_lines(b, in, vf, gpu, id, l, base, pods, value);
+    if (rc)
+      return rc < 0 ? rc : 0;
+    if (pods_several(pods)) /* without the split: never the whole GPU's value for each pod */
+      return id_sample(b, vf->name, id, l, base, value);
+  }
   if (!pods_several(pods))
-    return id_sample(b, vf->name, id, l, add_holder_labels(l, base, in, pods), value);
+    return id_sample(b, vf->name, id, l, add_holder_labels(l, base, in, gpu, pods), value);
   if (in->shared_series != EXPO_SHARED_PER_POD) {
     l[base] = (struct expo_label){"gpuscale_shared", "true"};
     return id_sample(b, vf->name, id, l, base + 1, value);
   }
   int rc = 0;
   for (size_t p = 0; p < pods->n && !rc; p++) {
-    size_t n = add_pod_labels(l, base, &pods->pods[p]);
+    size_t n = add_pod_labels(l, base, in, &pods->pods[p], k8s_of(in, gpu, p));
     if (pods->pods[p].vgpu[0])
       l[n++] = (struct expo_label){"vgpu", pods->pods[p].vgpu};
     l[n++] = (struct expo_label){"gpuscale_shared", "true"};
@@ -505,7 +605,7 @@ static int render_values_amd(struct buf *b, const struct expo_input *in,
       expo_format_double(g->latest.v[af->f] * af->mult, value, sizeof value);
       struct value_family vf = {.f = af->f, .name = af->name};
       if (!rc)
-        rc = value_lines(b, in, &vf, &ids[i], none, 0, pods_of(in, i), value);
+        rc = value_lines(b, in, &vf, i, &ids[i], none, 0, pods_of(in, i), value);
     }
   }
   for (size_t k = 0; k < NFAMILIES && !rc; k++) {
@@ -526,7 +626,7 @@ static int render_values_amd(struct buf *b, const struct expo_input *in,
         break;
       char value[64];
       format_value(g->latest.v[vf->f] / vf->div, vf->fmt, value, sizeof value);
-      rc = value_lines(b, in, vf, &ids[i], none, 0, pods_of(in, i), value);
+      rc = value_lines(b, in, vf, i, &ids[i], none, 0, pods_of(in, i), value);
     }
   }
   return rc;
@@ -554,7 +654,7 @@ static int render_values(struct buf *b, const struct expo_input *in, const struc
       format_value(g->latest.v[vf->f] / vf->div, vf->fmt, value, sizeof value);
       if (vf->flags & VFL_XID)
         nextra = xid_labels(extra, g->latest.v[vf->f], code, sizeof code);
-      rc = value_lines(b, in, vf, &ids[i], extra, nextra, pods_of(in, i), value);
+      rc = value_lines(b, in, vf, i, &ids[i], extra, nextra, pods_of(in, i), value);
     }
   }
   return rc;
@@ -585,7 +685,7 @@ static int render_pod_info(struct buf *b, const struct expo_input *in, const str
         l[n++] = (struct expo_label){"GPU_I_ID", ids[i].gi_id};
       if (in->hostname && in->hostname[0])
         l[n++] = (struct expo_label){in->amd ? "hostname" : host_label(in), in->hostname};
-      n = add_pod_labels(l, n, &pods->pods[p]);
+      n = add_pod_labels(l, n, in, &pods->pods[p], k8s_of(in, i, p));
       rc = expo_sample(b, "gpuscale_gpu_pod_info", l, n, "1");
     }
   }

@@ -47,7 +47,7 @@ struct expo_input {
   const struct gpu_snapshot *gpus; /* the history snapshot, in device order */
   size_t ngpus;
   const struct gpu_pods *pods;        /* parallel to gpus (n == 0: no pod holds it), or NULL */
-  const char *hostname;               /* Hostname label; NULL or "" leaves it out */
+  const char *hostname;               /* the host label's value; NULL or "" leaves it out */
   const char *driver_version;         /* DCGM_FI_DRIVER_VERSION label; NULL or "" leaves it out */
   int64_t now_mono_ms;                /* the clock sample ages are measured against */
   int64_t stale_ms;                   /* a newest sample older than this is stale (3 intervals) */
@@ -59,7 +59,12 @@ struct expo_input {
   /* --collectors: the DCGM series (and the DCGM_FI_DRIVER_VERSION label) a counters file lists,
    * with its types and HELP texts. NULL: gpuscale's default set (expo_family_default). */
   const struct counters *counters;
-  const char *hostname_label; /* the name of the host label: "Hostname" (NULL) or "hostname" */
+  const char *hostname_label; /* the name of the host label: "hostname" (NULL) or "Hostname" */
+  /* k8s[i] is NULL, or pods[i].n entries parallel to pods[i].pods: each container's pod UID and
+   * the DRA claim device it holds GPU i through (claim_name "": not through DRA). NULL: none. */
+  const struct attrib_k8s *const *k8s;
+  bool dra_labels; /* --kubernetes-enable-dra: the dra_* labels from k8s */
+  bool pod_uid;    /* --kubernetes-enable-pod-uid: the pod_uid label from k8s */
   /* AMD GPUs (the rocm collector): AMD device-metrics-exporter's series names, units and labels
    * (gpu_gfx_activity{gpu_id,serial_number,card_model,hostname,...}) instead of dcgm-exporter's;
    * gpuscale's own series keep their names, with the AMD labels. counters is not used. */

@@ -3,6 +3,7 @@
 #include "keda/scaler.h"
 
 #include <stdarg.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -317,8 +318,8 @@ static int resolve_scope(const struct scaler *s, const struct scaler_request *r,
 /* Parses and resolves, or copies the trigger the cache holds for this metadata (the scope is
  * resolved for this scaler's source, so a cache serves one scaler). On success the caller
  * releases *t with parse_done(s, t, *hold). Errors are never cached: they are parsed again. */
-static int parse(const struct scaler *s, const struct scaler_request *r, struct trigger *t,
-                 struct trigger_cache_entry **hold, struct scaler_error *e) {
+static int parse_locked(const struct scaler *s, const struct scaler_request *r, struct trigger *t,
+                        struct trigger_cache_entry **hold, struct scaler_error *e) {
   *hold = trigger_cache_get(s->cache, r->md, r->nmd, r->ns, t);
   if (*hold) {
     e->code = 0;
@@ -333,6 +334,19 @@ static int parse(const struct scaler *s, const struct scaler_request *r, struct 
     trigger_free(t);
   else
     *hold = trigger_cache_put(s->cache, r->md, r->nmd, r->ns, t);
+  return rc;
+}
+
+/* parse_locked under the profiles' read lock, when they can change: a trigger parsed from the
+ * old profiles never enters the cache after a reload cleared it. */
+static int parse(const struct scaler *s, const struct scaler_request *r, struct trigger *t,
+                 struct trigger_cache_entry **hold, struct scaler_error *e) {
+  pthread_rwlock_t *lock = s->profiles ? s->profiles->lock : NULL;
+  if (lock)
+    pthread_rwlock_rdlock(lock);
+  int rc = parse_locked(s, r, t, hold, e);
+  if (lock)
+    pthread_rwlock_unlock(lock);
   return rc;
 }
 
@@ -549,8 +563,8 @@ static int judge(const struct trigger *t, struct scaler_selection *sel, struct s
   return 0;
 }
 
-static int evaluate(const struct scaler *s, const struct trigger *t, struct scaler_result *out,
-                    struct scaler_error *e) {
+static int evaluate_any(const struct scaler *s, const struct trigger *t, struct scaler_result *out,
+                        struct scaler_error *e) {
   const struct scaler_selector *sr = selector_of(&s->src);
   const struct scaler_dual *dual = dual_of(&s->src);
   if (dual && t->engine)
@@ -566,6 +580,23 @@ static int evaluate(const struct scaler *s, const struct trigger *t, struct scal
     rc = judge(t, &sel, out, e);
   scaler_selection_release(&sel);
   e->code = rc;
+  return rc;
+}
+
+/* A value is served only when it is a number >= 0. KEDA turns a negative (and NaN, Inf) external
+ * metric value into 0 since v2.20.2 (its #7880, pkg/scalers/scaler.go quantityFromFloat64), which
+ * would scale in on a value gpuscale never read; so a negative result (a reading below 0, such as
+ * a GPU temperature under 0 C through nvmlDeviceGetTemperatureV) is no value: GS_EUNAVAIL. */
+static int evaluate(const struct scaler *s, const struct trigger *t, struct scaler_result *out,
+                    struct scaler_error *e) {
+  int rc = evaluate_any(s, t, out, e);
+  if (rc == 0 && (!isfinite(out->value) || out->value < 0)) {
+    e->code = rc = GS_EUNAVAIL;
+    snprintf(e->msg, sizeof e->msg,
+             "%s is %g: gpuscale serves no value below 0 (KEDA 2.20.2 and later would read it as "
+             "0); no value until it reads 0 or more",
+             trigger_metric_label(t), out->value);
+  }
   return rc;
 }
 
@@ -615,7 +646,12 @@ int scaler_get_metrics(const struct scaler *s, const struct scaler_request *r,
 
 int scaler_parse_trigger(const struct scaler *s, const struct scaler_request *r, struct trigger *t,
                          struct scaler_error *e) {
+  pthread_rwlock_t *lock = s->profiles ? s->profiles->lock : NULL;
+  if (lock)
+    pthread_rwlock_rdlock(lock);
   int rc = trigger_parse_ref(r->md, r->nmd, s->profiles, r->ns, t, e->msg, sizeof e->msg);
+  if (lock)
+    pthread_rwlock_unlock(lock);
   e->code = rc;
   if (rc)
     return rc;

@@ -112,7 +112,7 @@ static const struct opt_def rs_defs[] = {
      "the node is \"watch\"",
      offsetof(struct rs_opts, drain_min_idle_share)},
     {"selector", 0, NULL, OPT_STRING, NULL, 0, 0, NULL, "MATCHERS",
-     "extra label matchers for every query, e.g. 'Hostname=~\"gpu-.*\"'",
+     "extra label matchers for every query, e.g. 'hostname=~\"gpu-.*\"'",
      offsetof(struct rs_opts, selector)},
     {"bearer-token-file", 0, NULL, OPT_STRING, NULL, 0, 0, NULL, "FILE",
      "send Authorization: Bearer with this file's contents",

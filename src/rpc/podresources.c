@@ -52,6 +52,7 @@ static void free_container(struct podres_container *c) {
 static void free_pod(struct podres_pod *p) {
   free(p->name);
   free(p->ns);
+  free(p->uid);
   for (size_t i = 0; i < p->n_containers; i++)
     free_container(&p->containers[i]);
   free(p->containers);

@@ -39,6 +39,7 @@ struct podres_container {
 struct podres_pod {
   char *name;
   char *ns;
+  char *uid; /* NULL: the kubelet does not send it; filled from the Kubernetes API (podphase) */
   struct podres_container *containers;
   size_t n_containers;
   /* Not from the kubelet: the agent's group id of the pod (attrib_group_of its LeaderWorkerSet

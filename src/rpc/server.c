@@ -104,6 +104,11 @@ struct call {
   int want;       /* -1: state unknown, send nothing */
   bool node_sent; /* WatchGPUs: a snapshot went out; node_gen is its generation */
   uint64_t node_gen;
+  /* StreamMetricSpec: the spec last evaluated (sent, or pending while a send is in flight) */
+  char spec_name[256];
+  double spec_target;
+  uint8_t *spec_pending; /* packed GetMetricSpecResponse to send next; NULL: none */
+  size_t spec_pending_len;
   Externalscaler__ScaledObjectRef *ref;
   Grpc__Health__V1__HealthCheckRequest *hreq;
   struct kv *kv;
@@ -202,6 +207,7 @@ static void call_destroy(struct call *c) {
   if (c->hreq)
     grpc__health__v1__health_check_request__free_unpacked(c->hreq, NULL);
   free(c->kv);
+  free(c->spec_pending);
   free(c);
   pthread_mutex_lock(&s->mu);
   s->ncalls--;
@@ -333,6 +339,13 @@ static void pump_locked(struct call *c) {
     return;
   if (c->finishing) {
     send_locked(c, NULL, 0, false, true);
+    return;
+  }
+  if (c->m == M_STREAM_METRIC_SPEC) {
+    if (c->spec_pending && send_locked(c, c->spec_pending, c->spec_pending_len, true, false) == 0) {
+      free(c->spec_pending);
+      c->spec_pending = NULL;
+    }
     return;
   }
   if (c->m == M_NODE_WATCH) {
@@ -718,6 +731,39 @@ static int stream_eval(struct call *c, int *v, char *msg, size_t msglen) {
   return code;
 }
 
+/* A StreamMetricSpec stream's spec now (KEDA's externalscaler.proto: the current specs when the
+ * stream opens, and a message whenever a target changes, the same as GetMetricSpec). A target
+ * changes with the profiles (the agent reloads --profiles on SIGHUP). Unlocked: reads only c's own
+ * request and, on a change, packs the message into *out (the caller stores it). Returns 0 (with
+ * *out NULL when nothing changed), or a gRPC code with msg set that ends the stream (the metadata
+ * no longer parses, e.g. its profile is gone). */
+static int spec_eval(struct call *c, uint8_t **out, size_t *outlen, char *msg, size_t msglen) {
+  struct scaler_spec sp;
+  struct scaler_error e = {0};
+  *out = NULL;
+  int r = scaler_get_spec(c->srv->cfg.scaler, &c->sreq, &sp, &e);
+  if (r) {
+    copy_msg(msg, msglen, e.msg[0] ? e.msg : gs_strerror(r));
+    return rpc_code_from_gs(e.code ? e.code : r);
+  }
+  if (strcmp(sp.metric_name, c->spec_name) == 0 && sp.target == c->spec_target)
+    return 0;
+  Externalscaler__MetricSpec ms = EXTERNALSCALER__METRIC_SPEC__INIT;
+  Externalscaler__MetricSpec *list[1] = {&ms};
+  Externalscaler__GetMetricSpecResponse resp = EXTERNALSCALER__GET_METRIC_SPEC_RESPONSE__INIT;
+  ms.metricname = sp.metric_name;
+  ms.targetsize = target_int64(sp.target);
+  ms.targetsizefloat = sp.target;
+  resp.n_metricspecs = 1;
+  resp.metricspecs = list;
+  *out = rpc_wire_pack(&resp.base, outlen);
+  if (!*out)
+    return 0; /* out of memory: tried again on the next tick */
+  copy_msg(c->spec_name, sizeof(c->spec_name), sp.metric_name);
+  c->spec_target = sp.target;
+  return 0;
+}
+
 static void handle_stream(struct call *c) {
   struct rpc_server *s = c->srv;
   char msg[RPC_STATUS_MSG_MAX] = "";
@@ -759,6 +805,8 @@ static void handle_stream(struct call *c) {
         code = RPC_RESOURCE_EXHAUSTED;
         copy_msg(msg, sizeof(msg), "out of memory");
       }
+      copy_msg(c->spec_name, sizeof(c->spec_name), sp.metric_name);
+      c->spec_target = sp.target;
     }
   } else if (!code) {
     code = stream_eval(c, &v, msg, sizeof(msg));
@@ -951,7 +999,7 @@ static void tick_streams(struct rpc_server *s) {
   for (struct call *c = s->streams.next; c != &s->streams; c = c->next) {
     if (c->m == M_NODE_WATCH) {
       pump_locked(c); /* sends the shared snapshot when its generation is new to this stream */
-    } else if (c->m != M_STREAM_METRIC_SPEC && !c->finishing) {
+    } else if (!c->finishing) {
       c->refs++; /* dropped below, after the result is applied */
       s->tick_buf[n++] = c;
     }
@@ -962,12 +1010,22 @@ static void tick_streams(struct rpc_server *s) {
   for (size_t i = 0; i < n; i++) {
     struct call *c = s->tick_buf[i];
     int v = -1;
-    int code = stream_eval(c, &v, msg, sizeof(msg)); /* unlocked: reads only c's own request */
+    uint8_t *spec = NULL;
+    size_t speclen = 0;
+    /* unlocked: reads only c's own request */
+    int code = c->m == M_STREAM_METRIC_SPEC ? spec_eval(c, &spec, &speclen, msg, sizeof(msg))
+                                            : stream_eval(c, &v, msg, sizeof(msg));
     pthread_mutex_lock(&s->mu);
     bool last = false;
     if (c->listed && !c->finishing) { /* the client may have gone meanwhile */
       if (code) {
         last = finish_locked(c, code, msg);
+      } else if (spec) {
+        free(c->spec_pending); /* a newer spec replaces one not yet sent */
+        c->spec_pending = spec;
+        c->spec_pending_len = speclen;
+        spec = NULL;
+        pump_locked(c);
       } else if (v >= 0) {
         c->want = v;
         pump_locked(c);
@@ -975,6 +1033,7 @@ static void tick_streams(struct rpc_server *s) {
     }
     last = call_unref_locked(c) || last;
     pthread_mutex_unlock(&s->mu);
+    free(spec); /* not stored: the stream went meanwhile */
     if (last)
       call_destroy(c);
   }

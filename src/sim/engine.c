@@ -79,6 +79,14 @@ struct eng {
   int cached_rc[SIM_MAX_TRIGGERS];
   double cached_value[SIM_MAX_TRIGGERS];
   bool cached_active[SIM_MAX_TRIGGERS];
+  /* KEDA's metrics cache (useCachedMetrics): the record of trigger i from the last poll, its
+   * metric after fallback and its error, which the HPA's reads take instead of the scaler.
+   * Every poll replaces the records (StoreRecords); an error does not drop them (KEDA main, its
+   * #8073). */
+  bool rec_has[SIM_MAX_TRIGGERS];
+  int rec_rc[SIM_MAX_TRIGGERS];
+  double rec_m[SIM_MAX_TRIGGERS];
+  bool polling; /* inside keda_poll: reads store records */
   int events;
 };
 
@@ -852,29 +860,52 @@ static int metric_of(struct eng *e, size_t i, const struct sim_keda *k, double t
                      bool value_type, double *m, bool *fell, bool *active) {
   double v = 0;
   *active = false;
+  bool cached = e->so->trig[i].use_cached;
+  if (cached && !e->polling && e->rec_has[i]) {
+    /* GetScaledObjectMetrics with useCachedMetrics: the record's metric and error go through
+     * GetMetricsWithFallback again (scale_handler.go) */
+    *active = e->rec_rc[i] == 0;
+    return sim_keda_metric(k, &e->fb[i], e->rec_rc[i] == 0, e->rec_m[i], target, value_type,
+                           e->spec, e->ready, m, fell);
+  }
   int rc = read_trigger(e, i, &v, active);
-  return sim_keda_metric(k, &e->fb[i], rc == 0, v, target, value_type, e->spec, e->ready, m, fell);
+  rc = sim_keda_metric(k, &e->fb[i], rc == 0, v, target, value_type, e->spec, e->ready, m, fell);
+  if (cached && e->polling) {
+    e->rec_has[i] = true;
+    e->rec_rc[i] = rc;
+    e->rec_m[i] = rc == 0 ? *m : 0;
+  }
+  return rc;
 }
 
 /* advanced.scalingModifiers (pkg/scaling/modifiers/formula.go): every trigger is read; a trigger
  * in fallback makes the composite the fallback metric (the modifiers' target x replicas,
  * doFallback); a failed trigger the formula names fails it (expr-lang cannot add a missing
- * value); else it is the formula over the named triggers. *any_err tells whether any trigger
- * failed (KEDA then counts the ScaledObject inactive). Records each trigger's value and the
- * composite. Returns 0 with *value, or -1. */
+ * value); else it is the formula over the named triggers. With fallback.behavior
+ * scalingModifiers (v2.20.0) a trigger past failureThreshold is nil in the formula instead, not
+ * an error, and a nil result is fallback.replicas x target (scalingModifiersFallbackTarget, for
+ * either metricType). *any_err tells whether any trigger failed (KEDA then counts the
+ * ScaledObject inactive). Records each trigger's value and the composite. Returns 0 with
+ * *value, or -1. */
 static int composite(struct eng *e, struct sim_result *out, double *value, bool *any_err) {
   const struct sim_modifiers *md = &e->so->mods;
   struct sim_keda k = e->keda;
   k.has_fallback = k.has_fallback && md->fallback_ok; /* HasValidFallback */
   double vals[SIM_MAX_TRIGGERS] = {0}, fb = 0;
   bool failed[SIM_MAX_TRIGGERS] = {false}, fell_any = false;
+  unsigned long long nil_trig = 0; /* bit i: trigger i is nil in the formula */
   *any_err = false;
   for (size_t i = 0; i < e->so->ntrig; i++) {
     if (e->so->trig[i].kind == SIM_TRIG_CPU)
       continue; /* a resource metric of its own, not in the formula */
     double m;
     bool fell, act;
-    if (metric_of(e, i, &k, md->target, md->value_type, &m, &fell, &act) != 0) {
+    int mrc = metric_of(e, i, &k, md->target, md->value_type, &m, &fell, &act);
+    if (mrc == SIM_KEDA_NIL) {
+      nil_trig |= 1ULL << i;
+      continue;
+    }
+    if (mrc != 0) {
       failed[i] = *any_err = true;
       continue;
     }
@@ -888,13 +919,18 @@ static int composite(struct eng *e, struct sim_result *out, double *value, bool 
     *value = fb;
   } else {
     double fv[SIM_MAX_TRIGGERS];
+    unsigned long long nils = 0;
     for (size_t v = 0; v < md->nvars; v++) {
       if ((md->f.used >> v & 1) && failed[md->var_trig[v]])
         return -1;
       fv[v] = vals[md->var_trig[v]];
+      nils |= (unsigned long long)(nil_trig >> md->var_trig[v] & 1) << v;
     }
-    if (sim_formula_eval(&md->f, fv, value) != 0)
+    bool is_nil = false;
+    if (sim_formula_eval_nil(&md->f, fv, nils, value, &is_nil) != 0)
       return -1;
+    if (is_nil)
+      *value = (double)e->keda.fallback_replicas * md->target;
   }
   out->value[e->so->ntrig][e->now] = (float)*value;
   return 0;
@@ -946,6 +982,8 @@ static void hpa_sync(struct eng *e, struct sim_result *out) {
 static void keda_poll(struct eng *e, struct sim_result *out) {
   bool any_active = false, any_error = false, only_cpu = true;
   const struct sim_modifiers *md = &e->so->mods;
+  e->polling = true; /* this poll's records replace the last ones */
+  memset(e->rec_has, 0, sizeof e->rec_has);
   for (size_t i = 0; !md->set && i < e->so->ntrig; i++) {
     const struct sim_trigger *t = &e->so->trig[i];
     if (t->kind == SIM_TRIG_CPU)
@@ -970,6 +1008,7 @@ static void keda_poll(struct eng *e, struct sim_result *out) {
     any_active = !any_error && c > md->activation;
     out->active[e->so->ntrig][e->now] = (int8_t)any_active;
   }
+  e->polling = false;
   if (only_cpu && !any_error)
     any_active = true; /* cpu/memory triggers alone are always active */
   int r = sim_keda_request_scale(&e->keda, e->now, e->spec, any_active, any_error);

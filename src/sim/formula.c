@@ -1,6 +1,7 @@
 /* A small recursive-descent parser and evaluator for the scalingModifiers formula subset, with
- * expr-lang's precedence (ternary < || < && < equality < comparison < + - < * / % < unary) and
- * its type rules (arithmetic on numbers, conditions on booleans). */
+ * expr-lang's precedence (ternary < || < && < equality < comparison < + - < * / % < unary < ??;
+ * expr-lang parser/operator/operator.go: "??" 500, unary - 90) and its type rules (arithmetic on
+ * numbers, conditions on booleans, nil only through ?? and == / !=). */
 #include "sim/formula.h"
 
 #include <ctype.h>
@@ -37,11 +38,12 @@ enum {
   F_CEIL,
   F_FLOOR,
   F_ROUND,
+  F_COAL, /* a ?? b: b when a is nil */
 };
 
 #define SUPPORTED                                                                                  \
   "supported: numbers, trigger names, + - * / %, ( ), min, max, abs, ceil, floor, round, float, "  \
-  "< <= > >= == !=, && || ! (and, or, not), and cond ? a : b"
+  "< <= > >= == !=, && || ! (and, or, not), cond ? a : b, and a ?? b"
 
 struct parser {
   const char *s, *p;
@@ -209,6 +211,20 @@ static int primary(struct parser *ps) {
   return fail(ps, "unexpected '%c'", *p);
 }
 
+/* a ?? b ?? c, left to right: expr-lang's nil coalescing, binding tighter than every other
+ * operator (the value of a trigger in fallback with fallback.behavior scalingModifiers is nil). */
+static int coalesce(struct parser *ps) {
+  int l = primary(ps);
+  while (l >= 0) {
+    skip(ps);
+    if (!(ps->p[0] == '?' && ps->p[1] == '?'))
+      break;
+    ps->p += 2;
+    l = node(ps, F_COAL, want_num(ps, l, "??"), want_num(ps, primary(ps), "??"), -1);
+  }
+  return ps->failed ? -1 : l;
+}
+
 static int unary(struct parser *ps) {
   if (++ps->depth > 64)
     return fail(ps, "nested too deeply");
@@ -220,7 +236,7 @@ static int unary(struct parser *ps) {
   else if (eat(ps, "!") || eat(ps, "not"))
     r = node(ps, F_NOT, want_bool(ps, unary(ps), "!"), -1, -1);
   else
-    r = primary(ps);
+    r = coalesce(ps);
   ps->depth--;
   return ps->failed ? -1 : r;
 }
@@ -280,9 +296,6 @@ static int both(struct parser *ps) {
 static int disj(struct parser *ps) {
   int l = both(ps);
   while (l >= 0) {
-    skip(ps);
-    if (ps->p[0] == '?' && ps->p[1] == '?')
-      return fail(ps, "'?\?' (the scalingModifiers fallback behaviour) is not modelled");
     if (!(eat(ps, "||") || eat(ps, "or")))
       break;
     l = node(ps, F_OR, want_bool(ps, l, "||"), want_bool(ps, both(ps), "||"), -1);
@@ -331,41 +344,90 @@ int sim_formula_parse(const char *text, const char *const *names, size_t nnames,
   return 0;
 }
 
-static double eval(const struct sim_formula *f, int i, const double *v) {
-  const struct sim_fnode *n = &f->n[i];
+/* A value: a number, or nil (a trigger in fallback with the scalingModifiers behavior). */
+struct fval {
+  double v;
+  bool nil;
+};
+
+struct evalctx {
+  const struct sim_formula *f;
+  const double *v;
+  unsigned long long nils; /* bit i: name i is nil */
+  bool err;                /* nil where expr-lang needs a number: a run-time error */
+};
+
+static struct fval eval(struct evalctx *x, int i);
+
+/* A number operand: nil there is expr-lang's "invalid operation" at run time. */
+static double num(struct evalctx *x, int i) {
+  struct fval r = eval(x, i);
+  if (r.nil)
+    x->err = true;
+  return r.v;
+}
+
+static struct fval eval(struct evalctx *x, int i) {
+  const struct sim_fnode *n = &x->f->n[i];
+  struct fval r = {0, false};
   switch (n->op) {
-  case F_NUM: return n->num;
-  case F_VAR: return v[n->var];
-  case F_NEG: return -eval(f, n->a, v);
-  case F_NOT: return eval(f, n->a, v) == 0;
-  case F_ADD: return eval(f, n->a, v) + eval(f, n->b, v);
-  case F_SUB: return eval(f, n->a, v) - eval(f, n->b, v);
-  case F_MUL: return eval(f, n->a, v) * eval(f, n->b, v);
-  case F_DIV: return eval(f, n->a, v) / eval(f, n->b, v);
-  case F_MOD: return fmod(eval(f, n->a, v), eval(f, n->b, v));
-  case F_LT: return eval(f, n->a, v) < eval(f, n->b, v);
-  case F_LE: return eval(f, n->a, v) <= eval(f, n->b, v);
-  case F_GT: return eval(f, n->a, v) > eval(f, n->b, v);
-  case F_GE: return eval(f, n->a, v) >= eval(f, n->b, v);
-  case F_EQ: return eval(f, n->a, v) == eval(f, n->b, v);
-  case F_NE: return eval(f, n->a, v) != eval(f, n->b, v);
-  case F_AND: return eval(f, n->a, v) != 0 && eval(f, n->b, v) != 0;
-  case F_OR: return eval(f, n->a, v) != 0 || eval(f, n->b, v) != 0;
-  case F_COND: return eval(f, n->a, v) != 0 ? eval(f, n->b, v) : eval(f, n->c, v);
-  case F_MIN: return fmin(eval(f, n->a, v), eval(f, n->b, v));
-  case F_MAX: return fmax(eval(f, n->a, v), eval(f, n->b, v));
-  case F_ABS: return fabs(eval(f, n->a, v));
-  case F_CEIL: return ceil(eval(f, n->a, v));
-  case F_FLOOR: return floor(eval(f, n->a, v));
-  case F_ROUND: return round(eval(f, n->a, v)); /* Go's math.Round: half away from zero */
-  default: return NAN;
+  case F_NUM: r.v = n->num; break;
+  case F_VAR:
+    if (x->nils >> n->var & 1)
+      r.nil = true;
+    else
+      r.v = x->v[n->var];
+    break;
+  case F_COAL: {
+    struct fval a = eval(x, n->a);
+    r = a.nil ? eval(x, n->b) : a;
+    break;
   }
+  case F_EQ:
+  case F_NE: { /* nil == nil; nil != any number */
+    struct fval a = eval(x, n->a), b = eval(x, n->b);
+    bool eq = a.nil || b.nil ? a.nil && b.nil : a.v == b.v;
+    r.v = n->op == F_EQ ? eq : !eq;
+    break;
+  }
+  case F_NEG: r.v = -num(x, n->a); break;
+  case F_NOT: r.v = num(x, n->a) == 0; break;
+  case F_ADD: r.v = num(x, n->a) + num(x, n->b); break;
+  case F_SUB: r.v = num(x, n->a) - num(x, n->b); break;
+  case F_MUL: r.v = num(x, n->a) * num(x, n->b); break;
+  case F_DIV: r.v = num(x, n->a) / num(x, n->b); break;
+  case F_MOD: r.v = fmod(num(x, n->a), num(x, n->b)); break;
+  case F_LT: r.v = num(x, n->a) < num(x, n->b); break;
+  case F_LE: r.v = num(x, n->a) <= num(x, n->b); break;
+  case F_GT: r.v = num(x, n->a) > num(x, n->b); break;
+  case F_GE: r.v = num(x, n->a) >= num(x, n->b); break;
+  case F_AND: r.v = num(x, n->a) != 0 && num(x, n->b) != 0; break;
+  case F_OR: r.v = num(x, n->a) != 0 || num(x, n->b) != 0; break;
+  case F_COND: r = num(x, n->a) != 0 ? eval(x, n->b) : eval(x, n->c); break;
+  case F_MIN: r.v = fmin(num(x, n->a), num(x, n->b)); break;
+  case F_MAX: r.v = fmax(num(x, n->a), num(x, n->b)); break;
+  case F_ABS: r.v = fabs(num(x, n->a)); break;
+  case F_CEIL: r.v = ceil(num(x, n->a)); break;
+  case F_FLOOR: r.v = floor(num(x, n->a)); break;
+  case F_ROUND: r.v = round(num(x, n->a)); break; /* Go's math.Round: half away from zero */
+  default: r.v = NAN; break;
+  }
+  return r;
+}
+
+int sim_formula_eval_nil(const struct sim_formula *f, const double *vals, unsigned long long nils,
+                         double *out, bool *is_nil) {
+  struct evalctx x = {f, vals, nils, false};
+  struct fval r = eval(&x, f->root);
+  *is_nil = false;
+  if (x.err || (!r.nil && !isfinite(r.v)))
+    return GS_EINVAL;
+  *is_nil = r.nil;
+  *out = r.nil ? 0 : r.v;
+  return 0;
 }
 
 int sim_formula_eval(const struct sim_formula *f, const double *vals, double *out) {
-  double v = eval(f, f->root, vals);
-  if (!isfinite(v))
-    return GS_EINVAL;
-  *out = v;
-  return 0;
+  bool is_nil;
+  return sim_formula_eval_nil(f, vals, 0, out, &is_nil);
 }

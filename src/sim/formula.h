@@ -1,7 +1,7 @@
 /* The subset of expr-lang that the simulator evaluates for KEDA's
  * advanced.scalingModifiers.formula: numbers, trigger names, + - * / %, parentheses, unary minus,
- * comparisons, && || !, cond ? a : b, and min, max, abs, ceil, floor, round, float. Anything
- * else is refused at parse time with the position and what is supported. */
+ * comparisons, && || !, cond ? a : b, a ?? b, and min, max, abs, ceil, floor, round, float.
+ * Anything else is refused at parse time with the position and what is supported. */
 #ifndef GS_SIM_FORMULA_H
 #define GS_SIM_FORMULA_H
 
@@ -32,5 +32,10 @@ int sim_formula_parse(const char *text, const char *const *names, size_t nnames,
 /* Evaluates with vals[i] for name i. Returns 0 with *out finite, or GS_EINVAL when the result is
  * not a finite number (a division by zero, say): KEDA's composite metric cannot carry it. */
 int sim_formula_eval(const struct sim_formula *f, const double *vals, double *out);
+/* The same with nil values (bit i of nils: name i is nil, as KEDA gives a trigger in fallback
+ * with fallback.behavior scalingModifiers). nil passes through ?? and == / !=; anywhere else it
+ * is a run-time error (GS_EINVAL). Returns 0 with *out, or with *is_nil when the result is nil. */
+int sim_formula_eval_nil(const struct sim_formula *f, const double *vals, unsigned long long nils,
+                         double *out, bool *is_nil);
 
 #endif

@@ -1,6 +1,7 @@
 /* KEDA's scale decisions and fallback, written from kedacore/keda (scale_scaledobjects.go
  * RequestScale, scaleToZeroOrIdle, scaleFromZeroOrIdle; fallback.go GetMetricsWithFallback and
- * doFallback). No code is copied. Paused annotations are not modelled. */
+ * doFallback, v2.20.2 with the scalingModifiers behavior). No code is copied. Paused annotations
+ * are not modelled. */
 #include "sim/keda.h"
 
 int sim_keda_hpa_min(const struct sim_keda *k) {
@@ -52,6 +53,8 @@ int sim_keda_metric(const struct sim_keda *k, struct sim_fallback *f, bool ok, d
   f->failures++;
   if (f->failures <= k->failure_threshold)
     return -1;
+  if (k->fallback_behavior == SIM_FALLBACK_MODIFIERS)
+    return SIM_KEDA_NIL; /* a placeholder, no error: nil in the formula (formula.go) */
   double replicas = k->fallback_replicas;
   switch (k->fallback_behavior) {
   case SIM_FALLBACK_CURRENT: replicas = current; break;

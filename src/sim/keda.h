@@ -17,6 +17,7 @@ enum sim_fallback_behavior {
   SIM_FALLBACK_CURRENT,    /* "currentReplicas" */
   SIM_FALLBACK_IF_HIGHER,  /* "currentReplicasIfHigher" */
   SIM_FALLBACK_IF_LOWER,   /* "currentReplicasIfLower" */
+  SIM_FALLBACK_MODIFIERS,  /* "scalingModifiers" (v2.20.0): the trigger is nil in the formula */
 };
 
 struct sim_keda {
@@ -55,7 +56,10 @@ struct sim_fallback {
  * count is reset and *out = value. On failure with a fallback configured the count grows, and
  * once it exceeds failureThreshold *out is the metric that makes the HPA ask for the fallback
  * replicas: target x replicas for AverageValue, target x replicas / ready for Value. Returns 0
- * with *out set, *fell_back telling which; or -1 (the HPA sees an error). */
+ * with *out set, *fell_back telling which; or -1 (the HPA sees an error). With behavior
+ * scalingModifiers, past failureThreshold it returns SIM_KEDA_NIL instead: no error, and the
+ * trigger is nil in the scalingModifiers formula (fallback.go's placeholder metric). */
+#define SIM_KEDA_NIL 1
 int sim_keda_metric(const struct sim_keda *k, struct sim_fallback *f, bool ok, double value,
                     double target, bool value_type, int current, int ready, double *out,
                     bool *fell_back);

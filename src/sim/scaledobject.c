@@ -143,7 +143,7 @@ static int parse_fallback(struct sim_yaml *y, yaml_node_t *v, struct sim_keda *k
   if (bh) {
     if ((rc = sim_yaml_enum(y, bh, "spec.fallback.behavior",
                             "static|currentReplicas|currentReplicasIfHigher|"
-                            "currentReplicasIfLower",
+                            "currentReplicasIfLower|scalingModifiers",
                             &idx, E)))
       return rc;
     k->fallback_behavior = (enum sim_fallback_behavior)idx;
@@ -231,6 +231,15 @@ static int parse_trigger(struct sim_yaml *y, yaml_node_t *tn, size_t idx, struct
     if ((rc = sim_yaml_enum(y, mt, "triggers[].metricType", allowed, &k, E)))
       return rc;
     t->value_type = t->kind != SIM_TRIG_CPU && k == 1;
+  }
+  yaml_node_t *uc = sim_yaml_get(y, tn, "useCachedMetrics");
+  if (uc) {
+    if ((rc = sim_yaml_enum(y, uc, "triggers[].useCachedMetrics", "false|true", &k, E)))
+      return rc;
+    t->use_cached = k == 1;
+    if (t->use_cached && t->kind == SIM_TRIG_CPU) /* scaletriggers_types.go ValidateTriggers */
+      return sim_yaml_fail(y, uc, "triggers[].useCachedMetrics", E,
+                           "is not supported for the cpu trigger (KEDA refuses it)");
   }
   if ((rc = copy_metadata(y, md, t, E)))
     return rc;
@@ -518,7 +527,20 @@ static int parse_spec(struct sim_yaml *y, yaml_node_t *spec, struct sim_scaledob
     if (rc)
       return rc;
   }
-  return parse_modifiers(y, spec, so, E);
+  if ((rc = parse_modifiers(y, spec, so, E)))
+    return rc;
+  /* KEDA's webhook (v2.20.0, scaledobject_webhook.go): "scalingModifiers fallback behavior
+   * requires scalingModifiers.formula to be defined". */
+  yaml_node_t *fb = sim_yaml_get(y, spec, "fallback");
+  if (k->has_fallback && k->fallback_behavior == SIM_FALLBACK_MODIFIERS && !so->mods.set)
+    return sim_yaml_fail(y, sim_yaml_get(y, fb, "behavior"), "spec.fallback.behavior", E,
+                         "scalingModifiers needs spec.advanced.scalingModifiers.formula");
+  for (size_t i = 0; i < so->ntrig; i++)
+    if (so->trig[i].use_cached && k->has_fallback && k->fallback_behavior == SIM_FALLBACK_MODIFIERS)
+      return sim_yaml_fail(y, sim_yaml_get(y, fb, "behavior"), "spec.fallback.behavior", E,
+                           "scalingModifiers with a useCachedMetrics trigger is not modelled (the "
+                           "HPA would read the cached placeholder)");
+  return 0;
 }
 
 int sim_so_parse(const char *text, size_t len, const char *file, struct sim_scaledobject *so,

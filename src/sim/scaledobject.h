@@ -31,6 +31,7 @@ struct sim_trigger {
   bool value_type; /* metricType Value (default AverageValue; Utilization for cpu) */
   char name[64];   /* the trigger's name, else "<type>-<index>" */
   bool named;      /* name was given (what a scalingModifiers formula can refer to) */
+  bool use_cached; /* useCachedMetrics: the HPA reads the last poll's record, not the scaler */
   struct kv md[SIM_MAX_METADATA];
   size_t nmd;    /* keys and values point into `strings` */
   char *strings; /* owned */

@@ -251,3 +251,68 @@ def test_dra_mig_twins_by_resource_slices(agents, kubelet, api, tmp_path):
     with open(str(tmp_path / "api.jsonl")) as f:
         reqs = [l for l in f if path in l]
     assert any("fieldSelector=spec.nodeName%3D" + NODE in r for r in reqs), reqs
+
+
+# ---- dcgm-exporter's dra_* labels (--kubernetes-enable-dra) -----------------------------------
+# Its internal/pkg/transformation/const.go names them (dra_claim_name, dra_claim_namespace,
+# dra_driver_name, dra_pool_name, dra_device_name, dra_mig_profile, dra_mig_device_uuid) and
+# kubernetes.go fills them from the kubelet's ClaimResource (driver, pool, device) and, for a MIG
+# device, the ResourceSlice's "profile" and "uuid" attributes (dra.go).
+
+DRA_KEYS = ("dra_claim_name", "dra_claim_namespace", "dra_device_name", "dra_driver_name",
+            "dra_mig_device_uuid", "dra_mig_profile", "dra_pool_name")
+
+
+def dra_labels(labels):
+    return {k: v for k, v in labels.items() if k.startswith("dra_")}
+
+
+def label_names(body, name, uuid):
+    """The label names of the one sample line of name for uuid, in the order written."""
+    import re
+    (line,) = [ln for ln in body.splitlines()
+               if ln.startswith(name + "{") and 'UUID="%s"' % uuid in ln]
+    return re.findall(r'([a-zA-Z_][a-zA-Z0-9_]*)="(?:[^"\\]|\\.)*"', line)
+
+
+def test_dra_labels_on_a_dra_gpu_and_mig_instance(agents, kubelet):
+    kubelet.set(PODS)
+    kubelet.start()
+    a = agents(DraScenario(), extra=kubelet_args(kubelet) + ["--kubernetes-enable-dra"])
+    expect(a, WANT)
+    body = a.http_get("/metrics")[1]
+    # a whole GPU held through a claim (kubelet 1.31+: driver, pool and device named)
+    (labels, v), = gh.samples(body, "DCGM_FI_DEV_GPU_UTIL", UUID=U[1])
+    assert dra_labels(labels) == {
+        "dra_claim_name": "llm-0-gpu", "dra_claim_namespace": "ml",
+        "dra_driver_name": "gpu.nvidia.com", "dra_pool_name": "gpu-node-1",
+        "dra_device_name": "gpu-1"}, labels
+    assert (labels["namespace"], labels["pod"], labels["container"]) == ("ml", "llm-0", "server")
+    # the labels' order is dcgm-exporter's (its attributes, sorted): container, dra_*, namespace
+    keys = label_names(body, "DCGM_FI_DEV_GPU_UTIL", U[1])
+    tail = keys[keys.index("container"):]
+    assert tail == ["container", "dra_claim_name", "dra_claim_namespace", "dra_device_name",
+                    "dra_driver_name", "dra_pool_name", "namespace", "pod"], keys
+    # a MIG instance: its uuid and profile as well, on its own series (UUID is its parent's)
+    (labels, v), = gh.samples(body, "DCGM_FI_DEV_FB_USED", UUID=U[3], GPU_I_ID="9")
+    assert dra_labels(labels) == {
+        "dra_claim_name": "small", "dra_claim_namespace": "mig",
+        "dra_driver_name": "gpu.nvidia.com", "dra_pool_name": "gpu-node-1",
+        "dra_device_name": "gpu-3-mig-1g10gb-19-0", "dra_mig_device_uuid": MIG_SMALL,
+        "dra_mig_profile": "1g.10gb"}, labels
+    assert v == 4000
+    # the other instance is another claim's: never the first one's labels
+    (labels, _), = gh.samples(body, "DCGM_FI_DEV_FB_USED", UUID=U[3], GPU_I_ID="2")
+    assert labels.get("dra_claim_name") == "big" and labels.get("pod") == "big", labels
+    # a device-plugin GPU has none
+    (labels, _), = gh.samples(body, "DCGM_FI_DEV_GPU_UTIL", UUID=U[0])
+    assert dra_labels(labels) == {} and labels["pod"] == "p0", labels
+    # a claim two pods share, from a kubelet before 1.31 (CDI names only: no driver, pool or
+    # device, left out rather than written empty): the claim on each holder's info series
+    infos = sorted((l["pod"], l.get("dra_claim_name"), l.get("dra_pool_name"))
+                   for l, _ in gh.samples(body, "gpuscale_gpu_pod_info", UUID=U[2]))
+    assert infos == [("infer-a", "shared-gpu", None), ("infer-b", "shared-gpu", None)], infos
+    # without the flag, none at all (dcgm-exporter's default)
+    b = agents(DraScenario(), extra=kubelet_args(kubelet))
+    expect(b, WANT)
+    assert "dra_" not in b.http_get("/metrics")[1]

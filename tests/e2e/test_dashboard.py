@@ -2,10 +2,15 @@
 
 - scripts/check-dashboard.py passes on the shipped dashboard: every PromQL expression names only
   series that the agent and the gateway (GPUSCALE_BIN, mock collector, fake kubelet) export, with
-  labels that exist on them as the shipped ServiceMonitor scrapes them (honorLabels: false).
+  labels that exist on them as the shipped ServiceMonitor scrapes them (honorLabels: false), with
+  the node label in either spelling: `hostname` (the default; dcgm-exporter since its #655,
+  internal/pkg/rendermetrics/render_metrics.go) or `Hostname` (--hostname-label Hostname,
+  dcgm-exporter 4.5.3-4.8.2 and older). The dashboard's $host_label variable names it; like
+  NVIDIA's grafana/dcgm-exporter-dashboard.json, which selects by `instance`, no query depends
+  on one spelling.
 - Negative tests: a copy with a made-up series, a made-up label, the scrape target's `namespace`
   where the series' own is `exported_namespace`, or an undefined variable fails, naming the panel.
-- Every expression is evaluated by a real Prometheus (Debian's /usr/bin/prometheus) scraping the
+- Every expression is evaluated, for both spellings, by a real Prometheus (Debian's /usr/bin/prometheus) scraping the
   agent and the gateway with the shipped labelling: no query errors (many-to-many matches, bad
   syntax), and every panel that should show data does.
 - NVIDIA's own dcgm-exporter dashboard (its eight panel queries, written out as test data in
@@ -74,10 +79,11 @@ def write(tmp_path, dash, name="dash.json"):
 # The check, on the shipped dashboard and on broken copies
 
 
-def test_shipped_dashboard_passes():
-    rc, out = run_check("--list-series")
+@pytest.mark.parametrize("host_label", ["hostname", "Hostname"])
+def test_shipped_dashboard_passes(host_label):
+    rc, out = run_check("--list-series", "--hostname-label", host_label)
     assert rc == 0, out
-    assert "OK:" in out, out
+    assert "OK:" in out and "node label %s" % host_label in out, out
     # the pod labels came from a real scrape (fake kubelet), not from the docs fallback
     assert "NOTE: no fake kubelet" not in out, out
     used = set(re.findall(r"^uses (\S+) ", out, re.M))
@@ -94,7 +100,7 @@ def test_made_up_series_fails_naming_the_panel(tmp_path):
     p = panel_titled(dash, "GPU utilisation per pod")
     p["targets"].append({"datasource": {"type": "prometheus", "uid": "${datasource}"},
                          "refId": "Z",
-                         "expr": 'avg by (exported_pod) (DCGM_FI_DEV_SM_ACTIVE{Hostname=~"$Hostname"})'})
+                         "expr": 'avg by (exported_pod) (DCGM_FI_DEV_SM_ACTIVE{${host_label}=~"$node"})'})
     rc, out = run_check(dashboard=write(tmp_path, dash))
     assert rc == 1, out
     line = [l for l in out.splitlines() if "DCGM_FI_DEV_SM_ACTIVE" in l]
@@ -104,10 +110,23 @@ def test_made_up_series_fails_naming_the_panel(tmp_path):
 
 def test_made_up_series_in_a_variable_fails(tmp_path):
     dash = load_dashboard()
-    (v,) = [v for v in dash["templating"]["list"] if v["name"] == "Hostname"]
-    v["query"]["query"] = "label_values(gpuscale_gpu_made_up, Hostname)"
+    (v,) = [v for v in dash["templating"]["list"] if v["name"] == "node"]
+    v["query"]["query"] = "label_values(gpuscale_gpu_made_up, ${host_label})"
     rc, out = run_check(dashboard=write(tmp_path, dash))
-    assert rc == 1 and "variable $Hostname: unknown series gpuscale_gpu_made_up" in out, out
+    assert rc == 1 and "variable $node: unknown series gpuscale_gpu_made_up" in out, out
+
+
+@pytest.mark.parametrize("written,agent", [("Hostname", "hostname"), ("hostname", "Hostname")])
+def test_one_spelling_written_out_fails_against_the_other(tmp_path, written, agent):
+    """A copy that writes the node label out in one spelling, in place of $host_label, fails
+    against an agent that writes the other: the check really looks at the host label, so the
+    shipped dashboard passing with both spellings means something."""
+    dash = load_dashboard()
+    text = json.dumps(dash).replace("${host_label}", written)
+    rc, out = run_check("--hostname-label", agent,
+                        dashboard=write(tmp_path, json.loads(text)))
+    assert rc == 1, out
+    assert "label '%s'" % written in out, out
 
 
 def test_made_up_label_fails(tmp_path):
@@ -198,9 +217,16 @@ def test_dashboard_shape():
     names = {v["name"]: v for v in dash["templating"]["list"]}
     assert names["datasource"]["type"] == "datasource"
     assert names["datasource"]["query"] == "prometheus"
-    for v in ("Hostname", "namespace", "pod", "scaledobject", "cost_per_gpu_hour",
+    for v in ("host_label", "node", "namespace", "pod", "scaledobject", "cost_per_gpu_hour",
               "idle_threshold"):
         assert v in names, v
+    # the node label's two spellings, the current one (dcgm-exporter's #655) first and default
+    hl = names["host_label"]
+    assert hl["type"] == "custom" and hl["current"]["value"] == "hostname"
+    assert [o["value"] for o in hl["options"]] == ["hostname", "Hostname"]
+    # every query and legend goes through it: no spelling is written out
+    text = json.dumps(dash)
+    assert "Hostname=" not in text and "{{Hostname}}" not in text and "{{hostname}}" not in text
     ids = [p["id"] for p in check.walk_panels(dash["panels"])]
     assert len(ids) == len(set(ids))
     # panels never overlap
@@ -222,10 +248,13 @@ def test_dashboard_shape():
 MAY_BE_EMPTY = {"GPUs not ok", "gRPC errors"}
 
 
-def prom_expr(expr, variables):
-    """The expression as Grafana would send it with every variable on All / its default."""
+def prom_expr(expr, variables, host_label="hostname"):
+    """The expression as Grafana would send it with every variable on All / its default, and
+    $host_label on the agent's spelling."""
     def repl(m):
         name = m.group(1) or m.group(2) or m.group(3)
+        if name == "host_label":
+            return host_label
         if name == "__rate_interval":
             return "10s"
         if name in ("__range", "__interval"):
@@ -238,14 +267,30 @@ def prom_expr(expr, variables):
     return out.replace(":1m]", ":1s]")
 
 
-@pytest.fixture(scope="module")
-def live(tmp_path_factory):
+class Live:
+    """The real Prometheus (its query API) and the node label spelling the agent writes."""
+
+    def __init__(self, prom, host_label):
+        self.prom, self.host_label = prom, host_label
+
+    def api(self, *a, **kw):
+        return self.prom.api(*a, **kw)
+
+    def query(self, *a, **kw):
+        return self.prom.query(*a, **kw)
+
+    def expr(self, expr, variables):
+        return prom_expr(expr, variables, self.host_label)
+
+
+@pytest.fixture(scope="module", params=["hostname", "Hostname"])
+def live(request, tmp_path_factory):
     if NO_PROMETHEUS:
         pytest.skip("Debian's prometheus is not installed (scripts/install-deps.sh installs it)")
     if check.fake_kubelet_python() is None:
         pytest.skip("no python3 with grpcio and protoc for the fake kubelet")
     d = str(tmp_path_factory.mktemp("dashboard"))
-    stack = check.Stack(helpers.binary(), use_kubelet=True)
+    stack = check.Stack(helpers.binary(), use_kubelet=True, host_label=request.param)
     prom = None
     try:
         stack.start()
@@ -287,7 +332,7 @@ def live(tmp_path_factory):
         wait_for(ready, timeout=60, interval=0.5, what="Prometheus to hold both scrapes")
         query_gateway()
         time.sleep(1.5)
-        yield prom
+        yield Live(prom, request.param)
     finally:
         if prom is not None:
             prom.stop()
@@ -300,7 +345,7 @@ def test_every_expression_evaluates_in_prometheus(live):
     failures = []
     for p in panels(dash):
         for t in p["targets"]:
-            expr = prom_expr(t["expr"], variables)
+            expr = live.expr(t["expr"], variables)
             try:
                 data = live.api("query", {"query": expr})
             except Exception as e:  # an HTTP 400 carries Prometheus's parse/eval error
@@ -310,18 +355,26 @@ def test_every_expression_evaluates_in_prometheus(live):
             if data["resultType"] == "vector" and not data["result"] and \
                     p["title"] not in MAY_BE_EMPTY:
                 failures.append("%s/%s: empty: %s" % (p["title"], t["refId"], expr))
+            # the legend as Grafana interpolates it (its Prometheus data source replaces the
+            # dashboard's variables in legendFormat too): every {{label}} is on every result
+            legend = live.expr(t.get("legendFormat") or "", variables)
+            for label in re.findall(r"\{\{\s*([a-zA-Z_][a-zA-Z0-9_]*)\s*\}\}", legend):
+                for r in data["result"] if data["resultType"] == "vector" else []:
+                    if label not in r["metric"]:
+                        failures.append("%s/%s: legend {{%s}} not on %s" % (
+                            p["title"], t["refId"], label, r["metric"]))
     assert not failures, "\n".join(failures)
 
 
 def test_variable_queries_find_values(live):
     dash = load_dashboard()
     variables = check.dashboard_vars(dash)
-    want = {"Hostname": {"gpu-node-1"}, "namespace": {"serving", "batch"},
+    want = {"node": {"gpu-node-1"}, "namespace": {"serving", "batch"},
             "pod": {"vllm-0", "vllm-1", "train-0"}, "scaledobject": {"vllm"}}
     for name, values in want.items():
-        q = variables[name]["query"]["query"]
+        q = variables[name]["query"]["query"].replace("${host_label}", live.host_label)
         m = check.LABEL_VALUES_RE.match(q)
-        sel, label = prom_expr(m.group(1), variables), m.group(2)
+        sel, label = live.expr(m.group(1), variables), m.group(2)
         got = {r["metric"].get(label) for r in live.api("query", {"query": sel})["result"]}
         assert values <= got, (name, q, got)
 
@@ -331,10 +384,10 @@ def test_idle_cost_panels_count_the_idle_gpu(live):
     dash = load_dashboard()
     variables = check.dashboard_vars(dash)
     for title, want in (("Idle GPUs now", 1.0), ("Idle cost rate", 2.5)):
-        expr = prom_expr(panel_titled(dash, title)["targets"][0]["expr"], variables)
+        expr = live.expr(panel_titled(dash, title)["targets"][0]["expr"], variables)
         (r,) = live.query(expr)
         assert r[1] == pytest.approx(want), (title, expr, r)
-    expr = prom_expr(panel_titled(dash, "Unallocated GPUs")["targets"][0]["expr"], variables)
+    expr = live.expr(panel_titled(dash, "Unallocated GPUs")["targets"][0]["expr"], variables)
     (r,) = live.query(expr)
     assert r[1] == 2.0, (expr, r)  # GPUs 2 and 3: no pod holds them
 
@@ -353,7 +406,7 @@ def test_per_pod_panels_cover_the_time_sliced_gpu(live):
                 for r in live.api("query", {"query": expr, "time": at})["result"]]
 
     def panel(title):
-        expr = prom_expr(panel_titled(dash, title)["targets"][0]["expr"], variables)
+        expr = live.expr(panel_titled(dash, title)["targets"][0]["expr"], variables)
         return {m.get("exported_pod"): v for m, v in query(expr)}
 
     pods = {"vllm-0", "vllm-1", "train-0"}

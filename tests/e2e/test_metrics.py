@@ -23,7 +23,8 @@ SERIES = {
     "DCGM_FI_DEV_GPU_TEMP": "temperature",
     "DCGM_FI_DEV_POWER_USAGE": "power_draw",
 }
-LABEL_ORDER = ["gpu", "UUID", "pci_bus_id", "device", "modelName", "Hostname",
+# dcgm-exporter's internal/pkg/rendermetrics/render_metrics.go; `hostname` since its #655
+LABEL_ORDER = ["gpu", "UUID", "pci_bus_id", "device", "modelName", "hostname",
                "DCGM_FI_DRIVER_VERSION"]
 
 LINE = re.compile(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})?\s+(\S+)(?:\s+\d+)?$')
@@ -110,7 +111,7 @@ def test_promtool_accepts_the_exposition(exposition, tmp_path):
 
 def lint_expected(line):
     """promtool's lint warnings that dcgm-exporter's own names cause, kept for compatibility:
-    camelCase labels (modelName, UUID, Hostname) and DCGM counters without _total (energy,
+    camelCase labels (modelName, UUID; Hostname with --hostname-label Hostname) and DCGM counters without _total (energy,
     PCIe replays, NVLink bandwidth, remapped rows; DCGM_FI_DEV_PCIE_REPLAY_COUNTER also names its
     type). Any other warning, or one on a gpuscale_ series, is ours to fix."""
     if "camelCase" in line:
@@ -248,20 +249,26 @@ def test_missing_collectors_file(tmp_path):
     assert r.returncode == 2 and "%s: cannot open" % path in r.stdout + r.stderr
 
 
-def test_hostname_label_lower_case(agents):
-    """--hostname-label hostname: dcgm-exporter's next release's spelling, on every series that
-    carries the node label; Hostname is gone."""
-    a = agents(small_scenario(), ["--hostname-label", "hostname", "--node-name", "gpu-node-7"])
-    _, body = a.http_get("/metrics")
-    samples = parse(body)
-    gpu_series = [(n, dict(lb)) for n, lb, _ in samples if n.startswith("DCGM_FI_DEV_")]
-    assert gpu_series
-    for n, d in gpu_series:
-        assert d.get("hostname") == "gpu-node-7" and "Hostname" not in d, (n, d)
-    assert 'Hostname="' not in body
-    # the position is dcgm-exporter's: after modelName, before DCGM_FI_DRIVER_VERSION
-    keys = [k for k, _ in [lb for n, lb, _ in samples if n == "DCGM_FI_DEV_GPU_UTIL"][0]]
-    assert keys.index("hostname") == keys.index("modelName") + 1, keys
+def test_hostname_label_default_and_old_spelling(agents):
+    """The node label is `hostname` by default, as dcgm-exporter writes it since its #655
+    (internal/pkg/rendermetrics/render_metrics.go: `hostname="{{ $metric.Hostname }}"`), on every
+    series that carries it, after modelName and before DCGM_FI_DRIVER_VERSION. `--hostname-label
+    Hostname` keeps the spelling of dcgm-exporter 4.5.3-4.8.2 and older, in the same place."""
+    for flags, name, other in (([], "hostname", "Hostname"),
+                               (["--hostname-label", "Hostname"], "Hostname", "hostname")):
+        a = agents(small_scenario(), flags + ["--node-name", "gpu-node-7"])
+        _, body = a.http_get("/metrics")
+        samples = parse(body)
+        node_series = [(n, dict(lb)) for n, lb, _ in samples
+                       if n.startswith("DCGM_FI_DEV_") or n in ("gpuscale_gpu_health",
+                                                                 "gpuscale_memory_used_percent")]
+        assert node_series
+        for n, d in node_series:
+            assert d.get(name) == "gpu-node-7" and other not in d, (flags, n, d)
+        assert '%s="' % other not in body, flags
+        keys = [k for k, _ in [lb for n, lb, _ in samples if n == "DCGM_FI_DEV_GPU_UTIL"][0]]
+        assert keys.index(name) == keys.index("modelName") + 1, (flags, keys)
+        a.stop()
 
 
 def test_hostname_label_rejects_other_spellings():
@@ -269,7 +276,7 @@ def test_hostname_label_rejects_other_spellings():
                         "HOSTNAME"], capture_output=True, text=True, timeout=30)
     assert r.returncode == 2
     out = r.stdout + r.stderr
-    assert '--hostname-label' in out and '"HOSTNAME"' in out and "Hostname|hostname" in out, out
+    assert '--hostname-label' in out and '"HOSTNAME"' in out and "hostname|Hostname" in out, out
 
 
 # --------------------------------------------------------------------------------------------

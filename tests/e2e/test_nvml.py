@@ -213,7 +213,7 @@ def test_nvml_one_field_failing_is_one_field_absent(tmp_path, procs):
                      what="the energy failures counted")
     body = scrape(a)
     assert "# TYPE gpuscale_nvml_errors_total counter" in body
-    assert nvml_errors(body, "nvmlDeviceGetTemperature", "TIMEOUT") >= 10
+    assert nvml_errors(body, "nvmlDeviceGetTemperatureV", "TIMEOUT") >= 10
     # both GPUs stay in service with every other field
     doc = a.gpus_json()
     for g in doc["gpus"]:
@@ -541,3 +541,56 @@ def test_nvml_gpm_scaling_on_mig_counts_instances_not_the_parent(tmp_path, procs
     # a card-level field (PCIe throughput) is read on the parent only: there it counts
     pcie = {"metricType": "pcie_tx_kbps", "targetValue": "1000", "aggregation": "sum"}
     assert c.spec_and_value(pcie)[1].metricValueFloat == 1200 + 700
+
+
+# --------------------------------------------------------------------------------------------
+# NVML 13 (issue 23 §5). nvml.h 13.0 (NVIDIA go-nvml gen/nvml/nvml.h, "sync nvml.h with CUDA
+# 13.x") marks nvmlDeviceGetTemperature DEPRECATED(13.0), successor nvmlDeviceGetTemperatureV with
+# nvmlTemperature_v1_t {version, sensorType, temperature}. nvml.h 13.0 and 13.1 document
+# nvmlGpmQueryDeviceSupport for a device and a MIG instance's GPM samples through its parent,
+# nvmlGpmMigSampleGet(parent, gpuInstanceId, sample); the fake refuses a MIG handle for the
+# support query, as those versions may.
+
+def fake_nvml_13_path():
+    """The fake built without nvmlDeviceGetTemperature (target fake_nvml_13)."""
+    p = os.path.join(os.path.dirname(helpers.fake_nvml_dir().rstrip("/")), "fake_nvml_13",
+                     "libnvidia-ml.so.1")
+    if not os.path.exists(p):
+        pytest.fail("fake NVML 13 library not built: %s (build target fake_nvml_13)" % p)
+    return p
+
+
+def test_nvml_13_agent_starts_without_get_temperature(tmp_path, procs):
+    """A library without nvmlDeviceGetTemperature: the agent starts, serves every GPU, and the
+    temperature comes from nvmlDeviceGetTemperatureV, with no NVML error counted."""
+    s = str(tmp_path / "fake.txt")
+    write_atomic(s, DEFAULT_SET)
+    a = Agent(["--collector", "nvml", "--nvml-library", fake_nvml_13_path(), "--interval",
+               helpers.INTERVAL], env={"FAKE_NVML_SCRIPT": s}, workdir=str(tmp_path))
+    procs.append(a)
+    a.start()
+    gpus = gpus_when(a, lambda g: "sm_active" in g[2]["values"], "GPM on the instance")
+    assert [g["values"].get("temperature") for g in gpus[:2]] == [41, 52], gpus[:2]
+    assert all(g["failed"] == [] for g in gpus), gpus
+    body = scrape(a)
+    temps = {l["UUID"][-2:]: v for l, v in series(body, "DCGM_FI_DEV_GPU_TEMP")}
+    assert temps == {"00": 41.0, "01": 52.0}, temps
+    assert not series(body, "gpuscale_nvml_errors_total"), body
+    c = a.client()
+    assert c.spec_and_value({"metricType": "temperature", "targetValue": "80",
+                             "gpuIndex": "1"})[1].metricValueFloat == 52
+
+
+def test_nvml_gpm_on_mig_through_the_parent(tmp_path, procs):
+    """Each MIG instance's profiling series, from its own GPU instance's counters, with the
+    instance's GPU_I_ID: the support was asked of the parent (the fake refuses the MIG handle, so
+    asking the instance would leave GPM out and count INVALID_ARGUMENT errors)."""
+    a = start_script_agent(tmp_path, procs, DEFAULT_SET)
+    gpus_when(a, lambda g: "sm_active" in g[2]["values"] and "sm_active" in g[3]["values"],
+              "GPM on both instances")
+    body = scrape(a)
+    sm = {l.get("GPU_I_ID", "-"): v for l, v in series(body, "DCGM_FI_PROF_SM_ACTIVE",
+                                                        UUID="GPU-de000000-0000-4000-8000-000000000001")}
+    assert sm == {"-": 0.30, "1": 0.55, "5": 0.05}, sm
+    assert not [l for l, _ in series(body, "gpuscale_nvml_errors_total")
+                if l["call"].startswith("nvmlGpm")], body

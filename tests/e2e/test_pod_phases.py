@@ -140,3 +140,35 @@ def test_bad_kube_api_is_refused_at_start(tmp_path):
     assert r.returncode != 0, r.stdout + r.stderr
     assert '--kube-api=\\"%s\\"' % bad in r.stdout + r.stderr or \
         '--kube-api="%s"' % bad in r.stdout + r.stderr, r.stdout + r.stderr
+
+
+def test_pod_uid_label_from_the_api(agents, kubelet, api, tmp_path):
+    """--kubernetes-enable-pod-uid: dcgm-exporter's pod_uid label (its
+    internal/pkg/transformation/const.go uidAttribute, set in kubernetes.go beside pod) from the
+    Kubernetes API's metadata.uid, which the kubelet's PodResources does not send; after pod in
+    its sorted order. A pod the API does not list (yet) has none, never a made-up one."""
+    import gateway_helpers as gh
+    kc = kubeconfig(str(tmp_path / "kubeconfig"), api.url)
+    a = agents(Scenario(mock_gpus(4)), extra=agent_args(kubelet, kc) +
+               ["--kubernetes-enable-pod-uid"])
+    expect(a, RUNNING_ONLY)
+
+    def labels_of(series, u):
+        body = a.http_get("/metrics")[1]
+        return [lab for lab, _ in gh.samples(body, series, UUID=u)]
+
+    wait_for(lambda: labels_of("DCGM_FI_DEV_GPU_UTIL", uuid(0))[0].get("pod_uid"), timeout=10,
+             what="pod_uid on GPU 0")
+    (lab,) = labels_of("DCGM_FI_DEV_GPU_UTIL", uuid(0))
+    assert (lab["pod"], lab["pod_uid"]) == ("serve-0", "uid-ml-serve-0"), lab
+    (info,) = labels_of("gpuscale_gpu_pod_info", uuid(0))
+    assert info["pod_uid"] == "uid-ml-serve-0", info
+    line = [ln for ln in a.http_get("/metrics")[1].splitlines()
+            if ln.startswith("DCGM_FI_DEV_GPU_UTIL{") and uuid(0) in ln][0]
+    assert ',pod="serve-0",pod_uid="uid-ml-serve-0"}' in line, line
+    (fresh,) = labels_of("DCGM_FI_DEV_GPU_UTIL", uuid(3))
+    assert fresh["pod"] == "fresh-0" and "pod_uid" not in fresh, fresh
+    # without the flag, no pod_uid (dcgm-exporter's default)
+    b = agents(Scenario(mock_gpus(4)), extra=agent_args(kubelet, kc))
+    expect(b, RUNNING_ONLY)
+    assert "pod_uid" not in b.http_get("/metrics")[1]

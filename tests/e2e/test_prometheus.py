@@ -435,8 +435,9 @@ def test_sum_over_a_time_sliced_gpu_is_physical(stack):
         assert close(r[1], physical), (job, r, physical)
         (r,) = stack.prom.query('sum(DCGM_FI_DEV_FB_USED{job="%s"})' % job)
         assert r[1] == sum(sc.value(i, "memory_used_mib") for i in range(4)), (job, r)
-        by_host = stack.prom.query('sum by (Hostname) (DCGM_FI_DEV_POWER_USAGE{job="%s"})' % job)
-        assert [(m.get("Hostname"), v) for m, v in by_host] == [(NODE, by_host[0][1])]
+        # `hostname`: dcgm-exporter's node label since its #655, gpuscale's default
+        by_host = stack.prom.query('sum by (hostname) (DCGM_FI_DEV_POWER_USAGE{job="%s"})' % job)
+        assert [(m.get("hostname"), v) for m, v in by_host] == [(NODE, by_host[0][1])]
         assert close(by_host[0][1], physical)
 
 
@@ -455,7 +456,7 @@ def test_shared_gpu_is_written_once_and_joins_to_both_pods(stack):
     info = stack.prom.query('gpuscale_gpu_pod_info{job="%s",UUID="%s"}' % (SHIPPED_JOB, uuid(2)))
     assert sorted((m["exported_namespace"], m["exported_pod"], m["exported_container"])
                   for m, _ in info) == sorted([POD_A, POD_C]), info
-    assert all(v == 1.0 and m["gpu"] == "2" and m["Hostname"] == NODE for m, v in info), info
+    assert all(v == 1.0 and m["gpu"] == "2" and m["hostname"] == NODE for m, v in info), info
     # joined back: both pods see the shared GPU's value (the dashboard's per-pod view)
     joined = stack.prom.query(join("DCGM_FI_DEV_GPU_UTIL", info=',UUID="%s"' % uuid(2)))
     assert sorted(m["exported_pod"] for m, _ in joined) == sorted([POD_A[1], POD_C[1]]), joined

@@ -23,7 +23,7 @@ A100 = "NVIDIA A100-SXM4-40GB"
 def gpu_series(node, idx, model, util, used, free, power, pod=None, ns=None, exported=False,
                gaps=None):
     labels = {"gpu": str(idx), "UUID": "GPU-%s-%d" % (node, idx), "device": "nvidia%d" % idx,
-              "modelName": model, "Hostname": node}
+              "modelName": model, "hostname": node}  # dcgm-exporter's spelling since its #655
     if pod:
         if exported:  # ServiceMonitor with honorLabels: false
             labels.update({"exported_pod": pod, "exported_namespace": ns,

@@ -73,10 +73,15 @@ def node_specs(now):
         return (0, 0, 70.0)
 
     return [
-        {"name": "gpu-idle-0", "gpus": 8, "pod": None, "fn": idle},
+        # The node label in both spellings in one Prometheus, as during an upgrade: `hostname`
+        # (dcgm-exporter since its #655, internal/pkg/rendermetrics/render_metrics.go, and
+        # gpuscale's default) on gpu-idle-0 and gpu-infer-0, `Hostname` (dcgm-exporter
+        # 4.5.3-4.8.2 and older) on the others. rightsize must find all four nodes.
+        {"name": "gpu-idle-0", "gpus": 8, "pod": None, "fn": idle, "host_label": "hostname"},
         {"name": "gpu-busy-0", "gpus": 8, "pod": ("ml", "train-llama-0", "trainer"), "fn": busy},
         {"name": "gpu-infer-0", "gpus": 1,
-         "pod": ("inference", "llm-infer-6d5f9c7b8-x2x7q", "server"), "fn": infer},
+         "pod": ("inference", "llm-infer-6d5f9c7b8-x2x7q", "server"), "fn": infer,
+         "host_label": "hostname"},
         {"name": "gpu-gap-0", "gpus": 1, "pod": None, "fn": gappy},
     ]
 
@@ -89,8 +94,9 @@ def write_openmetrics(path, specs, start, end):
             f.write("# TYPE %s gauge\n" % m)
             for spec in specs:
                 for g in range(spec["gpus"]):
-                    lab = 'Hostname="%s",gpu="%d",UUID="%s",modelName="%s"' % (
-                        spec["name"], g, gpu_uuid(spec["name"], g), H100)
+                    lab = '%s="%s",gpu="%d",UUID="%s",modelName="%s"' % (
+                        spec.get("host_label", "Hostname"), spec["name"], g,
+                        gpu_uuid(spec["name"], g), H100)
                     if spec["pod"]:
                         lab += ',namespace="%s",pod="%s",container="%s"' % spec["pod"]
                     lines = []

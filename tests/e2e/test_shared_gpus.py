@@ -475,3 +475,74 @@ def test_a_process_that_cannot_be_tied_to_a_pod_brings_the_even_split_back(prig)
     wait_for(lambda: method_of(prig.agent, 0)["share_method"] == "process", timeout=15,
              what="the split by process again")
     assert "split by process" in prig.agent.log()
+
+
+# ---- per-pod values on a shared GPU: --shared-gpu-series per-pod with the process split ---------
+#
+# dcgm-exporter's --kubernetes-virtual-gpus (its #594; internal/pkg/transformation/kubernetes.go
+# createPerProcessMetrics, process_metrics.go isPerProcessMetric): DCGM_FI_DEV_GPU_UTIL and
+# DCGM_FI_DEV_FB_USED keep the device line and get one line per pod with that pod's own processes'
+# value (SM utilisation summed, framebuffer MiB summed; a pod without a process: 0), with pod,
+# namespace, container, pod_uid and vgpu. Two pods time-slice GPU0 at 30 % and 50 %.
+
+VPUID = {"llm-a": "e5e5e5e5-0000-4000-8000-00000000000a",
+         "llm-b": "f6f6f6f6-0000-4000-8000-00000000000b",
+         "idle-c": "a7a7a7a7-0000-4000-8000-00000000000c"}
+VPROCS = [(8101, "llm-a", 30, 3072), (8102, "llm-b", 50, 5120)]
+VMODEL = [(85, [("llm-a", "main"), ("llm-b", "main"), ("idle-c", "main")])]
+
+
+def test_per_pod_values_are_each_pods_own(tmp_path):
+    root = str(tmp_path)
+    host_proc, pod_logs = os.path.join(root, "proc"), os.path.join(root, "pods")
+    for pid, pod, _, _ in VPROCS:
+        os.makedirs(os.path.join(host_proc, str(pid)))
+        with open(os.path.join(host_proc, str(pid), "cgroup"), "w") as f:
+            f.write("0::/kubepods.slice/kubepods-pod%s.slice/cri-containerd-%d.scope\n"
+                    % (VPUID[pod].replace("-", "_"), pid))
+    for pod, uid in VPUID.items():
+        os.makedirs(os.path.join(pod_logs, "%s_%s_%s" % (NS, pod, uid), "main"))
+    script = os.path.join(root, "nvml.txt")
+    with open(script, "w") as f:
+        f.write("gpu 0 uuid=%s util=85 total_mib=23034 used_mib=9000\n" % uuid(0))
+        for pid, _, sm, mib in VPROCS:
+            f.write("proc 0 %d sm=%d mem=%d\n" % (pid, sm, mib))
+    lib = os.path.join(helpers.fake_nvml_dir(), "libnvidia-ml.so.1")
+    kubelet = FakeKubelet(root)
+    kubelet.set(kubelet_pods(VMODEL))
+    kubelet.start()
+    agent = None
+    try:
+        os.makedirs(os.path.join(root, "agent"))
+        agent = helpers.Agent(["--collector", "nvml", "--nvml-library", lib,
+                               "--interval", helpers.INTERVAL, "--node-name", NODE,
+                               "--kubelet-socket", kubelet.socket, "--kubelet-refresh", "300ms",
+                               "--host-proc", host_proc, "--pod-logs", pod_logs,
+                               "--shared-gpu-series", "per-pod"],
+                              env={"FAKE_NVML_SCRIPT": script},
+                              workdir=os.path.join(root, "agent")).start()
+
+        def util_lines():
+            return samples(agent.http_get("/metrics")[1], "DCGM_FI_DEV_GPU_UTIL", UUID=uuid(0))
+
+        wait_for(lambda: len(util_lines()) == 4, timeout=20, what="per-pod GPU_UTIL lines")
+        body = agent.http_get("/metrics")[1]
+        for series, idx, device in (("DCGM_FI_DEV_GPU_UTIL", 2, 85), ("DCGM_FI_DEV_FB_USED", 3, 9000)):
+            got = {lab.get("pod"): (v, lab.get("pod_uid"), lab.get("vgpu"))
+                   for lab, v in samples(body, series, UUID=uuid(0))}
+            want = {None: (device, None, None)}  # the device line stays, as dcgm-exporter's
+            for k, (pod, _) in enumerate(VMODEL[0][1]):
+                own = sum(p[idx] for p in VPROCS if p[1] == pod)
+                want[pod] = (own, VPUID[pod], str(k))
+            assert got == want, (series, got, want)
+        assert got["llm-a"][0] == 3072 and got["idle-c"][0] == 0  # by hand
+        # the other series stay a copy per pod (dcgm-exporter copies them too)
+        power = samples(body, "DCGM_FI_DEV_FB_FREE", UUID=uuid(0))
+        assert sorted(l.get("pod") for l, _ in power) == ["idle-c", "llm-a", "llm-b"], power
+    finally:
+        if agent is not None:
+            try:
+                assert agent.stop() == 0, agent.log()[-2000:]
+            finally:
+                agent.kill()
+        kubelet.cleanup()

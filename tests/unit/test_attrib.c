@@ -189,7 +189,7 @@ static void test_join_vgpu_lowest_replica(void **state) {
   assert_ref(&b->pods.pods[0], "ml", "r", "c");
   assert_string_equal(b->pods.pods[0].vgpu, "2");
   assert_string_equal(b->pods.pods[1].vgpu, "4");
-  free(e);
+  attrib_entries_free(e, n);
 }
 
 static void test_join_forms_and_sharing(void **state) {
@@ -267,7 +267,7 @@ static void test_join_forms_and_sharing(void **state) {
   assert_int_equal(st.gpu_ids, 12);
   assert_int_equal(st.unknown, 2);
   assert_string_equal(st.first_unknown, "GPU-99999999-0000-4000-8000-000000000000");
-  free(e);
+  attrib_entries_free(e, n);
 }
 
 static void test_join_same_id_two_pods(void **state) {
@@ -285,7 +285,7 @@ static void test_join_same_id_two_pods(void **state) {
   assert_int_equal(n, 1);
   assert_int_equal(e[0].pods.total, 2);
   assert_true(e[0].pods.shared);
-  free(e);
+  attrib_entries_free(e, n);
 }
 
 /* More holders than a GPU lists: the first ATTRIB_MAX_PODS (pod, container) pairs are listed,
@@ -346,7 +346,7 @@ static void test_join_many_pods_capped(void **state) {
       assert_int_equal(st.most_holders, np);
       assert_string_equal(st.first_unlisted, e[0].uuid);
     }
-    free(e);
+    attrib_entries_free(e, n);
   }
 }
 
@@ -390,7 +390,7 @@ static void test_join_shares(void **state) {
     }
     assert_true(sum > 1 - 1e-12 && sum < 1 + 1e-12); /* shares of distinct pods sum to 1 */
   }
-  free(e);
+  attrib_entries_free(e, n);
 }
 
 /* Holders and shares of a table built by hand (split not said): derived from what is listed. */
@@ -785,11 +785,24 @@ static void test_join_dra(void **state) {
   assert_non_null(m2);
   assert_ref(&m1->pods.pods[0], "mig", "small", "c");
   assert_ref(&m2->pods.pods[0], "mig", "old", "c");
-  assert_null(find(e, n, UD));     /* never the MIG parent */
-  assert_int_equal(st.gpu_ids, 6); /* the network device is not a GPU */
+  /* the DRA claim devices, for dcgm-exporter's dra_* labels (its kubernetes.go): the claim, the
+   * driver, pool and device the kubelet names; a MIG device's profile and uuid */
+  assert_non_null(a->k8s);
+  assert_string_equal(a->k8s[0].claim_name, "c0");
+  assert_string_equal(a->k8s[0].claim_ns, "ml");
+  assert_string_equal(a->k8s[0].driver, "gpu.nvidia.com");
+  assert_string_equal(a->k8s[0].pool, "node-1");
+  assert_string_equal(a->k8s[0].device, "gpu-0");
+  assert_string_equal(a->k8s[0].mig_uuid, "");
+  assert_string_equal(c->k8s[1].claim_name, "shared");
+  assert_string_equal(m1->k8s[0].mig_profile, "1g.10gb"); /* NVML's: no ResourceSlices here */
+  assert_string_equal(m1->k8s[0].mig_uuid, M1);
+  assert_string_equal(m2->k8s[0].pool, ""); /* an old kubelet: CDI names only */
+  assert_null(find(e, n, UD));              /* never the MIG parent */
+  assert_int_equal(st.gpu_ids, 6);          /* the network device is not a GPU */
   assert_int_equal(st.unknown, 1);
   assert_non_null(strstr(st.first_unknown, "DRA claim x/g device gpu-9"));
-  free(e);
+  attrib_entries_free(e, n);
 }
 
 /* Two MIG instances of one profile: the DRA name cannot tell them apart, the node's
@@ -811,11 +824,11 @@ static void test_join_dra_slices(void **state) {
   assert_int_equal(attribution_join(&l, devs, 6, &e, &n, &st), 0);
   assert_int_equal(n, 0);
   assert_int_equal(st.unknown, 2);
-  free(e);
+  attrib_entries_free(e, n);
   /* with them: each device is the instance of its uuid; a slice of another pool does not count */
-  struct draslice v[3] = {{"node-1", "gpu-3-mig-1g10gb-19-0", M2},
-                          {"node-1", "gpu-3-mig-1g10gb-19-1", M1},
-                          {"node-2", "gpu-3-mig-1g10gb-19-1", M2}};
+  struct draslice v[3] = {{"node-1", "gpu-3-mig-1g10gb-19-0", M2, "1g.10gb+me"},
+                          {"node-1", "gpu-3-mig-1g10gb-19-1", M1, "1g.10gb"},
+                          {"node-2", "gpu-3-mig-1g10gb-19-1", M2, "1g.10gb"}};
   struct draslices sl = {v, 3};
   assert_int_equal(attribution_join_slices(&l, devs, 6, &sl, &e, &n, &st), 0);
   podres_list_free(&l);
@@ -823,7 +836,10 @@ static void test_join_dra_slices(void **state) {
   assert_int_equal(st.unknown, 0);
   assert_ref(&find(e, n, M2)->pods.pods[0], "mig", "a", "c");
   assert_ref(&find(e, n, M1)->pods.pods[0], "mig", "b", "c");
-  free(e);
+  /* the profile of the ResourceSlice's "profile" attribute (dcgm-exporter's dra.go reads it) */
+  assert_string_equal(find(e, n, M2)->k8s[0].mig_profile, "1g.10gb+me");
+  assert_string_equal(find(e, n, M2)->k8s[0].mig_uuid, M2);
+  attrib_entries_free(e, n);
 }
 
 int main(void) {

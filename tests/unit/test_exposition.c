@@ -387,7 +387,10 @@ static void test_golden_shared(void **state) {
   golden("shared", &in);
 }
 
-/* The same GPU with --shared-gpu-series per-pod: a copy per holder with its pod labels and vgpu. */
+/* The same GPU with --shared-gpu-series per-pod: a copy per holder with its pod labels and vgpu,
+ * except DCGM_FI_DEV_GPU_UTIL and DCGM_FI_DEV_FB_USED, whose per-pod value is the pod's own
+ * processes' (dcgm-exporter's isPerProcessMetric): without the process split they are the device
+ * line only, never the whole GPU's value for each pod. */
 static void test_golden_shared_per_pod(void **state) {
   (void)state;
   struct gpu_snapshot g = gpu(0, "GPU-5a5a5a5a-0000-0000-0000-000000000000");
@@ -405,6 +408,22 @@ static void test_golden_shared_per_pod(void **state) {
   in.attribution = 1;
   in.shared_series = EXPO_SHARED_PER_POD;
   golden("shared_per_pod", &in);
+  /* with the process split (--host-proc): dcgm-exporter's --kubernetes-virtual-gpus output (its
+   * #594, kubernetes.go createPerProcessMetrics): the device line, then a line per holder with its
+   * pod's processes' value, pod_uid and vgpu. triton-a's processes use 30 % and 2048 MiB,
+   * embedder-b's 50 % and 1024 MiB */
+  struct attrib_k8s k[2];
+  memset(k, 0, sizeof k);
+  snprintf(k[0].pod_uid, sizeof k[0].pod_uid, "a1a1a1a1-0000-4000-8000-000000000001");
+  snprintf(k[1].pod_uid, sizeof k[1].pod_uid, "b2b2b2b2-0000-4000-8000-000000000002");
+  k[0].has_util = k[1].has_util = k[0].has_fb = k[1].has_fb = true;
+  k[0].util = 30;
+  k[0].fb_mib = 2048;
+  k[1].util = 50;
+  k[1].fb_mib = 1024;
+  const struct attrib_k8s *kk[1] = {k};
+  in.k8s = kk;
+  golden("shared_per_pod_process", &in);
 }
 
 /* --no-hostname-label and an unknown driver version: both labels are left out; the kubelet is
@@ -540,9 +559,85 @@ static void test_golden_collectors(void **state) {
   free(c);
 }
 
-/* --hostname-label hostname: dcgm-exporter's next release spells it in lower case, on the value
- * series, the health series and gpuscale_gpu_pod_info alike. */
-static void test_golden_hostname_lower(void **state) {
+static struct attrib_k8s dra_dev(const char *ns, const char *claim, const char *device,
+                                 const char *mig_uuid, const char *profile) {
+  struct attrib_k8s d;
+  memset(&d, 0, sizeof d);
+  snprintf(d.claim_ns, sizeof d.claim_ns, "%s", ns);
+  snprintf(d.claim_name, sizeof d.claim_name, "%s", claim);
+  snprintf(d.driver, sizeof d.driver, "gpu.nvidia.com");
+  snprintf(d.pool, sizeof d.pool, "gpu-node-1");
+  snprintf(d.device, sizeof d.device, "%s", device);
+  snprintf(d.mig_uuid, sizeof d.mig_uuid, "%s", mig_uuid);
+  snprintf(d.mig_profile, sizeof d.mig_profile, "%s", profile);
+  return d;
+}
+
+/* --kubernetes-enable-dra: dcgm-exporter's dra_* labels (its internal/pkg/transformation/
+ * const.go names, kubernetes.go values), between container and namespace as its sorted attributes
+ * come: GPU 0 held through a claim by one pod; GPU 1 by a device plugin (no dra_* labels); MIG
+ * instance 3 of GPU 2 through a claim, with dra_mig_device_uuid and dra_mig_profile; GPU 4 by a
+ * claim two pods share (the value series once, the claim on each gpuscale_gpu_pod_info). */
+static void test_golden_dra(void **state) {
+  (void)state;
+  struct gpu_snapshot g[5] = {gpu(0, "GPU-d7a00000-0000-4000-8000-000000000000"),
+                              gpu(1, "GPU-d7a00000-0000-4000-8000-000000000001"),
+                              gpu(2, "GPU-d7a00000-0000-4000-8000-000000000002"),
+                              gpu(3, "MIG-d7a00000-0000-4000-9000-000000000001"),
+                              gpu(4, "GPU-d7a00000-0000-4000-8000-000000000004")};
+  for (int i = 0; i < 5; i++) {
+    sample_set(&g[i].latest, GF_GPU_UTIL, 10 * (i + 1));
+    g[i].latest.valid = GF_BIT(GF_GPU_UTIL);
+  }
+  g[3].info.mig = true;
+  g[3].info.parent_index = 2;
+  g[3].info.gi_id = 9;
+  snprintf(g[3].info.mig_profile, sizeof g[3].info.mig_profile, "1g.10gb");
+  g[3].latest.valid = 0;
+  sample_set(&g[3].latest, GF_MEM_USED_MIB, 4000);
+  struct gpu_pods pods[5];
+  memset(pods, 0, sizeof pods);
+  pods[0].n = pods[0].total = 1;
+  set_pod(&pods[0], 0, "ml", "llm-0", "server");
+  pods[1].n = pods[1].total = 1;
+  set_pod(&pods[1], 0, "plugin", "p0", "main");
+  pods[3].n = pods[3].total = 1;
+  set_pod(&pods[3], 0, "mig", "small", "c");
+  pods[4].n = pods[4].total = 2;
+  pods[4].shared = true;
+  set_pod(&pods[4], 0, "ml", "infer-a", "server");
+  set_pod(&pods[4], 1, "ml", "infer-b", "server");
+  struct attrib_k8s d0[1] = {dra_dev("ml", "llm-0-gpu", "gpu-0", "", "")};
+  struct attrib_k8s d3[1] = {dra_dev("mig", "small", "gpu-2-mig-1g10gb-19-0",
+                                     "MIG-d7a00000-0000-4000-9000-000000000001", "1g.10gb")};
+  struct attrib_k8s d4[2] = {dra_dev("ml", "shared-gpu", "gpu-4", "", ""),
+                             dra_dev("ml", "shared-gpu", "gpu-4", "", "")};
+  struct attrib_k8s d1[1];
+  memset(d1, 0, sizeof d1);
+  snprintf(d0[0].pod_uid, sizeof d0[0].pod_uid, "0b6f2c1e-0000-4000-8000-000000000000");
+  snprintf(d1[0].pod_uid, sizeof d1[0].pod_uid, "0b6f2c1e-0000-4000-8000-000000000001");
+  const struct attrib_k8s *dra[5] = {d0, d1, NULL, d3, d4};
+  struct expo_input in = base_input(g, 5);
+  in.pods = pods;
+  in.attribution = 1;
+  in.k8s = dra;
+  in.dra_labels = true;
+  golden("dra", &in);
+  /* --kubernetes-enable-pod-uid alone: pod_uid after pod wherever a holder's UID is known (the
+   * DRA holder's too, without the claim labels); with both flags, dcgm-exporter's kubernetes.go
+   * writes pod_uid for device-plugin holders only (its DRA path sets the claim labels instead) */
+  in.dra_labels = false;
+  in.pod_uid = true;
+  golden("pod_uid", &in);
+  in.dra_labels = true;
+  golden("dra_pod_uid", &in);
+}
+
+/* --hostname-label Hostname: dcgm-exporter 4.5.3-4.8.2 and older spelled it with a capital H
+ * (its internal/pkg/rendermetrics/render_metrics.go before #655); the old spelling stays on the
+ * value series, the health series and gpuscale_gpu_pod_info alike. The other golden files carry
+ * the default, `hostname`, as dcgm-exporter writes it since #655. */
+static void test_golden_hostname_upper(void **state) {
   (void)state;
   struct gpu_snapshot g = gpu(0, "GPU-b0b0b0b0-0000-0000-0000-000000000000");
   all_fields(&g);
@@ -553,8 +648,8 @@ static void test_golden_hostname_lower(void **state) {
   struct expo_input in = base_input(&g, 1);
   in.pods = &pods;
   in.attribution = 1;
-  in.hostname_label = "hostname";
-  golden("hostname_lower", &in);
+  in.hostname_label = "Hostname";
+  golden("hostname_upper", &in);
 }
 
 /* --- every new field: its line, value format and absence --- */
@@ -709,7 +804,7 @@ static void test_default_set(void **state) {
 #define ID0                                                                                        \
   "gpu=\"0\",UUID=\"GPU-5a5a5a5a-0000-0000-0000-000000000000\",pci_bus_id=\"00000000:10:00.0\","   \
   "device=\"nvidia0\",modelName=\"NVIDIA A100-SXM4-80GB\""
-#define HOST "Hostname=\"gpu-node-1\",DCGM_FI_DRIVER_VERSION=\"550.54.15\""
+#define HOST "hostname=\"gpu-node-1\",DCGM_FI_DRIVER_VERSION=\"550.54.15\""
 #define INFO0 "gpu=\"0\",UUID=\"GPU-5a5a5a5a-0000-0000-0000-000000000000\""
 #define MIGID                                                                                      \
   "gpu=\"0\",UUID=\"GPU-5a5a5a5a-0000-0000-0000-000000000000\",pci_bus_id=\"00000000:10:00.0\","   \
@@ -720,9 +815,9 @@ static void test_default_set(void **state) {
 #define POD(ns, pod, ctr) ",container=\"" ctr "\",namespace=\"" ns "\",pod=\"" pod "\""
 /* A holder pod without a container label: two containers of that pod hold the GPU. */
 #define POD1(ns, pod) ",namespace=\"" ns "\",pod=\"" pod "\""
-#define INFO(ns, pod, ctr) "{" INFO0 ",Hostname=\"gpu-node-1\"" POD(ns, pod, ctr) "} 1"
+#define INFO(ns, pod, ctr) "{" INFO0 ",hostname=\"gpu-node-1\"" POD(ns, pod, ctr) "} 1"
 #define MIGINFO(ns, pod, ctr)                                                                      \
-  "{" INFO0 ",GPU_I_ID=\"1\",Hostname=\"gpu-node-1\"" POD(ns, pod, ctr) "} 1"
+  "{" INFO0 ",GPU_I_ID=\"1\",hostname=\"gpu-node-1\"" POD(ns, pod, ctr) "} 1"
 #define W " 312.457000" /* GPU 0's power */
 #define SHARED ",gpuscale_shared=\"true\""
 
@@ -1217,7 +1312,8 @@ int main(void) {
       cmocka_unit_test(test_golden_hopper),
       cmocka_unit_test(test_golden_mig_gpm),
       cmocka_unit_test(test_golden_collectors),
-      cmocka_unit_test(test_golden_hostname_lower),
+      cmocka_unit_test(test_golden_hostname_upper),
+      cmocka_unit_test(test_golden_dra),
       cmocka_unit_test(test_new_fields),
       cmocka_unit_test(test_xid_labels),
       cmocka_unit_test(test_default_set),

@@ -211,6 +211,65 @@ static void test_memory_v2_refused_falls_back(void **state) {
   collector_nvml.close(c);
 }
 
+/* The number of failed calls of `call` with `code` the collector counted. */
+static uint64_t errors_of(struct collector *c, const char *call, const char *code) {
+  struct collector_error_count e[64];
+  size_t n = collector_nvml.errors(c, e, 64);
+  for (size_t i = 0; i < n && i < 64; i++)
+    if (strcmp(e[i].call, call) == 0 && strcmp(e[i].code, code) == 0)
+      return e[i].count;
+  return 0;
+}
+
+/* NVML 13: nvml.h 13.0 marks nvmlDeviceGetTemperature DEPRECATED(13.0), successor
+ * nvmlDeviceGetTemperatureV(device, nvmlTemperature_t *) with nvmlTemperature_v1_t {version,
+ * sensorType, temperature} (NVIDIA go-nvml gen/nvml/nvml.h). The collector prefers V, falls back
+ * to the old call, and needs neither. */
+static void test_temperature_v_and_fallbacks(void **state) {
+  (void)state;
+  static const struct {
+    const char *missing, *extra;
+    bool present;
+  } cases[] = {
+      {"", "", true},                          /* V (the fake checks version, sensor) */
+      {"nvmlDeviceGetTemperature", "", true},  /* a library that dropped the old call */
+      {"nvmlDeviceGetTemperatureV", "", true}, /* an older library: the old call */
+      {"", "temp_v=notsupported", true},       /* V refused on the device: the old call */
+      {"", "temp_v=err:25", true},             /* V's version refused: the old call */
+      {"nvmlDeviceGetTemperature,nvmlDeviceGetTemperatureV", "", false}, /* neither: absent */
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    setenv("FAKE_NVML_MISSING", cases[i].missing, 1);
+    char text[160];
+    snprintf(text, sizeof text, "gpu 0 util=5 total_mib=100 used_mib=10 temp=41 power_mw=1000 %s\n",
+             cases[i].extra);
+    struct collector *c = open_fake(write_script(text));
+    struct gpu_sample s;
+    char err[256] = "";
+    for (int k = 0; k < 2; k++) { /* the fallback holds on the next sample */
+      assert_int_equal(collector_nvml.sample(c, 0, &s, err, sizeof err), 0);
+      if (cases[i].present)
+        assert_field(&s, GF_TEMP_C, 41);
+      else
+        assert_absent(&s, GF_TEMP_C);
+      assert_int_equal(s.failed, 0); /* absent, not failed */
+      assert_field(&s, GF_POWER_W, 1.0);
+    }
+    assert_int_equal(collector_nvml.errors(c, NULL, 0), 0);
+    collector_nvml.close(c);
+  }
+  /* V refused and no old call: the temperature failed, counted under V's name */
+  setenv("FAKE_NVML_MISSING", "nvmlDeviceGetTemperature", 1);
+  struct collector *c = open_fake(write_script("gpu 0 util=5 temp=41 temp_v=err:25\n"));
+  struct gpu_sample s;
+  char err[256] = "";
+  assert_int_equal(collector_nvml.sample(c, 0, &s, err, sizeof err), 0);
+  assert_absent(&s, GF_TEMP_C);
+  assert_true(s.failed & GF_BIT(GF_TEMP_C));
+  assert_int_equal(errors_of(c, "nvmlDeviceGetTemperatureV", "ARGUMENT_VERSION_MISMATCH"), 1);
+  collector_nvml.close(c);
+}
+
 static void test_optional_symbols_missing(void **state) {
   (void)state;
   setenv("FAKE_NVML_MISSING",
@@ -243,7 +302,6 @@ static void test_required_symbol_missing(void **state) {
       "nvmlDeviceGetHandleByIndex_v2",
       "nvmlDeviceGetUtilizationRates",
       "nvmlDeviceGetMemoryInfo",
-      "nvmlDeviceGetTemperature",
       "nvmlDeviceGetPowerUsage",
       "nvmlDeviceGetUUID",
       "nvmlDeviceGetName",
@@ -304,8 +362,8 @@ static void test_field_failure_is_field_absent(void **state) {
   static const struct field_case cases[] = {
       {"energy=err:4", 0, "nvmlDeviceGetTotalEnergyConsumption: Insufficient Permissions",
        GF_BIT(GF_ENERGY_MJ), "nvmlDeviceGetTotalEnergyConsumption", "NO_PERMISSION"},
-      {"temp=err:999", 0, "nvmlDeviceGetTemperature: Unknown Error", GF_BIT(GF_TEMP_C),
-       "nvmlDeviceGetTemperature", "UNKNOWN"},
+      {"temp=err:999", 0, "nvmlDeviceGetTemperatureV: Unknown Error", GF_BIT(GF_TEMP_C),
+       "nvmlDeviceGetTemperatureV", "UNKNOWN"},
       {"mem=err:10", 0, "nvmlDeviceGetMemoryInfo_v2: Timeout", MEMF | GF_BIT(GF_MEM_RESERVED_MIB),
        "nvmlDeviceGetMemoryInfo_v2", "TIMEOUT"},
       {"util=err:21", 0, "nvmlDeviceGetUtilizationRates: No data", UTILF,
@@ -399,7 +457,7 @@ static void test_lost_while_running(void **state) {
 
   write_script("gpu 0 util=3 total_mib=100 used_mib=10\ngpu 1 util=2 temp=reset\n");
   assert_int_equal(collector_nvml.sample(c, 1, &s, err, sizeof err), GS_ELOST);
-  assert_string_equal(err, "nvmlDeviceGetTemperature: GPU requires reset");
+  assert_string_equal(err, "nvmlDeviceGetTemperatureV: GPU requires reset");
   collector_nvml.close(c);
 }
 
@@ -800,6 +858,14 @@ static void test_gpm_mig_instances(void **state) {
   assert_absent(&s[0], GF_VGPU_LICENSE);
   assert_field(&s[1], GF_TENSOR_ACTIVE, 60);
   assert_int_equal(collector_nvml.errors(c, NULL, 0), 0);
+  /* nvml.h 13.0/13.1 document nvmlGpmQueryDeviceSupport for a device and a MIG instance's samples
+   * through its parent (nvmlGpmMigSampleGet(parent, gi, ...)); the fake refuses a MIG handle as an
+   * NVML of those versions may, so the support came from the parent (no error counted above). */
+  struct nvml_ctx *x = ctx_of(c);
+  struct nvml_gpm_support sup = {NVML_GPM_SUPPORT_VERSION, 0};
+  assert_int_equal(x->api.gpm_query_support(x->devs[2].handle, &sup), NVML_ERROR_INVALID_ARGUMENT);
+  assert_int_equal(x->api.gpm_query_support(x->devs[0].handle, &sup), NVML_SUCCESS);
+  assert_int_equal(sup.is_supported_device, 1);
   collector_nvml.close(c);
 
   /* without nvmlGpmMigSampleGet, the instances have no GPM; the whole GPUs keep theirs */
@@ -972,15 +1038,15 @@ static void test_minimal_library(void **state) {
 static void test_profile_from_name(void **state) {
   (void)state;
   char p[32];
-  assert_true(profile_from_name("NVIDIA A100-SXM4-40GB MIG 1g.5gb", p, sizeof p));
+  assert_true(nvml_profile_from_name("NVIDIA A100-SXM4-40GB MIG 1g.5gb", p, sizeof p));
   assert_string_equal(p, "1g.5gb");
-  assert_true(profile_from_name("NVIDIA H100 80GB HBM3 MIG 1g.10gb+me", p, sizeof p));
+  assert_true(nvml_profile_from_name("NVIDIA H100 80GB HBM3 MIG 1g.10gb+me", p, sizeof p));
   assert_string_equal(p, "1g.10gb+me");
-  assert_true(profile_from_name("NVIDIA A100-SXM4-80GB MIG 1c.3g.40gb", p, sizeof p));
+  assert_true(nvml_profile_from_name("NVIDIA A100-SXM4-80GB MIG 1c.3g.40gb", p, sizeof p));
   assert_string_equal(p, "1c.3g.40gb");
-  assert_false(profile_from_name("NVIDIA A100-SXM4-80GB MIG", p, sizeof p));
-  assert_false(profile_from_name("NVIDIA A100-SXM4-80GB", p, sizeof p));
-  assert_false(profile_from_name("MIG 1g.5gb$", p, sizeof p));
+  assert_false(nvml_profile_from_name("NVIDIA A100-SXM4-80GB MIG", p, sizeof p));
+  assert_false(nvml_profile_from_name("NVIDIA A100-SXM4-80GB", p, sizeof p));
+  assert_false(nvml_profile_from_name("MIG 1g.5gb$", p, sizeof p));
 }
 
 /* ---- fault injection: the rule, asserted for every call (collectd's api_limit) ----
@@ -1084,6 +1150,7 @@ static uint64_t call_fields(const char *fn, int ord) {
       {"nvmlDeviceGetUtilizationRates", GF_BIT(GF_GPU_UTIL) | GF_BIT(GF_MEM_UTIL), 0},
       {"nvmlDeviceGetMemoryInfo_v2", MEMF | GF_BIT(GF_MEM_RESERVED_MIB), 0},
       {"nvmlDeviceGetMemoryInfo", MEMF, 0},
+      {"nvmlDeviceGetTemperatureV", GF_BIT(GF_TEMP_C), 0},
       {"nvmlDeviceGetTemperature", GF_BIT(GF_TEMP_C), 0},
       {"nvmlDeviceGetPowerUsage", GF_BIT(GF_POWER_W), 0},
       {"nvmlDeviceGetTotalEnergyConsumption", GF_BIT(GF_ENERGY_MJ), 0},
@@ -1134,6 +1201,14 @@ static int clean_index(const struct cy_call *tr, unsigned long ntr, const struct
       next++;
     assert_true(next < tr + ntr);
     call = next;
+  } else if (is_fn(call->fn, "nvmlGpmQueryDeviceSupport") && call > tr) {
+    /* asked of the parent for a MIG device: it is about the device being sampled, which the
+     * sample's earlier calls (utilisation, memory) name */
+    const struct cy_call *prev = call - 1;
+    while (prev > tr && prev->gpu < 0)
+      prev--;
+    if (prev->gpu == call->gpu)
+      call = prev;
   }
   if (call->gpu < 0)
     return -1;
@@ -1286,6 +1361,8 @@ static void expect_outcome(const struct cy_out *clean, const struct cy_call *tr,
       d->valid[k] &= ~GF_BIT(GF_MEM_RESERVED_MIB);
     return;
   }
+  if (notsup && is_fn(fn, "nvmlDeviceGetTemperatureV"))
+    return;    /* falls back to nvmlDeviceGetTemperature for good: the temperature is still read */
   int ord = 0; /* how many calls of fn on this device came before it in this round */
   for (unsigned long k = r == 0 ? clean->calls_open : clean->calls_round[0]; k + 1 < n; k++)
     ord += is_fn(tr[k].fn, fn) && tr[k].gpu == call->gpu && tr[k].slot == call->slot;
@@ -1357,7 +1434,8 @@ static void fail_every_call(const char *script, int code, struct loop_tally *t) 
   for (size_t i = 0; i < clean.n; i++)
     assert_int_equal(clean.dev[i].rc[0] | clean.dev[i].rc[1], 0);
   unsigned long total = fake_calls();
-  assert_true(total > 20 && total <= CY_TRACE);
+  if (!(total > 20 && total <= CY_TRACE))
+    fail_msg("%lu calls in a cycle", total);
   static struct cy_call tr[CY_TRACE];
   for (unsigned long n = 1; n <= total; n++)
     assert_int_equal(fake_trace(n, &tr[n - 1].fn, &tr[n - 1].gpu, &tr[n - 1].slot), 0);
@@ -1418,6 +1496,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_basic_values_and_units, setup, teardown),
       cmocka_unit_test_setup_teardown(test_default_script_two_gpus, setup, teardown),
       cmocka_unit_test_setup_teardown(test_memory_v1_when_v2_missing, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_temperature_v_and_fallbacks, setup, teardown),
       cmocka_unit_test_setup_teardown(test_memory_v2_refused_falls_back, setup, teardown),
       cmocka_unit_test_setup_teardown(test_optional_symbols_missing, setup, teardown),
       cmocka_unit_test_setup_teardown(test_required_symbol_missing, setup, teardown),

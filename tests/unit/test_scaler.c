@@ -186,6 +186,52 @@ static void test_get_metrics_and_activity(void **state) {
   }
 }
 
+/* Never a value below 0 (or NaN, Inf): KEDA v2.20.2 turns a negative external metric value into 0
+ * (its #7880, pkg/scalers/scaler.go quantityFromFloat64), a value gpuscale never read. A negative
+ * result is no value (GS_EUNAVAIL, gRPC UNAVAILABLE) naming the metric, for GetMetrics and IsActive
+ * alike; 0 itself is served. */
+static void test_never_a_negative_value(void **state) {
+  (void)state;
+  static const struct {
+    double vals[3];
+    size_t n;
+    const char *metric, *agg;
+    int rc;
+  } cases[] = {
+      {{-4, 52}, 2, "temperature", "min", GS_EUNAVAIL},
+      {{-4, 52}, 2, "temperature", "max", 0},
+      {{-4, 52}, 2, "temperature", "avg", 0}, /* 24: a mean of real readings */
+      {{-4, -2}, 2, "temperature", "avg", GS_EUNAVAIL},
+      {{-0.5}, 1, "gpu_utilization", "max", GS_EUNAVAIL},
+      {{0}, 1, "gpu_utilization", "max", 0},
+      {{NAN}, 1, "gpu_utilization", "max", GS_EUNAVAIL},
+      {{INFINITY}, 1, "gpu_utilization", "max", GS_EUNAVAIL},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    struct stub st = {0};
+    memcpy(st.vals, cases[i].vals, sizeof cases[i].vals);
+    st.n = cases[i].n;
+    struct scaler s = stub_scaler(&st);
+    const struct kv md[MAXKV] = {
+        {"metricType", cases[i].metric}, {"targetValue", "50"}, {"aggregation", cases[i].agg}};
+    struct scaler_request r = req(md);
+    struct scaler_result res;
+    struct scaler_error e = {0};
+    int rc = scaler_get_metrics(&s, &r, "", &res, &e);
+    if (rc != cases[i].rc)
+      print_error("case %zu: rc %d (%s) value %g\n", i, rc, e.msg, res.value);
+    assert_int_equal(rc, cases[i].rc);
+    if (rc) {
+      assert_non_null(strstr(e.msg, cases[i].metric));
+      assert_non_null(strstr(e.msg, "below 0"));
+      bool active = true;
+      assert_int_equal(scaler_is_active(&s, &r, &active, &e), GS_EUNAVAIL);
+    } else {
+      assert_true(res.value >= 0);
+    }
+  }
+}
+
 /* The trigger reaches the source as parsed: indices and window. */
 static void test_trigger_reaches_source(void **state) {
   (void)state;
@@ -1805,6 +1851,7 @@ int main(void) {
       cmocka_unit_test(test_select_engines_in_flight),
       cmocka_unit_test(test_get_spec),
       cmocka_unit_test(test_get_metrics_and_activity),
+      cmocka_unit_test(test_never_a_negative_value),
       cmocka_unit_test(test_trigger_reaches_source),
       cmocka_unit_test(test_metric_name_mismatch),
       cmocka_unit_test(test_source_errors_propagate),

@@ -554,6 +554,104 @@ static void test_scaling_modifiers(void **state) {
   run_free(&x);
 }
 
+/* fallback.behavior scalingModifiers (KEDA v2.20.0, its #7366/#7790; pkg/fallback/fallback.go
+ * GetMetricsWithFallback's placeholder, pkg/scaling/modifiers/formula.go): a gpuscale trigger that
+ * fails during an outage is an error up to failureThreshold, then nil in the formula. With
+ * "(util ?? 0)" the formula goes on over the healthy prometheus trigger (1 replica's worth at 5
+ * requests/s), where static fallback jumps to its 7 replicas; a formula that gives nil is
+ * fallback.replicas x target (scalingModifiersFallbackTarget): 7; arithmetic on nil is an
+ * expr-lang run-time error, so the composite fails and the HPA holds. KEDA's webhook refuses the
+ * behavior without a formula. */
+static void test_fallback_scaling_modifiers(void **state) {
+  (void)state;
+  char model[1024], so[4096], trig[2048], extra[1024];
+  snprintf(model, sizeof model, "%soutages:\n  - {from: 1000s, to: 1600s}\n", MODEL_UTIL);
+  snprintf(trig, sizeof trig,
+           "    - type: external\n      name: util\n      metadata:\n"
+           "        scalerAddress: gpuscale-gateway:6000\n        scope: workload\n"
+           "        metricType: gpu_utilization\n%s",
+           PROM_RPS);
+  static const struct {
+    const char *behavior, *formula, *target;
+    int during;
+  } cases[] = {
+      {"scalingModifiers", "max((util ?? 0) / 75, rps / 10)", "1", 1},
+      {"static", "max(util / 75, rps / 10)", "1", 7},
+      {"scalingModifiers", "util", "75", 7},
+      {"scalingModifiers", "util / 75 + rps * 0", "1", 1},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    snprintf(extra, sizeof extra,
+             "  fallback: {failureThreshold: 3, replicas: 7, behavior: %s}\n"
+             "  advanced:\n    scalingModifiers:\n      formula: \"%s\"\n      target: \"%s\"\n",
+             cases[i].behavior, cases[i].formula, cases[i].target);
+    so_text(so, sizeof so, 1, 20, extra, trig);
+    struct run x;
+    run_text(&x, model, so, NULL, "0,5\n3600,5\n");
+    assert_int_equal(x.rc, 0);
+    assert_int_equal((int)x.r.replicas[999], 1);
+    if ((int)x.r.replicas[1500] != cases[i].during)
+      fail_msg("%s / %s: %d replicas during the outage, want %d", cases[i].behavior,
+               cases[i].formula, (int)x.r.replicas[1500], cases[i].during);
+    run_free(&x);
+  }
+  /* the behavior needs a formula */
+  so_text(so, sizeof so, 1, 20,
+          "  fallback: {failureThreshold: 3, replicas: 7, behavior: scalingModifiers}\n", trig);
+  struct sim_scaledobject bad;
+  char err[512] = "";
+  assert_int_equal(sim_so_parse(so, strlen(so), "so.yaml", &bad, err, sizeof err), GS_EINVAL);
+  assert_non_null(strstr(err, "spec.fallback.behavior"));
+  assert_non_null(strstr(err, "scalingModifiers.formula"));
+  sim_so_free(&bad);
+}
+
+/* useCachedMetrics (KEDA scale_handler.go GetScaledObjectMetrics: the HPA's read takes the record
+ * the last poll stored): with pollingInterval 60 the HPA syncs at 1035..1065 see the 5 requests/s
+ * the poll at 1020 read, not the 40 that arrive at 1030, until the poll at 1080. A trigger that
+ * fails at every read (power_draw is not in the model) does not drop the healthy trigger's record:
+ * KEDA main keeps cached metric records of healthy triggers on scaler errors (its #8073; before,
+ * ClearScalersCache deleted every record and the HPA read the scaler live until the next poll).
+ * Without useCachedMetrics the HPA reads 40 at 1035. cpu cannot use the cache (KEDA refuses). */
+static void test_cached_metrics(void **state) {
+  (void)state;
+  static const char *failing =
+      "    - type: external\n      metadata:\n"
+      "        scalerAddress: gpuscale-gateway:6000\n        scope: workload\n"
+      "        metricType: power_draw\n        targetValue: \"100\"\n";
+  const char *csv = "0,5\n1029,5\n1030,40\n3600,40\n";
+  for (int cached = 0; cached < 2; cached++) {
+    char trig[2048], so[4096];
+    snprintf(trig, sizeof trig,
+             "%s    - type: prometheus\n      name: rps\n%s      metadata:\n"
+             "        query: sum(rate(http_requests_total[1m]))\n        threshold: \"10\"\n",
+             failing, cached ? "      useCachedMetrics: true\n" : "");
+    so_text(so, sizeof so, 1, 20, "  pollingInterval: 60\n", trig);
+    struct run x;
+    run_text(&x, MODEL_UTIL, so, NULL, csv);
+    assert_int_equal(x.rc, 0);
+    assert_true(isnan(x.r.value[0][1035])); /* the failing trigger: no value */
+    if (cached) {
+      for (int t = 1035; t <= 1065; t += 15)
+        if (x.r.value[1][t] != 5)
+          fail_msg("cached: the HPA read %g at %d, want the poll's 5", x.r.value[1][t], t);
+    } else {
+      assert_true(x.r.value[1][1035] == 40);
+    }
+    assert_true(x.r.value[1][1080] == 40);
+    run_free(&x);
+  }
+  char so[2048];
+  so_text(so, sizeof so, 1, 20, "",
+          "    - type: cpu\n      metricType: Utilization\n      useCachedMetrics: true\n"
+          "      metadata: {value: \"60\"}\n");
+  struct sim_scaledobject bad;
+  char err[512] = "";
+  assert_int_equal(sim_so_parse(so, strlen(so), "so.yaml", &bad, err, sizeof err), GS_EINVAL);
+  assert_non_null(strstr(err, "useCachedMetrics"));
+  sim_so_free(&bad);
+}
+
 static const char *MODEL_HTTP = "name: web\n"
                                 "capacity: 10\n"
                                 "startup: 60s\n"
@@ -888,6 +986,8 @@ int main(void) {
       cmocka_unit_test(test_timeslice_counting),
       cmocka_unit_test(test_scale_to_zero),
       cmocka_unit_test(test_fallback_outage),
+      cmocka_unit_test(test_fallback_scaling_modifiers),
+      cmocka_unit_test(test_cached_metrics),
       cmocka_unit_test(test_selectors),
       cmocka_unit_test(test_policy_refusal),
       cmocka_unit_test(test_floor),

@@ -6,6 +6,7 @@
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
@@ -57,7 +58,7 @@ static void test_values(void **state) {
 
 /* What is not in the subset, or not valid expr-lang, is refused with the column and the
  * problem: unknown names (KEDA's webhook compiles the formula against the trigger names),
- * '??' (fallback behaviour scalingModifiers), '**', strings, a condition as the result (KEDA
+ * '**', strings, a condition as the result (KEDA
  * casts the result with float()), arithmetic on a condition. */
 static void test_refused(void **state) {
   (void)state;
@@ -65,7 +66,7 @@ static void test_refused(void **state) {
     const char *f, *want;
   } cases[] = {
       {"trig_one + trig_three", "unknown name \"trig_three\""},
-      {"trig_one ?? 1", "'?\?'"},
+      {"trig_one ?? (trig_two > 1)", "?? needs numbers"},
       {"trig_one ** 2", "'**'"},
       {"\"a\" + trig_one", "unexpected '\"'"},
       {"trig_one > 2", "a condition, not a number"},
@@ -99,11 +100,58 @@ static void test_not_finite(void **state) {
   assert_true(f.used == 5); /* names 0 and 2 */
 }
 
+/* nil (KEDA v2.20.0's fallback.behavior scalingModifiers, its #7366/#7790: a trigger past
+ * failureThreshold is nil in the formula, pkg/scaling/modifiers/formula.go
+ * scalingModifierTriggerValue) passes through '??' (expr-lang's coalescing, precedence 500 in
+ * parser/operator/operator.go: tighter than unary minus and '*') and == / !=; arithmetic,
+ * comparisons and functions on nil are run-time errors; a nil result is reported as such (KEDA
+ * then uses fallback.replicas x target). */
+static void test_nil(void **state) {
+  (void)state;
+  static const struct {
+    const char *f;
+    unsigned long long nils;
+    int rc;
+    bool is_nil;
+    double want;
+  } cases[] = {
+      {"trig_one ?? 7", 0, 0, false, 4},
+      {"trig_one ?? 7", 1, 0, false, 7},
+      {"trig_one ?? trig_two ?? 3", 3, 0, false, 3},
+      {"trig_one ?? trig_two ?? 3", 1, 0, false, 10},
+      {"trig_one ?? trig_two", 3, 0, true, 0},
+      {"trig_one", 1, 0, true, 0},
+      {"-trig_one ?? 2", 1, 0, false, -2}, /* -(trig_one ?? 2): ?? binds tighter */
+      {"2 * trig_one ?? 5", 1, 0, false, 10},
+      {"(trig_one ?? 0) + trig_two", 1, 0, false, 10},
+      {"trig_one + trig_two", 1, GS_EINVAL, false, 0},
+      {"trig_one > 1 ? 1 : 2", 1, GS_EINVAL, false, 0},
+      {"max(trig_one, 1)", 1, GS_EINVAL, false, 0},
+      {"trig_one == trig_two ? 1 : 2", 3, 0, false, 1}, /* nil == nil */
+      {"trig_one != 4 ? 1 : 2", 1, 0, false, 1},
+      {"queue > 0 ? trig_one : trig_two", 1, 0, false, 10}, /* nil only on the path taken */
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    struct sim_formula f;
+    char err[512] = "";
+    if (sim_formula_parse(cases[i].f, NAMES, 3, &f, err, sizeof err) != 0)
+      fail_msg("\"%s\": %s", cases[i].f, err);
+    double v = NAN;
+    bool is_nil = false;
+    int rc = sim_formula_eval_nil(&f, VALS, cases[i].nils, &v, &is_nil);
+    if (rc != cases[i].rc || is_nil != cases[i].is_nil ||
+        (!rc && !is_nil && fabs(v - cases[i].want) > 1e-12))
+      fail_msg("\"%s\" nils %llx: rc %d nil %d value %g, want rc %d nil %d value %g", cases[i].f,
+               cases[i].nils, rc, is_nil, v, cases[i].rc, cases[i].is_nil, cases[i].want);
+  }
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_values),
       cmocka_unit_test(test_refused),
       cmocka_unit_test(test_not_finite),
+      cmocka_unit_test(test_nil),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -106,6 +106,29 @@ static void test_fallback_after_threshold(void **state) {
   assert_int_equal(sim_keda_metric(&nf, &f, false, 0, 75, false, 2, 2, &v, &fell), -1);
 }
 
+/* FB v2.20.0 behavior scalingModifiers (its #7790): errors up to failureThreshold, then no error
+ * but the placeholder that the formula reads as nil (SIM_KEDA_NIL), never fallback replicas of
+ * its own; a success resets the count (UpdateHealthStatus happy). */
+static void test_fallback_scaling_modifiers_nil(void **state) {
+  (void)state;
+  struct sim_keda k = keda(1, 10);
+  k.has_fallback = true;
+  k.failure_threshold = 2;
+  k.fallback_replicas = 6;
+  k.fallback_behavior = SIM_FALLBACK_MODIFIERS;
+  struct sim_fallback f = {0};
+  double v = -7;
+  bool fell = true;
+  for (int i = 1; i <= 2; i++)
+    assert_int_equal(sim_keda_metric(&k, &f, false, 0, 75, false, 2, 2, &v, &fell), -1);
+  assert_int_equal(sim_keda_metric(&k, &f, false, 0, 75, false, 2, 2, &v, &fell), SIM_KEDA_NIL);
+  assert_false(fell);
+  assert_int_equal(sim_keda_metric(&k, &f, false, 0, 75, true, 2, 0, &v, &fell), SIM_KEDA_NIL);
+  assert_int_equal(sim_keda_metric(&k, &f, true, 30, 75, false, 2, 2, &v, &fell), 0);
+  assert_true(v == 30);
+  assert_int_equal(f.failures, 0);
+}
+
 /* FB doFallback: for metricType Value the replicas are divided by the ready pods (the HPA
  * multiplies them back); with no ready pod the fallback fails. */
 static void test_fallback_value(void **state) {
@@ -188,6 +211,7 @@ int main(void) {
       cmocka_unit_test(test_cooldown_only_to_zero),
       cmocka_unit_test(test_errors),
       cmocka_unit_test(test_fallback_after_threshold),
+      cmocka_unit_test(test_fallback_scaling_modifiers_nil),
       cmocka_unit_test(test_fallback_value),
       cmocka_unit_test(test_fallback_behaviors),
       cmocka_unit_test(test_hpa_min),

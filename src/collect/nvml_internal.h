@@ -1,0 +1,182 @@
+/* The NVML collector's parts (nvml.c: library, devices, sample; nvml_read.c, nvml_fields.c,
+ * nvml_gpm.c: the readings; nvml_mig.c: MIG devices; nvml_xid.c: XID events) share these. Not
+ * for use outside src/collect/nvml*.c. */
+#ifndef GPUSCALE_COLLECT_NVML_INTERNAL_H
+#define GPUSCALE_COLLECT_NVML_INTERNAL_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "collect/collector.h"
+#include "collect/nvml_abi.h"
+#include "core/log.h"
+
+#define NVML_BUF 96 /* NVML_DEVICE_NAME_V2_BUFFER_SIZE, also enough for UUIDs (80) */
+
+#define NVML_DRIVER_BUF 80
+
+#define NVML_MAX_GPUS 1024 /* sanity cap on nvmlDeviceGetCount */
+
+#define NVML_RETRY_MAX_MS (5 * 60 * 1000) /* longest wait between identification tries */
+
+#define NVML_HINT "to try gpuscale without a GPU, run: gpuscale agent --collector mock"
+
+#define NVML_LOG "nvml"
+
+/* Every call by number, in NVML_SYMBOLS order: the error counters are indexed by it. */
+enum nvml_call {
+#define NVML_CALL_ID(field, name, fallback, required, cap) NVML_CALL_##field,
+  NVML_SYMBOLS(NVML_CALL_ID)
+#undef NVML_CALL_ID
+      NVML_NCALLS
+};
+
+/* Error counter slots: the codes counted by name (nvml.c's code_names), UNKNOWN and OTHER. */
+enum { NVML_NAMED_CODES = 30, NVML_SLOT_UNKNOWN = NVML_NAMED_CODES, NVML_SLOT_OTHER, NVML_NSLOTS };
+
+struct nvml_dev {
+  struct gpu_info info;
+  struct nvml_device *handle; /* NULL when no handle was had */
+  unsigned nvml_index;        /* of the whole GPU (the parent for a MIG instance) */
+  bool mig_enabled;           /* whole GPU in MIG mode: its instances follow in the list */
+  bool mem_v1;                /* _v2 memory call refused on this device: use the v1 call */
+  bool temp_legacy;           /* nvmlDeviceGetTemperatureV refused: nvmlDeviceGetTemperature */
+  int down_rc;                /* GS_ELOST or GS_EIO: out of service (reason in down) */
+  char down[160];             /* non-empty: lost or not identified; every sample fails */
+  /* Identification retries of a device down with GS_EIO (see retry_identity). */
+  bool no_retry;            /* lost, or a MIG parent: a retry cannot bring it back */
+  uint64_t calls;           /* sample() calls on it so far */
+  uint64_t next_try;        /* the call on which identification is tried again */
+  uint64_t wait;            /* calls between tries: doubles from 1, capped at NVML_RETRY_MAX_MS */
+  int64_t prev_call_ms;     /* monotonic time of the previous sample() call (the interval) */
+  struct gpu_info *at_open; /* what info() shows until identified (the live copy changes) */
+  _Atomic(const struct gpu_info *) shown;    /* what info() returns; NULL: &info */
+  atomic_bool serving;                       /* identified: processes() may use handle */
+  struct log_complain complain[NVML_NCALLS]; /* a field call failing sample after sample */
+  /* NVLink throughput counters (KiB) of the previous sample, for the rates. */
+  struct nvml_counter_prev {
+    bool ok;
+    unsigned long long kib;
+    long long us; /* its timestamp, microseconds since 1970 */
+  } nvl_tx, nvl_rx;
+  /* GPM: -1 not supported, 0 not asked yet, 1 supported; gpm[0] holds the previous sample when
+   * gpm_prev, gpm[1] is read next. */
+  int gpm_state;
+  bool gpm_prev;
+  struct nvml_gpm_sample *gpm[2];
+};
+
+/* The last XID of a whole GPU, written by the event thread (under xid_lock). */
+struct nvml_xid {
+  bool seen;
+  unsigned long long code;
+};
+
+/* A whole GPU registered for XID events: its handle (a copy, the thread's own) and index. */
+struct nvml_xid_watch {
+  struct nvml_device *handle;
+  size_t dev;
+};
+
+struct nvml_ctx {
+  struct collector base; /* first member: struct collector * casts to struct nvml_ctx * */
+  void *lib;
+  bool initialised;
+  struct nvml_api api;
+  struct nvml_dev *devs;
+  size_t ndevs, cap;
+  char driver[NVML_DRIVER_BUF];
+  /* Failed calls by call and code (sampler thread writes, /metrics reads). */
+  atomic_uint_fast64_t errors[NVML_NCALLS][NVML_NSLOTS];
+  /* XID events: an event set waited on by a thread of its own (xid_main). */
+  struct nvml_event_set *evset;
+  struct nvml_xid_watch *watch;
+  size_t nwatch;
+  struct nvml_xid *xid; /* ndevs entries, under xid_lock */
+  pthread_mutex_t xid_lock;
+  pthread_cond_t xid_cond; /* signalled at close */
+  bool xid_stop;           /* under xid_lock */
+  bool xid_thread_on;
+  pthread_t xid_thread;
+  struct log_complain xid_complain;
+};
+
+/* One sample in progress: the device, how many calls failed, and the first failure's text. */
+struct nvml_read {
+  struct nvml_ctx *n;
+  struct nvml_dev *d;
+  struct gpu_sample *out; /* failed bits are set here */
+  char *err;
+  size_t errlen;
+  unsigned failed; /* field calls that failed with an error this time */
+};
+
+/* nvml.c: names, errors, identity. */
+extern const char *const nvml_call_names[NVML_NCALLS]; /* NVML function name of each call */
+/* The error counter slot of an NVML return code, and its name. */
+size_t nvml_code_slot(int rc);
+const char *nvml_slot_name(size_t slot);
+/* nvmlErrorString of rc, never NULL. */
+const char *nvml_errstr(const struct nvml_ctx *n, int rc);
+/* GPU_IS_LOST or RESET_REQUIRED: the GPU is gone until reset. */
+static inline bool nvml_is_lost(int rc) {
+  return rc == NVML_ERROR_GPU_IS_LOST || rc == NVML_ERROR_RESET_REQUIRED;
+}
+/* Writes a formatted open() failure followed by the mock hint into err, and returns code. */
+__attribute__((format(printf, 4, 5))) int nvml_open_fail(int code, char *err, size_t errlen,
+                                                         const char *fmt, ...);
+/* Copies an NVML string buffer, which may lack its NUL, into dst (always terminated). */
+void nvml_copy_str(char *dst, size_t dstlen, const char *src, size_t srclen);
+/* Appends a zeroed device (indices -1) to n->devs; NULL when out of memory (may move the array). */
+struct nvml_dev *nvml_add_dev(struct nvml_ctx *n);
+/* Counts one failed call by call and code. */
+void nvml_count_error(struct nvml_ctx *n, enum nvml_call call, int rc);
+/* Takes d out of service after an identifying call failed (lost: for good); `why` is appended. */
+void nvml_mark_down(struct nvml_ctx *n, struct nvml_dev *d, enum nvml_call call, int rc,
+                    const char *why);
+/* Reads UUID and name of d->handle; a failure marks d down. */
+void nvml_read_identity(struct nvml_ctx *n, struct nvml_dev *d);
+/* A descriptive fact failed: true (and d down) when lost; otherwise counted unless NOT_SUPPORTED.
+ */
+bool nvml_fact_fail(struct nvml_ctx *n, struct nvml_dev *d, enum nvml_call call, int rc,
+                    const char *unknown);
+
+/* nvml_mig.c */
+/* The profile ("1g.10gb") in a MIG device name; false when it has none. */
+bool nvml_profile_from_name(const char *name, char *out, size_t outlen);
+/* Lists the MIG devices of GPU `parent` after every whole GPU. 0 or GS_ENOMEM (err written). */
+int nvml_add_mig_instances(struct nvml_ctx *n, size_t parent, char *err, size_t errlen);
+/* Identifies again a MIG device that was out of service (d->down set again on failure). */
+void nvml_reidentify_mig(struct nvml_ctx *n, struct nvml_dev *d);
+
+/* nvml_xid.c */
+/* Registers every whole GPU in service for XID events (nothing when NVML cannot). */
+void nvml_xid_register(struct nvml_ctx *n);
+/* Starts the XID thread when GPUs were registered; nvml_xid_close stops it and frees the set. */
+void nvml_xid_start(struct nvml_ctx *n);
+void nvml_xid_close(struct nvml_ctx *n);
+/* Sets GF_XID_LAST of whole GPU i when an XID was seen. */
+void nvml_read_xid(struct nvml_ctx *n, size_t i, struct gpu_sample *out);
+
+/* nvml_read.c: each returns true when the GPU is lost (reading stops). */
+/* A field call answered: clears a complaint about it. */
+void nvml_read_ok(struct nvml_read *r, enum nvml_call call);
+/* A field call failed: `bits` absent (NOT_SUPPORTED, also_absent) or failed and counted; true when
+ * lost. nvml_read_fail does it for every field of the call. */
+bool nvml_read_fail_bits(struct nvml_read *r, enum nvml_call call, int rc, int also_absent,
+                         uint64_t bits);
+bool nvml_read_fail(struct nvml_read *r, enum nvml_call call, int rc, int also_absent);
+bool nvml_read_memory(struct nvml_read *r, struct nvml_dev *d, struct gpu_sample *out);
+bool nvml_read_physical(struct nvml_read *r, struct nvml_dev *d, struct gpu_sample *out);
+bool nvml_read_card(struct nvml_read *r, struct nvml_dev *d, struct gpu_sample *out);
+
+/* nvml_fields.c */
+bool nvml_read_field_values(struct nvml_read *r, struct nvml_dev *d, struct gpu_sample *out);
+
+/* nvml_gpm.c */
+bool nvml_read_gpm(struct nvml_read *r, struct nvml_dev *d, struct gpu_sample *out);
+
+#endif
