@@ -81,6 +81,17 @@ static void not_serving_note(struct scaler_selection *sel, const char *fmt, ...)
     snprintf(sel->not_serving_notes + used, cap - used, "%s%s", sep, note);
 }
 
+/* An error message cut at the size of e->msg on purpose: its lists of missing GPUs and pods can
+ * outgrow any bound, and their first entries are the ones kept. */
+static void error_msg(struct scaler_error *e, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+static void error_msg(struct scaler_error *e, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(e->msg, sizeof e->msg, fmt, ap);
+  va_end(ap);
+}
+
 /* sel->missing, followed by "; ... and N more" when notes were left out. */
 static void missing_text(const struct scaler_selection *sel, char *out, size_t len) {
   if (sel->missing_cut)
@@ -482,18 +493,18 @@ static int coverage_error(const struct trigger *t, const struct scaler_selection
              sel->not_serving, sel->not_serving_notes);
   }
   if (why == COV_NOTHING)
-    snprintf(e->msg, sizeof e->msg,
-             "no fresh %s reading to answer from (%s); UNAVAILABLE whatever allowPartial or "
-             "minCoverage say, as there is nothing to aggregate: %s",
-             trigger_metric_label(t), counts, missing);
+    error_msg(e,
+              "no fresh %s reading to answer from (%s); UNAVAILABLE whatever allowPartial or "
+              "minCoverage say, as there is nothing to aggregate: %s",
+              trigger_metric_label(t), counts, missing);
   else if (why == COV_BELOW)
-    snprintf(e->msg, sizeof e->msg, "coverage %.0f%% (%s) is below minCoverage %g: %s",
-             out->coverage * 100, counts, t->min_coverage, missing);
+    error_msg(e, "coverage %.0f%% (%s) is below minCoverage %g: %s", out->coverage * 100, counts,
+              t->min_coverage, missing);
   else
-    snprintf(e->msg, sizeof e->msg,
-             "%s; refusing a partial value (coverage %.0f%%; set allowPartial: \"true\" or "
-             "minCoverage to aggregate what is there): %s",
-             counts, out->coverage * 100, missing);
+    error_msg(e,
+              "%s; refusing a partial value (coverage %.0f%%; set allowPartial: \"true\" or "
+              "minCoverage to aggregate what is there): %s",
+              counts, out->coverage * 100, missing);
   return e->code;
 }
 
