@@ -172,6 +172,8 @@ bool nvml_read_fail(struct nvml_read *r, enum nvml_call call, int rc, int also_a
 bool nvml_read_memory(struct nvml_read *r, struct nvml_dev *d, struct gpu_sample *out);
 bool nvml_read_physical(struct nvml_read *r, struct nvml_dev *d, struct gpu_sample *out);
 bool nvml_read_card(struct nvml_read *r, struct nvml_dev *d, struct gpu_sample *out);
+/* Power management and enforced limits, fabric health (dcgm-exporter's opt-in #720 series). */
+bool nvml_read_limits(struct nvml_read *r, struct nvml_dev *d, struct gpu_sample *out);
 
 /* nvml_fields.c */
 bool nvml_read_field_values(struct nvml_read *r, struct nvml_dev *d, struct gpu_sample *out);
