@@ -168,3 +168,23 @@ def test_dcgm_default_file_with_the_rows_uncommented(tmp_path, procs):
     for n in NEW + ["DCGM_FI_DEV_GPU_UTIL", "DCGM_FI_DEV_POWER_USAGE", "DCGM_FI_DEV_FB_USED"]:
         assert n in got, n
     assert "not written" not in a.log()
+
+
+def test_mock_scenario_serves_them(agents, tmp_path):
+    """The mock collector takes the four as scenario keys (docs/scenarios.md), so the series can be
+    tried without a GPU; the same counters file turns them on, the GPU without them has no line."""
+    sc = helpers.Scenario([
+        {"model": "NVIDIA H100 80GB HBM3", "memory_total_mib": 81559, "gpu_utilization": 10,
+         "power_limit": 700, "enforced_power_limit": 650.5, "fabric_health_mask": HEALTHY_MASK,
+         "fabric_health_summary": 3},
+        {"model": "NVIDIA L4", "memory_total_mib": 23034, "gpu_utilization": 20},
+    ])
+    csv = tmp_path / "counters.csv"
+    csv.write_text(USER_CSV)
+    a = agents(sc, ["--collectors", str(csv)])
+    got = series(a.http_get("/metrics")[1])
+    assert list(got["DCGM_FI_DEV_POWER_MGMT_LIMIT"][2].values()) == [700]
+    assert list(got["DCGM_FI_DEV_ENFORCED_POWER_LIMIT"][2].values()) == [650.5]
+    assert list(got["DCGM_FI_DEV_FABRIC_HEALTH_MASK"][2].values()) == [HEALTHY_MASK]
+    # NVML_GPU_FABRIC_HEALTH_SUMMARY_LIMITED_CAPACITY
+    assert list(got["DCGM_FI_DEV_FABRIC_HEALTH_SUMMARY"][2].values()) == [3]
