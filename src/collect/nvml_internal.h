@@ -44,6 +44,7 @@ struct nvml_dev {
   bool mig_enabled;           /* whole GPU in MIG mode: its instances follow in the list */
   bool mem_v1;                /* _v2 memory call refused on this device: use the v1 call */
   bool temp_legacy;           /* nvmlDeviceGetTemperatureV refused: nvmlDeviceGetTemperature */
+  bool fabric_v2;             /* nvmlGpuFabricInfo_v3 refused (older driver): ask _v2 */
   int down_rc;                /* GS_ELOST or GS_EIO: out of service (reason in down) */
   char down[160];             /* non-empty: lost or not identified; every sample fails */
   /* Identification retries of a device down with GS_EIO (see retry_identity). */

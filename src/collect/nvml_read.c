@@ -301,15 +301,15 @@ bool nvml_read_limits(struct nvml_read *r, struct nvml_dev *d, struct gpu_sample
     return false;
   struct nvml_fabric_info fi;
   memset(&fi, 0, sizeof fi);
-  fi.version = NVML_FABRIC_INFO_V3_VERSION;
+  fi.version = d->fabric_v2 ? NVML_FABRIC_INFO_V2_VERSION : NVML_FABRIC_INFO_V3_VERSION;
   int rc = a->get_fabric_info(d->handle, &fi);
-  bool v3 = true;
-  if (rc == NVML_ERROR_ARGUMENT_VERSION_MISMATCH) {
+  if (rc == NVML_ERROR_ARGUMENT_VERSION_MISMATCH && !d->fabric_v2) {
+    d->fabric_v2 = true; /* remembered: the driver will not learn _v3 while we run */
     memset(&fi, 0, sizeof fi);
     fi.version = NVML_FABRIC_INFO_V2_VERSION;
     rc = a->get_fabric_info(d->handle, &fi);
-    v3 = false;
   }
+  bool v3 = !d->fabric_v2;
   if (rc != NVML_SUCCESS)
     return nvml_read_fail(r, NVML_CALL_get_fabric_info, rc, 0);
   nvml_read_ok(r, NVML_CALL_get_fabric_info);
