@@ -566,7 +566,7 @@ static int nvml_sample(struct collector *c, size_t i, struct gpu_sample *out, ch
   if (nvml_read_memory(&r, d, out))
     goto lost;
   if (!d->info.mig && (nvml_read_physical(&r, d, out) || nvml_read_card(&r, d, out) ||
-                       nvml_read_field_values(&r, d, out)))
+                       nvml_read_limits(&r, d, out) || nvml_read_field_values(&r, d, out)))
     goto lost;
   if (nvml_read_gpm(&r, d, out))
     goto lost;

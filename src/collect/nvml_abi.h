@@ -213,6 +213,24 @@ _Static_assert(offsetof(struct nvml_temperature, temperature) == 8,
 
 /* GPM: nvmlGpmSample_t is struct nvml_gpm_sample *; nvmlGpmSupport_t, nvmlGpmMetric_t and
  * nvmlGpmMetricsGet_t. */
+/* nvmlGpuFabricInfo_v3_t (nvml.h 13.0); _v2 is the same 36 bytes without healthSummary. */
+struct nvml_fabric_info {
+  unsigned version;
+  unsigned char cluster_uuid[16]; /* NVML_GPU_FABRIC_UUID_LEN */
+  int status;                     /* nvmlReturn_t of the probe */
+  unsigned clique_id;
+  unsigned char state;          /* nvmlGpuFabricState_t */
+  unsigned health_mask;         /* NVML_GPU_FABRIC_HEALTH_MASK_* fields */
+  unsigned char health_summary; /* NVML_GPU_FABRIC_HEALTH_SUMMARY_* (v3 only) */
+};
+#define NVML_FABRIC_INFO_V2_VERSION 0x02000024u /* NVML_STRUCT_VERSION(GpuFabricInfo, 2) */
+#define NVML_FABRIC_INFO_V3_VERSION 0x03000028u /* NVML_STRUCT_VERSION(GpuFabricInfo, 3) */
+_Static_assert(offsetof(struct nvml_fabric_info, health_mask) == 32,
+               "nvmlGpuFabricInfo_v2_t.healthMask at offset 32");
+_Static_assert(offsetof(struct nvml_fabric_info, health_summary) == 36,
+               "nvmlGpuFabricInfo_v3_t.healthSummary at offset 36");
+_Static_assert(sizeof(struct nvml_fabric_info) == 40, "nvmlGpuFabricInfo_v3_t is 40 bytes");
+
 struct nvml_gpm_sample;
 
 struct nvml_gpm_support {
@@ -285,6 +303,9 @@ struct nvml_api {
   int (*gpm_sample_get)(struct nvml_device *, struct nvml_gpm_sample *);
   int (*gpm_mig_sample_get)(struct nvml_device *, unsigned, struct nvml_gpm_sample *);
   int (*gpm_metrics_get)(struct nvml_gpm_metrics_get *);
+  int (*get_power_limit)(struct nvml_device *, unsigned *);    /* mW */
+  int (*get_enforced_limit)(struct nvml_device *, unsigned *); /* mW */
+  int (*get_fabric_info)(struct nvml_device *, struct nvml_fabric_info *);
 };
 
 _Static_assert(sizeof(void *) == sizeof(void (*)(void)), "dlsym result fits a function pointer");
@@ -333,6 +354,9 @@ _Static_assert(sizeof(void *) == sizeof(void (*)(void)), "dlsym result fits a fu
   X(gpm_sample_get, "nvmlGpmSampleGet", NULL, false, 0)                                            \
   X(gpm_mig_sample_get, "nvmlGpmMigSampleGet", NULL, false, 0)                                     \
   X(gpm_metrics_get, "nvmlGpmMetricsGet", NULL, false, 0)                                          \
-  X(get_running_procs, "nvmlDeviceGetComputeRunningProcesses_v3", NULL, false, 0)
+  X(get_running_procs, "nvmlDeviceGetComputeRunningProcesses_v3", NULL, false, 0)                  \
+  X(get_power_limit, "nvmlDeviceGetPowerManagementLimit", NULL, false, 0)                          \
+  X(get_enforced_limit, "nvmlDeviceGetEnforcedPowerLimit", NULL, false, 0)                         \
+  X(get_fabric_info, "nvmlDeviceGetGpuFabricInfoV", NULL, false, 0)
 
 #endif

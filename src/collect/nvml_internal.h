@@ -44,6 +44,7 @@ struct nvml_dev {
   bool mig_enabled;           /* whole GPU in MIG mode: its instances follow in the list */
   bool mem_v1;                /* _v2 memory call refused on this device: use the v1 call */
   bool temp_legacy;           /* nvmlDeviceGetTemperatureV refused: nvmlDeviceGetTemperature */
+  bool fabric_v2;             /* nvmlGpuFabricInfo_v3 refused (older driver): ask _v2 */
   int down_rc;                /* GS_ELOST or GS_EIO: out of service (reason in down) */
   char down[160];             /* non-empty: lost or not identified; every sample fails */
   /* Identification retries of a device down with GS_EIO (see retry_identity). */
@@ -172,6 +173,8 @@ bool nvml_read_fail(struct nvml_read *r, enum nvml_call call, int rc, int also_a
 bool nvml_read_memory(struct nvml_read *r, struct nvml_dev *d, struct gpu_sample *out);
 bool nvml_read_physical(struct nvml_read *r, struct nvml_dev *d, struct gpu_sample *out);
 bool nvml_read_card(struct nvml_read *r, struct nvml_dev *d, struct gpu_sample *out);
+/* Power management and enforced limits, fabric health (dcgm-exporter's opt-in #720 series). */
+bool nvml_read_limits(struct nvml_read *r, struct nvml_dev *d, struct gpu_sample *out);
 
 /* nvml_fields.c */
 bool nvml_read_field_values(struct nvml_read *r, struct nvml_dev *d, struct gpu_sample *out);

@@ -44,6 +44,10 @@ static uint64_t call_field_bits(enum nvml_call call) {
     return GF_BIT(GF_MEM_TEMP_C) | GF_BIT(GF_NVLINK_BW_TOTAL) | GF_BIT(GF_NVLINK_TX_MBPS) |
            GF_BIT(GF_NVLINK_RX_MBPS);
   case NVML_CALL_get_license: return GF_BIT(GF_VGPU_LICENSE);
+  case NVML_CALL_get_power_limit: return GF_BIT(GF_POWER_LIMIT_W);
+  case NVML_CALL_get_enforced_limit: return GF_BIT(GF_ENFORCED_LIMIT_W);
+  case NVML_CALL_get_fabric_info:
+    return GF_BIT(GF_FABRIC_HEALTH_MASK) | GF_BIT(GF_FABRIC_HEALTH_SUMMARY);
   case NVML_CALL_gpm_query_support:
   case NVML_CALL_gpm_sample_alloc:
   case NVML_CALL_gpm_sample_get:
@@ -262,5 +266,55 @@ bool nvml_read_card(struct nvml_read *r, struct nvml_dev *d, struct gpu_sample *
       return true;
     }
   }
+  return false;
+}
+
+/* A power limit call (mW) into field f in W, as DCGM's DCGM_FI_DEV_POWER_MGMT_LIMIT and
+ * DCGM_FI_DEV_ENFORCED_POWER_LIMIT (doubles, W). Returns true when lost. */
+static bool read_limit(struct nvml_read *r, enum nvml_call call, int rc, const unsigned *mw,
+                       enum gpu_field f) {
+  if (rc == NVML_SUCCESS) { /* *mw read here, after the call that filled it */
+    nvml_read_ok(r, call);
+    sample_set(r->out, f, (double)*mw / 1000.0);
+    return false;
+  }
+  return nvml_read_fail_bits(r, call, rc, 0, GF_BIT(f));
+}
+
+/* dcgm-exporter's opt-in series of its #720: the power management and enforced power limits, and
+ * the NVLink fabric health mask and summary (nvmlDeviceGetGpuFabricInfoV: _v3 first; a driver
+ * that knows only _v2 answers ARGUMENT_VERSION_MISMATCH and gives the mask alone). Each call is
+ * optional; NOT_SUPPORTED (no fabric, pre-Hopper) leaves its fields absent. Returns true when the
+ * GPU is lost. */
+bool nvml_read_limits(struct nvml_read *r, struct nvml_dev *d, struct gpu_sample *out) {
+  const struct nvml_api *a = &r->n->api;
+  unsigned mw = 0;
+  if (a->get_power_limit && read_limit(r, NVML_CALL_get_power_limit,
+                                       a->get_power_limit(d->handle, &mw), &mw, GF_POWER_LIMIT_W))
+    return true;
+  mw = 0;
+  if (a->get_enforced_limit &&
+      read_limit(r, NVML_CALL_get_enforced_limit, a->get_enforced_limit(d->handle, &mw), &mw,
+                 GF_ENFORCED_LIMIT_W))
+    return true;
+  if (!a->get_fabric_info)
+    return false;
+  struct nvml_fabric_info fi;
+  memset(&fi, 0, sizeof fi);
+  fi.version = d->fabric_v2 ? NVML_FABRIC_INFO_V2_VERSION : NVML_FABRIC_INFO_V3_VERSION;
+  int rc = a->get_fabric_info(d->handle, &fi);
+  if (rc == NVML_ERROR_ARGUMENT_VERSION_MISMATCH && !d->fabric_v2) {
+    d->fabric_v2 = true; /* remembered: the driver will not learn _v3 while we run */
+    memset(&fi, 0, sizeof fi);
+    fi.version = NVML_FABRIC_INFO_V2_VERSION;
+    rc = a->get_fabric_info(d->handle, &fi);
+  }
+  bool v3 = !d->fabric_v2;
+  if (rc != NVML_SUCCESS)
+    return nvml_read_fail(r, NVML_CALL_get_fabric_info, rc, 0);
+  nvml_read_ok(r, NVML_CALL_get_fabric_info);
+  sample_set(out, GF_FABRIC_HEALTH_MASK, (double)fi.health_mask);
+  if (v3)
+    sample_set(out, GF_FABRIC_HEALTH_SUMMARY, (double)fi.health_summary);
   return false;
 }

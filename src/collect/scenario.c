@@ -193,6 +193,13 @@ static const struct metric_def metric_defs[] = {
     {"pcie_rx_kbps", GF_PCIE_RX_KBPS, 0, VALUE_MAX, "a number >= 0 (KB/s)", ROUND_INT, 0},
     {"nvlink_tx_mbps", GF_NVLINK_TX_MBPS, 0, VALUE_MAX, "a number >= 0 (MB/s)", ROUND_NONE, 0},
     {"nvlink_rx_mbps", GF_NVLINK_RX_MBPS, 0, VALUE_MAX, "a number >= 0 (MB/s)", ROUND_NONE, 0},
+    {"power_limit", GF_POWER_LIMIT_W, 0, VALUE_MAX, "a number >= 0 (watts)", ROUND_MILLI, 0},
+    {"enforced_power_limit", GF_ENFORCED_LIMIT_W, 0, VALUE_MAX, "a number >= 0 (watts)",
+     ROUND_MILLI, 0},
+    {"fabric_health_mask", GF_FABRIC_HEALTH_MASK, 0, 4294967295.0,
+     "a number from 0 to 4294967295 (NVML's healthMask)", ROUND_INT, 0},
+    {"fabric_health_summary", GF_FABRIC_HEALTH_SUMMARY, 0, 3,
+     "0 to 3 (NVML_GPU_FABRIC_HEALTH_SUMMARY_*)", ROUND_INT, 0},
 };
 #define N_METRICS (sizeof metric_defs / sizeof metric_defs[0])
 
@@ -203,7 +210,8 @@ static const struct metric_def metric_defs[] = {
   "nvlink_bandwidth_total, remapped_rows_correctable, remapped_rows_uncorrectable, "               \
   "row_remap_failure, vgpu_license_status, gr_engine_active, sm_active, sm_occupancy, "            \
   "tensor_active, dram_active, prof_pcie_tx_bytes, prof_pcie_rx_bytes, pcie_tx_kbps, "             \
-  "pcie_rx_kbps, nvlink_tx_mbps, nvlink_rx_mbps"
+  "pcie_rx_kbps, nvlink_tx_mbps, nvlink_rx_mbps, power_limit, enforced_power_limit, "              \
+  "fabric_health_mask, fabric_health_summary"
 #define MIG_METRIC_KEYS                                                                            \
   "memory_used_mib, memory_reserved_mib, gr_engine_active, sm_active, sm_occupancy, "              \
   "tensor_active, dram_active, prof_pcie_tx_bytes, prof_pcie_rx_bytes"

@@ -39,6 +39,10 @@ static const char *const field_names[GF__COUNT] = {
     [GF_PCIE_RX_KBPS] = "pcie_rx_kbps",
     [GF_NVLINK_TX_MBPS] = "nvlink_tx_mbps",
     [GF_NVLINK_RX_MBPS] = "nvlink_rx_mbps",
+    [GF_POWER_LIMIT_W] = "power_limit",
+    [GF_ENFORCED_LIMIT_W] = "enforced_power_limit",
+    [GF_FABRIC_HEALTH_MASK] = "fabric_health_mask",
+    [GF_FABRIC_HEALTH_SUMMARY] = "fabric_health_summary",
 };
 _Static_assert(GF__COUNT <= 64, "presence masks are 64 bits");
 

@@ -44,6 +44,12 @@ enum gpu_field {
   GF_PCIE_RX_KBPS,   /* KB/s, nvmlDeviceGetPcieThroughput(RX) */
   GF_NVLINK_TX_MBPS, /* MB/s over all NVLinks, transmitted */
   GF_NVLINK_RX_MBPS, /* MB/s over all NVLinks, received */
+  /* dcgm-exporter's opt-in power and fabric series (its #720, 4.8.4). */
+  GF_POWER_LIMIT_W,         /* W, nvmlDeviceGetPowerManagementLimit (mW / 1000) */
+  GF_ENFORCED_LIMIT_W,      /* W, nvmlDeviceGetEnforcedPowerLimit (mW / 1000) */
+  GF_FABRIC_HEALTH_MASK,    /* nvmlGpuFabricInfo_v2/v3.healthMask, as NVML gives it */
+  GF_FABRIC_HEALTH_SUMMARY, /* nvmlGpuFabricInfo_v3.healthSummary (NVML_GPU_FABRIC_HEALTH_SUMMARY_*)
+                             */
   GF__COUNT
 };
 

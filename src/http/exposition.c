@@ -95,6 +95,18 @@ static const struct value_family {
      "The rate of data received over the PCIe bus - including both protocol headers and data "
      "payloads - in bytes per second.",
      VF_INT, 1, 0},
+    /* dcgm-exporter #720 (4.8.4): commented-out (opt-in) rows of its etc/default-counters.csv,
+     * gauges, HELP as its internal/pkg/counters/default_counter_sources_test.go checks them; DCGM
+     * stores the limits as doubles (W) and the fabric health fields as int64. */
+    {GF_POWER_LIMIT_W, "DCGM_FI_DEV_POWER_MGMT_LIMIT", "gauge",
+     "Configured power management limit (in W).", VF_F6, 1, VFL_CARD | VFL_OPT_IN},
+    {GF_ENFORCED_LIMIT_W, "DCGM_FI_DEV_ENFORCED_POWER_LIMIT", "gauge",
+     "Effective power limit enforced by the driver after all limiters (in W).", VF_F6, 1,
+     VFL_CARD | VFL_OPT_IN},
+    {GF_FABRIC_HEALTH_SUMMARY, "DCGM_FI_DEV_FABRIC_HEALTH_SUMMARY", "gauge",
+     "GPU fabric health summary.", VF_INT, 1, VFL_CARD | VFL_OPT_IN},
+    {GF_FABRIC_HEALTH_MASK, "DCGM_FI_DEV_FABRIC_HEALTH_MASK", "gauge",
+     "GPU fabric health status mask.", VF_INT, 1, VFL_CARD | VFL_OPT_IN},
     {GF_MEM_USED_PCT, "gpuscale_memory_used_percent", "gauge",
      "Framebuffer memory used as a percentage of the total (in %).", VF_SHORT, 1, VFL_OURS},
     {GF_PCIE_TX_KBPS, "gpuscale_pcie_tx_kbps", "gauge",

@@ -79,6 +79,14 @@ static const struct {
      offsetof(Gpuscale__V1__Sample, nvlink_tx_mbps)},
     {GF_NVLINK_RX_MBPS, GPUSCALE__V1__FIELD__FIELD_NVLINK_RX_MBPS,
      offsetof(Gpuscale__V1__Sample, nvlink_rx_mbps)},
+    {GF_POWER_LIMIT_W, GPUSCALE__V1__FIELD__FIELD_POWER_LIMIT,
+     offsetof(Gpuscale__V1__Sample, power_limit)},
+    {GF_ENFORCED_LIMIT_W, GPUSCALE__V1__FIELD__FIELD_ENFORCED_POWER_LIMIT,
+     offsetof(Gpuscale__V1__Sample, enforced_power_limit)},
+    {GF_FABRIC_HEALTH_MASK, GPUSCALE__V1__FIELD__FIELD_FABRIC_HEALTH_MASK,
+     offsetof(Gpuscale__V1__Sample, fabric_health_mask)},
+    {GF_FABRIC_HEALTH_SUMMARY, GPUSCALE__V1__FIELD__FIELD_FABRIC_HEALTH_SUMMARY,
+     offsetof(Gpuscale__V1__Sample, fabric_health_summary)},
 };
 #define NFIELDS (sizeof field_map / sizeof field_map[0])
 _Static_assert(NFIELDS == GF__COUNT, "every field has a wire bit");

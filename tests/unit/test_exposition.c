@@ -750,6 +750,102 @@ static void test_new_fields(void **state) {
   }
 }
 
+/* dcgm-exporter #720's opt-in series (issue 23 point 4): its commented-out gauge rows of
+ * etc/default-counters.csv, as a user uncomments them (HELP of the limits as its
+ * internal/pkg/counters/default_counter_sources_test.go checks them; the fabric rows' HELP could
+ * not be read, the file's own is written). DCGM's formats: the limits are doubles ("%f", W), the
+ * fabric fields int64. Whole-card readings: never on a MIG instance; absent where NVML does not
+ * serve them. The DCGM_EXP_* lines are accepted and reported as not served. */
+static const char optin_counters[] =
+    "DCGM_FI_DEV_POWER_MGMT_LIMIT,     gauge, Configured power management limit (in W).\n"
+    "DCGM_FI_DEV_ENFORCED_POWER_LIMIT, gauge, Effective power limit enforced by the driver after "
+    "all limiters (in W).\n"
+    "DCGM_FI_DEV_FABRIC_HEALTH_SUMMARY, gauge, Fabric health summary.\n"
+    "DCGM_FI_DEV_FABRIC_HEALTH_MASK,    gauge, Fabric health mask.\n"
+    "DCGM_EXP_CLOCK_EVENTS_COUNT, gauge,   Clock events observed during the configured time "
+    "window.\n"
+    "DCGM_EXP_XID_ERRORS_COUNT,   gauge,   XID errors observed during the configured time window.\n"
+    "DCGM_EXP_GPU_HEALTH_STATUS,  gauge,   Current DCGM-reported GPU health status.\n";
+
+static void test_optin_power_fabric(void **state) {
+  (void)state;
+  struct counters *c = calloc(1, sizeof *c);
+  char err[256] = "";
+  assert_non_null(c);
+  assert_int_equal(
+      counters_parse(optin_counters, sizeof optin_counters - 1, "optin.csv", c, err, sizeof err),
+      0);
+  assert_int_equal(c->n_unserved, 3);
+  assert_string_equal(c->unserved, "DCGM_EXP_CLOCK_EVENTS_COUNT, DCGM_EXP_XID_ERRORS_COUNT, "
+                                   "DCGM_EXP_GPU_HEALTH_STATUS");
+  /* GPU 0 serves all four; GPU 1 (a PCIe card) the limits only; GPU 2's reads failed; GPU 3 is a
+   * MIG instance of GPU 0 that was handed them too */
+  struct gpu_snapshot g[4] = {gpu(0, "GPU-a7200000-0000-0000-0000-000000000000"),
+                              gpu(1, "GPU-a7210000-0000-0000-0000-000000000000"),
+                              gpu(2, "GPU-a7220000-0000-0000-0000-000000000000"),
+                              gpu(3, "MIG-a7200000-0000-0000-0000-000000000003")};
+  g[3].info.mig = true;
+  g[3].info.parent_index = 0;
+  g[3].info.gi_id = 7;
+  snprintf(g[3].info.mig_profile, sizeof g[3].info.mig_profile, "1g.10gb");
+  for (int i = 0; i < 4; i++)
+    sample_set(&g[i].latest, GF_TEMP_C, 40);
+  for (int i = 0; i < 4; i += 3) {
+    sample_set(&g[i].latest, GF_POWER_LIMIT_W, 700);
+    sample_set(&g[i].latest, GF_ENFORCED_LIMIT_W, 650.5);
+    sample_set(&g[i].latest, GF_FABRIC_HEALTH_MASK, 4522);
+    sample_set(&g[i].latest, GF_FABRIC_HEALTH_SUMMARY, 1);
+  }
+  sample_set(&g[1].latest, GF_POWER_LIMIT_W, 72);
+  sample_set(&g[1].latest, GF_ENFORCED_LIMIT_W, 72);
+  g[2].latest.failed |= GF_BIT(GF_POWER_LIMIT_W) | GF_BIT(GF_ENFORCED_LIMIT_W) |
+                        GF_BIT(GF_FABRIC_HEALTH_MASK) | GF_BIT(GF_FABRIC_HEALTH_SUMMARY);
+  struct expo_input in = base_input(g, 4);
+  struct buf b;
+  buf_init(&b, 1u << 20);
+  /* the default set: none of them */
+  assert_int_equal(expo_render(&b, &in), 0);
+  assert_null(strstr(b.data, "POWER_MGMT_LIMIT"));
+  assert_null(strstr(b.data, "ENFORCED_POWER_LIMIT"));
+  assert_null(strstr(b.data, "FABRIC_HEALTH"));
+  buf_free(&b);
+  in.counters = c;
+  buf_init(&b, 1u << 20);
+  assert_int_equal(expo_render(&b, &in), 0);
+  static const struct {
+    const char *series, *gpu0, *gpu1;
+  } want[] = {
+      {"DCGM_FI_DEV_POWER_MGMT_LIMIT", "700.000000", "72.000000"},
+      {"DCGM_FI_DEV_ENFORCED_POWER_LIMIT", "650.500000", "72.000000"},
+      {"DCGM_FI_DEV_FABRIC_HEALTH_MASK", "4522", NULL},
+      {"DCGM_FI_DEV_FABRIC_HEALTH_SUMMARY", "1", NULL},
+  };
+  for (size_t k = 0; k < sizeof want / sizeof want[0]; k++) {
+    char lines[8][512];
+    size_t n = lines_of(b.data, want[k].series, lines, 8);
+    assert_int_equal(n, want[k].gpu1 ? 2 : 1);
+    for (size_t i = 0; i < n; i++) {
+      const char *v = strrchr(lines[i], ' ') + 1;
+      if (strstr(lines[i], "gpu=\"0\""))
+        assert_string_equal(v, want[k].gpu0);
+      else if (strstr(lines[i], "gpu=\"1\"") && want[k].gpu1)
+        assert_string_equal(v, want[k].gpu1);
+      else
+        fail_msg("%s: an unexpected line: %s", want[k].series, lines[i]);
+      assert_null(strstr(lines[i], "GPU_I_ID")); /* never on the instance */
+    }
+    char head[256];
+    snprintf(head, sizeof head, "# TYPE %s gauge\n", want[k].series);
+    assert_non_null(strstr(b.data, head));
+  }
+  assert_non_null(strstr(b.data, "# HELP DCGM_FI_DEV_ENFORCED_POWER_LIMIT Effective power limit "
+                                 "enforced by the driver after all limiters (in W).\n"));
+  assert_null(strstr(b.data, "DCGM_EXP_"));
+  assert_promtool_ok(b.data, b.len);
+  buf_free(&b);
+  free(c);
+}
+
 /* DCGM_FI_DEV_XID_ERRORS carries dcgm-exporter's err_code and, for a known code, err_msg. */
 static void test_xid_labels(void **state) {
   (void)state;
@@ -1317,6 +1413,7 @@ int main(void) {
       cmocka_unit_test(test_new_fields),
       cmocka_unit_test(test_xid_labels),
       cmocka_unit_test(test_default_set),
+      cmocka_unit_test(test_optin_power_fabric),
       cmocka_unit_test(test_golden_detects_change),
       cmocka_unit_test(test_promtool_rejects_garbage),
       cmocka_unit_test(test_format_double),

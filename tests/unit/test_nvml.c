@@ -975,11 +975,21 @@ static void test_new_field_failures(void **state) {
        "nvmlDeviceGetGridLicensableFeatures_v4", "UNKNOWN"},
       {"gpm=err:4", GPMF, true, "nvmlGpmQueryDeviceSupport", "NO_PERMISSION"},
       {"gpm_sm=err:999", GF_BIT(GF_SM_ACTIVE), true, "nvmlGpmMetricsGet", "UNKNOWN"},
+      /* dcgm-exporter #720's opt-in fields */
+      {"power_limit=err:4", GF_BIT(GF_POWER_LIMIT_W), true, "nvmlDeviceGetPowerManagementLimit",
+       "NO_PERMISSION"},
+      {"enforced_limit=notsupported", GF_BIT(GF_ENFORCED_LIMIT_W), false, NULL, NULL},
+      {"fabric=err:999", GF_BIT(GF_FABRIC_HEALTH_MASK) | GF_BIT(GF_FABRIC_HEALTH_SUMMARY), true,
+       "nvmlDeviceGetGpuFabricInfoV", "UNKNOWN"},
+      {"fabric=notsupported", GF_BIT(GF_FABRIC_HEALTH_MASK) | GF_BIT(GF_FABRIC_HEALTH_SUMMARY),
+       false, NULL, NULL},
   };
   const char *line = "gpu 0 util=5 total_mib=100 used_mib=10 temp=40 power_mw=1000 sm_clock=1000 "
                      "mem_clock=2000 enc=1 dec=2 replay=3 pcie_tx=4 pcie_rx=5 remap_corr=6 "
                      "remap_unc=7 remap_failure=0 mem_temp=50 nvlink_tx_kibps=1024 "
-                     "nvlink_rx_kibps=2048 vgpu_license=0 gpm=1 gpm_sm=10 gpm_tensor=20";
+                     "nvlink_rx_kibps=2048 vgpu_license=0 gpm=1 gpm_sm=10 gpm_tensor=20 "
+                     "power_limit_mw=300500 enforced_limit_mw=250000 fabric_mask=4522 "
+                     "fabric_summary=2";
   struct collector *c = open_fake(write_script(line));
   struct gpu_sample clean;
   char err[256] = "";
@@ -988,6 +998,10 @@ static void test_new_field_failures(void **state) {
   assert_int_equal(clean.failed, 0);
   assert_field(&clean, GF_VGPU_LICENSE, 0); /* a vGPU guest without a license: a real 0 */
   assert_field(&clean, GF_NVLINK_RX_MBPS, 2);
+  assert_field(&clean, GF_POWER_LIMIT_W, 300.5); /* mW / 1000 */
+  assert_field(&clean, GF_ENFORCED_LIMIT_W, 250);
+  assert_field(&clean, GF_FABRIC_HEALTH_MASK, 4522);
+  assert_field(&clean, GF_FABRIC_HEALTH_SUMMARY, 2); /* NVML_GPU_FABRIC_HEALTH_SUMMARY_UNHEALTHY */
   collector_nvml.close(c);
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     const struct new_field_case *k = &cases[i];
@@ -1010,6 +1024,45 @@ static void test_new_field_failures(void **state) {
     }
     collector_nvml.close(c);
   }
+}
+
+/* A driver older than nvmlGpuFabricInfo_v3 (nvml.h 13.0: _v3 adds healthSummary) answers the _v3
+ * request with ARGUMENT_VERSION_MISMATCH: the mask comes from _v2, the summary is absent (not
+ * failed, no error counted), and _v3 is not asked again on later samples. */
+static void test_fabric_info_v2_fallback(void **state) {
+  (void)state;
+  void *h = dlopen(FAKE_NVML_PATH, RTLD_NOW | RTLD_LOCAL); /* the collector's own copy */
+  assert_non_null(h);
+  unsigned long (*calls)(void) = NULL;
+  int (*trace)(unsigned long, const char **, int *, int *) = NULL;
+  *(void **)&calls = dlsym(h, "fake_nvml_call_count");
+  *(void **)&trace = dlsym(h, "fake_nvml_trace");
+  assert_non_null(calls);
+  assert_non_null(trace);
+  struct collector *c = open_fake(
+      write_script("gpu 0 util=5 total_mib=100 used_mib=10 temp=40 power_mw=1000 fabric_version=2 "
+                   "fabric_mask=4522 fabric_summary=1\n"));
+  struct gpu_sample s;
+  char err[256] = "";
+  unsigned long before = calls();
+  for (int k = 0; k < 3; k++) {
+    assert_int_equal(collector_nvml.sample(c, 0, &s, err, sizeof err), 0);
+    assert_field(&s, GF_FABRIC_HEALTH_MASK, 4522);
+    assert_false(sample_has(&s, GF_FABRIC_HEALTH_SUMMARY));
+    assert_int_equal(s.failed, 0);
+  }
+  unsigned long after = calls(), asks = 0;
+  for (unsigned long n = before + 1; n <= after; n++) {
+    const char *fn = NULL;
+    int gpu = -1, slot = -1;
+    if (trace(n, &fn, &gpu, &slot) == 0 && strcmp(fn, "nvmlDeviceGetGpuFabricInfoV") == 0)
+      asks++;
+  }
+  assert_int_equal(asks, 4); /* _v3 once (refused), then _v2 on each of the three samples */
+  struct collector_error_count ec[1];
+  assert_int_equal(collector_nvml.errors(c, ec, 1), 0);
+  collector_nvml.close(c);
+  dlclose(h);
 }
 
 #ifdef FAKE_NVML_MIN_PATH
@@ -1163,6 +1216,10 @@ static uint64_t call_fields(const char *fn, int ord) {
        GF_BIT(GF_ROWS_REMAP_CORR) | GF_BIT(GF_ROWS_REMAP_UNCORR) | GF_BIT(GF_ROW_REMAP_FAILURE), 0},
       {"nvmlDeviceGetFieldValues", GF_BIT(GF_MEM_TEMP_C) | NVLF, 0},
       {"nvmlDeviceGetGridLicensableFeatures_v4", GF_BIT(GF_VGPU_LICENSE), 0},
+      {"nvmlDeviceGetPowerManagementLimit", GF_BIT(GF_POWER_LIMIT_W), 0},
+      {"nvmlDeviceGetEnforcedPowerLimit", GF_BIT(GF_ENFORCED_LIMIT_W), 0},
+      {"nvmlDeviceGetGpuFabricInfoV",
+       GF_BIT(GF_FABRIC_HEALTH_MASK) | GF_BIT(GF_FABRIC_HEALTH_SUMMARY), 0},
       {"nvmlGpmQueryDeviceSupport", GPMF, 0},
       {"nvmlGpmSampleAlloc", GPMF, 0},
       {"nvmlGpmSampleGet", GPMF, 0},
@@ -1516,6 +1573,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_gpm_mig_instances, setup, teardown),
       cmocka_unit_test_setup_teardown(test_xid_event, setup, teardown),
       cmocka_unit_test_setup_teardown(test_new_field_failures, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_fabric_info_v2_fallback, setup, teardown),
 #ifdef FAKE_NVML_MIN_PATH
       cmocka_unit_test_setup_teardown(test_minimal_library, setup, teardown),
 #endif

@@ -240,6 +240,9 @@ static void test_default_scenario(void **state) {
         want = false; /* L4: GDDR6, no NVLink, no row remapping */
       if ((i > 0 && f == GF_VGPU_LICENSE) || f == GF_XID_LAST)
         want = false; /* no XID yet: absent until the first, as from NVML */
+      if (f == GF_POWER_LIMIT_W || f == GF_ENFORCED_LIMIT_W || f == GF_FABRIC_HEALTH_MASK ||
+          f == GF_FABRIC_HEALTH_SUMMARY)
+        want = false; /* the opt-in #720 fields: a scenario gives them only when it says so */
       if (sample_has(&smp, (enum gpu_field)f) != want)
         print_error("gpu %zu %s: present %d, want %d\n", i, gpu_field_name((enum gpu_field)f),
                     sample_has(&smp, (enum gpu_field)f), want);
@@ -332,7 +335,7 @@ static void test_every_field_name(void **state) {
     char err[128] = "";
     assert_int_equal(scenario_fill(s, 0, 1, &smp, err, sizeof err), 0);
     assert_true(sample_has(&smp, (enum gpu_field)f));
-    bool raw = f == GF_POWER_W ||
+    bool raw = f == GF_POWER_W || f == GF_POWER_LIMIT_W || f == GF_ENFORCED_LIMIT_W ||
                (scenario_is_gpm_field((enum gpu_field)f) && f != GF_PROF_PCIE_TX_BPS &&
                 f != GF_PROF_PCIE_RX_BPS) ||
                f == GF_NVLINK_TX_MBPS || f == GF_NVLINK_RX_MBPS;

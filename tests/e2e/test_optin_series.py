@@ -1,0 +1,190 @@
+"""dcgm-exporter's opt-in series of its #720 (4.8.4; issue 23 point 4) through the fake NVML:
+DCGM_FI_DEV_POWER_MGMT_LIMIT, DCGM_FI_DEV_ENFORCED_POWER_LIMIT, DCGM_FI_DEV_FABRIC_HEALTH_SUMMARY and
+DCGM_FI_DEV_FABRIC_HEALTH_MASK, written only when a counters file names them, and only for a GPU
+whose NVML serves the call.
+
+Upstream facts, and where they come from:
+- The four fields are commented-out (opt-in) gauge rows of dcgm-exporter's etc/default-counters.csv;
+  the HELP texts of the two limits are the ones its internal/pkg/counters/
+  default_counter_sources_test.go checks ("Configured power management limit (in W).", "Effective
+  power limit enforced by the driver after all limiters (in W)."). The fabric rows' HELP text could
+  not be read from any source at hand (the stored snapshot of NVIDIA/dcgm-exporter predates #720's
+  CSV), so the file below uses its own; a counters file's HELP is what /metrics writes anyway.
+- DCGM's field definitions (NVIDIA/DCGM dcgmlib/src/dcgm_fields.cpp): ENFORCED_POWER_LIMIT and
+  POWER_MGMT_LIMIT are doubles in W (dcgm-exporter writes a double with "%f"); FABRIC_HEALTH_MASK
+  and FABRIC_HEALTH_SUMMARY are int64 ("%d").
+- NVML (nvml.h 13.0, go-nvml gen/nvml/nvml.h): nvmlDeviceGetPowerManagementLimit and
+  nvmlDeviceGetEnforcedPowerLimit give mW; nvmlDeviceGetGpuFabricInfoV fills nvmlGpuFabricInfo_v3_t
+  (healthMask, healthSummary) or, on an older driver, _v2_t (healthMask only).
+- The DCGM_EXP_* lines (dcgm-exporter etc/default-counters.csv, "# DCGM Exporter fields") come
+  from DCGM's event windows and health checks (internal/pkg/collector/xid_collector.go,
+  clock_events_collector.go, gpu_health_collector.go), which gpuscale does not run: a file naming
+  them is accepted unchanged, and the agent names them once in its start-up warning.
+"""
+import os
+import re
+
+from prometheus_client.parser import text_string_to_metric_families
+
+import helpers
+from helpers import Agent, close, wait_for
+
+# NVML_GPU_FABRIC_HEALTH_MASK_*: degraded BW false (2 << 0), route recovery false (2 << 2), route
+# unhealthy false (2 << 4), access timeout recovery false (2 << 6), configuration correct (1 << 8),
+# partition assigned (1 << 12).
+HEALTHY_MASK = 2 | 2 << 2 | 2 << 4 | 2 << 6 | 1 << 8 | 1 << 12
+# The same with route unhealthy true (1 << 4).
+UNHEALTHY_MASK = (HEALTHY_MASK & ~(3 << 4)) | 1 << 4
+
+SCRIPT = "\n".join([
+    "# written by tests/e2e/test_optin_series.py",
+    "driver 580.65.06",
+    # an H100 on an NVSwitch fabric: everything served, nvmlGpuFabricInfo_v3
+    'gpu 0 name="NVIDIA H100 80GB HBM3" uuid=GPU-0a720000-0000-4000-8000-000000000000 util=10 '
+    "total_mib=81559 used_mib=100 temp=40 power_mw=120000 power_limit_mw=700000 "
+    "enforced_limit_mw=650500 fabric_mask=%d fabric_summary=1" % HEALTHY_MASK,
+    # a PCIe card: the limits, no fabric (NOT_SUPPORTED)
+    'gpu 1 name="NVIDIA L4" uuid=GPU-0a720000-0000-4000-8000-000000000001 util=20 '
+    "total_mib=23034 used_mib=200 temp=41 power_mw=30000 power_limit_mw=72000 "
+    "enforced_limit_mw=72000",
+    # an older driver on a fabric: only nvmlGpuFabricInfo_v2 (the mask, no summary); no limits
+    'gpu 2 name="NVIDIA H100 80GB HBM3" uuid=GPU-0a720000-0000-4000-8000-000000000002 util=30 '
+    "total_mib=81559 used_mib=300 temp=42 power_mw=130000 fabric_version=2 fabric_mask=%d"
+    % UNHEALTHY_MASK,
+]) + "\n"
+
+# A users' counters file: dcgm-exporter's own rows for the series, uncommented as a user does.
+USER_CSV = """\
+# Format
+# If line starts with a '#' it is considered a comment
+# DCGM FIELD, Prometheus metric type, help message
+DCGM_FI_DEV_GPU_UTIL,      gauge, GPU utilization (in %).
+DCGM_FI_DEV_POWER_USAGE,   gauge, Power draw (in W).
+DCGM_FI_DEV_POWER_MGMT_LIMIT,     gauge, Configured power management limit (in W).
+DCGM_FI_DEV_ENFORCED_POWER_LIMIT, gauge, Effective power limit enforced by the driver after all limiters (in W).
+DCGM_FI_DEV_FABRIC_HEALTH_SUMMARY, gauge, Fabric health summary (users' text).
+DCGM_FI_DEV_FABRIC_HEALTH_MASK,    gauge, Fabric health mask (users' text).
+
+# DCGM Exporter fields
+DCGM_EXP_CLOCK_EVENTS_COUNT, gauge,   Clock events observed during the configured time window.
+DCGM_EXP_XID_ERRORS_COUNT,   gauge,   XID errors observed during the configured time window.
+DCGM_EXP_GPU_HEALTH_STATUS,  gauge,   Current DCGM-reported GPU health status.
+"""
+
+NEW = ["DCGM_FI_DEV_POWER_MGMT_LIMIT", "DCGM_FI_DEV_ENFORCED_POWER_LIMIT",
+       "DCGM_FI_DEV_FABRIC_HEALTH_SUMMARY", "DCGM_FI_DEV_FABRIC_HEALTH_MASK"]
+EXP = ["DCGM_EXP_CLOCK_EVENTS_COUNT", "DCGM_EXP_XID_ERRORS_COUNT", "DCGM_EXP_GPU_HEALTH_STATUS"]
+
+
+def lib_path():
+    return os.path.join(helpers.fake_nvml_dir(), "libnvidia-ml.so.1")
+
+
+def start(tmp_path, procs, extra=()):
+    s = tmp_path / "fake.txt"
+    s.write_text(SCRIPT)
+    a = Agent(["--collector", "nvml", "--nvml-library", lib_path(), "--interval",
+               helpers.INTERVAL, "--kube-api", "off"] + list(extra),
+              env={"FAKE_NVML_SCRIPT": str(s)}, workdir=str(tmp_path))
+    procs.append(a)
+    a.start()
+    wait_for(lambda: a.http_get("/metrics")[1].count("DCGM_FI_DEV_GPU_UTIL{") == 3,
+             what="a sample of the three GPUs")
+    return a
+
+
+def series(text):
+    """{family: (type, help, {UUID: value})} parsed by the Prometheus client library."""
+    out = {}
+    for fam in text_string_to_metric_families(text):
+        out[fam.name] = (fam.type, fam.documentation,
+                         {s.labels.get("UUID"): s.value for s in fam.samples})
+    return out
+
+
+def uuid(i):
+    return "GPU-0a720000-0000-4000-8000-%012d" % i
+
+
+def test_optin_series_where_nvml_serves_them(tmp_path, procs):
+    csv = tmp_path / "counters.csv"
+    csv.write_text(USER_CSV)
+    a = start(tmp_path, procs, ["--collectors", str(csv)])
+    _, body = a.http_get("/metrics")
+    got = series(body)
+    # the file's types and HELP texts, unchanged
+    assert got["DCGM_FI_DEV_POWER_MGMT_LIMIT"][:2] == (
+        "gauge", "Configured power management limit (in W).")
+    assert got["DCGM_FI_DEV_ENFORCED_POWER_LIMIT"][:2] == (
+        "gauge", "Effective power limit enforced by the driver after all limiters (in W).")
+    assert got["DCGM_FI_DEV_FABRIC_HEALTH_MASK"][:2] == ("gauge", "Fabric health mask (users' text).")
+    # values in W; absent on the GPU whose NVML does not serve the call (never 0)
+    lim = got["DCGM_FI_DEV_POWER_MGMT_LIMIT"][2]
+    assert set(lim) == {uuid(0), uuid(1)} and lim[uuid(0)] == 700 and lim[uuid(1)] == 72, lim
+    enf = got["DCGM_FI_DEV_ENFORCED_POWER_LIMIT"][2]
+    assert set(enf) == {uuid(0), uuid(1)} and close(enf[uuid(0)], 650.5), enf
+    # DCGM's double format ("%f"), as dcgm-exporter writes a double field
+    assert re.search(r'^DCGM_FI_DEV_ENFORCED_POWER_LIMIT\{[^}]*GPU-0a720000-0000-4000-8000-'
+                     r'000000000000"[^}]*\} 650\.500000$', body, re.M), body
+    # fabric: the v3 GPU has both, the v2-only GPU the mask alone, the PCIe card neither
+    mask = got["DCGM_FI_DEV_FABRIC_HEALTH_MASK"][2]
+    assert mask == {uuid(0): HEALTHY_MASK, uuid(2): UNHEALTHY_MASK}, mask
+    summ = got["DCGM_FI_DEV_FABRIC_HEALTH_SUMMARY"][2]
+    assert summ == {uuid(0): 1}, summ  # NVML_GPU_FABRIC_HEALTH_SUMMARY_HEALTHY
+    assert re.search(r"^DCGM_FI_DEV_FABRIC_HEALTH_MASK\{[^}]*\} %d$" % HEALTHY_MASK, body, re.M)
+    # the DCGM_EXP_* lines are accepted, not written, and named in the one start-up warning
+    for n in EXP:
+        assert n not in got and n not in body, n
+    warned = [ln for ln in a.log().splitlines() if "not written" in ln]
+    assert len(warned) == 1 and all(n in warned[0] for n in EXP), warned
+    assert not any(n in warned[0] for n in NEW), warned
+
+
+def test_optin_series_not_in_the_default_set(tmp_path, procs):
+    a = start(tmp_path, procs)
+    _, body = a.http_get("/metrics")
+    got = series(body)
+    for n in NEW:
+        assert n not in got, n
+    assert "DCGM_FI_DEV_POWER_USAGE" in got
+
+
+def test_dcgm_default_file_with_the_rows_uncommented(tmp_path, procs):
+    """dcgm-exporter's own default-counters.csv (the attributed copy in tests/fixtures/counters)
+    with the four opt-in rows added as a user adds them: the file loads unchanged, the defaults
+    stay and the new series appear."""
+    src = os.path.join(helpers.source_root(), "tests", "fixtures", "counters",
+                       "dcgm-default-counters.csv")
+    with open(src) as f:
+        text = f.read()
+    rows = [ln for ln in USER_CSV.splitlines() if ln.startswith(("DCGM_FI_DEV_POWER_MGMT",
+                                                                 "DCGM_FI_DEV_ENFORCED",
+                                                                 "DCGM_FI_DEV_FABRIC"))]
+    assert len(rows) == 4
+    csv = tmp_path / "default-plus.csv"
+    csv.write_text(text + "\n# Opt-in (dcgm-exporter #720)\n" + "\n".join(rows) + "\n")
+    a = start(tmp_path, procs, ["-f", str(csv)])
+    got = series(a.http_get("/metrics")[1])
+    for n in NEW + ["DCGM_FI_DEV_GPU_UTIL", "DCGM_FI_DEV_POWER_USAGE", "DCGM_FI_DEV_FB_USED"]:
+        assert n in got, n
+    assert "not written" not in a.log()
+
+
+def test_mock_scenario_serves_them(agents, tmp_path):
+    """The mock collector takes the four as scenario keys (docs/scenarios.md), so the series can be
+    tried without a GPU; the same counters file turns them on, the GPU without them has no line."""
+    sc = helpers.Scenario([
+        {"model": "NVIDIA H100 80GB HBM3", "memory_total_mib": 81559, "gpu_utilization": 10,
+         "power_limit": 700, "enforced_power_limit": 650.5, "fabric_health_mask": HEALTHY_MASK,
+         "fabric_health_summary": 3},
+        {"model": "NVIDIA L4", "memory_total_mib": 23034, "gpu_utilization": 20},
+    ])
+    csv = tmp_path / "counters.csv"
+    csv.write_text(USER_CSV)
+    a = agents(sc, ["--collectors", str(csv)])
+    got = series(a.http_get("/metrics")[1])
+    assert list(got["DCGM_FI_DEV_POWER_MGMT_LIMIT"][2].values()) == [700]
+    assert list(got["DCGM_FI_DEV_ENFORCED_POWER_LIMIT"][2].values()) == [650.5]
+    assert list(got["DCGM_FI_DEV_FABRIC_HEALTH_MASK"][2].values()) == [HEALTHY_MASK]
+    # NVML_GPU_FABRIC_HEALTH_SUMMARY_LIMITED_CAPACITY
+    assert list(got["DCGM_FI_DEV_FABRIC_HEALTH_SUMMARY"][2].values()) == [3]
