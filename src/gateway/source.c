@@ -494,6 +494,8 @@ int gwsource_select(struct cluster *c, const struct trigger *t, struct scaler_se
   k.pod_sel = trigger_selects_pods(t);
   k.err = err;
   k.errlen = errlen;
+  if (t->window_ms > 0 && !t->engine)
+    cluster_keep_field(c, t->metric); /* the rings keep only the fields windows read */
   int rc = cluster_visit(c, visit_node, &k, &k.now);
   free(k.pods);
   if (rc)
