@@ -12,6 +12,7 @@
 #include "core/err.h"
 #include "core/log.h"
 #include "core/timeutil.h"
+#include "gateway/changes.h"
 
 /* Which fields the rings keep (docs/gateway.md, "Sizing"): a window reads one field, so a ring
  * keeps only the fields that windowed triggers asked for (GPU utilization from the start), each
@@ -75,6 +76,17 @@ struct cluster {
    * changed: a value, a freshness, a pod, a device, an agent or node coming or going. An update
    * that only re-sends the same readings leaves it alone. */
   uint64_t content;
+  /* Where it changed (docs/gateway.md, "Sizing"): structural is its value at the last change
+   * that any selection may see (an agent or node coming, going, turning stale or fresh, the
+   * node set); nodes maps a node to its value at the last change of its agents' readings.
+   * changed_ms: the clock at the last change of any kind. max_interval_ms: the longest agent
+   * interval seen. All under the lock. */
+  uint64_t structural;
+  struct changes nodes_changed;
+  int64_t changed_ms, max_interval_ms;
+  pthread_cond_t content_cv; /* with gen_mu: signalled when content moved */
+  uint64_t signalled;
+  uint64_t ret_gen, ret_content; /* cluster_wait_changed's last answer, and content then */
 };
 
 static int64_t now_ms(const struct cluster *c) {
@@ -87,6 +99,7 @@ struct cluster *cluster_new(int64_t drop_after_ms) {
     return NULL;
   c->drop_after_ms = drop_after_ms > 0 ? drop_after_ms : CLUSTER_DEFAULT_DROP_MS;
   nodeset_init(&c->nodes, -1);
+  changes_init(&c->nodes_changed);
   memset(c->fields.slot_of, -1, sizeof c->fields.slot_of);
   c->fields.slot_of[GF_GPU_UTIL] = 0; /* the usual windowed field, kept from the start */
   c->fields.mask = GF_BIT(GF_GPU_UTIL);
@@ -101,6 +114,7 @@ struct cluster *cluster_new(int64_t drop_after_ms) {
   pthread_condattr_init(&ca);
   pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
   pthread_cond_init(&c->gen_cv, &ca);
+  pthread_cond_init(&c->content_cv, &ca);
   pthread_condattr_destroy(&ca);
   pthread_mutex_init(&c->gen_mu, NULL);
   return c;
@@ -147,6 +161,8 @@ void cluster_free(struct cluster *c) {
   nodeset_clear(&c->nodes);
   pthread_rwlock_destroy(&c->lock);
   pthread_cond_destroy(&c->gen_cv);
+  pthread_cond_destroy(&c->content_cv);
+  changes_clear(&c->nodes_changed);
   pthread_mutex_destroy(&c->gen_mu);
   free(c);
 }
@@ -156,15 +172,30 @@ void cluster_set_clock(struct cluster *c, int64_t (*now)(void *ud), void *ud) {
   c->clock_ud = ud;
 }
 
-/* Under the write lock. */
+/* Under the write lock: a change any selection may see. */
 static void content_changed(struct cluster *c) {
   __atomic_store_n(&c->content, c->content + 1, __ATOMIC_RELEASE);
+  c->structural = c->content;
+  c->changed_ms = now_ms(c);
+}
+
+/* Under the write lock: a change of node's readings only (the agent stays fresh and connected). */
+static void node_changed(struct cluster *c, const char *node) {
+  __atomic_store_n(&c->content, c->content + 1, __ATOMIC_RELEASE);
+  c->changed_ms = now_ms(c);
+  if (changes_set(&c->nodes_changed, node, c->content) != 0)
+    c->structural = c->content; /* out of memory: a change of every node */
 }
 
 static void bump(struct cluster *c) {
   pthread_mutex_lock(&c->gen_mu);
   c->gen++;
   pthread_cond_broadcast(&c->gen_cv);
+  uint64_t content = __atomic_load_n(&c->content, __ATOMIC_ACQUIRE);
+  if (content != c->signalled) {
+    c->signalled = content;
+    pthread_cond_broadcast(&c->content_cv);
+  }
   pthread_mutex_unlock(&c->gen_mu);
 }
 
@@ -416,8 +447,16 @@ int cluster_update(struct cluster *c, const char *addr, const struct node_snapsh
     free(engines);
     return GS_ENOMEM;
   }
-  if (!same || update_differs(a, snap, engines, n_engines))
+  /* Only the readings of a fresh agent that stays on its node and devices change: that node's
+   * change. Anything else: every selection's. */
+  if (!same || !a->reported || !is_fresh(a, now) || strcmp(a->snap.node, snap->node) != 0)
     content_changed(c);
+  else if (update_differs(a, snap, engines, n_engines))
+    node_changed(c, snap->node);
+  a->was_fresh = true;
+  a->was_dropped = false;
+  if (snap->interval_ms > c->max_interval_ms)
+    c->max_interval_ms = snap->interval_ms;
   struct cgpu *old_gpus = NULL;
   struct cluster_gpu_ring *old_rings = NULL;
   size_t old_n = a->snap.n;
@@ -456,8 +495,7 @@ int cluster_set_state(struct cluster *c, const char *addr, bool connected, const
   pthread_rwlock_wrlock(&c->lock);
   struct agent *a = get_or_add(c, addr, now_ms(c));
   if (a) {
-    if (a->connected != connected || (!connected && strcmp(a->reason, reason ? reason : "")))
-      content_changed(c);
+    content_changed(c); /* rare (a stream coming or going), and it may turn the agent stale */
     a->connected = connected;
     snprintf(a->reason, sizeof a->reason, "%s", connected || !reason ? "" : reason);
   }
@@ -710,6 +748,63 @@ uint64_t cluster_content(struct cluster *c) {
   return __atomic_load_n(&c->content, __ATOMIC_ACQUIRE);
 }
 
+void cluster_changes(struct cluster *c, const char *node, struct cluster_change *out) {
+  pthread_rwlock_rdlock(&c->lock);
+  out->stamp = c->content;
+  if (node) {
+    uint64_t n = changes_get(&c->nodes_changed, node);
+    out->stamp = n > c->structural ? n : c->structural;
+  }
+  out->changed_ms = c->changed_ms;
+  out->max_interval_ms = c->max_interval_ms > 0 ? c->max_interval_ms : CLUSTER_DEFAULT_INTERVAL_MS;
+  out->now_ms = now_ms(c);
+  pthread_rwlock_unlock(&c->lock);
+}
+
+uint64_t cluster_wait_changed(struct cluster *c, uint64_t seen, int timeout_ms) {
+  struct timespec dl;
+  clock_gettime(CLOCK_MONOTONIC, &dl);
+  dl.tv_sec += timeout_ms / 1000;
+  dl.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
+  if (dl.tv_nsec >= 1000000000L) {
+    dl.tv_sec++;
+    dl.tv_nsec -= 1000000000L;
+  }
+  pthread_mutex_lock(&c->gen_mu);
+  uint64_t base, g;
+  if (seen == c->ret_gen) {
+    base = c->ret_content;
+  } else if (seen == c->gen) {
+    base = __atomic_load_n(&c->content, __ATOMIC_ACQUIRE);
+  } else { /* a generation this function did not return: changed, as far as it can tell */
+    g = c->ret_gen = c->gen;
+    c->ret_content = __atomic_load_n(&c->content, __ATOMIC_ACQUIRE);
+    pthread_mutex_unlock(&c->gen_mu);
+    return g;
+  }
+  /* A change moves content under the view's lock, then the generation (bump): wait for both. */
+  while (__atomic_load_n(&c->content, __ATOMIC_ACQUIRE) == base || c->gen == seen)
+    if (pthread_cond_timedwait(&c->content_cv, &c->gen_mu, &dl) != 0 ||
+        __atomic_load_n(&c->content, __ATOMIC_ACQUIRE) == base)
+      break; /* timeout, or wake_all (shutdown) */
+  uint64_t now = __atomic_load_n(&c->content, __ATOMIC_ACQUIRE);
+  g = seen;
+  if (now != base && c->gen != seen) {
+    g = c->ret_gen = c->gen;
+    c->ret_content = now;
+  }
+  pthread_mutex_unlock(&c->gen_mu);
+  return g;
+}
+
+uint64_t cluster_mark_changed(struct cluster *c) {
+  pthread_mutex_lock(&c->gen_mu);
+  uint64_t g = c->ret_gen = c->gen;
+  c->ret_content = __atomic_load_n(&c->content, __ATOMIC_ACQUIRE);
+  pthread_mutex_unlock(&c->gen_mu);
+  return g;
+}
+
 void cluster_tick(struct cluster *c) {
   pthread_rwlock_rdlock(&c->lock);
   int64_t now = now_ms(c);
@@ -728,7 +823,7 @@ void cluster_tick(struct cluster *c) {
     a->was_fresh = is_fresh(a, now);
     a->was_dropped = is_dropped(c, a, now);
   }
-  content_changed(c);
+  content_changed(c); /* no wake-up: the ticker's own period re-evaluates, now re-stamped */
   pthread_rwlock_unlock(&c->lock);
 }
 
@@ -775,5 +870,6 @@ uint64_t cluster_wait(struct cluster *c, uint64_t seen, int timeout_ms) {
 void cluster_wake_all(struct cluster *c) {
   pthread_mutex_lock(&c->gen_mu);
   pthread_cond_broadcast(&c->gen_cv);
+  pthread_cond_broadcast(&c->content_cv);
   pthread_mutex_unlock(&c->gen_mu);
 }

@@ -132,8 +132,26 @@ int cluster_gpu_window_mean(const struct cluster_node_view *v, size_t i, enum gp
  * agent's freshness (cluster_tick notices the time-driven flips), a pod, a device, an agent or a
  * node coming or going. An update that re-sends the same readings leaves it alone. Lock-free. */
 uint64_t cluster_content(struct cluster *c);
+/* Where and when the view last changed, for a trigger's stamp (gateway/share.h). */
+struct cluster_change {
+  uint64_t stamp;          /* node NULL: cluster_content; else the last change node's selection
+                              may see (its agents' readings, or any change of every node's) */
+  int64_t changed_ms;      /* the clock at the last change of any node */
+  int64_t max_interval_ms; /* the longest agent interval seen */
+  int64_t now_ms;          /* the clock now */
+};
+void cluster_changes(struct cluster *c, const char *node, struct cluster_change *out);
+/* As cluster_wait, but only a change of cluster_content wakes it (an update that re-sends the
+ * same readings does not): returns a newer generation once the content moved after seen was
+ * returned (by this function or cluster_mark_changed), else seen after timeout_ms or
+ * cluster_wake_all. A generation it did not return counts as changed. */
+uint64_t cluster_wait_changed(struct cluster *c, uint64_t seen, int timeout_ms);
+/* The generation now, remembered as seen by cluster_wait_changed with the content now. */
+uint64_t cluster_mark_changed(struct cluster *c);
 /* Moves cluster_content when an agent turned stale or dropped since the last call (time passing,
- * no update); call it a few times per agent interval (the stream ticker's wait does). */
+ * no update), without waking cluster_wait or cluster_wait_changed: the stream ticker's own period
+ * (--tick) evaluates again what it re-stamped. Call it a few times per agent interval (the
+ * ticker's wait does). */
 void cluster_tick(struct cluster *c);
 
 /* Makes the rings keep field f from now on (GPU utilization is kept from the start): a ring keeps

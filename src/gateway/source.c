@@ -549,13 +549,17 @@ static int gw_select(void *ud, const struct trigger *t, struct scaler_selection 
   return gwsource_select(gs->cluster, t, sel, err, errlen);
 }
 
+/* The stream ticker's wait: wakes on a change of what selections read (cluster_wait_changed), not
+ * on every agent update, so that a view whose readings repeat costs no pass beyond the ticker's
+ * own period; time-driven changes (an agent turning stale) are noticed here first. */
 static uint64_t gw_wait_tick(void *ud, uint64_t seen, int timeout_ms) {
   struct gwsource *gs = ud;
-  uint64_t g = cluster_wait(gs->cluster, seen, timeout_ms);
+  cluster_tick(gs->cluster);
+  uint64_t g = cluster_wait_changed(gs->cluster, seen, timeout_ms);
   if (g != seen && gs->coalesce_ms > 0) {
     struct timespec ts = {gs->coalesce_ms / 1000, (long)(gs->coalesce_ms % 1000) * 1000000L};
     nanosleep(&ts, NULL);
-    g = cluster_generation(gs->cluster);
+    g = cluster_mark_changed(gs->cluster);
   }
   return g;
 }

@@ -586,8 +586,35 @@ int scaler_eval_trigger(const struct scaler *s, const struct trigger *t, struct 
   return rc;
 }
 
+/* IsActive through the shared answers (keda/trigger_cache.h): a trigger whose stamp has not
+ * moved since its last answer gets that answer without an evaluation. Errors are never kept:
+ * their messages say how old things are. */
+static int is_active_shared(const struct scaler *s, const struct scaler_request *r, bool *active,
+                            struct scaler_error *e) {
+  struct trigger t;
+  struct trigger_cache_entry *hold;
+  int rc = parse(s, r, &t, &hold, e);
+  if (rc)
+    return rc;
+  uint64_t stamp = hold ? trigger_cache_stamp(s->cache, &t) : 0; /* before evaluating */
+  if (trigger_cache_memo_get(s->cache, hold, stamp, active)) {
+    parse_done(s, &t, hold);
+    return 0;
+  }
+  struct scaler_result res;
+  rc = scaler_eval_trigger(s, &t, &res, e);
+  if (rc == 0) {
+    *active = res.active;
+    trigger_cache_memo_put(s->cache, hold, stamp, res.active);
+  }
+  parse_done(s, &t, hold);
+  return rc;
+}
+
 int scaler_is_active(const struct scaler *s, const struct scaler_request *r, bool *active,
                      struct scaler_error *e) {
+  if (trigger_cache_shares(s->cache))
+    return is_active_shared(s, r, active, e);
   struct scaler_result res;
   int rc = scaler_get_metrics(s, r, NULL, &res, e);
   if (rc)
