@@ -57,6 +57,7 @@ struct agent {
   int64_t added_ms, recv_ms;
   bool reported, connected;
   bool was_fresh, was_dropped; /* as cluster_tick last saw them */
+  bool ticked;                 /* cluster_tick has seen it since its last update */
   uint64_t updates;
 };
 
@@ -453,8 +454,7 @@ int cluster_update(struct cluster *c, const char *addr, const struct node_snapsh
     content_changed(c);
   else if (update_differs(a, snap, engines, n_engines))
     node_changed(c, snap->node);
-  a->was_fresh = true;
-  a->was_dropped = false;
+  a->ticked = false; /* the update decided its own change; cluster_tick watches from here */
   if (snap->interval_ms > c->max_interval_ms)
     c->max_interval_ms = snap->interval_ms;
   struct cgpu *old_gpus = NULL;
@@ -645,6 +645,12 @@ int cluster_snapshot_agents(struct cluster *c, struct cluster_agent_info *out, s
 
 int cluster_visit(struct cluster *c, int (*fn)(void *ud, const struct cluster_node_view *v),
                   void *ud, int64_t *now_out) {
+  return cluster_visit_where(c, NULL, fn, ud, now_out);
+}
+
+int cluster_visit_where(struct cluster *c, bool (*want)(void *ud, const char *node),
+                        int (*fn)(void *ud, const struct cluster_node_view *v), void *ud,
+                        int64_t *now_out) {
   int rc = 0;
   struct node_gpu *gpus = NULL; /* the visited agent's GPUs, laid out for the reader */
   size_t cap = 0;
@@ -657,8 +663,8 @@ int cluster_visit(struct cluster *c, int (*fn)(void *ud, const struct cluster_no
     struct node_snapshot snap = a->snap; /* the header, and the GPUs unless dropped */
     struct cluster_node_view v;
     v.dropped = is_dropped(c, a, now);
-    if (v.dropped) {
-      snap.n = 0;
+    if (v.dropped || (want && !want(ud, a->snap.node))) {
+      snap.n = 0; /* dropped, or a node the reader leaves out: its header only */
       snap.n_engines = 0;
       snap.engines = NULL;
     }
@@ -749,11 +755,16 @@ uint64_t cluster_content(struct cluster *c) {
 }
 
 void cluster_changes(struct cluster *c, const char *node, struct cluster_change *out) {
+  pthread_mutex_lock(&c->gen_mu);
+  uint64_t published = c->ret_content;
+  pthread_mutex_unlock(&c->gen_mu);
   pthread_rwlock_rdlock(&c->lock);
-  out->stamp = c->content;
+  /* As of the stream ticker's last pass: changes since then move the stamps at its next one. */
+  out->stamp = published;
   if (node) {
     uint64_t n = changes_get(&c->nodes_changed, node);
-    out->stamp = n > c->structural ? n : c->structural;
+    uint64_t s = n > c->structural ? n : c->structural;
+    out->stamp = s <= published ? s : published; /* changed since: differs from its last */
   }
   out->changed_ms = c->changed_ms;
   out->max_interval_ms = c->max_interval_ms > 0 ? c->max_interval_ms : CLUSTER_DEFAULT_INTERVAL_MS;
@@ -811,20 +822,29 @@ void cluster_tick(struct cluster *c) {
   bool flip = false;
   for (size_t i = 0; i < c->n && !flip; i++) {
     const struct agent *a = c->agents[i];
-    flip = a->was_fresh != is_fresh(a, now) || a->was_dropped != is_dropped(c, a, now);
+    flip =
+        !a->ticked || a->was_fresh != is_fresh(a, now) || a->was_dropped != is_dropped(c, a, now);
   }
   pthread_rwlock_unlock(&c->lock);
   if (!flip)
     return;
   pthread_rwlock_wrlock(&c->lock);
   now = now_ms(c);
+  bool moved = false;
   for (size_t i = 0; i < c->n; i++) {
     struct agent *a = c->agents[i];
-    a->was_fresh = is_fresh(a, now);
-    a->was_dropped = is_dropped(c, a, now);
+    bool fresh = is_fresh(a, now), dropped = is_dropped(c, a, now);
+    /* An agent first seen here since its update: its state then was decided by the update. */
+    moved = moved || (a->ticked && (a->was_fresh != fresh || a->was_dropped != dropped));
+    a->was_fresh = fresh;
+    a->was_dropped = dropped;
+    a->ticked = true;
   }
-  content_changed(c); /* no wake-up: the ticker's own period re-evaluates, now re-stamped */
+  if (moved)
+    content_changed(c);
   pthread_rwlock_unlock(&c->lock);
+  if (moved)
+    bump(c);
 }
 
 void cluster_keep_field(struct cluster *c, enum gpu_field f) {

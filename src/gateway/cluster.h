@@ -122,6 +122,12 @@ size_t cluster_agent_count(struct cluster *c);
  * beyond pods.n is not meaningful there. */
 int cluster_visit(struct cluster *c, int (*fn)(void *ud, const struct cluster_node_view *v),
                   void *ud, int64_t *now_ms);
+/* As cluster_visit, but an agent whose node want(ud, node) leaves out is shown with its header
+ * only (snap->n and snap->n_engines 0, v->gpus still its GPU count), so that a selection of one
+ * node does not lay out every agent's GPUs. want NULL: every agent in full. */
+int cluster_visit_where(struct cluster *c, bool (*want)(void *ud, const char *node),
+                        int (*fn)(void *ud, const struct cluster_node_view *v), void *ud,
+                        int64_t *now_ms);
 /* Mean of field f over GPU i of view v (index into v->snap->gpus) among the received samples
  * taken at or after now_ms - window_ms (sample time = receive time - the agent's reported age).
  * Only inside cluster_visit. Returns 0, or GS_EUNAVAIL when no such sample has f. */
@@ -134,8 +140,11 @@ int cluster_gpu_window_mean(const struct cluster_node_view *v, size_t i, enum gp
 uint64_t cluster_content(struct cluster *c);
 /* Where and when the view last changed, for a trigger's stamp (gateway/share.h). */
 struct cluster_change {
-  uint64_t stamp;          /* node NULL: cluster_content; else the last change node's selection
-                              may see (its agents' readings, or any change of every node's) */
+  /* As of the last pass of the stream ticker (cluster_wait_changed's or cluster_mark_changed's
+   * last answer), so that a pass shares one evaluation per trigger however many changes arrive
+   * meanwhile (they move it at the next pass): node NULL: cluster_content then; else the last
+   * change node's selection may see (its agents' readings, or any change of every node's). */
+  uint64_t stamp;
   int64_t changed_ms;      /* the clock at the last change of any node */
   int64_t max_interval_ms; /* the longest agent interval seen */
   int64_t now_ms;          /* the clock now */
@@ -148,10 +157,9 @@ void cluster_changes(struct cluster *c, const char *node, struct cluster_change 
 uint64_t cluster_wait_changed(struct cluster *c, uint64_t seen, int timeout_ms);
 /* The generation now, remembered as seen by cluster_wait_changed with the content now. */
 uint64_t cluster_mark_changed(struct cluster *c);
-/* Moves cluster_content when an agent turned stale or dropped since the last call (time passing,
- * no update), without waking cluster_wait or cluster_wait_changed: the stream ticker's own period
- * (--tick) evaluates again what it re-stamped. Call it a few times per agent interval (the
- * ticker's wait does). */
+/* Moves cluster_content (and wakes the waiters) when an agent turned stale or dropped since the
+ * last call saw it (time passing, no update); an agent's state at the first call after its update
+ * is the update's. Call it several times per agent interval (the stream ticker's wait does). */
 void cluster_tick(struct cluster *c);
 
 /* Makes the rings keep field f from now on (GPU utilization is kept from the start): a ring keeps

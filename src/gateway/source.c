@@ -485,6 +485,15 @@ static int visit_node(void *ud, const struct cluster_node_view *v) {
   return rc;
 }
 
+/* cluster_visit_where's filter: the nodes whose GPUs visit_node may read (node_passes, without
+ * its side effect); the others it only counts. */
+static bool node_wanted(void *ud, const char *node) {
+  const struct trigger *t = ((const struct pick *)ud)->t;
+  if (t->scope == TRIGGER_SCOPE_NODE && strcmp(node, t->node) != 0)
+    return false;
+  return trigger_regex_match(&t->nodes, node);
+}
+
 int gwsource_select(struct cluster *c, const struct trigger *t, struct scaler_selection *sel,
                     char *err, size_t errlen) {
   struct pick k;
@@ -496,7 +505,7 @@ int gwsource_select(struct cluster *c, const struct trigger *t, struct scaler_se
   k.errlen = errlen;
   if (t->window_ms > 0 && !t->engine)
     cluster_keep_field(c, t->metric); /* the rings keep only the fields windows read */
-  int rc = cluster_visit(c, visit_node, &k, &k.now);
+  int rc = cluster_visit_where(c, node_wanted, visit_node, &k, &k.now);
   free(k.pods);
   if (rc)
     return rc;

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "core/err.h"
+#include "keda/selshare.h"
 #include "keda/trigger_cache.h"
 
 #define SCALER_MAX_VALUES 1024
@@ -586,6 +587,41 @@ int scaler_eval_trigger(const struct scaler *s, const struct trigger *t, struct 
   return rc;
 }
 
+/* A trigger evaluated at stamp through the selections shared between triggers that select the
+ * same GPUs (keda/selshare.h): the selection is made once per stamp, each trigger judges a copy. */
+static int evaluate_shared(const struct scaler *s, const struct scaler_request *r,
+                           const struct trigger *t, uint64_t stamp, struct scaler_result *out,
+                           struct scaler_error *e) {
+  const struct scaler_selector *sr = dual_of(&s->src) ? NULL : selector_of(&s->src);
+  struct selshare *sh = trigger_cache_selshare(s->cache);
+  char key[SELSHARE_KEY_MAX];
+  size_t klen = sr && sh && stamp ? selshare_key(r->md, r->nmd, r->ns, key, sizeof key) : 0;
+  if (!klen)
+    return scaler_eval_trigger(s, t, out, e);
+  struct scaler_result res;
+  memset(&res, 0, sizeof res);
+  res.scope = t->scope;
+  struct scaler_selection sel;
+  memset(&sel, 0, sizeof sel);
+  int rc = 0;
+  if (!selshare_get(sh, key, klen, stamp, &sel)) {
+    rc = sr->select(sr->ud, t, &sel, e->msg, sizeof e->msg);
+    if (rc == 0)
+      selshare_put(sh, key, klen, stamp, &sel);
+  }
+  if (rc == 0)
+    rc = judge(t, &sel, &res, e);
+  scaler_selection_release(&sel);
+  e->code = rc;
+  if (rc == 0) {
+    memcpy(res.metric_name, t->metric_name, sizeof res.metric_name);
+    res.activation = t->activation;
+    res.active = res.value > t->activation;
+    *out = res;
+  }
+  return rc;
+}
+
 /* IsActive through the shared answers (keda/trigger_cache.h): a trigger whose stamp has not
  * moved since its last answer gets that answer without an evaluation. Errors are never kept:
  * their messages say how old things are. */
@@ -602,7 +638,7 @@ static int is_active_shared(const struct scaler *s, const struct scaler_request 
     return 0;
   }
   struct scaler_result res;
-  rc = scaler_eval_trigger(s, &t, &res, e);
+  rc = evaluate_shared(s, r, &t, stamp, &res, e);
   if (rc == 0) {
     *active = res.active;
     trigger_cache_memo_put(s->cache, hold, stamp, res.active);

@@ -2,6 +2,8 @@
  * reference count so that an eviction never frees regexes another thread is matching with. */
 #include "keda/trigger_cache.h"
 
+#include "keda/selshare.h"
+
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -30,6 +32,7 @@ struct trigger_cache {
   unsigned long long hits, misses, evictions, memo_hits, memo_misses;
   uint64_t (*stamp)(void *ud, const struct trigger *t);
   void *stamp_ud;
+  struct selshare *shared; /* with a stamp function: selections shared between triggers */
 };
 
 struct trigger_cache *trigger_cache_new(int max_entries) {
@@ -94,6 +97,7 @@ void trigger_cache_free(struct trigger_cache *c) {
   if (!c)
     return;
   trigger_cache_clear(c);
+  selshare_free(c->shared);
   pthread_mutex_destroy(&c->mu);
   free(c->buckets);
   free(c);
@@ -281,6 +285,12 @@ void trigger_cache_set_stamp(struct trigger_cache *c,
     return;
   c->stamp = stamp;
   c->stamp_ud = ud;
+  if (stamp && !c->shared)
+    c->shared = selshare_new(); /* NULL (out of memory): each trigger selects for itself */
+}
+
+struct selshare *trigger_cache_selshare(struct trigger_cache *c) {
+  return c ? c->shared : NULL;
 }
 
 bool trigger_cache_shares(const struct trigger_cache *c) {

@@ -18,6 +18,7 @@
 
 struct trigger_cache;
 struct trigger_cache_entry;
+struct selshare;
 
 /* A cache of at most max_entries triggers (<= 0: TRIGGER_CACHE_DEFAULT_ENTRIES). NULL on ENOMEM. */
 struct trigger_cache *trigger_cache_new(int max_entries);
@@ -57,6 +58,9 @@ void trigger_cache_release(struct trigger_cache *c, struct trigger_cache_entry *
  * the cache is shared between threads. */
 void trigger_cache_set_stamp(struct trigger_cache *c,
                              uint64_t (*stamp)(void *ud, const struct trigger *t), void *ud);
+/* With a stamp function set: the table of selections shared between triggers that select the
+ * same GPUs (keda/selshare.h); NULL otherwise. */
+struct selshare *trigger_cache_selshare(struct trigger_cache *c);
 /* Whether c has a stamp function (false for NULL). */
 bool trigger_cache_shares(const struct trigger_cache *c);
 /* The stamp for t (0 without a stamp function, or when c is NULL). */
