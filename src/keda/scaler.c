@@ -518,6 +518,10 @@ static int evaluate(const struct scaler *s, const struct trigger *t, struct scal
 
 /* ---- entry points ---- */
 
+static int evaluate_shared(const struct scaler *s, const struct scaler_request *r,
+                           const struct trigger *t, uint64_t stamp, struct scaler_result *out,
+                           struct scaler_error *e);
+
 int scaler_get_spec(const struct scaler *s, const struct scaler_request *r, struct scaler_spec *out,
                     struct scaler_error *e) {
   struct trigger t;
@@ -545,6 +549,11 @@ int scaler_get_metrics(const struct scaler *s, const struct scaler_request *r,
              metric_name, t.metric_name);
     parse_done(s, &t, hold);
     return e->code;
+  }
+  if (trigger_cache_shares(s->cache) && hold) { /* a selection shared at the current stamp */
+    rc = evaluate_shared(s, r, &t, trigger_cache_stamp(s->cache, &t), out, e);
+    parse_done(s, &t, hold);
+    return rc;
   }
   struct scaler_result res;
   memset(&res, 0, sizeof res);

@@ -133,7 +133,9 @@ bool selshare_get(struct selshare *s, const char *key, size_t klen, uint64_t sta
 
 void selshare_put(struct selshare *s, const char *key, size_t klen, uint64_t stamp,
                   const struct scaler_selection *sel) {
-  if (!s || !klen || !stamp)
+  /* A selection with notes (what is stale or unknown, with ages) is made again each time, so
+   * that its messages stay current: only complete, quiet selections are shared. */
+  if (!s || !klen || !stamp || sel->missing[0] || sel->missing_cut)
     return;
   struct scaler_selection copy;
   if (copy_sel(&copy, sel) != 0)

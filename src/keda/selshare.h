@@ -28,7 +28,8 @@ size_t selshare_key(const struct kv *md, size_t n, const char *ref_ns, char *key
 bool selshare_get(struct selshare *s, const char *key, size_t klen, uint64_t stamp,
                   struct scaler_selection *out);
 /* Keeps a copy of sel for key at stamp (replacing an older stamp's; when full, the entry with the
- * oldest stamp). Nothing is kept on ENOMEM. */
+ * oldest stamp). Nothing is kept on ENOMEM, nor for a selection with notes (sel->missing: their
+ * ages must stay current, so such selections are made again on every call). */
 void selshare_put(struct selshare *s, const char *key, size_t klen, uint64_t stamp,
                   const struct scaler_selection *sel);
 

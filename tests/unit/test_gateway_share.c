@@ -3,9 +3,10 @@
  * with new or repeated readings, change the pods holding their GPUs, change their MIG layout,
  * disconnect, leave the agent list and come back, or fall silent until stale and dropped. After
  * each step, as the stream ticker does before a pass (cluster_tick, then the pass's mark), every
- * trigger is asked IsActive twice: through the trigger cache with the gateway's stamps and shared
- * selections, and through a scaler without a cache, which selects and judges from scratch. The
- * two must agree on the status and the answer. Each update is also read back through
+ * trigger is asked IsActive and GetMetrics twice: through the trigger cache with the gateway's
+ * stamps and shared selections, and through a scaler without a cache, which selects and judges
+ * from scratch. The two must agree on the status, the answer, the value and the counts (and an
+ * error's message). Each update is also read back through
  * cluster_visit and compared with what was sent (the compact store lays the GPUs out again). */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -240,6 +241,21 @@ static void test_shared_answers_match_recompute(void **state) {
         assert_int_equal(a1, a2);
         flips += a1 != last[t];
         last[t] = a1;
+      }
+      struct scaler_result m1, m2;
+      memset(&m1, 0, sizeof m1);
+      memset(&m2, 0, sizeof m2);
+      r1 = scaler_get_metrics(&shared, &req, NULL, &m1, &e1);
+      r2 = scaler_get_metrics(&full, &req, NULL, &m2, &e2);
+      assert_int_equal(r1, r2);
+      if (r1 == 0) { /* the same value from the same GPUs, shared selection or not */
+        assert_true(m1.value == m2.value);
+        assert_int_equal(m1.selected, m2.selected);
+        assert_int_equal(m1.fresh, m2.fresh);
+        assert_int_equal(m1.unknown, m2.unknown);
+        assert_int_equal(m1.pods, m2.pods);
+      } else {
+        assert_string_equal(e1.msg, e2.msg);
       }
       checks++;
     }
