@@ -1,5 +1,6 @@
 /* The cluster view: per-agent snapshots behind a writer-preferring rwlock, with freshness, drop
- * and per-GPU sample rings, plus a generation counter that StreamIsActive waits on. */
+ * and per-GPU sample rings, plus a generation counter (every update) and a content counter (what
+ * a selection reads changed, where and when) that the stream ticker and the stamps use. */
 #include "gateway/cluster.h"
 
 #include <pthread.h>

@@ -1,7 +1,8 @@
-/* The gateway's in-memory cluster view: every agent's last node snapshot, its freshness and a
- * short ring of received samples per GPU (of the fields that windows read), shared by the watcher
- * threads (writers, one per agent) and the KEDA handlers (readers, under a read lock, no copies).
- */
+/* The gateway's in-memory cluster view: every agent's last node snapshot (its GPUs kept compact,
+ * updated in place), its freshness and a short ring of received samples per GPU (of the fields
+ * that windows read), shared by the watcher thread (the writer) and the KEDA handlers (readers,
+ * under a read lock; each visited agent's GPUs laid out for them), with the counters that tell
+ * the streams what changed (docs/gateway.md, "Sizing"). */
 #ifndef GS_CLUSTER_H
 #define GS_CLUSTER_H
 
