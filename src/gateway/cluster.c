@@ -818,19 +818,10 @@ uint64_t cluster_mark_changed(struct cluster *c) {
 }
 
 void cluster_tick(struct cluster *c) {
+  /* The read lock is enough for the flags: only this function (one caller) writes them besides
+   * cluster_update, under the write lock, and no reader reads them. */
   pthread_rwlock_rdlock(&c->lock);
   int64_t now = now_ms(c);
-  bool flip = false;
-  for (size_t i = 0; i < c->n && !flip; i++) {
-    const struct agent *a = c->agents[i];
-    flip =
-        !a->ticked || a->was_fresh != is_fresh(a, now) || a->was_dropped != is_dropped(c, a, now);
-  }
-  pthread_rwlock_unlock(&c->lock);
-  if (!flip)
-    return;
-  pthread_rwlock_wrlock(&c->lock);
-  now = now_ms(c);
   bool moved = false;
   for (size_t i = 0; i < c->n; i++) {
     struct agent *a = c->agents[i];
@@ -841,11 +832,13 @@ void cluster_tick(struct cluster *c) {
     a->was_dropped = dropped;
     a->ticked = true;
   }
-  if (moved)
-    content_changed(c);
   pthread_rwlock_unlock(&c->lock);
-  if (moved)
-    bump(c);
+  if (!moved)
+    return;
+  pthread_rwlock_wrlock(&c->lock);
+  content_changed(c);
+  pthread_rwlock_unlock(&c->lock);
+  bump(c);
 }
 
 void cluster_keep_field(struct cluster *c, enum gpu_field f) {

@@ -160,7 +160,8 @@ uint64_t cluster_wait_changed(struct cluster *c, uint64_t seen, int timeout_ms);
 uint64_t cluster_mark_changed(struct cluster *c);
 /* Moves cluster_content (and wakes the waiters) when an agent turned stale or dropped since the
  * last call saw it (time passing, no update); an agent's state at the first call after its update
- * is the update's. Call it several times per agent interval (the stream ticker's wait does). */
+ * is the update's. Call it several times per agent interval (the stream ticker's wait does), from
+ * one thread at a time. */
 void cluster_tick(struct cluster *c);
 
 /* Makes the rings keep field f from now on (GPU utilization is kept from the start): a ring keeps

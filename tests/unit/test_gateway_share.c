@@ -271,6 +271,55 @@ static void test_shared_answers_match_recompute(void **state) {
   cluster_free(c);
 }
 
+/* The stream ticker's wait: an update that re-sends the same readings (new timestamps) does not
+ * wake it; a changed reading does; an agent turning stale with no update does (cluster_tick). */
+static void test_ticker_wakes_on_changes_only(void **state) {
+  (void)state;
+  fake_now = 1000000;
+  struct cluster *c = cluster_new(0);
+  assert_non_null(c);
+  cluster_set_clock(c, fake_clock, NULL);
+  struct sim s;
+  memset(&s, 0, sizeof s);
+  s.ngpus = 2;
+  s.util[0] = 40;
+  s.pods[0] = 1;
+  struct node_snapshot snap;
+  build(1, &s, &snap);
+  assert_int_equal(cluster_update(c, "a:1", &snap), 0);
+  node_snapshot_clear(&snap);
+  cluster_tick(c);
+  uint64_t seen = cluster_mark_changed(c);
+  struct cluster_change ch0, ch1;
+  cluster_changes(c, "n1", &ch0);
+  for (int k = 0; k < 3; k++) { /* the same readings, newer samples */
+    fake_now += 1000;
+    s.ts += 1000;
+    build(1, &s, &snap);
+    assert_int_equal(cluster_update(c, "a:1", &snap), 0);
+    node_snapshot_clear(&snap);
+    cluster_tick(c);
+    assert_int_equal(cluster_wait_changed(c, seen, 1), seen);
+  }
+  cluster_changes(c, "n1", &ch1);
+  assert_int_equal(ch1.stamp, ch0.stamp); /* the shared answers stay */
+  s.util[1] = 90;                         /* a changed reading */
+  s.ts += 1000;
+  build(1, &s, &snap);
+  assert_int_equal(cluster_update(c, "a:1", &snap), 0);
+  node_snapshot_clear(&snap);
+  uint64_t g = cluster_wait_changed(c, seen, 1000);
+  assert_true(g != seen);
+  cluster_changes(c, "n1", &ch1);
+  assert_true(ch1.stamp > ch0.stamp);
+  cluster_tick(c); /* sees the agent fresh after its update */
+  seen = cluster_mark_changed(c);
+  fake_now += 5000; /* no update for 5 s: stale after 3 */
+  cluster_tick(c);
+  assert_true(cluster_wait_changed(c, seen, 1000) != seen);
+  cluster_free(c);
+}
+
 static int setup(void **state) {
   (void)state;
   return profile_set_init(&profiles);
@@ -279,6 +328,7 @@ static int setup(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_shared_answers_match_recompute),
+      cmocka_unit_test(test_ticker_wakes_on_changes_only),
   };
   return cmocka_run_group_tests(tests, setup, NULL);
 }
