@@ -536,7 +536,7 @@ static int gateway_run(struct gateway_opts *o) {
   if (gateway_gpu_nodes(o, g.cluster, &lister, &exit_code) != 0)
     goto out;
 
-  struct gwsource gs = {.cluster = g.cluster, .coalesce_ms = GWSOURCE_DEFAULT_COALESCE_MS};
+  struct gwsource gs = {g.cluster, GWSOURCE_DEFAULT_COALESCE_MS, {0}};
   struct scaler sc = {&profiles, gwsource_make(&gs), NULL};
   /* Each ScaledObject's metadata (and its pods/nodes regexes) is parsed once, not per poll. */
   sc.cache = tcache = trigger_cache_new(GW_TRIGGER_CACHE);

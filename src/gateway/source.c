@@ -8,7 +8,6 @@
 #include <time.h>
 
 #include "core/err.h"
-#include "core/timeutil.h"
 
 #define UNKNOWN_NOTES 8 /* unknown agents named in a message; the rest are counted */
 
@@ -564,25 +563,17 @@ static int gw_select(void *ud, const struct trigger *t, struct scaler_selection 
  * own period; time-driven changes (an agent turning stale) are noticed here first. */
 static uint64_t gw_wait_tick(void *ud, uint64_t seen, int timeout_ms) {
   struct gwsource *gs = ud;
-  int64_t now = time_mono_ms();
-  if (gs->returned_ms > 0)
-    gs->pass_ms = now - gs->returned_ms; /* what the caller did since: a pass, or nothing */
   cluster_tick(gs->cluster);
   uint64_t g = cluster_wait_changed(gs->cluster, seen, timeout_ms);
-  int64_t wait = gs->coalesce_ms;
-  if (wait > 0 && gs->pass_ms > wait)
-    wait = gs->pass_ms < GWSOURCE_MAX_COALESCE_MS ? gs->pass_ms : GWSOURCE_MAX_COALESCE_MS;
-  if (g != seen && wait > 0) {
-    struct timespec ts = {(time_t)(wait / 1000), (long)(wait % 1000) * 1000000L};
+  if (g != seen && gs->coalesce_ms > 0) {
+    struct timespec ts = {gs->coalesce_ms / 1000, (long)(gs->coalesce_ms % 1000) * 1000000L};
     nanosleep(&ts, NULL);
     g = cluster_mark_changed(gs->cluster);
   }
-  gs->returned_ms = time_mono_ms();
   return g;
 }
 
 struct scaler_source gwsource_make(struct gwsource *gs) {
-  gs->returned_ms = gs->pass_ms = 0;
   gs->sel.scopes = SCALER_SCOPES_GATEWAY;
   gs->sel.select = gw_select;
   gs->sel.wait_tick = gw_wait_tick;

@@ -15,13 +15,7 @@ struct gwsource {
    * Keep it well under the agents' interval; 0 disables. */
   int coalesce_ms;
   struct scaler_selector sel; /* filled by gwsource_make */
-  /* Internal (wait_tick, one caller): when it last returned, and how long the caller's pass then
-   * took. After a change it also waits at least that long (up to GWSOURCE_MAX_COALESCE_MS), so
-   * that while changes keep coming the passes take at most about half of the ticker's time. */
-  int64_t returned_ms, pass_ms;
 };
-
-#define GWSOURCE_MAX_COALESCE_MS 500
 
 /* Returns a scaler_source (node, cluster and workload scope) over gs->cluster; gs must outlive
  * it and must not move. Fill cluster and coalesce_ms first. */

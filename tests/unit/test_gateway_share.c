@@ -168,7 +168,7 @@ static void test_shared_answers_match_recompute(void **state) {
   struct cluster *c = cluster_new(8000); /* dropped after 8 s without an update */
   assert_non_null(c);
   cluster_set_clock(c, fake_clock, NULL);
-  struct gwsource gs = {.cluster = c, .coalesce_ms = 0};
+  struct gwsource gs = {c, 0, {0}};
   struct trigger_cache *cache = trigger_cache_new(0);
   assert_non_null(cache);
   trigger_cache_set_stamp(cache, gwshare_stamp, c);
