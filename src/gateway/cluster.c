@@ -86,6 +86,9 @@ struct cluster {
   uint64_t structural;
   struct changes nodes_changed;
   int64_t changed_ms, max_interval_ms;
+  /* Guards the four above for cluster_changes (writers change them under the write lock too), so
+   * that a trigger's stamp never waits behind the rwlock's queued writer and long readers. */
+  pthread_mutex_t changes_mu;
   pthread_cond_t content_cv; /* with gen_mu: signalled when content moved */
   uint64_t signalled;
   uint64_t ret_gen, ret_content; /* cluster_wait_changed's last answer, and content then */
@@ -119,6 +122,7 @@ struct cluster *cluster_new(int64_t drop_after_ms) {
   pthread_cond_init(&c->content_cv, &ca);
   pthread_condattr_destroy(&ca);
   pthread_mutex_init(&c->gen_mu, NULL);
+  pthread_mutex_init(&c->changes_mu, NULL);
   return c;
 }
 
@@ -166,6 +170,7 @@ void cluster_free(struct cluster *c) {
   pthread_cond_destroy(&c->content_cv);
   changes_clear(&c->nodes_changed);
   pthread_mutex_destroy(&c->gen_mu);
+  pthread_mutex_destroy(&c->changes_mu);
   free(c);
 }
 
@@ -176,17 +181,21 @@ void cluster_set_clock(struct cluster *c, int64_t (*now)(void *ud), void *ud) {
 
 /* Under the write lock: a change any selection may see. */
 static void content_changed(struct cluster *c) {
+  pthread_mutex_lock(&c->changes_mu);
   __atomic_store_n(&c->content, c->content + 1, __ATOMIC_RELEASE);
   c->structural = c->content;
   c->changed_ms = now_ms(c);
+  pthread_mutex_unlock(&c->changes_mu);
 }
 
 /* Under the write lock: a change of node's readings only (the agent stays fresh and connected). */
 static void node_changed(struct cluster *c, const char *node) {
+  pthread_mutex_lock(&c->changes_mu);
   __atomic_store_n(&c->content, c->content + 1, __ATOMIC_RELEASE);
   c->changed_ms = now_ms(c);
   if (changes_set(&c->nodes_changed, node, c->content) != 0)
     c->structural = c->content; /* out of memory: a change of every node */
+  pthread_mutex_unlock(&c->changes_mu);
 }
 
 static void bump(struct cluster *c) {
@@ -456,8 +465,11 @@ int cluster_update(struct cluster *c, const char *addr, const struct node_snapsh
   else if (update_differs(a, snap, engines, n_engines))
     node_changed(c, snap->node);
   a->ticked = false; /* the update decided its own change; cluster_tick watches from here */
-  if (snap->interval_ms > c->max_interval_ms)
+  if (snap->interval_ms > c->max_interval_ms) {
+    pthread_mutex_lock(&c->changes_mu);
     c->max_interval_ms = snap->interval_ms;
+    pthread_mutex_unlock(&c->changes_mu);
+  }
   struct cgpu *old_gpus = NULL;
   struct cluster_gpu_ring *old_rings = NULL;
   size_t old_n = a->snap.n;
@@ -759,7 +771,7 @@ void cluster_changes(struct cluster *c, const char *node, struct cluster_change 
   pthread_mutex_lock(&c->gen_mu);
   uint64_t published = c->ret_content;
   pthread_mutex_unlock(&c->gen_mu);
-  pthread_rwlock_rdlock(&c->lock);
+  pthread_mutex_lock(&c->changes_mu);
   /* As of the stream ticker's last pass: changes since then move the stamps at its next one. */
   out->stamp = published;
   if (node) {
@@ -770,7 +782,7 @@ void cluster_changes(struct cluster *c, const char *node, struct cluster_change 
   out->changed_ms = c->changed_ms;
   out->max_interval_ms = c->max_interval_ms > 0 ? c->max_interval_ms : CLUSTER_DEFAULT_INTERVAL_MS;
   out->now_ms = now_ms(c);
-  pthread_rwlock_unlock(&c->lock);
+  pthread_mutex_unlock(&c->changes_mu);
 }
 
 uint64_t cluster_wait_changed(struct cluster *c, uint64_t seen, int timeout_ms) {
