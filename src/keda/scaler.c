@@ -603,24 +603,32 @@ static int evaluate_shared(const struct scaler *s, const struct scaler_request *
                            struct scaler_error *e) {
   const struct scaler_selector *sr = dual_of(&s->src) ? NULL : selector_of(&s->src);
   struct selshare *sh = trigger_cache_selshare(s->cache);
-  char key[SELSHARE_KEY_MAX];
-  size_t klen = sr && sh && stamp ? selshare_key(r->md, r->nmd, r->ns, key, sizeof key) : 0;
-  if (!klen)
+  char key[SELSHARE_KEY_MAX], vkey[SELSHARE_KEY_MAX];
+  size_t klen = 0, vklen = 0;
+  if (sr && sh && stamp) {
+    klen = selshare_key(r->md, r->nmd, r->ns, SELSHARE_SELECTION, key, sizeof key);
+    vklen = selshare_key(r->md, r->nmd, r->ns, SELSHARE_VALUE, vkey, sizeof vkey);
+  }
+  if (!klen || !vklen)
     return scaler_eval_trigger(s, t, out, e);
   struct scaler_result res;
   memset(&res, 0, sizeof res);
-  res.scope = t->scope;
-  struct scaler_selection sel;
-  memset(&sel, 0, sizeof sel);
   int rc = 0;
-  if (!selshare_get(sh, key, klen, stamp, &sel)) {
-    rc = sr->select(sr->ud, t, &sel, e->msg, sizeof e->msg);
+  if (!selshare_value_get(sh, vkey, vklen, stamp, &res)) {
+    res.scope = t->scope;
+    struct scaler_selection sel;
+    memset(&sel, 0, sizeof sel);
+    if (!selshare_get(sh, key, klen, stamp, &sel)) {
+      rc = sr->select(sr->ud, t, &sel, e->msg, sizeof e->msg);
+      if (rc == 0)
+        selshare_put(sh, key, klen, stamp, &sel);
+    }
     if (rc == 0)
-      selshare_put(sh, key, klen, stamp, &sel);
+      rc = judge(t, &sel, &res, e);
+    scaler_selection_release(&sel);
+    if (rc == 0)
+      selshare_value_put(sh, vkey, vklen, stamp, &res);
   }
-  if (rc == 0)
-    rc = judge(t, &sel, &res, e);
-  scaler_selection_release(&sel);
   e->code = rc;
   if (rc == 0) {
     memcpy(res.metric_name, t->metric_name, sizeof res.metric_name);

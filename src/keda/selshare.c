@@ -16,7 +16,9 @@ struct share_entry {
   uint64_t hash, stamp;
   char *key;
   size_t klen;
-  struct scaler_selection sel;
+  struct scaler_selection sel; /* a selection key's */
+  bool has_result;             /* a value key's: */
+  struct scaler_result result;
 };
 
 struct selshare {
@@ -43,11 +45,22 @@ void selshare_free(struct selshare *s) {
   free(s);
 }
 
-static bool is_judge_only(const char *k) {
-  for (size_t i = 0; i < sizeof judge_only / sizeof judge_only[0]; i++)
-    if (strcmp(k, judge_only[i]) == 0)
+/* Keys that change only what is done with the value once judged (keda/scaler.c: the answer's
+ * activation, the name and target KEDA is told). */
+static const char *const after_value[] = {"targetValue", "activationThreshold", "metricName",
+                                          "pollIntervalSeconds"};
+
+static bool listed_in(const char *k, const char *const *list, size_t n) {
+  for (size_t i = 0; i < n; i++)
+    if (strcmp(k, list[i]) == 0)
       return true;
   return false;
+}
+
+static bool left_out(const char *k, enum selshare_kind kind) {
+  if (kind == SELSHARE_VALUE)
+    return listed_in(k, after_value, sizeof after_value / sizeof after_value[0]);
+  return listed_in(k, judge_only, sizeof judge_only / sizeof judge_only[0]);
 }
 
 static bool append(char *key, size_t cap, size_t *len, const char *s) {
@@ -59,12 +72,13 @@ static bool append(char *key, size_t cap, size_t *len, const char *s) {
   return true;
 }
 
-size_t selshare_key(const struct kv *md, size_t n, const char *ref_ns, char *key, size_t cap) {
+size_t selshare_key(const struct kv *md, size_t n, const char *ref_ns, enum selshare_kind kind,
+                    char *key, size_t cap) {
   size_t order[64], m = 0;
   if (n > 64)
     return 0;
   for (size_t i = 0; i < n; i++) { /* stable insertion by key: repeated keys keep their order */
-    if (!md[i].key || !md[i].value || is_judge_only(md[i].key))
+    if (!md[i].key || !md[i].value || left_out(md[i].key, kind))
       continue;
     size_t j = m++;
     while (j > 0 && strcmp(md[order[j - 1]].key, md[i].key) > 0) {
@@ -74,7 +88,8 @@ size_t selshare_key(const struct kv *md, size_t n, const char *ref_ns, char *key
     order[j] = i;
   }
   size_t len = 0;
-  if (!append(key, cap, &len, ref_ns ? ref_ns : ""))
+  if (!append(key, cap, &len, kind == SELSHARE_VALUE ? "value" : "selection") ||
+      !append(key, cap, &len, ref_ns ? ref_ns : ""))
     return 0;
   for (size_t i = 0; i < m; i++)
     if (!append(key, cap, &len, md[order[i]].key) || !append(key, cap, &len, md[order[i]].value))
@@ -131,12 +146,8 @@ bool selshare_get(struct selshare *s, const char *key, size_t klen, uint64_t sta
   return hit;
 }
 
-void selshare_put(struct selshare *s, const char *key, size_t klen, uint64_t stamp,
-                  const struct scaler_selection *sel) {
-  /* A selection with notes (what is stale or unknown, with ages) is made again each time, so
-   * that its messages stay current: only complete, quiet selections are shared. */
-  if (!s || !klen || !stamp || sel->missing[0] || sel->missing_cut)
-    return;
+static void put(struct selshare *s, const char *key, size_t klen, uint64_t stamp,
+                const struct scaler_selection *sel, const struct scaler_result *r) {
   struct scaler_selection copy;
   if (copy_sel(&copy, sel) != 0)
     return;
@@ -175,5 +186,39 @@ void selshare_put(struct selshare *s, const char *key, size_t klen, uint64_t sta
   }
   e->stamp = stamp;
   e->sel = copy;
+  e->has_result = r != NULL;
+  if (r)
+    e->result = *r;
   pthread_mutex_unlock(&s->mu);
+}
+void selshare_put(struct selshare *s, const char *key, size_t klen, uint64_t stamp,
+                  const struct scaler_selection *sel) {
+  /* A selection with notes (what is stale or unknown, with ages) is made again each time, so
+   * that its messages stay current: only complete, quiet selections are shared. */
+  if (!s || !klen || !stamp || sel->missing[0] || sel->missing_cut)
+    return;
+  put(s, key, klen, stamp, sel, NULL);
+}
+
+bool selshare_value_get(struct selshare *s, const char *key, size_t klen, uint64_t stamp,
+                        struct scaler_result *out) {
+  if (!s || !klen || !stamp)
+    return false;
+  uint64_t h = hash(key, klen);
+  pthread_mutex_lock(&s->mu);
+  struct share_entry *e = find(s, h, key, klen);
+  bool hit = e && e->stamp == stamp && e->has_result;
+  if (hit)
+    *out = e->result;
+  pthread_mutex_unlock(&s->mu);
+  return hit;
+}
+
+void selshare_value_put(struct selshare *s, const char *key, size_t klen, uint64_t stamp,
+                        const struct scaler_result *r) {
+  struct scaler_selection none;
+  memset(&none, 0, sizeof none);
+  if (!s || !klen || !stamp)
+    return;
+  put(s, key, klen, stamp, &none, r);
 }

@@ -112,7 +112,7 @@ static int read_back(void *ud, const struct cluster_node_view *v) {
   return 0;
 }
 
-static const struct kv triggers[][6] = {
+static const struct kv triggers[][8] = {
     {{"metricType", "gpu_utilization"},
      {"scope", "cluster"},
      {"aggregation", "avg"},
@@ -133,6 +133,24 @@ static const struct kv triggers[][6] = {
      {"pods", "vllm-[0-2]"},
      {"namespace", "ml"},
      {"activationThreshold", "60"},
+     {"allowPartial", "true"}},
+    /* the first's value with another activation; the first's selection with another aggregation;
+     * the workload trigger's value with another target and activation */
+    {{"metricType", "gpu_utilization"},
+     {"scope", "cluster"},
+     {"aggregation", "avg"},
+     {"activationThreshold", "55"},
+     {"metricName", "other"}},
+    {{"metricType", "gpu_utilization"},
+     {"scope", "cluster"},
+     {"aggregation", "max"},
+     {"activationThreshold", "50"}},
+    {{"metricType", "gpu_utilization"},
+     {"scope", "workload"},
+     {"pods", "vllm-[0-2]"},
+     {"namespace", "ml"},
+     {"activationThreshold", "30"},
+     {"targetValue", "20"},
      {"allowPartial", "true"}},
     {{"metricType", "gpu_utilization"},
      {"scope", "node"},
@@ -157,7 +175,7 @@ static const struct kv triggers[][6] = {
 
 static size_t kv_count(const struct kv *md) {
   size_t n = 0;
-  while (n < 6 && md[n].key)
+  while (n < 8 && md[n].key)
     n++;
   return n;
 }
