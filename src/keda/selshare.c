@@ -34,6 +34,18 @@ struct selshare *selshare_new(void) {
   return s;
 }
 
+void selshare_clear(struct selshare *s) {
+  if (!s)
+    return;
+  pthread_mutex_lock(&s->mu);
+  for (size_t i = 0; i < s->n; i++) {
+    free(s->e[i].key);
+    scaler_selection_release(&s->e[i].sel);
+  }
+  s->n = 0;
+  pthread_mutex_unlock(&s->mu);
+}
+
 void selshare_free(struct selshare *s) {
   if (!s)
     return;

@@ -21,6 +21,8 @@ struct selshare;
 
 struct selshare *selshare_new(void);
 void selshare_free(struct selshare *s);
+/* Forgets every kept selection and value (what the keys mean changed: profiles reloaded). */
+void selshare_clear(struct selshare *s);
 /* SELSHARE_SELECTION: the keys that choose GPUs. SELSHARE_VALUE: those and the ones that judge
  * the selection (aggregation, allowPartial, minCoverage, value): triggers that differ only in
  * targetValue, activationThreshold, metricName or pollIntervalSeconds get the same value. */

@@ -76,6 +76,7 @@ static bool unlink_locked(struct trigger_cache *c, struct trigger_cache_entry *e
 void trigger_cache_clear(struct trigger_cache *c) {
   if (!c)
     return;
+  selshare_clear(c->shared); /* the shared selections and values were made with them */
   pthread_mutex_lock(&c->mu);
   struct trigger_cache_entry *dead = NULL;
   while (c->lru.next != &c->lru) {
