@@ -79,9 +79,11 @@ bench:
 	@bash bench/run.sh $(BUILD) >$(BUILD)/bench/run.txt
 	@bash bench/streams.sh --rows $(BUILD) >$(BUILD)/bench/streams.txt
 	@bash bench/streams.sh --rows gateway $(BUILD) >$(BUILD)/bench/streams-gateway.txt
+	@bash bench/streams.sh --rows gateway-scale $(BUILD) >$(BUILD)/bench/streams-gateway-scale.txt
 	@bash bench/soak.sh --rows both $(BUILD) >$(BUILD)/bench/soak.txt
 	@bash bench/collect.sh $(BUILD)/bench/bench.json $(BUILD)/bench/run.txt \
-	  $(BUILD)/bench/streams.txt $(BUILD)/bench/streams-gateway.txt $(BUILD)/bench/soak.txt \
+	  $(BUILD)/bench/streams.txt $(BUILD)/bench/streams-gateway.txt \
+	  $(BUILD)/bench/streams-gateway-scale.txt $(BUILD)/bench/soak.txt \
 	  $(wildcard $(BUILD)/bench/image.txt)
 
 # The container image (Dockerfile), built with docker (when its daemon answers), podman or buildah, whichever

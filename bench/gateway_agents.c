@@ -11,11 +11,15 @@
  * never sees.
  *
  *   gs_gateway_agents --count 200 [--gpus 8] [--interval 1s] [--host 127.0.0.1] [--aligned]
- *                     [--idle]
+ *                     [--idle] [--churn PCT]
  *
  * --idle: every GPU reads 0 % utilization until the process gets SIGUSR1; from then on each
  * agent's next pass carries the usual readings (a step from idle to busy at one instant, which
  * bench/streams.sh gateway times the StreamIsActive push of).
+ *
+ * --churn PCT (1..100): on each pass, PCT agents in 100 (in turn) report a new memory
+ * utilization on GPU 0, so the gateway sees a steady trickle of real changes; utilization, which
+ * the bench's triggers read, stays put.
  *
  * Prints one line "agents ADDR,ADDR,..." on stdout once every server listens (port 0 each, so no
  * port races), then runs until SIGTERM or SIGINT. Pods: on agent k, GPU i is held by pod
@@ -84,6 +88,7 @@ static uint64_t sim_wait_tick(void *ud, uint64_t seen, int timeout_ms) {
 }
 
 static atomic_bool busy = true; /* false from --idle until SIGUSR1 */
+static int churn;               /* --churn PCT: agents per 100 whose reading moves each pass */
 
 static double util_of(int agent, int gpu) {
   if (!atomic_load(&busy))
@@ -130,6 +135,8 @@ static int sim_snapshot(void *ud, struct node_snapshot *out) {
     x->latest.ts_ms = now;
     sample_set(&x->latest, GF_GPU_UTIL, util_of(a->id, i));
     sample_set(&x->latest, GF_MEM_UTIL, (double)((a->id + i * 17) % 100));
+    if (churn > 0 && i == 0 && (gen + (uint64_t)a->id) % (uint64_t)(100 / churn) == 0)
+      x->latest.v[GF_MEM_UTIL] = (double)(gen % 100); /* --churn: a value that moved */
     sample_set(&x->latest, GF_MEM_TOTAL_MIB, 81920);
     sample_set(&x->latest, GF_MEM_USED_MIB, (double)(8192 + (a->id * 977 + i * 131) % 65536));
     sample_set(&x->latest, GF_MEM_FREE_MIB, 81920 - x->latest.v[GF_MEM_USED_MIB]);
@@ -201,9 +208,11 @@ static int parse_ms(const char *s, int64_t *out) {
 
 static void usage(void) {
   fprintf(stderr, "usage: gs_gateway_agents --count N [--gpus G] [--interval DURATION] "
-                  "[--host IP] [--aligned] [--idle]\n"
+                  "[--host IP] [--aligned] [--idle] [--churn PCT]\n"
                   "Prints \"agents ADDR,ADDR,...\" once listening; runs until SIGTERM/SIGINT.\n"
-                  "--idle: 0 %% utilization until SIGUSR1, the usual readings after.\n");
+                  "--idle: 0 %% utilization until SIGUSR1, the usual readings after.\n"
+                  "--churn PCT: each pass, PCT of 100 agents report a new memory utilization on\n"
+                  "GPU 0 (a change the gateway must notice; no utilization trigger flips).\n");
 }
 
 int main(int argc, char **argv) {
@@ -240,13 +249,15 @@ int main(int argc, char **argv) {
       }
     } else if (!strcmp(argv[i], "--host"))
       host = v;
+    else if (!strcmp(argv[i], "--churn"))
+      churn = (int)strtol(v, NULL, 10);
     else {
       usage();
       return 2;
     }
     i++;
   }
-  if (count < 1 || count > 4096 || ngpus < 1 || ngpus > NODE_MAX_GPUS) {
+  if (count < 1 || count > 4096 || ngpus < 1 || ngpus > NODE_MAX_GPUS || churn < 0 || churn > 100) {
     usage();
     return 2;
   }

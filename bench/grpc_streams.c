@@ -335,33 +335,45 @@ static bool stream_start(struct gs_streams *st, int i, const uint8_t *ref, size_
   return ok;
 }
 
+static void free_refs(uint8_t **refb, size_t *reflen, int n) {
+  for (int k = 0; refb && k < n; k++)
+    free(refb[k]);
+  free(refb);
+  free(reflen);
+}
+
 int gs_streams_open(struct gs_streams *st, const char *target, const char *name,
                     const struct gs_md *md, int wait_s) {
   Externalscaler__ScaledObjectRef ref;
   Externalscaler__ScaledObjectRef__ScalerMetadataEntry ents[GS_MAX_MD];
   Externalscaler__ScaledObjectRef__ScalerMetadataEntry *ptrs[GS_MAX_MD];
-  gs_make_ref(&ref, ents, ptrs, name, md);
-  size_t reflen = 0;
-  uint8_t *refb = gs_pack(&ref.base, &reflen);
+  int nrefs = st->nmds > 0 ? st->nmds : 1;
+  uint8_t **refb = calloc((size_t)nrefs, sizeof *refb);
+  size_t *reflen = calloc((size_t)nrefs, sizeof *reflen);
+  bool packed = refb && reflen;
+  for (int k = 0; packed && k < nrefs; k++) {
+    gs_make_ref(&ref, ents, ptrs, name, st->nmds > 0 ? &st->mds[k] : md);
+    packed = (refb[k] = gs_pack(&ref.base, &reflen[k])) != NULL;
+  }
   st->nch = (st->n + GS_STREAMS_PER_CHANNEL - 1) / GS_STREAMS_PER_CHANNEL;
   st->ch = calloc((size_t)st->nch, sizeof *st->ch);
   st->s = calloc((size_t)st->n, sizeof *st->s);
   st->cq = grpc_completion_queue_create_for_next(NULL);
-  if (!refb || !st->ch || !st->s || pthread_create(&st->thread, NULL, streams_main, st) != 0) {
+  if (!packed || !st->ch || !st->s || pthread_create(&st->thread, NULL, streams_main, st) != 0) {
     fprintf(stderr, "%s: out of memory or threads\n", st->prog);
-    free(refb);
+    free_refs(refb, reflen, nrefs);
     return GS_STREAMS_NOMEM;
   }
   st->thread_started = true;
   for (int c = 0; c < st->nch; c++)
     st->ch[c] = gs_channel(target);
   for (int i = 0; i < st->n; i++)
-    if (!stream_start(st, i, refb, reflen)) {
+    if (!stream_start(st, i, refb[i % nrefs], reflen[i % nrefs])) {
       fprintf(stderr, "%s: cannot start stream %d\n", st->prog, i);
-      free(refb);
+      free_refs(refb, reflen, nrefs);
       return GS_STREAMS_NOMEM;
     }
-  free(refb);
+  free_refs(refb, reflen, nrefs);
   int64_t until = gs_now_ns() + wait_s * 1000000000LL;
   while (atomic_load(&st->first_msgs) + atomic_load(&st->ended) < st->n && gs_now_ns() < until) {
     struct timespec ts = {0, 10 * 1000000L};

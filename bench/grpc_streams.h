@@ -116,6 +116,10 @@ struct gs_streams {
   atomic_int first_msgs; /* streams that received at least one message */
   atomic_int ended;      /* streams the server ended (before we cancelled them) */
   atomic_bool stopping;
+  /* Optional: stream i carries mds[i % nmds] instead of the md given to gs_streams_open (many
+   * distinct triggers over the streams). */
+  const struct gs_md *mds;
+  int nmds;
   grpc_status_code first_end; /* the first of those ends */
   char first_end_msg[256];
 };

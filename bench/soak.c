@@ -45,6 +45,7 @@ static struct {
   int streams;
   const char *flip_cmd, *ready_file;
   struct gs_md md;
+  int mix, mix_nodes; /* --mix K: K distinct triggers over the streams (see mix_triggers) */
 } o;
 
 static gpr_timespec at_ns(int64_t t) {
@@ -123,6 +124,39 @@ static void on_msg(struct gs_streams *s, int i, grpc_byte_buffer *msg, int64_t n
   }
 }
 
+/* --mix K: the streams carry K distinct triggers, each the -m metadata plus, for trigger j, a
+ * scope (cluster, workload over the simulated agents' "bench-vllm-*" pods in namespace bench, or
+ * node bench-node-NNN, the j/3-th of --mix-nodes, in turn) and an activationThreshold of its
+ * own (0.5 + 0.05 * (j / 3): below the busy readings, above the idle 0). */
+static struct gs_md *mix_triggers(void) {
+  struct gs_md *mds = calloc((size_t)o.mix, sizeof *mds);
+  for (int j = 0; mds && j < o.mix; j++) {
+    char kv[128];
+    int rc = 0;
+    for (size_t k = 0; k < o.md.n && !rc; k++) {
+      snprintf(kv, sizeof kv, "%s=%s", o.md.key[k], o.md.val[k]);
+      rc = gs_md_add(&mds[j], kv);
+    }
+    snprintf(kv, sizeof kv, "activationThreshold=%.2f", 0.5 + 0.05 * (j / 3));
+    rc = rc || gs_md_add(&mds[j], kv);
+    if (j % 3 == 0) {
+      rc = rc || gs_md_add(&mds[j], "scope=cluster");
+    } else if (j % 3 == 1) {
+      rc = rc || gs_md_add(&mds[j], "scope=workload") || gs_md_add(&mds[j], "pods=bench-vllm-.*") ||
+           gs_md_add(&mds[j], "namespace=bench");
+    } else {
+      snprintf(kv, sizeof kv, "node=bench-node-%03d",
+               (j / 3) % (o.mix_nodes > 0 ? o.mix_nodes : 1));
+      rc = rc || gs_md_add(&mds[j], "scope=node") || gs_md_add(&mds[j], kv);
+    }
+    if (rc) {
+      fprintf(stderr, "gs_soak: --mix: too much metadata\n");
+      exit(1);
+    }
+  }
+  return mds;
+}
+
 /* Opens o.streams streams carrying the run's ScaledObjectRef and waits (up to 60 s) for each
  * one's first message. Returns 0 or -1 with stderr. */
 static int open_streams(void) {
@@ -133,6 +167,14 @@ static int open_streams(void) {
   }
   st.n = o.streams;
   st.on_msg = on_msg;
+  if (o.mix > 0) {
+    st.mds = mix_triggers();
+    st.nmds = o.mix;
+    if (!st.mds) {
+      fprintf(stderr, "gs_soak: out of memory\n");
+      return -1;
+    }
+  }
   int rc = gs_streams_open(&st, o.target, "gs-soak", &o.md, 60);
   if (rc != 0 && rc != GS_STREAMS_NOMEM)
     fprintf(stderr, "gs_soak: %d of %d streams had their first message within 60 s, %d ended\n",
@@ -176,7 +218,7 @@ static void print_pct(const char *prefix, const uint32_t *lat, size_t n) {
 static void usage(FILE *f) {
   fprintf(f, "usage: gs_soak --target HOST:PORT [--rate R] [--seconds S] [--window W]\n"
              "               [--streams N [--ready-file F] --flip-after S --flip-cmd CMD]\n"
-             "               [-m key=value]...\n"
+             "               [--mix K [--mix-nodes N]] [-m key=value]...\n"
              "Prints 'window=I start_s=.. calls=.. errors=.. p50_us=.. p99_us=.. p999_us=.. "
              "max_us=..'\nper window, 'total ...' and with streams 'push streams=N pushed=K "
              "p50_us=.. p99_us=.. max_us=..'.\n");
@@ -209,6 +251,10 @@ static int parse_args(int argc, char **argv) {
       o.flip_cmd = v;
     else if (!strcmp(a, "--ready-file"))
       o.ready_file = v;
+    else if (!strcmp(a, "--mix"))
+      o.mix = (int)strtol(v, &end, 10);
+    else if (!strcmp(a, "--mix-nodes"))
+      o.mix_nodes = (int)strtol(v, &end, 10);
     else if (!strcmp(a, "-m")) {
       if (gs_md_add(&o.md, v) != 0) {
         fprintf(stderr, "gs_soak: -m wants key=value (at most %d)\n", GS_MAX_MD);
@@ -224,7 +270,7 @@ static int parse_args(int argc, char **argv) {
     }
   }
   if (!o.target || o.rate <= 0 || o.rate > 100000 || o.seconds <= 0 || o.seconds > 86400 ||
-      o.window <= 0 || o.streams < 0 || o.streams > GS_MAX_STREAMS ||
+      o.window <= 0 || o.streams < 0 || o.streams > GS_MAX_STREAMS || o.mix < 0 ||
       (o.flip_cmd && (o.streams == 0 || o.flip_after < 0 || o.flip_after >= o.seconds))) {
     usage(stderr);
     return -1;

@@ -12,8 +12,16 @@
 #   - unary GetMetrics latency at a steady STREAMS_RATE (200/s) meanwhile, beside the same paced
 #     run with no stream open, measured just before in the same run.
 #
-#   bash bench/streams.sh [agent|gateway] [BUILD_DIR]          a table with its header
-#   bash bench/streams.sh --rows [agent|gateway] [BUILD_DIR]   only the rows, for bench/collect.sh
+#   bash bench/streams.sh [agent|gateway|gateway-scale] [BUILD_DIR]   a table with its header
+#   bash bench/streams.sh --rows [agent|gateway|gateway-scale] [BUILD_DIR]   only the rows
+#
+# gateway-scale (issue 24, docs/gateway.md "Sizing"): the largest clusters' size. STREAMS_AGENTS
+# (2000) simulated agents x 8 GPUs (16 000 GPUs) from one process, STREAMS_N (10 000) streams over
+# STREAMS_MIX (500) distinct triggers (a third each in cluster, workload and node scope, gs_soak
+# --mix), STREAMS_CHURN (1) % of the agents reporting a changed reading each second (a field the
+# triggers do not read: the gateway must notice the change, no trigger flips before the
+# transition), unary GetMetrics in cluster scope at STREAMS_RATE (20/s). Adds the gateway's CPU
+# with the agents only (no call, no stream) and its RSS. About 3 minutes.
 #
 # Default: agent. Loopback only, bounded: about 60 s (the gateway: about 90 s). Raises the
 # open-file limit to its hard limit (each stream is not a file descriptor, each connection is: 100
@@ -23,13 +31,20 @@ set -euo pipefail
 
 # shellcheck source=bench/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
-MODES="agent gateway" MODE=agent
+MODES="agent gateway gateway-scale" MODE=agent
 bench_args "$@"
+SCALE=0
+if [[ $MODE == gateway-scale ]]; then
+  SCALE=1
+  MODE=gateway
+fi
 N=${STREAMS_N:-10000}
-RATE=${STREAMS_RATE:-200}
+RATE=${STREAMS_RATE:-$((SCALE ? 20 : 200))}
 INTERVAL=${STREAMS_INTERVAL:-1s}
-NAGENTS=${STREAMS_AGENTS:-200}
-GPUSCALE=$BUILD/gpuscale
+NAGENTS=${STREAMS_AGENTS:-$((SCALE ? 2000 : 200))}
+MIX=${STREAMS_MIX:-$((SCALE ? 500 : 0))}
+CHURN=${STREAMS_CHURN:-$((SCALE ? 1 : 0))}
+GPUSCALE=${STREAMS_GPUSCALE:-$BUILD/gpuscale} # another build's binary: its figures with these tools
 SOAK=$BUILD/bench/gs_soak
 SIM=$BUILD/bench/gs_gateway_agents
 if [[ ! -x $GPUSCALE || ! -x $SOAK || ! -x $SIM ]]; then
@@ -65,7 +80,7 @@ if [[ $MODE == agent ]]; then
   PS="streams: agent"
 else
   say "streams bench: $NAGENTS simulated agents x 8 GPUs, 0 % until the transition"
-  start_sim --count "$NAGENTS" --gpus 8 --interval "$INTERVAL" --idle
+  start_sim --count "$NAGENTS" --gpus 8 --interval "$INTERVAL" --idle --churn "$CHURN"
   start gateway /readyz "$GPUSCALE" gateway --agents "$AGENTS"
   SERVER=$PID
   wait_fresh "$HTTP" "$NAGENTS"
@@ -74,6 +89,18 @@ else
   FLIP="kill -USR1 $SIM_PID"
   P="streams gateway:"
   PS="streams gateway:"
+  if ((SCALE)); then
+    # the streams' triggers: --mix adds each one's scope and activation (gs_soak's mix_triggers)
+    MD=(-m metricType=gpu_utilization -m targetValue=50 -m aggregation=avg -m scope=cluster)
+    MIXARGS=(--mix "$MIX" --mix-nodes "$NAGENTS")
+    P="streams gateway-scale:"
+    PS="streams gateway-scale:"
+    sleep 3
+    CPU_0=$(cpu_ns "$SERVER") T_0=$(date +%s.%N)
+    sleep 10
+    CPU_1=$(cpu_ns "$SERVER") T_1=$(date +%s.%N)
+    RSS_AGENTS=$(rss_kib "$SERVER")
+  fi
 fi
 TARGET=$GRPC
 
@@ -91,7 +118,7 @@ soak "$WORK/base.out" --seconds 10 --window 10
 sleep 1
 RSS0=$(rss_kib "$SERVER")
 say "streams bench: $N StreamIsActive streams, GetMetrics at $RATE/s, a transition after 15 s"
-"$SOAK" --target "$TARGET" "${MD[@]}" --rate "$RATE" --seconds 25 --window 25 --streams "$N" \
+"$SOAK" --target "$TARGET" "${MD[@]}" ${MIXARGS[@]+"${MIXARGS[@]}"} --rate "$RATE" --seconds 25 --window 25 --streams "$N" \
   --ready-file "$WORK/ready" --flip-after 15 --flip-cmd "$FLIP" >"$WORK/streams.out" \
   2>"$WORK/streams.err" &
 CLIENT=$!
@@ -140,13 +167,21 @@ if [[ $MODE == gateway ]]; then
   row "$P load average during the run" "$LOADAVG" \
     "$NAGENTS simulated agents x 8 GPUs, client and gateway on $(nproc) CPUs"
 fi
+if ((SCALE)); then
+  row "$PS CPU, agents only" \
+    "$(awk -v a="$CPU_0" -v b="$CPU_1" -v s="$T_0" -v t="$T_1" 'BEGIN {printf "%.1f%% of a CPU", (b - a) / 1e7 / (t - s)}')" \
+    "$NAGENTS agents x 8 GPUs, $CHURN % changing per second, no call, no stream"
+  row "$PS RSS, agents only" "$(mib "$RSS_AGENTS")" "$NAGENTS agents x 8 GPUs = $((NAGENTS * 8)) GPUs"
+  row "$PS distinct triggers" "$MIX" "$N streams: cluster, workload and node scope in turn"
+fi
 
 if [[ $ROWS_ONLY == 0 ]]; then
   if [[ $MODE == agent ]]; then
     printf '\ngpuscale streams bench: %d StreamIsActive streams (100 per connection) on one agent, mock\n' "$N"
     printf '4 GPUs, --interval %s, client bench/gs_soak (C-core), loopback, %d CPUs.\n\n' "$INTERVAL" "$(nproc)"
   else
-    printf '\ngpuscale streams bench: %d StreamIsActive streams (100 per connection, cluster scope) on the\n' "$N"
+    printf '\ngpuscale streams bench: %d StreamIsActive streams (100 per connection, %s) on the\n' "$N" \
+      "$( ((SCALE)) && echo "$MIX distinct triggers" || echo "cluster scope")"
     printf 'gateway watching %d simulated agents x 8 GPUs (--interval %s), client bench/gs_soak (C-core),\n' "$NAGENTS" "$INTERVAL"
     printf 'loopback, %d CPUs, load average %s.\n\n' "$(nproc)" "$LOADAVG"
   fi

@@ -1,8 +1,10 @@
 /* The cluster view: per-agent snapshots behind a writer-preferring rwlock, with freshness, drop
- * and per-GPU sample rings, plus a generation counter that StreamIsActive waits on. */
+ * and per-GPU sample rings, plus a generation counter (every update) and a content counter (what
+ * a selection reads changed, where and when) that the stream ticker and the stamps use. */
 #include "gateway/cluster.h"
 
 #include <pthread.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,27 +13,52 @@
 #include "core/err.h"
 #include "core/log.h"
 #include "core/timeutil.h"
+#include "gateway/changes.h"
+
+/* Which fields the rings keep (docs/gateway.md, "Sizing"): a window reads one field, so a ring
+ * keeps only the fields that windowed triggers asked for (GPU utilization from the start), each
+ * in a slot of its own. Slots are only ever added, under the write lock. */
+struct ring_fields {
+  int8_t slot_of[GF__COUNT]; /* -1: not kept */
+  uint64_t mask;             /* GF_BIT of every kept field */
+  size_t n;
+};
 
 struct ring_entry {
   int64_t mono_ms; /* sample time on the gateway's monotonic clock */
-  uint64_t valid;
-  double v[GF__COUNT];
+  uint64_t valid;  /* among the kept fields (those with a slot when it was stored) */
 };
 
 struct cluster_gpu_ring {
   char uuid[GPU_STR_LEN];
   int64_t last_ts; /* agent wall-clock ts of the newest entry, to skip re-sent samples */
   size_t head, len;
+  const struct ring_fields *fields; /* the cluster's */
+  size_t nslots;                    /* slots per entry in v (fields->n when last stored) */
   struct ring_entry e[CLUSTER_RING];
+  double *v; /* CLUSTER_RING x nslots values, entry-major; NULL before the first sample */
+};
+
+/* One GPU, compact: the bytes of its struct node_gpu up to its pods[], then its listed pods. */
+struct cgpu {
+  unsigned char *blob;
+  size_t cap; /* pods blob has room for */
 };
 
 struct agent {
   char addr[CLUSTER_ADDR_LEN];
   char reason[CLUSTER_REASON_LEN];
-  struct node_snapshot snap;      /* deep copy; gpus owned */
+  /* The last snapshot's header (snap.gpus is always NULL) and its engine pods (a heap copy).
+   * Its GPUs are kept compact in gpus (snap.n of them), updated in place: a struct node_gpu has
+   * room for 64 pods (26 KiB), a stored GPU only for the pods it lists (about 1.3 KiB with one).
+   * cluster_visit lays them out as struct node_gpu again for the reader. */
+  struct node_snapshot snap;
+  struct cgpu *gpus;
   struct cluster_gpu_ring *rings; /* snap.n entries */
   int64_t added_ms, recv_ms;
   bool reported, connected;
+  bool was_fresh, was_dropped; /* as cluster_tick last saw them */
+  bool ticked;                 /* cluster_tick has seen it since its last update */
   uint64_t updates;
 };
 
@@ -41,11 +68,30 @@ struct cluster {
   size_t n, cap;
   int64_t drop_after_ms;
   struct nodeset nodes; /* the GPU nodes the view must see (under lock) */
+  struct ring_fields fields;
   int64_t (*clock)(void *ud);
   void *clock_ud;
   pthread_mutex_t gen_mu;
   pthread_cond_t gen_cv;
   uint64_t gen;
+  /* Bumped (under the write lock, read atomically) whenever what a selection reads may have
+   * changed: a value, a freshness, a pod, a device, an agent or node coming or going. An update
+   * that only re-sends the same readings leaves it alone. */
+  uint64_t content;
+  /* Where it changed (docs/gateway.md, "Sizing"): structural is its value at the last change
+   * that any selection may see (an agent or node coming, going, turning stale or fresh, the
+   * node set); nodes maps a node to its value at the last change of its agents' readings.
+   * changed_ms: the clock at the last change of any kind. max_interval_ms: the longest agent
+   * interval seen. All under the lock. */
+  uint64_t structural;
+  struct changes nodes_changed;
+  int64_t changed_ms, max_interval_ms;
+  /* Guards the four above for cluster_changes (writers change them under the write lock too), so
+   * that a trigger's stamp never waits behind the rwlock's queued writer and long readers. */
+  pthread_mutex_t changes_mu;
+  pthread_cond_t content_cv; /* with gen_mu: signalled when content moved */
+  uint64_t signalled;
+  uint64_t ret_gen, ret_content; /* cluster_wait_changed's last answer, and content then */
 };
 
 static int64_t now_ms(const struct cluster *c) {
@@ -58,6 +104,11 @@ struct cluster *cluster_new(int64_t drop_after_ms) {
     return NULL;
   c->drop_after_ms = drop_after_ms > 0 ? drop_after_ms : CLUSTER_DEFAULT_DROP_MS;
   nodeset_init(&c->nodes, -1);
+  changes_init(&c->nodes_changed);
+  memset(c->fields.slot_of, -1, sizeof c->fields.slot_of);
+  c->fields.slot_of[GF_GPU_UTIL] = 0; /* the usual windowed field, kept from the start */
+  c->fields.mask = GF_BIT(GF_GPU_UTIL);
+  c->fields.n = 1;
   pthread_rwlockattr_t ra;
   pthread_rwlockattr_init(&ra);
   /* Hundreds of KEDA readers must not starve the watcher threads. */
@@ -68,16 +119,42 @@ struct cluster *cluster_new(int64_t drop_after_ms) {
   pthread_condattr_init(&ca);
   pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
   pthread_cond_init(&c->gen_cv, &ca);
+  pthread_cond_init(&c->content_cv, &ca);
   pthread_condattr_destroy(&ca);
   pthread_mutex_init(&c->gen_mu, NULL);
+  pthread_mutex_init(&c->changes_mu, NULL);
   return c;
+}
+
+static void rings_free(struct cluster_gpu_ring *r, size_t n) {
+  for (size_t i = 0; r && i < n; i++)
+    free(r[i].v);
+  free(r);
+}
+
+static void cgpus_free(struct cgpu *g, size_t n) {
+  for (size_t i = 0; g && i < n; i++)
+    free(g[i].blob);
+  free(g);
+}
+
+/* Releases the GPUs and engine pods of a (its rings too). */
+static void agent_forget(struct agent *a) {
+  cgpus_free(a->gpus, a->snap.n);
+  a->gpus = NULL;
+  rings_free(a->rings, a->snap.n);
+  a->rings = NULL;
+  a->snap.gpus = NULL;
+  a->snap.n = 0;
+  free(a->snap.engines);
+  a->snap.engines = NULL;
+  a->snap.n_engines = 0;
 }
 
 static void agent_free(struct agent *a) {
   if (!a)
     return;
-  node_snapshot_clear(&a->snap);
-  free(a->rings);
+  agent_forget(a);
   free(a);
 }
 
@@ -90,7 +167,10 @@ void cluster_free(struct cluster *c) {
   nodeset_clear(&c->nodes);
   pthread_rwlock_destroy(&c->lock);
   pthread_cond_destroy(&c->gen_cv);
+  pthread_cond_destroy(&c->content_cv);
+  changes_clear(&c->nodes_changed);
   pthread_mutex_destroy(&c->gen_mu);
+  pthread_mutex_destroy(&c->changes_mu);
   free(c);
 }
 
@@ -99,10 +179,34 @@ void cluster_set_clock(struct cluster *c, int64_t (*now)(void *ud), void *ud) {
   c->clock_ud = ud;
 }
 
+/* Under the write lock: a change any selection may see. */
+static void content_changed(struct cluster *c) {
+  pthread_mutex_lock(&c->changes_mu);
+  __atomic_store_n(&c->content, c->content + 1, __ATOMIC_RELEASE);
+  c->structural = c->content;
+  c->changed_ms = now_ms(c);
+  pthread_mutex_unlock(&c->changes_mu);
+}
+
+/* Under the write lock: a change of node's readings only (the agent stays fresh and connected). */
+static void node_changed(struct cluster *c, const char *node) {
+  pthread_mutex_lock(&c->changes_mu);
+  __atomic_store_n(&c->content, c->content + 1, __ATOMIC_RELEASE);
+  c->changed_ms = now_ms(c);
+  if (changes_set(&c->nodes_changed, node, c->content) != 0)
+    c->structural = c->content; /* out of memory: a change of every node */
+  pthread_mutex_unlock(&c->changes_mu);
+}
+
 static void bump(struct cluster *c) {
   pthread_mutex_lock(&c->gen_mu);
   c->gen++;
   pthread_cond_broadcast(&c->gen_cv);
+  uint64_t content = __atomic_load_n(&c->content, __ATOMIC_ACQUIRE);
+  if (content != c->signalled) {
+    c->signalled = content;
+    pthread_cond_broadcast(&c->content_cv);
+  }
   pthread_mutex_unlock(&c->gen_mu);
 }
 
@@ -168,22 +272,84 @@ static bool is_fresh(const struct agent *a, int64_t now) {
   return a->reported && a->connected && age_of(a, now) <= CLUSTER_STALE_INTERVALS * interval_of(a);
 }
 
-/* New rings for snap, carrying over the received samples of GPUs that were there before. */
-static struct cluster_gpu_ring *carry_rings(const struct agent *a, const struct node_snapshot *s) {
+/* A struct node_gpu ends with its room for ATTRIB_MAX_PODS pods: a stored GPU keeps what comes
+ * before it and the listed pods only. */
+_Static_assert(offsetof(struct node_gpu, pods) + sizeof(struct gpu_pods) == sizeof(struct node_gpu),
+               "pods must be the last member of struct node_gpu");
+_Static_assert(offsetof(struct gpu_pods, pods) + sizeof(((struct gpu_pods *)0)->pods) ==
+                   sizeof(struct gpu_pods),
+               "pods[] must be the last member of struct gpu_pods");
+#define GPU_HEAD (offsetof(struct node_gpu, pods) + offsetof(struct gpu_pods, pods))
+#define POD_SIZE sizeof(struct pod_ref)
+
+static size_t listed(const struct node_gpu *g) {
+  return g->pods.n < ATTRIB_MAX_PODS ? g->pods.n : ATTRIB_MAX_PODS;
+}
+
+static size_t blob_listed(const unsigned char *blob) {
+  size_t n;
+  memcpy(&n, blob + offsetof(struct node_gpu, pods) + offsetof(struct gpu_pods, n), sizeof n);
+  return n < ATTRIB_MAX_PODS ? n : ATTRIB_MAX_PODS;
+}
+
+/* Whether what a selection reads of stored GPU old differs in g: anything but the sample's
+ * timestamps and its age (its values, freshness, health, device facts, the pods holding it). */
+static bool gpu_differs(const struct cgpu *old, const struct node_gpu *g) {
+  const unsigned char *a = old->blob, *b = (const unsigned char *)g;
+  const size_t ts = offsetof(struct node_gpu, latest) + offsetof(struct gpu_sample, ts_ms);
+  const size_t valid = offsetof(struct node_gpu, latest) + offsetof(struct gpu_sample, valid);
+  const size_t age = offsetof(struct node_gpu, age_ms), after = age + sizeof g->age_ms;
+  _Static_assert(offsetof(struct gpu_sample, mono_ms) < offsetof(struct gpu_sample, valid) &&
+                     offsetof(struct gpu_sample, ts_ms) < offsetof(struct gpu_sample, mono_ms),
+                 "gpu_sample: ts_ms, mono_ms, then valid");
+  size_t n = listed(g);
+  return memcmp(a, b, ts) != 0 || memcmp(a + valid, b + valid, age - valid) != 0 ||
+         memcmp(a + after, b + after, GPU_HEAD - after) != 0 || blob_listed(a) != n ||
+         memcmp(a + GPU_HEAD, g->pods.pods, n * POD_SIZE) != 0;
+}
+
+/* Stores g into dst (reusing its room when its pods fit). Returns false on ENOMEM (dst kept). */
+static bool gpu_store(struct cgpu *dst, const struct node_gpu *g) {
+  size_t n = listed(g);
+  if (!dst->blob || dst->cap < n) {
+    unsigned char *b = realloc(dst->blob, GPU_HEAD + n * POD_SIZE);
+    if (!b)
+      return false;
+    dst->blob = b;
+    dst->cap = n;
+  }
+  memcpy(dst->blob, g, GPU_HEAD);
+  memcpy(dst->blob + GPU_HEAD, g->pods.pods, n * POD_SIZE);
+  return true;
+}
+
+/* Lays stored GPU g out as a struct node_gpu (its unlisted pods' room left as it was). */
+static void gpu_load(struct node_gpu *out, const struct cgpu *g) {
+  memcpy(out, g->blob, GPU_HEAD + blob_listed(g->blob) * POD_SIZE);
+}
+
+/* New rings for snap, carrying over (moving) the received samples of GPUs that were there
+ * before; a's rings that were not carried lose their values. */
+static struct cluster_gpu_ring *carry_rings(struct cluster *c, struct agent *a,
+                                            const struct node_snapshot *s) {
   struct cluster_gpu_ring *r = calloc(s->n ? s->n : 1, sizeof *r);
   if (!r)
     return NULL;
   for (size_t i = 0; i < s->n; i++) {
     const char *uuid = s->gpus[i].info.uuid;
-    const struct cluster_gpu_ring *old = NULL;
-    if (i < a->snap.n && strcmp(a->rings[i].uuid, uuid) == 0)
+    struct cluster_gpu_ring *old = NULL;
+    if (a->rings && i < a->snap.n && strcmp(a->rings[i].uuid, uuid) == 0)
       old = &a->rings[i];
-    for (size_t k = 0; !old && k < a->snap.n; k++)
+    for (size_t k = 0; a->rings && !old && k < a->snap.n; k++)
       if (strcmp(a->rings[k].uuid, uuid) == 0)
         old = &a->rings[k];
-    if (old)
+    if (old) {
       r[i] = *old;
+      old->v = NULL; /* moved */
+      old->uuid[0] = '\0';
+    }
     snprintf(r[i].uuid, sizeof r[i].uuid, "%s", uuid);
+    r[i].fields = &c->fields;
   }
   return r;
 }
@@ -197,17 +363,66 @@ static bool same_devices(const struct agent *a, const struct node_snapshot *s) {
   return true;
 }
 
+/* Re-lays r's values out for the cluster's current slots (slots are only added). */
+static bool ring_restride(struct cluster_gpu_ring *r) {
+  size_t n = r->fields->n;
+  if (r->v && r->nslots == n)
+    return true;
+  double *v = realloc(r->v, CLUSTER_RING * n * sizeof *v);
+  if (!v)
+    return false;
+  if (r->v) /* entry-major: move each entry's row to its wider place, last first */
+    for (size_t j = CLUSTER_RING; j-- > 0;)
+      memmove(v + j * n, v + j * r->nslots, r->nslots * sizeof *v);
+  r->v = v;
+  r->nslots = n;
+  return true;
+}
+
 static void ring_push(struct cluster_gpu_ring *r, const struct node_gpu *g, int64_t recv) {
   if (!g->has_sample || (r->len && r->last_ts == g->latest.ts_ms))
     return;
+  if (!ring_restride(r))
+    return; /* out of memory: this sample is not kept (a window sees one fewer) */
+  const struct ring_fields *fl = r->fields;
   struct ring_entry *e = &r->e[r->head];
   e->mono_ms = recv - (g->age_ms > 0 ? g->age_ms : 0);
-  e->valid = g->latest.valid;
-  memcpy(e->v, g->latest.v, sizeof e->v);
+  e->valid = g->latest.valid & fl->mask;
+  double *row = r->v + r->head * r->nslots;
+  for (uint64_t m = e->valid; m; m &= m - 1) {
+    int f = __builtin_ctzll(m);
+    row[fl->slot_of[f]] = g->latest.v[f];
+  }
   r->head = (r->head + 1) % CLUSTER_RING;
   if (r->len < CLUSTER_RING)
     r->len++;
   r->last_ts = g->latest.ts_ms;
+}
+
+/* Whether engine pod readings differ, other than in their scrape time. */
+static bool engines_differ(const struct engine_reading *a, const struct engine_reading *b,
+                           size_t n) {
+  const size_t ts = offsetof(struct engine_reading, ts_ms), after = ts + sizeof a->ts_ms;
+  for (size_t i = 0; i < n; i++)
+    if (memcmp(&a[i], &b[i], ts) != 0 ||
+        memcmp((const char *)&a[i] + after, (const char *)&b[i] + after, sizeof a[i] - after))
+      return true;
+  return false;
+}
+
+/* Whether snap changes what a selection reads of agent a (same devices as a's). */
+static bool update_differs(const struct agent *a, const struct node_snapshot *snap,
+                           const struct engine_reading *engines, size_t n_engines) {
+  const struct node_snapshot *o = &a->snap;
+  if (!a->reported || !a->connected || strcmp(o->node, snap->node) != 0 ||
+      o->interval_ms != snap->interval_ms || o->attribution != snap->attribution ||
+      o->engines_on != snap->engines_on || strcmp(o->engines_why, snap->engines_why) != 0 ||
+      o->n_engines != n_engines || engines_differ(o->engines, engines, n_engines))
+    return true;
+  for (size_t i = 0; i < snap->n; i++)
+    if (gpu_differs(&a->gpus[i], &snap->gpus[i]))
+      return true;
+  return false;
 }
 
 int cluster_update(struct cluster *c, const char *addr, const struct node_snapshot *snap) {
@@ -215,60 +430,85 @@ int cluster_update(struct cluster *c, const char *addr, const struct node_snapsh
     return GS_EINVAL;
   if (snap->n_engines > ENGINE_MAX_PODS)
     return GS_EINVAL;
-  struct node_snapshot copy = *snap; /* deep copy outside the lock: GPUs and engine pods */
-  copy.gpus = NULL;
-  copy.engines = NULL;
-  copy.n_engines = snap->engines ? snap->n_engines : 0;
-  if (snap->n) {
-    copy.gpus = malloc(snap->n * sizeof *copy.gpus);
-    if (!copy.gpus)
+  struct engine_reading *engines = NULL; /* engine pods: a heap copy, made outside the lock */
+  size_t n_engines = snap->engines ? snap->n_engines : 0;
+  if (n_engines) {
+    engines = malloc(n_engines * sizeof *engines);
+    if (!engines)
       return GS_ENOMEM;
-    memcpy(copy.gpus, snap->gpus, snap->n * sizeof *copy.gpus);
-  }
-  if (copy.n_engines) {
-    copy.engines = malloc(copy.n_engines * sizeof *copy.engines);
-    if (!copy.engines) {
-      free(copy.gpus);
-      return GS_ENOMEM;
-    }
-    memcpy(copy.engines, snap->engines, copy.n_engines * sizeof *copy.engines);
+    memcpy(engines, snap->engines, n_engines * sizeof *engines);
   }
   pthread_rwlock_wrlock(&c->lock);
   int64_t now = now_ms(c);
   struct agent *a = get_or_add(c, addr, now);
-  bool same = a && same_devices(a, &copy);
-  struct cluster_gpu_ring *rings = a && !same ? carry_rings(a, &copy) : NULL;
+  bool same = a && same_devices(a, snap);
+  struct cgpu *cg = a && !same ? calloc(snap->n ? snap->n : 1, sizeof *cg) : NULL;
+  struct cluster_gpu_ring *rings = cg ? carry_rings(c, a, snap) : NULL;
+  bool stored = same || rings;
+  /* A new device list: stored apart, then swapped in. The same one: in place, where growing a
+   * GPU's pods may fail half-way (then the agent's update is refused and the next one heals). */
+  for (size_t i = 0; rings && i < snap->n && stored; i++)
+    stored = gpu_store(&cg[i], &snap->gpus[i]);
   /* The node joins the node set (or stays): once seen, it stays unknown after its agent goes. */
-  if (!a || (!same && !rings) ||
-      nodeset_report(&c->nodes, a->reported ? a->snap.node : NULL, copy.node, copy.n, now)) {
+  if (!a || !stored ||
+      nodeset_report(&c->nodes, a->reported ? a->snap.node : NULL, snap->node, snap->n, now)) {
     pthread_rwlock_unlock(&c->lock);
-    free(rings);
-    node_snapshot_clear(&copy);
+    rings_free(rings, snap->n);
+    cgpus_free(cg, snap->n);
+    free(engines);
     return GS_ENOMEM;
   }
-  if (rings) {
-    free(a->rings);
+  /* Only the readings of a fresh agent that stays on its node and devices change: that node's
+   * change. Anything else: every selection's. */
+  if (!same || !a->reported || !is_fresh(a, now) || strcmp(a->snap.node, snap->node) != 0)
+    content_changed(c);
+  else if (update_differs(a, snap, engines, n_engines))
+    node_changed(c, snap->node);
+  a->ticked = false; /* the update decided its own change; cluster_tick watches from here */
+  if (snap->interval_ms > c->max_interval_ms) {
+    pthread_mutex_lock(&c->changes_mu);
+    c->max_interval_ms = snap->interval_ms;
+    pthread_mutex_unlock(&c->changes_mu);
+  }
+  struct cgpu *old_gpus = NULL;
+  struct cluster_gpu_ring *old_rings = NULL;
+  size_t old_n = a->snap.n;
+  bool ok = true;
+  if (same) {
+    for (size_t i = 0; i < snap->n && ok; i++)
+      ok = gpu_store(&a->gpus[i], &snap->gpus[i]);
+  } else {
+    old_gpus = a->gpus;
+    old_rings = a->rings;
+    a->gpus = cg;
     a->rings = rings;
   }
-  nodeset_models(&c->nodes, &copy);
-  struct node_snapshot old = a->snap;
-  a->snap = copy;
-  for (size_t i = 0; i < copy.n; i++)
-    ring_push(&a->rings[i], &copy.gpus[i], now);
+  struct engine_reading *old_engines = a->snap.engines;
+  struct node_snapshot head = *snap; /* the header, in place */
+  head.gpus = NULL;
+  head.engines = engines;
+  head.n_engines = n_engines;
+  a->snap = head;
+  for (size_t i = 0; i < snap->n; i++)
+    ring_push(&a->rings[i], &snap->gpus[i], now);
+  nodeset_models(&c->nodes, snap);
   a->recv_ms = now;
   a->reported = a->connected = true;
   a->reason[0] = '\0';
   a->updates++;
   pthread_rwlock_unlock(&c->lock);
-  node_snapshot_clear(&old);
+  cgpus_free(old_gpus, old_n);
+  rings_free(old_rings, old_n);
+  free(old_engines);
   bump(c);
-  return 0;
+  return ok ? 0 : GS_ENOMEM;
 }
 
 int cluster_set_state(struct cluster *c, const char *addr, bool connected, const char *reason) {
   pthread_rwlock_wrlock(&c->lock);
   struct agent *a = get_or_add(c, addr, now_ms(c));
   if (a) {
+    content_changed(c); /* rare (a stream coming or going), and it may turn the agent stale */
     a->connected = connected;
     snprintf(a->reason, sizeof a->reason, "%s", connected || !reason ? "" : reason);
   }
@@ -290,6 +530,7 @@ int cluster_remove(struct cluster *c, const char *addr) {
       nodeset_agent_gone(&c->nodes, a->snap.node, now_ms(c));
     memmove(&c->agents[at], &c->agents[at + 1], (c->n - at - 1) * sizeof *c->agents);
     c->n--;
+    content_changed(c);
   }
   pthread_rwlock_unlock(&c->lock);
   if (!found)
@@ -306,20 +547,15 @@ size_t cluster_sweep(struct cluster *c) {
   for (size_t i = 0; i < c->n; i++) {
     struct agent *a = c->agents[i];
     if ((a->snap.n > 0 || a->snap.n_engines > 0) && is_dropped(c, a, now)) {
-      free(a->snap.gpus);
-      a->snap.gpus = NULL;
-      a->snap.n = 0;
-      free(a->snap.engines); /* its engine pods are forgotten with its GPUs */
-      a->snap.engines = NULL;
-      a->snap.n_engines = 0;
-      free(a->rings);
-      a->rings = NULL;
+      agent_forget(a); /* its engine pods are forgotten with its GPUs */
       dropped++;
     }
   }
   char left[512];
   size_t forgot = nodeset_sweep(&c->nodes, now, left, sizeof left);
   int64_t forget_ms = c->nodes.forget_ms;
+  if (dropped || forgot)
+    content_changed(c);
   pthread_rwlock_unlock(&c->lock);
   if (forgot)
     LOG_WARN("gateway",
@@ -346,6 +582,7 @@ int cluster_apply_api_nodes(struct cluster *c, const struct nodeset_api_node *no
   size_t before = c->nodes.n;
   int rc = nodeset_apply_api(&c->nodes, nodes, n, listed_ms, left, sizeof left);
   bool changed = rc != 0 || c->nodes.n != before;
+  content_changed(c); /* the API's view of the nodes (GPU counts, listing) may differ */
   pthread_rwlock_unlock(&c->lock);
   if (rc > 0)
     LOG_INFO("gateway",
@@ -421,26 +658,47 @@ int cluster_snapshot_agents(struct cluster *c, struct cluster_agent_info *out, s
 
 int cluster_visit(struct cluster *c, int (*fn)(void *ud, const struct cluster_node_view *v),
                   void *ud, int64_t *now_out) {
+  return cluster_visit_where(c, NULL, fn, ud, now_out);
+}
+
+int cluster_visit_where(struct cluster *c, bool (*want)(void *ud, const char *node),
+                        int (*fn)(void *ud, const struct cluster_node_view *v), void *ud,
+                        int64_t *now_out) {
   int rc = 0;
+  struct node_gpu *gpus = NULL; /* the visited agent's GPUs, laid out for the reader */
+  size_t cap = 0;
   pthread_rwlock_rdlock(&c->lock);
   int64_t now = now_ms(c);
   if (now_out)
     *now_out = now;
   for (size_t i = 0; i < c->n && rc == 0; i++) {
     const struct agent *a = c->agents[i];
-    struct node_snapshot empty = a->snap; /* header only, for a dropped agent */
-    empty.n = 0;
-    empty.gpus = NULL;
-    empty.n_engines = 0;
-    empty.engines = NULL;
+    struct node_snapshot snap = a->snap; /* the header, and the GPUs unless dropped */
     struct cluster_node_view v;
+    v.dropped = is_dropped(c, a, now);
+    if (v.dropped || (want && !want(ud, a->snap.node))) {
+      snap.n = 0; /* dropped, or a node the reader leaves out: its header only */
+      snap.n_engines = 0;
+      snap.engines = NULL;
+    }
+    if (snap.n > cap) {
+      struct node_gpu *ng = realloc(gpus, snap.n * sizeof *ng);
+      if (!ng) {
+        rc = GS_ENOMEM;
+        break;
+      }
+      gpus = ng;
+      cap = snap.n;
+    }
+    for (size_t k = 0; k < snap.n; k++)
+      gpu_load(&gpus[k], &a->gpus[k]);
+    snap.gpus = snap.n ? gpus : NULL;
     v.addr = a->addr;
     v.node = a->snap.node;
     v.reported = a->reported;
     v.connected = a->connected;
     v.fresh = is_fresh(a, now);
-    v.dropped = is_dropped(c, a, now);
-    v.snap = v.dropped ? &empty : &a->snap;
+    v.snap = &snap;
     v.age_ms = age_of(a, now);
     v.stale_after_ms = CLUSTER_STALE_INTERVALS * interval_of(a);
     v.reason = a->reason;
@@ -473,6 +731,7 @@ int cluster_visit(struct cluster *c, int (*fn)(void *ud, const struct cluster_no
     rc = fn(ud, &v);
   }
   pthread_rwlock_unlock(&c->lock);
+  free(gpus);
   return rc;
 }
 
@@ -482,14 +741,18 @@ int cluster_gpu_window_mean(const struct cluster_node_view *v, size_t i, enum gp
   if (!v->rings || i >= v->snap->n || (unsigned)f >= GF__COUNT)
     return GS_EUNAVAIL;
   const struct cluster_gpu_ring *r = &v->rings[i];
+  int slot = r->fields->slot_of[f];
+  if (slot < 0 || !r->v || (size_t)slot >= r->nslots)
+    return GS_EUNAVAIL; /* not kept (yet): see cluster_keep_field */
   double sum = 0;
   size_t k = 0;
   for (size_t j = 0; j < r->len; j++) {
-    const struct ring_entry *e = &r->e[(r->head + CLUSTER_RING - 1 - j) % CLUSTER_RING];
+    size_t at = (r->head + CLUSTER_RING - 1 - j) % CLUSTER_RING;
+    const struct ring_entry *e = &r->e[at];
     if (e->mono_ms < now - window_ms)
       break; /* newest first: the rest are older */
     if (e->valid & GF_BIT(f)) {
-      sum += e->v[f];
+      sum += r->v[at * r->nslots + (size_t)slot];
       k++;
     }
   }
@@ -498,6 +761,108 @@ int cluster_gpu_window_mean(const struct cluster_node_view *v, size_t i, enum gp
   *out = sum / (double)k;
   *nsamples = k;
   return 0;
+}
+
+uint64_t cluster_content(struct cluster *c) {
+  return __atomic_load_n(&c->content, __ATOMIC_ACQUIRE);
+}
+
+void cluster_changes(struct cluster *c, const char *node, struct cluster_change *out) {
+  pthread_mutex_lock(&c->gen_mu);
+  uint64_t published = c->ret_content;
+  pthread_mutex_unlock(&c->gen_mu);
+  pthread_mutex_lock(&c->changes_mu);
+  /* As of the stream ticker's last pass: changes since then move the stamps at its next one. */
+  out->stamp = published;
+  if (node) {
+    uint64_t n = changes_get(&c->nodes_changed, node);
+    uint64_t s = n > c->structural ? n : c->structural;
+    out->stamp = s <= published ? s : published; /* changed since: differs from its last */
+  }
+  out->changed_ms = c->changed_ms;
+  out->max_interval_ms = c->max_interval_ms > 0 ? c->max_interval_ms : CLUSTER_DEFAULT_INTERVAL_MS;
+  out->now_ms = now_ms(c);
+  pthread_mutex_unlock(&c->changes_mu);
+}
+
+uint64_t cluster_wait_changed(struct cluster *c, uint64_t seen, int timeout_ms) {
+  struct timespec dl;
+  clock_gettime(CLOCK_MONOTONIC, &dl);
+  dl.tv_sec += timeout_ms / 1000;
+  dl.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
+  if (dl.tv_nsec >= 1000000000L) {
+    dl.tv_sec++;
+    dl.tv_nsec -= 1000000000L;
+  }
+  pthread_mutex_lock(&c->gen_mu);
+  uint64_t base, g;
+  if (seen == c->ret_gen) {
+    base = c->ret_content;
+  } else if (seen == c->gen) {
+    base = __atomic_load_n(&c->content, __ATOMIC_ACQUIRE);
+  } else { /* a generation this function did not return: changed, as far as it can tell */
+    g = c->ret_gen = c->gen;
+    c->ret_content = __atomic_load_n(&c->content, __ATOMIC_ACQUIRE);
+    pthread_mutex_unlock(&c->gen_mu);
+    return g;
+  }
+  /* A change moves content under the view's lock, then the generation (bump): wait for both. */
+  while (__atomic_load_n(&c->content, __ATOMIC_ACQUIRE) == base || c->gen == seen)
+    if (pthread_cond_timedwait(&c->content_cv, &c->gen_mu, &dl) != 0 ||
+        __atomic_load_n(&c->content, __ATOMIC_ACQUIRE) == base)
+      break; /* timeout, or wake_all (shutdown) */
+  uint64_t now = __atomic_load_n(&c->content, __ATOMIC_ACQUIRE);
+  g = seen;
+  if (now != base && c->gen != seen) {
+    g = c->ret_gen = c->gen;
+    c->ret_content = now;
+  }
+  pthread_mutex_unlock(&c->gen_mu);
+  return g;
+}
+
+uint64_t cluster_mark_changed(struct cluster *c) {
+  pthread_mutex_lock(&c->gen_mu);
+  uint64_t g = c->ret_gen = c->gen;
+  c->ret_content = __atomic_load_n(&c->content, __ATOMIC_ACQUIRE);
+  pthread_mutex_unlock(&c->gen_mu);
+  return g;
+}
+
+void cluster_tick(struct cluster *c) {
+  /* The read lock is enough for the flags: only this function (one caller) writes them besides
+   * cluster_update, under the write lock, and no reader reads them. */
+  pthread_rwlock_rdlock(&c->lock);
+  int64_t now = now_ms(c);
+  bool moved = false;
+  for (size_t i = 0; i < c->n; i++) {
+    struct agent *a = c->agents[i];
+    bool fresh = is_fresh(a, now), dropped = is_dropped(c, a, now);
+    /* An agent first seen here since its update: its state then was decided by the update. */
+    moved = moved || (a->ticked && (a->was_fresh != fresh || a->was_dropped != dropped));
+    a->was_fresh = fresh;
+    a->was_dropped = dropped;
+    a->ticked = true;
+  }
+  pthread_rwlock_unlock(&c->lock);
+  if (!moved)
+    return;
+  pthread_rwlock_wrlock(&c->lock);
+  content_changed(c);
+  pthread_rwlock_unlock(&c->lock);
+  bump(c);
+}
+
+void cluster_keep_field(struct cluster *c, enum gpu_field f) {
+  if ((unsigned)f >= GF__COUNT ||
+      (__atomic_load_n(&c->fields.mask, __ATOMIC_RELAXED) & GF_BIT(f)) != 0)
+    return;
+  pthread_rwlock_wrlock(&c->lock);
+  if (c->fields.slot_of[f] < 0) {
+    c->fields.slot_of[f] = (int8_t)c->fields.n++;
+    __atomic_store_n(&c->fields.mask, c->fields.mask | GF_BIT(f), __ATOMIC_RELAXED);
+  }
+  pthread_rwlock_unlock(&c->lock);
 }
 
 uint64_t cluster_generation(struct cluster *c) {
@@ -531,5 +896,6 @@ uint64_t cluster_wait(struct cluster *c, uint64_t seen, int timeout_ms) {
 void cluster_wake_all(struct cluster *c) {
   pthread_mutex_lock(&c->gen_mu);
   pthread_cond_broadcast(&c->gen_cv);
+  pthread_cond_broadcast(&c->content_cv);
   pthread_mutex_unlock(&c->gen_mu);
 }

@@ -1,6 +1,8 @@
-/* The gateway's in-memory cluster view: every agent's last node snapshot, its freshness and a
- * short ring of received samples per GPU, shared by the watcher threads (writers, one per agent)
- * and the KEDA handlers (readers, under a read lock, no copies). */
+/* The gateway's in-memory cluster view: every agent's last node snapshot (its GPUs kept compact,
+ * updated in place), its freshness and a short ring of received samples per GPU (of the fields
+ * that windows read), shared by the watcher thread (the writer) and the KEDA handlers (readers,
+ * under a read lock; each visited agent's GPUs laid out for them), with the counters that tell
+ * the streams what changed (docs/gateway.md, "Sizing"). */
 #ifndef GS_CLUSTER_H
 #define GS_CLUSTER_H
 
@@ -76,9 +78,10 @@ void cluster_free(struct cluster *c);
 /* Replaces the clock (monotonic ms) for tests; NULL restores time_mono_ms. Not thread-safe. */
 void cluster_set_clock(struct cluster *c, int64_t (*now_ms)(void *ud), void *ud);
 
-/* Stores a deep copy of snap as agent addr's state (adding the agent if new), marks it connected,
- * appends each GPU's newest sample to its ring and wakes cluster_wait. Returns 0, GS_ENOMEM
- * (previous state kept) or GS_EINVAL (more than NODE_MAX_GPUS GPUs). */
+/* Stores snap as agent addr's state (adding the agent if new; the GPUs in place, with only their
+ * listed pods, and the engine pods copied), marks it connected, appends each GPU's newest sample
+ * (its kept fields, see cluster_keep_field) to its ring and wakes cluster_wait. Returns 0,
+ * GS_ENOMEM (previous state kept) or GS_EINVAL (more than NODE_MAX_GPUS GPUs). */
 int cluster_update(struct cluster *c, const char *addr, const struct node_snapshot *snap);
 /* Records the watch stream's state (adding the agent if new, e.g. discovered but unreachable);
  * reason explains a disconnection (may be NULL). Wakes cluster_wait. Returns 0 or GS_ENOMEM. */
@@ -114,15 +117,57 @@ size_t cluster_agent_count(struct cluster *c);
 
 /* Calls fn for every agent under the read lock, in address order, then for every lost node
  * (v->lost) in name order, stopping at the first non-zero return, which it returns (0 when all
- * were visited). fn must not call back into c,
- * except cluster_gpu_window_mean. *now_ms gets the clock reading the views are relative to. */
+ * were visited; GS_ENOMEM when an agent's GPUs could not be laid out). fn must not call back into
+ * c, except cluster_gpu_window_mean. *now_ms gets the clock reading the views are relative to.
+ * v->snap->gpus is laid out for this call from the compact store: a struct node_gpu's pods[]
+ * beyond pods.n is not meaningful there. */
 int cluster_visit(struct cluster *c, int (*fn)(void *ud, const struct cluster_node_view *v),
                   void *ud, int64_t *now_ms);
+/* As cluster_visit, but an agent whose node want(ud, node) leaves out is shown with its header
+ * only (snap->n and snap->n_engines 0, v->gpus still its GPU count), so that a selection of one
+ * node does not lay out every agent's GPUs. want NULL: every agent in full. */
+int cluster_visit_where(struct cluster *c, bool (*want)(void *ud, const char *node),
+                        int (*fn)(void *ud, const struct cluster_node_view *v), void *ud,
+                        int64_t *now_ms);
 /* Mean of field f over GPU i of view v (index into v->snap->gpus) among the received samples
  * taken at or after now_ms - window_ms (sample time = receive time - the agent's reported age).
  * Only inside cluster_visit. Returns 0, or GS_EUNAVAIL when no such sample has f. */
 int cluster_gpu_window_mean(const struct cluster_node_view *v, size_t i, enum gpu_field f,
                             int64_t window_ms, int64_t now_ms, double *out, size_t *nsamples);
+
+/* A counter that moves whenever what a selection reads may have changed: a reading, a GPU's or an
+ * agent's freshness (cluster_tick notices the time-driven flips), a pod, a device, an agent or a
+ * node coming or going. An update that re-sends the same readings leaves it alone. Lock-free. */
+uint64_t cluster_content(struct cluster *c);
+/* Where and when the view last changed, for a trigger's stamp (gateway/share.h). */
+struct cluster_change {
+  /* As of the last pass of the stream ticker (cluster_wait_changed's or cluster_mark_changed's
+   * last answer), so that a pass shares one evaluation per trigger however many changes arrive
+   * meanwhile (they move it at the next pass): node NULL: cluster_content then; else the last
+   * change node's selection may see (its agents' readings, or any change of every node's). */
+  uint64_t stamp;
+  int64_t changed_ms;      /* the clock at the last change of any node */
+  int64_t max_interval_ms; /* the longest agent interval seen */
+  int64_t now_ms;          /* the clock now */
+};
+void cluster_changes(struct cluster *c, const char *node, struct cluster_change *out);
+/* As cluster_wait, but only a change of cluster_content wakes it (an update that re-sends the
+ * same readings does not): returns a newer generation once the content moved after seen was
+ * returned (by this function or cluster_mark_changed), else seen after timeout_ms or
+ * cluster_wake_all. A generation it did not return counts as changed. */
+uint64_t cluster_wait_changed(struct cluster *c, uint64_t seen, int timeout_ms);
+/* The generation now, remembered as seen by cluster_wait_changed with the content now. */
+uint64_t cluster_mark_changed(struct cluster *c);
+/* Moves cluster_content (and wakes the waiters) when an agent turned stale or dropped since the
+ * last call saw it (time passing, no update); an agent's state at the first call after its update
+ * is the update's. Call it several times per agent interval (the stream ticker's wait does), from
+ * one thread at a time. */
+void cluster_tick(struct cluster *c);
+
+/* Makes the rings keep field f from now on (GPU utilization is kept from the start): a ring keeps
+ * only the fields that windowed triggers read, so a window over a field first asked now has only
+ * the samples received since. Takes the write lock once per new field. */
+void cluster_keep_field(struct cluster *c, enum gpu_field f);
 
 /* Bumped on every update, state change and removal. */
 uint64_t cluster_generation(struct cluster *c);

@@ -19,6 +19,7 @@
 #include "gateway/coverage.h"
 #include "gateway/discovery.h"
 #include "gateway/gpunodes.h"
+#include "gateway/share.h"
 #include "gateway/source.h"
 #include "http/exposition.h"
 #include "http/server.h"
@@ -29,6 +30,9 @@
 #include "rpc/watch.h"
 
 #define GW_MAX_AGENTS 4096
+/* Parsed triggers kept: every distinct trigger of a large cluster's ScaledObjects (thousands of
+ * streams over hundreds of triggers), each with its shared answer. */
+#define GW_TRIGGER_CACHE 4096
 #define GW_MAX_SET_NODES 4096   /* nodes of the GPU node set shown in /metrics and /api/v1/agents */
 #define GW_FLAT_WARNED_MAX 1024 /* workload triggers remembered as checked; then it starts over */
 
@@ -535,7 +539,9 @@ static int gateway_run(struct gateway_opts *o) {
   struct gwsource gs = {g.cluster, GWSOURCE_DEFAULT_COALESCE_MS, {0}};
   struct scaler sc = {&profiles, gwsource_make(&gs), NULL};
   /* Each ScaledObject's metadata (and its pods/nodes regexes) is parsed once, not per poll. */
-  sc.cache = tcache = trigger_cache_new(0);
+  sc.cache = tcache = trigger_cache_new(GW_TRIGGER_CACHE);
+  /* ... and the streams and polls of one trigger share its answer until its inputs change */
+  trigger_cache_set_stamp(tcache, gwshare_stamp, g.cluster);
   struct rpc_tls_server tls = serve_tls(&o->serve);
   struct rpc_server_config rc_cfg = {0};
   rc_cfg.listen = o->serve.grpc_listen;

@@ -521,6 +521,15 @@ static int visit_node(void *ud, const struct cluster_node_view *v) {
   return rc;
 }
 
+/* cluster_visit_where's filter: the nodes whose GPUs visit_node may read (node_passes, without
+ * its side effect); the others it only counts. */
+static bool node_wanted(void *ud, const char *node) {
+  const struct trigger *t = ((const struct pick *)ud)->t;
+  if (t->scope == TRIGGER_SCOPE_NODE && strcmp(node, t->node) != 0)
+    return false;
+  return trigger_regex_match(&t->nodes, node);
+}
+
 int gwsource_select(struct cluster *c, const struct trigger *t, struct scaler_selection *sel,
                     char *err, size_t errlen) {
   struct pick k;
@@ -530,7 +539,9 @@ int gwsource_select(struct cluster *c, const struct trigger *t, struct scaler_se
   k.pod_sel = trigger_selects_pods(t);
   k.err = err;
   k.errlen = errlen;
-  int rc = cluster_visit(c, visit_node, &k, &k.now);
+  if (t->window_ms > 0 && !t->engine)
+    cluster_keep_field(c, t->metric); /* the rings keep only the fields windows read */
+  int rc = cluster_visit_where(c, node_wanted, visit_node, &k, &k.now);
   free(k.pods);
   free(k.groups);
   if (rc)
@@ -584,13 +595,17 @@ static int gw_select(void *ud, const struct trigger *t, struct scaler_selection 
   return gwsource_select(gs->cluster, t, sel, err, errlen);
 }
 
+/* The stream ticker's wait: wakes on a change of what selections read (cluster_wait_changed), not
+ * on every agent update, so that a view whose readings repeat costs no pass beyond the ticker's
+ * own period; time-driven changes (an agent turning stale) are noticed here first. */
 static uint64_t gw_wait_tick(void *ud, uint64_t seen, int timeout_ms) {
   struct gwsource *gs = ud;
-  uint64_t g = cluster_wait(gs->cluster, seen, timeout_ms);
+  cluster_tick(gs->cluster);
+  uint64_t g = cluster_wait_changed(gs->cluster, seen, timeout_ms);
   if (g != seen && gs->coalesce_ms > 0) {
     struct timespec ts = {gs->coalesce_ms / 1000, (long)(gs->coalesce_ms % 1000) * 1000000L};
     nanosleep(&ts, NULL);
-    g = cluster_generation(gs->cluster);
+    g = cluster_mark_changed(gs->cluster);
   }
   return g;
 }

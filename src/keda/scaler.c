@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "core/err.h"
+#include "keda/selshare.h"
 #include "keda/trigger_cache.h"
 
 #define SCALER_MAX_VALUES 1024
@@ -613,6 +614,10 @@ static int evaluate(const struct scaler *s, const struct trigger *t, struct scal
 
 /* ---- entry points ---- */
 
+static int evaluate_shared(const struct scaler *s, const struct scaler_request *r,
+                           const struct trigger *t, uint64_t stamp, struct scaler_result *out,
+                           struct scaler_error *e);
+
 int scaler_get_spec(const struct scaler *s, const struct scaler_request *r, struct scaler_spec *out,
                     struct scaler_error *e) {
   struct trigger t;
@@ -640,6 +645,11 @@ int scaler_get_metrics(const struct scaler *s, const struct scaler_request *r,
              metric_name, t.metric_name);
     parse_done(s, &t, hold);
     return e->code;
+  }
+  if (trigger_cache_shares(s->cache) && hold) { /* a selection shared at the current stamp */
+    rc = evaluate_shared(s, r, &t, trigger_cache_stamp(s->cache, &t), out, e);
+    parse_done(s, &t, hold);
+    return rc;
   }
   struct scaler_result res;
   memset(&res, 0, sizeof res);
@@ -687,8 +697,78 @@ int scaler_eval_trigger(const struct scaler *s, const struct trigger *t, struct 
   return rc;
 }
 
+/* A trigger evaluated at stamp through the selections shared between triggers that select the
+ * same GPUs (keda/selshare.h): the selection is made once per stamp, each trigger judges a copy. */
+static int evaluate_shared(const struct scaler *s, const struct scaler_request *r,
+                           const struct trigger *t, uint64_t stamp, struct scaler_result *out,
+                           struct scaler_error *e) {
+  const struct scaler_selector *sr = dual_of(&s->src) ? NULL : selector_of(&s->src);
+  struct selshare *sh = trigger_cache_selshare(s->cache);
+  char key[SELSHARE_KEY_MAX], vkey[SELSHARE_KEY_MAX];
+  size_t klen = 0, vklen = 0;
+  if (sr && sh && stamp) {
+    klen = selshare_key(r->md, r->nmd, r->ns, SELSHARE_SELECTION, key, sizeof key);
+    vklen = selshare_key(r->md, r->nmd, r->ns, SELSHARE_VALUE, vkey, sizeof vkey);
+  }
+  if (!klen || !vklen)
+    return scaler_eval_trigger(s, t, out, e);
+  struct scaler_result res;
+  memset(&res, 0, sizeof res);
+  int rc = 0;
+  if (!selshare_value_get(sh, vkey, vklen, stamp, &res)) {
+    res.scope = t->scope;
+    struct scaler_selection sel;
+    memset(&sel, 0, sizeof sel);
+    if (!selshare_get(sh, key, klen, stamp, &sel)) {
+      rc = sr->select(sr->ud, t, &sel, e->msg, sizeof e->msg);
+      if (rc == 0)
+        selshare_put(sh, key, klen, stamp, &sel);
+    }
+    if (rc == 0)
+      rc = judge(t, &sel, &res, e);
+    scaler_selection_release(&sel);
+    if (rc == 0)
+      selshare_value_put(sh, vkey, vklen, stamp, &res);
+  }
+  e->code = rc;
+  if (rc == 0) {
+    memcpy(res.metric_name, t->metric_name, sizeof res.metric_name);
+    res.activation = t->activation;
+    res.active = res.value > t->activation;
+    *out = res;
+  }
+  return rc;
+}
+
+/* IsActive through the shared answers (keda/trigger_cache.h): a trigger whose stamp has not
+ * moved since its last answer gets that answer without an evaluation. Errors are never kept:
+ * their messages say how old things are. */
+static int is_active_shared(const struct scaler *s, const struct scaler_request *r, bool *active,
+                            struct scaler_error *e) {
+  struct trigger t;
+  struct trigger_cache_entry *hold;
+  int rc = parse(s, r, &t, &hold, e);
+  if (rc)
+    return rc;
+  uint64_t stamp = hold ? trigger_cache_stamp(s->cache, &t) : 0; /* before evaluating */
+  if (trigger_cache_memo_get(s->cache, hold, stamp, active)) {
+    parse_done(s, &t, hold);
+    return 0;
+  }
+  struct scaler_result res;
+  rc = evaluate_shared(s, r, &t, stamp, &res, e);
+  if (rc == 0) {
+    *active = res.active;
+    trigger_cache_memo_put(s->cache, hold, stamp, res.active);
+  }
+  parse_done(s, &t, hold);
+  return rc;
+}
+
 int scaler_is_active(const struct scaler *s, const struct scaler_request *r, bool *active,
                      struct scaler_error *e) {
+  if (trigger_cache_shares(s->cache))
+    return is_active_shared(s, r, active, e);
   struct scaler_result res;
   int rc = scaler_get_metrics(s, r, NULL, &res, e);
   if (rc)

@@ -2,6 +2,8 @@
  * reference count so that an eviction never frees regexes another thread is matching with. */
 #include "keda/trigger_cache.h"
 
+#include "keda/selshare.h"
+
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -12,8 +14,10 @@ struct trigger_cache_entry {
   struct trigger_cache_entry *hnext;       /* bucket chain */
   struct trigger_cache_entry *prev, *next; /* LRU list, most recent first */
   uint64_t hash;
-  int refs;  /* holds + 1 while in the table */
-  bool live; /* in the table */
+  int refs;            /* holds + 1 while in the table */
+  bool live;           /* in the table */
+  uint64_t memo_stamp; /* the kept answer's stamp (0: none) */
+  bool memo_active;
   struct trigger t;
   size_t klen;
   unsigned char key[];
@@ -25,7 +29,10 @@ struct trigger_cache {
   size_t nbuckets; /* a power of two */
   size_t n, max;
   struct trigger_cache_entry lru; /* list head */
-  unsigned long long hits, misses, evictions;
+  unsigned long long hits, misses, evictions, memo_hits, memo_misses;
+  uint64_t (*stamp)(void *ud, const struct trigger *t);
+  void *stamp_ud;
+  struct selshare *shared; /* with a stamp function: selections shared between triggers */
 };
 
 struct trigger_cache *trigger_cache_new(int max_entries) {
@@ -69,6 +76,7 @@ static bool unlink_locked(struct trigger_cache *c, struct trigger_cache_entry *e
 void trigger_cache_clear(struct trigger_cache *c) {
   if (!c)
     return;
+  selshare_clear(c->shared); /* the shared selections and values were made with them */
   pthread_mutex_lock(&c->mu);
   struct trigger_cache_entry *dead = NULL;
   while (c->lru.next != &c->lru) {
@@ -90,6 +98,7 @@ void trigger_cache_free(struct trigger_cache *c) {
   if (!c)
     return;
   trigger_cache_clear(c);
+  selshare_free(c->shared);
   pthread_mutex_destroy(&c->mu);
   free(c->buckets);
   free(c);
@@ -266,5 +275,57 @@ void trigger_cache_stats(struct trigger_cache *c, struct trigger_cache_stats *ou
   out->misses = c->misses;
   out->evictions = c->evictions;
   out->entries = c->n;
+  out->memo_hits = c->memo_hits;
+  out->memo_misses = c->memo_misses;
+  pthread_mutex_unlock(&c->mu);
+}
+
+void trigger_cache_set_stamp(struct trigger_cache *c,
+                             uint64_t (*stamp)(void *ud, const struct trigger *t), void *ud) {
+  if (!c)
+    return;
+  c->stamp = stamp;
+  c->stamp_ud = ud;
+  if (stamp && !c->shared)
+    c->shared = selshare_new(); /* NULL (out of memory): each trigger selects for itself */
+}
+
+struct selshare *trigger_cache_selshare(struct trigger_cache *c) {
+  return c ? c->shared : NULL;
+}
+
+bool trigger_cache_shares(const struct trigger_cache *c) {
+  return c && c->stamp;
+}
+
+uint64_t trigger_cache_stamp(struct trigger_cache *c, const struct trigger *t) {
+  return c && c->stamp ? c->stamp(c->stamp_ud, t) : 0;
+}
+
+bool trigger_cache_memo_get(struct trigger_cache *c, struct trigger_cache_entry *e, uint64_t stamp,
+                            bool *active) {
+  if (!c || !e || !stamp)
+    return false;
+  pthread_mutex_lock(&c->mu);
+  bool hit = e->memo_stamp == stamp;
+  if (hit) {
+    *active = e->memo_active;
+    c->memo_hits++;
+  } else {
+    c->memo_misses++;
+  }
+  pthread_mutex_unlock(&c->mu);
+  return hit;
+}
+
+void trigger_cache_memo_put(struct trigger_cache *c, struct trigger_cache_entry *e, uint64_t stamp,
+                            bool active) {
+  if (!c || !e || !stamp)
+    return;
+  pthread_mutex_lock(&c->mu);
+  if (stamp >= e->memo_stamp) { /* an evaluation that began earlier never replaces a later one */
+    e->memo_stamp = stamp;
+    e->memo_active = active;
+  }
   pthread_mutex_unlock(&c->mu);
 }

@@ -3,7 +3,9 @@
 #ifndef GS_TRIGGER_CACHE_H
 #define GS_TRIGGER_CACHE_H
 
+#include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "core/trigger.h"
 
@@ -16,6 +18,7 @@
 
 struct trigger_cache;
 struct trigger_cache_entry;
+struct selshare;
 
 /* A cache of at most max_entries triggers (<= 0: TRIGGER_CACHE_DEFAULT_ENTRIES). NULL on ENOMEM. */
 struct trigger_cache *trigger_cache_new(int max_entries);
@@ -46,10 +49,34 @@ struct trigger_cache_entry *trigger_cache_put(struct trigger_cache *c, const str
  * fine. */
 void trigger_cache_release(struct trigger_cache *c, struct trigger_cache_entry *e);
 
+/* ---- Shared answers (docs/gateway.md, "Sizing") ----
+ * A source that can tell when a trigger's answer may have changed sets a stamp function: it
+ * returns a value that moves whenever anything the trigger's selection reads may have changed,
+ * or 0 when it cannot tell (then every call evaluates). The scaler then keeps, on each entry, the
+ * last IsActive answer and the stamp it was computed at, so that the streams and polls of one
+ * trigger share one evaluation per change, and an unchanged trigger costs a lookup. Call before
+ * the cache is shared between threads. */
+void trigger_cache_set_stamp(struct trigger_cache *c,
+                             uint64_t (*stamp)(void *ud, const struct trigger *t), void *ud);
+/* With a stamp function set: the table of selections shared between triggers that select the
+ * same GPUs (keda/selshare.h); NULL otherwise. */
+struct selshare *trigger_cache_selshare(struct trigger_cache *c);
+/* Whether c has a stamp function (false for NULL). */
+bool trigger_cache_shares(const struct trigger_cache *c);
+/* The stamp for t (0 without a stamp function, or when c is NULL). */
+uint64_t trigger_cache_stamp(struct trigger_cache *c, const struct trigger *t);
+/* On held entry e: true and *active when an answer computed at stamp (non-zero) is kept. */
+bool trigger_cache_memo_get(struct trigger_cache *c, struct trigger_cache_entry *e, uint64_t stamp,
+                            bool *active);
+/* Keeps active as e's answer at stamp (a later stamp replaces an earlier one). */
+void trigger_cache_memo_put(struct trigger_cache *c, struct trigger_cache_entry *e, uint64_t stamp,
+                            bool active);
+
 /* Counters since trigger_cache_new, for tests and /metrics. */
 struct trigger_cache_stats {
   unsigned long long hits, misses, evictions;
   size_t entries;
+  unsigned long long memo_hits, memo_misses; /* shared answers used / computed */
 };
 void trigger_cache_stats(struct trigger_cache *c, struct trigger_cache_stats *out);
 

@@ -70,6 +70,10 @@ struct watcher {
   struct target *targets;
   unsigned seed;
   bool draining;
+  /* start_due's last answer, and whether a target lost its call since (then it runs again):
+   * with thousands of agents connected, no walk of the targets per message. */
+  int64_t next_due;
+  bool rescan;
 
   pthread_mutex_t mu;
   bool stop;                 /* under mu */
@@ -251,6 +255,7 @@ static void maybe_end(struct watcher *w, struct target *t) {
              (int)(n > 300 ? 300 : n), (const char *)GRPC_SLICE_START_PTR(t->details));
   }
   call_release(t);
+  w->rescan = true;
   if (t->removed) {
     target_free(w, t);
     return;
@@ -297,6 +302,7 @@ static void call_start(struct watcher *w, struct target *t) {
       grpc_call_unref(t->call);
     t->call = NULL;
     t->retry_at_ms = time_mono_ms() + t->backoff_ms;
+    w->rescan = true;
     set_state(w, t, WATCH_BACKOFF, "cannot create a call (out of memory)");
     return;
   }
@@ -472,10 +478,15 @@ static void *watch_main(void *arg) {
     if (dirty) {
       reconcile(w, want, nwant);
       free(want);
+      w->rescan = true;
     }
     if (stop)
       break;
-    int64_t next = start_due(w);
+    if (w->rescan || time_mono_ms() >= w->next_due) {
+      w->rescan = false;
+      w->next_due = start_due(w);
+    }
+    int64_t next = w->next_due;
     grpc_event ev = grpc_completion_queue_next(w->cq, at_mono_ms(next), NULL);
     if (ev.type == GRPC_OP_COMPLETE)
       dispatch(w, ev.tag);
