@@ -18,7 +18,7 @@ RUN apt-get update \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
       build-essential cmake pkg-config \
       libgrpc-dev libprotobuf-c-dev protobuf-c-compiler \
-      libmicrohttpd-dev libcurl4-openssl-dev libjson-c-dev libyaml-dev zlib1g-dev \
+      libmicrohttpd-dev libcurl4-openssl-dev libjson-c-dev libyaml-dev libyajl-dev zlib1g-dev \
  && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
 COPY CMakeLists.txt ./
@@ -32,7 +32,7 @@ RUN cmake -S . -B /build -DCMAKE_BUILD_TYPE=Release \
 
 # ---- runtime: Debian 12 slim with only the runtime libraries
 FROM ${DEBIAN_IMAGE}-slim AS runtime
-ARG RUNTIME_PACKAGES="libgrpc29 libprotobuf-c1 libmicrohttpd12 libjson-c5 libyaml-0-2 zlib1g libcurl4 ca-certificates"
+ARG RUNTIME_PACKAGES="libgrpc29 libprotobuf-c1 libmicrohttpd12 libjson-c5 libyaml-0-2 libyajl2 zlib1g libcurl4 ca-certificates"
 RUN apt-get update \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends ${RUNTIME_PACKAGES} \
  && rm -rf /var/lib/apt/lists/* /var/cache/apt/archives/* /var/log/apt /var/log/dpkg.log \

@@ -1,4 +1,5 @@
-/* Prometheus query_range client: chunking, auth, retries, a size cap, and per-series parsing. */
+/* Prometheus query_range client: chunking, auth, retries, a size cap; each answer is read as it
+ * arrives by the streaming reader (promjson.c). */
 #include "rightsize/prom.h"
 
 #include <curl/curl.h>
@@ -36,206 +37,6 @@ static void seterr(char *err, size_t errlen, const char *fmt, ...) {
   va_start(ap, fmt);
   vsnprintf(err, errlen, fmt, ap);
   va_end(ap);
-}
-
-/* ---- parsing ------------------------------------------------------------------------------ */
-
-static const char *label(struct json_object *metric, const char *name) {
-  struct json_object *v;
-  if (metric && json_object_object_get_ex(metric, name, &v) &&
-      json_object_is_type(v, json_type_string))
-    return json_object_get_string(v);
-  return NULL;
-}
-
-static const char *first_label(struct json_object *metric, const char *a, const char *b,
-                               const char *c) {
-  const char *v = label(metric, a);
-  if ((!v || !*v) && b)
-    v = label(metric, b);
-  if ((!v || !*v) && c)
-    v = label(metric, c);
-  return v ? v : "";
-}
-
-/* The node: `node`, else `kubernetes_node`, else the exporter's host label under either of its
- * names: `hostname` (dcgm-exporter 4.8 and later, its #655) or `Hostname` (before). */
-static const char *node_label(struct json_object *metric) {
-  const char *v = first_label(metric, "node", "kubernetes_node", "hostname");
-  return *v ? v : first_label(metric, "Hostname", NULL, NULL);
-}
-
-/* The workload labels as a unit. With honorLabels: false Prometheus renames the exporter's pod
- * labels to exported_*, and the plain ones name the scrape target (the exporter's own pod): they
- * are kept as the target, never taken for the workload and never mixed with exported_* ones. */
-static void rs_labels_from(struct json_object *metric, struct rs_labels *l) {
-  l->node = node_label(metric);
-  l->gpu = first_label(metric, "gpu", NULL, NULL);
-  l->uuid = first_label(metric, "UUID", "uuid", NULL);
-  l->model = first_label(metric, "modelName", NULL, NULL);
-  l->gpu_i_id = first_label(metric, "GPU_I_ID", NULL, NULL);
-  l->gpu_i_profile = first_label(metric, "GPU_I_PROFILE", NULL, NULL);
-  l->job = first_label(metric, "job", NULL, NULL);
-  l->instance = first_label(metric, "instance", NULL, NULL);
-  const char *epod = first_label(metric, "exported_pod", NULL, NULL);
-  const char *ens = first_label(metric, "exported_namespace", NULL, NULL);
-  if (*epod || *ens) {
-    l->pod_form = RS_POD_EXPORTED;
-    l->pod = epod;
-    l->namespace_ = ens;
-    l->container = first_label(metric, "exported_container", NULL, NULL);
-    l->target_pod = first_label(metric, "pod", NULL, NULL);
-    l->target_ns = first_label(metric, "namespace", NULL, NULL);
-  } else {
-    l->pod_form = RS_POD_PLAIN;
-    l->pod = first_label(metric, "pod", NULL, NULL);
-    l->namespace_ = first_label(metric, "namespace", NULL, NULL);
-    l->container = first_label(metric, "container", NULL, NULL);
-    l->target_pod = l->target_ns = "";
-  }
-}
-
-/* A Prometheus sample value is a JSON string ("12", "NaN", "+Inf"); timestamps are numbers. */
-static bool parse_point(struct json_object *pair, struct rs_point *out) {
-  if (!json_object_is_type(pair, json_type_array) || json_object_array_length(pair) != 2)
-    return false;
-  struct json_object *t = json_object_array_get_idx(pair, 0);
-  struct json_object *v = json_object_array_get_idx(pair, 1);
-  if (!(json_object_is_type(t, json_type_double) || json_object_is_type(t, json_type_int)))
-    return false;
-  if (!json_object_is_type(v, json_type_string))
-    return false;
-  double ts = json_object_get_double(t);
-  if (!isfinite(ts) || ts < 0 || ts > 1e11)
-    return false;
-  out->t_ms = (int64_t)llround(ts * 1000.0);
-  const char *s = json_object_get_string(v);
-  char *end = NULL;
-  errno = 0;
-  out->v = strtod(s, &end);
-  if (end == s || *end != '\0' || errno == ERANGE)
-    out->v = NAN;
-  return true;
-}
-
-int rs_prom_parse(const char *body, size_t len, enum rs_metric m, const struct rs_sink *sink,
-                  size_t *n_series, char *err, size_t errlen) {
-  if (n_series)
-    *n_series = 0;
-  if (!body || len == 0) {
-    seterr(err, errlen, "empty answer (expected Prometheus JSON)");
-    return GS_EPARSE;
-  }
-  struct json_tokener *tok = json_tokener_new_ex(64);
-  if (!tok)
-    return GS_ENOMEM;
-  if (len > (size_t)INT32_MAX) {
-    json_tokener_free(tok);
-    seterr(err, errlen, "answer too large to parse");
-    return GS_ETOOBIG;
-  }
-  struct json_object *root = json_tokener_parse_ex(tok, body, (int)len);
-  enum json_tokener_error jerr = json_tokener_get_error(tok);
-  size_t used = tok->char_offset;
-  json_tokener_free(tok);
-  if (!root || jerr != json_tokener_success) {
-    seterr(err, errlen, "malformed JSON at byte %zu: %s", used,
-           jerr == json_tokener_continue ? "unexpected end of input"
-                                         : json_tokener_error_desc(jerr));
-    json_object_put(root);
-    return GS_EPARSE;
-  }
-  int rc = 0;
-  struct rs_point *pts = NULL;
-  struct json_object *status, *data, *rtype, *result;
-  if (!json_object_is_type(root, json_type_object) ||
-      !json_object_object_get_ex(root, "status", &status) ||
-      !json_object_is_type(status, json_type_string)) {
-    seterr(err, errlen, "not a Prometheus API answer (no \"status\")");
-    rc = GS_EPARSE;
-    goto out;
-  }
-  if (strcmp(json_object_get_string(status), "success") != 0) {
-    const char *et = label(root, "errorType");
-    const char *e = label(root, "error");
-    seterr(err, errlen, "Prometheus answered status \"%s\": %s: %s", json_object_get_string(status),
-           et ? et : "unknown", e ? e : "(no message)");
-    rc = GS_EUNAVAIL;
-    goto out;
-  }
-  if (!json_object_object_get_ex(root, "data", &data) ||
-      !json_object_is_type(data, json_type_object) ||
-      !json_object_object_get_ex(data, "result", &result) ||
-      !json_object_is_type(result, json_type_array)) {
-    seterr(err, errlen, "Prometheus answer has no data.result array");
-    rc = GS_EPARSE;
-    goto out;
-  }
-  if (json_object_object_get_ex(data, "resultType", &rtype) &&
-      (!json_object_is_type(rtype, json_type_string) ||
-       strcmp(json_object_get_string(rtype), "matrix") != 0)) {
-    seterr(err, errlen, "expected resultType \"matrix\" from query_range, got \"%s\"",
-           json_object_get_string(rtype));
-    rc = GS_EPARSE;
-    goto out;
-  }
-  size_t n = json_object_array_length(result);
-  for (size_t i = 0; i < n; i++) {
-    struct json_object *s = json_object_array_get_idx(result, i);
-    struct json_object *metric = NULL, *values;
-    if (!json_object_is_type(s, json_type_object) ||
-        !json_object_object_get_ex(s, "values", &values) ||
-        !json_object_is_type(values, json_type_array)) {
-      seterr(err, errlen, "series %zu has no \"values\" array", i);
-      rc = GS_EPARSE;
-      goto out;
-    }
-    json_object_object_get_ex(s, "metric", &metric);
-    if (metric && !json_object_is_type(metric, json_type_object)) {
-      seterr(err, errlen, "series %zu: \"metric\" is not an object", i);
-      rc = GS_EPARSE;
-      goto out;
-    }
-    if (n_series)
-      (*n_series)++;
-    struct rs_series ser = {0};
-    rs_labels_from(metric, &ser.labels);
-    if (m == RS_M_TARGET ? !*ser.labels.pod
-                         : !*ser.labels.node || (!*ser.labels.gpu && !*ser.labels.uuid))
-      continue; /* no GPU identity (a target: no pod): not a series we can place */
-    size_t nv = json_object_array_length(values);
-    struct rs_point *np = realloc(pts, (nv ? nv : 1) * sizeof(*pts));
-    if (!np) {
-      rc = GS_ENOMEM;
-      goto out;
-    }
-    pts = np;
-    size_t k = 0;
-    int64_t last = INT64_MIN;
-    for (size_t j = 0; j < nv; j++) {
-      struct rs_point p;
-      if (!parse_point(json_object_array_get_idx(values, j), &p)) {
-        seterr(err, errlen, "series %zu, value %zu: expected [<unix seconds>, \"<number>\"]", i, j);
-        rc = GS_EPARSE;
-        goto out;
-      }
-      if (!isfinite(p.v) || p.t_ms <= last)
-        continue; /* NaN/Inf are not readings; out-of-order points are dropped */
-      last = p.t_ms;
-      pts[k++] = p;
-    }
-    ser.points = pts;
-    ser.n = k;
-    if (k && sink && sink->series) {
-      rc = sink->series(sink->ud, m, &ser);
-      if (rc)
-        goto out;
-    }
-  }
-out:
-  free(pts);
-  json_object_put(root);
-  return rc;
 }
 
 /* ---- HTTP ---------------------------------------------------------------------------------- */
@@ -277,13 +78,28 @@ struct prom_conn {
   struct curl_slist *headers;
   char token[PROM_SECRET_MAX];
   char password[PROM_SECRET_MAX];
-  struct buf body;
-  bool too_big; /* the last answer hit the cap */
+  struct buf body; /* an answer that is not read as it comes: buildinfo, an HTTP error's body */
+  bool too_big;    /* the last such answer hit the cap */
+  struct rs_prom_reader *rd; /* while a query_range answer is read: its reader */
+  bool rd_failed;            /* the reader stopped the transfer */
 };
 
+/* A 2xx answer to query_range goes through the reader as it arrives; anything else is kept (up to
+ * the body's cap) to be read whole. */
 static size_t on_body(char *p, size_t size, size_t nmemb, void *ud) {
   struct prom_conn *c = ud;
   size_t n = size * nmemb;
+  if (c->rd) {
+    long code = 0;
+    curl_easy_getinfo(c->curl, CURLINFO_RESPONSE_CODE, &code);
+    if (code >= 200 && code < 300) {
+      if (rs_prom_reader_feed(c->rd, p, n) != 0) {
+        c->rd_failed = true;
+        return 0;
+      }
+      return n;
+    }
+  }
   int rc = buf_append(&c->body, p, n);
   if (rc == GS_ETOOBIG)
     c->too_big = true;
@@ -293,7 +109,7 @@ static size_t on_body(char *p, size_t size, size_t nmemb, void *ud) {
 static int conn_open(struct prom_conn *c, const struct rs_prom_opts *o, char *err, size_t errlen) {
   memset(c, 0, sizeof(*c));
   c->o = o;
-  buf_init(&c->body, o->max_answer_bytes ? o->max_answer_bytes : (size_t)256 << 20);
+  buf_init(&c->body, (size_t)1 << 20); /* buildinfo and error bodies are small */
   int rc;
   if (o->bearer_token_file && (rc = read_secret("--bearer-token-file", o->bearer_token_file,
                                                 c->token, sizeof(c->token), err, errlen)))
@@ -456,9 +272,13 @@ static int server_major(struct prom_conn *c) {
   return major;
 }
 
-/* One GET with retries; leaves the answer in c->body. */
+/* One GET of query_range with retries, its answer read into sink as it arrives. A retry reads
+ * the answer again from its start: the sink folds a value seen twice as once (prom.h). */
+static bool too_many_samples(const char *msg);
+
 static int get_range(struct prom_conn *c, const char *query, int64_t s_ms, int64_t e_ms,
-                     int64_t step_ms, char *err, size_t errlen) {
+                     int64_t step_ms, enum rs_metric m, const struct rs_sink *sink,
+                     size_t *n_series, char *err, size_t errlen) {
   const struct rs_prom_opts *o = c->o;
   char *q = curl_easy_escape(c->curl, query, 0);
   if (!q)
@@ -469,19 +289,28 @@ static int get_range(struct prom_conn *c, const char *query, int64_t s_ms, int64
   size_t bl = strlen(base);
   while (bl > 0 && base[bl - 1] == '/')
     bl--;
-  int rc =
-      buf_printf(&url, "%.*s/api/v1/query_range?query=%s&start=%.3f&end=%.3f&step=%.3f", (int)bl,
-                 base, q, (double)s_ms / 1000.0, (double)e_ms / 1000.0, (double)step_ms / 1000.0);
+  /* partial_response=false: Thanos fails a query that some store could not answer, rather than
+   * answering part of it (Prometheus, Mimir and VictoriaMetrics ignore the parameter) */
+  int rc = buf_printf(
+      &url, "%.*s/api/v1/query_range?query=%s&start=%.3f&end=%.3f&step=%.3f&partial_response=false",
+      (int)bl, base, q, (double)s_ms / 1000.0, (double)e_ms / 1000.0, (double)step_ms / 1000.0);
   curl_free(q);
   if (rc) {
     buf_free(&url);
     return rc;
   }
   curl_easy_setopt(c->curl, CURLOPT_URL, url.data);
+  struct rs_prom_limits lim = {o->max_answer_bytes, 0, 0};
   int64_t backoff = 500;
   for (int attempt = 0;; attempt++) {
     buf_reset(&c->body);
     c->too_big = false;
+    c->rd_failed = false;
+    c->rd = rs_prom_reader_new(m, sink, &lim);
+    if (!c->rd) {
+      rc = GS_ENOMEM;
+      break;
+    }
     char cerr[CURL_ERROR_SIZE] = "";
     curl_easy_setopt(c->curl, CURLOPT_ERRORBUFFER, cerr);
     CURLcode cc = curl_easy_perform(c->curl);
@@ -489,19 +318,40 @@ static int get_range(struct prom_conn *c, const char *query, int64_t s_ms, int64
     long code = 0;
     curl_easy_getinfo(c->curl, CURLINFO_RESPONSE_CODE, &code);
     bool retry = false;
-    if (cc == CURLE_WRITE_ERROR && c->too_big) {
-      seterr(err, errlen,
-             "answer of %s for %s is over the %zu-byte cap (--max-answer); use a smaller "
-             "--chunk or a --selector",
-             o->url, query, c->body.max);
+    const char *warn = NULL;
+    if (c->rd_failed) {
+      rc = rs_prom_reader_finish(c->rd, n_series);
+      if (rc == GS_ETOOBIG && strstr(rs_prom_reader_error(c->rd), "byte cap"))
+        seterr(err, errlen,
+               "answer of %s for %s is over the %zu-byte cap (--max-answer); use a smaller "
+               "--chunk or a --selector",
+               o->url, query, o->max_answer_bytes);
+      else
+        seterr(err, errlen, "query %s at %s: %s", query, o->url, rs_prom_reader_error(c->rd));
+    } else if (cc == CURLE_WRITE_ERROR && c->too_big) {
+      seterr(err, errlen, "answer of %s (HTTP %ld) for %s is over the %zu-byte cap", o->url, code,
+             query, c->body.max);
       rc = GS_ETOOBIG;
     } else if (cc != CURLE_OK) {
+      /* cut mid-answer, or never reached: what was read is folded again on the retry */
       seterr(err, errlen, "cannot reach Prometheus at %s (query %s): %s", o->url, query,
              cerr[0] ? cerr : curl_easy_strerror(cc));
       rc = GS_EUNAVAIL;
       retry = true;
     } else if (code >= 200 && code < 300) {
-      rc = 0;
+      rc = rs_prom_reader_finish(c->rd, n_series);
+      if (rc)
+        seterr(err, errlen, "query %s at %s: %s", query, o->url, rs_prom_reader_error(c->rd));
+      else if (rs_prom_reader_partial(c->rd)) {
+        seterr(err, errlen,
+               "query %s at %s: the answer is partial (\"isPartial\": true: a storage node did "
+               "not answer); not taken for the whole",
+               query, o->url);
+        rc = GS_EUNAVAIL;
+        retry = true;
+      } else if (rs_prom_reader_warnings(c->rd, &warn))
+        LOG_WARN("rightsize", "query %s at %s: %zu warning(s), the first: %s", query, o->url,
+                 rs_prom_reader_warnings(c->rd, NULL), warn);
     } else {
       /* Prometheus puts its reason in a JSON body even on 4xx/5xx. */
       char perr[512] = "";
@@ -510,8 +360,10 @@ static int get_range(struct prom_conn *c, const char *query, int64_t s_ms, int64
       seterr(err, errlen, "Prometheus at %s answered HTTP %ld to query %s%s%s", o->url, code, query,
              perr[0] ? ": " : "", perr);
       rc = GS_EUNAVAIL;
-      retry = code == 429 || code >= 500;
+      retry = (code == 429 || code >= 500) && !too_many_samples(perr);
     }
+    rs_prom_reader_free(c->rd);
+    c->rd = NULL;
     if (!retry || attempt >= o->retries)
       break;
     LOG_WARN("rightsize", "attempt %d failed, retrying in %lld ms: %s", attempt + 1,
@@ -521,6 +373,15 @@ static int get_range(struct prom_conn *c, const char *query, int64_t s_ms, int64
   }
   buf_free(&url);
   return rc;
+}
+
+/* An HTTP error that says the query asked for more samples than the server allows in one query:
+ * Prometheus' ErrTooManySamples (promql/engine.go, HTTP 422, errorType "execution"), which Thanos
+ * and Mimir pass on in the same words; VictoriaMetrics' -search.maxSamplesPerQuery and
+ * -search.maxPointsPerTimeseries (app/vmselect/promql/eval.go). */
+static bool too_many_samples(const char *msg) {
+  return strstr(msg, "too many samples") || strstr(msg, "maxSamplesPerQuery") ||
+         strstr(msg, "maxPointsPerTimeseries");
 }
 
 /* Counts series per metric so that "no GPU series" can be told apart from an empty answer. */
@@ -538,6 +399,26 @@ static int count_series(void *ud, enum rs_metric m, const struct rs_series *s) {
   return cs->inner && cs->inner->series ? cs->inner->series(cs->inner->ud, m, &t) : 0;
 }
 
+/* One query over [s_ms, e_ms]; when the server refuses it for too many samples, the range is
+ * read in two halves (and so on down to one step), all into the same chunk. */
+static int get_split(struct prom_conn *c, const char *query, int64_t s_ms, int64_t e_ms,
+                     int64_t step_ms, enum rs_metric m, const struct rs_sink *sink,
+                     size_t *n_series, char *err, size_t errlen) {
+  size_t ns = 0;
+  int rc = get_range(c, query, s_ms, e_ms, step_ms, m, sink, &ns, err, errlen);
+  *n_series += ns;
+  if (rc != GS_EUNAVAIL || !too_many_samples(err) || e_ms - s_ms < step_ms)
+    return rc;
+  int64_t half = (e_ms - s_ms) / step_ms / 2;
+  int64_t mid = s_ms + half * step_ms;
+  LOG_WARN("rightsize", "%s refused %lld steps of a query for too many samples: asking for %lld",
+           c->o->url, (long long)((e_ms - s_ms) / step_ms + 1), (long long)(half + 1));
+  rc = get_split(c, query, s_ms, mid, step_ms, m, sink, n_series, err, errlen);
+  if (!rc)
+    rc = get_split(c, query, mid + step_ms, e_ms, step_ms, m, sink, n_series, err, errlen);
+  return rc;
+}
+
 int rs_prom_fetch(const struct rs_prom_opts *o, int64_t start_ms, int64_t end_ms, int64_t step_ms,
                   const struct rs_chunk_hook *hook, const struct rs_sink *sink,
                   const struct rs_progress *progress, char *err, size_t errlen) {
@@ -547,24 +428,31 @@ int rs_prom_fetch(const struct rs_prom_opts *o, int64_t start_ms, int64_t end_ms
   }
   int64_t maxp = o->max_points > 0 ? o->max_points : 11000;
   int64_t steps = (end_ms - start_ms) / step_ms + 1;
-  int64_t chunk_steps = steps < maxp ? steps : maxp;
-  unsigned nchunks = (unsigned)((steps + chunk_steps - 1) / chunk_steps);
-  unsigned total = nchunks * RS_N_QUERIES, done = 0;
   struct prom_conn c;
   int rc = conn_open(&c, o, err, errlen);
   struct buf q;
   buf_init(&q, 8192);
   size_t placed[RS_M_COUNT] = {0}, seen[RS_M_COUNT] = {0};
+  unsigned done = 0;
   if (rc)
     goto out;
-  if (progress && progress->fn)
-    progress->fn(progress->ud, 0, total);
   int64_t window_ms = rs_range_window_ms(step_ms, server_major(&c));
-  for (unsigned ci = 0; ci < nchunks && !rc; ci++) {
-    int64_t cs = start_ms + (int64_t)ci * chunk_steps * step_ms;
-    int64_t ce = cs + (chunk_steps - 1) * step_ms;
+  /* Chunks of at most max_points steps, fewer when the sink asks (its per-step scratch grows with
+   * the fleet: rs_chunk_hook.max_steps); the first is the sink's guess before any GPU is known. */
+  for (int64_t cs = start_ms; cs <= end_ms && !rc;) {
+    int64_t n = maxp;
+    if (hook && hook->max_steps) {
+      int64_t h = hook->max_steps(hook->ud);
+      if (h > 0 && h < n)
+        n = h;
+    }
+    int64_t ce = cs + (n - 1) * step_ms;
     if (ce > end_ms)
       ce = end_ms;
+    int64_t left = (end_ms - ce) / step_ms; /* steps after this chunk */
+    unsigned total = done + RS_N_QUERIES * (unsigned)(1 + (left + n - 1) / n);
+    if (progress && progress->fn && done == 0)
+      progress->fn(progress->ud, 0, total);
     if (hook && hook->begin && (rc = hook->begin(hook->ud, cs, ce)) != 0)
       break;
     for (int qi = 0; qi < RS_N_QUERIES && !rc; qi++) {
@@ -573,22 +461,19 @@ int rs_prom_fetch(const struct rs_prom_opts *o, int64_t start_ms, int64_t end_ms
       buf_reset(&q);
       if ((rc = query_text(o, qd, window_ms, &q)) != 0)
         break;
-      if ((rc = get_range(&c, q.data, cs, ce, step_ms, err, errlen)) != 0)
-        break;
       struct count_sink cnt = {sink, 0, qd->agg};
       struct rs_sink wrap = {count_series, &cnt};
       size_t ns = 0;
-      char perr[512] = "";
-      rc = rs_prom_parse(c.body.data, c.body.len, m, &wrap, &ns, perr, sizeof(perr));
-      if (rc == GS_EPARSE || rc == GS_EUNAVAIL)
-        seterr(err, errlen, "query %s at %s: %s", q.data, o->url, perr);
+      rc = get_split(&c, q.data, cs, ce, step_ms, m, &wrap, &ns, err, errlen);
       placed[m] += cnt.placed;
       seen[m] += ns;
       done++;
       if (progress && progress->fn)
         progress->fn(progress->ud, done, total);
     }
+    cs = ce + step_ms;
   }
+  (void)steps;
   if (!rc && placed[RS_M_UTIL] == 0 && placed[RS_M_FB_USED] == 0) {
     buf_reset(&q);
     const struct rs_query qu = {RS_M_UTIL, RS_AGG_MAX};

@@ -185,7 +185,7 @@ int rs_build_report(const struct rs_prom_opts *po, const struct rs_params *param
     rs_prices_free(prices);
     return GS_ENOMEM;
   }
-  struct rs_chunk_hook hook = {rs_analyzer_begin_chunk, a};
+  struct rs_chunk_hook hook = {rs_analyzer_begin_chunk, rs_analyzer_chunk_steps, a};
   struct rs_sink sink = {rs_analyzer_add, a};
   rc = rs_prom_fetch(po, start, end, params->step_ms, &hook, &sink, progress, err, errlen);
   if (!rc)
