@@ -350,7 +350,7 @@ static int point(struct rs_prom_reader *r) {
                     "series %zu: more than %zu values before its \"metric\" labels (the cap on "
                     "one series)",
                     r->n_series, r->lim.max_points);
-      size_t nc = r->cap_run * 2;
+      size_t nc = r->cap_run * 2 < r->lim.max_points ? r->cap_run * 2 : r->lim.max_points;
       struct rs_point *np = realloc(r->run, nc * sizeof(*np));
       if (!np)
         return fail(r, GS_ENOMEM, "out of memory");
