@@ -143,33 +143,29 @@ static const double pow10_exact[] = {1e0,  1e1,  1e2,  1e3,  1e4,  1e5,  1e6,  1
                                      1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22};
 
 /* Parses a plain decimal ([-+]digits[.digits]) exactly as strtod does, without strtod: a mantissa
- * under 2^53 divided by an exact power of ten is one correctly rounded IEEE operation (Clinger's
- * fast path). Returns false for anything else (exponents, long mantissas, words). */
+ * of at most 15 digits divided by an exact power of ten is one correctly rounded IEEE operation
+ * (Clinger's fast path). Returns false for anything else (exponents, long mantissas, words). */
 static bool fast_decimal(const unsigned char *s, size_t n, double *out) {
-  size_t i = 0;
+  const unsigned char *p = s, *e = s + n;
   bool neg = false;
-  if (i < n && (s[i] == '-' || s[i] == '+'))
-    neg = s[i++] == '-';
+  if (p < e && (*p == '-' || *p == '+'))
+    neg = *p++ == '-';
+  while (p < e && *p == '0' && p + 1 < e && p[1] != '.')
+    p++; /* leading zeros */
+  const unsigned char *d0 = p;
   uint64_t mant = 0;
-  int digits = 0, frac = 0;
-  bool dot = false, any = false;
-  for (; i < n; i++) {
-    unsigned c = s[i];
-    if (c >= '0' && c <= '9') {
-      any = true;
-      if (mant == 0 && c == '0' && !dot)
-        continue; /* leading zeros */
-      if (++digits > 15)
-        return false;
-      mant = mant * 10 + (c - '0');
-      frac += dot;
-    } else if (c == '.' && !dot) {
-      dot = true;
-    } else {
-      return false;
-    }
+  while (p < e && (unsigned)(*p - '0') < 10)
+    mant = mant * 10 + (unsigned)(*p++ - '0');
+  size_t int_digits = (size_t)(p - d0), frac = 0;
+  if (p < e && *p == '.') {
+    const unsigned char *f0 = ++p;
+    while (p < e && (unsigned)(*p - '0') < 10)
+      mant = mant * 10 + (unsigned)(*p++ - '0');
+    frac = (size_t)(p - f0);
+    if (!frac)
+      return false; /* "12.": strtod's */
   }
-  if (!any || (dot && s[n - 1] == '.'))
+  if (p != e || int_digits + frac == 0 || int_digits + frac > 15)
     return false;
   double v = (double)mant / pow10_exact[frac];
   *out = neg ? -v : v;
@@ -195,20 +191,39 @@ static double parse_value(const unsigned char *s, size_t n) {
   return v;
 }
 
-/* A timestamp: a JSON number of unix seconds, in [0, 1e11]. */
+/* A timestamp: a JSON number of unix seconds, in [0, 1e11], to the millisecond as
+ * llround(strtod(s) * 1000) gives it. Seconds with at most 3 decimals (what Prometheus writes) are
+ * read exactly in integers: for them, that is the same number (under 1e14 ms, the double's error
+ * is far below half a millisecond). */
 static bool parse_time(const unsigned char *s, size_t n, int64_t *t_ms) {
-  double ts;
-  if (!fast_decimal(s, n, &ts)) {
-    char tmp[64];
-    if (n >= sizeof(tmp))
-      return false;
-    memcpy(tmp, s, n);
-    tmp[n] = '\0';
-    char *end = NULL;
-    ts = strtod(tmp, &end);
-    if (end == tmp || *end != '\0')
-      return false;
+  const unsigned char *p = s, *e = s + n;
+  int64_t sec = 0, ms = 0;
+  int id = 0, fd = 0;
+  while (p < e && (unsigned)(*p - '0') < 10 && id < 12)
+    sec = sec * 10 + (*p++ - '0'), id++;
+  bool fast = id > 0;
+  if (fast && p < e && *p == '.') {
+    p++;
+    while (p < e && fd < 3 && (unsigned)(*p - '0') < 10)
+      ms = ms * 10 + (*p++ - '0'), fd++;
+    fast = fd > 0;
+    for (; fd < 3; fd++)
+      ms *= 10;
   }
+  if (fast && p == e && (sec < 100000000000LL || (sec == 100000000000LL && ms == 0))) {
+    *t_ms = sec * 1000 + ms;
+    return true;
+  }
+  double ts;
+  char tmp[64];
+  if (n >= sizeof(tmp))
+    return false;
+  memcpy(tmp, s, n);
+  tmp[n] = '\0';
+  char *end = NULL;
+  ts = strtod(tmp, &end);
+  if (end == tmp || *end != '\0')
+    return false;
   if (!isfinite(ts) || ts < 0 || ts > 1e11)
     return false;
   *t_ms = (int64_t)llround(ts * 1000.0);
@@ -489,16 +504,37 @@ static int cb_bool(void *ud, int b) {
     r->partial = true;
   return value(ud, V_BOOL, NULL, 0);
 }
+/* The hot path, a value's [t, "v"], first; everything else through value(). */
 static int cb_number(void *ud, const char *s, size_t n) {
+  struct rs_prom_reader *r = ud;
+  if (r->stack[r->depth] == C_PAIR && r->pair_i == 0 && !r->skip) {
+    r->pair_t_ok = parse_time((const unsigned char *)s, n, &r->pair_t);
+    r->pair_i = 1;
+    return 1;
+  }
   return value(ud, V_NUM, (const unsigned char *)s, n);
 }
 static int cb_string(void *ud, const unsigned char *s, size_t n) {
+  struct rs_prom_reader *r = ud;
+  if (r->stack[r->depth] == C_PAIR && r->pair_i == 1 && !r->skip) {
+    r->pair_v = parse_value(s, n);
+    r->pair_i = 2;
+    return 1;
+  }
   return value(ud, V_STR, s, n);
 }
 static int cb_start_map(void *ud) {
   return value(ud, V_MAP, NULL, 0);
 }
 static int cb_start_array(void *ud) {
+  struct rs_prom_reader *r = ud;
+  if (r->stack[r->depth] == C_VALUES && !r->skip) {
+    r->pair_i = 0;
+    r->pair_t_ok = false;
+    r->pair_v = NAN;
+    r->stack[++r->depth] = C_PAIR;
+    return 1;
+  }
   return value(ud, V_ARR, NULL, 0);
 }
 
