@@ -170,7 +170,14 @@ struct rs_prom_opts {
   int retries;                     /* extra attempts after a failed request (backoff 0.5 s, x2) */
   size_t max_answer_bytes;         /* cap on one answer; more is an error */
   int64_t max_points;              /* points per series per request (Prometheus allows 11000) */
+  int concurrency; /* requests in flight at once (0: RS_PROM_CONCURRENCY; at most 6) */
 };
+
+/* The six value queries of a chunk are read at once, this many at a time by default: the
+ * analysis of one answer overlaps the download of the others, and a TSDB sees at most this many
+ * queries of rightsize's at a time. */
+#define RS_PROM_CONCURRENCY 3
+#define RS_PROM_CONCURRENCY_MAX 6
 
 /* Progress callback: done and total requests. */
 struct rs_progress {
