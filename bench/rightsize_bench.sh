@@ -81,7 +81,8 @@ fetch_all() {
     bytes=$((bytes + n))
   done <"$1"
   t1=$(date +%s.%N)
-  awk -v a="$t0" -v b="$t1" -v n="$bytes" 'BEGIN {printf "%.3f %d\n", b - a, n}'
+  # %.0f, not %d: mawk's %d stops at 2^31 (2.1 GB)
+  awk -v a="$t0" -v b="$t1" -v n="$bytes" 'BEGIN {printf "%.3f %.0f\n", b - a, n}'
 }
 
 # ---- 1. 1000 GPUs x 7 days against the fake Prometheus --------------------------------------
@@ -162,8 +163,9 @@ if [[ $BIG == 1 ]]; then
   BIG_CPU=$(awk -v u="$(tfield "$WORK/big" user)" -v s="$(tfield "$WORK/big" sys)" 'BEGIN {print u + s}')
   BIG_RSS=$(tfield "$WORK/big" rss_kib)
   BIG_N=$(($(curl_ "$BIG_URL/stats" | "$PY" -c 'import json, sys; print(json.load(sys.stdin)["n_served"])') - B0))
-  # the floor: a sample of the same answers (every 8th chunk's 8), built anew by the fake as for
-  # rightsize, downloaded with curl and scaled to all of them
+  # the floor: a sample of the same answers (one chunk's 8 in every 8 chunks, among the last 256
+  # answers the fake lists), built anew by the fake as for rightsize, downloaded with curl and
+  # scaled to all of them
   curl_ "$BIG_URL/stats" | "$PY" -c '
 import json, sys
 st = json.load(sys.stdin)
@@ -174,7 +176,7 @@ for k in range(0, len(paths), 64):
   read -r BF BB < <(fetch_all "$WORK/big.urls")
   BNS=$(wc -l <"$WORK/big.urls")
   BIG_FLOOR=$(awk -v f="$BF" -v n="$BNS" -v t="$BIG_N" 'BEGIN {printf "%.3f", f * t / n}')
-  BIG_BYTES=$(awk -v b="$BB" -v n="$BNS" -v t="$BIG_N" 'BEGIN {printf "%d", b * t / n}')
+  BIG_BYTES=$(awk -v b="$BB" -v n="$BNS" -v t="$BIG_N" 'BEGIN {printf "%.0f", b * t / n}')
   BIG_NREC=$("$PY" -c '
 import json, sys
 print(len(json.load(open(sys.argv[1]))["recommendations"]))' "$WORK/big.json" 2>/dev/null || echo "?")
@@ -299,7 +301,7 @@ row "rightsize $GPUS GPUs x 7d: peak RSS" "$(mib "$PEAK")" \
 if [[ $BIG_ROWS == 1 ]]; then
   row "rightsize $BIG_GPUS GPUs x ${BIG_DAYS}d: wall, CPU" \
     "$(secs "$BIG_WALL"), CPU $(secs "$BIG_CPU") ($BIG_NREC recs)" \
-    "curl of the same $BIG_N answers: $(secs "$BIG_FLOOR"), $(mb "$BIG_BYTES") (from a sample)"
+    "curl of the same $BIG_N answers: $(secs "$BIG_FLOOR"), $(mb "$BIG_BYTES") (scaled from $BNS)"
   row "rightsize $BIG_GPUS GPUs x ${BIG_DAYS}d: peak RSS" "$(mib "$BIG_RSS")" "-"
 fi
 if [[ $FLOOR_ROWS == 1 ]]; then
