@@ -9,6 +9,7 @@ Description (JSON file given as argv[1]):
                                       # refuses too many samples (HTTP 422, errorType execution)
    "partial": false,                  # answers carry "isPartial": true (VictoriaMetrics cluster)
    "cut": false,                      # each answer stops half-way: the connection is closed
+   "cut_first": "DCGM_FI_DEV_GPU_UTIL", # only the first answer to each such query is cut
    "series": [{"metric": "DCGM_FI_DEV_GPU_UTIL", "labels": {...},
                "pattern": {"const": 5} | {"square": [lo, hi, period_s]},
                "gaps": [[from_unix_s, to_unix_s], ...]}]}   # no points inside [from, to)
@@ -47,6 +48,7 @@ class Handler(BaseHTTPRequestHandler):
     desc = {}
     log_path = None
     lock = threading.Lock()
+    cut_seen = set()  # cut_first: the paths already answered once
 
     def log_message(self, *args):
         pass
@@ -115,7 +117,12 @@ class Handler(BaseHTTPRequestHandler):
         if d.get("partial"):
             ans["isPartial"] = True
         body = json.dumps(ans).encode()
-        if d.get("cut"):  # the headers promise the whole answer; half of it comes
+        cut = d.get("cut")
+        if d.get("cut_first") == name:
+            with Handler.lock:
+                cut = self.path not in Handler.cut_seen
+                Handler.cut_seen.add(self.path)
+        if cut:  # the headers promise the whole answer; half of it comes
             self.send_response(200)
             self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(body)))

@@ -283,6 +283,24 @@ def test_connection_cut_mid_answer(prom):
     assert len([q for q in prom.requests() if q["path"] == "/api/v1/query_range"]) == 2
 
 
+@pytest.mark.parametrize("prom", [with_history(cut_first="DCGM_FI_DEV_GPU_UTIL")], indirect=True)
+def test_value_answer_cut_once_is_read_again(prom):
+    # the utilisation answers come among the six read at once: each is cut the first time, half of
+    # it already folded; read again alone, it is folded again, and the report is the whole one
+    got = report(prom, "--retries", "0")
+    asked = [q["query"] for q in prom.requests() if q["path"] == "/api/v1/query_range"]
+    util = [q for q in asked if "DCGM_FI_DEV_GPU_UTIL[" in q["query"] and "_over_time(DCGM" in
+            q["query"][:20]]
+    assert len(util) == 2 * len({(q["query"], q["start"]) for q in util})  # each asked twice
+    ok = FakeProm(history())
+    try:
+        want = report(ok)
+    finally:
+        ok.close()
+    for k in ("recommendations", "summary", "gpus", "workloads"):
+        assert got[k] == want[k]
+
+
 def test_bad_flags():
     r = run("--prometheus", "http://127.0.0.1:1", "--format", "pdf")
     assert r.returncode == 2 and "format" in r.stderr
