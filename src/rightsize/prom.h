@@ -31,7 +31,7 @@ enum rs_pod_form {
                        the scrape target's own pod, kept in target_pod / target_ns */
 };
 
-/* Labels of one series. Strings point into the parsed answer and live only during the sink call;
+/* Labels of one series. Strings point into the reader and live only during the sink call;
  * absent labels are "" (fields after `container` may also be NULL, meaning ""). Node is `node`,
  * else `kubernetes_node`, else `hostname` (dcgm-exporter 4.8+), else `Hostname` (before 4.8). The
  * workload is taken as a unit: when exported_pod or exported_namespace is present, pod / namespace
@@ -68,7 +68,7 @@ struct rs_point {
   double v;
 };
 
-/* One series of one answer, handed to the sink. */
+/* A run of points of one series of one answer, handed to the sink (struct rs_sink). */
 struct rs_series {
   struct rs_labels labels;
   const struct rs_point *points; /* ascending time, finite values */
