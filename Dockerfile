@@ -21,7 +21,7 @@ RUN apt-get update \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
       build-essential cmake pkg-config \
       libgrpc-dev libprotobuf-c-dev protobuf-c-compiler \
-      libmicrohttpd-dev libcurl4-openssl-dev libjson-c-dev libyaml-dev zlib1g-dev \
+      libmicrohttpd-dev libcurl4-openssl-dev libjson-c-dev libyaml-dev libyajl-dev zlib1g-dev \
  && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
 COPY CMakeLists.txt ./
@@ -40,7 +40,7 @@ FROM ${DEBIAN_IMAGE}-slim AS runtime
 # No libgrpc29: the binary links gRPC C-core statically (docs/development.md), and libgrpc29 with what it pulls
 # in (libprotobuf32, libprotoc32, abseil, re2, c-ares) was 21 MB of unused libraries. Should the build ever link
 # gRPC shared, the --version step below fails, naming libgrpc.so.29.
-ARG RUNTIME_PACKAGES="libprotobuf-c1 libmicrohttpd12 libjson-c5 libyaml-0-2 zlib1g libcurl4 ca-certificates tini librocm-smi64-1"
+ARG RUNTIME_PACKAGES="libprotobuf-c1 libmicrohttpd12 libjson-c5 libyaml-0-2 libyajl2 zlib1g libcurl4 ca-certificates tini librocm-smi64-1"
 # `apt-get clean` and the rm's do not rely on the base's apt settings (the official image's docker-clean):
 # from a plain debootstrap base, apt's caches (/var/cache/apt/*.bin, about 78 MB) would stay in the layer.
 RUN apt-get update \

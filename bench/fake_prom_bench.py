@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """A synthetic GPU fleet for the rightsize benchmark (bench/rightsize_bench.sh).
 
-  fake_prom_bench.py serve --gpus N --port P [--ready-file F]
+  fake_prom_bench.py serve --gpus N --port P [--ready-file F] [--no-cache]
       A fake Prometheus on 127.0.0.1 that answers /api/v1/query_range for the four DCGM series
       (DCGM_FI_DEV_GPU_UTIL, _FB_USED, _FB_FREE, _POWER_USAGE) of N GPUs, 8 per node, at whatever
       start/end/step is asked, and the query of the scrape targets (`group by (job, instance,
@@ -79,17 +79,35 @@ def fmt_ts(t):
     return s.rstrip("0").rstrip(".") if "." in s else s
 
 
+_LABELS = {}
+
+
+def label_json(metric, g):
+    k = (metric, g)
+    j = _LABELS.get(k)
+    if j is None:
+        j = json.dumps(dict(labels(g), __name__=metric), separators=(",", ":"))
+        if len(_LABELS) < 200000:
+            _LABELS[k] = j
+    return j
+
+
 def answer(metric, gpus, start, end, step):
-    """The query_range body for metric over [start, end] (seconds) at step, as bytes."""
+    """The query_range body for metric over [start, end] (seconds) at step, as bytes. A GPU's
+    values depend on g only through g % 1000 (value()), so each values array is built once per
+    g % 1000 and reused: a fleet of 10 000 GPUs costs the fake little more than 1 000."""
     n = int((end - start) // step) + 1 if end >= start else 0
     ts = [start + k * step for k in range(n)]
     tstr = [fmt_ts(t) for t in ts]
     idx = [int(t // STEP) for t in ts]
+    blobs = {}
     parts = []
     for g in range(gpus):
-        lab = dict(labels(g), __name__=metric)
-        pts = ",".join('[%s,"%d"]' % (tstr[k], value(metric, g, idx[k])) for k in range(n))
-        parts.append('{"metric":%s,"values":[%s]}' % (json.dumps(lab, separators=(",", ":")), pts))
+        pts = blobs.get(g % 1000)
+        if pts is None:
+            pts = ",".join('[%s,"%d"]' % (tstr[k], value(metric, g, idx[k])) for k in range(n))
+            blobs[g % 1000] = pts
+        parts.append('{"metric":%s,"values":[%s]}' % (label_json(metric, g), pts))
     body = '{"status":"success","data":{"resultType":"matrix","result":[%s]}}' % ",".join(parts)
     return body.encode()
 
@@ -135,7 +153,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
             return self.send(400, b'{"status":"error","errorType":"bad_data","error":"step"}')
         srv = self.server
         with srv.lock:
-            body = srv.cache.get(self.path)
+            body = srv.cache.get(self.path) if srv.keep else None
             if body is None:
                 srv.misses += 1
                 if query.startswith("group by (job, instance, namespace, pod)"):
@@ -145,7 +163,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
                 else:
                     body = b'{"status":"success","data":{"resultType":"matrix","result":[]}}'
                 srv.targets += query.startswith("group by (job, instance, namespace, pod)")
-                srv.cache[self.path] = body
+                if srv.keep:
+                    srv.cache[self.path] = body
             else:
                 srv.hits += 1
             srv.served.append([self.path, len(body)])
@@ -166,6 +185,7 @@ class Server(socketserver.ThreadingMixIn, http.server.HTTPServer):
 def serve(args):
     srv = Server(("127.0.0.1", args.port), Handler)
     srv.gpus = args.gpus
+    srv.keep = not args.no_cache
     srv.cache = {}
     srv.lock = threading.Lock()
     srv.hits = srv.misses = srv.targets = 0
@@ -200,6 +220,8 @@ def main():
     s.add_argument("--gpus", type=int, default=1000)
     s.add_argument("--port", type=int, default=0)
     s.add_argument("--ready-file")
+    s.add_argument("--no-cache", action="store_true",
+                   help="build every answer anew (a fleet whose answers do not fit in memory)")
     o = sub.add_parser("openmetrics")
     o.add_argument("--gpus", type=int, default=100)
     o.add_argument("--end", type=int, required=True)

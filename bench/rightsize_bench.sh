@@ -9,7 +9,11 @@
 #   bash bench/rightsize_bench.sh --rows [BUILD_DIR]   only the rows, for bench/run.sh
 #
 # Loopback only. Bounded: one warm-up and RS_BENCH_REPS timed runs (default 3, median shown).
-# RS_BENCH_GPUS (default 1000) and RS_BENCH_FLOOR_GPUS (default 100) size the two fleets.
+# RS_BENCH_GPUS (default 1000) and RS_BENCH_FLOOR_GPUS (default 100) size the two fleets;
+# RS_BENCH_BIG_GPUS x RS_BENCH_BIG_DAYS (default 10000 x 30) is the large fleet, run once
+# (RS_BENCH_BIG=0 skips it: it streams about 15 GB of answers through loopback).
+# Also against VictoriaMetrics (Debian's victoria-metrics) on the same data as the real
+# Prometheus, when it is installed.
 set -euo pipefail
 
 # shellcheck source=bench/lib.sh
@@ -18,6 +22,11 @@ bench_args "$@"
 GPUS=${RS_BENCH_GPUS:-1000}
 FLOOR_GPUS=${RS_BENCH_FLOOR_GPUS:-100}
 REPS=${RS_BENCH_REPS:-3}
+BIG=${RS_BENCH_BIG:-1}
+BIG_GPUS=${RS_BENCH_BIG_GPUS:-10000}
+BIG_DAYS=${RS_BENCH_BIG_DAYS:-30}
+VICTORIA=${VICTORIA:-/usr/bin/victoria-metrics}
+WINDOW=7d
 PROMETHEUS=${PROMETHEUS:-/usr/bin/prometheus}
 PROMTOOL=${PROMTOOL:-/usr/bin/promtool}
 PY=/usr/bin/python3
@@ -51,7 +60,7 @@ timed() {
   local pfx=$1
   shift
   if ! /usr/bin/time -f 'wall=%e rss_kib=%M user=%U sys=%S' -o "$pfx.time" \
-    "$GPUSCALE" rightsize "$@" --window 7d --step 5m --format json --output "$pfx.json" \
+    "$GPUSCALE" rightsize "$@" --window "$WINDOW" --step 5m --format json --output "$pfx.json" \
     >"$pfx.out" 2>"$pfx.err"; then
     say "bench: gpuscale rightsize $* failed:"
     cat "$pfx.err" >&2
@@ -72,7 +81,8 @@ fetch_all() {
     bytes=$((bytes + n))
   done <"$1"
   t1=$(date +%s.%N)
-  awk -v a="$t0" -v b="$t1" -v n="$bytes" 'BEGIN {printf "%.3f %d\n", b - a, n}'
+  # %.0f, not %d: mawk's %d stops at 2^31 (2.1 GB)
+  awk -v a="$t0" -v b="$t1" -v n="$bytes" 'BEGIN {printf "%.3f %.0f\n", b - a, n}'
 }
 
 # ---- 1. 1000 GPUs x 7 days against the fake Prometheus --------------------------------------
@@ -129,15 +139,54 @@ NREC=$("$PY" -c '
 import json, sys
 d = json.load(open(sys.argv[1]))
 print(len(d["recommendations"]))' "$WORK/run1.json" 2>/dev/null || echo "?")
-# Peak RSS with 1-day chunks (--max-points 288): one answer, parsed whole, is most of the RSS.
-timed "$WORK/cwarm" --prometheus "$FAKE_URL" --end "$END" --max-points 288
-timed "$WORK/chunked" --prometheus "$FAKE_URL" --end "$END" --max-points 288
-CHUNK_RSS=$(tfield "$WORK/chunked" rss_kib)
-CHUNK_WALL=$(tfield "$WORK/chunked" wall)
 kill -TERM "$FAKE_PID" 2>/dev/null || true
+
+# ---- 1b. the large fleet, once, against the fake without its cache --------------------------
+BIG_ROWS=0
+if [[ $BIG == 1 ]]; then
+  say "bench: rightsize, $BIG_GPUS GPUs x ${BIG_DAYS}d @5m, fake Prometheus (answers built as asked)"
+  "$PY" "$FAKE" serve --gpus "$BIG_GPUS" --port 0 --no-cache --ready-file "$WORK/big.port" \
+    >"$WORK/big.log" 2>&1 &
+  PIDS+=($!)
+  BIG_PID=$!
+  for _ in $(seq 100); do [[ -s $WORK/big.port ]] && break; sleep 0.1; done
+  BIG_URL=http://127.0.0.1:$(cat "$WORK/big.port")
+  wait_http "$BIG_URL/stats" "$BIG_PID" 20 || {
+    say "bench: fake Prometheus (large fleet) did not start"
+    exit 1
+  }
+  WINDOW=${BIG_DAYS}d
+  B0=$(curl_ "$BIG_URL/stats" | "$PY" -c 'import json, sys; print(json.load(sys.stdin)["n_served"])')
+  timed "$WORK/big" --prometheus "$BIG_URL" --end "$END"
+  WINDOW=7d
+  BIG_WALL=$(tfield "$WORK/big" wall)
+  BIG_CPU=$(awk -v u="$(tfield "$WORK/big" user)" -v s="$(tfield "$WORK/big" sys)" 'BEGIN {print u + s}')
+  BIG_RSS=$(tfield "$WORK/big" rss_kib)
+  BIG_N=$(($(curl_ "$BIG_URL/stats" | "$PY" -c 'import json, sys; print(json.load(sys.stdin)["n_served"])') - B0))
+  # the floor: a sample of the same answers (one chunk's 8 in every 8 chunks, among the last 256
+  # answers the fake lists), built anew by the fake as for rightsize, downloaded with curl and
+  # scaled to all of them
+  curl_ "$BIG_URL/stats" | "$PY" -c '
+import json, sys
+st = json.load(sys.stdin)
+paths = [p for p, _ in st["served"][-int(sys.argv[2]):]]
+for k in range(0, len(paths), 64):
+    for p in paths[k:k + 8]:
+        print(sys.argv[1] + p)' "$BIG_URL" "$BIG_N" >"$WORK/big.urls"
+  read -r BF BB < <(fetch_all "$WORK/big.urls")
+  BNS=$(wc -l <"$WORK/big.urls")
+  BIG_FLOOR=$(awk -v f="$BF" -v n="$BNS" -v t="$BIG_N" 'BEGIN {printf "%.3f", f * t / n}')
+  BIG_BYTES=$(awk -v b="$BB" -v n="$BNS" -v t="$BIG_N" 'BEGIN {printf "%.0f", b * t / n}')
+  BIG_NREC=$("$PY" -c '
+import json, sys
+print(len(json.load(open(sys.argv[1]))["recommendations"]))' "$WORK/big.json" 2>/dev/null || echo "?")
+  kill -TERM "$BIG_PID" 2>/dev/null || true
+  BIG_ROWS=1
+fi
 
 # ---- 2. the floor: a real Prometheus answering the same queries on a smaller history -------
 FLOOR_ROWS=0
+VM_ROWS=0
 if [[ -x $PROMETHEUS && -x $PROMTOOL ]]; then
   say "bench: real Prometheus, $FLOOR_GPUS GPUs x 7d: building the TSDB with promtool"
   "$PY" "$FAKE" openmetrics --gpus "$FLOOR_GPUS" --end "$END" --days 8 --out "$WORK/h.om"
@@ -202,6 +251,45 @@ for q in ("group by (job, instance, namespace, pod) (last_over_time(up[300s]) an
   done
   PFLOOR=$(median <<<"$FLS")
   FLOOR_ROWS=1
+  # the same data in VictoriaMetrics: imported from the same OpenMetrics (seconds -> ms)
+  if [[ -x $VICTORIA ]]; then
+    say "bench: the same history in VictoriaMetrics"
+    VP=$(free_port)
+    "$VICTORIA" -storageDataPath="$WORK/vm" -httpListenAddr="127.0.0.1:$VP" -retentionPeriod=100y \
+      -search.latencyOffset=0s -search.disableCache -loggerLevel=ERROR >"$WORK/vm.log" 2>&1 &
+    VM_PID=$!
+    PIDS+=("$VM_PID")
+    VM_URL=http://127.0.0.1:$VP
+    if wait_http "$VM_URL/health" "$VM_PID" 60; then
+      "$PY" "$FAKE" openmetrics --gpus "$FLOOR_GPUS" --end "$END" --days 8 --out "$WORK/v.om"
+      awk '/^#/ || NF == 0 {next} {print $0 "000"}' \
+        "$WORK/v.om" | curl_ -X POST --data-binary @- "$VM_URL/api/v1/import/prometheus"
+      rm -f "$WORK/v.om"
+      curl_ -o /dev/null "$VM_URL/internal/force_flush"
+      sleep 2
+      timed "$WORK/vwarm" --prometheus "$VM_URL" --end "$END"
+      VWALLS=""
+      for ((rep = 1; rep <= REPS; rep++)); do
+        timed "$WORK/vrun$rep" --prometheus "$VM_URL" --end "$END"
+        VWALLS+="$(tfield "$WORK/vrun$rep" wall) "
+      done
+      VWALL=$(median <<<"$VWALLS")
+      sed "s#$PROM_URL#$VM_URL#" "$WORK/prom.urls" >"$WORK/vm.urls"
+      VFLS=""
+      for ((rep = 1; rep <= REPS; rep++)); do
+        read -r f _ < <(fetch_all "$WORK/vm.urls")
+        VFLS+="$f "
+      done
+      VFLOOR=$(median <<<"$VFLS")
+      VSAME=$("$PY" -c '
+import json, sys
+a, b = (json.load(open(p)) for p in sys.argv[1:3])
+print("same recs as Prometheus" if a["recommendations"] == b["recommendations"] else "RECS DIFFER")' \
+        "$WORK/prun1.json" "$WORK/vrun1.json")
+      VM_ROWS=1
+    fi
+    kill -TERM "$VM_PID" 2>/dev/null || true
+  fi
 fi
 
 # ---- the rows -----------------------------------------------------------------------------
@@ -210,14 +298,22 @@ row "rightsize $GPUS GPUs x 7d: wall, fake Prom" "$(secs "$WALL") ($NREC recs)" 
 row "rightsize $GPUS GPUs x 7d: CPU user+sys" "$(secs "$CPU")" "-"
 row "rightsize $GPUS GPUs x 7d: peak RSS" "$(mib "$PEAK")" \
   "largest single answer: $(mb "$BIGGEST")"
-row "  same, --max-points 288: peak RSS, wall" "$(mib "$CHUNK_RSS"), $(secs "$CHUNK_WALL")" \
-  "7 chunks x 8 queries instead of $((PER_RUN / 8)) x 8"
+if [[ $BIG_ROWS == 1 ]]; then
+  row "rightsize $BIG_GPUS GPUs x ${BIG_DAYS}d: wall, CPU" \
+    "$(secs "$BIG_WALL"), CPU $(secs "$BIG_CPU") ($BIG_NREC recs)" \
+    "curl of the same $BIG_N answers: $(secs "$BIG_FLOOR"), $(mb "$BIG_BYTES") (scaled from $BNS)"
+  row "rightsize $BIG_GPUS GPUs x ${BIG_DAYS}d: peak RSS" "$(mib "$BIG_RSS")" "-"
+fi
 if [[ $FLOOR_ROWS == 1 ]]; then
   row "rightsize $FLOOR_GPUS GPUs x 7d: wall, real Prom" \
     "$(secs "$PWALL"), peak RSS $(mib "$PRSS")" \
     "floor, Prometheus answering the same 8 queries: $(secs "$PFLOOR")"
 else
   row "rightsize against a real Prometheus" "skipped" "no $PROMETHEUS / $PROMTOOL"
+fi
+if [[ $VM_ROWS == 1 ]]; then
+  row "rightsize $FLOOR_GPUS GPUs x 7d: wall, VictoriaMetrics" "$(secs "$VWALL"), $VSAME" \
+    "floor, VictoriaMetrics answering the same 8 queries: $(secs "$VFLOOR")"
 fi
 
 if [[ $ROWS_ONLY == 0 ]]; then

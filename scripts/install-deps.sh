@@ -24,10 +24,11 @@ set -euo pipefail
 SET_build=(
   build-essential cmake pkg-config
   libgrpc-dev libprotobuf-c-dev protobuf-c-compiler
-  libmicrohttpd-dev libcurl4-openssl-dev libjson-c-dev libyaml-dev zlib1g-dev
+  libmicrohttpd-dev libcurl4-openssl-dev libjson-c-dev libyaml-dev libyajl-dev zlib1g-dev
 )
 SET_run=(curl)
 SET_test=(
+  victoria-metrics # the Prometheus-compatible store of tests/e2e/test_rightsize_victoria.py
   libcmocka-dev
   python3 python3-pytest python3-yaml python3-grpcio python3-protobuf protobuf-compiler
   python3-prometheus-client # renders engine pages from the engines' own metric definitions

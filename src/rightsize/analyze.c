@@ -516,6 +516,19 @@ int rs_analyzer_begin_chunk(void *ud, int64_t start_ms, int64_t end_ms) {
   return 0;
 }
 
+int64_t rs_analyzer_chunk_steps(void *ud) {
+  const struct rs_analyzer *a = ud;
+  if (!a->n_g) /* no GPU known yet: a first chunk small enough for any fleet */
+    return RS_FIRST_CHUNK_STEPS;
+  /* the scratch of every GPU: SC_N floats per step, and a bit per step per workload link */
+  size_t links = 0;
+  for (size_t i = 0; i < a->n_g; i++)
+    links += a->g[i]->n_wl;
+  double per_step = (double)a->n_g * SC_N * sizeof(float) + (double)links / 8.0;
+  double n = (double)RS_SCRATCH_BYTES / per_step;
+  return n < 1 ? 1 : n > 1e9 ? 0 : (int64_t)n;
+}
+
 /* Records how the series named its workload: exported_* marks its job as one that renames the
  * exporter's labels, and its plain `pod` as a scrape target's own pod. */
 static int note_pod_form(struct rs_analyzer *a, const struct rs_labels *l) {

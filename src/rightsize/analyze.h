@@ -27,6 +27,14 @@ void rs_analyzer_free(struct rs_analyzer *a);
  * chunk may come in any order. Without a chunk, the whole window is one. Returns 0 or GS_ENOMEM.
  * Matches struct rs_chunk_hook.begin (ud = the analyser). */
 int rs_analyzer_begin_chunk(void *ud, int64_t start_ms, int64_t end_ms);
+
+/* The analyser holds each GPU's readings of the current chunk until the chunk ends (the queries of
+ * one step come one after another): at most RS_SCRATCH_BYTES for the whole fleet, so the chunks
+ * shrink as the fleet grows; the first, before any GPU is known, is RS_FIRST_CHUNK_STEPS long. */
+#define RS_SCRATCH_BYTES ((size_t)16 << 20)
+#define RS_FIRST_CHUNK_STEPS 64
+/* The most steps the next chunk may span. Matches struct rs_chunk_hook.max_steps. */
+int64_t rs_analyzer_chunk_steps(void *ud);
 /* Adds one series: s->agg says whether its values are step means, step maxima or plain samples
  * (both). Points off the step grid snap to the nearest step; points outside the window or the
  * current chunk are ignored. RS_M_TARGET rows (job, instance, namespace, pod of a scrape target)

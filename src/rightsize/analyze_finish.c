@@ -240,10 +240,15 @@ static int finish_node(const struct rs_analyzer *a, struct rs_report *r, size_t 
     snprintf(n->model, sizeof(n->model), "mixed");
     n->model_key[0] = '\0';
   }
+  bool oom = hu.oom || hm.oom;
   rs_hist_dist(&hu, &n->util);
   rs_hist_dist(&hm, &n->mem_mib);
   rs_hist_free(&hu);
   rs_hist_free(&hm);
+  if (oom) {
+    free(pool);
+    return GS_ENOMEM;
+  }
   if (any_idle) {
     n->valid |= RS_HAS_IDLE | RS_HAS_USED_HOURS;
     uint64_t any_data = 0, all_idle = 0;
@@ -308,7 +313,7 @@ static int finish_workload(const struct rs_analyzer *a, const struct wacc *w, si
     o->util_peaks = malloc(RS_PEAK_BINS * sizeof(*o->util_peaks));
     if (!o->util_peaks)
       return GS_ENOMEM;
-    memcpy(o->util_peaks, w->peak.bins, RS_PEAK_BINS * sizeof(*o->util_peaks));
+    rs_hist_bins(&w->peak, o->util_peaks, RS_PEAK_BINS);
     o->n_util_peaks = w->peak.n;
   }
   if (w->n_util) {
@@ -440,6 +445,17 @@ static int finish_notes(const struct rs_analyzer *a, struct rs_report *r, bool g
 
 int rs_analyzer_finish(struct rs_analyzer *a, struct rs_report *r) {
   rs_analyzer_flush(a);
+  /* a histogram page that could not be allocated left a summary incomplete: no report from it */
+  for (size_t i = 0; i < a->n_g; i++) {
+    const struct gacc *g = a->g[i];
+    if (g->util.oom || g->mem.oom || g->pct.oom || g->pow.oom)
+      return GS_ENOMEM;
+  }
+  for (size_t i = 0; i < a->n_w; i++) {
+    const struct wacc *w = a->w[i];
+    if (w->util.oom || w->mem.oom || w->peak.oom)
+      return GS_ENOMEM;
+  }
   r->start_ms = a->start_ms;
   r->end_ms = a->end_ms;
   r->params = a->p;

@@ -18,26 +18,34 @@
 #define H_POW_BINS 400 /* 2000 W */
 #define H_POW_W 5.0
 
-/* A histogram: nbins bins of `width` from 0; the last bin also holds everything above. */
+/* A histogram: nbins bins of `width` from 0; the last bin also holds everything above. The bins
+ * come in pages of RS_HIST_PAGE, each allocated when a sample first falls in it: the readings of
+ * one GPU or workload fill a few pages (a memory histogram of 3072 bins, about 12 KB whole, holds
+ * one or two), which is most of the analyser's memory on a large fleet. */
+#define RS_HIST_PAGE 64
 struct rs_hist {
-  uint32_t *bins;
+  uint32_t **pages; /* (nbins + RS_HIST_PAGE - 1) / RS_HIST_PAGE; NULL: a page of zeros */
   unsigned nbins;
   double width;
   bool upper; /* report the upper edge (capped at max) */
+  bool oom;   /* a page could not be allocated: the histogram is incomplete, never to be used */
   uint64_t n;
   double sum, max;
 };
 
-/* Allocates nbins zeroed bins. Returns 0 or GS_ENOMEM. Free with rs_hist_free. */
+/* Allocates the page table (no page). Returns 0 or GS_ENOMEM. Free with rs_hist_free. */
 int rs_hist_init(struct rs_hist *h, unsigned nbins, double width, bool upper);
-/* Frees the bins; a zeroed struct is fine. */
+/* Frees the pages; a zeroed struct is fine. */
 void rs_hist_free(struct rs_hist *h);
-/* Counts one sample (negative as 0; NaN and infinities ignored). */
+/* Counts one sample (negative as 0; NaN and infinities ignored). When its page cannot be
+ * allocated, h->oom is set and nothing is counted: whoever reads h checks oom first. */
 void rs_hist_add(struct rs_hist *h, double v);
 /* A step's maximum (max_over_time) that is not a sample of the distribution: it raises max only. */
 void rs_hist_peak(struct rs_hist *h, double v);
-/* Adds src's bins, count, sum and max into dst (same layout). */
+/* Adds src's bins, count, sum and max into dst (same layout); dst->oom as rs_hist_add. */
 void rs_hist_merge(struct rs_hist *dst, const struct rs_hist *src);
+/* Copies the first n bins (zeros where no page is) into out. */
+void rs_hist_bins(const struct rs_hist *h, uint32_t *out, unsigned n);
 /* The q-quantile: the lower (or, with upper, the upper) edge of its bin, never above max. */
 double rs_hist_quantile(const struct rs_hist *h, double q);
 /* Fills d (p50, p95, max, mean); every bit clear when the histogram is empty. */

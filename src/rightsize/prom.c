@@ -1,4 +1,5 @@
-/* Prometheus query_range client: chunking, auth, retries, a size cap, and per-series parsing. */
+/* Prometheus query_range client: chunking, auth, retries, a size cap; each answer is read as it
+ * arrives by the streaming reader (promjson.c). */
 #include "rightsize/prom.h"
 
 #include <curl/curl.h>
@@ -38,206 +39,6 @@ static void seterr(char *err, size_t errlen, const char *fmt, ...) {
   va_end(ap);
 }
 
-/* ---- parsing ------------------------------------------------------------------------------ */
-
-static const char *label(struct json_object *metric, const char *name) {
-  struct json_object *v;
-  if (metric && json_object_object_get_ex(metric, name, &v) &&
-      json_object_is_type(v, json_type_string))
-    return json_object_get_string(v);
-  return NULL;
-}
-
-static const char *first_label(struct json_object *metric, const char *a, const char *b,
-                               const char *c) {
-  const char *v = label(metric, a);
-  if ((!v || !*v) && b)
-    v = label(metric, b);
-  if ((!v || !*v) && c)
-    v = label(metric, c);
-  return v ? v : "";
-}
-
-/* The node: `node`, else `kubernetes_node`, else the exporter's host label under either of its
- * names: `hostname` (dcgm-exporter 4.8 and later, its #655) or `Hostname` (before). */
-static const char *node_label(struct json_object *metric) {
-  const char *v = first_label(metric, "node", "kubernetes_node", "hostname");
-  return *v ? v : first_label(metric, "Hostname", NULL, NULL);
-}
-
-/* The workload labels as a unit. With honorLabels: false Prometheus renames the exporter's pod
- * labels to exported_*, and the plain ones name the scrape target (the exporter's own pod): they
- * are kept as the target, never taken for the workload and never mixed with exported_* ones. */
-static void rs_labels_from(struct json_object *metric, struct rs_labels *l) {
-  l->node = node_label(metric);
-  l->gpu = first_label(metric, "gpu", NULL, NULL);
-  l->uuid = first_label(metric, "UUID", "uuid", NULL);
-  l->model = first_label(metric, "modelName", NULL, NULL);
-  l->gpu_i_id = first_label(metric, "GPU_I_ID", NULL, NULL);
-  l->gpu_i_profile = first_label(metric, "GPU_I_PROFILE", NULL, NULL);
-  l->job = first_label(metric, "job", NULL, NULL);
-  l->instance = first_label(metric, "instance", NULL, NULL);
-  const char *epod = first_label(metric, "exported_pod", NULL, NULL);
-  const char *ens = first_label(metric, "exported_namespace", NULL, NULL);
-  if (*epod || *ens) {
-    l->pod_form = RS_POD_EXPORTED;
-    l->pod = epod;
-    l->namespace_ = ens;
-    l->container = first_label(metric, "exported_container", NULL, NULL);
-    l->target_pod = first_label(metric, "pod", NULL, NULL);
-    l->target_ns = first_label(metric, "namespace", NULL, NULL);
-  } else {
-    l->pod_form = RS_POD_PLAIN;
-    l->pod = first_label(metric, "pod", NULL, NULL);
-    l->namespace_ = first_label(metric, "namespace", NULL, NULL);
-    l->container = first_label(metric, "container", NULL, NULL);
-    l->target_pod = l->target_ns = "";
-  }
-}
-
-/* A Prometheus sample value is a JSON string ("12", "NaN", "+Inf"); timestamps are numbers. */
-static bool parse_point(struct json_object *pair, struct rs_point *out) {
-  if (!json_object_is_type(pair, json_type_array) || json_object_array_length(pair) != 2)
-    return false;
-  struct json_object *t = json_object_array_get_idx(pair, 0);
-  struct json_object *v = json_object_array_get_idx(pair, 1);
-  if (!(json_object_is_type(t, json_type_double) || json_object_is_type(t, json_type_int)))
-    return false;
-  if (!json_object_is_type(v, json_type_string))
-    return false;
-  double ts = json_object_get_double(t);
-  if (!isfinite(ts) || ts < 0 || ts > 1e11)
-    return false;
-  out->t_ms = (int64_t)llround(ts * 1000.0);
-  const char *s = json_object_get_string(v);
-  char *end = NULL;
-  errno = 0;
-  out->v = strtod(s, &end);
-  if (end == s || *end != '\0' || errno == ERANGE)
-    out->v = NAN;
-  return true;
-}
-
-int rs_prom_parse(const char *body, size_t len, enum rs_metric m, const struct rs_sink *sink,
-                  size_t *n_series, char *err, size_t errlen) {
-  if (n_series)
-    *n_series = 0;
-  if (!body || len == 0) {
-    seterr(err, errlen, "empty answer (expected Prometheus JSON)");
-    return GS_EPARSE;
-  }
-  struct json_tokener *tok = json_tokener_new_ex(64);
-  if (!tok)
-    return GS_ENOMEM;
-  if (len > (size_t)INT32_MAX) {
-    json_tokener_free(tok);
-    seterr(err, errlen, "answer too large to parse");
-    return GS_ETOOBIG;
-  }
-  struct json_object *root = json_tokener_parse_ex(tok, body, (int)len);
-  enum json_tokener_error jerr = json_tokener_get_error(tok);
-  size_t used = tok->char_offset;
-  json_tokener_free(tok);
-  if (!root || jerr != json_tokener_success) {
-    seterr(err, errlen, "malformed JSON at byte %zu: %s", used,
-           jerr == json_tokener_continue ? "unexpected end of input"
-                                         : json_tokener_error_desc(jerr));
-    json_object_put(root);
-    return GS_EPARSE;
-  }
-  int rc = 0;
-  struct rs_point *pts = NULL;
-  struct json_object *status, *data, *rtype, *result;
-  if (!json_object_is_type(root, json_type_object) ||
-      !json_object_object_get_ex(root, "status", &status) ||
-      !json_object_is_type(status, json_type_string)) {
-    seterr(err, errlen, "not a Prometheus API answer (no \"status\")");
-    rc = GS_EPARSE;
-    goto out;
-  }
-  if (strcmp(json_object_get_string(status), "success") != 0) {
-    const char *et = label(root, "errorType");
-    const char *e = label(root, "error");
-    seterr(err, errlen, "Prometheus answered status \"%s\": %s: %s", json_object_get_string(status),
-           et ? et : "unknown", e ? e : "(no message)");
-    rc = GS_EUNAVAIL;
-    goto out;
-  }
-  if (!json_object_object_get_ex(root, "data", &data) ||
-      !json_object_is_type(data, json_type_object) ||
-      !json_object_object_get_ex(data, "result", &result) ||
-      !json_object_is_type(result, json_type_array)) {
-    seterr(err, errlen, "Prometheus answer has no data.result array");
-    rc = GS_EPARSE;
-    goto out;
-  }
-  if (json_object_object_get_ex(data, "resultType", &rtype) &&
-      (!json_object_is_type(rtype, json_type_string) ||
-       strcmp(json_object_get_string(rtype), "matrix") != 0)) {
-    seterr(err, errlen, "expected resultType \"matrix\" from query_range, got \"%s\"",
-           json_object_get_string(rtype));
-    rc = GS_EPARSE;
-    goto out;
-  }
-  size_t n = json_object_array_length(result);
-  for (size_t i = 0; i < n; i++) {
-    struct json_object *s = json_object_array_get_idx(result, i);
-    struct json_object *metric = NULL, *values;
-    if (!json_object_is_type(s, json_type_object) ||
-        !json_object_object_get_ex(s, "values", &values) ||
-        !json_object_is_type(values, json_type_array)) {
-      seterr(err, errlen, "series %zu has no \"values\" array", i);
-      rc = GS_EPARSE;
-      goto out;
-    }
-    json_object_object_get_ex(s, "metric", &metric);
-    if (metric && !json_object_is_type(metric, json_type_object)) {
-      seterr(err, errlen, "series %zu: \"metric\" is not an object", i);
-      rc = GS_EPARSE;
-      goto out;
-    }
-    if (n_series)
-      (*n_series)++;
-    struct rs_series ser = {0};
-    rs_labels_from(metric, &ser.labels);
-    if (m == RS_M_TARGET ? !*ser.labels.pod
-                         : !*ser.labels.node || (!*ser.labels.gpu && !*ser.labels.uuid))
-      continue; /* no GPU identity (a target: no pod): not a series we can place */
-    size_t nv = json_object_array_length(values);
-    struct rs_point *np = realloc(pts, (nv ? nv : 1) * sizeof(*pts));
-    if (!np) {
-      rc = GS_ENOMEM;
-      goto out;
-    }
-    pts = np;
-    size_t k = 0;
-    int64_t last = INT64_MIN;
-    for (size_t j = 0; j < nv; j++) {
-      struct rs_point p;
-      if (!parse_point(json_object_array_get_idx(values, j), &p)) {
-        seterr(err, errlen, "series %zu, value %zu: expected [<unix seconds>, \"<number>\"]", i, j);
-        rc = GS_EPARSE;
-        goto out;
-      }
-      if (!isfinite(p.v) || p.t_ms <= last)
-        continue; /* NaN/Inf are not readings; out-of-order points are dropped */
-      last = p.t_ms;
-      pts[k++] = p;
-    }
-    ser.points = pts;
-    ser.n = k;
-    if (k && sink && sink->series) {
-      rc = sink->series(sink->ud, m, &ser);
-      if (rc)
-        goto out;
-    }
-  }
-out:
-  free(pts);
-  json_object_put(root);
-  return rc;
-}
-
 /* ---- HTTP ---------------------------------------------------------------------------------- */
 
 /* Reads a secret file named by flag into out (at most outlen - 1 bytes), trailing blanks cut. */
@@ -271,29 +72,63 @@ static int read_secret(const char *flag, const char *path, char *out, size_t out
   return 0;
 }
 
+/* One transfer: an easy handle, and where its answer goes. */
+struct xfer {
+  CURL *curl;
+  struct buf body; /* an answer that is not read as it comes: buildinfo, an HTTP error's body */
+  bool too_big;    /* ... and it hit its cap */
+  struct rs_prom_reader *rd; /* while a query_range answer is read: its reader */
+  bool rd_failed;            /* the reader stopped the transfer */
+  char cerr[CURL_ERROR_SIZE];
+};
+
 struct prom_conn {
   const struct rs_prom_opts *o;
-  CURL *curl;
+  struct xfer x; /* the one transfer of sequential requests; the others are copies of its handle */
   struct curl_slist *headers;
   char token[PROM_SECRET_MAX];
   char password[PROM_SECRET_MAX];
-  struct buf body;
-  bool too_big; /* the last answer hit the cap */
 };
 
+/* A 2xx answer to query_range goes through the reader as it arrives; anything else is kept (up to
+ * the body's cap) to be read whole. */
 static size_t on_body(char *p, size_t size, size_t nmemb, void *ud) {
-  struct prom_conn *c = ud;
+  struct xfer *x = ud;
   size_t n = size * nmemb;
-  int rc = buf_append(&c->body, p, n);
+  if (x->rd) {
+    long code = 0;
+    curl_easy_getinfo(x->curl, CURLINFO_RESPONSE_CODE, &code);
+    if (code >= 200 && code < 300) {
+      if (rs_prom_reader_feed(x->rd, p, n) != 0) {
+        x->rd_failed = true;
+        return 0;
+      }
+      return n;
+    }
+  }
+  int rc = buf_append(&x->body, p, n);
   if (rc == GS_ETOOBIG)
-    c->too_big = true;
+    x->too_big = true;
   return rc == 0 ? n : 0;
+}
+
+/* Points the handle h at x. */
+static void xfer_bind(struct xfer *x, CURL *h) {
+  x->curl = h;
+  buf_init(&x->body, (size_t)1 << 20); /* buildinfo and error bodies are small */
+  curl_easy_setopt(h, CURLOPT_WRITEDATA, x);
+  curl_easy_setopt(h, CURLOPT_ERRORBUFFER, x->cerr);
+}
+
+static void xfer_free(struct xfer *x) {
+  rs_prom_reader_free(x->rd);
+  x->rd = NULL;
+  buf_free(&x->body);
 }
 
 static int conn_open(struct prom_conn *c, const struct rs_prom_opts *o, char *err, size_t errlen) {
   memset(c, 0, sizeof(*c));
   c->o = o;
-  buf_init(&c->body, o->max_answer_bytes ? o->max_answer_bytes : (size_t)256 << 20);
   int rc;
   if (o->bearer_token_file && (rc = read_secret("--bearer-token-file", o->bearer_token_file,
                                                 c->token, sizeof(c->token), err, errlen)))
@@ -310,9 +145,10 @@ static int conn_open(struct prom_conn *c, const struct rs_prom_opts *o, char *er
     }
     curl_ready = true;
   }
-  c->curl = curl_easy_init();
-  if (!c->curl)
+  CURL *k = curl_easy_init();
+  if (!k)
     return GS_ENOMEM;
+  xfer_bind(&c->x, k);
   c->headers = curl_slist_append(NULL, "Accept: application/json");
   if (c->token[0]) {
     struct buf h;
@@ -327,11 +163,9 @@ static int conn_open(struct prom_conn *c, const struct rs_prom_opts *o, char *er
       return GS_ENOMEM;
     c->headers = n;
   }
-  CURL *k = c->curl;
   curl_easy_setopt(k, CURLOPT_NOSIGNAL, 1L);
   curl_easy_setopt(k, CURLOPT_HTTPHEADER, c->headers);
   curl_easy_setopt(k, CURLOPT_WRITEFUNCTION, on_body);
-  curl_easy_setopt(k, CURLOPT_WRITEDATA, c);
   curl_easy_setopt(k, CURLOPT_USERAGENT, "gpuscale-rightsize/" GPUSCALE_VERSION);
   curl_easy_setopt(k, CURLOPT_ACCEPT_ENCODING, "");
   curl_easy_setopt(k, CURLOPT_TIMEOUT_MS, (long)(o->timeout_ms > 0 ? o->timeout_ms : 30000));
@@ -348,10 +182,10 @@ static int conn_open(struct prom_conn *c, const struct rs_prom_opts *o, char *er
 }
 
 static void conn_close(struct prom_conn *c) {
-  if (c->curl)
-    curl_easy_cleanup(c->curl);
+  if (c->x.curl)
+    curl_easy_cleanup(c->x.curl);
+  xfer_free(&c->x);
   curl_slist_free_all(c->headers);
-  buf_free(&c->body);
   memset(c->token, 0, sizeof(c->token));
   memset(c->password, 0, sizeof(c->password));
 }
@@ -426,16 +260,17 @@ static int server_major(struct prom_conn *c) {
     buf_free(&url);
     return 0;
   }
-  buf_reset(&c->body);
-  c->too_big = false;
-  curl_easy_setopt(c->curl, CURLOPT_URL, url.data);
+  struct xfer *x = &c->x;
+  buf_reset(&x->body);
+  x->too_big = false;
+  curl_easy_setopt(x->curl, CURLOPT_URL, url.data);
   long code = 0;
-  if (curl_easy_perform(c->curl) == CURLE_OK &&
-      curl_easy_getinfo(c->curl, CURLINFO_RESPONSE_CODE, &code) == CURLE_OK && code == 200 &&
-      c->body.len) {
+  if (curl_easy_perform(x->curl) == CURLE_OK &&
+      curl_easy_getinfo(x->curl, CURLINFO_RESPONSE_CODE, &code) == CURLE_OK && code == 200 &&
+      x->body.len) {
     struct json_tokener *tok = json_tokener_new_ex(16);
-    struct json_object *root = tok && c->body.len < (size_t)INT32_MAX
-                                   ? json_tokener_parse_ex(tok, c->body.data, (int)c->body.len)
+    struct json_object *root = tok && x->body.len < (size_t)INT32_MAX
+                                   ? json_tokener_parse_ex(tok, x->body.data, (int)x->body.len)
                                    : NULL;
     struct json_object *data, *ver;
     if (root && json_object_object_get_ex(root, "data", &data) &&
@@ -452,67 +287,122 @@ static int server_major(struct prom_conn *c) {
       json_tokener_free(tok);
   }
   buf_free(&url);
-  buf_reset(&c->body);
+  buf_reset(&x->body);
   return major;
 }
 
-/* One GET with retries; leaves the answer in c->body. */
-static int get_range(struct prom_conn *c, const char *query, int64_t s_ms, int64_t e_ms,
-                     int64_t step_ms, char *err, size_t errlen) {
-  const struct rs_prom_opts *o = c->o;
-  char *q = curl_easy_escape(c->curl, query, 0);
+/* The URL of one query_range request, into url. */
+static int range_url(const struct rs_prom_opts *o, CURL *h, const char *query, int64_t s_ms,
+                     int64_t e_ms, int64_t step_ms, struct buf *url) {
+  char *q = curl_easy_escape(h, query, 0);
   if (!q)
     return GS_ENOMEM;
-  struct buf url;
-  buf_init(&url, 16384);
   const char *base = o->url;
   size_t bl = strlen(base);
   while (bl > 0 && base[bl - 1] == '/')
     bl--;
-  int rc =
-      buf_printf(&url, "%.*s/api/v1/query_range?query=%s&start=%.3f&end=%.3f&step=%.3f", (int)bl,
-                 base, q, (double)s_ms / 1000.0, (double)e_ms / 1000.0, (double)step_ms / 1000.0);
+  /* partial_response=false: Thanos fails a query that some store could not answer, rather than
+   * answering part of it (Prometheus, Mimir and VictoriaMetrics ignore the parameter) */
+  int rc = buf_printf(
+      url, "%.*s/api/v1/query_range?query=%s&start=%.3f&end=%.3f&step=%.3f&partial_response=false",
+      (int)bl, base, q, (double)s_ms / 1000.0, (double)e_ms / 1000.0, (double)step_ms / 1000.0);
   curl_free(q);
+  return rc;
+}
+
+/* Readies x for one answer to a query of metric m, read into sink. */
+static int xfer_start(struct xfer *x, const struct rs_prom_opts *o, enum rs_metric m,
+                      const struct rs_sink *sink) {
+  struct rs_prom_limits lim = {o->max_answer_bytes, 0, 0};
+  buf_reset(&x->body);
+  x->too_big = false;
+  x->rd_failed = false;
+  x->cerr[0] = '\0';
+  rs_prom_reader_free(x->rd);
+  x->rd = rs_prom_reader_new(m, sink, &lim);
+  return x->rd ? 0 : GS_ENOMEM;
+}
+
+/* What the transfer x of query came to (cc: curl's code): 0, or an error in err, with *retry
+ * set when another attempt may do better. */
+static bool too_many_samples(const char *msg);
+static int xfer_judge(const struct rs_prom_opts *o, struct xfer *x, CURLcode cc, const char *query,
+                      size_t *n_series, bool *retry, char *err, size_t errlen) {
+  long code = 0;
+  curl_easy_getinfo(x->curl, CURLINFO_RESPONSE_CODE, &code);
+  *retry = false;
+  int rc;
+  const char *warn = NULL;
+  if (x->rd_failed) {
+    rc = rs_prom_reader_finish(x->rd, n_series);
+    if (rc == GS_ETOOBIG && strstr(rs_prom_reader_error(x->rd), "byte cap"))
+      seterr(err, errlen,
+             "answer of %s for %s is over the %zu-byte cap (--max-answer); use a smaller "
+             "--chunk or a --selector",
+             o->url, query, o->max_answer_bytes);
+    else
+      seterr(err, errlen, "query %s at %s: %s", query, o->url, rs_prom_reader_error(x->rd));
+  } else if (cc == CURLE_WRITE_ERROR && x->too_big) {
+    seterr(err, errlen, "answer of %s (HTTP %ld) for %s is over the %zu-byte cap", o->url, code,
+           query, x->body.max);
+    rc = GS_ETOOBIG;
+  } else if (cc != CURLE_OK) {
+    /* cut mid-answer, or never reached: what was read is folded again on the retry */
+    seterr(err, errlen, "cannot reach Prometheus at %s (query %s): %s", o->url, query,
+           x->cerr[0] ? x->cerr : curl_easy_strerror(cc));
+    rc = GS_EUNAVAIL;
+    *retry = true;
+  } else if (code >= 200 && code < 300) {
+    rc = rs_prom_reader_finish(x->rd, n_series);
+    if (rc)
+      seterr(err, errlen, "query %s at %s: %s", query, o->url, rs_prom_reader_error(x->rd));
+    else if (rs_prom_reader_partial(x->rd)) {
+      seterr(err, errlen,
+             "query %s at %s: the answer is partial (\"isPartial\": true: a storage node did "
+             "not answer); not taken for the whole",
+             query, o->url);
+      rc = GS_EUNAVAIL;
+      *retry = true;
+    } else if (rs_prom_reader_warnings(x->rd, &warn))
+      LOG_WARN("rightsize", "query %s at %s: %zu warning(s), the first: %s", query, o->url,
+               rs_prom_reader_warnings(x->rd, NULL), warn);
+  } else {
+    /* Prometheus puts its reason in a JSON body even on 4xx/5xx. */
+    char perr[512] = "";
+    if (x->body.len)
+      rs_prom_parse(x->body.data, x->body.len, RS_M_UTIL, NULL, NULL, perr, sizeof(perr));
+    seterr(err, errlen, "Prometheus at %s answered HTTP %ld to query %s%s%s", o->url, code, query,
+           perr[0] ? ": " : "", perr);
+    rc = GS_EUNAVAIL;
+    *retry = (code == 429 || code >= 500) && !too_many_samples(perr);
+  }
+  rs_prom_reader_free(x->rd);
+  x->rd = NULL;
+  return rc;
+}
+
+/* One GET of query_range with retries, its answer read into sink as it arrives. A retry reads
+ * the answer again from its start: the sink folds a value seen twice as once (prom.h). */
+static int get_range(struct prom_conn *c, const char *query, int64_t s_ms, int64_t e_ms,
+                     int64_t step_ms, enum rs_metric m, const struct rs_sink *sink,
+                     size_t *n_series, char *err, size_t errlen) {
+  const struct rs_prom_opts *o = c->o;
+  struct xfer *x = &c->x;
+  struct buf url;
+  buf_init(&url, 16384);
+  int rc = range_url(o, x->curl, query, s_ms, e_ms, step_ms, &url);
   if (rc) {
     buf_free(&url);
     return rc;
   }
-  curl_easy_setopt(c->curl, CURLOPT_URL, url.data);
+  curl_easy_setopt(x->curl, CURLOPT_URL, url.data);
   int64_t backoff = 500;
   for (int attempt = 0;; attempt++) {
-    buf_reset(&c->body);
-    c->too_big = false;
-    char cerr[CURL_ERROR_SIZE] = "";
-    curl_easy_setopt(c->curl, CURLOPT_ERRORBUFFER, cerr);
-    CURLcode cc = curl_easy_perform(c->curl);
-    curl_easy_setopt(c->curl, CURLOPT_ERRORBUFFER, NULL);
-    long code = 0;
-    curl_easy_getinfo(c->curl, CURLINFO_RESPONSE_CODE, &code);
-    bool retry = false;
-    if (cc == CURLE_WRITE_ERROR && c->too_big) {
-      seterr(err, errlen,
-             "answer of %s for %s is over the %zu-byte cap (--max-answer); use a smaller "
-             "--chunk or a --selector",
-             o->url, query, c->body.max);
-      rc = GS_ETOOBIG;
-    } else if (cc != CURLE_OK) {
-      seterr(err, errlen, "cannot reach Prometheus at %s (query %s): %s", o->url, query,
-             cerr[0] ? cerr : curl_easy_strerror(cc));
-      rc = GS_EUNAVAIL;
-      retry = true;
-    } else if (code >= 200 && code < 300) {
-      rc = 0;
-    } else {
-      /* Prometheus puts its reason in a JSON body even on 4xx/5xx. */
-      char perr[512] = "";
-      if (c->body.len)
-        rs_prom_parse(c->body.data, c->body.len, RS_M_UTIL, NULL, NULL, perr, sizeof(perr));
-      seterr(err, errlen, "Prometheus at %s answered HTTP %ld to query %s%s%s", o->url, code, query,
-             perr[0] ? ": " : "", perr);
-      rc = GS_EUNAVAIL;
-      retry = code == 429 || code >= 500;
-    }
-    if (!retry || attempt >= o->retries)
+    if ((rc = xfer_start(x, o, m, sink)) != 0)
+      break;
+    bool retry;
+    rc = xfer_judge(o, x, curl_easy_perform(x->curl), query, n_series, &retry, err, errlen);
+    if (!rc || !retry || attempt >= o->retries)
       break;
     LOG_WARN("rightsize", "attempt %d failed, retrying in %lld ms: %s", attempt + 1,
              (long long)backoff, err);
@@ -521,6 +411,15 @@ static int get_range(struct prom_conn *c, const char *query, int64_t s_ms, int64
   }
   buf_free(&url);
   return rc;
+}
+
+/* An HTTP error that says the query asked for more samples than the server allows in one query:
+ * Prometheus' ErrTooManySamples (promql/engine.go, HTTP 422, errorType "execution"), which Thanos
+ * and Mimir pass on in the same words; VictoriaMetrics' -search.maxSamplesPerQuery and
+ * -search.maxPointsPerTimeseries (app/vmselect/promql/eval.go). */
+static bool too_many_samples(const char *msg) {
+  return strstr(msg, "too many samples") || strstr(msg, "maxSamplesPerQuery") ||
+         strstr(msg, "maxPointsPerTimeseries");
 }
 
 /* Counts series per metric so that "no GPU series" can be told apart from an empty answer. */
@@ -538,6 +437,149 @@ static int count_series(void *ud, enum rs_metric m, const struct rs_series *s) {
   return cs->inner && cs->inner->series ? cs->inner->series(cs->inner->ud, m, &t) : 0;
 }
 
+/* One query over [s_ms, e_ms]; when the server refuses it for too many samples, the range is
+ * read in two halves (and so on down to one step), all into the same chunk. */
+static int get_split(struct prom_conn *c, const char *query, int64_t s_ms, int64_t e_ms,
+                     int64_t step_ms, enum rs_metric m, const struct rs_sink *sink,
+                     size_t *n_series, char *err, size_t errlen) {
+  size_t ns = 0;
+  int rc = get_range(c, query, s_ms, e_ms, step_ms, m, sink, &ns, err, errlen);
+  *n_series += ns;
+  if (rc != GS_EUNAVAIL || !too_many_samples(err) || e_ms - s_ms < step_ms)
+    return rc;
+  int64_t half = (e_ms - s_ms) / step_ms / 2;
+  int64_t mid = s_ms + half * step_ms;
+  LOG_WARN("rightsize", "%s refused %lld steps of a query for too many samples: asking for %lld",
+           c->o->url, (long long)((e_ms - s_ms) / step_ms + 1), (long long)(half + 1));
+  rc = get_split(c, query, s_ms, mid, step_ms, m, sink, n_series, err, errlen);
+  if (!rc)
+    rc = get_split(c, query, mid + step_ms, e_ms, step_ms, m, sink, n_series, err, errlen);
+  return rc;
+}
+
+/* A query of a chunk, read alongside others. */
+struct job {
+  const char *query;
+  enum rs_metric m;
+  struct count_sink cnt;
+  struct rs_sink wrap;
+  size_t ns;
+  bool redo; /* failed in a way that another, lone, try may mend */
+};
+
+/* One in-flight request of get_many. */
+struct slot {
+  struct xfer x;
+  struct buf url;
+  int job; /* -1: free */
+};
+
+/* Reads the jobs' answers at once, at most conc in flight, each through its reader as it arrives:
+ * one thread, so the analysis of one answer runs while the others download. A job that fails in
+ * a way another try may mend (a cut, a 5xx, too many samples, a partial answer) is read again
+ * alone afterwards, with get_split's retries and halving; what it had folded is folded again. */
+static int get_many(struct prom_conn *c, struct job *jobs, int nj, int64_t s_ms, int64_t e_ms,
+                    int64_t step_ms, int conc, char *err, size_t errlen) {
+  const struct rs_prom_opts *o = c->o;
+  int rc = 0;
+  if (conc > RS_PROM_CONCURRENCY_MAX)
+    conc = RS_PROM_CONCURRENCY_MAX;
+  if (conc > 1 && nj > 1) {
+    struct slot sl[RS_PROM_CONCURRENCY_MAX];
+    int ns = conc < nj ? conc : nj, next = 0, running = 0;
+    memset(sl, 0, sizeof(sl));
+    CURLM *mh = curl_multi_init();
+    if (!mh)
+      return GS_ENOMEM;
+    for (int i = 0; i < ns; i++) {
+      sl[i].job = -1;
+      buf_init(&sl[i].url, 16384);
+      CURL *h = curl_easy_duphandle(c->x.curl); /* the same options, headers and credentials */
+      if (!h) {
+        rc = GS_ENOMEM;
+        break;
+      }
+      xfer_bind(&sl[i].x, h);
+    }
+    while (!rc) {
+      for (int i = 0; i < ns && next < nj && !rc; i++) {
+        if (sl[i].job >= 0)
+          continue;
+        struct job *j = &jobs[next];
+        buf_reset(&sl[i].url);
+        if ((rc = range_url(o, sl[i].x.curl, j->query, s_ms, e_ms, step_ms, &sl[i].url)) != 0 ||
+            (rc = xfer_start(&sl[i].x, o, j->m, &j->wrap)) != 0)
+          break;
+        curl_easy_setopt(sl[i].x.curl, CURLOPT_URL, sl[i].url.data);
+        if (curl_multi_add_handle(mh, sl[i].x.curl) != CURLM_OK) {
+          rc = GS_ENOMEM;
+          break;
+        }
+        sl[i].job = next++;
+        running++;
+      }
+      if (rc || !running)
+        break;
+      int still = 0;
+      if (curl_multi_perform(mh, &still) != CURLM_OK) {
+        seterr(err, errlen, "libcurl failed while reading %s", o->url);
+        rc = GS_EIO;
+        break;
+      }
+      CURLMsg *msg;
+      int left;
+      while ((msg = curl_multi_info_read(mh, &left)) != NULL) {
+        if (msg->msg != CURLMSG_DONE)
+          continue;
+        int i = 0;
+        while (i < ns && sl[i].x.curl != msg->easy_handle)
+          i++;
+        if (i == ns || sl[i].job < 0)
+          continue;
+        CURLcode cc = msg->data.result;
+        curl_multi_remove_handle(mh, sl[i].x.curl);
+        struct job *j = &jobs[sl[i].job];
+        sl[i].job = -1;
+        running--;
+        bool retry;
+        char jerr[1024] = "";
+        int r = xfer_judge(o, &sl[i].x, cc, j->query, &j->ns, &retry, jerr, sizeof(jerr));
+        if (r && (retry || too_many_samples(jerr)))
+          j->redo = true;
+        else if (r && !rc) {
+          seterr(err, errlen, "%s", jerr);
+          rc = r;
+        }
+      }
+      if (!rc && running && still)
+        curl_multi_poll(mh, NULL, 0, 1000, NULL);
+    }
+    for (int i = 0; i < ns; i++) {
+      if (sl[i].x.curl) {
+        if (sl[i].job >= 0)
+          curl_multi_remove_handle(mh, sl[i].x.curl);
+        curl_easy_cleanup(sl[i].x.curl);
+      }
+      xfer_free(&sl[i].x);
+      buf_free(&sl[i].url);
+    }
+    curl_multi_cleanup(mh);
+    if (rc)
+      return rc;
+  } else {
+    for (int k = 0; k < nj; k++)
+      jobs[k].redo = true;
+  }
+  for (int k = 0; k < nj && !rc; k++) {
+    if (!jobs[k].redo)
+      continue;
+    jobs[k].ns = 0;
+    rc = get_split(c, jobs[k].query, s_ms, e_ms, step_ms, jobs[k].m, &jobs[k].wrap, &jobs[k].ns,
+                   err, errlen);
+  }
+  return rc;
+}
+
 int rs_prom_fetch(const struct rs_prom_opts *o, int64_t start_ms, int64_t end_ms, int64_t step_ms,
                   const struct rs_chunk_hook *hook, const struct rs_sink *sink,
                   const struct rs_progress *progress, char *err, size_t errlen) {
@@ -546,65 +588,82 @@ int rs_prom_fetch(const struct rs_prom_opts *o, int64_t start_ms, int64_t end_ms
     return GS_EINVAL;
   }
   int64_t maxp = o->max_points > 0 ? o->max_points : 11000;
-  int64_t steps = (end_ms - start_ms) / step_ms + 1;
-  int64_t chunk_steps = steps < maxp ? steps : maxp;
-  unsigned nchunks = (unsigned)((steps + chunk_steps - 1) / chunk_steps);
-  unsigned total = nchunks * RS_N_QUERIES, done = 0;
+  int conc = o->concurrency > 0 ? o->concurrency : RS_PROM_CONCURRENCY;
   struct prom_conn c;
   int rc = conn_open(&c, o, err, errlen);
-  struct buf q;
-  buf_init(&q, 8192);
+  struct buf q[RS_N_QUERIES];
+  for (int i = 0; i < RS_N_QUERIES; i++)
+    buf_init(&q[i], 8192);
   size_t placed[RS_M_COUNT] = {0}, seen[RS_M_COUNT] = {0};
+  unsigned done = 0;
   if (rc)
     goto out;
-  if (progress && progress->fn)
-    progress->fn(progress->ud, 0, total);
   int64_t window_ms = rs_range_window_ms(step_ms, server_major(&c));
-  for (unsigned ci = 0; ci < nchunks && !rc; ci++) {
-    int64_t cs = start_ms + (int64_t)ci * chunk_steps * step_ms;
-    int64_t ce = cs + (chunk_steps - 1) * step_ms;
+  for (int qi = 0; qi < RS_N_QUERIES && !rc; qi++)
+    rc = query_text(o, &rs_queries[qi], window_ms, &q[qi]);
+  /* Chunks of at most max_points steps, fewer when the sink asks (its per-step scratch grows with
+   * the fleet: rs_chunk_hook.max_steps); the first is the sink's guess before any GPU is known. */
+  for (int64_t cs = start_ms; cs <= end_ms && !rc;) {
+    int64_t n = maxp;
+    if (hook && hook->max_steps) {
+      int64_t h = hook->max_steps(hook->ud);
+      if (h > 0 && h < n)
+        n = h;
+    }
+    int64_t ce = cs + (n - 1) * step_ms;
     if (ce > end_ms)
       ce = end_ms;
+    int64_t left = (end_ms - ce) / step_ms; /* steps after this chunk */
+    unsigned total = done + RS_N_QUERIES * (unsigned)(1 + (left + n - 1) / n);
+    if (progress && progress->fn && done == 0)
+      progress->fn(progress->ud, 0, total);
     if (hook && hook->begin && (rc = hook->begin(hook->ud, cs, ce)) != 0)
       break;
-    for (int qi = 0; qi < RS_N_QUERIES && !rc; qi++) {
+    struct job jobs[RS_N_QUERIES];
+    for (int qi = 0; qi < RS_N_QUERIES; qi++) {
       const struct rs_query *qd = &rs_queries[qi];
-      enum rs_metric m = qd->metric;
-      buf_reset(&q);
-      if ((rc = query_text(o, qd, window_ms, &q)) != 0)
-        break;
-      if ((rc = get_range(&c, q.data, cs, ce, step_ms, err, errlen)) != 0)
-        break;
-      struct count_sink cnt = {sink, 0, qd->agg};
-      struct rs_sink wrap = {count_series, &cnt};
-      size_t ns = 0;
-      char perr[512] = "";
-      rc = rs_prom_parse(c.body.data, c.body.len, m, &wrap, &ns, perr, sizeof(perr));
-      if (rc == GS_EPARSE || rc == GS_EUNAVAIL)
-        seterr(err, errlen, "query %s at %s: %s", q.data, o->url, perr);
-      placed[m] += cnt.placed;
-      seen[m] += ns;
-      done++;
+      jobs[qi] = (struct job){q[qi].data, qd->metric, {sink, 0, qd->agg}, {NULL, NULL}, 0, false};
+      jobs[qi].wrap = (struct rs_sink){count_series, &jobs[qi].cnt};
+    }
+    /* in rs_queries' order, except that the value queries between the scrape targets (first)
+     * and the holders (last) are read at once */
+    for (int qi = 0; qi < RS_N_QUERIES && !rc;) {
+      int k = qi + 1;
+      if (rs_queries[qi].metric != RS_M_TARGET && rs_queries[qi].metric != RS_M_POD_INFO)
+        while (k < RS_N_QUERIES && rs_queries[k].metric != RS_M_TARGET &&
+               rs_queries[k].metric != RS_M_POD_INFO)
+          k++;
+      rc = get_many(&c, &jobs[qi], k - qi, cs, ce, step_ms, conc, err, errlen);
+      for (int j = qi; j < k; j++) {
+        placed[jobs[j].m] += jobs[j].cnt.placed;
+        seen[jobs[j].m] += jobs[j].ns;
+      }
+      done += (unsigned)(k - qi);
       if (progress && progress->fn)
         progress->fn(progress->ud, done, total);
+      qi = k;
     }
+    cs = ce + step_ms;
   }
   if (!rc && placed[RS_M_UTIL] == 0 && placed[RS_M_FB_USED] == 0) {
-    buf_reset(&q);
+    struct buf qu_text;
+    buf_init(&qu_text, 8192);
     const struct rs_query qu = {RS_M_UTIL, RS_AGG_MAX};
-    query_text(o, &qu, window_ms, &q);
+    query_text(o, &qu, window_ms, &qu_text);
     seterr(err, errlen,
            "no GPU series found at %s: query %s over the last %lld s at step %lld s returned %zu "
            "series%s",
-           o->url, q.data ? q.data : "", (long long)((end_ms - start_ms) / 1000),
+           o->url, qu_text.data ? qu_text.data : "", (long long)((end_ms - start_ms) / 1000),
            (long long)(step_ms / 1000), seen[RS_M_UTIL],
            seen[RS_M_UTIL] ? " but none had a node, kubernetes_node, hostname or Hostname label "
                              "and a gpu/UUID label"
                            : "");
+    buf_free(&qu_text);
     rc = GS_ENOTFOUND;
   }
 out:
-  buf_free(&q);
+  for (int i = 0; i < RS_N_QUERIES; i++)
+    buf_free(&q[i]);
   conn_close(&c);
   return rc;
 }

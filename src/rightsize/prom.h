@@ -1,8 +1,9 @@
-/* Prometheus HTTP API client for rightsize: chunked query_range of the DCGM series, parsed and
- * handed to a sink one series at a time, so that no more than one chunk's answer is ever held. */
+/* Prometheus HTTP API client for rightsize: chunked query_range of the DCGM series, read as they
+ * arrive and handed to a sink a run of points at a time, so that no answer is ever held. */
 #ifndef GS_RS_PROM_H
 #define GS_RS_PROM_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -30,7 +31,7 @@ enum rs_pod_form {
                        the scrape target's own pod, kept in target_pod / target_ns */
 };
 
-/* Labels of one series. Strings point into the parsed answer and live only during the sink call;
+/* Labels of one series. Strings point into the reader and live only during the sink call;
  * absent labels are "" (fields after `container` may also be NULL, meaning ""). Node is `node`,
  * else `kubernetes_node`, else `hostname` (dcgm-exporter 4.8+), else `Hostname` (before 4.8). The
  * workload is taken as a unit: when exported_pod or exported_namespace is present, pod / namespace
@@ -67,7 +68,7 @@ struct rs_point {
   double v;
 };
 
-/* One series of one answer, handed to the sink. */
+/* A run of points of one series of one answer, handed to the sink (struct rs_sink). */
 struct rs_series {
   struct rs_labels labels;
   const struct rs_point *points; /* ascending time, finite values */
@@ -102,17 +103,58 @@ int rs_query_text(enum rs_metric m, enum rs_agg agg, const char *selector, int64
  * both steps, which can only make a step busier). */
 int64_t rs_range_window_ms(int64_t step_ms, int major);
 
-/* Receives every series; a non-zero return stops the parse and is passed up. */
+/* Receives the series of an answer as they are read, in runs: one call per run of at most a few
+ * hundred points of one series (its labels repeated, its points in ascending time, after those of
+ * the run before), so that no whole series is ever held. A series can thus come in several calls;
+ * the sink must fold them as one (rightsize's analyser does: a step's value is the largest seen).
+ * A non-zero return stops the parse and is passed up. */
 struct rs_sink {
   int (*series)(void *ud, enum rs_metric m, const struct rs_series *s);
   void *ud;
 };
 
-/* Parses one query_range answer body. Calls the sink once per series that has a usable GPU
- * identity (a node and a gpu or UUID label); for RS_M_TARGET, once per series with a `pod`.
- * *n_series (may be NULL) counts the series seen. Returns 0; GS_EPARSE for malformed JSON or an
- * unexpected shape; GS_EUNAVAIL for "status":"error" (err holds Prometheus' errorType and error);
- * or the sink's code. err always says what went wrong. */
+/* ---- Reading an answer (promjson.c): a streaming reader over yajl ----
+ * The bytes of a query_range answer are fed as they arrive; each [t, "v"] is parsed and handed on
+ * within a run of RD_RUN points. Memory is the reader's fixed state (the labels rightsize reads,
+ * one run) whatever the answer's size. The caps, each an error that names it: */
+#define RS_PROM_LABEL_MAX 1024         /* bytes of a label value that rightsize reads */
+#define RS_PROM_LABELS_MAX 256         /* labels of one series */
+#define RS_PROM_MAX_BYTES (1ULL << 32) /* bytes of one answer, unless the caller says */
+#define RS_PROM_MAX_SERIES 1000000     /* series of one answer, unless the caller says */
+#define RS_PROM_MAX_POINTS 11001 /* values held when a series' values come before its labels */
+
+struct rs_prom_limits {
+  size_t max_bytes;  /* 0: RS_PROM_MAX_BYTES */
+  size_t max_series; /* 0: RS_PROM_MAX_SERIES */
+  size_t max_points; /* 0: RS_PROM_MAX_POINTS */
+};
+
+struct rs_prom_reader;
+
+/* A reader of one answer to a query of metric m; lim may be NULL. NULL when out of memory. */
+struct rs_prom_reader *rs_prom_reader_new(enum rs_metric m, const struct rs_sink *sink,
+                                          const struct rs_prom_limits *lim);
+/* Feeds the next bytes. Returns 0, or the first error (then every later call returns it). */
+int rs_prom_reader_feed(struct rs_prom_reader *r, const char *p, size_t n);
+/* The answer has ended: checks that it was whole and a success. Returns 0 or the error; *n_series
+ * (may be NULL) counts the series seen. */
+int rs_prom_reader_finish(struct rs_prom_reader *r, size_t *n_series);
+/* What went wrong ("" when nothing). */
+const char *rs_prom_reader_error(const struct rs_prom_reader *r);
+/* The answer's "warnings" (Prometheus, Thanos: a partial response says so there): their count,
+ * and the first in *first. */
+size_t rs_prom_reader_warnings(const struct rs_prom_reader *r, const char **first);
+/* True when the answer said "isPartial": true (VictoriaMetrics cluster: a vmstorage node did not
+ * answer, app/vmselect/prometheus/query_range_response.qtpl). */
+bool rs_prom_reader_partial(const struct rs_prom_reader *r);
+void rs_prom_reader_free(struct rs_prom_reader *r);
+
+/* Parses one whole query_range answer body with the reader. Calls the sink for the series that
+ * have a usable GPU identity (a node and a gpu or UUID label); for RS_M_TARGET, for the series
+ * with a `pod`. *n_series (may be NULL) counts the series seen. Returns 0; GS_EPARSE for malformed
+ * or truncated JSON or an unexpected shape (a value that is not [<number>, "<string>"]);
+ * GS_EUNAVAIL for "status":"error" (err holds Prometheus' errorType and error); GS_ETOOBIG for a
+ * cap; or the sink's code. err always says what went wrong. */
 int rs_prom_parse(const char *body, size_t len, enum rs_metric m, const struct rs_sink *sink,
                   size_t *n_series, char *err, size_t errlen);
 
@@ -128,7 +170,14 @@ struct rs_prom_opts {
   int retries;                     /* extra attempts after a failed request (backoff 0.5 s, x2) */
   size_t max_answer_bytes;         /* cap on one answer; more is an error */
   int64_t max_points;              /* points per series per request (Prometheus allows 11000) */
+  int concurrency; /* requests in flight at once (0: RS_PROM_CONCURRENCY; at most 6) */
 };
+
+/* The six value queries of a chunk are read at once, this many at a time by default: the
+ * analysis of one answer overlaps the download of the others, and a TSDB sees at most this many
+ * queries of rightsize's at a time. */
+#define RS_PROM_CONCURRENCY 3
+#define RS_PROM_CONCURRENCY_MAX 6
 
 /* Progress callback: done and total requests. */
 struct rs_progress {
@@ -140,11 +189,16 @@ struct rs_progress {
  * steps [start_ms, end_ms] (inclusive, on the step grid). Return non-zero to stop. */
 struct rs_chunk_hook {
   int (*begin)(void *ud, int64_t start_ms, int64_t end_ms);
+  /* The most steps the next chunk may span (what the sink holds per step grows with the fleet),
+   * or 0 for no limit; may be NULL. */
+  int64_t (*max_steps)(void *ud);
   void *ud;
 };
 
 /* Reads every query of rs_queries over [start_ms, end_ms] at step_ms in chunks of at most
- * max_points steps, in that order within each chunk. Returns 0;
+ * max_points steps (fewer when hook->max_steps says), in that order within each chunk. A query
+ * the server refuses for too many samples is asked again in halves of its range. An answer
+ * marked partial ("isPartial": true) is an error, never taken for the whole. Returns 0;
  * GS_EUNAVAIL (unreachable, HTTP error, Prometheus error); GS_EPARSE (malformed answer);
  * GS_ETOOBIG (answer over the cap); GS_ENOTFOUND (no GPU series at all: err names the query);
  * GS_EIO (a credentials file unreadable); or the sink's code. err names the URL and query. */

@@ -51,6 +51,7 @@ struct rs_opts {
   long long retries;
   long long max_points;
   long long max_answer_mib;
+  long long concurrency;
   char *log_level;
   bool apply;
   bool force;
@@ -130,11 +131,15 @@ static const struct opt_def rs_defs[] = {
      "extra attempts on connection errors, 429 and 5xx (backoff 0.5 s doubling)",
      offsetof(struct rs_opts, retries)},
     {"max-points", 0, NULL, OPT_INT, "1000", 10, 11000, NULL, "N",
-     "steps per request; longer windows are fetched in chunks, which bounds memory (each answer "
-     "is parsed whole; Prometheus allows 11000)",
+     "most steps per request; longer windows are fetched in chunks (fewer steps on large fleets, "
+     "so that memory stays flat; Prometheus allows 11000)",
      offsetof(struct rs_opts, max_points)},
-    {"max-answer", 0, NULL, OPT_INT, "256", 1, 4096, NULL, "MiB", "cap on one Prometheus answer",
+    {"max-answer", 0, NULL, OPT_INT, "4096", 1, 65536, NULL, "MiB",
+     "cap on the bytes of one Prometheus answer (read as it arrives, never held whole)",
      offsetof(struct rs_opts, max_answer_mib)},
+    {"concurrency", 0, NULL, OPT_INT, "3", 1, 6, NULL, "N",
+     "requests in flight at once (the six value queries of a chunk; gentle on the TSDB)",
+     offsetof(struct rs_opts, concurrency)},
     {"log-level", 0, "GPUSCALE_LOG_LEVEL", OPT_ENUM, "warn", 0, 0, "debug|info|warn|error", "LEVEL",
      "log threshold (stderr)", offsetof(struct rs_opts, log_level)},
     {"apply", 0, NULL, OPT_BOOL, "false", 0, 0, NULL, NULL,
@@ -185,7 +190,7 @@ int rs_build_report(const struct rs_prom_opts *po, const struct rs_params *param
     rs_prices_free(prices);
     return GS_ENOMEM;
   }
-  struct rs_chunk_hook hook = {rs_analyzer_begin_chunk, a};
+  struct rs_chunk_hook hook = {rs_analyzer_begin_chunk, rs_analyzer_chunk_steps, a};
   struct rs_sink sink = {rs_analyzer_add, a};
   rc = rs_prom_fetch(po, start, end, params->step_ms, &hook, &sink, progress, err, errlen);
   if (!rc)
@@ -344,6 +349,7 @@ int rightsize_main(int argc, char **argv) {
       .retries = (int)o.retries,
       .max_answer_bytes = (size_t)o.max_answer_mib << 20,
       .max_points = o.max_points,
+      .concurrency = (int)o.concurrency,
   };
   struct rs_progress prog = {progress_bar, NULL};
   struct rs_report r;

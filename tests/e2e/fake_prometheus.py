@@ -5,6 +5,11 @@ JSON description of series with patterns, and can answer with errors, malformed 
 Description (JSON file given as argv[1]):
   {"mode": "ok" | "error_status" | "malformed" | "http_500" | "empty" | "huge",
    "delay_s": 0,                      # sleep before answering
+   "max_steps": 0,                    # > 0: a range of more steps is refused as Prometheus
+                                      # refuses too many samples (HTTP 422, errorType execution)
+   "partial": false,                  # answers carry "isPartial": true (VictoriaMetrics cluster)
+   "cut": false,                      # each answer stops half-way: the connection is closed
+   "cut_first": "DCGM_FI_DEV_GPU_UTIL", # only the first answer to each such query is cut
    "series": [{"metric": "DCGM_FI_DEV_GPU_UTIL", "labels": {...},
                "pattern": {"const": 5} | {"square": [lo, hi, period_s]},
                "gaps": [[from_unix_s, to_unix_s], ...]}]}   # no points inside [from, to)
@@ -43,6 +48,7 @@ class Handler(BaseHTTPRequestHandler):
     desc = {}
     log_path = None
     lock = threading.Lock()
+    cut_seen = set()  # cut_first: the paths already answered once
 
     def log_message(self, *args):
         pass
@@ -84,6 +90,13 @@ class Handler(BaseHTTPRequestHandler):
         m = QUERY.match(q["query"][0])
         name = m.group(2) if m else q["query"][0]
         start, end, step = float(q["start"][0]), float(q["end"][0]), float(q["step"][0])
+        n_steps = int(round((end - start) / step)) + 1
+        if d.get("max_steps") and n_steps > d["max_steps"]:
+            # Prometheus' ErrTooManySamples (promql/engine.go) as its API writes it
+            return self.reply(422, json.dumps({
+                "status": "error", "errorType": "execution",
+                "error": "query processing would load too many samples into memory in query "
+                         "execution"}))
         result = []
         if mode != "empty":
             for s in d.get("series", []):
@@ -100,8 +113,25 @@ class Handler(BaseHTTPRequestHandler):
                     m = dict(s["labels"])
                     m["__name__"] = name
                     result.append({"metric": m, "values": vals})
-        self.reply(200, json.dumps({"status": "success",
-                                    "data": {"resultType": "matrix", "result": result}}))
+        ans = {"status": "success", "data": {"resultType": "matrix", "result": result}}
+        if d.get("partial"):
+            ans["isPartial"] = True
+        body = json.dumps(ans).encode()
+        cut = d.get("cut")
+        if d.get("cut_first") == name:
+            with Handler.lock:
+                cut = self.path not in Handler.cut_seen
+                Handler.cut_seen.add(self.path)
+        if cut:  # the headers promise the whole answer; half of it comes
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body[:len(body) // 2])
+            self.wfile.flush()
+            self.close_connection = True
+            return
+        self.reply(200, body)
 
 
 def main():

@@ -181,7 +181,8 @@ def test_chunked_fetch_same_result(prom):
     b = report(prom, "--max-points", "500")
     qs = [q for q in prom.requests()
           if q["query"].get("query") == "max_over_time(DCGM_FI_DEV_GPU_UTIL[300s])"]
-    # 2016 steps: ceil(2016 / 1000) chunks by default, then ceil(2016 / 500)
+    # 2016 steps: a first chunk of 64 steps (the analyser does not know the fleet yet), then
+    # chunks of 1000 (--max-points' default), then of 500
     assert len(qs) == 3 + 5
     for k in ("recommendations", "summary"):
         assert a[k] == b[k]
@@ -240,6 +241,64 @@ def test_answer_over_cap(prom):
 def test_timeout(prom):
     fails(run("--prometheus", prom.url, "--end", str(END), "--timeout", "500ms", "--retries",
               "0"), "cannot reach Prometheus", "timed out")
+
+
+def with_history(**kw):
+    d = history()
+    d.update(kw)
+    return d
+
+
+@pytest.mark.parametrize("prom", [with_history(max_steps=300)], indirect=True)
+def test_too_many_samples_asked_in_halves(prom):
+    # a store that refuses more than 300 steps at once (Prometheus' query.max-samples, Thanos,
+    # Mimir): every refused range is asked again in halves, and the report is the whole one
+    got = report(prom)
+    asked = [q for q in prom.requests() if q["path"] == "/api/v1/query_range"]
+    steps = [round((float(q["query"]["end"]) - float(q["query"]["start"])) /
+                   float(q["query"]["step"])) + 1 for q in asked]
+    assert max(steps) > 300 and min(steps) <= 300  # refused, then halved
+    assert got["summary"]["gpus"] == 25
+    ok = FakeProm(history())
+    try:
+        want = report(ok)
+    finally:
+        ok.close()
+    for k in ("recommendations", "summary"):
+        assert got[k] == want[k]
+
+
+@pytest.mark.parametrize("prom", [with_history(partial=True)], indirect=True)
+def test_partial_answer_is_an_error(prom):
+    r = run("--prometheus", prom.url, "--end", str(END), "--retries", "0", "--format", "json")
+    fails(r, "partial", "isPartial")
+    assert r.stdout == ""
+
+
+@pytest.mark.parametrize("prom", [with_history(cut=True)], indirect=True)
+def test_connection_cut_mid_answer(prom):
+    r = run("--prometheus", prom.url, "--end", str(END), "--retries", "1", "--format", "json")
+    fails(r, "cannot reach Prometheus", "transfer closed")
+    assert r.stdout == ""
+    assert len([q for q in prom.requests() if q["path"] == "/api/v1/query_range"]) == 2
+
+
+@pytest.mark.parametrize("prom", [with_history(cut_first="DCGM_FI_DEV_GPU_UTIL")], indirect=True)
+def test_value_answer_cut_once_is_read_again(prom):
+    # the utilisation answers come among the six read at once: each is cut the first time, half of
+    # it already folded; read again alone, it is folded again, and the report is the whole one
+    got = report(prom, "--retries", "0")
+    asked = [q["query"] for q in prom.requests() if q["path"] == "/api/v1/query_range"]
+    util = [q for q in asked if "DCGM_FI_DEV_GPU_UTIL[" in q["query"] and "_over_time(DCGM" in
+            q["query"][:20]]
+    assert len(util) == 2 * len({(q["query"], q["start"]) for q in util})  # each asked twice
+    ok = FakeProm(history())
+    try:
+        want = report(ok)
+    finally:
+        ok.close()
+    for k in ("recommendations", "summary", "gpus", "workloads"):
+        assert got[k] == want[k]
 
 
 def test_bad_flags():

@@ -18,6 +18,7 @@
 
 #include <json-c/json.h>
 #include <yaml.h>
+#include <yajl/yajl_parse.h>
 
 #include "collect/scenario.h"
 #include "core/buf.h"
@@ -26,6 +27,7 @@
 #include "core/trigger.h"
 #include "http/counters.h"
 #include "http/exposition.h"
+#include "rightsize/analyze.h"
 #include "rightsize/kube.h"
 #include "rightsize/prom.h"
 #include "rpc/podresources.h"
@@ -73,6 +75,18 @@ struct json_object *json_tokener_parse_ex(struct json_tokener *tok, const char *
   struct json_object *o = real(tok, str, len);
   af_lib_leave();
   return o;
+}
+
+/* yajl 2.1 does not check its own allocations (yajl_buf.c, yajl_lex.c): the handle's allocation
+ * fails as one unit, and what yajl allocates inside is counted out (af_exclude_dso in main). */
+yajl_handle yajl_alloc(const yajl_callbacks *cb, yajl_alloc_funcs *funcs, void *ctx) {
+  static yajl_handle (*real)(const yajl_callbacks *, yajl_alloc_funcs *, void *);
+  if (!real)
+    real = (yajl_handle(*)(const yajl_callbacks *, yajl_alloc_funcs *, void *))dlsym(RTLD_NEXT,
+                                                                                     "yajl_alloc");
+  if (af_lib_fail())
+    return NULL;
+  return real(cb, funcs, ctx);
 }
 
 /* ---- inputs ---- */
@@ -225,7 +239,7 @@ static void test_podres(void **state) {
   }
 }
 
-/* ---- rs_prom_parse (json-c inside) ---- */
+/* ---- rs_prom_parse (yajl inside) ---- */
 
 struct series_copy {
   size_t n;
@@ -268,6 +282,40 @@ static void test_prom(void **state) {
     af_loop(t[i].path, run_prom, &t[i], enomem, 1);
     free(t[i].data);
   }
+}
+
+/* ---- the analyser: GPUs, workloads and their histogram pages, then the report ---- */
+
+static int run_analyzer(const void *arg, char *why, size_t whylen) {
+  const struct text *t = arg;
+  struct rs_params p;
+  rs_params_default(&p);
+  p.step_ms = 300000;
+  /* good.json's steps: 1767225000 .. 1767225600 s */
+  struct rs_analyzer *a = rs_analyzer_new(&p, 1767225000000LL - 3600000, 1767225900000LL);
+  if (!a)
+    return GS_ENOMEM;
+  struct rs_sink sink = {rs_analyzer_add, a};
+  int rc = rs_prom_parse(t->data, t->len, RS_M_UTIL, &sink, NULL, why, whylen);
+  struct rs_report r;
+  rs_report_init(&r);
+  if (!rc)
+    rc = rs_analyzer_finish(a, &r);
+  if (!rc && r.n_gpus == 0)
+    rc = GS_EINVAL; /* never an empty report for an answer with GPUs */
+  rs_report_free(&r);
+  rs_analyzer_free(a);
+  return rc;
+}
+
+static void test_analyzer(void **state) {
+  (void)state;
+  static struct text t = {"fixtures/rightsize/good.json", NULL, 0};
+  load(&t);
+  /* a histogram page (allocated when a reading first falls in it) that cannot be allocated
+   * fails the report with GS_ENOMEM, never a report with a histogram short of a reading */
+  af_loop(t.path, run_analyzer, &t, enomem, 1);
+  free(t.data);
 }
 
 /* ---- kube_node_parse and kube_pod_list_parse (json-c inside) ---- */
@@ -605,22 +653,17 @@ static void test_sim_run(void **state) {
 int main(void) {
   /* json-c 0.16 is not safe against its own allocation failures: not counted inside it */
   af_exclude_dso((const void *)json_object_new_object);
+  af_exclude_dso((const void *)yajl_parse);
   /* libyaml 0.2.5 leaks a sequence's or mapping's item stack when adding its node fails */
   af_leaky_dso((const void *)yaml_parser_load);
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_trigger),
-      cmocka_unit_test(test_scenario),
-      cmocka_unit_test(test_profile),
-      cmocka_unit_test(test_podres),
-      cmocka_unit_test(test_prom),
-      cmocka_unit_test(test_kube),
-      cmocka_unit_test(test_counters),
-      cmocka_unit_test(test_exposition),
-      cmocka_unit_test(test_kubeconfig),
-      cmocka_unit_test(test_sim_yaml),
-      cmocka_unit_test(test_sim_load),
-      cmocka_unit_test(test_sim_trace),
-      cmocka_unit_test(test_sim_formula_allocates_nothing),
+      cmocka_unit_test(test_trigger),    cmocka_unit_test(test_scenario),
+      cmocka_unit_test(test_profile),    cmocka_unit_test(test_podres),
+      cmocka_unit_test(test_prom),       cmocka_unit_test(test_analyzer),
+      cmocka_unit_test(test_kube),       cmocka_unit_test(test_counters),
+      cmocka_unit_test(test_exposition), cmocka_unit_test(test_kubeconfig),
+      cmocka_unit_test(test_sim_yaml),   cmocka_unit_test(test_sim_load),
+      cmocka_unit_test(test_sim_trace),  cmocka_unit_test(test_sim_formula_allocates_nothing),
       cmocka_unit_test(test_sim_run),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
