@@ -19,9 +19,21 @@
  * H200 989, A100 312, L4 121, T4 65. It is a coarse scale for "does this load fit", not a
  * benchmark. */
 static const struct rs_gpu_spec specs[] = {
-    {"H100-80GB", 81559, 1.0, true},   {"H200-141GB", 143771, 1.0, true},
-    {"A100-40GB", 40960, 0.315, true}, {"A100-80GB", 81920, 0.315, true},
-    {"L4", 23034, 0.122, false},       {"T4", 15360, 0.066, false},
+    {"H100-80GB", 81559, 1.0, true},
+    {"H200-141GB", 143771, 1.0, true},
+    {"A100-40GB", 40960, 0.315, true},
+    {"A100-80GB", 81920, 0.315, true},
+    {"L4", 23034, 0.122, false},
+    {"T4", 15360, 0.066, false},
+    /* AMD Instinct: VRAM as gpu_used_vram + gpu_free_vram add up (MiB, ROCm's bytes / 2^20, the
+     * HBM size of AMD's data sheets); compute is dense FP16 matrix throughput from AMD's data
+     * sheets relative to H100 SXM: MI325X and MI300X 1307.4, MI250X 383 per package (ROCm sees
+     * each of its two GCDs as a GPU: 191.5 and 64 GiB each), MI210 181. No MIG: their partitions
+     * are not MIG profiles. */
+    {"MI325X-256GB", 262144, 1.32, false},
+    {"MI300X-192GB", 196592, 1.32, false},
+    {"MI250X-GCD-64GB", 65520, 0.194, false},
+    {"MI210-64GB", 65520, 0.183, false},
 };
 
 const struct rs_gpu_spec *rs_gpu_spec_find(const char *key) {
@@ -42,7 +54,17 @@ void rs_model_key(const char *model_name, char *out, size_t outlen) {
     up[i] = (char)toupper((unsigned char)model_name[i]);
   up[i] = '\0';
   const char *k = "";
-  if (has_word(up, "H200"))
+  /* AMD: ROCm SMI's device name, AMD's exporter's card_model ("AMD Instinct MI300X", "AMD
+   * Instinct MI250X / MI250": the MI250X's name is checked before the MI250's) */
+  if (has_word(up, "MI325X"))
+    k = "MI325X-256GB";
+  else if (has_word(up, "MI300X"))
+    k = "MI300X-192GB";
+  else if (has_word(up, "MI250X"))
+    k = "MI250X-GCD-64GB";
+  else if (has_word(up, "MI210"))
+    k = "MI210-64GB";
+  else if (has_word(up, "H200"))
     k = "H200-141GB";
   else if (has_word(up, "H100"))
     k = "H100-80GB";
@@ -88,15 +110,22 @@ struct rs_prices {
   size_t n_nodes;
 };
 
-/* AWS us-east-1 on-demand, from Karpenter's generated price list, 2026. Examples to replace. */
+/* AWS us-east-1 on-demand, from Karpenter's generated price list, 2026; AMD Instinct: AWS has
+ * none, so Oracle Cloud's on-demand list price (oracle.com/cloud/price-list, "Compute - GPU -
+ * MI300X": BM.GPU.MI300X.8, USD 6.00 per GPU hour). Examples to replace. MI325X, MI250X and MI210
+ * have no hyperscaler on-demand list price to cite: they are unpriced until --prices names them. */
 static const struct {
   const char *name, *model;
   double hourly;
   unsigned gpus;
 } builtin_inst[] = {
-    {"p5.48xlarge", "H100-80GB", 55.04, 8},  {"p5en.48xlarge", "H200-141GB", 63.296, 8},
-    {"p4d.24xlarge", "A100-40GB", 21.96, 8}, {"p4de.24xlarge", "A100-80GB", 27.45, 8},
-    {"g6.xlarge", "L4", 0.8048, 1},          {"g4dn.xlarge", "T4", 0.526, 1},
+    {"p5.48xlarge", "H100-80GB", 55.04, 8},
+    {"p5en.48xlarge", "H200-141GB", 63.296, 8},
+    {"p4d.24xlarge", "A100-40GB", 21.96, 8},
+    {"p4de.24xlarge", "A100-80GB", 27.45, 8},
+    {"g6.xlarge", "L4", 0.8048, 1},
+    {"g4dn.xlarge", "T4", 0.526, 1},
+    {"BM.GPU.MI300X.8", "MI300X-192GB", 48.0, 8},
 };
 
 struct rs_prices *rs_prices_builtin(void) {

@@ -24,8 +24,21 @@ static const char *const metric_names[RS_M_COUNT] = {
     "DCGM_FI_DEV_POWER_USAGE", "gpuscale_gpu_pod_info", "up",
 };
 
+/* The same readings under AMD's device-metrics-exporter names, which gpuscale's agent writes on
+ * AMD nodes too (ROCm/device-metrics-exporter docs/configuration/metricslist.md: GPU_FREE_VRAM,
+ * GPU_USED_VRAM in MB, GPU_GFX_ACTIVITY in %, GPU_POWER_USAGE in W). Its MB is ROCm's
+ * bytes / 2^20, dcgm-exporter's MiB. NULL: the metric has no AMD form (gpuscale_gpu_pod_info
+ * keeps its name on both; `up` is Prometheus'). */
+static const char *const amd_names[RS_M_COUNT] = {
+    "gpu_free_vram", "gpu_used_vram", "gpu_gfx_activity", "gpu_power_usage", NULL, NULL,
+};
+
 const char *rs_metric_name(enum rs_metric m) {
   return (unsigned)m < RS_M_COUNT ? metric_names[m] : "unknown";
+}
+
+const char *rs_metric_amd_name(enum rs_metric m) {
+  return (unsigned)m < RS_M_COUNT ? amd_names[m] : NULL;
 }
 
 static void seterr(char *err, size_t errlen, const char *fmt, ...)
@@ -224,9 +237,14 @@ int rs_query_text(enum rs_metric m, enum rs_agg agg, const char *selector, int64
   if (m == RS_M_TARGET) /* the exporter pods: `up` carries only target labels */
     n = snprintf(out, outlen,
                  "group by (job, instance, namespace, pod) (last_over_time(up[%s]) and on (job, "
-                 "instance) (last_over_time(%s%s%s%s[%s]) or last_over_time(%s%s%s%s[%s])))",
+                 "instance) (last_over_time(%s%s%s%s[%s]) or last_over_time(%s%s%s%s[%s]) or "
+                 "last_over_time(%s%s%s%s[%s]) or last_over_time(%s%s%s%s[%s])))",
                  win, rs_metric_name(RS_M_UTIL), o, s, c, win, rs_metric_name(RS_M_FB_USED), o, s,
-                 c, win);
+                 c, win, rs_metric_amd_name(RS_M_UTIL), o, s, c, win,
+                 rs_metric_amd_name(RS_M_FB_USED), o, s, c, win);
+  else if (rs_metric_amd_name(m)) /* both vendors: their label sets never meet, `or` keeps all */
+    n = snprintf(out, outlen, "%s(%s%s%s%s[%s]) or %s(%s%s%s%s[%s])", fn, rs_metric_name(m), o, s,
+                 c, win, fn, rs_metric_amd_name(m), o, s, c, win);
   else
     n = snprintf(out, outlen, "%s(%s%s%s%s[%s])", fn, rs_metric_name(m), o, s, c, win);
   return n < 0 || (size_t)n >= outlen ? GS_ETOOBIG : 0;
@@ -235,7 +253,7 @@ int rs_query_text(enum rs_metric m, enum rs_agg agg, const char *selector, int64
 /* Builds the query text into q. */
 static int query_text(const struct rs_prom_opts *o, const struct rs_query *qd, int64_t window_ms,
                       struct buf *q) {
-  size_t need = 2 * strlen(o->selector ? o->selector : "") + 256;
+  size_t need = 4 * strlen(o->selector ? o->selector : "") + 512;
   char *t = malloc(need);
   if (!t)
     return GS_ENOMEM;

@@ -22,6 +22,10 @@ enum rs_metric {
 
 /* The metric's series name, e.g. "DCGM_FI_DEV_GPU_UTIL". */
 const char *rs_metric_name(enum rs_metric m);
+/* The same reading under AMD's device-metrics-exporter name (written by gpuscale's agent on AMD
+ * nodes too), e.g. "gpu_gfx_activity"; NULL when the metric has no AMD form (POD_INFO keeps its
+ * name on both vendors, TARGET is `up`). Every value query asks for both names. */
+const char *rs_metric_amd_name(enum rs_metric m);
 
 /* Where a series' workload labels came from. */
 enum rs_pod_form {
@@ -87,10 +91,12 @@ struct rs_query {
 #define RS_N_QUERIES 8
 extern const struct rs_query rs_queries[RS_N_QUERIES];
 
-/* Writes the PromQL of one query into out: e.g. avg_over_time(DCGM_FI_DEV_GPU_UTIL{sel}[300s]).
+/* Writes the PromQL of one query into out: e.g. avg_over_time(DCGM_FI_DEV_GPU_UTIL{sel}[300s]) or
+ * avg_over_time(gpu_gfx_activity{sel}[300s]) (both vendors' names; the selector applies to each).
  * RS_M_TARGET (agg ignored) is `group by (job, instance, namespace, pod) (last_over_time(up[w])
  * and on (job, instance) (last_over_time(DCGM_FI_DEV_GPU_UTIL{sel}[w]) or
- * last_over_time(DCGM_FI_DEV_FB_USED{sel}[w])))`: only targets that export GPU series, one row
+ * last_over_time(DCGM_FI_DEV_FB_USED{sel}[w]) or the same of gpu_gfx_activity and gpu_used_vram))`:
+ * only targets that export GPU series, one row
  * each. window_ms is rs_range_window_ms's. Returns 0, or GS_ETOOBIG when out is too small. */
 int rs_query_text(enum rs_metric m, enum rs_agg agg, const char *selector, int64_t window_ms,
                   char *out, size_t outlen);

@@ -24,11 +24,15 @@ enum lab {
   L_HOSTNAME,
   L_HOSTNAME_OLD,
   L_GPU,
+  L_GPU_ID,
   L_UUID,
   L_UUID_LC,
+  L_GPU_UUID,
   L_MODEL,
+  L_CARD_MODEL,
   L_GI_ID,
   L_GI_PROFILE,
+  L_PARTITION,
   L_JOB,
   L_INSTANCE,
   L_EPOD,
@@ -46,11 +50,15 @@ static const char *const lab_names[L_N] = {
     "hostname",
     "Hostname",
     "gpu",
+    "gpu_id",
     "UUID",
     "uuid",
+    "gpu_uuid",
     "modelName",
+    "card_model",
     "GPU_I_ID",
     "GPU_I_PROFILE",
+    "gpu_partition_id",
     "job",
     "instance",
     "exported_pod",
@@ -249,6 +257,7 @@ static int label_of(const unsigned char *k, size_t n) {
            : !memcmp(k, "Hostname", 8) ? L_HOSTNAME_OLD
            : !memcmp(k, "GPU_I_ID", 8) ? L_GI_ID
            : !memcmp(k, "instance", 8) ? L_INSTANCE
+           : !memcmp(k, "gpu_uuid", 8) ? L_GPU_UUID
                                        : -1;
   default:
     for (int i = 0; i < L_N; i++)
@@ -275,9 +284,12 @@ static void build_labels(struct rs_prom_reader *r) {
   l->node = first(r, L_NODE, L_KNODE, L_HOSTNAME);
   if (!*l->node)
     l->node = first(r, L_HOSTNAME_OLD, -1, -1);
-  l->gpu = r->lab[L_GPU];
-  l->uuid = first(r, L_UUID, L_UUID_LC, -1);
-  l->model = r->lab[L_MODEL];
+  /* AMD's device-metrics-exporter (and gpuscale's agent on AMD nodes): gpu_id, gpu_uuid,
+   * card_model. Not serial_number: every partition of a GPU carries its parent's
+   * (ROCm/device-metrics-exporter pkg/amdgpu/gpuagent/gpuagent_gpu_metrics.go). */
+  l->gpu = first(r, L_GPU, L_GPU_ID, -1);
+  l->uuid = first(r, L_UUID, L_UUID_LC, L_GPU_UUID);
+  l->model = first(r, L_MODEL, L_CARD_MODEL, -1);
   l->gpu_i_id = r->lab[L_GI_ID];
   l->gpu_i_profile = r->lab[L_GI_PROFILE];
   l->job = r->lab[L_JOB];
@@ -299,6 +311,11 @@ static void build_labels(struct rs_prom_reader *r) {
   }
   r->place =
       !r->status_bad && (r->m == RS_M_TARGET ? *l->pod != '\0' : *l->node && (*l->gpu || *l->uuid));
+  /* AMD's exporter writes GFX activity and power on partition 0 only, as 0 on the others: that 0
+   * is no reading, so those series are left out (the partition's memory still counts). */
+  if ((r->m == RS_M_UTIL || r->m == RS_M_POWER) && r->lab[L_PARTITION][0] &&
+      strcmp(r->lab[L_PARTITION], "0") != 0)
+    r->place = false;
 }
 
 /* Hands the run of points to the sink. */

@@ -21,7 +21,7 @@
 
 struct got {
   size_t n;
-  char node[MAXS][64], gpu[MAXS][16], uuid[MAXS][32], pod[MAXS][64], ns[MAXS][64],
+  char node[MAXS][64], gpu[MAXS][16], uuid[MAXS][64], pod[MAXS][64], ns[MAXS][64],
       container[MAXS][64], model[MAXS][64], gi[MAXS][16], gip[MAXS][16], job[MAXS][32],
       tpod[MAXS][64], tns[MAXS][64];
   enum rs_pod_form form[MAXS];
@@ -37,7 +37,7 @@ static int collect(void *ud, enum rs_metric m, const struct rs_series *s) {
   size_t i = g->n++;
   snprintf(g->node[i], 64, "%s", s->labels.node);
   snprintf(g->gpu[i], 16, "%s", s->labels.gpu);
-  snprintf(g->uuid[i], 32, "%s", s->labels.uuid);
+  snprintf(g->uuid[i], 64, "%s", s->labels.uuid);
   snprintf(g->pod[i], 64, "%s", s->labels.pod);
   snprintf(g->ns[i], 64, "%s", s->labels.namespace_);
   snprintf(g->container[i], 64, "%s", s->labels.container);
@@ -205,6 +205,72 @@ static void test_node_label_names(void **state) {
     assert_string_equal(g.node[i], want[i]);
 }
 
+/* AMD's device-metrics-exporter's series as Prometheus returns them (labels from
+ * ROCm/device-metrics-exporter pkg/amdgpu/gpuagent/gpuagent_gpu_metrics.go, populateLabelsFromGPU:
+ * gpu_id, gpu_uuid, serial_number, card_model, hostname, gpu_partition_id,
+ * gpu_compute_partition_type, pod / namespace / container written "" when no pod holds the GPU),
+ * and gpuscale's agent's on an AMD node (docs/metrics.md "AMD GPUs": no gpu_uuid, no partition). */
+static void test_amd_labels(void **state) {
+  (void)state;
+  static const char body[] =
+      "{\"status\":\"success\",\"data\":{\"resultType\":\"matrix\",\"result\":["
+      /* AMD's exporter, a whole GPU held by a pod */
+      "{\"metric\":{\"gpu_id\":\"3\",\"gpu_uuid\":\"a8ff7551-0000-1000-80e9-ddefa2d60f55\","
+      "\"serial_number\":\"692251001234\",\"card_model\":\"AMD Instinct MI300X\","
+      "\"hostname\":\"mi-node-1\",\"gpu_partition_id\":\"0\",\"gpu_compute_partition_type\":"
+      "\"spx\","
+      "\"pod\":\"vllm-0\",\"namespace\":\"serving\",\"container\":\"vllm\",\"job\":\"amd-"
+      "exporter\"},"
+      "\"values\":[[1767225600,\"87\"]]},"
+      /* partition 2 of a CPX GPU: its GFX activity is written as 0, no reading: left out */
+      "{\"metric\":{\"gpu_id\":\"10\",\"gpu_uuid\":\"b1\",\"serial_number\":\"692251001234\","
+      "\"card_model\":\"AMD Instinct MI300X\",\"hostname\":\"mi-node-1\","
+      "\"gpu_partition_id\":\"2\",\"pod\":\"\",\"namespace\":\"\",\"container\":\"\"},"
+      "\"values\":[[1767225600,\"0\"]]},"
+      /* gpuscale's agent on an AMD node: no gpu_uuid; the serial is not a GPU's identity */
+      "{\"metric\":{\"gpu_id\":\"1\",\"serial_number\":\"692251009999\","
+      "\"card_model\":\"AMD Instinct MI210\",\"hostname\":\"mi-node-2\"},"
+      "\"values\":[[1767225600,\"5\"]]},"
+      /* with a kubernetes_node relabel, that wins over hostname as it does for DCGM's */
+      "{\"metric\":{\"gpu_id\":\"0\",\"card_model\":\"AMD Instinct MI325X\","
+      "\"hostname\":\"10.0.0.7\",\"kubernetes_node\":\"mi-node-3\"},"
+      "\"values\":[[1767225600,\"1\"]]},"
+      /* a series with only a serial number has no GPU identity */
+      "{\"metric\":{\"serial_number\":\"x\",\"hostname\":\"mi-node-4\"},"
+      "\"values\":[[1767225600,\"1\"]]}"
+      "]}}";
+  struct got g;
+  memset(&g, 0, sizeof(g));
+  struct rs_sink sink = {collect, &g};
+  char err[256];
+  size_t seen = 0;
+  assert_int_equal(rs_prom_parse(body, strlen(body), RS_M_UTIL, &sink, &seen, err, sizeof(err)), 0);
+  assert_int_equal(seen, 5);
+  assert_int_equal(g.n, 3);
+  assert_string_equal(g.node[0], "mi-node-1");
+  assert_string_equal(g.gpu[0], "3");
+  assert_string_equal(g.uuid[0], "a8ff7551-0000-1000-80e9-ddefa2d60f55");
+  assert_string_equal(g.model[0], "AMD Instinct MI300X");
+  assert_string_equal(g.pod[0], "vllm-0");
+  assert_string_equal(g.ns[0], "serving");
+  assert_string_equal(g.container[0], "vllm");
+  assert_true(g.pts[0][0].v == 87.0);
+  assert_string_equal(g.node[1], "mi-node-2");
+  assert_string_equal(g.gpu[1], "1");
+  assert_string_equal(g.uuid[1], "");
+  assert_string_equal(g.model[1], "AMD Instinct MI210");
+  assert_string_equal(g.node[2], "mi-node-3");
+  assert_string_equal(g.model[2], "AMD Instinct MI325X");
+
+  /* the partition's memory is a reading: its VRAM series is kept */
+  memset(&g, 0, sizeof(g));
+  assert_int_equal(rs_prom_parse(body, strlen(body), RS_M_FB_USED, &sink, &seen, err, sizeof(err)),
+                   0);
+  assert_int_equal(g.n, 4);
+  assert_string_equal(g.gpu[1], "10");
+  assert_string_equal(g.uuid[1], "b1");
+}
+
 /* The queries ask what happened within each step, over windows that tile the time line. */
 static void test_query_text(void **state) {
   (void)state;
@@ -216,22 +282,32 @@ static void test_query_text(void **state) {
     int major;
     const char *want;
   } cases[] = {
-      {RS_M_UTIL, RS_AGG_AVG, NULL, 300000, 3, "avg_over_time(DCGM_FI_DEV_GPU_UTIL[300s])"},
-      {RS_M_UTIL, RS_AGG_MAX, NULL, 300000, 3, "max_over_time(DCGM_FI_DEV_GPU_UTIL[300s])"},
+      {RS_M_UTIL, RS_AGG_AVG, NULL, 300000, 3,
+       "avg_over_time(DCGM_FI_DEV_GPU_UTIL[300s]) or avg_over_time(gpu_gfx_activity[300s])"},
+      {RS_M_UTIL, RS_AGG_MAX, NULL, 300000, 3,
+       "max_over_time(DCGM_FI_DEV_GPU_UTIL[300s]) or max_over_time(gpu_gfx_activity[300s])"},
       /* Prometheus 2 closes the range at both ends: one millisecond less */
-      {RS_M_UTIL, RS_AGG_MAX, NULL, 300000, 2, "max_over_time(DCGM_FI_DEV_GPU_UTIL[299999ms])"},
+      {RS_M_UTIL, RS_AGG_MAX, NULL, 300000, 2,
+       "max_over_time(DCGM_FI_DEV_GPU_UTIL[299999ms]) or "
+       "max_over_time(gpu_gfx_activity[299999ms])"},
       /* unknown server: the window never misses a sample */
       {RS_M_FB_USED, RS_AGG_AVG, "Hostname=~\"gpu-.*\"", 60000, 0,
-       "avg_over_time(DCGM_FI_DEV_FB_USED{Hostname=~\"gpu-.*\"}[60s])"},
-      {RS_M_POWER, RS_AGG_AVG, "", 1500, 3, "avg_over_time(DCGM_FI_DEV_POWER_USAGE[1500ms])"},
+       "avg_over_time(DCGM_FI_DEV_FB_USED{Hostname=~\"gpu-.*\"}[60s]) or "
+       "avg_over_time(gpu_used_vram{Hostname=~\"gpu-.*\"}[60s])"},
+      {RS_M_POWER, RS_AGG_AVG, "", 1500, 3,
+       "avg_over_time(DCGM_FI_DEV_POWER_USAGE[1500ms]) or avg_over_time(gpu_power_usage[1500ms])"},
+      /* the holders keep their name on both vendors */
+      {RS_M_POD_INFO, RS_AGG_MAX, NULL, 300000, 3, "max_over_time(gpuscale_gpu_pod_info[300s])"},
       /* the scrape targets that export GPU series, each with its own pod (from `up`) */
       {RS_M_TARGET, RS_AGG_MAX, "Hostname=~\"gpu-.*\"", 300000, 3,
        "group by (job, instance, namespace, pod) (last_over_time(up[300s]) and on (job, "
        "instance) (last_over_time(DCGM_FI_DEV_GPU_UTIL{Hostname=~\"gpu-.*\"}[300s]) or "
-       "last_over_time(DCGM_FI_DEV_FB_USED{Hostname=~\"gpu-.*\"}[300s])))"},
+       "last_over_time(DCGM_FI_DEV_FB_USED{Hostname=~\"gpu-.*\"}[300s]) or "
+       "last_over_time(gpu_gfx_activity{Hostname=~\"gpu-.*\"}[300s]) or "
+       "last_over_time(gpu_used_vram{Hostname=~\"gpu-.*\"}[300s])))"},
   };
   for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-    char q[512];
+    char q[1024];
     int64_t w = rs_range_window_ms(cases[i].step_ms, cases[i].major);
     assert_int_equal(rs_query_text(cases[i].m, cases[i].agg, cases[i].sel, w, q, sizeof(q)), 0);
     assert_string_equal(q, cases[i].want);
@@ -477,6 +553,7 @@ int main(void) {
       cmocka_unit_test(test_exported),
       cmocka_unit_test(test_label_forms),
       cmocka_unit_test(test_node_label_names),
+      cmocka_unit_test(test_amd_labels),
       cmocka_unit_test(test_query_text),
       cmocka_unit_test(test_exporter_pod_in_an_idle_cluster),
       cmocka_unit_test(test_nan),
