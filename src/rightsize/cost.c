@@ -19,21 +19,21 @@
  * H200 989, A100 312, L4 121, T4 65. It is a coarse scale for "does this load fit", not a
  * benchmark. */
 static const struct rs_gpu_spec specs[] = {
-    {"H100-80GB", 81559, 1.0, true},
-    {"H200-141GB", 143771, 1.0, true},
-    {"A100-40GB", 40960, 0.315, true},
-    {"A100-80GB", 81920, 0.315, true},
-    {"L4", 23034, 0.122, false},
-    {"T4", 15360, 0.066, false},
-    /* AMD Instinct: VRAM as gpu_used_vram + gpu_free_vram add up (MiB, ROCm's bytes / 2^20, the
-     * HBM size of AMD's data sheets); compute is dense FP16 matrix throughput from AMD's data
-     * sheets relative to H100 SXM: MI325X and MI300X 1307.4, MI250X 383 per package (ROCm sees
-     * each of its two GCDs as a GPU: 191.5 and 64 GiB each), MI210 181. No MIG: their partitions
-     * are not MIG profiles. */
-    {"MI325X-256GB", 262144, 1.32, false},
-    {"MI300X-192GB", 196592, 1.32, false},
-    {"MI250X-GCD-64GB", 65520, 0.194, false},
-    {"MI210-64GB", 65520, 0.183, false},
+    {"H100-80GB", 81559, 1.0, true, false},
+    {"H200-141GB", 143771, 1.0, true, false},
+    {"A100-40GB", 40960, 0.315, true, false},
+    {"A100-80GB", 81920, 0.315, true, false},
+    {"L4", 23034, 0.122, false, false},
+    {"T4", 15360, 0.066, false, false},
+    /* AMD Instinct: memory is what gpu_used_vram + gpu_free_vram add up to (MiB, approximate:
+     * the HBM of AMD's data sheets less what the driver keeps); compute is dense FP16 matrix
+     * throughput from AMD's data sheets relative to H100 SXM: MI325X and MI300X 1307.4, MI250X
+     * 383 per package (ROCm sees each of its two GCDs as a GPU: 191.5 and 64 GB each), MI210 181.
+     * No MIG: their compute partitions are not MIG profiles. */
+    {"MI325X-256GB", 262144, 1.32, false, true},
+    {"MI300X-192GB", 196592, 1.32, false, true},
+    {"MI250X-GCD-64GB", 65520, 0.194, false, true},
+    {"MI210-64GB", 65520, 0.183, false, true},
 };
 
 const struct rs_gpu_spec *rs_gpu_spec_find(const char *key) {
@@ -54,8 +54,8 @@ void rs_model_key(const char *model_name, char *out, size_t outlen) {
     up[i] = (char)toupper((unsigned char)model_name[i]);
   up[i] = '\0';
   const char *k = "";
-  /* AMD: ROCm SMI's device name, AMD's exporter's card_model ("AMD Instinct MI300X", "AMD
-   * Instinct MI250X / MI250": the MI250X's name is checked before the MI250's) */
+  /* AMD: ROCm SMI's device name, AMD's exporter's card_model ("AMD Instinct MI300X"). The MI250
+   * (without X) and the MI300A have no entry: unknown, never taken for a neighbour. */
   if (has_word(up, "MI325X"))
     k = "MI325X-256GB";
   else if (has_word(up, "MI300X"))

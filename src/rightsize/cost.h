@@ -14,6 +14,7 @@ struct rs_gpu_spec {
   double mem_mib;        /* framebuffer as reported by FB_USED + FB_FREE (approximate) */
   double compute_factor; /* dense FP16 tensor throughput relative to H100 SXM (1.0) */
   bool mig;              /* supports MIG (profiles in recommend.c) */
+  bool amd;              /* AMD Instinct (ROCm): a workload moves only within its vendor */
 };
 
 /* Normalises a modelName label ("NVIDIA H100 80GB HBM3", "NVIDIA A100-SXM4-40GB", "Tesla T4",

@@ -462,7 +462,8 @@ static int rec_cheaper(struct rs_report *r, size_t wi, const struct rs_gpu *g0,
   for (size_t i = 0; i < sizeof(cheaper_targets) / sizeof(cheaper_targets[0]); i++) {
     const struct rs_gpu_spec *t = rs_gpu_spec_find(cheaper_targets[i]);
     double price;
-    if (!t || t == src || rs_price_of_model(prices, t->key, &price) != 0)
+    /* a workload built for ROCm does not run on CUDA unchanged, nor the other way round */
+    if (!t || t == src || t->amd != src->amd || rs_price_of_model(prices, t->key, &price) != 0)
       continue;
     double need = w->util.p95 * src->compute_factor / t->compute_factor;
     if (need > p->pack_util_pct || w->mem_mib.p95 > t->mem_mib * p->pack_mem_pct / 100.0 ||

@@ -32,6 +32,15 @@ static void test_model_key(void **state) {
       {"NVIDIA L40S", ""},
       {"", ""},
       {"H100-80GB", "H100-80GB"},
+      /* AMD: card_model as AMD's exporter and gpuscale's agent write it (ROCm SMI's device
+       * name, ROCm/device-metrics-exporter pkg/amdgpu/gpuagent/gpuagent_gpu_metrics.go) */
+      {"AMD Instinct MI300X", "MI300X-192GB"},
+      {"AMD Instinct MI325X", "MI325X-256GB"},
+      {"AMD Instinct MI250X", "MI250X-GCD-64GB"},
+      {"AMD Instinct MI210", "MI210-64GB"},
+      {"AMD Instinct MI300A", ""}, /* an APU, not an MI300X */
+      {"AMD Instinct MI250", ""},  /* not an MI250X */
+      {"MI300X-192GB", "MI300X-192GB"},
   };
   for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
     char k[RS_SHORT_MAX];
@@ -40,6 +49,9 @@ static void test_model_key(void **state) {
   }
   assert_non_null(rs_gpu_spec_find("L4"));
   assert_null(rs_gpu_spec_find("L40S"));
+  /* no AMD model has MIG profiles, and each is marked AMD (cheaper-model advice stays in vendor) */
+  assert_true(rs_gpu_spec_find("MI300X-192GB")->amd && !rs_gpu_spec_find("MI300X-192GB")->mig);
+  assert_false(rs_gpu_spec_find("H100-80GB")->amd);
 }
 
 static void test_builtin(void **state) {
@@ -55,6 +67,8 @@ static void test_builtin(void **state) {
       {"A100-80GB", "p4de.24xlarge", 27.45 / 8},
       {"L4", "g6.xlarge", 0.8048},
       {"T4", "g4dn.xlarge", 0.526},
+      /* Oracle Cloud price list, BM.GPU.MI300X.8: USD 6.00 per GPU hour */
+      {"MI300X-192GB", "BM.GPU.MI300X.8", 6.0},
   };
   for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
     struct rs_price pr;
@@ -64,6 +78,10 @@ static void test_builtin(void **state) {
     assert_true(fabs(pr.per_gpu_hour - cases[i].per_gpu) < 1e-12);
   }
   struct rs_price pr;
+  /* no cited on-demand list price: unpriced, never a neighbour's */
+  assert_int_equal(rs_price_lookup(p, "n", "MI325X-256GB", "AMD Instinct MI325X", &pr),
+                   GS_ENOTFOUND);
+  assert_int_equal(rs_price_lookup(p, "n", "MI210-64GB", "AMD Instinct MI210", &pr), GS_ENOTFOUND);
   assert_int_equal(rs_price_lookup(p, "n", "", "Mystery", &pr), GS_ENOTFOUND);
   assert_int_equal(pr.source, RS_PRICE_NONE);
   assert_string_equal(rs_prices_currency(p), "USD");
