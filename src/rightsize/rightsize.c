@@ -204,7 +204,8 @@ int rs_build_report(const struct rs_prom_opts *po, const struct rs_params *param
       snprintf(r->price_source, sizeof(r->price_source), "%s, then built-in examples", prices_path);
     else
       snprintf(r->price_source, sizeof(r->price_source),
-               "built-in examples: AWS us-east-1 on-demand, Karpenter's price list, 2026");
+               "built-in examples: AWS us-east-1 on-demand, Karpenter's price list, 2026; "
+               "AMD MI300X: Oracle Cloud's price list");
     rs_cost_apply(r, prices);
     rc = rs_recommend(r, prices);
     if (!rc)
