@@ -208,3 +208,16 @@ def test_partitions_without_activity_are_not_idle(report):
 def test_busy_amd_node_is_left_alone(report):
     assert not [r for r in report["recommendations"] if r.get("node") == "mi-busy-0"
                 or "mi-busy-0" in r.get("nodes_freed", [])]
+
+
+def test_price_file_prices_amd_by_card_model(history):
+    # docs/rightsize.md "Cost": models: is keyed by family or by the model label, card_model on AMD
+    path = os.path.join(history.workdir, "prices-amd.yaml")
+    with open(path, "w") as f:
+        f.write('currency: USD\nmodels:\n  "AMD Instinct MI300X": 2.00\n')
+    r, body = base.rightsize(history, "--format", "json", "--prices", path)
+    assert r.returncode == 0, r.stderr
+    got = {x["node"]: x for x in json.loads(body)["recommendations"] if x["kind"] == "idle_node"}
+    assert got["mi-idle-0"]["savings_month"] == pytest.approx(8 * 2.00 * HOURS_PER_MONTH, abs=0.01)
+    assert got["gpu-idle-0"]["savings_month"] == pytest.approx(
+        2 * PRICE_H100_GPU_HOUR * HOURS_PER_MONTH, abs=0.01)
