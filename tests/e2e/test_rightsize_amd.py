@@ -221,3 +221,36 @@ def test_price_file_prices_amd_by_card_model(history):
     assert got["mi-idle-0"]["savings_month"] == pytest.approx(8 * 2.00 * HOURS_PER_MONTH, abs=0.01)
     assert got["gpu-idle-0"]["savings_month"] == pytest.approx(
         2 * PRICE_H100_GPU_HOUR * HOURS_PER_MONTH, abs=0.01)
+
+
+@pytest.mark.skipif(not os.path.exists("/usr/bin/victoria-metrics"),
+                    reason="needs Debian's victoria-metrics")
+def test_same_mixed_fleet_report_from_victoria(history):
+    # MetricsQL's `or` must keep both vendors' series as PromQL's does
+    # (test_rightsize_victoria.py loads the NVIDIA week the same way)
+    import urllib.parse
+
+    import test_rightsize_victoria as vmt
+
+    vm = vmt.Victoria(history.workdir).start()
+    try:
+        vm.import_openmetrics(os.path.join(history.workdir, "history.om"))
+        want_n = len(fleet())
+        deadline = time.monotonic() + 60
+        while True:
+            q = urllib.parse.urlencode({"query": "count(gpu_gfx_activity or DCGM_FI_DEV_GPU_UTIL)",
+                                        "time": str(history.now)})
+            with vmt._opener.open(vm.url + "/api/v1/query?" + q, timeout=10) as r:
+                res = json.load(r)["data"]["result"]
+            if res and int(res[0]["value"][1]) == want_n:
+                break
+            assert time.monotonic() < deadline, "VictoriaMetrics did not index the week: %r" % res
+            time.sleep(0.5)
+        want = vmt.report_from(history.url, history.now, history.workdir)
+        got = vmt.report_from(vm.url, history.now, history.workdir)
+        assert sorted(r["kind"] for r in want["recommendations"]) == [
+            "idle_node", "idle_node", "timeslice", "timeslice"]
+        assert got["recommendations"] == want["recommendations"]
+        assert got["summary"] == want["summary"]
+    finally:
+        vm.stop()
