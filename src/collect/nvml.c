@@ -19,6 +19,7 @@
 #include "core/log.h"
 #include "core/timeutil.h"
 
+#include "collect/backend_common.h"
 #include "collect/nvml_internal.h"
 
 const char *const nvml_call_names[NVML_NCALLS] = {
@@ -63,17 +64,16 @@ static const char *const code_names[] = {
 _Static_assert(sizeof code_names / sizeof code_names[0] == NVML_NAMED_CODES,
                "NVML_NAMED_CODES counts code_names");
 
+static const struct backend_codes nvml_codes = {code_names, NVML_NAMED_CODES, NVML_ERROR_UNKNOWN,
+                                                "UNKNOWN"};
+
 /* The counter slot of an NVML return code. */
 size_t nvml_code_slot(int rc) {
-  if (rc > 0 && (size_t)rc < NVML_NAMED_CODES && code_names[rc])
-    return (size_t)rc;
-  return rc == NVML_ERROR_UNKNOWN ? NVML_SLOT_UNKNOWN : NVML_SLOT_OTHER;
+  return backend_code_slot(&nvml_codes, rc);
 }
 
 const char *nvml_slot_name(size_t slot) {
-  if (slot == NVML_SLOT_UNKNOWN)
-    return "UNKNOWN";
-  return slot < NVML_NAMED_CODES && code_names[slot] ? code_names[slot] : "OTHER";
+  return backend_slot_name(&nvml_codes, slot);
 }
 
 static struct nvml_ctx *ctx_of(struct collector *c) {
@@ -87,25 +87,16 @@ const char *nvml_errstr(const struct nvml_ctx *n, int rc) {
 
 /* Writes a formatted open() failure followed by the mock hint, and returns code. */
 int nvml_open_fail(int code, char *err, size_t errlen, const char *fmt, ...) {
-  if (!err || errlen == 0)
-    return code;
   va_list ap;
   va_start(ap, fmt);
-  vsnprintf(err, errlen, fmt, ap);
+  code = backend_vopen_fail(code, err, errlen, NVML_HINT, fmt, ap);
   va_end(ap);
-  size_t len = strlen(err);
-  if (len + 1 < errlen)
-    snprintf(err + len, errlen - len, "; %s", NVML_HINT);
   return code;
 }
 
 /* Copies an NVML string buffer, which may lack its NUL on a misbehaving library. */
 void nvml_copy_str(char *dst, size_t dstlen, const char *src, size_t srclen) {
-  size_t n = strnlen(src, srclen);
-  if (n >= dstlen)
-    n = dstlen - 1;
-  memcpy(dst, src, n);
-  dst[n] = '\0';
+  backend_copy_str(dst, dstlen, src, srclen);
 }
 
 static int load_library(struct nvml_ctx *n, const char *path, char *err, size_t errlen) {
@@ -359,19 +350,9 @@ static void publish_devices(struct nvml_ctx *n) {
     struct nvml_dev *d = &n->devs[i];
     atomic_init(&d->serving, d->down[0] == '\0');
     atomic_init(&d->shown, &d->info);
-    if (!d->down[0] || d->no_retry)
-      continue;
-    /* Identified later, on the sampler's thread, while other threads may read info(): they see
-     * this copy until then, and the live one, complete, after. */
-    d->at_open = malloc(sizeof *d->at_open);
-    if (!d->at_open) {
+    if (d->down[0] && !d->no_retry &&
+        !backend_hold_identity(&d->info, &d->at_open, &d->shown, &d->next_try, &d->wait))
       d->no_retry = true;
-      continue;
-    }
-    *d->at_open = d->info;
-    atomic_init(&d->shown, d->at_open);
-    d->next_try = 2; /* one call (an interval) after the first sample */
-    d->wait = 1;
   }
 }
 
@@ -513,12 +494,8 @@ static bool retry_identity(struct nvml_ctx *n, struct nvml_dev *d, int64_t since
   else
     reidentify_gpu(n, d);
   if (d->down[0]) {
-    if (!d->no_retry) {
-      d->wait *= 2;
-      if (since > 0 && (int64_t)d->wait * since > NVML_RETRY_MAX_MS)
-        d->wait = NVML_RETRY_MAX_MS / since > 1 ? (uint64_t)(NVML_RETRY_MAX_MS / since) : 1;
-      d->next_try = d->calls + d->wait;
-    }
+    if (!d->no_retry)
+      backend_retry_later(&d->wait, &d->next_try, d->calls, since, NVML_RETRY_MAX_MS);
     return false;
   }
   LOG_INFO(NVML_LOG, "%s %u identified on a later try (sample %llu): %s (%s), in service",
@@ -533,25 +510,13 @@ static bool retry_identity(struct nvml_ctx *n, struct nvml_dev *d, int64_t since
 static int nvml_sample(struct collector *c, size_t i, struct gpu_sample *out, char *err,
                        size_t errlen) {
   struct nvml_ctx *n = ctx_of(c);
-  memset(out, 0, sizeof *out);
-  out->ts_ms = time_wall_ms();
-  out->mono_ms = time_mono_ms();
-  if (err && errlen)
-    err[0] = '\0';
-  if (i >= n->ndevs) {
-    if (err && errlen)
-      snprintf(err, errlen, "no device %zu (have %zu)", i, n->ndevs);
-    return GS_ENOTFOUND;
-  }
+  int brc = backend_sample_begin(i, n->ndevs, out, err, errlen);
+  if (brc)
+    return brc;
   struct nvml_dev *d = &n->devs[i];
-  int64_t since = d->prev_call_ms ? out->mono_ms - d->prev_call_ms : 0;
-  d->prev_call_ms = out->mono_ms;
-  d->calls++;
-  if (d->down[0] && !retry_identity(n, d, since)) {
-    if (err && errlen)
-      snprintf(err, errlen, "%s", d->down);
-    return d->down_rc;
-  }
+  int64_t since = backend_sample_call(&d->prev_call_ms, &d->calls, out->mono_ms);
+  if (d->down[0] && !retry_identity(n, d, since))
+    return backend_sample_down(d->down, d->down_rc, err, errlen);
   struct nvml_read r = {.n = n, .d = d, .out = out, .err = err, .errlen = errlen, .failed = 0};
   struct nvml_utilization u = {0, 0};
   int rc = n->api.get_utilization(d->handle, &u);
@@ -573,16 +538,7 @@ static int nvml_sample(struct collector *c, size_t i, struct gpu_sample *out, ch
   if (!d->info.mig)
     nvml_read_xid(n, i, out);
   sample_derive(out);
-  if (out->valid == 0 && r.failed > 0) {
-    /* Nothing answered: the GPU is not serving, not merely missing a field. */
-    if (err && errlen) {
-      char first[128];
-      snprintf(first, sizeof first, "%s", err);
-      snprintf(err, errlen, "every reading failed (%u calls), first %s", r.failed, first);
-    }
-    return GS_EIO;
-  }
-  return 0;
+  return backend_sample_end(out, r.failed, err, errlen);
 lost:
   out->valid = out->failed = 0;
   return GS_ELOST;
@@ -595,17 +551,8 @@ static const char *nvml_driver_version(struct collector *c) {
 
 static size_t nvml_errors(struct collector *c, struct collector_error_count *out, size_t cap) {
   struct nvml_ctx *n = ctx_of(c);
-  size_t k = 0;
-  for (size_t call = 0; call < NVML_NCALLS; call++)
-    for (size_t slot = 0; slot < NVML_NSLOTS; slot++) {
-      uint64_t v = atomic_load_explicit(&n->errors[call][slot], memory_order_relaxed);
-      if (v == 0)
-        continue;
-      if (k < cap)
-        out[k] = (struct collector_error_count){nvml_call_names[call], nvml_slot_name(slot), v};
-      k++;
-    }
-  return k;
+  return backend_errors(&n->errors[0][0], NVML_NCALLS, NVML_NSLOTS, nvml_call_names, &nvml_codes,
+                        out, cap);
 }
 
 #define NVML_MAX_PROC_SAMPLES 4096

@@ -2,6 +2,8 @@
  * lost) and the readings of memory, temperature, power, energy and the card. */
 #include "collect/nvml_internal.h"
 
+#include "collect/backend_common.h"
+
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -76,10 +78,8 @@ bool nvml_read_fail_bits(struct nvml_read *r, enum nvml_call call, int rc, int a
       snprintf(r->err, r->errlen, "%s: %s", nvml_call_names[call], es);
     return true;
   }
-  r->out->failed |= bits & ~r->out->valid; /* absent because it failed, not unsupported */
-  if (r->failed++ == 0 && r->err && r->errlen)
-    snprintf(r->err, r->errlen, "%s: %s", nvml_call_names[call], es);
-  if (log_complain(&r->d->complain[call], time_mono_ms()))
+  if (backend_field_failed(r->out, bits, &r->failed, r->err, r->errlen, nvml_call_names[call], es,
+                           &r->d->complain[call]))
     LOG_WARN(NVML_LOG, "device %d (%s): %s: %s (%s); its field is absent until it reads again",
              r->d->info.index, r->d->info.uuid, nvml_call_names[call], es,
              nvml_slot_name(nvml_code_slot(rc)));

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "collect/backend_common.h"
 #include "collect/collector.h"
 #include "collect/rocm_abi.h"
 #include "collect/rocm_guard.h"
@@ -71,16 +72,17 @@ static const char *const code_names[] = {
 #define ROCM_NAMED_CODES (sizeof code_names / sizeof code_names[0])
 enum { ROCM_SLOT_UNKNOWN = ROCM_NAMED_CODES, ROCM_SLOT_OTHER, ROCM_NSLOTS };
 
+static const struct backend_codes rocm_codes = {code_names, ROCM_NAMED_CODES,
+                                                GS_RSMI_STATUS_UNKNOWN_ERROR, "UNKNOWN_ERROR"};
+_Static_assert(ROCM_SLOT_UNKNOWN == ROCM_NAMED_CODES && ROCM_NSLOTS == ROCM_NAMED_CODES + 2,
+               "backend_code_slot's slots");
+
 static size_t code_slot(gs_rsmi_status rc) {
-  if (rc > 0 && rc < ROCM_NAMED_CODES && code_names[rc])
-    return rc;
-  return rc == GS_RSMI_STATUS_UNKNOWN_ERROR ? ROCM_SLOT_UNKNOWN : ROCM_SLOT_OTHER;
+  return backend_code_slot(&rocm_codes, rc);
 }
 
 static const char *slot_name(size_t slot) {
-  if (slot == ROCM_SLOT_UNKNOWN)
-    return "UNKNOWN_ERROR";
-  return slot < ROCM_NAMED_CODES && code_names[slot] ? code_names[slot] : "OTHER";
+  return backend_slot_name(&rocm_codes, slot);
 }
 
 struct rocm_dev {
@@ -128,24 +130,11 @@ static const char *rocm_errstr(const struct rocm_ctx *r, gs_rsmi_status rc) {
 
 __attribute__((format(printf, 4, 5))) static int open_fail(int code, char *err, size_t errlen,
                                                            const char *fmt, ...) {
-  if (!err || errlen == 0)
-    return code;
   va_list ap;
   va_start(ap, fmt);
-  vsnprintf(err, errlen, fmt, ap);
+  code = backend_vopen_fail(code, err, errlen, ROCM_HINT, fmt, ap);
   va_end(ap);
-  size_t len = strlen(err);
-  if (len + 1 < errlen)
-    snprintf(err + len, errlen - len, "; %s", ROCM_HINT);
   return code;
-}
-
-static void copy_str(char *dst, size_t dstlen, const char *src, size_t srclen) {
-  size_t n = strnlen(src, srclen);
-  if (n >= dstlen)
-    n = dstlen - 1;
-  memcpy(dst, src, n);
-  dst[n] = '\0';
 }
 
 static int load_library(struct rocm_ctx *r, const char *path, char *err, size_t errlen) {
@@ -256,7 +245,7 @@ static void identify(struct rocm_ctx *r, struct rocm_dev *d) {
     memset(buf, 0, sizeof buf);
     rc = r->api.name(d->idx, buf, sizeof buf);
     if (rc == GS_RSMI_STATUS_SUCCESS)
-      copy_str(d->info.name, sizeof d->info.name, buf, sizeof buf);
+      backend_copy_str(d->info.name, sizeof d->info.name, buf, sizeof buf);
     else if (rc != GS_RSMI_STATUS_NOT_SUPPORTED)
       count_error(r, ROCM_CALL_name, rc);
   }
@@ -264,7 +253,7 @@ static void identify(struct rocm_ctx *r, struct rocm_dev *d) {
     memset(buf, 0, sizeof buf);
     rc = r->api.serial(d->idx, buf, (uint32_t)sizeof buf);
     if (rc == GS_RSMI_STATUS_SUCCESS)
-      copy_str(d->info.serial, sizeof d->info.serial, buf, sizeof buf);
+      backend_copy_str(d->info.serial, sizeof d->info.serial, buf, sizeof buf);
     else if (rc != GS_RSMI_STATUS_NOT_SUPPORTED)
       count_error(r, ROCM_CALL_serial, rc);
   }
@@ -327,17 +316,9 @@ static int enumerate(struct rocm_ctx *r, char *err, size_t errlen) {
     d->info.gi_id = -1;
     identify(r, d);
     atomic_init(&d->shown, &d->info);
-    if (!d->down[0])
-      continue;
-    d->at_open = malloc(sizeof *d->at_open);
-    if (!d->at_open) {
+    if (d->down[0] &&
+        !backend_hold_identity(&d->info, &d->at_open, &d->shown, &d->next_try, &d->wait))
       d->no_retry = true;
-      continue;
-    }
-    *d->at_open = d->info;
-    atomic_init(&d->shown, d->at_open);
-    d->next_try = 2;
-    d->wait = 1;
   }
   return 0;
 }
@@ -411,10 +392,7 @@ static bool retry_identity(struct rocm_ctx *r, struct rocm_dev *d, int64_t since
   d->down_rc = 0;
   identify(r, d);
   if (d->down[0]) {
-    d->wait *= 2;
-    if (since > 0 && (int64_t)d->wait * since > ROCM_RETRY_MAX_MS)
-      d->wait = ROCM_RETRY_MAX_MS / since > 1 ? (uint64_t)(ROCM_RETRY_MAX_MS / since) : 1;
-    d->next_try = d->calls + d->wait;
+    backend_retry_later(&d->wait, &d->next_try, d->calls, since, ROCM_RETRY_MAX_MS);
     return false;
   }
   LOG_INFO(ROCM_LOG, "GPU %u identified on a later try (sample %llu): %s (%s), in service", d->idx,
@@ -452,10 +430,8 @@ static void read_fail(struct rocm_read *rd, enum rocm_call call, gs_rsmi_status 
   }
   count_error(rd->r, call, rc);
   const char *es = rocm_errstr(rd->r, rc);
-  rd->out->failed |= bits & ~rd->out->valid;
-  if (rd->failed++ == 0 && rd->err && rd->errlen)
-    snprintf(rd->err, rd->errlen, "%s: %s", call_names[call], es);
-  if (log_complain(&rd->d->complain[call], time_mono_ms()))
+  if (backend_field_failed(rd->out, bits, &rd->failed, rd->err, rd->errlen, call_names[call], es,
+                           &rd->d->complain[call]))
     LOG_WARN(ROCM_LOG, "GPU %u (%s): %s: %s (%s); its field is absent until it reads again",
              rd->d->idx, rd->d->info.pci_bus_id, call_names[call], es, slot_name(code_slot(rc)));
 }
@@ -592,25 +568,13 @@ static void read_extras(struct rocm_read *rd) {
 static int rocm_sample(struct collector *c, size_t i, struct gpu_sample *out, char *err,
                        size_t errlen) {
   struct rocm_ctx *r = ctx_of(c);
-  memset(out, 0, sizeof *out);
-  out->ts_ms = time_wall_ms();
-  out->mono_ms = time_mono_ms();
-  if (err && errlen)
-    err[0] = '\0';
-  if (i >= r->ndevs) {
-    if (err && errlen)
-      snprintf(err, errlen, "no device %zu (have %zu)", i, r->ndevs);
-    return GS_ENOTFOUND;
-  }
+  int brc = backend_sample_begin(i, r->ndevs, out, err, errlen);
+  if (brc)
+    return brc;
   struct rocm_dev *d = &r->devs[i];
-  int64_t since = d->prev_call_ms ? out->mono_ms - d->prev_call_ms : 0;
-  d->prev_call_ms = out->mono_ms;
-  d->calls++;
-  if (d->down[0] && !retry_identity(r, d, since)) {
-    if (err && errlen)
-      snprintf(err, errlen, "%s", d->down);
-    return d->down_rc;
-  }
+  int64_t since = backend_sample_call(&d->prev_call_ms, &d->calls, out->mono_ms);
+  if (d->down[0] && !retry_identity(r, d, since))
+    return backend_sample_down(d->down, d->down_rc, err, errlen);
   struct rocm_read rd = {.r = r, .d = d, .out = out, .err = err, .errlen = errlen};
   read_u32(&rd, ROCM_CALL_busy, r->api.busy, GF_GPU_UTIL);
   read_u32(&rd, ROCM_CALL_mem_busy, r->api.mem_busy, GF_MEM_UTIL);
@@ -637,15 +601,7 @@ static int rocm_sample(struct collector *c, size_t i, struct gpu_sample *out, ch
   }
   if (rd.ok > 0)
     d->answered = true;
-  if (out->valid == 0 && rd.failed > 0) {
-    if (err && errlen) {
-      char first[128];
-      snprintf(first, sizeof first, "%s", err);
-      snprintf(err, errlen, "every reading failed (%u calls), first %s", rd.failed, first);
-    }
-    return GS_EIO;
-  }
-  return 0;
+  return backend_sample_end(out, rd.failed, err, errlen);
 }
 
 static const char *rocm_driver_version(struct collector *c) {
@@ -670,17 +626,8 @@ static void read_driver_version(struct rocm_ctx *r) {
 
 static size_t rocm_errors(struct collector *c, struct collector_error_count *out, size_t cap) {
   struct rocm_ctx *r = ctx_of(c);
-  size_t k = 0;
-  for (size_t call = 0; call < ROCM_NCALLS; call++)
-    for (size_t slot = 0; slot < ROCM_NSLOTS; slot++) {
-      uint64_t v = atomic_load_explicit(&r->errors[call][slot], memory_order_relaxed);
-      if (v == 0)
-        continue;
-      if (k < cap)
-        out[k] = (struct collector_error_count){call_names[call], slot_name(slot), v};
-      k++;
-    }
-  return k;
+  return backend_errors(&r->errors[0][0], ROCM_NCALLS, ROCM_NSLOTS, call_names, &rocm_codes, out,
+                        cap);
 }
 
 const struct collector_ops collector_rocm = {

@@ -215,42 +215,7 @@ void gpunodes_page_free(struct gpunodes_page *p) {
 
 int gpunodes_access(const char *mode, struct kube_config *cfg, bool *have, char *msg,
                     size_t msglen) {
-  memset(cfg, 0, sizeof *cfg);
-  *have = false;
-  msg[0] = '\0';
-  if (!mode || !*mode) {
-    snprintf(msg, msglen, "--kube-api=\"\": expected auto, off or the path of a kubeconfig file");
-    return GS_EINVAL;
-  }
-  if (strcmp(mode, "off") == 0) {
-    snprintf(msg, msglen, "--kube-api off");
-    return 0;
-  }
-  bool in_cluster = getenv("KUBERNETES_SERVICE_HOST") && *getenv("KUBERNETES_SERVICE_HOST");
-  bool automatic = strcmp(mode, "auto") == 0;
-  if (automatic && !in_cluster) {
-    snprintf(msg, msglen, "not in a cluster (KUBERNETES_SERVICE_HOST unset) and no --kube-api");
-    return 0;
-  }
-  char err[512] = "";
-  int rc = automatic ? kube_config_load(NULL, cfg, err, sizeof err)
-                     : kube_config_from_kubeconfig(mode, NULL, cfg, err, sizeof err);
-  if (!rc && (!cfg->server || !cfg->server[0])) {
-    snprintf(err, sizeof err, "no server");
-    rc = GS_EINVAL;
-  }
-  if (rc && automatic && rc != GS_ENOMEM) {
-    snprintf(msg, msglen, "in a cluster, but its service account cannot be used: %s", err);
-    kube_config_free(cfg);
-    return 0;
-  }
-  if (rc) {
-    snprintf(msg, msglen, "--kube-api=\"%.200s\": %s", mode, err);
-    kube_config_free(cfg);
-    return rc;
-  }
-  *have = true;
-  return 0;
+  return kube_access(mode, false, NULL, cfg, have, msg, msglen);
 }
 
 /* Percent-encodes s (RFC 3986 unreserved kept) into out; false when it does not fit. */

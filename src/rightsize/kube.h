@@ -51,6 +51,14 @@ int kube_config_in_cluster(const char *sa_dir, struct kube_config *out, char *er
  * (service account directory from $GPUSCALE_KUBE_SA_DIR, else KUBE_SA_DIR); else $KUBECONFIG
  * (its first path); else ~/.kube/config. Same returns as the loaders. */
 int kube_config_load(const char *kubeconfig, struct kube_config *out, char *err, size_t errlen);
+/* The access --kube-api asks for: "off" (none); "auto" (in-cluster when KUBERNETES_SERVICE_HOST
+ * is set, else none; an unusable service account is none, with msg); or a kubeconfig path (errors
+ * are errors). need_node: the caller works for one node, whose name (node) must then be a DNS-1123
+ * name. Returns 0 with *have true and *cfg filled (kube_config_free after); 0 with *have false and
+ * msg saying why; or GS_EINVAL (empty mode, bad node name), GS_EIO, GS_EPARSE, GS_ENOTSUP or
+ * GS_ENOMEM with msg. */
+int kube_access(const char *mode, bool need_node, const char *node, struct kube_config *cfg,
+                bool *have, char *msg, size_t msglen);
 /* Frees the owned strings; the struct may be reused. kube_config_free(NULL) is fine. */
 void kube_config_free(struct kube_config *c);
 /* The bearer token of the next request: token_file read again (service account tokens rotate,
