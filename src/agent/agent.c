@@ -277,6 +277,11 @@ static int agent_run(struct agent_opts *o) {
   }
   LOG_INFO("agent", "collector %s: %zu GPUs, driver %s", ops->name, ops->count(col),
            ops->driver_version(col) ? ops->driver_version(col) : "unknown");
+  if (o->counters && o->counters->exp_xid && !ops->xid_counts)
+    LOG_WARN("agent",
+             "DCGM_EXP_XID_ERRORS_COUNT is not written: the %s collector has no XID events "
+             "(the nvml collector has)",
+             ops->name);
 
   stats = stats_new();
   size_t cap = (size_t)(o->history_ms / o->interval_ms);

@@ -244,3 +244,7 @@ def test_mock_scenario_serves_them(agents, tmp_path):
     assert list(got["DCGM_FI_DEV_FABRIC_HEALTH_MASK"][2].values()) == [HEALTHY_MASK]
     # NVML_GPU_FABRIC_HEALTH_SUMMARY_LIMITED_CAPACITY
     assert list(got["DCGM_FI_DEV_FABRIC_HEALTH_SUMMARY"][2].values()) == [3]
+    # the mock has no XID events: no DCGM_EXP_XID_ERRORS_COUNT line (never a made-up 0), said once
+    assert "DCGM_EXP_XID_ERRORS_COUNT" not in got
+    said = [ln for ln in a.log().splitlines() if "DCGM_EXP_XID_ERRORS_COUNT is not written" in ln]
+    assert len(said) == 1, said
