@@ -224,6 +224,19 @@ static void on_hup(void *ud) {
   reload_profiles(h);
 }
 
+/* The collector opened; and a counters file that names DCGM_EXP_XID_ERRORS_COUNT with a collector
+ * that has no XID events. */
+static void log_collector(const struct agent_opts *o, const struct collector_ops *ops,
+                          struct collector *col) {
+  LOG_INFO("agent", "collector %s: %zu GPUs, driver %s", ops->name, ops->count(col),
+           ops->driver_version(col) ? ops->driver_version(col) : "unknown");
+  if (o->counters && o->counters->exp_xid && !ops->xid_counts)
+    LOG_WARN("agent",
+             "DCGM_EXP_XID_ERRORS_COUNT is not written: the %s collector has no XID events "
+             "(the nvml collector has)",
+             ops->name);
+}
+
 static int agent_run(struct agent_opts *o) {
   char err[1024] = "";
   int exit_code = 1;
@@ -275,13 +288,7 @@ static int agent_run(struct agent_opts *o) {
     profile_set_free(&profiles);
     return 1;
   }
-  LOG_INFO("agent", "collector %s: %zu GPUs, driver %s", ops->name, ops->count(col),
-           ops->driver_version(col) ? ops->driver_version(col) : "unknown");
-  if (o->counters && o->counters->exp_xid && !ops->xid_counts)
-    LOG_WARN("agent",
-             "DCGM_EXP_XID_ERRORS_COUNT is not written: the %s collector has no XID events "
-             "(the nvml collector has)",
-             ops->name);
+  log_collector(o, ops, col);
 
   stats = stats_new();
   size_t cap = (size_t)(o->history_ms / o->interval_ms);
