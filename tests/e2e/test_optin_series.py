@@ -18,11 +18,11 @@ Upstream facts, and where they come from:
   (healthMask, healthSummary) or, on an older driver, _v2_t (healthMask only).
 - The DCGM_EXP_* lines (dcgm-exporter etc/default-counters.csv, "# DCGM Exporter fields").
   DCGM_EXP_XID_ERRORS_COUNT (internal/pkg/collector/xid_collector.go, expcollector.go: the XID
-  values of the last --xid-count-window-size ms, default 300000 in cmd/dcgm-exporter's
-  internal/pkg/cmd/app.go, counted per code: one line per code with `xid` and `window_size_in_ms`,
-  one line of 0 without `xid` for a GPU with none; HELP "Count of XID Errors within user-specified
-  time window (see xid-count-window-size param)." as in its counters tests) is served from the XID
-  event thread. The clock-events count and the health status (clock_events_collector.go,
+  values of the last --xid-count-window-size ms, default 300000 in its
+  pkg/cmd/app.go, counted per code: one line per code with `xid` and `window_size_in_ms`,
+  one line of 0 without `xid` for a GPU with none; the row of etc/default-counters.csv on main is
+  commented out, typed counter, HELP "reported XIDs during last window") is served from the XID
+  event thread, with the file's type and HELP. The clock-events count and the health status (clock_events_collector.go,
   gpu_health_collector.go) come from DCGM's cache and health checks, which gpuscale does not run:
   a file naming them is accepted unchanged, and the agent names them once in its start-up warning.
 """
@@ -151,10 +151,15 @@ def test_optin_series_where_nvml_serves_them(tmp_path, procs):
                s.labels["window_size_in_ms"] == "300000" for s in xid), xid
 
 
+# dcgm-exporter's own rows (etc/default-counters.csv on main, commit d5e5f51, "# DCGM Exporter
+# fields"), uncommented as a user turns them on: typed counter there, with these HELP texts.
 XID_CSV = """\
 DCGM_FI_DEV_GPU_UTIL,      gauge, GPU utilization (in %).
 DCGM_FI_DEV_XID_ERRORS,    gauge, Value of the last XID error encountered.
-DCGM_EXP_XID_ERRORS_COUNT, gauge, Count of XID Errors within user-specified time window (see xid-count-window-size param).
+DCGM_EXP_CLOCK_EVENTS_COUNT, counter, reported clock events
+DCGM_EXP_XID_ERRORS_COUNT, counter, reported XIDs during last window
+DCGM_EXP_GPU_HEALTH_STATUS, counter, DCGM reported health status
+DCGM_EXP_P2P_STATUS, counter, P2P NvLink status
 """
 
 
@@ -187,9 +192,14 @@ def test_xid_errors_count_window(tmp_path, procs):
             (uuid(1), None): (0, "4000"), (uuid(2), "48"): (1, "4000")}
     got = wait_for(lambda: (lambda x: x if x and x[2] == want else None)(
         xid_lines(a.http_get("/metrics")[1])), what="the XID counts of the window")
-    assert got[:2] == ("gauge", "Count of XID Errors within user-specified time window "
-                                "(see xid-count-window-size param).")
-    assert "not written" not in a.log()
+    assert got[:2] == ("counter", "reported XIDs during last window")  # the file's, unchanged
+    assert re.search(r"^# TYPE DCGM_EXP_XID_ERRORS_COUNT counter$", a.http_get("/metrics")[1], re.M)
+    # the three it does not serve: one start-up warning naming them, no line
+    warned = [ln for ln in a.log().splitlines() if "not written" in ln]
+    assert len(warned) == 1, warned
+    for n in ("DCGM_EXP_CLOCK_EVENTS_COUNT", "DCGM_EXP_GPU_HEALTH_STATUS", "DCGM_EXP_P2P_STATUS"):
+        assert n in warned[0] and n not in a.http_get("/metrics")[1], n
+    assert "DCGM_EXP_XID_ERRORS_COUNT" not in warned[0], warned
     # 4 s later the events have left the window: 0 for each GPU
     zero = {(uuid(i), None): (0, "4000") for i in range(3)}
     wait_for(lambda: xid_lines(a.http_get("/metrics")[1])[2] == zero, timeout=15,
