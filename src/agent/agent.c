@@ -57,12 +57,13 @@ struct agent_opts {
   char *pod_logs;
   bool no_hostname_label;
   char *shared_gpu_series;
-  bool kubernetes_enable_dra;     /* dcgm-exporter's --kubernetes-enable-dra: the dra_* labels */
-  bool kubernetes_enable_pod_uid; /* its --kubernetes-enable-pod-uid: the pod_uid label */
-  char *collectors;               /* --collectors / -f (dcgm-exporter's flag) */
-  char *counters_alias;           /* --counters, the same */
-  char *hostname_label;           /* --hostname-label */
-  struct counters *counters;      /* loaded from the file; not an option row */
+  bool kubernetes_enable_dra;      /* dcgm-exporter's --kubernetes-enable-dra: the dra_* labels */
+  bool kubernetes_enable_pod_uid;  /* its --kubernetes-enable-pod-uid: the pod_uid label */
+  long long xid_count_window_size; /* dcgm-exporter's --xid-count-window-size, ms */
+  char *collectors;                /* --collectors / -f (dcgm-exporter's flag) */
+  char *counters_alias;            /* --counters, the same */
+  char *hostname_label;            /* --hostname-label */
+  struct counters *counters;       /* loaded from the file; not an option row */
   char *engines;
   int64_t engine_interval_ms;
   int64_t engine_timeout_ms;
@@ -143,6 +144,11 @@ static const struct opt_def agent_opts_table[] = {
      "/metrics: dcgm-exporter's pod_uid label beside pod, from the Kubernetes API (--kube-api; "
      "the kubelet's PodResources has no UID)",
      O(kubernetes_enable_pod_uid)},
+    {"xid-count-window-size", 0, "GPUSCALE_XID_COUNT_WINDOW_SIZE", OPT_INT, "300000", 1, 86400000,
+     NULL, "MS",
+     "/metrics: the window of DCGM_EXP_XID_ERRORS_COUNT in milliseconds, as dcgm-exporter's flag "
+     "(written when a --collectors file lists it)",
+     O(xid_count_window_size)},
     {"engines", 0, "GPUSCALE_ENGINES", OPT_ENUM, "auto", 0, 0, "auto|off", "MODE",
      "inference-engine pods on this node (vLLM, TGI, SGLang, Triton; docs/engines.md): found "
      "through the Kubernetes API of --kube-api and read by their annotations; auto = on when the "
@@ -218,6 +224,19 @@ static void on_hup(void *ud) {
   reload_profiles(h);
 }
 
+/* The collector opened; and a counters file that names DCGM_EXP_XID_ERRORS_COUNT with a collector
+ * that has no XID events. */
+static void log_collector(const struct agent_opts *o, const struct collector_ops *ops,
+                          struct collector *col) {
+  LOG_INFO("agent", "collector %s: %zu GPUs, driver %s", ops->name, ops->count(col),
+           ops->driver_version(col) ? ops->driver_version(col) : "unknown");
+  if (o->counters && o->counters->exp_xid && !ops->xid_counts)
+    LOG_WARN("agent",
+             "DCGM_EXP_XID_ERRORS_COUNT is not written: the %s collector has no XID events "
+             "(the nvml collector has)",
+             ops->name);
+}
+
 static int agent_run(struct agent_opts *o) {
   char err[1024] = "";
   int exit_code = 1;
@@ -269,8 +288,7 @@ static int agent_run(struct agent_opts *o) {
     profile_set_free(&profiles);
     return 1;
   }
-  LOG_INFO("agent", "collector %s: %zu GPUs, driver %s", ops->name, ops->count(col),
-           ops->driver_version(col) ? ops->driver_version(col) : "unknown");
+  log_collector(o, ops, col);
 
   stats = stats_new();
   size_t cap = (size_t)(o->history_ms / o->interval_ms);
@@ -385,7 +403,8 @@ static int agent_run(struct agent_opts *o) {
                              o->counters,
                              o->hostname_label,
                              o->kubernetes_enable_dra,
-                             o->kubernetes_enable_pod_uid};
+                             o->kubernetes_enable_pod_uid,
+                             o->xid_count_window_size};
   routes[nroutes++] = (struct http_route){"/metrics", metrics_handle, &mctx};
   if (http_server_start(o->serve.http_listen, routes, nroutes, &http, err, sizeof err) != 0) {
     LOG_ERROR("agent", "--http-listen: %s", err);

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "agent/sampler.h"
 #include "core/err.h"
 #include "core/log.h"
 #include "core/timeutil.h"
@@ -25,6 +26,39 @@ static bool read_collect(const struct agent_api *api, struct expo_collect *c) {
   c->reloads_ok = atomic_load(&s->reloads_ok);
   c->reloads_failed = atomic_load(&s->reloads_failed);
   return true;
+}
+
+#define METRICS_XID_CODES 64 /* distinct XID codes written per GPU and window */
+
+/* DCGM_EXP_XID_ERRORS_COUNT: each device's XID events in the window, from the collector's event
+ * ring (memory only, no NVML call). NULL when the series is off or the collector has no events. */
+static struct expo_xid_window *read_xid(const struct metrics_ctx *m,
+                                        const struct gpu_snapshot *snap, size_t n,
+                                        struct collector_xid_count **store) {
+  const struct sampler *s = m->api->sampler;
+  *store = NULL;
+  if (!m->counters || !m->counters->exp_xid || !s || !s->col || !s->col->ops->xid_counts || !n)
+    return NULL;
+  struct expo_xid_window *w = calloc(n, sizeof *w);
+  *store = calloc(n * METRICS_XID_CODES, sizeof **store);
+  if (!w || !*store) {
+    free(w);
+    free(*store);
+    *store = NULL;
+    return NULL;
+  }
+  int64_t since = time_mono_ms() - m->xid_window_ms;
+  size_t ndev = s->col->ops->count(s->col);
+  for (size_t i = 0; i < n; i++) {
+    struct collector_xid_count *c = *store + i * METRICS_XID_CODES;
+    size_t k = 0, dev = (size_t)snap[i].info.index;
+    if (snap[i].info.index < 0 || dev >= ndev ||
+        s->col->ops->xid_counts(s->col, dev, since, c, METRICS_XID_CODES, &k) != 0 ||
+        k > METRICS_XID_CODES)
+      continue; /* not watched, or more than the ring or this array hold: no line */
+    w[i] = (struct expo_xid_window){true, k, c};
+  }
+  return w;
 }
 
 int metrics_render(const struct metrics_ctx *m, struct buf *out) {
@@ -63,6 +97,8 @@ int metrics_render(const struct metrics_ctx *m, struct buf *out) {
     stats_snapshot(m->stats, rpc);
   struct expo_collect collect;
   bool have_collect = read_collect(api, &collect);
+  struct collector_xid_count *xid_store;
+  struct expo_xid_window *xid = read_xid(m, snap, n, &xid_store);
 
   struct expo_input in = {
       .gpus = snap,
@@ -83,8 +119,12 @@ int metrics_render(const struct metrics_ctx *m, struct buf *out) {
       .k8s = (const struct attrib_k8s *const *)k8s,
       .dra_labels = m->dra_labels,
       .pod_uid = m->pod_uid,
+      .xid = xid,
+      .xid_window_ms = m->xid_window_ms,
   };
   rc = expo_render(out, &in);
+  free(xid);
+  free(xid_store);
   if (rc == 0)
     rc = sampler_render_errors(api->sampler, out); /* gpuscale_nvml_errors_total */
 out:
@@ -271,8 +311,8 @@ struct metrics_mock *metrics_mock_new_set(size_t ngpus, bool full) {
                                .driver_version = "550.54.15",
                                .interval_ms = 3600000,
                                .pods = mm->attrib};
-  mm->ctx = (struct metrics_ctx){&mm->api,    mm->attrib, mm->stats, true, false,
-                                 mm->old_set, NULL,       false,     false};
+  mm->ctx = (struct metrics_ctx){&mm->api,    mm->attrib, mm->stats, true,  false,
+                                 mm->old_set, NULL,       false,     false, 300000};
   if (!mm->hist || !mm->attrib || !mm->stats || mock_fill(mm, ngpus) != 0) {
     metrics_mock_free(mm);
     return NULL;

@@ -4,6 +4,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "agent/api.h"
 #include "core/attrib.h"
@@ -22,6 +23,7 @@ struct metrics_ctx {
   const char *host_label_name;     /* --hostname-label: "hostname" (NULL) or "Hostname" */
   bool dra_labels;                 /* --kubernetes-enable-dra: the dra_* labels */
   bool pod_uid;                    /* --kubernetes-enable-pod-uid: the pod_uid label */
+  int64_t xid_window_ms;           /* --xid-count-window-size: DCGM_EXP_XID_ERRORS_COUNT's window */
 };
 
 /* The /metrics handler (an http_route's handle, ud = struct metrics_ctx *): renders, gzips when

@@ -34,6 +34,12 @@ struct collector_proc {
   double mem_mib;   /* framebuffer memory it uses now, MiB (bytes / 1048576, rounded down) */
 };
 
+/* How many XID events of one code a device had in a window (collector_ops.xid_counts). */
+struct collector_xid_count {
+  unsigned long long xid;
+  uint64_t count;
+};
+
 struct collector_config {
   const char *scenario_path; /* mock: YAML file, NULL = built-in default scenario */
   const char *nvml_library;  /* nvml: explicit library path, NULL = libnvidia-ml.so.1 then .so */
@@ -87,6 +93,14 @@ struct collector_ops {
    * against sample(). NULL when the backend cannot say (mock). */
   int (*processes)(struct collector *c, size_t i, uint64_t *since_us, struct collector_proc *out,
                    size_t cap, size_t *n, char *err, size_t errlen);
+  /* The XID events of device i newer than since_mono_ms (CLOCK_MONOTONIC, ms), counted per code:
+   * writes up to cap codes (ascending) and sets *n to the codes found (which may exceed cap).
+   * Returns 0 (*n may be 0: none in the window), GS_ENOTSUP (the device is not watched: a MIG
+   * instance, no event calls, registration failed) or GS_ETOOBIG (more events in the window than
+   * the collector keeps: the count would be short). Reads memory only, no library call;
+   * thread-safe against sample(). NULL when the backend has no XID events (mock, rocm). */
+  int (*xid_counts)(struct collector *c, size_t i, int64_t since_mono_ms,
+                    struct collector_xid_count *out, size_t cap, size_t *n);
   /* Releases everything. close(NULL) is fine. */
   void (*close)(struct collector *c);
 };

@@ -665,5 +665,6 @@ const struct collector_ops collector_nvml = {
     .reload = NULL,
     .errors = nvml_errors,
     .processes = nvml_processes,
+    .xid_counts = nvml_xid_counts,
     .close = nvml_close,
 };

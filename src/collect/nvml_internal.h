@@ -70,10 +70,25 @@ struct nvml_dev {
   struct nvml_gpm_sample *gpm[2];
 };
 
-/* The last XID of a whole GPU, written by the event thread (under xid_lock). */
+/* XID events of one code that arrived within NVML_XID_BUCKET_MS of the first: a run of one
+ * code (an XID storm) takes one slot of the ring. */
+struct nvml_xid_bucket {
+  int64_t mono_ms; /* when its first event arrived */
+  unsigned long long code;
+  uint64_t count;
+};
+
+#define NVML_XID_RING 128 /* buckets kept per GPU, for DCGM_EXP_XID_ERRORS_COUNT */
+#define NVML_XID_BUCKET_MS 1000
+
+/* The XIDs of a whole GPU, written by the event thread (under xid_lock): the last one, and the
+ * recent ones in a bounded ring of buckets. */
 struct nvml_xid {
   bool seen;
   unsigned long long code;
+  struct nvml_xid_bucket ring[NVML_XID_RING];
+  size_t head, used;  /* the newest bucket is ring[(head + NVML_XID_RING - 1) % NVML_XID_RING] */
+  int64_t dropped_ms; /* the newest arrival in a bucket the ring dropped; 0: none dropped */
 };
 
 /* A whole GPU registered for XID events: its handle (a copy, the thread's own) and index. */
@@ -161,6 +176,14 @@ void nvml_xid_start(struct nvml_ctx *n);
 void nvml_xid_close(struct nvml_ctx *n);
 /* Sets GF_XID_LAST of whole GPU i when an XID was seen. */
 void nvml_read_xid(struct nvml_ctx *n, size_t i, struct gpu_sample *out);
+/* Records one XID event of code on x at now_mono_ms (the caller holds xid_lock). */
+void nvml_xid_push(struct nvml_xid *x, unsigned long long code, int64_t now_mono_ms);
+/* Counts x's events since since_mono_ms per code (collector_ops.xid_counts; caller holds the
+ * lock). */
+int nvml_xid_window(const struct nvml_xid *x, int64_t since_mono_ms,
+                    struct collector_xid_count *out, size_t cap, size_t *n);
+int nvml_xid_counts(struct collector *c, size_t i, int64_t since_mono_ms,
+                    struct collector_xid_count *out, size_t cap, size_t *n);
 
 /* nvml_read.c: each returns true when the GPU is lost (reading stops). */
 /* A field call answered: clears a complaint about it. */

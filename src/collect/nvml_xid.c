@@ -69,6 +69,7 @@ static void xid_record(struct nvml_ctx *n, const struct nvml_event_data *ev) {
     pthread_mutex_lock(&n->xid_lock);
     n->xid[i].seen = true;
     n->xid[i].code = ev->event_data;
+    nvml_xid_push(&n->xid[i], ev->event_data, time_mono_ms());
     pthread_mutex_unlock(&n->xid_lock);
     LOG_WARN(NVML_LOG, "GPU %zu (%s): XID %llu", i, n->devs[i].info.uuid, ev->event_data);
     return;
@@ -151,4 +152,68 @@ void nvml_read_xid(struct nvml_ctx *n, size_t i, struct gpu_sample *out) {
   if (n->xid[i].seen)
     sample_set(out, GF_XID_LAST, (double)n->xid[i].code);
   pthread_mutex_unlock(&n->xid_lock);
+}
+
+void nvml_xid_push(struct nvml_xid *x, unsigned long long code, int64_t now_mono_ms) {
+  if (x->used > 0) {
+    struct nvml_xid_bucket *last = &x->ring[(x->head + NVML_XID_RING - 1) % NVML_XID_RING];
+    if (last->code == code && now_mono_ms - last->mono_ms < NVML_XID_BUCKET_MS) {
+      last->count++;
+      return;
+    }
+  }
+  if (x->used == NVML_XID_RING) {
+    /* The oldest bucket goes; its last event arrived before the next bucket's first. */
+    const struct nvml_xid_bucket *next = &x->ring[(x->head + 1) % NVML_XID_RING];
+    const struct nvml_xid_bucket *old = &x->ring[x->head];
+    int64_t last = old->mono_ms + NVML_XID_BUCKET_MS - 1;
+    x->dropped_ms = last < next->mono_ms ? last : next->mono_ms;
+  } else {
+    x->used++;
+  }
+  x->ring[x->head] = (struct nvml_xid_bucket){now_mono_ms, code, 1};
+  x->head = (x->head + 1) % NVML_XID_RING;
+}
+
+int nvml_xid_window(const struct nvml_xid *x, int64_t since_mono_ms,
+                    struct collector_xid_count *out, size_t cap, size_t *n) {
+  *n = 0;
+  /* A dropped bucket may hold events of the window: the count would be short. */
+  if (x->dropped_ms && x->dropped_ms >= since_mono_ms)
+    return GS_ETOOBIG;
+  struct collector_xid_count tmp[NVML_XID_RING];
+  size_t k = 0;
+  for (size_t j = 0; j < x->used; j++) {
+    const struct nvml_xid_bucket *bk = &x->ring[j];
+    if (bk->mono_ms < since_mono_ms)
+      continue;
+    size_t at = 0;
+    while (at < k && tmp[at].xid < bk->code)
+      at++;
+    if (at < k && tmp[at].xid == bk->code) {
+      tmp[at].count += bk->count;
+      continue;
+    }
+    memmove(&tmp[at + 1], &tmp[at], (k - at) * sizeof tmp[0]);
+    tmp[at] = (struct collector_xid_count){bk->code, bk->count};
+    k++;
+  }
+  memcpy(out, tmp, (k < cap ? k : cap) * sizeof tmp[0]);
+  *n = k;
+  return 0;
+}
+
+int nvml_xid_counts(struct collector *c, size_t i, int64_t since_mono_ms,
+                    struct collector_xid_count *out, size_t cap, size_t *n) {
+  struct nvml_ctx *ctx = (struct nvml_ctx *)c;
+  *n = 0;
+  bool watched = false;
+  for (size_t k = 0; k < ctx->nwatch && !watched; k++)
+    watched = ctx->watch[k].dev == i;
+  if (!ctx->xid || !watched || !ctx->xid_thread_on)
+    return GS_ENOTSUP;
+  pthread_mutex_lock(&ctx->xid_lock);
+  int rc = nvml_xid_window(&ctx->xid[i], since_mono_ms, out, cap, n);
+  pthread_mutex_unlock(&ctx->xid_lock);
+  return rc;
 }

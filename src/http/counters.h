@@ -20,8 +20,13 @@ struct counters {
   bool driver_version;             /* the file lists DCGM_FI_DRIVER_VERSION as a label */
   char type[EXPO_MAX_FAMILIES][8]; /* "gauge" or "counter", as the file says */
   char help[EXPO_MAX_FAMILIES][COUNTERS_HELP_MAX + 1]; /* the file's HELP text */
-  size_t n_records;                                    /* DCGM lines in the file */
-  size_t n_unserved;                                   /* ... of which gpuscale cannot serve */
+  /* The file lists DCGM_EXP_XID_ERRORS_COUNT (dcgm-exporter's xid_collector.go), with its type
+   * and HELP: written from the XID event thread's window (expo_input.xid). */
+  bool exp_xid;
+  char exp_xid_type[8];
+  char exp_xid_help[COUNTERS_HELP_MAX + 1];
+  size_t n_records;  /* DCGM lines in the file */
+  size_t n_unserved; /* ... of which gpuscale cannot serve */
   /* The names it cannot serve, in file order, "A, B, C" ("" when none; cut with "..." when they
    * do not fit): DCGM fields without an NVML source in gpuscale, or labels other than
    * DCGM_FI_DRIVER_VERSION. */

@@ -672,6 +672,37 @@ static int render_values(struct buf *b, const struct expo_input *in, const struc
   return rc;
 }
 
+/* dcgm-exporter's DCGM_EXP_XID_ERRORS_COUNT (internal/pkg/collector/xid_collector.go and
+ * expcollector.go): per whole GPU, one line per XID code seen in the window with `xid` and
+ * `window_size_in_ms`, or one line of 0 without `xid` when there was none. A GPU whose events are
+ * not watched, or whose window overflowed the ring, has no line (never a made-up 0). */
+static int render_exp_xid(struct buf *b, const struct expo_input *in, const struct gpu_ids *ids) {
+  if (in->amd || !in->counters || !in->counters->exp_xid || !in->xid)
+    return 0;
+  static const struct value_family vf = {.f = GF_XID_LAST, .name = "DCGM_EXP_XID_ERRORS_COUNT"};
+  int rc = expo_family(b, vf.name, in->counters->exp_xid_type, in->counters->exp_xid_help);
+  char window[32];
+  snprintf(window, sizeof window, "%" PRId64, in->xid_window_ms);
+  for (size_t i = 0; i < in->ngpus && !rc; i++) {
+    const struct expo_xid_window *w = &in->xid[i];
+    if (!w->known || in->gpus[i].info.mig)
+      continue;
+    struct expo_label extra[2] = {{"window_size_in_ms", window}, {"xid", NULL}};
+    if (w->n == 0) {
+      rc = value_lines(b, in, &vf, i, &ids[i], extra, 1, pods_of(in, i), "0");
+      continue;
+    }
+    for (size_t k = 0; k < w->n && !rc; k++) {
+      char code[24], value[32];
+      snprintf(code, sizeof code, "%llu", w->counts[k].xid);
+      snprintf(value, sizeof value, "%" PRIu64, w->counts[k].count);
+      extra[1].value = code;
+      rc = value_lines(b, in, &vf, i, &ids[i], extra, 2, pods_of(in, i), value);
+    }
+  }
+  return rc;
+}
+
 static const char *gpu_state(const struct expo_input *in, const struct gpu_snapshot *g) {
   if (g->health != GPU_HEALTH_OK)
     return gpu_health_name(g->health);
@@ -832,6 +863,8 @@ int expo_render(struct buf *b, const struct expo_input *in) {
     ids[i].pre = pre.data + ids[i].pre_off;
   if (!rc)
     rc = render_values(b, in, ids);
+  if (!rc)
+    rc = render_exp_xid(b, in, ids);
   if (!rc)
     rc = render_gpu_meta(b, in, ids);
   buf_free(&pre);

@@ -7,6 +7,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "collect/collector.h"
 #include "core/attrib.h"
 #include "core/buf.h"
 #include "core/history.h"
@@ -40,6 +41,13 @@ enum expo_shared_series {
   EXPO_SHARED_PER_POD,
 };
 
+/* One GPU's XID events in the window of DCGM_EXP_XID_ERRORS_COUNT, counted per code. */
+struct expo_xid_window {
+  bool known; /* false: not watched, or the window overflowed what the collector keeps */
+  size_t n;
+  const struct collector_xid_count *counts; /* n entries, ascending code */
+};
+
 struct counters; /* http/counters.h: which series a dcgm-exporter counters file picks */
 
 /* Everything one scrape shows. Pointers are borrowed for the call. */
@@ -69,6 +77,10 @@ struct expo_input {
    * (gpu_gfx_activity{gpu_id,serial_number,card_model,hostname,...}) instead of dcgm-exporter's;
    * gpuscale's own series keep their names, with the AMD labels. counters is not used. */
   bool amd;
+  /* DCGM_EXP_XID_ERRORS_COUNT (written when counters lists it): parallel to gpus, or NULL (no
+   * XID events: every GPU's line absent), and the window in ms (its window_size_in_ms label). */
+  const struct expo_xid_window *xid;
+  int64_t xid_window_ms;
 };
 
 /* Renders the whole exposition into b (appending). Returns 0, GS_ETOOBIG or GS_ENOMEM; on error

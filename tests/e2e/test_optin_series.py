@@ -16,10 +16,15 @@ Upstream facts, and where they come from:
 - NVML (nvml.h 13.0, go-nvml gen/nvml/nvml.h): nvmlDeviceGetPowerManagementLimit and
   nvmlDeviceGetEnforcedPowerLimit give mW; nvmlDeviceGetGpuFabricInfoV fills nvmlGpuFabricInfo_v3_t
   (healthMask, healthSummary) or, on an older driver, _v2_t (healthMask only).
-- The DCGM_EXP_* lines (dcgm-exporter etc/default-counters.csv, "# DCGM Exporter fields") come
-  from DCGM's event windows and health checks (internal/pkg/collector/xid_collector.go,
-  clock_events_collector.go, gpu_health_collector.go), which gpuscale does not run: a file naming
-  them is accepted unchanged, and the agent names them once in its start-up warning.
+- The DCGM_EXP_* lines (dcgm-exporter etc/default-counters.csv, "# DCGM Exporter fields").
+  DCGM_EXP_XID_ERRORS_COUNT (internal/pkg/collector/xid_collector.go, expcollector.go: the XID
+  values of the last --xid-count-window-size ms, default 300000 in its
+  pkg/cmd/app.go, counted per code: one line per code with `xid` and `window_size_in_ms`,
+  one line of 0 without `xid` for a GPU with none; the row of etc/default-counters.csv on main is
+  commented out, typed counter, HELP "reported XIDs during last window") is served from the XID
+  event thread, with the file's type and HELP. The clock-events count and the health status (clock_events_collector.go,
+  gpu_health_collector.go) come from DCGM's cache and health checks, which gpuscale does not run:
+  a file naming them is accepted unchanged, and the agent names them once in its start-up warning.
 """
 import os
 import re
@@ -73,7 +78,7 @@ DCGM_EXP_GPU_HEALTH_STATUS,  gauge,   Current DCGM-reported GPU health status.
 
 NEW = ["DCGM_FI_DEV_POWER_MGMT_LIMIT", "DCGM_FI_DEV_ENFORCED_POWER_LIMIT",
        "DCGM_FI_DEV_FABRIC_HEALTH_SUMMARY", "DCGM_FI_DEV_FABRIC_HEALTH_MASK"]
-EXP = ["DCGM_EXP_CLOCK_EVENTS_COUNT", "DCGM_EXP_XID_ERRORS_COUNT", "DCGM_EXP_GPU_HEALTH_STATUS"]
+EXP = ["DCGM_EXP_CLOCK_EVENTS_COUNT", "DCGM_EXP_GPU_HEALTH_STATUS"]  # not served
 
 
 def lib_path():
@@ -132,12 +137,73 @@ def test_optin_series_where_nvml_serves_them(tmp_path, procs):
     summ = got["DCGM_FI_DEV_FABRIC_HEALTH_SUMMARY"][2]
     assert summ == {uuid(0): 1}, summ  # NVML_GPU_FABRIC_HEALTH_SUMMARY_HEALTHY
     assert re.search(r"^DCGM_FI_DEV_FABRIC_HEALTH_MASK\{[^}]*\} %d$" % HEALTHY_MASK, body, re.M)
-    # the DCGM_EXP_* lines are accepted, not written, and named in the one start-up warning
+    # two DCGM_EXP_* lines are accepted, not written, and named in the one start-up warning
     for n in EXP:
         assert n not in got and n not in body, n
     warned = [ln for ln in a.log().splitlines() if "not written" in ln]
     assert len(warned) == 1 and all(n in warned[0] for n in EXP), warned
-    assert not any(n in warned[0] for n in NEW), warned
+    assert not any(n in warned[0] for n in NEW + ["DCGM_EXP_XID_ERRORS_COUNT"]), warned
+    # the XID count is written: no XID in the window, so 0 for each GPU, without `xid`
+    xid = [s for f in text_string_to_metric_families(body) if f.name == "DCGM_EXP_XID_ERRORS_COUNT"
+           for s in f.samples]
+    assert sorted(s.labels["UUID"] for s in xid) == [uuid(0), uuid(1), uuid(2)], xid
+    assert all(s.value == 0 and "xid" not in s.labels and
+               s.labels["window_size_in_ms"] == "300000" for s in xid), xid
+
+
+# dcgm-exporter's own rows (etc/default-counters.csv on main, commit d5e5f51, "# DCGM Exporter
+# fields"), uncommented as a user turns them on: typed counter there, with these HELP texts.
+XID_CSV = """\
+DCGM_FI_DEV_GPU_UTIL,      gauge, GPU utilization (in %).
+DCGM_FI_DEV_XID_ERRORS,    gauge, Value of the last XID error encountered.
+DCGM_EXP_CLOCK_EVENTS_COUNT, counter, reported clock events
+DCGM_EXP_XID_ERRORS_COUNT, counter, reported XIDs during last window
+DCGM_EXP_GPU_HEALTH_STATUS, counter, DCGM reported health status
+DCGM_EXP_P2P_STATUS, counter, P2P NvLink status
+"""
+
+
+def xid_lines(body):
+    """{(UUID, xid or None): value} of DCGM_EXP_XID_ERRORS_COUNT, and its family's type and HELP."""
+    for f in text_string_to_metric_families(body):
+        if f.name == "DCGM_EXP_XID_ERRORS_COUNT":
+            return (f.type, f.documentation,
+                    {(s.labels["UUID"], s.labels.get("xid")): (s.value,
+                                                                s.labels["window_size_in_ms"])
+                     for s in f.samples})
+    return None
+
+
+def test_xid_errors_count_window(tmp_path, procs):
+    """dcgm-exporter's DCGM_EXP_XID_ERRORS_COUNT (internal/pkg/collector/xid_collector.go,
+    expcollector.go) from the fake NVML's scripted XIDs: per GPU and code within the window, 0
+    without `xid` for a GPU with none, and back to 0 once the window has passed them."""
+    s = tmp_path / "fake.txt"
+    s.write_text(SCRIPT + "xid 0 79\nxid 0 13\nxid 0 13\nxid 2 48\n")
+    csv = tmp_path / "xid.csv"
+    csv.write_text(XID_CSV)
+    a = Agent(["--collector", "nvml", "--nvml-library", lib_path(), "--interval",
+               helpers.INTERVAL, "--kube-api", "off", "-f", str(csv),
+               "--xid-count-window-size", "4000"],
+              env={"FAKE_NVML_SCRIPT": str(s)}, workdir=str(tmp_path))
+    procs.append(a)
+    a.start()
+    want = {(uuid(0), "13"): (2, "4000"), (uuid(0), "79"): (1, "4000"),
+            (uuid(1), None): (0, "4000"), (uuid(2), "48"): (1, "4000")}
+    got = wait_for(lambda: (lambda x: x if x and x[2] == want else None)(
+        xid_lines(a.http_get("/metrics")[1])), what="the XID counts of the window")
+    assert got[:2] == ("counter", "reported XIDs during last window")  # the file's, unchanged
+    assert re.search(r"^# TYPE DCGM_EXP_XID_ERRORS_COUNT counter$", a.http_get("/metrics")[1], re.M)
+    # the three it does not serve: one start-up warning naming them, no line
+    warned = [ln for ln in a.log().splitlines() if "not written" in ln]
+    assert len(warned) == 1, warned
+    for n in ("DCGM_EXP_CLOCK_EVENTS_COUNT", "DCGM_EXP_GPU_HEALTH_STATUS", "DCGM_EXP_P2P_STATUS"):
+        assert n in warned[0] and n not in a.http_get("/metrics")[1], n
+    assert "DCGM_EXP_XID_ERRORS_COUNT" not in warned[0], warned
+    # 4 s later the events have left the window: 0 for each GPU
+    zero = {(uuid(i), None): (0, "4000") for i in range(3)}
+    wait_for(lambda: xid_lines(a.http_get("/metrics")[1])[2] == zero, timeout=15,
+             what="the window to pass the XIDs")
 
 
 def test_optin_series_not_in_the_default_set(tmp_path, procs):
@@ -188,3 +254,7 @@ def test_mock_scenario_serves_them(agents, tmp_path):
     assert list(got["DCGM_FI_DEV_FABRIC_HEALTH_MASK"][2].values()) == [HEALTHY_MASK]
     # NVML_GPU_FABRIC_HEALTH_SUMMARY_LIMITED_CAPACITY
     assert list(got["DCGM_FI_DEV_FABRIC_HEALTH_SUMMARY"][2].values()) == [3]
+    # the mock has no XID events: no DCGM_EXP_XID_ERRORS_COUNT line (never a made-up 0), said once
+    assert "DCGM_EXP_XID_ERRORS_COUNT" not in got
+    said = [ln for ln in a.log().splitlines() if "DCGM_EXP_XID_ERRORS_COUNT is not written" in ln]
+    assert len(said) == 1, said

@@ -113,12 +113,12 @@ static const struct ok_case {
      "Total."},
     {"fields gpuscale cannot serve are listed, in file order, labels too",
      "DCGM_FI_DEV_ECC_SBE_VOL_TOTAL, counter, a\nDCGM_FI_DEV_GPU_UTIL, gauge, b\n"
-     "DCGM_EXP_XID_ERRORS_COUNT, counter, c\nDCGM_FI_DEV_SERIAL, label, d\n"
+     "DCGM_EXP_GPU_HEALTH_STATUS, counter, c\nDCGM_FI_DEV_SERIAL, label, d\n"
      "DCGM_FI_PROF_PIPE_FP64_ACTIVE, histogram, e\n",
      {"DCGM_FI_DEV_GPU_UTIL"},
      {NULL},
      false,
-     "DCGM_FI_DEV_ECC_SBE_VOL_TOTAL, DCGM_EXP_XID_ERRORS_COUNT, DCGM_FI_DEV_SERIAL, "
+     "DCGM_FI_DEV_ECC_SBE_VOL_TOTAL, DCGM_EXP_GPU_HEALTH_STATUS, DCGM_FI_DEV_SERIAL, "
      "DCGM_FI_PROF_PIPE_FP64_ACTIVE",
      "b"},
 };

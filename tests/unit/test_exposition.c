@@ -755,7 +755,8 @@ static void test_new_fields(void **state) {
  * internal/pkg/counters/default_counter_sources_test.go checks them; the fabric rows' HELP could
  * not be read, the file's own is written). DCGM's formats: the limits are doubles ("%f", W), the
  * fabric fields int64. Whole-card readings: never on a MIG instance; absent where NVML does not
- * serve them. The DCGM_EXP_* lines are accepted and reported as not served. */
+ * serve them. The DCGM_EXP_* lines are accepted; the clock-events count and the health status are
+ * reported as not served (DCGM_EXP_XID_ERRORS_COUNT: test_exp_xid_count). */
 static const char optin_counters[] =
     "DCGM_FI_DEV_POWER_MGMT_LIMIT,     gauge, Configured power management limit (in W).\n"
     "DCGM_FI_DEV_ENFORCED_POWER_LIMIT, gauge, Effective power limit enforced by the driver after "
@@ -775,9 +776,9 @@ static void test_optin_power_fabric(void **state) {
   assert_int_equal(
       counters_parse(optin_counters, sizeof optin_counters - 1, "optin.csv", c, err, sizeof err),
       0);
-  assert_int_equal(c->n_unserved, 3);
-  assert_string_equal(c->unserved, "DCGM_EXP_CLOCK_EVENTS_COUNT, DCGM_EXP_XID_ERRORS_COUNT, "
-                                   "DCGM_EXP_GPU_HEALTH_STATUS");
+  assert_int_equal(c->n_unserved, 2);
+  assert_string_equal(c->unserved, "DCGM_EXP_CLOCK_EVENTS_COUNT, DCGM_EXP_GPU_HEALTH_STATUS");
+  assert_true(c->exp_xid);
   /* GPU 0 serves all four; GPU 1 (a PCIe card) the limits only; GPU 2's reads failed; GPU 3 is a
    * MIG instance of GPU 0 that was handed them too */
   struct gpu_snapshot g[4] = {gpu(0, "GPU-a7200000-0000-0000-0000-000000000000"),
@@ -840,8 +841,88 @@ static void test_optin_power_fabric(void **state) {
   }
   assert_non_null(strstr(b.data, "# HELP DCGM_FI_DEV_ENFORCED_POWER_LIMIT Effective power limit "
                                  "enforced by the driver after all limiters (in W).\n"));
-  assert_null(strstr(b.data, "DCGM_EXP_"));
+  assert_null(strstr(b.data, "DCGM_EXP_")); /* no XID window given (in.xid NULL): no family */
   assert_promtool_ok(b.data, b.len);
+  buf_free(&b);
+  free(c);
+}
+
+/* dcgm-exporter's DCGM_EXP_XID_ERRORS_COUNT (internal/pkg/collector/xid_collector.go,
+ * expcollector.go; HELP and type from its etc/default-counters.csv row, as the file gives them):
+ * per GPU one line per XID code in the window, with `xid` and `window_size_in_ms`, or one line of
+ * 0 without `xid` when none; a GPU that is not watched (or whose window overflowed) has no line,
+ * nor has a MIG instance (DCGM counts the GPU's field). Only when the file names it. */
+static void test_exp_xid_count(void **state) {
+  (void)state;
+  static const char file[] =
+      "DCGM_FI_DEV_GPU_UTIL, gauge, GPU utilization (in %).\n"
+      "DCGM_EXP_XID_ERRORS_COUNT, gauge, Count of XID Errors within user-specified time window "
+      "(see xid-count-window-size param).\n";
+  struct counters *c = calloc(1, sizeof *c);
+  char err[256] = "";
+  assert_non_null(c);
+  assert_int_equal(counters_parse(file, sizeof file - 1, "xid.csv", c, err, sizeof err), 0);
+  assert_true(c->exp_xid);
+  assert_int_equal(c->n_unserved, 0);
+  struct gpu_snapshot g[4] = {gpu(0, "GPU-a7300000-0000-0000-0000-000000000000"),
+                              gpu(1, "GPU-a7310000-0000-0000-0000-000000000000"),
+                              gpu(2, "GPU-a7320000-0000-0000-0000-000000000000"),
+                              gpu(3, "MIG-a7300000-0000-0000-0000-000000000003")};
+  g[3].info.mig = true;
+  g[3].info.parent_index = 0;
+  g[3].info.gi_id = 7;
+  for (int i = 0; i < 4; i++)
+    sample_set(&g[i].latest, GF_GPU_UTIL, 10);
+  static const struct collector_xid_count gpu0[] = {{13, 2}, {79, 1}};
+  struct expo_xid_window xid[4] = {
+      {true, 2, gpu0}, {true, 0, NULL}, {false, 0, NULL}, {true, 2, gpu0}};
+  struct expo_input in = base_input(g, 4);
+  in.counters = c;
+  in.xid = xid;
+  in.xid_window_ms = 300000;
+  struct buf b;
+  buf_init(&b, 1u << 20);
+  assert_int_equal(expo_render(&b, &in), 0);
+  assert_non_null(strstr(b.data, "# HELP DCGM_EXP_XID_ERRORS_COUNT Count of XID Errors within "
+                                 "user-specified time window (see xid-count-window-size "
+                                 "param).\n# TYPE DCGM_EXP_XID_ERRORS_COUNT gauge\n"));
+  char lines[8][512];
+  size_t n = lines_of(b.data, "DCGM_EXP_XID_ERRORS_COUNT", lines, 8);
+  assert_int_equal(n, 3);
+  int seen = 0;
+  for (size_t i = 0; i < n; i++) {
+    const char *v = strrchr(lines[i], ' ') + 1;
+    assert_non_null(strstr(lines[i], "window_size_in_ms=\"300000\""));
+    assert_null(strstr(lines[i], "GPU_I_ID"));
+    if (strstr(lines[i], "gpu=\"0\"") && strstr(lines[i], "xid=\"13\"")) {
+      assert_string_equal(v, "2");
+      seen |= 1;
+    } else if (strstr(lines[i], "gpu=\"0\"") && strstr(lines[i], "xid=\"79\"")) {
+      assert_string_equal(v, "1");
+      seen |= 2;
+    } else if (strstr(lines[i], "gpu=\"1\"")) {
+      assert_null(strstr(lines[i], "xid="));
+      assert_string_equal(v, "0");
+      seen |= 4;
+    } else {
+      fail_msg("an unexpected line: %s", lines[i]);
+    }
+  }
+  assert_int_equal(seen, 7);
+  assert_promtool_ok(b.data, b.len);
+  buf_free(&b);
+  /* a file without the row: no line, whatever the window holds */
+  static const char plain[] = "DCGM_FI_DEV_GPU_UTIL, gauge, GPU utilization (in %).\n";
+  assert_int_equal(counters_parse(plain, sizeof plain - 1, "plain.csv", c, err, sizeof err), 0);
+  buf_init(&b, 1u << 20);
+  assert_int_equal(expo_render(&b, &in), 0);
+  assert_null(strstr(b.data, "DCGM_EXP_"));
+  buf_free(&b);
+  /* the default set: none either */
+  in.counters = NULL;
+  buf_init(&b, 1u << 20);
+  assert_int_equal(expo_render(&b, &in), 0);
+  assert_null(strstr(b.data, "DCGM_EXP_"));
   buf_free(&b);
   free(c);
 }
@@ -1414,6 +1495,7 @@ int main(void) {
       cmocka_unit_test(test_xid_labels),
       cmocka_unit_test(test_default_set),
       cmocka_unit_test(test_optin_power_fabric),
+      cmocka_unit_test(test_exp_xid_count),
       cmocka_unit_test(test_golden_detects_change),
       cmocka_unit_test(test_promtool_rejects_garbage),
       cmocka_unit_test(test_format_double),
