@@ -774,6 +774,7 @@ void cluster_changes(struct cluster *c, const char *node, struct cluster_change 
   pthread_mutex_lock(&c->changes_mu);
   /* As of the stream ticker's last pass: changes since then move the stamps at its next one. */
   out->stamp = published;
+  out->unsettled = c->structural > published;
   if (node) {
     uint64_t n = changes_get(&c->nodes_changed, node);
     uint64_t s = n > c->structural ? n : c->structural;

@@ -146,6 +146,11 @@ struct cluster_change {
    * meanwhile (they move it at the next pass): node NULL: cluster_content then; else the last
    * change node's selection may see (its agents' readings, or any change of every node's). */
   uint64_t stamp;
+  /* Something every selection may see (an agent turning stale or fresh, coming or going, a new
+   * device list) changed since that pass: an answer kept at stamp may be of the view before it,
+   * a partial one or an error of a node that is back. Readings that changed since only make a
+   * kept answer one pass old; this makes it wrong, so the caller must not share at stamp. */
+  bool unsettled;
   int64_t changed_ms;      /* the clock at the last change of any node */
   int64_t max_interval_ms; /* the longest agent interval seen */
   int64_t now_ms;          /* the clock now */

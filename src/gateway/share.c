@@ -13,6 +13,8 @@ uint64_t gwshare_stamp(void *ud, const struct trigger *t) {
   struct cluster *c = ud;
   struct cluster_change ch;
   cluster_changes(c, t->scope == TRIGGER_SCOPE_NODE ? t->node : NULL, &ch);
+  if (ch.unsettled)
+    return 0; /* an agent came back, left or turned stale since the pass: evaluate now */
   if (t->window_ms > 0 && !t->engine) {
     if (t->window_ms < 3 * ch.max_interval_ms + SHARE_SLACK_MS)
       return 0;
