@@ -562,6 +562,7 @@ static void read_triton(const struct prom_doc *d, int64_t now_ms, struct engine_
   if (!usable(out, "nv_inference_request_success", &ok) || bad_counter) {
     reason(out, "no triton rates");
     prev->have = false;
+    rates = false; /* the models' rates neither: the pod says why there are none */
   } else {
     if (pg->over)
       reason(out, "triton rates: more than %d models on the page", TRITON_MODELS);

@@ -351,6 +351,30 @@ static void test_rules(void **state) {
   }
 }
 
+/* When the pod's success counters are unusable (their sum overflows), the pod says "no triton
+ * rates" and no model has a rate either: a model's rate is never served beside that refusal. */
+static void test_triton_no_model_rates_when_pod_has_none(void **state) {
+  (void)state;
+  static const char p1[] = "nv_inference_request_success{model=\"a\",version=\"1\"} 10\n"
+                           "nv_inference_request_success{model=\"b\",version=\"1\"} 10\n";
+  static const char p2[] = "nv_inference_request_success{model=\"a\",version=\"1\"} 1e308\n"
+                           "nv_inference_request_success{model=\"b\",version=\"1\"} 1e308\n";
+  struct engine_prev prev = {0};
+  struct engine_reading r;
+  memset(&r, 0, sizeof r);
+  struct prom_doc d;
+  parse_text(p1, strlen(p1), &d);
+  engine_read(ENGINE_TRITON, &d, 1000, &prev, &r);
+  promtext_free(&d);
+  parse_text(p2, strlen(p2), &d);
+  engine_read(ENGINE_TRITON, &d, 6000, &prev, &r);
+  promtext_free(&d);
+  assert_false(engine_has(&r, ES_TRITON_REQUEST_RATE));
+  assert_non_null(strstr(r.reason, "no triton rates"));
+  for (uint32_t i = 0; i < r.n_models; i++)
+    assert_false(r.models[i].valid & ES_BIT(ES_TRITON_REQUEST_RATE));
+}
+
 /* Many absent signals: the reason is cut at its size, NUL-terminated. */
 static void test_reason_bounded(void **state) {
   (void)state;
@@ -376,6 +400,7 @@ int main(void) {
       cmocka_unit_test(test_fixtures),
       cmocka_unit_test(test_triton_two_scrapes),
       cmocka_unit_test(test_rules),
+      cmocka_unit_test(test_triton_no_model_rates_when_pod_has_none),
       cmocka_unit_test(test_reason_bounded),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
