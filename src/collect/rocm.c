@@ -504,11 +504,13 @@ static void read_hwmon(struct rocm_read *rd) {
   d->hwmon_warned = false;
   if (rd->r->api.temp) {
     /* The sensor chosen at open (identify): a failed read leaves the temperature absent, never
-     * the other sensor's reading. No hwmon at open: none chosen, edge tried. */
-    read_temp(rd,
-              strcmp(d->info.temp_sensor, "junction") == 0 ? GS_RSMI_TEMP_TYPE_JUNCTION
-                                                           : GS_RSMI_TEMP_TYPE_EDGE,
-              GF_TEMP_C);
+     * the other sensor's reading. None chosen at open (no hwmon then): /metrics names the series
+     * by the sensor and could write none, so it is not read at all (as the open-time log says). */
+    if (d->info.temp_sensor[0])
+      read_temp(rd,
+                strcmp(d->info.temp_sensor, "junction") == 0 ? GS_RSMI_TEMP_TYPE_JUNCTION
+                                                             : GS_RSMI_TEMP_TYPE_EDGE,
+                GF_TEMP_C);
     read_temp(rd, GS_RSMI_TEMP_TYPE_MEMORY, GF_MEM_TEMP_C);
   }
   if (rd->r->api.power) {
