@@ -580,9 +580,13 @@ int cluster_apply_api_nodes(struct cluster *c, const struct nodeset_api_node *no
   char left[512];
   pthread_rwlock_wrlock(&c->lock);
   size_t before = c->nodes.n;
+  uint64_t digest = nodeset_api_digest(&c->nodes);
   int rc = nodeset_apply_api(&c->nodes, nodes, n, listed_ms, left, sizeof left);
-  bool changed = rc != 0 || c->nodes.n != before;
-  content_changed(c); /* the API's view of the nodes (GPU counts, listing) may differ */
+  /* A list that changes nothing a selection reads (the usual one, every --nodes-refresh) keeps
+   * every stamp: moving them would stop all sharing until the next pass for nothing. */
+  bool changed = rc != 0 || c->nodes.n != before || nodeset_api_digest(&c->nodes) != digest;
+  if (changed)
+    content_changed(c);
   pthread_rwlock_unlock(&c->lock);
   if (rc > 0)
     LOG_INFO("gateway",

@@ -191,6 +191,26 @@ int nodeset_apply_api(struct nodeset *s, const struct nodeset_api_node *nodes, s
   return (int)gone;
 }
 
+static uint64_t fnv(uint64_t h, const void *p, size_t n) {
+  const unsigned char *b = p;
+  for (size_t i = 0; i < n; i++)
+    h = (h ^ b[i]) * UINT64_C(1099511628211);
+  return h;
+}
+
+uint64_t nodeset_api_digest(const struct nodeset *s) {
+  uint64_t h = fnv(UINT64_C(14695981039346656037), &s->api, sizeof s->api);
+  for (size_t i = 0; i < s->n; i++) {
+    const struct nodeset_entry *e = &s->e[i];
+    unsigned char flags = (unsigned char)(e->api_listed | e->api_gpu << 1);
+    h = fnv(h, e->name, strlen(e->name) + 1);
+    h = fnv(h, e->api_why, strlen(e->api_why) + 1);
+    h = fnv(h, &flags, 1);
+    h = fnv(h, &e->gpus, sizeof e->gpus);
+  }
+  return h;
+}
+
 size_t nodeset_sweep(struct nodeset *s, int64_t now, char *left, size_t leftlen) {
   if (left && leftlen)
     left[0] = '\0';

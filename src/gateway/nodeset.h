@@ -78,6 +78,10 @@ void nodeset_agent_gone(struct nodeset *s, const char *node, int64_t now);
  * first few names, ", "-separated. */
 int nodeset_apply_api(struct nodeset *s, const struct nodeset_api_node *nodes, size_t n,
                       int64_t listed_ms, char *left, size_t leftlen);
+/* A digest of what an API list decides for each member (name, listed, GPU node and why, GPU
+ * count) and of whether a list was applied: equal before and after nodeset_apply_api when the
+ * list changed nothing that a selection reads. */
+uint64_t nodeset_api_digest(const struct nodeset *s);
 /* Forgets the nodes that no agent reports, that the last API list did not have, and whose last
  * report is older than forget_ms. Returns how many; `left` as above. */
 size_t nodeset_sweep(struct nodeset *s, int64_t now, char *left, size_t leftlen);
