@@ -106,7 +106,7 @@ static size_t quantity(const char *q) {
   if (end == q || errno || q[0] == '-')
     return 0;
   if (*end && v > 0)
-    return (size_t)v; /* a suffixed quantity: at least that many */
+    return 1; /* a suffixed quantity ("1500m" is 1.5, "2k" 2000): a GPU node, count unknown */
   return *end ? 0 : (size_t)v;
 }
 

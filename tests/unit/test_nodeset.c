@@ -232,6 +232,28 @@ static void test_why_and_counts(void **state) {
   nodeset_clear(NULL);
 }
 
+/* The same list again changes nothing a selection reads (the gateway keeps every stamp); a GPU
+ * count, a node's GPU status or a new node does. */
+static void test_api_digest(void **state) {
+  (void)state;
+  struct nodeset s;
+  nodeset_init(&s, -1);
+  uint64_t empty = nodeset_api_digest(&s);
+  struct nodeset_api_node api[] = {{"gpu-a", true, 8, "nvidia.com/gpu: 8"},
+                                   {"gpu-b", true, 8, "nvidia.com/gpu: 8"}};
+  char left[256];
+  assert_int_equal(nodeset_apply_api(&s, api, 2, 1000, left, sizeof left), 0);
+  uint64_t d1 = nodeset_api_digest(&s);
+  assert_true(d1 != empty);
+  assert_int_equal(nodeset_apply_api(&s, api, 2, 2000, left, sizeof left), 0);
+  assert_true(nodeset_api_digest(&s) == d1);
+  api[1].gpus = 4;
+  api[1].why = "nvidia.com/gpu: 4";
+  assert_int_equal(nodeset_apply_api(&s, api, 2, 3000, left, sizeof left), 0);
+  assert_true(nodeset_api_digest(&s) != d1);
+  nodeset_clear(&s);
+}
+
 /* ---- the API's NodeList ------------------------------------------------------------------ */
 
 /* v1 Node status as the kubelet writes it: capacity and allocatable are maps of resource name to
@@ -273,6 +295,9 @@ static const struct list_case list_cases[] = {
     {"allocatable alone makes a GPU node (its count is capacity's)",
      "{\"kind\":\"NodeList\",\"items\":[" NODE("alloc", "", ",\"nvidia.com/gpu\":\"2\"") "]}",
      false, 0, "alloc:0:nvidia.com/gpu: 2;", NULL},
+    {"a suffixed quantity is a GPU node of unknown count, never its digits (1500m is 1.5)",
+     "{\"kind\":\"NodeList\",\"items\":[" NODE("milli", ",\"nvidia.com/gpu\":\"1500m\"", "") "]}",
+     false, 0, "milli:1:nvidia.com/gpu: 1;", NULL},
     {"under a label selector every listed node is a GPU node",
      "{\"kind\":\"NodeList\",\"items\":[" NODE("dra-1", "", "") "]}", true, 0,
      "dra-1:0:listed by --gpu-node-selector;", NULL},
@@ -339,6 +364,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_cases),
       cmocka_unit_test(test_why_and_counts),
+      cmocka_unit_test(test_api_digest),
       cmocka_unit_test(test_list_parse),
       cmocka_unit_test(test_resources_option),
   };
