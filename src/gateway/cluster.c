@@ -524,10 +524,12 @@ int cluster_remove(struct cluster *c, const char *addr) {
   bool found;
   size_t at = find(c, addr, &found);
   struct agent *a = NULL;
+  char leaving[NODESET_GPUS_LEN] = "";
+  bool node_left = false;
   if (found) {
     a = c->agents[at];
     if (a->reported)
-      nodeset_agent_gone(&c->nodes, a->snap.node, now_ms(c));
+      node_left = nodeset_agent_gone(&c->nodes, a->snap.node, now_ms(c), leaving, sizeof leaving);
     memmove(&c->agents[at], &c->agents[at + 1], (c->n - at - 1) * sizeof *c->agents);
     c->n--;
     content_changed(c);
@@ -535,6 +537,11 @@ int cluster_remove(struct cluster *c, const char *addr) {
   pthread_rwlock_unlock(&c->lock);
   if (!found)
     return GS_ENOTFOUND;
+  if (node_left)
+    LOG_INFO("gateway",
+             "node %s left the GPU node set: its last agent left while the Kubernetes API has the "
+             "node as being removed (%s)",
+             a->snap.node, leaving);
   agent_free(a);
   bump(c);
   return 0;
@@ -590,8 +597,9 @@ int cluster_apply_api_nodes(struct cluster *c, const struct nodeset_api_node *no
   pthread_rwlock_unlock(&c->lock);
   if (rc > 0)
     LOG_INFO("gateway",
-             "%d node%s left the GPU node set: the Kubernetes API no longer lists %s (as a GPU "
-             "node, or as a node an agent ran on)",
+             "%d node%s left the GPU node set: %s. No agent reports them, and the Kubernetes API "
+             "no longer lists them as GPU nodes or as nodes an agent ran on, or has them as being "
+             "removed (the reason in parentheses)",
              rc, rc == 1 ? "" : "s", left);
   if (changed)
     bump(c);

@@ -130,6 +130,37 @@ static void count_resources(const struct gpunodes_match *m, json_object *status,
   }
 }
 
+/* The taints that say a node is on its way out, and who puts them there:
+ * - cluster-autoscaler, cluster-autoscaler/utils/taints/taints.go: ToBeDeletedTaint
+ *   "ToBeDeletedByClusterAutoscaler" (NoSchedule), put on before it drains and deletes the node.
+ *   Not its soft "DeletionCandidateOfClusterAutoscaler" (PreferNoSchedule): a candidate is not
+ *   being removed yet.
+ * - Karpenter, sigs.k8s.io/karpenter pkg/apis/v1/taints.go: DisruptedTaintKey
+ *   "karpenter.sh/disrupted" (NoSchedule), put on by its disruption and termination controllers
+ *   before the drain. */
+static const char *const leaving_taints[] = {"ToBeDeletedByClusterAutoscaler",
+                                             "karpenter.sh/disrupted"};
+
+static void parse_leaving(json_object *o, json_object *meta, struct gpunodes_node *n) {
+  const char *del = jstr(meta, "deletionTimestamp");
+  if (del && *del) {
+    snprintf(n->leaving, sizeof n->leaving, "deletionTimestamp %.40s", del);
+    return;
+  }
+  json_object *taints = jget(jget(o, "spec"), "taints");
+  if (!taints || !json_object_is_type(taints, json_type_array))
+    return;
+  size_t nt = json_object_array_length(taints);
+  for (size_t i = 0; i < nt; i++) {
+    const char *key = jstr(json_object_array_get_idx(taints, i), "key");
+    for (size_t k = 0; key && k < sizeof leaving_taints / sizeof leaving_taints[0]; k++)
+      if (strcmp(key, leaving_taints[k]) == 0) {
+        snprintf(n->leaving, sizeof n->leaving, "taint %s", key);
+        return;
+      }
+  }
+}
+
 static int parse_item(json_object *o, const struct gpunodes_match *m, struct gpunodes_node *n,
                       const char **err) {
   memset(n, 0, sizeof *n);
@@ -148,6 +179,7 @@ static int parse_item(json_object *o, const struct gpunodes_match *m, struct gpu
     n->gpu = true;
     snprintf(n->why, sizeof n->why, "listed by --gpu-node-selector");
   }
+  parse_leaving(o, meta, n);
   return 0;
 }
 
@@ -351,7 +383,8 @@ static void list_once(struct gpunodes *g, struct log_complain *cp, size_t *last_
     return;
   }
   for (size_t i = 0; i < n; i++)
-    api[i] = (struct nodeset_api_node){nodes[i].name, nodes[i].gpu, nodes[i].gpus, nodes[i].why};
+    api[i] = (struct nodeset_api_node){nodes[i].name, nodes[i].gpu, nodes[i].gpus, nodes[i].why,
+                                       nodes[i].leaving};
   if (cluster_apply_api_nodes(g->cluster, api, n, asked) >= 0) {
     if (log_complain_clear(cp) || !*ever || n != *last_gpu || listed != *last_all)
       LOG_INFO(MOD, "the Kubernetes API lists %zu nodes%s%s, %zu of them GPU nodes", listed,

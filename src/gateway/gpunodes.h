@@ -42,6 +42,9 @@ struct gpunodes_node {
   bool gpu;
   size_t gpus;                /* GPUs in capacity (sum over the matching resources), or 0 */
   char why[NODESET_GPUS_LEN]; /* "nvidia.com/gpu: 8" or "label selector"; "" when not GPU */
+  /* Why the node is being removed, or "": a cluster-autoscaler or Karpenter taint, or a
+   * deletionTimestamp (docs/gateway.md, "Nodes being removed"). */
+  char leaving[NODESET_GPUS_LEN];
 };
 
 /* One page of a v1 NodeList. */

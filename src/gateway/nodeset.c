@@ -77,8 +77,11 @@ static struct nodeset_entry *get_or_add(struct nodeset *s, const char *name) {
 static void remove_at(struct nodeset *s, size_t at, char *left, size_t leftlen, size_t nth) {
   if (left && leftlen) {
     size_t used = strlen(left);
+    const struct nodeset_entry *e = &s->e[at];
     if (nth < 8 && used + 3 < leftlen)
-      snprintf(left + used, leftlen - used, "%s%s", used ? ", " : "", s->e[at].name);
+      snprintf(left + used, leftlen - used, "%s%s%s%s%s", used ? ", " : "", e->name,
+               e->api_leaving[0] ? " (being removed: " : "", e->api_leaving,
+               e->api_leaving[0] ? ")" : "");
     else if (nth == 8 && used + 5 < leftlen)
       snprintf(left + used, leftlen - used, ", ...");
   }
@@ -100,7 +103,7 @@ int nodeset_report(struct nodeset *s, const char *was, const char *node, size_t 
     e->agents++;
     e->gone_ms = 0;
     if (was && *was)
-      nodeset_agent_gone(s, was, now);
+      nodeset_agent_gone(s, was, now, NULL, 0);
   }
   return 0;
 }
@@ -131,15 +134,23 @@ void nodeset_models(struct nodeset *s, const struct node_snapshot *snap) {
   }
 }
 
-void nodeset_agent_gone(struct nodeset *s, const char *node, int64_t now) {
+bool nodeset_agent_gone(struct nodeset *s, const char *node, int64_t now, char *why,
+                        size_t whylen) {
   if (!node || !*node)
-    return;
+    return false;
   bool found;
   size_t at = find(s, node, &found);
   if (!found || s->e[at].agents == 0)
-    return;
-  if (--s->e[at].agents == 0)
-    s->e[at].gone_ms = now;
+    return false;
+  if (--s->e[at].agents > 0)
+    return false;
+  s->e[at].gone_ms = now;
+  if (!s->e[at].api_leaving[0])
+    return false;
+  if (why && whylen)
+    snprintf(why, whylen, "%s", s->e[at].api_leaving);
+  remove_at(s, at, NULL, 0, 0);
+  return true;
 }
 
 /* True when the API's word keeps e: it lists e as a GPU node, or as a node an agent ran on. */
@@ -156,14 +167,17 @@ int nodeset_apply_api(struct nodeset *s, const struct nodeset_api_node *nodes, s
     gpu_nodes += nodes[i].gpu && nodes[i].name && *nodes[i].name;
   if (reserve(s, gpu_nodes))
     return GS_ENOMEM;
-  for (size_t i = 0; i < s->n; i++)
+  for (size_t i = 0; i < s->n; i++) {
     s->e[i].api_listed = s->e[i].api_gpu = false;
+    s->e[i].api_leaving[0] = '\0';
+  }
   for (size_t i = 0; i < n; i++) {
     const struct nodeset_api_node *a = &nodes[i];
     if (!a->name || !*a->name)
       continue;
+    bool leaving = a->leaving && *a->leaving;
     struct nodeset_entry *e;
-    if (a->gpu) {
+    if (a->gpu && !leaving) {
       e = get_or_add(s, a->name);
     } else {
       bool found;
@@ -174,6 +188,7 @@ int nodeset_apply_api(struct nodeset *s, const struct nodeset_api_node *nodes, s
     }
     e->api_listed = true;
     e->api_gpu = a->gpu;
+    snprintf(e->api_leaving, sizeof e->api_leaving, "%s", leaving ? a->leaving : "");
     snprintf(e->api_why, sizeof e->api_why, "%s", a->gpu && a->why ? a->why : "");
     if (!e->seen && a->gpus)
       e->gpus = a->gpus;
@@ -181,7 +196,8 @@ int nodeset_apply_api(struct nodeset *s, const struct nodeset_api_node *nodes, s
   size_t gone = 0;
   for (size_t i = 0; i < s->n;) {
     const struct nodeset_entry *e = &s->e[i];
-    if (e->agents == 0 && !api_keeps(e) && !(e->seen && e->seen_ms >= listed_ms))
+    if (e->agents == 0 &&
+        (e->api_leaving[0] || (!api_keeps(e) && !(e->seen && e->seen_ms >= listed_ms))))
       remove_at(s, i, left, leftlen, gone++);
     else
       i++;
@@ -205,6 +221,7 @@ uint64_t nodeset_api_digest(const struct nodeset *s) {
     unsigned char flags = (unsigned char)(e->api_listed | e->api_gpu << 1);
     h = fnv(h, e->name, strlen(e->name) + 1);
     h = fnv(h, e->api_why, strlen(e->api_why) + 1);
+    h = fnv(h, e->api_leaving, strlen(e->api_leaving) + 1);
     h = fnv(h, &flags, 1);
     h = fnv(h, &e->gpus, sizeof e->gpus);
   }

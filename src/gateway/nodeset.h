@@ -21,24 +21,28 @@
 
 /* One node of an API list: gpu is true when it counts as a GPU node (GPU capacity, or the list's
  * label selector); gpus is its GPU count from capacity (0 when unknown); why says what made it
- * one, for notes ("nvidia.com/gpu: 8"), and may be NULL. */
+ * one, for notes ("nvidia.com/gpu: 8"), and may be NULL. leaving (NULL or "" when not) says why
+ * the node is being removed ("taint ToBeDeletedByClusterAutoscaler"): such a node stays in the
+ * set only while an agent reports it. */
 struct nodeset_api_node {
   const char *name;
   bool gpu;
   size_t gpus;
   const char *why;
+  const char *leaving;
 };
 
 struct nodeset_entry {
   char name[NODE_NAME_LEN];
-  char api_why[NODESET_GPUS_LEN]; /* why the API's list makes it a GPU node, or "" */
-  bool api_listed;                /* in the last successful API list */
-  bool api_gpu;                   /* ... as a GPU node */
-  bool seen;                      /* an agent has reported from it */
-  int64_t seen_ms;                /* that agent's last report (monotonic ms) */
-  int64_t gone_ms;                /* when the last agent reporting it left the agent list; 0 none */
-  size_t gpus;   /* GPUs it last had: the last report's, else the API's; 0 unknown */
-  size_t agents; /* listed agents whose last report names it */
+  char api_why[NODESET_GPUS_LEN];     /* why the API's list makes it a GPU node, or "" */
+  bool api_listed;                    /* in the last successful API list */
+  bool api_gpu;                       /* ... as a GPU node */
+  char api_leaving[NODESET_GPUS_LEN]; /* ... as being removed, and why; "" when not */
+  bool seen;                          /* an agent has reported from it */
+  int64_t seen_ms;                    /* that agent's last report (monotonic ms) */
+  int64_t gone_ms; /* when the last agent reporting it left the agent list; 0 none */
+  size_t gpus;     /* GPUs it last had: the last report's, else the API's; 0 unknown */
+  size_t agents;   /* listed agents whose last report names it */
   /* The GPU models of its last report, with their GPU counts, so that a gpuModel selector can
    * leave a lost node out. models_known is false before a report, or with more than
    * NODESET_MODELS models. */
@@ -68,14 +72,18 @@ void nodeset_clear(struct nodeset *s);
 int nodeset_report(struct nodeset *s, const char *was, const char *node, size_t gpus, int64_t now);
 /* Remembers the GPU models of snap (an agent's report of snap->node, after nodeset_report). */
 void nodeset_models(struct nodeset *s, const struct node_snapshot *snap);
-/* An agent whose last report named `node` left the agent list (or `node` is NULL/"": nothing). */
-void nodeset_agent_gone(struct nodeset *s, const char *node, int64_t now);
+/* An agent whose last report named `node` left the agent list (or `node` is NULL/"": nothing).
+ * When it was the node's last agent and the last API list has the node as being removed, the
+ * node leaves the set at once (not lost): returns true, and `why` (may be NULL) gets the reason. */
+bool nodeset_agent_gone(struct nodeset *s, const char *node, int64_t now, char *why, size_t whylen);
 
-/* Applies a complete, successful API list asked for at listed_ms. Listed GPU nodes join the set;
- * a node in the set leaves when no agent reports it and the list has it neither as a GPU node nor
- * as a node an agent ran on, unless its last report came after listed_ms (the list may predate
- * it). Returns how many left, or GS_ENOMEM (the set is unchanged). `left` (may be NULL) gets the
- * first few names, ", "-separated. */
+/* Applies a complete, successful API list asked for at listed_ms. Listed GPU nodes join the set,
+ * except those being removed that no agent reports; a node in the set leaves when no agent reports
+ * it and the list has it neither as a GPU node nor as a node an agent ran on, unless its last
+ * report came after listed_ms (the list may predate it), or when no agent reports it and the list
+ * has it as being removed. Returns how many left, or GS_ENOMEM (the set is unchanged). `left` (may
+ * be NULL) gets the first few names, ", "-separated, each being removed with its reason in
+ * parentheses. */
 int nodeset_apply_api(struct nodeset *s, const struct nodeset_api_node *nodes, size_t n,
                       int64_t listed_ms, char *left, size_t leftlen);
 /* A digest of what an API list decides for each member (name, listed, GPU node and why, GPU

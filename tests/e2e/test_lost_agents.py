@@ -45,15 +45,18 @@ def uuid(node, i):
     return "GPU-%08x-0000-4000-8000-%012d" % (sorted(NODES).index(node) + 0x1057, i)
 
 
-def api_node(name, gpus):
+def api_node(name, gpus, taints=None):
     """A v1 Node as the kubelet and the NVIDIA device plugin write it (capacity and allocatable
-    are Quantity strings; k8s.io/api core/v1 types.go, NodeStatus)."""
+    are Quantity strings; k8s.io/api core/v1 types.go, NodeStatus), with spec.taints if given."""
     res = {"cpu": "64", "memory": "528012340Ki", "pods": "110"}
     if gpus:
         res["nvidia.com/gpu"] = str(gpus)
-    return {"apiVersion": "v1", "kind": "Node",
+    node = {"apiVersion": "v1", "kind": "Node",
             "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name}},
             "status": {"capacity": dict(res), "allocatable": dict(res)}}
+    if taints:
+        node["spec"] = {"unschedulable": True, "taints": taints}
+    return node
 
 
 def md(**kw):
@@ -232,7 +235,7 @@ def test_agent_gone_from_dns_is_unavailable_then_whole_when_the_node_is_deleted(
     wait_whole(c, 90.0, 40.0)
     e = rpc_error(value, c, md(node="lost-node-b"))
     assert e.code() == grpc.StatusCode.NOT_FOUND, e.details()
-    assert "no longer lists lost-node-b" in gw.log()
+    assert "left the GPU node set: lost-node-b. No agent reports them" in gw.log()
     text = gw.metrics_text()
     assert gh.samples(text, "gpuscale_gateway_gpu_nodes_lost")[0][1] == 0.0
     assert not gh.samples(text, "gpuscale_gateway_node_lost", node="lost-node-b")
@@ -268,3 +271,53 @@ def test_without_the_api_a_lost_node_stays_unknown_for_forget_node_after(rig):
     # forgotten after 3s (the gateway sweeps every 5s): the rest is then taken as the whole
     wait_whole(c, 90.0, 40.0)
     assert "forgot 1 node whose agent has not reported for 3s" in gw.log(), gw.log()[-2000:]
+
+
+def test_a_node_the_autoscaler_removes_leaves_when_its_agent_does(rig):
+    """cluster-autoscaler's scale-down (cluster-autoscaler/utils/taints/taints.go and
+    core/scaledown/actuation): it taints the node ToBeDeletedByClusterAutoscaler (NoSchedule, the
+    value the unix time), drains its pods, evicts the DaemonSet pods too
+    (--daemonset-eviction-for-occupied-nodes, on by default), then deletes the Node. Between the
+    agent's eviction and the Node's deletion the node is not lost: it is on its way out, so the
+    answers are the rest at once, never UNAVAILABLE for the whole scale-down. Karpenter's
+    karpenter.sh/disrupted taint is read the same way (tests/unit/test_nodeset.c)."""
+    gw = rig.gateway(rig.start(with_api=True))
+    c = gw.client()
+    wait_whole(c, 160.0, 110.0)
+    taint = [{"key": "ToBeDeletedByClusterAutoscaler", "value": "1764640800",
+              "effect": "NoSchedule"}]
+    rig.api.put_node(api_node("lost-node-b", 1, taints=taint))
+    n = len(rig.api.node_lists())
+    wait_for(lambda: len(rig.api.node_lists()) > n + 2, timeout=10, what="a few node lists")
+    # While its agent reports, the tainted node counts as before (its pod still serves).
+    assert close(value(c, md()), 160.0) and close(value(c, md(**WORKLOAD)), 110.0)
+    # The drain: vllm-b is evicted; the workload is what is left of it.
+    rig.kubelets["lost-node-b"].set([])
+    wait_whole(c, 160.0, 40.0)
+    # The agent is evicted: the node leaves the set with it, not lost, and nothing waits for
+    # the Node's deletion. Between the agent's stream ending and its address leaving DNS it is a
+    # disconnected agent (UNAVAILABLE, as any); never a number below the rest.
+    rig.agent_b_deleted()
+    seen = []
+    U = grpc.StatusCode.UNAVAILABLE
+    wait_for(lambda: seen.append((value_or_code(c, md()), value_or_code(c, md(**WORKLOAD))))
+             or seen[-1] == (90.0, 40.0), timeout=15, interval=0.02,
+             what="the rest once lost-node-b's agent left (seen %r)" % seen[-5:])
+    assert all(v in ((160.0, 40.0), (90.0, 40.0)) or U in v for v in seen), seen
+    assert "lost-node-b" in [r["metadata"]["name"] for r in rig.api.nodes.values()]  # not deleted
+    assert "node lost-node-b left the GPU node set: its last agent left while the Kubernetes " \
+        "API has the node as being removed (taint ToBeDeletedByClusterAutoscaler)" in gw.log()
+    # node scope naming it: gone, not lost
+    e = rpc_error(value, c, md(node="lost-node-b"))
+    assert e.code() == grpc.StatusCode.NOT_FOUND, e.details()
+    assert "lost-node-b" not in gw.gpu_nodes()
+    assert gh.samples(gw.metrics_text(), "gpuscale_gateway_gpu_nodes_lost")[0][1] == 0.0
+    # Later lists do not bring it back as lost while the taint is on.
+    n = len(rig.api.node_lists())
+    wait_for(lambda: len(rig.api.node_lists()) > n + 2, timeout=10, what="a few more lists")
+    assert close(value(c, md()), 90.0)
+    # The scale-down is called off (cluster-autoscaler removes the taint) and no agent came
+    # back: the node is a GPU node without an agent again, so unknown.
+    rig.api.put_node(api_node("lost-node-b", 1))
+    wait_for(lambda: value_or_code(c, md()) == grpc.StatusCode.UNAVAILABLE, timeout=10,
+             interval=0.1, what="UNAVAILABLE once the taint is gone and no agent reports")

@@ -2270,11 +2270,11 @@ static const struct lost_case lost_cases[] = {
 static void lost_rig(struct rig *r, enum lost_world w) {
   rig_init(r, V_ALL_FRESH);
   /* every node the API lists (the fixture's four), as GPU nodes */
-  struct nodeset_api_node api[] = {{"gpu-a-1", true, 3, "nvidia.com/gpu: 3"},
-                                   {"gpu-a-2", true, 2, "nvidia.com/gpu: 2"},
-                                   {"gpu-h-1", true, 4, "nvidia.com/gpu: 4"},
-                                   {"gpu-l-1", true, 1, "nvidia.com/gpu: 1"},
-                                   {"gpu-x-9", true, 4, "nvidia.com/gpu: 4"}};
+  struct nodeset_api_node api[] = {{"gpu-a-1", true, 3, "nvidia.com/gpu: 3", NULL},
+                                   {"gpu-a-2", true, 2, "nvidia.com/gpu: 2", NULL},
+                                   {"gpu-h-1", true, 4, "nvidia.com/gpu: 4", NULL},
+                                   {"gpu-l-1", true, 1, "nvidia.com/gpu: 1", NULL},
+                                   {"gpu-x-9", true, 4, "nvidia.com/gpu: 4", NULL}};
   if (w == L_API_UNSEEN) {
     assert_int_equal(cluster_apply_api_nodes(r->c, api, 5, fake_now), 0);
     return;

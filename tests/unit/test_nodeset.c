@@ -19,7 +19,7 @@ enum op { END, REP, GONE, API, SWEEP };
 
 /* One event: REP (an agent reports `node`, its previous report named `was`), GONE (an agent
  * reporting `node` left the agent list), API (a list asked for at t: `api` is "a*,b" with '*'
- * marking GPU nodes), SWEEP (at t). */
+ * marking GPU nodes and a final '~' nodes being removed, "a*~"), SWEEP (at t). */
 struct step {
   enum op op;
   int64_t t;
@@ -139,6 +139,41 @@ static const struct ns_case cases[] = {
      H,
      {{API, 0, NULL, NULL, "b*"}, {API, 10, NULL, NULL, "b"}},
      ""},
+    /* Nodes being removed (cluster-autoscaler's ToBeDeletedByClusterAutoscaler taint, Karpenter's
+     * karpenter.sh/disrupted, a deletionTimestamp): in the set only while an agent reports them. */
+    {"a node being removed keeps its place while its agent reports it",
+     H,
+     {{REP, 0, "a", NULL, NULL}, {API, 5, NULL, NULL, "a*~"}},
+     "a"},
+    {"... and leaves, not lost, when its agent leaves",
+     H,
+     {{REP, 0, "a", NULL, NULL}, {API, 5, NULL, NULL, "a*~"}, {GONE, 6, "a", NULL, NULL}},
+     ""},
+    {"... also when the agent left before the list that has it as being removed",
+     H,
+     {{REP, 0, "a", NULL, NULL},
+      {API, 5, NULL, NULL, "a*"},
+      {GONE, 6, "a", NULL, NULL},
+      {API, 7, NULL, NULL, "a*~"}},
+     ""},
+    {"a node being removed that no agent reported does not join",
+     H,
+     {{API, 0, NULL, NULL, "a*~,b*"}},
+     "b!"},
+    {"a removal called off (the taint is gone): the node is lost again once listed",
+     H,
+     {{REP, 0, "a", NULL, NULL},
+      {API, 5, NULL, NULL, "a*~"},
+      {GONE, 6, "a", NULL, NULL},
+      {API, 7, NULL, NULL, "a*"}},
+     "a!"},
+    {"two agents on a node being removed: it stays until both left",
+     H,
+     {{REP, 0, "a", NULL, NULL},
+      {REP, 1, "a", NULL, NULL},
+      {API, 5, NULL, NULL, "a*~"},
+      {GONE, 6, "a", NULL, NULL}},
+     "a"},
 };
 
 /* Splits "a*,b" into API nodes (names point into buf). */
@@ -149,10 +184,14 @@ static size_t api_nodes(const char *spec, char *buf, size_t buflen, struct nodes
   for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok && n < cap;
        tok = strtok_r(NULL, ",", &save)) {
     size_t len = strlen(tok);
+    bool leaving = len && tok[len - 1] == '~';
+    if (leaving)
+      tok[--len] = '\0';
     bool gpu = len && tok[len - 1] == '*';
     if (gpu)
       tok[len - 1] = '\0';
-    out[n++] = (struct nodeset_api_node){tok, gpu, gpu ? 8 : 0, gpu ? "nvidia.com/gpu: 8" : NULL};
+    out[n++] = (struct nodeset_api_node){tok, gpu, gpu ? 8 : 0, gpu ? "nvidia.com/gpu: 8" : NULL,
+                                         leaving ? "taint ToBeDeletedByClusterAutoscaler" : NULL};
   }
   return n;
 }
@@ -178,7 +217,7 @@ static void test_cases(void **state) {
       struct nodeset_api_node api[8];
       switch (st->op) {
       case REP: assert_int_equal(nodeset_report(&s, st->was, st->node, 2, st->t), 0); break;
-      case GONE: nodeset_agent_gone(&s, st->node, st->t); break;
+      case GONE: nodeset_agent_gone(&s, st->node, st->t, NULL, 0); break;
       case API: {
         size_t n = api_nodes(st->api, buf, sizeof buf, api, 8);
         assert_true(nodeset_apply_api(&s, api, n, st->t, left, sizeof left) >= 0);
@@ -205,15 +244,15 @@ static void test_why_and_counts(void **state) {
   nodeset_init(&s, -1);
   assert_int_equal(s.forget_ms, NODESET_DEFAULT_FORGET_MS);
   assert_int_equal(nodeset_report(&s, NULL, "gpu-a", 4, 1000), 0);
-  nodeset_agent_gone(&s, "gpu-a", 3000);
+  nodeset_agent_gone(&s, "gpu-a", 3000, NULL, 0);
   char why[512];
   const struct nodeset_entry *e = nodeset_find(&s, "gpu-a");
   assert_non_null(e);
   assert_int_equal(e->gpus, 4);
   nodeset_why(e, 15000, why, sizeof why);
   assert_string_equal(why, "its agent left the agent list 12.0s ago (last report 14.0s ago)");
-  struct nodeset_api_node api[] = {{"gpu-a", true, 8, "nvidia.com/gpu: 8"},
-                                   {"gpu-b", true, 8, "nvidia.com/gpu: 8"}};
+  struct nodeset_api_node api[] = {{"gpu-a", true, 8, "nvidia.com/gpu: 8", NULL},
+                                   {"gpu-b", true, 8, "nvidia.com/gpu: 8", NULL}};
   char left[256];
   assert_int_equal(nodeset_apply_api(&s, api, 2, 16000, left, sizeof left), 0);
   e = nodeset_find(&s, "gpu-a");
@@ -239,8 +278,8 @@ static void test_api_digest(void **state) {
   struct nodeset s;
   nodeset_init(&s, -1);
   uint64_t empty = nodeset_api_digest(&s);
-  struct nodeset_api_node api[] = {{"gpu-a", true, 8, "nvidia.com/gpu: 8"},
-                                   {"gpu-b", true, 8, "nvidia.com/gpu: 8"}};
+  struct nodeset_api_node api[] = {{"gpu-a", true, 8, "nvidia.com/gpu: 8", NULL},
+                                   {"gpu-b", true, 8, "nvidia.com/gpu: 8", NULL}};
   char left[256];
   assert_int_equal(nodeset_apply_api(&s, api, 2, 1000, left, sizeof left), 0);
   uint64_t d1 = nodeset_api_digest(&s);
@@ -305,6 +344,34 @@ static const struct list_case list_cases[] = {
      "{\"kind\":\"NodeList\",\"metadata\":{\"continue\":\"eyJ2IjoibWV0YS5rOHMuaW8vdjEifQ\"},"
      "\"items\":[]}",
      false, 0, "", "eyJ2IjoibWV0YS5rOHMuaW8vdjEifQ"},
+    /* Nodes being removed. cluster-autoscaler puts its ToBeDeletedByClusterAutoscaler taint
+     * (value: the unix time, effect NoSchedule; cluster-autoscaler/utils/taints/taints.go) on a
+     * node before it drains and deletes it; Karpenter its karpenter.sh/disrupted NoSchedule taint
+     * (sigs.k8s.io/karpenter pkg/apis/v1/taints.go); a Node with a finalizer being deleted has
+     * metadata.deletionTimestamp. The soft DeletionCandidateOfClusterAutoscaler does not count. */
+    {"taints and deletionTimestamp that say a node is being removed",
+     "{\"kind\":\"NodeList\",\"items\":["
+     "{\"metadata\":{\"name\":\"ca\"},\"spec\":{\"unschedulable\":true,\"taints\":["
+     "{\"key\":\"nvidia.com/gpu\",\"effect\":\"NoSchedule\"},"
+     "{\"key\":\"ToBeDeletedByClusterAutoscaler\",\"value\":\"1764633600\","
+     "\"effect\":\"NoSchedule\"}]},"
+     "\"status\":{\"capacity\":{\"nvidia.com/gpu\":\"8\"}}},"
+     "{\"metadata\":{\"name\":\"karp\"},\"spec\":{\"taints\":[{\"key\":"
+     "\"karpenter.sh/disrupted\",\"effect\":\"NoSchedule\"}]},"
+     "\"status\":{\"capacity\":{\"nvidia.com/gpu\":\"8\"}}},"
+     "{\"metadata\":{\"name\":\"del\",\"deletionTimestamp\":\"2026-12-02T04:00:00Z\"},"
+     "\"status\":{\"capacity\":{\"nvidia.com/gpu\":\"8\"}}},"
+     "{\"metadata\":{\"name\":\"cand\"},\"spec\":{\"taints\":[{\"key\":"
+     "\"DeletionCandidateOfClusterAutoscaler\",\"effect\":\"PreferNoSchedule\"}]},"
+     "\"status\":{\"capacity\":{\"nvidia.com/gpu\":\"8\"}}},"
+     "{\"metadata\":{\"name\":\"odd\"},\"spec\":{\"taints\":{}},"
+     "\"status\":{\"capacity\":{\"nvidia.com/gpu\":\"8\"}}}]}",
+     false, 0,
+     "ca:8:nvidia.com/gpu: 8:taint ToBeDeletedByClusterAutoscaler;"
+     "karp:8:nvidia.com/gpu: 8:taint karpenter.sh/disrupted;"
+     "del:8:nvidia.com/gpu: 8:deletionTimestamp 2026-12-02T04:00:00Z;"
+     "cand:8:nvidia.com/gpu: 8;odd:8:nvidia.com/gpu: 8;",
+     NULL},
     {"not JSON", "{\"kind\":\"NodeList\",", false, GS_EPARSE, "not JSON", NULL},
     {"not a NodeList", "{\"kind\":\"PodList\",\"items\":[]}", false, GS_EPARSE, "not a NodeList",
      NULL},
@@ -325,12 +392,13 @@ static void test_list_parse(void **state) {
     struct gpunodes_page p;
     const char *perr = "";
     int rc = gpunodes_parse(k->json, strlen(k->json), &m, &p, &perr);
-    char got[1024] = "";
+    char got[2048] = "";
     if (rc == 0)
       for (size_t j = 0; j < p.n; j++) {
         size_t used = strlen(got);
-        snprintf(got + used, sizeof got - used, "%s:%zu:%s;", p.items[j].name, p.items[j].gpus,
-                 p.items[j].gpu ? p.items[j].why : "-");
+        snprintf(got + used, sizeof got - used, "%s:%zu:%s%s%s;", p.items[j].name, p.items[j].gpus,
+                 p.items[j].gpu ? p.items[j].why : "-", p.items[j].leaving[0] ? ":" : "",
+                 p.items[j].leaving);
       }
     bool ok = rc == k->rc && (rc ? strstr(perr, k->want) != NULL : strcmp(got, k->want) == 0) &&
               (rc || (k->next ? p.next && strcmp(p.next, k->next) == 0 : p.next == NULL));
