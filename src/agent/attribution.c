@@ -454,14 +454,7 @@ static void *attribution_main(void *arg) {
     pthread_mutex_unlock(&a->lock);
     attribution_refresh(a);
     pthread_mutex_lock(&a->lock);
-    struct timespec dl;
-    clock_gettime(CLOCK_MONOTONIC, &dl);
-    dl.tv_sec += (time_t)(a->refresh_ms / 1000);
-    dl.tv_nsec += (long)(a->refresh_ms % 1000) * 1000000L;
-    if (dl.tv_nsec >= 1000000000L) {
-      dl.tv_sec++;
-      dl.tv_nsec -= 1000000000L;
-    }
+    struct timespec dl = time_mono_deadline(a->refresh_ms);
     while (!a->stop && pthread_cond_timedwait(&a->cond, &a->lock, &dl) == 0) {
     }
   }
@@ -486,11 +479,7 @@ int attribution_start_phases(struct attribution *a, const char *socket_path, int
   a->hist = hist;
   a->table = table;
   pthread_mutex_init(&a->lock, NULL);
-  pthread_condattr_t ca;
-  pthread_condattr_init(&ca);
-  pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-  pthread_cond_init(&a->cond, &ca);
-  pthread_condattr_destroy(&ca);
+  cond_init_mono(&a->cond);
   if (pthread_create(&a->thread, NULL, attribution_main, a) != 0) {
     pthread_cond_destroy(&a->cond);
     pthread_mutex_destroy(&a->lock);

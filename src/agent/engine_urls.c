@@ -54,11 +54,7 @@ static bool wait_until(struct engine_urls *u, int64_t until) {
     int64_t left = until - time_mono_ms();
     if (left <= 0)
       break;
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    int64_t ns = (int64_t)ts.tv_nsec + (left % 1000) * 1000000;
-    ts.tv_sec += (time_t)(left / 1000 + ns / 1000000000);
-    ts.tv_nsec = (long)(ns % 1000000000);
+    struct timespec ts = time_mono_deadline(left);
     pthread_cond_timedwait(&u->cond, &u->lock, &ts);
   }
   return atomic_load(&u->stop);
@@ -113,11 +109,7 @@ int engine_urls_new(const struct engine_urls_config *cfg, struct engine_urls **o
   if (!u)
     return GS_ENOMEM;
   u->cfg = *cfg;
-  pthread_condattr_t ca;
-  pthread_condattr_init(&ca);
-  pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-  pthread_cond_init(&u->cond, &ca);
-  pthread_condattr_destroy(&ca);
+  cond_init_mono(&u->cond);
   pthread_mutex_init(&u->lock, NULL);
   atomic_init(&u->stop, false);
   for (size_t i = 0; i < ENGINE_URL_CACHE; i++)

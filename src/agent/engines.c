@@ -100,11 +100,7 @@ static bool nap_until(struct engines *e, int64_t ms, bool kick) {
     int64_t left = until - time_mono_ms();
     if (left <= 0)
       break;
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    int64_t ns = (int64_t)ts.tv_nsec + (left % 1000) * 1000000;
-    ts.tv_sec += (time_t)(left / 1000 + ns / 1000000000);
-    ts.tv_nsec = (long)(ns % 1000000000);
+    struct timespec ts = time_mono_deadline(left);
     pthread_cond_timedwait(&e->cond, &e->lock, &ts);
   }
   if (kick)
@@ -531,7 +527,7 @@ static int engines_alloc(const struct engines_config *cfg, struct engines **out)
   if (!e)
     return GS_ENOMEM;
   pthread_mutex_init(&e->lock, NULL);
-  pthread_cond_init(&e->cond, NULL);
+  cond_init_mono(&e->cond);
   atomic_init(&e->stop, false);
   e->interval_ms = cfg->interval_ms > 0 ? cfg->interval_ms : 5000;
   e->timeout_ms =

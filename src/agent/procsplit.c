@@ -173,14 +173,7 @@ static void *procsplit_main(void *arg) {
     pthread_mutex_unlock(&p->lock);
     procsplit_pass(p, NULL);
     pthread_mutex_lock(&p->lock);
-    struct timespec dl;
-    clock_gettime(CLOCK_MONOTONIC, &dl);
-    dl.tv_sec += (time_t)(p->interval_ms / 1000);
-    dl.tv_nsec += (long)(p->interval_ms % 1000) * 1000000L;
-    if (dl.tv_nsec >= 1000000000L) {
-      dl.tv_sec++;
-      dl.tv_nsec -= 1000000000L;
-    }
+    struct timespec dl = time_mono_deadline(p->interval_ms);
     while (!p->stop && pthread_cond_timedwait(&p->cond, &p->lock, &dl) == 0) {
     }
   }
@@ -203,11 +196,7 @@ int procsplit_start(struct procsplit *p, struct collector *col, struct attrib *t
     return GS_ENOMEM;
   }
   pthread_mutex_init(&p->lock, NULL);
-  pthread_condattr_t ca;
-  pthread_condattr_init(&ca);
-  pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-  pthread_cond_init(&p->cond, &ca);
-  pthread_condattr_destroy(&ca);
+  cond_init_mono(&p->cond);
   if (pthread_create(&p->thread, NULL, procsplit_main, p) != 0) {
     pthread_cond_destroy(&p->cond);
     pthread_mutex_destroy(&p->lock);

@@ -124,15 +124,8 @@ static void *sampler_main(void *arg) {
         next = time_mono_ms() + s->interval_ms;
       continue;
     }
-    struct timespec dl;
-    clock_gettime(CLOCK_MONOTONIC, &dl);
     int64_t wait = next - now;
-    dl.tv_sec += wait / 1000;
-    dl.tv_nsec += (long)(wait % 1000) * 1000000L;
-    if (dl.tv_nsec >= 1000000000L) {
-      dl.tv_sec++;
-      dl.tv_nsec -= 1000000000L;
-    }
+    struct timespec dl = time_mono_deadline(wait);
     pthread_cond_timedwait(&s->cond, &s->lock, &dl);
   }
   pthread_mutex_unlock(&s->lock);
@@ -149,11 +142,7 @@ int sampler_start(struct sampler *s, struct collector *col, struct history *hist
   if (rc)
     return rc;
   pthread_mutex_init(&s->lock, NULL);
-  pthread_condattr_t ca;
-  pthread_condattr_init(&ca);
-  pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-  pthread_cond_init(&s->cond, &ca);
-  pthread_condattr_destroy(&ca);
+  cond_init_mono(&s->cond);
   if (pthread_create(&s->thread, NULL, sampler_main, s) != 0) {
     pthread_cond_destroy(&s->cond);
     pthread_mutex_destroy(&s->lock);

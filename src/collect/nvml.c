@@ -422,7 +422,7 @@ static int nvml_open(const struct collector_config *cfg, struct collector **out,
     return nvml_open_fail(GS_ENOMEM, err, errlen, "nvml: out of memory");
   n->base.ops = &collector_nvml;
   pthread_mutex_init(&n->xid_lock, NULL);
-  pthread_cond_init(&n->xid_cond, NULL);
+  cond_init_mono(&n->xid_cond);
   int rc = load_library(n, cfg ? cfg->nvml_library : NULL, err, errlen);
   if (rc == 0)
     rc = resolve_symbols(n, err, errlen);

@@ -99,9 +99,7 @@ static void *xid_main(void *arg) {
     if (log_complain(&n->xid_complain, time_mono_ms()))
       LOG_WARN(NVML_LOG, "nvmlEventSetWait_v2: %s; XID events are missed until it answers",
                nvml_errstr(n, rc));
-    struct timespec until;
-    clock_gettime(CLOCK_REALTIME, &until);
-    until.tv_sec += NVML_XID_BACKOFF_MS / 1000;
+    struct timespec until = time_mono_deadline(NVML_XID_BACKOFF_MS);
     pthread_mutex_lock(&n->xid_lock);
     while (!n->xid_stop && pthread_cond_timedwait(&n->xid_cond, &n->xid_lock, &until) != ETIMEDOUT)
       ;

@@ -9,6 +9,7 @@
 #include <stdint.h>
 
 #include "core/err.h"
+#include "core/timeutil.h"
 
 struct ring {
   struct gpu_info info;
@@ -36,11 +37,7 @@ struct history *history_new(size_t capacity) {
     return NULL;
   h->capacity = capacity;
   pthread_mutex_init(&h->lock, NULL);
-  pthread_condattr_t ca;
-  pthread_condattr_init(&ca);
-  pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-  pthread_cond_init(&h->tick_cond, &ca);
-  pthread_condattr_destroy(&ca);
+  cond_init_mono(&h->tick_cond);
   return h;
 }
 
@@ -165,14 +162,7 @@ void history_wake_all(struct history *h) {
 }
 
 uint64_t history_wait_tick(struct history *h, uint64_t seen, int timeout_ms) {
-  struct timespec dl;
-  clock_gettime(CLOCK_MONOTONIC, &dl);
-  dl.tv_sec += timeout_ms / 1000;
-  dl.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
-  if (dl.tv_nsec >= 1000000000L) {
-    dl.tv_sec++;
-    dl.tv_nsec -= 1000000000L;
-  }
+  struct timespec dl = time_mono_deadline(timeout_ms);
   pthread_mutex_lock(&h->lock);
   /* One wait: a wake_all (shutdown) or a timeout returns even without a new tick. */
   if (h->generation <= seen)

@@ -16,6 +16,32 @@ int64_t time_mono_ms(void) {
   return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
+struct timespec time_mono_deadline(int64_t ms) {
+  struct timespec dl;
+  clock_gettime(CLOCK_MONOTONIC, &dl);
+  if (ms < 0)
+    ms = 0;
+  dl.tv_sec += (time_t)(ms / 1000);
+  dl.tv_nsec += (long)(ms % 1000) * 1000000L;
+  if (dl.tv_nsec >= 1000000000L) {
+    dl.tv_sec++;
+    dl.tv_nsec -= 1000000000L;
+  }
+  return dl;
+}
+
+int cond_init_mono(pthread_cond_t *cond) {
+  pthread_condattr_t ca;
+  int rc = pthread_condattr_init(&ca);
+  if (rc)
+    return rc;
+  rc = pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+  if (!rc)
+    rc = pthread_cond_init(cond, &ca);
+  pthread_condattr_destroy(&ca);
+  return rc;
+}
+
 int64_t time_wall_ms(void) {
   struct timespec ts;
   clock_gettime(CLOCK_REALTIME, &ts);

@@ -115,12 +115,8 @@ struct cluster *cluster_new(int64_t drop_after_ms) {
   pthread_rwlockattr_setkind_np(&ra, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
   pthread_rwlock_init(&c->lock, &ra);
   pthread_rwlockattr_destroy(&ra);
-  pthread_condattr_t ca;
-  pthread_condattr_init(&ca);
-  pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-  pthread_cond_init(&c->gen_cv, &ca);
-  pthread_cond_init(&c->content_cv, &ca);
-  pthread_condattr_destroy(&ca);
+  cond_init_mono(&c->gen_cv);
+  cond_init_mono(&c->content_cv);
   pthread_mutex_init(&c->gen_mu, NULL);
   pthread_mutex_init(&c->changes_mu, NULL);
   return c;
@@ -799,14 +795,7 @@ void cluster_changes(struct cluster *c, const char *node, struct cluster_change 
 }
 
 uint64_t cluster_wait_changed(struct cluster *c, uint64_t seen, int timeout_ms) {
-  struct timespec dl;
-  clock_gettime(CLOCK_MONOTONIC, &dl);
-  dl.tv_sec += timeout_ms / 1000;
-  dl.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
-  if (dl.tv_nsec >= 1000000000L) {
-    dl.tv_sec++;
-    dl.tv_nsec -= 1000000000L;
-  }
+  struct timespec dl = time_mono_deadline(timeout_ms);
   pthread_mutex_lock(&c->gen_mu);
   uint64_t base, g;
   if (seen == c->ret_gen) {
@@ -886,14 +875,7 @@ uint64_t cluster_generation(struct cluster *c) {
 }
 
 uint64_t cluster_wait(struct cluster *c, uint64_t seen, int timeout_ms) {
-  struct timespec dl;
-  clock_gettime(CLOCK_MONOTONIC, &dl);
-  dl.tv_sec += timeout_ms / 1000;
-  dl.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
-  if (dl.tv_nsec >= 1000000000L) {
-    dl.tv_sec++;
-    dl.tv_nsec -= 1000000000L;
-  }
+  struct timespec dl = time_mono_deadline(timeout_ms);
   pthread_mutex_lock(&c->gen_mu);
   while (c->gen <= seen) {
     if (pthread_cond_timedwait(&c->gen_cv, &c->gen_mu, &dl) != 0)

@@ -179,14 +179,7 @@ static void *discovery_main(void *arg) {
     pthread_mutex_unlock(&d->lock);
     resolve_once(d, &cp);
     pthread_mutex_lock(&d->lock);
-    struct timespec dl;
-    clock_gettime(CLOCK_MONOTONIC, &dl);
-    dl.tv_sec += d->refresh_ms / 1000;
-    dl.tv_nsec += (long)(d->refresh_ms % 1000) * 1000000L;
-    if (dl.tv_nsec >= 1000000000L) {
-      dl.tv_sec++;
-      dl.tv_nsec -= 1000000000L;
-    }
+    struct timespec dl = time_mono_deadline(d->refresh_ms);
     while (!d->stop && pthread_cond_timedwait(&d->cond, &d->lock, &dl) == 0)
       ;
   }
@@ -203,11 +196,7 @@ int discovery_start(struct discovery *d, const char *name_port, int64_t refresh_
   d->on_targets = on_targets;
   d->ud = ud;
   pthread_mutex_init(&d->lock, NULL);
-  pthread_condattr_t ca;
-  pthread_condattr_init(&ca);
-  pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-  pthread_cond_init(&d->cond, &ca);
-  pthread_condattr_destroy(&ca);
+  cond_init_mono(&d->cond);
   if (pthread_create(&d->thread, NULL, discovery_main, d) != 0) {
     free(d->name_port);
     d->name_port = NULL;

@@ -346,14 +346,7 @@ int gpunodes_list(struct kube_client *kc, const char *selector, const struct gpu
 
 /* Waits refresh_ms or until stop; returns true when stopping. */
 static bool nap(struct gpunodes *g, int64_t ms) {
-  struct timespec dl;
-  clock_gettime(CLOCK_MONOTONIC, &dl);
-  dl.tv_sec += ms / 1000;
-  dl.tv_nsec += (long)(ms % 1000) * 1000000L;
-  if (dl.tv_nsec >= 1000000000L) {
-    dl.tv_sec++;
-    dl.tv_nsec -= 1000000000L;
-  }
+  struct timespec dl = time_mono_deadline(ms);
   pthread_mutex_lock(&g->lock);
   while (!g->stop && pthread_cond_timedwait(&g->cond, &g->lock, &dl) == 0)
     ;
@@ -427,11 +420,7 @@ int gpunodes_start(struct gpunodes *g, struct cluster *c, struct kube_config *cf
     return rc ? rc : GS_ENOMEM;
   }
   pthread_mutex_init(&g->lock, NULL);
-  pthread_condattr_t ca;
-  pthread_condattr_init(&ca);
-  pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-  pthread_cond_init(&g->cond, &ca);
-  pthread_condattr_destroy(&ca);
+  cond_init_mono(&g->cond);
   if (pthread_create(&g->thread, NULL, lister_main, g) != 0) {
     pthread_cond_destroy(&g->cond);
     pthread_mutex_destroy(&g->lock);

@@ -1155,11 +1155,7 @@ int rpc_server_start(const struct rpc_server_config *cfg, struct rpc_server **ou
   s->streams.next = s->streams.prev = &s->streams;
   s->t_shutdown = (struct tag){TAG_SHUTDOWN, NULL};
   pthread_mutex_init(&s->mu, NULL);
-  pthread_condattr_t ca;
-  pthread_condattr_init(&ca);
-  pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-  pthread_cond_init(&s->cond, &ca);
-  pthread_condattr_destroy(&ca);
+  cond_init_mono(&s->cond);
   s->workers = calloc((size_t)s->nworkers, sizeof(*s->workers));
   if (!s->workers) {
     server_free(s);
