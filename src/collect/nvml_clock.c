@@ -91,6 +91,11 @@ void nvml_clock_register(struct nvml_ctx *n) {
     int rc = n->api.get_clock_reasons(d->handle, &reasons);
     if (rc != NVML_SUCCESS && (rc == NVML_ERROR_NOT_SUPPORTED || nvml_is_lost(rc) ||
                                rc == NVML_ERROR_FUNCTION_NOT_FOUND)) {
+      if (rc == NVML_ERROR_NOT_SUPPORTED)
+        LOG_INFO(NVML_LOG,
+                 "nvmlDeviceGetCurrentClocksEventReasons (GPU %zu): not supported; its "
+                 "DCGM_EXP_CLOCK_EVENTS_COUNT is not written",
+                 i);
       nvml_fact_fail(n, d, NVML_CALL_get_clock_reasons, rc,
                      "its DCGM_EXP_CLOCK_EVENTS_COUNT is not written");
       continue;
