@@ -19,11 +19,32 @@
 
 #include <cmocka.h>
 
+#include "test_tmp.h"
+
+/* FAKE_NVML_MISSING=sym1,sym2 hides symbols from the collector (as in test_nvml.c): its source is
+ * included with dlsym renamed to this shim, so the real dlopen/dlsym path runs, minus those. */
+static void *hiding_dlsym(void *h, const char *name) {
+  const char *list = getenv("FAKE_NVML_MISSING");
+  size_t n = strlen(name);
+  for (const char *p = list; p && *p;) {
+    size_t len = strcspn(p, ",");
+    if (len == n && strncmp(p, name, n) == 0)
+      return NULL;
+    p += len;
+    if (*p == ',')
+      p++;
+  }
+  return dlsym(h, name);
+}
+
+#define dlsym hiding_dlsym
+#include "collect/nvml.c"
+#undef dlsym
+
 #include "collect/collector.h"
 #include "collect/nvml_internal.h"
 #include "core/err.h"
 #include "core/timeutil.h"
-#include "test_tmp.h"
 
 enum { IDLE = 0, POWER_CAP = 2, SW_THERMAL = 5, HW_THERMAL = 6 }; /* nvmlClocksEventReason bits */
 
@@ -238,11 +259,33 @@ static void test_off_without_config(void **state) {
   unlink(tmp_script);
 }
 
+/* A driver older than nvml.h 12.2 has only nvmlDeviceGetCurrentClocksThrottleReasons: the same
+ * bitmask under its old name, used when the new one is missing; with neither, no GPU is sampled. */
+static void test_older_name_fallback(void **state) {
+  (void)state;
+  const char *p = write_script("gpu 0 util=1 clock_events=64\n"); /* HW thermal */
+  setenv("FAKE_NVML_MISSING", "nvmlDeviceGetCurrentClocksEventReasons", 1);
+  int64_t t0 = time_mono_ms();
+  struct collector *c = open_fake(p, 100, 2000);
+  struct collector_clock_events ev;
+  events_until(c, 0, t0, three_samples, &ev);
+  assert_int_equal(ev.count[HW_THERMAL], ev.samples);
+  collector_nvml.close(c);
+  setenv("FAKE_NVML_MISSING",
+         "nvmlDeviceGetCurrentClocksEventReasons,nvmlDeviceGetCurrentClocksThrottleReasons", 1);
+  c = open_fake(p, 100, 2000);
+  assert_int_equal(collector_nvml.clock_events(c, 0, 0, &ev), GS_ENOTSUP);
+  collector_nvml.close(c);
+  unsetenv("FAKE_NVML_MISSING");
+  unsetenv("FAKE_NVML_SCRIPT");
+  unlink(tmp_script);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_window_counts_per_bit), cmocka_unit_test(test_failed_sample_refused),
       cmocka_unit_test(test_ring_overflow_refused), cmocka_unit_test(test_fake_nvml_reasons),
-      cmocka_unit_test(test_off_without_config),
+      cmocka_unit_test(test_off_without_config),    cmocka_unit_test(test_older_name_fallback),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
