@@ -155,6 +155,13 @@ static void test_lines(void **state) {
   assert_int_equal(expo_render(&b, &in), 0);
   assert_null(strstr(b.data, "DCGM_EXP_"));
   buf_free(&b);
+  /* AMD GPUs (the rocm collector, AMD's series names): never, even handed a window */
+  in.amd = true;
+  buf_init(&b, 1u << 20);
+  assert_int_equal(expo_render(&b, &in), 0);
+  assert_null(strstr(b.data, "DCGM_EXP_"));
+  buf_free(&b);
+  in.amd = false;
   /* a file without the row, and the default set: nothing */
   in.clock = w;
   struct counters *plain = parse("DCGM_FI_DEV_GPU_UTIL, gauge, GPU utilization (in %).\n");
