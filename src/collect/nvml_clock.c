@@ -101,8 +101,10 @@ void nvml_clock_register(struct nvml_ctx *n) {
       continue;
     }
     struct nvml_clock_watch *w = &n->cwatch[n->ncwatch];
-    if (nvml_clock_ring_init(&w->ring, cap) != 0)
+    if (nvml_clock_ring_init(&w->ring, cap) != 0) {
+      LOG_WARN(NVML_LOG, "out of memory; no DCGM_EXP_CLOCK_EVENTS_COUNT line from GPU %zu on", i);
       break;
+    }
     w->handle = d->handle;
     w->dev = i;
     n->ncwatch++;
