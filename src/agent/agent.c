@@ -60,10 +60,12 @@ struct agent_opts {
   bool kubernetes_enable_dra;      /* dcgm-exporter's --kubernetes-enable-dra: the dra_* labels */
   bool kubernetes_enable_pod_uid;  /* its --kubernetes-enable-pod-uid: the pod_uid label */
   long long xid_count_window_size; /* dcgm-exporter's --xid-count-window-size, ms */
-  char *collectors;                /* --collectors / -f (dcgm-exporter's flag) */
-  char *counters_alias;            /* --counters, the same */
-  char *hostname_label;            /* --hostname-label */
-  struct counters *counters;       /* loaded from the file; not an option row */
+  long long clock_events_count_window_size; /* its --clock-events-count-window-size, ms */
+  long long clock_events_sample_interval;   /* its -c for that series: the sampling cadence, ms */
+  char *collectors;                         /* --collectors / -f (dcgm-exporter's flag) */
+  char *counters_alias;                     /* --counters, the same */
+  char *hostname_label;                     /* --hostname-label */
+  struct counters *counters;                /* loaded from the file; not an option row */
   char *engines;
   int64_t engine_interval_ms;
   int64_t engine_timeout_ms;
@@ -149,6 +151,17 @@ static const struct opt_def agent_opts_table[] = {
      "/metrics: the window of DCGM_EXP_XID_ERRORS_COUNT in milliseconds, as dcgm-exporter's flag "
      "(written when a --collectors file lists it)",
      O(xid_count_window_size)},
+    {"clock-events-count-window-size", 0, "GPUSCALE_CLOCK_EVENTS_COUNT_WINDOW_SIZE", OPT_INT,
+     "300000", 1, 86400000, NULL, "MS",
+     "/metrics: the window of DCGM_EXP_CLOCK_EVENTS_COUNT in milliseconds, as dcgm-exporter's "
+     "flag (written when a --collectors file lists it)",
+     O(clock_events_count_window_size)},
+    {"clock-events-sample-interval", 0, "GPUSCALE_CLOCK_EVENTS_SAMPLE_INTERVAL", OPT_INT, "30000",
+     100, 3600000, NULL, "MS",
+     "/metrics: how often the clock-event reasons that DCGM_EXP_CLOCK_EVENTS_COUNT counts are "
+     "read, in milliseconds; the count is of samples, so set dcgm-exporter's collect interval "
+     "(its -c, default 30000) to read the same numbers. Not --interval",
+     O(clock_events_sample_interval)},
     {"engines", 0, "GPUSCALE_ENGINES", OPT_ENUM, "auto", 0, 0, "auto|off", "MODE",
      "inference-engine pods on this node (vLLM, TGI, SGLang, Triton; docs/engines.md): found "
      "through the Kubernetes API of --kube-api and read by their annotations; auto = on when the "
@@ -235,6 +248,53 @@ static void log_collector(const struct agent_opts *o, const struct collector_ops
              "DCGM_EXP_XID_ERRORS_COUNT is not written: the %s collector has no XID events "
              "(the nvml collector has)",
              ops->name);
+  if (o->counters && o->counters->exp_clock && !ops->clock_events)
+    LOG_WARN("agent",
+             "DCGM_EXP_CLOCK_EVENTS_COUNT is not written: the %s collector has no clock-event "
+             "reasons (the nvml collector has)",
+             ops->name);
+}
+
+/* The clock-event samples one window holds must fit the ring the collector keeps per GPU. */
+static bool clock_flags_ok(const struct agent_opts *o) {
+  long long per_window = o->clock_events_count_window_size / o->clock_events_sample_interval;
+  if (per_window + 3 <= COLLECTOR_CLOCK_SAMPLES_MAX)
+    return true;
+  LOG_ERROR("agent",
+            "--clock-events-count-window-size %lld over --clock-events-sample-interval %lld is "
+            "%lld samples per GPU; at most %d: a longer interval or a shorter window",
+            o->clock_events_count_window_size, o->clock_events_sample_interval, per_window,
+            COLLECTOR_CLOCK_SAMPLES_MAX - 3);
+  return false;
+}
+
+/* Finds (--collector auto: by the device nodes) and opens the collector; logs why not. */
+static int open_collector(const struct agent_opts *o, const struct collector_ops **out,
+                          struct collector **col) {
+  char err[1024] = "";
+  const struct collector_ops *ops = collector_find(o->collector);
+  if (!ops) { /* auto */
+    const char *dev = getenv("GPUSCALE_DEV_ROOT");
+    ops = collector_auto(dev && *dev ? dev : "/dev", err, sizeof err);
+    if (!ops) {
+      LOG_ERROR("agent", "%s", err);
+      return 1;
+    }
+    LOG_INFO("agent", "--collector auto: using %s", ops->name);
+  }
+  const char *sysfs = getenv("GPUSCALE_SYSFS_ROOT");
+  struct collector_config cc = {o->scenario, o->nvml_library, o->rocm_library, sysfs, 0, 0};
+  if (o->counters && o->counters->exp_clock) { /* opt-in: no reasons read otherwise */
+    cc.clock_events_ms = o->clock_events_sample_interval;
+    cc.clock_events_keep_ms = o->clock_events_count_window_size;
+  }
+  if (ops->open(&cc, col, err, sizeof err) != 0) {
+    LOG_ERROR("agent", "cannot start the %s collector: %s", ops->name, err);
+    return 1;
+  }
+  log_collector(o, ops, *col);
+  *out = ops;
+  return 0;
 }
 
 static int agent_run(struct agent_opts *o) {
@@ -262,6 +322,8 @@ static int agent_run(struct agent_opts *o) {
               (long long)o->history_ms, (long long)o->interval_ms);
     return 2;
   }
+  if (!clock_flags_ok(o))
+    return 2;
   if (profile_set_init(&profiles) ||
       (o->profiles && profile_set_load(&profiles, o->profiles, err, sizeof err))) {
     LOG_ERROR("agent", "--profiles: %s", err[0] ? err : "out of memory");
@@ -269,26 +331,11 @@ static int agent_run(struct agent_opts *o) {
     return 2;
   }
 
-  const struct collector_ops *ops = collector_find(o->collector);
-  if (!ops) { /* auto */
-    const char *dev = getenv("GPUSCALE_DEV_ROOT");
-    ops = collector_auto(dev && *dev ? dev : "/dev", err, sizeof err);
-    if (!ops) {
-      LOG_ERROR("agent", "%s", err);
-      profile_set_free(&profiles);
-      return 1;
-    }
-    LOG_INFO("agent", "--collector auto: using %s", ops->name);
-  }
-  const char *sysfs = getenv("GPUSCALE_SYSFS_ROOT");
-  struct collector_config cc = {o->scenario, o->nvml_library, o->rocm_library, sysfs};
-  int rc = ops->open(&cc, &col, err, sizeof err);
-  if (rc) {
-    LOG_ERROR("agent", "cannot start the %s collector: %s", ops->name, err);
+  const struct collector_ops *ops = NULL;
+  if (open_collector(o, &ops, &col) != 0) {
     profile_set_free(&profiles);
     return 1;
   }
-  log_collector(o, ops, col);
 
   stats = stats_new();
   size_t cap = (size_t)(o->history_ms / o->interval_ms);
@@ -300,7 +347,7 @@ static int agent_run(struct agent_opts *o) {
     goto out;
   }
   char why[768] = "";
-  rc = podphase_new(o->kube_api, o->node_name, &phases, why, sizeof why);
+  int rc = podphase_new(o->kube_api, o->node_name, &phases, why, sizeof why);
   if (rc) {
     LOG_ERROR("agent", "%s", why);
     goto out;
@@ -404,7 +451,8 @@ static int agent_run(struct agent_opts *o) {
                              o->hostname_label,
                              o->kubernetes_enable_dra,
                              o->kubernetes_enable_pod_uid,
-                             o->xid_count_window_size};
+                             o->xid_count_window_size,
+                             o->clock_events_count_window_size};
   routes[nroutes++] = (struct http_route){"/metrics", metrics_handle, &mctx};
   if (http_server_start(o->serve.http_listen, routes, nroutes, &http, err, sizeof err) != 0) {
     LOG_ERROR("agent", "--http-listen: %s", err);

@@ -61,6 +61,27 @@ static struct expo_xid_window *read_xid(const struct metrics_ctx *m,
   return w;
 }
 
+/* DCGM_EXP_CLOCK_EVENTS_COUNT: each device's clock-event samples in the window, from the
+ * collector's rings (memory only, no NVML call). NULL when the series is off or the collector
+ * does not sample them. */
+static struct expo_clock_window *read_clock(const struct metrics_ctx *m,
+                                            const struct gpu_snapshot *snap, size_t n) {
+  const struct sampler *s = m->api->sampler;
+  if (!m->counters || !m->counters->exp_clock || !s || !s->col || !s->col->ops->clock_events || !n)
+    return NULL;
+  struct expo_clock_window *w = calloc(n, sizeof *w);
+  if (!w)
+    return NULL;
+  int64_t since = time_mono_ms() - m->clock_window_ms;
+  size_t ndev = s->col->ops->count(s->col);
+  for (size_t i = 0; i < n; i++) {
+    size_t dev = (size_t)snap[i].info.index;
+    if (snap[i].info.index >= 0 && dev < ndev)
+      w[i].known = s->col->ops->clock_events(s->col, dev, since, &w[i].ev) == 0;
+  }
+  return w;
+}
+
 int metrics_render(const struct metrics_ctx *m, struct buf *out) {
   const struct agent_api *api = m->api;
   /* Room for a few devices more than now, in case a reload grows the list meanwhile. */
@@ -99,6 +120,7 @@ int metrics_render(const struct metrics_ctx *m, struct buf *out) {
   bool have_collect = read_collect(api, &collect);
   struct collector_xid_count *xid_store;
   struct expo_xid_window *xid = read_xid(m, snap, n, &xid_store);
+  struct expo_clock_window *clock = read_clock(m, snap, n);
 
   struct expo_input in = {
       .gpus = snap,
@@ -121,8 +143,11 @@ int metrics_render(const struct metrics_ctx *m, struct buf *out) {
       .pod_uid = m->pod_uid,
       .xid = xid,
       .xid_window_ms = m->xid_window_ms,
+      .clock = clock,
+      .clock_window_ms = m->clock_window_ms,
   };
   rc = expo_render(out, &in);
+  free(clock);
   free(xid);
   free(xid_store);
   if (rc == 0)
@@ -311,8 +336,8 @@ struct metrics_mock *metrics_mock_new_set(size_t ngpus, bool full) {
                                .driver_version = "550.54.15",
                                .interval_ms = 3600000,
                                .pods = mm->attrib};
-  mm->ctx = (struct metrics_ctx){&mm->api,    mm->attrib, mm->stats, true,  false,
-                                 mm->old_set, NULL,       false,     false, 300000};
+  mm->ctx = (struct metrics_ctx){&mm->api, mm->attrib, mm->stats, true,   false, mm->old_set,
+                                 NULL,     false,      false,     300000, 300000};
   if (!mm->hist || !mm->attrib || !mm->stats || mock_fill(mm, ngpus) != 0) {
     metrics_mock_free(mm);
     return NULL;

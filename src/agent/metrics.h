@@ -24,6 +24,7 @@ struct metrics_ctx {
   bool dra_labels;                 /* --kubernetes-enable-dra: the dra_* labels */
   bool pod_uid;                    /* --kubernetes-enable-pod-uid: the pod_uid label */
   int64_t xid_window_ms;           /* --xid-count-window-size: DCGM_EXP_XID_ERRORS_COUNT's window */
+  int64_t clock_window_ms; /* --clock-events-count-window-size: DCGM_EXP_CLOCK_EVENTS_COUNT's */
 };
 
 /* The /metrics handler (an http_route's handle, ud = struct metrics_ctx *): renders, gzips when

@@ -40,11 +40,29 @@ struct collector_xid_count {
   uint64_t count;
 };
 
+/* The clock-event reasons (nvmlClocksEventReason*, DCGM_CLOCKS_EVENT_REASON_*) by bit, bit 0 first:
+ * GPU idle, applications clocks setting, SW power cap, HW slowdown, sync boost, SW thermal, HW
+ * thermal, HW power brake, display clocks. Higher bits are not counted. */
+#define COLLECTOR_CLOCK_EVENTS 9
+/* The most clock-event samples kept per GPU: a window holds at most this many, less 3. */
+#define COLLECTOR_CLOCK_SAMPLES_MAX 4096
+
+/* A device's clock-event-reasons samples in a window (collector_ops.clock_events). */
+struct collector_clock_events {
+  uint64_t samples;                       /* samples taken in the window */
+  uint64_t count[COLLECTOR_CLOCK_EVENTS]; /* ... in which reason bit k was set */
+};
+
 struct collector_config {
   const char *scenario_path; /* mock: YAML file, NULL = built-in default scenario */
   const char *nvml_library;  /* nvml: explicit library path, NULL = libnvidia-ml.so.1 then .so */
   const char *rocm_library;  /* rocm: explicit library path, NULL = the sonames in rocm.c */
   const char *sysfs_root;    /* rocm: where the guards read sysfs, NULL = /sys (tests: a tree) */
+  /* nvml: > 0 reads each whole GPU's clock-event reasons every this many ms, on a thread of its
+   * own, and keeps the samples of the last clock_events_keep_ms (collector_ops.clock_events,
+   * for DCGM_EXP_CLOCK_EVENTS_COUNT); 0: never read. */
+  int64_t clock_events_ms;
+  int64_t clock_events_keep_ms;
 };
 
 /* Each backend embeds this as its first member and uses container_of/cast to reach its state. */
@@ -101,6 +119,15 @@ struct collector_ops {
    * thread-safe against sample(). NULL when the backend has no XID events (mock, rocm). */
   int (*xid_counts)(struct collector *c, size_t i, int64_t since_mono_ms,
                     struct collector_xid_count *out, size_t cap, size_t *n);
+  /* The clock-event-reasons samples of device i taken at or after since_mono_ms (CLOCK_MONOTONIC,
+   * ms), counted per reason bit into *out (out->samples may be 0: none in the window). Returns 0;
+   * GS_ENOTSUP when the device's reasons are not sampled (config clock_events_ms 0, a MIG
+   * instance, no such call, NOT_SUPPORTED at open); GS_EIO when a sample in the window failed, or
+   * GS_ELOST after the GPU was lost (the count would be short); GS_ETOOBIG when the window reaches
+   * past the samples kept. Reads memory only, no library call; thread-safe against sample(). NULL
+   * when the backend cannot sample them (mock, rocm). */
+  int (*clock_events)(struct collector *c, size_t i, int64_t since_mono_ms,
+                      struct collector_clock_events *out);
   /* Releases everything. close(NULL) is fine. */
   void (*close)(struct collector *c);
 };

@@ -384,6 +384,7 @@ static int enumerate(struct nvml_ctx *n, char *err, size_t errlen) {
       return rc;
   }
   nvml_xid_register(n);
+  nvml_clock_register(n);
   publish_devices(n);
   return 0;
 }
@@ -393,6 +394,7 @@ static void nvml_close(struct collector *c) {
   if (!n)
     return;
   nvml_xid_close(n);
+  nvml_clock_close(n);
   for (size_t i = 0; i < n->ndevs; i++)
     for (int k = 0; k < 2; k++)
       if (n->devs[i].gpm[k])
@@ -423,6 +425,11 @@ static int nvml_open(const struct collector_config *cfg, struct collector **out,
   n->base.ops = &collector_nvml;
   pthread_mutex_init(&n->xid_lock, NULL);
   cond_init_mono(&n->xid_cond);
+  nvml_clock_init(n);
+  if (cfg && cfg->clock_events_ms > 0) {
+    n->clock_ms = cfg->clock_events_ms;
+    n->clock_keep_ms = cfg->clock_events_keep_ms > 0 ? cfg->clock_events_keep_ms : 0;
+  }
   int rc = load_library(n, cfg ? cfg->nvml_library : NULL, err, errlen);
   if (rc == 0)
     rc = resolve_symbols(n, err, errlen);
@@ -437,6 +444,7 @@ static int nvml_open(const struct collector_config *cfg, struct collector **out,
     return rc;
   }
   nvml_xid_start(n);
+  nvml_clock_start(n);
   size_t down = 0;
   for (size_t i = 0; i < n->ndevs; i++)
     down += n->devs[i].down[0] != '\0';
@@ -666,5 +674,6 @@ const struct collector_ops collector_nvml = {
     .errors = nvml_errors,
     .processes = nvml_processes,
     .xid_counts = nvml_xid_counts,
+    .clock_events = nvml_clock_events,
     .close = nvml_close,
 };

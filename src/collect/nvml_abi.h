@@ -306,6 +306,7 @@ struct nvml_api {
   int (*get_power_limit)(struct nvml_device *, unsigned *);    /* mW */
   int (*get_enforced_limit)(struct nvml_device *, unsigned *); /* mW */
   int (*get_fabric_info)(struct nvml_device *, struct nvml_fabric_info *);
+  int (*get_clock_reasons)(struct nvml_device *, unsigned long long *); /* nvmlClocksEventReason* */
 };
 
 _Static_assert(sizeof(void *) == sizeof(void (*)(void)), "dlsym result fits a function pointer");
@@ -357,6 +358,8 @@ _Static_assert(sizeof(void *) == sizeof(void (*)(void)), "dlsym result fits a fu
   X(get_running_procs, "nvmlDeviceGetComputeRunningProcesses_v3", NULL, false, 0)                  \
   X(get_power_limit, "nvmlDeviceGetPowerManagementLimit", NULL, false, 0)                          \
   X(get_enforced_limit, "nvmlDeviceGetEnforcedPowerLimit", NULL, false, 0)                         \
-  X(get_fabric_info, "nvmlDeviceGetGpuFabricInfoV", NULL, false, 0)
+  X(get_fabric_info, "nvmlDeviceGetGpuFabricInfoV", NULL, false, 0)                                \
+  X(get_clock_reasons, "nvmlDeviceGetCurrentClocksEventReasons",                                   \
+    "nvmlDeviceGetCurrentClocksThrottleReasons", false, 0)
 
 #endif

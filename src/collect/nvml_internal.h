@@ -97,6 +97,28 @@ struct nvml_xid_watch {
   size_t dev;
 };
 
+/* One read of a GPU's clock-event reasons (DCGM_EXP_CLOCK_EVENTS_COUNT). */
+struct nvml_clock_sample {
+  int64_t mono_ms; /* when the call answered */
+  uint16_t bits;   /* the reasons of the COLLECTOR_CLOCK_EVENTS counted bits that were set */
+  bool ok;         /* false: the call failed, the reasons are unknown */
+};
+
+/* The clock-event samples of one GPU, a bounded ring (the oldest goes first). */
+struct nvml_clock_ring {
+  struct nvml_clock_sample *s;
+  size_t cap, head, used; /* the newest is s[(head + cap - 1) % cap] */
+  int64_t dropped_ms;     /* the newest sample the ring dropped; 0: none dropped */
+};
+
+/* A whole GPU whose clock-event reasons the clock thread reads: its handle (a copy) and index. */
+struct nvml_clock_watch {
+  struct nvml_device *handle;
+  size_t dev;
+  bool lost; /* the GPU fell off: no more calls, no count */
+  struct nvml_clock_ring ring;
+};
+
 struct nvml_ctx {
   struct collector base; /* first member: struct collector * casts to struct nvml_ctx * */
   void *lib;
@@ -118,6 +140,16 @@ struct nvml_ctx {
   bool xid_thread_on;
   pthread_t xid_thread;
   struct log_complain xid_complain;
+  /* Clock-event reasons: read every clock_ms by a thread of their own (nvml_clock.c). */
+  int64_t clock_ms, clock_keep_ms; /* collector_config.clock_events_ms, _keep_ms */
+  struct nvml_clock_watch *cwatch; /* ncwatch entries; rings under clock_lock */
+  size_t ncwatch;
+  pthread_mutex_t clock_lock;
+  pthread_cond_t clock_cond; /* CLOCK_MONOTONIC; signalled at close */
+  bool clock_stop;           /* under clock_lock */
+  bool clock_thread_on;
+  pthread_t clock_thread;
+  struct log_complain clock_complain;
 };
 
 /* One sample in progress: the device, how many calls failed, and the first failure's text. */
@@ -184,6 +216,27 @@ int nvml_xid_window(const struct nvml_xid *x, int64_t since_mono_ms,
                     struct collector_xid_count *out, size_t cap, size_t *n);
 int nvml_xid_counts(struct collector *c, size_t i, int64_t since_mono_ms,
                     struct collector_xid_count *out, size_t cap, size_t *n);
+
+/* nvml_clock.c: the clock-event reasons of DCGM_EXP_CLOCK_EVENTS_COUNT. */
+/* Initialises the lock and condition (at open, before anything can fail); destroyed by
+ * nvml_clock_close. */
+void nvml_clock_init(struct nvml_ctx *n);
+/* With n->clock_ms > 0: reads the reasons of each whole GPU in service once and watches those
+ * that have the call (NOT_SUPPORTED: never read again), each with a ring for n->clock_keep_ms of
+ * samples. Called before publish_devices: a GPU found lost here is out of service. */
+void nvml_clock_register(struct nvml_ctx *n);
+/* Starts the thread that reads the watched GPUs' reasons every n->clock_ms. */
+void nvml_clock_start(struct nvml_ctx *n);
+/* Stops the thread (within one wait), frees the rings and destroys the lock. */
+void nvml_clock_close(struct nvml_ctx *n);
+/* A ring of cap samples (0 or GS_ENOMEM), records one sample, and counts the samples at or after
+ * since_mono_ms (collector_ops.clock_events; the caller holds clock_lock). */
+int nvml_clock_ring_init(struct nvml_clock_ring *r, size_t cap);
+void nvml_clock_push(struct nvml_clock_ring *r, int64_t mono_ms, bool ok, unsigned long long bits);
+int nvml_clock_window(const struct nvml_clock_ring *r, int64_t since_mono_ms,
+                      struct collector_clock_events *out);
+int nvml_clock_events(struct collector *c, size_t i, int64_t since_mono_ms,
+                      struct collector_clock_events *out);
 
 /* nvml_read.c: each returns true when the GPU is lost (reading stops). */
 /* A field call answered: clears a complaint about it. */

@@ -138,15 +138,18 @@ static int one_record(struct counters *c, const struct record *r, unsigned line,
       return GS_EPARSE;
     }
     c->driver_version = true;
-  } else if (strcmp(name, "DCGM_EXP_XID_ERRORS_COUNT") == 0) {
+  } else if (strcmp(name, "DCGM_EXP_XID_ERRORS_COUNT") == 0 ||
+             strcmp(name, "DCGM_EXP_CLOCK_EVENTS_COUNT") == 0) {
     if (!is_value) {
       snprintf(err, errlen, "%s:%u: type \"%.32s\" for %s; allowed: gauge, counter", src, line,
                type, name);
       return GS_EPARSE;
     }
-    c->exp_xid = true;
-    snprintf(c->exp_xid_type, sizeof c->exp_xid_type, "%.7s", type);
-    snprintf(c->exp_xid_help, sizeof c->exp_xid_help, "%.*s", COUNTERS_HELP_MAX, help);
+    bool xid = strcmp(name, "DCGM_EXP_XID_ERRORS_COUNT") == 0;
+    *(xid ? &c->exp_xid : &c->exp_clock) = true;
+    snprintf(xid ? c->exp_xid_type : c->exp_clock_type, sizeof c->exp_xid_type, "%.7s", type);
+    snprintf(xid ? c->exp_xid_help : c->exp_clock_help, sizeof c->exp_xid_help, "%.*s",
+             COUNTERS_HELP_MAX, help);
   } else if (k >= 0) {
     snprintf(err, errlen,
              "%s:%u: %s is gpuscale's own series, always written; the file lists DCGM fields "

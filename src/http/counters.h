@@ -25,6 +25,11 @@ struct counters {
   bool exp_xid;
   char exp_xid_type[8];
   char exp_xid_help[COUNTERS_HELP_MAX + 1];
+  /* The file lists DCGM_EXP_CLOCK_EVENTS_COUNT (dcgm-exporter's clock_events_collector.go): written
+   * from the collector's clock-event samples (expo_input.clock). */
+  bool exp_clock;
+  char exp_clock_type[8];
+  char exp_clock_help[COUNTERS_HELP_MAX + 1];
   size_t n_records;  /* DCGM lines in the file */
   size_t n_unserved; /* ... of which gpuscale cannot serve */
   /* The names it cannot serve, in file order, "A, B, C" ("" when none; cut with "..." when they

@@ -703,6 +703,48 @@ static int render_exp_xid(struct buf *b, const struct expo_input *in, const stru
   return rc;
 }
 
+/* dcgm-exporter's clock_event label of each reason bit (clock_events_collector.go's
+ * clockEventToString, after DCGM's dcgmi names), bit 0 first. */
+static const char *const clock_event_names[COLLECTOR_CLOCK_EVENTS] = {
+    "gpu_idle",   "clocks_setting", "power_cap",      "hw_slowdown",    "sync_boost",
+    "sw_thermal", "hw_thermal",     "hw_power_brake", "display_clocks",
+};
+
+/* dcgm-exporter's DCGM_EXP_CLOCK_EVENTS_COUNT (internal/pkg/collector/clock_events_collector.go
+ * and expcollector.go): per whole GPU, one line per reason bit set in at least one sample of the
+ * window, valued the samples in which it was set, with `clock_event` and `window_size_in_ms`; one
+ * line of 0 without `clock_event` when the window holds no sample; and no line when its samples
+ * had no bit set (expcollector.go's entry exists but is empty). A GPU whose reasons are not
+ * known for the whole window has no line (never a made-up 0 or a short count). */
+static int render_exp_clock(struct buf *b, const struct expo_input *in, const struct gpu_ids *ids) {
+  if (in->amd || !in->counters || !in->counters->exp_clock || !in->clock)
+    return 0;
+  static const struct value_family vf = {.f = GF_XID_LAST, .name = "DCGM_EXP_CLOCK_EVENTS_COUNT"};
+  int rc = expo_family(b, vf.name, in->counters->exp_clock_type, in->counters->exp_clock_help);
+  char window[32];
+  snprintf(window, sizeof window, "%" PRId64, in->clock_window_ms);
+  for (size_t i = 0; i < in->ngpus && !rc; i++) {
+    const struct expo_clock_window *w = &in->clock[i];
+    if (!w->known || in->gpus[i].info.mig)
+      continue;
+    if (w->ev.samples == 0) {
+      struct expo_label l[1] = {{"window_size_in_ms", window}};
+      rc = value_lines(b, in, &vf, i, &ids[i], l, 1, pods_of(in, i), "0");
+      continue;
+    }
+    for (size_t k = 0; k < COLLECTOR_CLOCK_EVENTS && !rc; k++) {
+      if (!w->ev.count[k])
+        continue;
+      char value[32];
+      snprintf(value, sizeof value, "%" PRIu64, w->ev.count[k]);
+      struct expo_label l[2] = {{"clock_event", clock_event_names[k]},
+                                {"window_size_in_ms", window}};
+      rc = value_lines(b, in, &vf, i, &ids[i], l, 2, pods_of(in, i), value);
+    }
+  }
+  return rc;
+}
+
 static const char *gpu_state(const struct expo_input *in, const struct gpu_snapshot *g) {
   if (g->health != GPU_HEALTH_OK)
     return gpu_health_name(g->health);
@@ -865,6 +907,8 @@ int expo_render(struct buf *b, const struct expo_input *in) {
     rc = render_values(b, in, ids);
   if (!rc)
     rc = render_exp_xid(b, in, ids);
+  if (!rc)
+    rc = render_exp_clock(b, in, ids);
   if (!rc)
     rc = render_gpu_meta(b, in, ids);
   buf_free(&pre);

@@ -48,6 +48,12 @@ struct expo_xid_window {
   const struct collector_xid_count *counts; /* n entries, ascending code */
 };
 
+/* One GPU's clock-event-reasons samples in the window of DCGM_EXP_CLOCK_EVENTS_COUNT. */
+struct expo_clock_window {
+  bool known; /* false: not sampled, lost, or a sample of the window failed or was not kept */
+  struct collector_clock_events ev;
+};
+
 struct counters; /* http/counters.h: which series a dcgm-exporter counters file picks */
 
 /* Everything one scrape shows. Pointers are borrowed for the call. */
@@ -81,6 +87,10 @@ struct expo_input {
    * XID events: every GPU's line absent), and the window in ms (its window_size_in_ms label). */
   const struct expo_xid_window *xid;
   int64_t xid_window_ms;
+  /* DCGM_EXP_CLOCK_EVENTS_COUNT (written when counters lists it): parallel to gpus, or NULL (not
+   * sampled: every GPU's line absent), and its window in ms (window_size_in_ms). */
+  const struct expo_clock_window *clock;
+  int64_t clock_window_ms;
 };
 
 /* Renders the whole exposition into b (appending). Returns 0, GS_ETOOBIG or GS_ENOMEM; on error

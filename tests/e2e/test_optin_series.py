@@ -22,12 +22,20 @@ Upstream facts, and where they come from:
   pkg/cmd/app.go, counted per code: one line per code with `xid` and `window_size_in_ms`,
   one line of 0 without `xid` for a GPU with none; the row of etc/default-counters.csv on main is
   commented out, typed counter, HELP "reported XIDs during last window") is served from the XID
-  event thread, with the file's type and HELP. The clock-events count and the health status (clock_events_collector.go,
-  gpu_health_collector.go) come from DCGM's cache and health checks, which gpuscale does not run:
-  a file naming them is accepted unchanged, and the agent names them once in its start-up warning.
+  event thread, with the file's type and HELP. DCGM_EXP_CLOCK_EVENTS_COUNT
+  (internal/pkg/collector/clock_events_collector.go, expcollector.go: per bit of
+  DCGM_FI_DEV_CLOCKS_EVENT_REASONS, the samples DCGM took in the last
+  --clock-events-count-window-size ms, default 300000 in pkg/cmd/app.go, in which it was set, with
+  `clock_event` and `window_size_in_ms`; DCGM samples the field every collect interval, -c, 30000 ms
+  in pkg/cmd/app.go) is served from the collector's clock-event thread, sampled every
+  --clock-events-sample-interval ms. The health status (gpu_health_collector.go) is DCGM's health
+  checks, which gpuscale does not run: a file naming it is accepted unchanged, and the agent names
+  it once in its start-up warning.
 """
 import os
 import re
+import subprocess
+import time
 
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -78,7 +86,7 @@ DCGM_EXP_GPU_HEALTH_STATUS,  gauge,   Current DCGM-reported GPU health status.
 
 NEW = ["DCGM_FI_DEV_POWER_MGMT_LIMIT", "DCGM_FI_DEV_ENFORCED_POWER_LIMIT",
        "DCGM_FI_DEV_FABRIC_HEALTH_SUMMARY", "DCGM_FI_DEV_FABRIC_HEALTH_MASK"]
-EXP = ["DCGM_EXP_CLOCK_EVENTS_COUNT", "DCGM_EXP_GPU_HEALTH_STATUS"]  # not served
+EXP = ["DCGM_EXP_GPU_HEALTH_STATUS"]  # not served
 
 
 def lib_path():
@@ -137,12 +145,16 @@ def test_optin_series_where_nvml_serves_them(tmp_path, procs):
     summ = got["DCGM_FI_DEV_FABRIC_HEALTH_SUMMARY"][2]
     assert summ == {uuid(0): 1}, summ  # NVML_GPU_FABRIC_HEALTH_SUMMARY_HEALTHY
     assert re.search(r"^DCGM_FI_DEV_FABRIC_HEALTH_MASK\{[^}]*\} %d$" % HEALTHY_MASK, body, re.M)
-    # two DCGM_EXP_* lines are accepted, not written, and named in the one start-up warning
+    # the health status is accepted, not written, and named in the one start-up warning
     for n in EXP:
         assert n not in got and n not in body, n
     warned = [ln for ln in a.log().splitlines() if "not written" in ln]
     assert len(warned) == 1 and all(n in warned[0] for n in EXP), warned
-    assert not any(n in warned[0] for n in NEW + ["DCGM_EXP_XID_ERRORS_COUNT"]), warned
+    assert not any(n in warned[0] for n in NEW + ["DCGM_EXP_XID_ERRORS_COUNT",
+                                                  "DCGM_EXP_CLOCK_EVENTS_COUNT"]), warned
+    # the clock-events count is served, but this NVML answers NOT_SUPPORTED on every GPU for the
+    # reasons: no line (never a made-up 0)
+    assert not re.search(r"^DCGM_EXP_CLOCK_EVENTS_COUNT\{", body, re.M), body
     # the XID count is written: no XID in the window, so 0 for each GPU, without `xid`
     xid = [s for f in text_string_to_metric_families(body) if f.name == "DCGM_EXP_XID_ERRORS_COUNT"
            for s in f.samples]
@@ -194,16 +206,122 @@ def test_xid_errors_count_window(tmp_path, procs):
         xid_lines(a.http_get("/metrics")[1])), what="the XID counts of the window")
     assert got[:2] == ("counter", "reported XIDs during last window")  # the file's, unchanged
     assert re.search(r"^# TYPE DCGM_EXP_XID_ERRORS_COUNT counter$", a.http_get("/metrics")[1], re.M)
-    # the three it does not serve: one start-up warning naming them, no line
+    # the two it does not serve: one start-up warning naming them, no line
     warned = [ln for ln in a.log().splitlines() if "not written" in ln]
     assert len(warned) == 1, warned
-    for n in ("DCGM_EXP_CLOCK_EVENTS_COUNT", "DCGM_EXP_GPU_HEALTH_STATUS", "DCGM_EXP_P2P_STATUS"):
+    for n in ("DCGM_EXP_GPU_HEALTH_STATUS", "DCGM_EXP_P2P_STATUS"):
         assert n in warned[0] and n not in a.http_get("/metrics")[1], n
     assert "DCGM_EXP_XID_ERRORS_COUNT" not in warned[0], warned
+    assert "DCGM_EXP_CLOCK_EVENTS_COUNT" not in warned[0], warned
     # 4 s later the events have left the window: 0 for each GPU
     zero = {(uuid(i), None): (0, "4000") for i in range(3)}
     wait_for(lambda: xid_lines(a.http_get("/metrics")[1])[2] == zero, timeout=15,
              what="the window to pass the XIDs")
+
+
+# nvmlClocksEventReason* bits, as dcgm-exporter's clock_events_collector.go names them
+# (clockEventToString): its DCGM_CLOCKS_THROTTLE_REASON_* constants are the same bits.
+GPU_IDLE, POWER_CAP, SW_THERMAL, HW_THERMAL = 0x1, 0x4, 0x20, 0x40
+
+
+def clock_lines(body):
+    """{(UUID, clock_event or None): value} of DCGM_EXP_CLOCK_EVENTS_COUNT, its type and HELP, and
+    the set of window_size_in_ms values."""
+    for f in text_string_to_metric_families(body):
+        if f.name == "DCGM_EXP_CLOCK_EVENTS_COUNT":
+            return (f.type, f.documentation,
+                    {(s.labels["UUID"], s.labels.get("clock_event")): s.value for s in f.samples},
+                    {s.labels["window_size_in_ms"] for s in f.samples})
+    return None
+
+
+def clock_script(gpu0, gpu1):
+    return SCRIPT.replace("enforced_limit_mw=650500 ", "enforced_limit_mw=650500 clock_events=%s "
+                          % gpu0).replace("enforced_limit_mw=72000", "enforced_limit_mw=72000 "
+                                          "clock_events=%s" % gpu1)
+
+
+def test_clock_events_count_window(tmp_path, procs):
+    """dcgm-exporter's DCGM_EXP_CLOCK_EVENTS_COUNT (internal/pkg/collector/clock_events_collector.go,
+    expcollector.go) from the fake NVML's scripted reasons, as an alert on it reads them: per GPU,
+    the samples of the window in which each bit was set, with `clock_event` and `window_size_in_ms`.
+    The count is of samples at --clock-events-sample-interval (dcgm-exporter's collect interval),
+    not at --interval: 1000 ms over 250 ms is 4 samples (an edge may add or miss one), where the
+    sampler's 100 ms would make 10. A GPU whose samples had no bit set has
+    no line (expcollector.go keeps an empty entry), and one whose reads are not supported or
+    failed has none either (dcgm-exporter writes 0 there: gpuscale's difference)."""
+    s = tmp_path / "fake.txt"
+    s.write_text(clock_script(POWER_CAP | SW_THERMAL, GPU_IDLE))
+    csv = tmp_path / "clock.csv"
+    csv.write_text(XID_CSV)
+    a = Agent(["--collector", "nvml", "--nvml-library", lib_path(), "--interval", "100ms",
+               "--kube-api", "off", "-f", str(csv), "--clock-events-sample-interval", "250",
+               "--clock-events-count-window-size", "1000"],
+              env={"FAKE_NVML_SCRIPT": str(s)}, workdir=str(tmp_path))
+    procs.append(a)
+    a.start()
+    # past the first window, so that the count is a whole window's
+    time.sleep(1.3)
+    typ, helptext, lines, windows = wait_for(lambda: clock_lines(a.http_get("/metrics")[1]),
+                                             what="the clock-events family")
+    assert (typ, helptext) == ("counter", "reported clock events")  # the file's, unchanged
+    assert windows == {"1000"}, windows
+    assert set(lines) == {(uuid(0), "power_cap"), (uuid(0), "sw_thermal"), (uuid(1), "gpu_idle")}, lines
+    assert lines[(uuid(0), "power_cap")] == lines[(uuid(0), "sw_thermal")], lines
+    for v in lines.values():
+        # window / sample interval (4, an edge may add one; a starved thread may miss one), never
+        # window / --interval (10)
+        assert 2 <= v <= 5, lines
+    # an alert written for dcgm-exporter: the hottest reason of the GPU over the window
+    assert max(v for (u, _), v in lines.items() if u == uuid(0)) == lines[(uuid(0), "power_cap")]
+    # GPU 0 stops being capped: once the window has passed, its samples have no bit set, so no
+    # line at all (as dcgm-exporter); GPU 1 stays idle
+    s.write_text(clock_script(0, GPU_IDLE))
+    wait_for(lambda: set(clock_lines(a.http_get("/metrics")[1])[2]) == {(uuid(1), "gpu_idle")},
+             timeout=15, what="the window to pass GPU 0's power cap")
+    # GPU 1's reads fail: no line while the window holds a failed read (never 0, never short)
+    s.write_text(clock_script(HW_THERMAL, "err:999"))
+    got = wait_for(lambda: (lambda x: x if x and set(x[2]) == {(uuid(0), "hw_thermal")} else None)(
+        clock_lines(a.http_get("/metrics")[1])), timeout=15, what="GPU 1's failed reads")
+    assert 1 <= got[2][(uuid(0), "hw_thermal")] <= 5, got
+    assert "nvmlDeviceGetCurrentClocksEventReasons" in a.log()
+
+
+def test_clock_events_count_empty_window(tmp_path, procs):
+    """A window shorter than the sample interval often holds no sample: dcgm-exporter's
+    expcollector.go writes one line of 0 without `clock_event` for a GPU with no entry, and so does
+    gpuscale for a GPU whose reads answer (not for one whose reads are not supported)."""
+    s = tmp_path / "fake.txt"
+    s.write_text(clock_script(POWER_CAP, GPU_IDLE))
+    csv = tmp_path / "clock.csv"
+    csv.write_text(XID_CSV)
+    a = Agent(["--collector", "nvml", "--nvml-library", lib_path(), "--interval",
+               helpers.INTERVAL, "--kube-api", "off", "-f", str(csv),
+               "--clock-events-sample-interval", "3000", "--clock-events-count-window-size", "300"],
+              env={"FAKE_NVML_SCRIPT": str(s)}, workdir=str(tmp_path))
+    procs.append(a)
+    a.start()
+    want = {(uuid(0), None): 0, (uuid(1), None): 0}
+    wait_for(lambda: (lambda x: x and x[2] == want)(clock_lines(a.http_get("/metrics")[1])),
+             timeout=10, what="a window without a sample")
+    # a window that holds the sample counts it
+    wait_for(lambda: (lambda x: x and x[2] == {(uuid(0), "power_cap"): 1, (uuid(1), "gpu_idle"): 1}
+                      )(clock_lines(a.http_get("/metrics")[1])), interval=0.02, timeout=10,
+             what="a window with the sample")
+
+
+def test_clock_events_flags_bounded(tmp_path):
+    """The ring per GPU is bounded: a window of more samples than it keeps is refused at start,
+    naming both flags."""
+    csv = tmp_path / "clock.csv"
+    csv.write_text(XID_CSV)
+    r = subprocess.run([helpers.binary(), "agent", "--collector", "nvml", "--nvml-library",
+                        lib_path(), "-f", str(csv), "--clock-events-sample-interval", "100",
+                        "--clock-events-count-window-size", "86400000"],
+                       capture_output=True, text=True, timeout=10)
+    assert r.returncode == 2, (r.stdout, r.stderr)
+    assert re.search(r"--clock-events-count-window-size 86400000 over "
+                     r"--clock-events-sample-interval 100 is 864000 samples", r.stderr), r.stderr
 
 
 def test_optin_series_not_in_the_default_set(tmp_path, procs):
@@ -257,4 +375,8 @@ def test_mock_scenario_serves_them(agents, tmp_path):
     # the mock has no XID events: no DCGM_EXP_XID_ERRORS_COUNT line (never a made-up 0), said once
     assert "DCGM_EXP_XID_ERRORS_COUNT" not in got
     said = [ln for ln in a.log().splitlines() if "DCGM_EXP_XID_ERRORS_COUNT is not written" in ln]
+    assert len(said) == 1, said
+    # nor clock-event reasons: no DCGM_EXP_CLOCK_EVENTS_COUNT line either, said once
+    assert "DCGM_EXP_CLOCK_EVENTS_COUNT" not in got
+    said = [ln for ln in a.log().splitlines() if "DCGM_EXP_CLOCK_EVENTS_COUNT is not written" in ln]
     assert len(said) == 1, said

@@ -755,8 +755,9 @@ static void test_new_fields(void **state) {
  * internal/pkg/counters/default_counter_sources_test.go checks them; the fabric rows' HELP could
  * not be read, the file's own is written). DCGM's formats: the limits are doubles ("%f", W), the
  * fabric fields int64. Whole-card readings: never on a MIG instance; absent where NVML does not
- * serve them. The DCGM_EXP_* lines are accepted; the clock-events count and the health status are
- * reported as not served (DCGM_EXP_XID_ERRORS_COUNT: test_exp_xid_count). */
+ * serve them. The DCGM_EXP_* lines are accepted; the health status is reported as not served
+ * (DCGM_EXP_XID_ERRORS_COUNT: test_exp_xid_count; DCGM_EXP_CLOCK_EVENTS_COUNT: test_exp_clock.c).
+ */
 static const char optin_counters[] =
     "DCGM_FI_DEV_POWER_MGMT_LIMIT,     gauge, Configured power management limit (in W).\n"
     "DCGM_FI_DEV_ENFORCED_POWER_LIMIT, gauge, Effective power limit enforced by the driver after "
@@ -776,9 +777,10 @@ static void test_optin_power_fabric(void **state) {
   assert_int_equal(
       counters_parse(optin_counters, sizeof optin_counters - 1, "optin.csv", c, err, sizeof err),
       0);
-  assert_int_equal(c->n_unserved, 2);
-  assert_string_equal(c->unserved, "DCGM_EXP_CLOCK_EVENTS_COUNT, DCGM_EXP_GPU_HEALTH_STATUS");
+  assert_int_equal(c->n_unserved, 1);
+  assert_string_equal(c->unserved, "DCGM_EXP_GPU_HEALTH_STATUS");
   assert_true(c->exp_xid);
+  assert_true(c->exp_clock);
   /* GPU 0 serves all four; GPU 1 (a PCIe card) the limits only; GPU 2's reads failed; GPU 3 is a
    * MIG instance of GPU 0 that was handed them too */
   struct gpu_snapshot g[4] = {gpu(0, "GPU-a7200000-0000-0000-0000-000000000000"),
@@ -841,7 +843,7 @@ static void test_optin_power_fabric(void **state) {
   }
   assert_non_null(strstr(b.data, "# HELP DCGM_FI_DEV_ENFORCED_POWER_LIMIT Effective power limit "
                                  "enforced by the driver after all limiters (in W).\n"));
-  assert_null(strstr(b.data, "DCGM_EXP_")); /* no XID window given (in.xid NULL): no family */
+  assert_null(strstr(b.data, "DCGM_EXP_")); /* no XID or clock window given (NULL): no family */
   assert_promtool_ok(b.data, b.len);
   buf_free(&b);
   free(c);
