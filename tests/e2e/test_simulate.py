@@ -323,6 +323,9 @@ def test_real_trace_queue_cannot_hold_a_size_in_flight_can():
         assert r["p95TtftSeconds"] is not None
     assert runs["conv", "in-flight-50"]["p95TtftSeconds"] < runs["conv", "dcgm-hpa"]["p95TtftSeconds"]
     assert runs["conv", "dcgm-hpa"]["arrived"] == 19366  # one per request line
+    # the code trace ends inside a burst: the run settles what waited at its end (docs/simulate.md
+    # "The loop") and says how long that took
+    assert runs["code", "in-flight"]["settleSeconds"] > 0
 
 
 def test_tune_writes_the_tuned_file_and_reports_the_held_out_part(tmp_path):
