@@ -328,6 +328,21 @@ def test_real_trace_queue_cannot_hold_a_size_in_flight_can():
     assert runs["code", "in-flight"]["settleSeconds"] > 0
 
 
+def test_tune_held_out_code_trace():
+    """Issue 21's held-out goal on the bursty code trace too (docs/simulate.md "Real traces"):
+    tuned on its first 70 % from the recommended file, the configuration holds <= 1.15x the floor
+    at >= 99.5 % served on the last 30 %."""
+    p = run("--tune", "--model", ex("models/vllm-batching.yaml"), "--trace",
+            ex("traces/azure-llm-2023-code.csv"), "--scaledobject", ex("llm/in-flight.yaml"),
+            "--holdout", "0.3")
+    assert p.returncode == 0, p.stderr
+    assert "worst-part" in p.stdout
+    tuned = [ln for ln in p.stdout.splitlines() if ln.startswith("  tuned on the first part")]
+    assert len(tuned) == 1
+    m = re.search(r"([0-9.]+)x the floor\s+([0-9.]+) % served", tuned[0])
+    assert m and float(m.group(1)) <= 1.15 and float(m.group(2)) >= 99.5, tuned[0]
+
+
 def test_tune_writes_the_tuned_file_and_reports_the_held_out_part(tmp_path):
     out = tmp_path / "tuned.yaml"
     svg = tmp_path / "front.svg"
