@@ -75,7 +75,7 @@ for t in conv code; do
   T=$E/traces/azure-llm-2023-$t.csv
   $G --model "$E/models/vllm-batching.yaml" --trace "$T" --compare "$L/dcgm-hpa.yaml" \
     "$L/ref-queue-depth.yaml" "$L/ref-vllm-inference.yaml" "$L/queue-depth.yaml" "$L/kv-cache.yaml" \
-    "$L/workload-util.yaml" "$L/in-flight.yaml"
+    "$L/workload-util.yaml" "$L/in-flight-50.yaml" "$L/in-flight.yaml"
   $G --model "$E/models/vllm-batching.yaml" --trace "$T" --scaledobject "$L/in-flight.yaml" \
     --svg "$I/sim-azure-$t-in-flight.svg" >/dev/null
   $G --model "$E/models/vllm-batching.yaml" --trace "$T" --scaledobject "$L/dcgm-hpa.yaml" \

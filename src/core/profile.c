@@ -38,10 +38,11 @@ static const struct profile builtin[] = {
     ENGINE_PROFILE("vllm-kv-cache", ES_VLLM_KV_CACHE, 75, 5),
     ENGINE_PROFILE("tgi-queue-size", ES_TGI_QUEUE, 5, 1),
     ENGINE_PROFILE("sglang-queue-depth", ES_SGLANG_QUEUE, 5, 1),
-    /* requests in flight over maxNumSeqs, %: proportional to load (docs/engines.md) */
-    ENGINE_PROFILE("vllm-in-flight", ES_VLLM_IN_FLIGHT, 50, 0),
-    ENGINE_PROFILE("tgi-in-flight", ES_TGI_IN_FLIGHT, 50, 0),
-    ENGINE_PROFILE("sglang-in-flight", ES_SGLANG_IN_FLIGHT, 50, 0),
+    /* requests in flight over maxNumSeqs, %: proportional to load (docs/engines.md); 100: one
+     * replica per maxNumSeqs requests in flight (docs/simulate.md "Real traces") */
+    ENGINE_PROFILE("vllm-in-flight", ES_VLLM_IN_FLIGHT, 100, 0),
+    ENGINE_PROFILE("tgi-in-flight", ES_TGI_IN_FLIGHT, 100, 0),
+    ENGINE_PROFILE("sglang-in-flight", ES_SGLANG_IN_FLIGHT, 100, 0),
 };
 
 int profile_set_init(struct profile_set *ps) {

@@ -361,9 +361,10 @@ static int step_pods(struct eng *e) {
 static void step_batch(struct eng *e, double *served, double *dropped) {
   const struct sim_model *m = e->m;
   size_t t = (size_t)e->now;
-  double a = e->demand;
-  double in = e->tr->in_tok ? e->tr->in_tok[t] : a * m->batching.input_tokens;
-  double out = e->tr->out_tok ? e->tr->out_tok[t] : a * m->batching.output_tokens;
+  double a = e->demand; /* 0 after the trace (settle) */
+  double in = e->tr->in_tok ? (t < e->tr->n ? e->tr->in_tok[t] : 0) : a * m->batching.input_tokens;
+  double out =
+      e->tr->out_tok ? (t < e->tr->n ? e->tr->out_tok[t] : 0) : a * m->batching.output_tokens;
   struct sim_batch_step o;
   sim_wait_arrive(&e->wait, (double)e->now, a);
   sim_batch_step(&m->batching, &e->batch, e->ready, m->queue_per_pod, a, in, out, &o);
@@ -1212,16 +1213,17 @@ void sim_result_free(struct sim_result *r) {
   memset(r, 0, sizeof *r);
 }
 
-static int need_at(const double *demand, size_t n, size_t t, double capacity) {
-  int need = t < n ? (int)ceil(demand[t] / capacity - 1e-9) : 0;
+static int need_at(const double *demand, size_t n, size_t t, const double *cap, double capacity) {
+  double c = cap ? cap[t < n ? t : 0] : capacity;
+  int need = t < n && c > 0 ? (int)ceil(demand[t] / c - 1e-9) : 0;
   return need < 0 ? 0 : need;
 }
 
-double sim_floor(const double *demand, size_t n, const struct sim_model *m, double start_s,
-                 float *floor_gpus) {
+double sim_floor(const double *demand, const double *cap, size_t n, const struct sim_model *m,
+                 double start_s, float *floor_gpus) {
   int g = m->placement == SIM_PLACE_TIMESLICE ? 1 : m->gpus_per_replica, maxneed = 0, prev = 0;
   for (size_t t = 0; t < n; t++) {
-    int need = need_at(demand, n, t, m->capacity);
+    int need = need_at(demand, n, t, cap, m->capacity);
     maxneed = need > maxneed ? need : maxneed;
   }
   double *diff = calloc(n + 1, sizeof *diff);
@@ -1234,7 +1236,7 @@ double sim_floor(const double *demand, size_t n, const struct sim_model *m, doub
     last_end[k] = -1;
   int64_t lead = (int64_t)ceil(start_s);
   for (size_t t = 0; t <= n; t++) {
-    int need = need_at(demand, n, t, m->capacity);
+    int need = need_at(demand, n, t, cap, m->capacity);
     int64_t ti = (int64_t)t;
     for (int k = prev; k < need; k++) { /* level k+1 starts a run at t */
       if (ti > 0) {                     /* at 0 the floor starts warm, as the simulation does */
@@ -1312,21 +1314,34 @@ static int summarize(const struct eng *e, struct sim_result *r) {
   }
   s->scale_events = e->events;
   /* a per-request trace counts arrivals per second (Poisson noise a batching server's queue
-   * absorbs in a second or two): the floor covers their mean over each minute */
-  const double *fd = r->demand;
-  double *smooth = NULL;
-  if (e->tr->in_tok && (smooth = malloc(r->n * sizeof *smooth))) {
-    double acc = 0;
+   * absorbs in a second or two): the floor covers their mean over each minute, at the capacity
+   * that the same minute's mean lengths give (a minute of long outputs needs more replicas than
+   * the trace's mean lengths say) */
+  const double *fd = r->demand, *fc = NULL;
+  double *smooth = NULL, *cap = NULL;
+  if (e->tr->in_tok) {
+    smooth = malloc(r->n * sizeof *smooth);
+    cap = malloc(r->n * sizeof *cap);
+    if (!smooth || !cap) {
+      free(smooth);
+      free(cap);
+      return GS_ENOMEM;
+    }
+    double acc = 0, in = 0, outk = 0;
     for (size_t t = 0; t < r->n; t++) {
       acc += r->demand[t] - (t >= 60 ? r->demand[t - 60] : 0);
+      in += e->tr->in_tok[t] - (t >= 60 ? e->tr->in_tok[t - 60] : 0);
+      outk += e->tr->out_tok[t] - (t >= 60 ? e->tr->out_tok[t - 60] : 0);
       smooth[t] = acc / (double)(t + 1 < 60 ? t + 1 : 60);
+      cap[t] =
+          acc > 1e-9 ? sim_batch_capacity(&e->m->batching, in / acc, outk / acc) : e->m->capacity;
     }
     fd = smooth;
-  } else if (e->tr->in_tok) {
-    return GS_ENOMEM;
+    fc = e->m->batching.set && e->m->capacity_derived ? cap : NULL;
   }
-  s->floor_gpu_hours = sim_floor(fd, r->n, e->m, sim_model_mean_start(e->m), r->floor);
+  s->floor_gpu_hours = sim_floor(fd, fc, r->n, e->m, sim_model_mean_start(e->m), r->floor);
   free(smooth);
+  free(cap);
   if (isnan(s->floor_gpu_hours))
     return GS_ENOMEM;
   s->ratio = s->floor_gpu_hours > 0 ? s->gpu_hours / s->floor_gpu_hours : NAN;
@@ -1364,6 +1379,17 @@ static int initial_pods(struct eng *e) {
   return 0;
 }
 
+/* GPUs the pods hold: with time-slicing, the GPUs with any holder. Pods change only in
+ * step_pods, which counted them. */
+static double held_gpus(const struct eng *e) {
+  if (e->m->placement != SIM_PLACE_TIMESLICE)
+    return e->held;
+  double held = 0;
+  for (size_t g = 0; g < e->ngpus; g++)
+    held += e->holders[g] > 0;
+  return held;
+}
+
 /* One simulated second. */
 static int step(struct eng *e, struct sim_result *out) {
   size_t t = (size_t)e->now;
@@ -1381,13 +1407,7 @@ static int step(struct eng *e, struct sim_result *out) {
     keda_poll(e, out);
   if (e->now % e->prm.hpa_sync_s == 0)
     hpa_sync(e, out);
-  double held = 0; /* pods change only in step_pods, which counted them */
-  if (e->m->placement == SIM_PLACE_TIMESLICE) {
-    for (size_t g = 0; g < e->ngpus; g++)
-      held += e->holders[g] > 0;
-  } else {
-    held = e->held;
-  }
+  double held = held_gpus(e);
   out->sum.gpu_hours += held / 3600.0;
   out->capacity[t] = (float)e->capacity;
   out->served[t] = (float)served;
@@ -1405,6 +1425,28 @@ static int step(struct eng *e, struct sim_result *out) {
       out->active[i][t] = out->active[i][t - 1];
   }
   return e->oom || e->hpa.oom ? GS_ENOMEM : 0;
+}
+
+/* After the trace's last second: no arrivals and no more scaling, while requests wait (at most
+ * SIM_SETTLE_S). The pods there are, those still starting included, serve what is left, so that a
+ * request that arrived in the trace's last seconds counts as served when it is served, not as
+ * lost because the trace ended. These seconds' GPU-hours count; the timeline ends with the
+ * trace. */
+static int settle(struct eng *e, struct sim_result *out) {
+  for (int64_t s = 0; s < SIM_SETTLE_S && e->backlog > 1e-9; s++) {
+    e->now++;
+    e->demand = 0;
+    int rc = step_pods(e);
+    if (rc)
+      return rc;
+    double served, dropped;
+    step_load(e, &served, &dropped);
+    out->sum.served += served;
+    out->sum.dropped += dropped;
+    out->sum.gpu_hours += held_gpus(e) / 3600.0;
+    out->sum.settle_s += 1;
+  }
+  return e->oom ? GS_ENOMEM : 0;
 }
 
 struct sim_params sim_params_default(void) {
@@ -1468,7 +1510,9 @@ int sim_run(const struct sim_model *m, const struct sim_scaledobject *so,
     if (progress && t % tick == 0)
       progress(pud, (double)t / (double)tr->n);
   }
-  sim_wait_finish(&e->wait, (double)tr->n);
+  if (!rc && (rc = settle(e, out)))
+    snprintf(err, errlen, "out of memory after the trace");
+  sim_wait_finish(&e->wait, (double)(e->now + 1));
   if (!rc && e->wait.oom) {
     rc = GS_ENOMEM;
     snprintf(err, errlen, "out of memory for the request queue");

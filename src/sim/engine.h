@@ -23,7 +23,8 @@ struct sim_summary {
   int scale_events, max_replicas, min_replicas;
   bool has_step;             /* the trace has a step (a rise of >= 30 % of peak in 60 s) */
   double step_at_s, react_s; /* when it came, and until capacity covered demand (-1: never) */
-  double wall_s, sim_s;      /* wall-clock seconds and simulated seconds */
+  double wall_s, sim_s;      /* wall-clock seconds and simulated seconds (the trace's) */
+  double settle_s;           /* seconds run after the trace while requests waited (SIM_SETTLE_S) */
   /* latency: the 95th percentile of the requests' queueing delay (FIFO, 1 s resolution), and
    * with a batching model of their time to first token (delay + the mean prefill time) */
   double p95_wait_s, p95_ttft_s; /* p95_ttft_s NaN without a batching model */
@@ -42,6 +43,10 @@ struct sim_result {
   char warning[SIM_MAX_TRIGGERS + 1][640];
   struct sim_summary sum;
 };
+
+/* After the trace, the run goes on without arrivals or scaling while requests wait, for at most
+ * this many seconds; what still waits then counts as not served. */
+#define SIM_SETTLE_S 600
 
 /* Settings of the cluster rather than of the ScaledObject. */
 struct sim_params {
@@ -68,9 +73,9 @@ void sim_result_drop_series(struct sim_result *r);
 
 /* The perfect-foresight floor: GPUs held at each second by the fewest replicas that cover the
  * demand, started start_s ahead (bridging a gap shorter than a start-up instead of restarting).
- * Fills floor_gpus[n] when not NULL and returns the GPU-hours; NaN when out of memory (floor_gpus
- * then unfilled). */
-double sim_floor(const double *demand, size_t n, const struct sim_model *m, double start_s,
-                 float *floor_gpus);
+ * A replica's capacity is cap[t] when cap is not NULL, else the model's. Fills floor_gpus[n]
+ * when not NULL and returns the GPU-hours; NaN when out of memory (floor_gpus then unfilled). */
+double sim_floor(const double *demand, const double *cap, size_t n, const struct sim_model *m,
+                 double start_s, float *floor_gpus);
 
 #endif

@@ -44,6 +44,8 @@ void sim_report_text(FILE *f, const struct sim_run_info *ri, const struct sim_re
           s->sim_s / 3600, s->wall_s, s->wall_s > 0 ? s->sim_s / s->wall_s : 0);
   fprintf(f, "  demand served       %.2f %% (%.0f of %.0f; %.0f dropped)\n", 100 * s->served_share,
           s->served, s->arrived, s->dropped);
+  if (s->settle_s > 0) /* the run went on after the trace while requests waited (The loop) */
+    fprintf(f, "  after the trace     %.0f s more to serve what waited at its end\n", s->settle_s);
   if (isnan(s->p95_ttft_s))
     fprintf(f, "  latency             p95 queueing delay %.0f s\n", s->p95_wait_s);
   else
@@ -104,21 +106,14 @@ static void json_run(FILE *f, const struct sim_run_info *ri, const struct sim_re
   struct {
     const char *k;
     double v;
-  } kv[] = {{"simulatedSeconds", s->sim_s},
-            {"wallSeconds", s->wall_s},
-            {"arrived", s->arrived},
-            {"served", s->served},
-            {"dropped", s->dropped},
-            {"servedShare", s->served_share},
-            {"p95WaitSeconds", s->p95_wait_s},
-            {"p95TtftSeconds", s->p95_ttft_s},
-            {"overCapacityMinutes", s->over_capacity_s / 60},
-            {"gpuHours", s->gpu_hours},
-            {"floorGpuHours", s->floor_gpu_hours},
-            {"ratioToFloor", s->ratio},
-            {"scaleEvents", s->scale_events},
-            {"minReplicas", s->min_replicas},
-            {"maxReplicas", s->max_replicas}};
+  } kv[] = {{"simulatedSeconds", s->sim_s},    {"wallSeconds", s->wall_s},
+            {"arrived", s->arrived},           {"served", s->served},
+            {"dropped", s->dropped},           {"servedShare", s->served_share},
+            {"settleSeconds", s->settle_s},    {"p95WaitSeconds", s->p95_wait_s},
+            {"p95TtftSeconds", s->p95_ttft_s}, {"overCapacityMinutes", s->over_capacity_s / 60},
+            {"gpuHours", s->gpu_hours},        {"floorGpuHours", s->floor_gpu_hours},
+            {"ratioToFloor", s->ratio},        {"scaleEvents", s->scale_events},
+            {"minReplicas", s->min_replicas},  {"maxReplicas", s->max_replicas}};
   for (size_t i = 0; i < sizeof kv / sizeof kv[0]; i++) {
     fprintf(f, ",\"%s\":", kv[i].k);
     json_num(f, kv[i].v);

@@ -22,9 +22,14 @@ struct sim_knobs {
 struct sim_candidate {
   struct sim_knobs k;
   double gpu_hours, served, p95_s, ratio;
-  bool feasible; /* served >= goal and p95 <= latency goal */
-  bool front;    /* on the Pareto front (no other has fewer GPU-hours and more served) */
+  double worst_served; /* the least served of the whole and of each part (SIM_TUNE_PARTS) */
+  bool feasible;       /* served >= goal and p95 <= latency goal */
+  bool front;          /* on the Pareto front (no other has fewer GPU-hours and more served) */
 };
+
+/* The trace is also replayed in this many parts, each from a warm start, and a configuration
+ * meets the served goal only if it does on the whole and on every part. */
+#define SIM_TUNE_PARTS 3
 
 struct sim_tune_goal {
   double served;    /* share, 0..1 */

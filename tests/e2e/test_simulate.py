@@ -302,21 +302,45 @@ def test_new_inputs_refused_with_the_key(tmp_path):
 
 
 def test_real_trace_queue_cannot_hold_a_size_in_flight_can():
-    """Azure's 2023 conversation trace through the batching model (docs/simulate.md "Real
-    traces"): the queue profile swings and drops requests; requests in flight serves them all with
-    fewer GPU-hours than the DCGM HPA path; the latency figure is there."""
-    trace = ex("traces/azure-llm-2023-conv.csv")
+    """Azure's 2023 traces through the batching model (docs/simulate.md "Real traces"): the queue
+    profile swings and drops requests; requests in flight, as docs/engines.md recommends it
+    (target 100, minReplicaCount 3), serves them all within 1.3x the perfect-foresight floor on
+    both traces (issue 21's goal), with half the DCGM HPA path's GPU-hours; at target 50 it buys
+    a better latency than the DCGM path with its GPU-hours; the latency figure is there."""
     runs = {}
-    for so in ("dcgm-hpa", "ref-queue-depth", "in-flight"):
-        p = run("--model", ex("models/vllm-batching.yaml"), "--trace", trace, "--scaledobject",
-                ex("llm/%s.yaml" % so), "--format", "json")
-        assert p.returncode == 0, p.stderr
-        runs[so] = json.loads(p.stdout)
-    assert runs["ref-queue-depth"]["servedShare"] < 0.95
-    assert runs["in-flight"]["servedShare"] >= 0.995
-    assert runs["in-flight"]["gpuHours"] < 0.9 * runs["dcgm-hpa"]["gpuHours"]
-    assert runs["in-flight"]["p95TtftSeconds"] < runs["dcgm-hpa"]["p95TtftSeconds"]
-    assert runs["dcgm-hpa"]["arrived"] == 19366  # one per request line
+    for t in ("conv", "code"):
+        trace = ex("traces/azure-llm-2023-%s.csv" % t)
+        for so in ("dcgm-hpa", "ref-queue-depth", "in-flight", "in-flight-50"):
+            p = run("--model", ex("models/vllm-batching.yaml"), "--trace", trace, "--scaledobject",
+                    ex("llm/%s.yaml" % so), "--format", "json")
+            assert p.returncode == 0, p.stderr
+            runs[t, so] = json.loads(p.stdout)
+    assert runs["conv", "ref-queue-depth"]["servedShare"] < 0.95
+    for t in ("conv", "code"):
+        r = runs[t, "in-flight"]
+        assert r["servedShare"] >= 0.995 and r["ratioToFloor"] <= 1.3, (t, r)
+        assert r["gpuHours"] < 0.75 * runs[t, "dcgm-hpa"]["gpuHours"], t
+        assert r["p95TtftSeconds"] is not None
+    assert runs["conv", "in-flight-50"]["p95TtftSeconds"] < runs["conv", "dcgm-hpa"]["p95TtftSeconds"]
+    assert runs["conv", "dcgm-hpa"]["arrived"] == 19366  # one per request line
+    # the code trace ends inside a burst: the run settles what waited at its end (docs/simulate.md
+    # "The loop") and says how long that took
+    assert runs["code", "in-flight"]["settleSeconds"] > 0
+
+
+def test_tune_held_out_code_trace():
+    """Issue 21's held-out goal on the bursty code trace too (docs/simulate.md "Real traces"):
+    tuned on its first 70 % from the recommended file, the configuration holds <= 1.15x the floor
+    at >= 99.5 % served on the last 30 %."""
+    p = run("--tune", "--model", ex("models/vllm-batching.yaml"), "--trace",
+            ex("traces/azure-llm-2023-code.csv"), "--scaledobject", ex("llm/in-flight.yaml"),
+            "--holdout", "0.3")
+    assert p.returncode == 0, p.stderr
+    assert "worst-part" in p.stdout
+    tuned = [ln for ln in p.stdout.splitlines() if ln.startswith("  tuned on the first part")]
+    assert len(tuned) == 1
+    m = re.search(r"([0-9.]+)x the floor\s+([0-9.]+) % served", tuned[0])
+    assert m and float(m.group(1)) <= 1.15 and float(m.group(2)) >= 99.5, tuned[0]
 
 
 def test_tune_writes_the_tuned_file_and_reports_the_held_out_part(tmp_path):
@@ -333,9 +357,10 @@ def test_tune_writes_the_tuned_file_and_reports_the_held_out_part(tmp_path):
     assert m and float(m.group(1)) <= 1.15 and float(m.group(2)) >= 99.5, tuned[0]
     text = out.read_text()
     orig = open(ex("llm/in-flight.yaml")).read()
-    # only the tuned keys change: every line of the original but the target is still there
+    # only the tuned keys change: every other line of the original is still there
+    tuned_keys = ("targetValue:", "minReplicaCount:", "pollingInterval:")
     for line in orig.splitlines():
-        assert line in text, line
+        assert line in text or line.strip().startswith(tuned_keys), line
     assert "targetValue:" in text and "stabilizationWindowSeconds:" in text
     ET.parse(str(svg))
     p = run("--model", ex("models/vllm-batching.yaml"), "--trace",

@@ -60,11 +60,11 @@ static const struct {
     {"vllm-kv-cache", ES_VLLM_KV_CACHE, 75, 5},
     {"tgi-queue-size", ES_TGI_QUEUE, 5, 1},
     {"sglang-queue-depth", ES_SGLANG_QUEUE, 5, 1},
-    /* requests in flight over maxNumSeqs; target 50 from the real-trace replay in
-     * docs/simulate.md "Real traces" */
-    {"vllm-in-flight", ES_VLLM_IN_FLIGHT, 50, 0},
-    {"tgi-in-flight", ES_TGI_IN_FLIGHT, 50, 0},
-    {"sglang-in-flight", ES_SGLANG_IN_FLIGHT, 50, 0},
+    /* requests in flight over maxNumSeqs; target 100 (one replica per maxNumSeqs requests in
+     * flight) from the real-trace replay in docs/simulate.md "Real traces" */
+    {"vllm-in-flight", ES_VLLM_IN_FLIGHT, 100, 0},
+    {"tgi-in-flight", ES_TGI_IN_FLIGHT, 100, 0},
+    {"sglang-in-flight", ES_SGLANG_IN_FLIGHT, 100, 0},
 };
 #define NENGINE (sizeof engine_builtins / sizeof engine_builtins[0])
 #define NBUILTIN (sizeof builtins / sizeof builtins[0] + NENGINE)

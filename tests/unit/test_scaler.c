@@ -1627,7 +1627,8 @@ static void test_select_engines_in_flight(void **state) {
   struct trigger t;
   char err[512] = "";
   assert_int_equal(trigger_parse(md, 3, &profiles, &t, err, sizeof err), 0);
-  assert_true(t.engine && t.esignal == ES_VLLM_IN_FLIGHT && t.target == 50 && t.max_num_seqs == 32);
+  assert_true(t.engine && t.esignal == ES_VLLM_IN_FLIGHT && t.target == 100 &&
+              t.max_num_seqs == 32);
   struct scaler_selection sel;
   memset(&sel, 0, sizeof sel);
   uint32_t next = 0;

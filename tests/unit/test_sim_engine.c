@@ -83,6 +83,28 @@ static void run_free(struct run *x) {
   profile_set_free(&x->ps);
 }
 
+/* A per-request trace (TIMESTAMP, ContextTokens, GeneratedTokens) through a batching model: in
+ * each second of [0, to), `per` requests of `in` prompt tokens; in [to, end), per2 of in2. Every
+ * request generates one token. */
+static void run_requests(struct run *x, const char *model, const char *so, int to, int end, int per,
+                         int in, int per2, int in2) {
+  static char csv[65536];
+  size_t n = (size_t)snprintf(csv, sizeof csv, "TIMESTAMP,ContextTokens,GeneratedTokens\n");
+  for (int t = 0; t < end; t++)
+    for (int k = 0; k < (t < to ? per : per2); k++)
+      n += (size_t)snprintf(csv + n, sizeof csv - n, "%d.%02d,%d,1\n", t, k, t < to ? in : in2);
+  assert_true(n < sizeof csv);
+  memset(x, 0, sizeof *x);
+  assert_int_equal(
+      sim_model_parse(model, strlen(model), "model.yaml", &x->m, x->err, sizeof x->err), 0);
+  if (sim_so_parse(so, strlen(so), "so.yaml", &x->so, x->err, sizeof x->err))
+    fail_msg("%s", x->err);
+  assert_int_equal(sim_trace_requests(csv, n, "req.csv", 0, &x->tr, x->err, sizeof x->err), 0);
+  assert_int_equal(profile_set_init(&x->ps), 0);
+  struct sim_params prm = sim_params_default();
+  x->rc = sim_run(&x->m, &x->so, &x->tr, &x->ps, &prm, NULL, NULL, &x->r, x->err, sizeof x->err);
+}
+
 /* DESIGN "HPA arithmetic": a node-scope max under AverageValue stalls at ceil(100 / 75) = 2
  * while demand needs 10 replicas; workload scope follows the demand. */
 static void test_naive_caps_and_workload_follows(void **state) {
@@ -261,12 +283,62 @@ static void test_floor(void **state) {
   for (int t = 100; t < 200; t++)
     d[t] = 25;
   float fl[400];
-  assert_true(fabs(sim_floor(d, 400, &m, 60, fl) - 3 * 160 / 3600.0) < 1e-9);
+  assert_true(fabs(sim_floor(d, NULL, 400, &m, 60, fl) - 3 * 160 / 3600.0) < 1e-9);
   assert_true(fl[39] == 0 && fl[40] == 3 && fl[199] == 3 && fl[200] == 0);
   for (int t = 230; t < 260; t++)
     d[t] = 5;
   /* level 1 bridges 200..230 (30 s) instead of a new 60 s start */
-  assert_true(fabs(sim_floor(d, 400, &m, 60, NULL) - (3 * 160 + 30 + 30) / 3600.0) < 1e-9);
+  assert_true(fabs(sim_floor(d, NULL, 400, &m, 60, NULL) - (3 * 160 + 30 + 30) / 3600.0) < 1e-9);
+}
+
+/* A prefill-bound batching server: 100 prompt tokens a second, so a replica serves one
+ * 100-token request a second. */
+static const char *MODEL_PREFILL = "name: b\n"
+                                   "batching: {maxNumSeqs: 1000, kvCacheTokens: 1e9, "
+                                   "prefillTokensPerSecond: 100, decodeTokensPerSecond: 1e6, "
+                                   "streamTokensPerSecond: 1e3}\n"
+                                   "startup: 1s\n"
+                                   "drain: 0s\n"
+                                   "queuePerPod: 100\n"
+                                   "signals:\n"
+                                   "  gpu_utilization: {idle: 0, full: 100}\n";
+
+/* The end of the trace (docs/simulate.md "The loop"): one request a second, then 20 in the last
+ * of 10 seconds, at 2 replicas that admit 2 a second. They wait, they are not dropped: after the
+ * trace the run goes on without arrivals or scaling until they are served (9 more seconds, whose
+ * GPU-hours count), instead of counting 18 of them as not served because the trace ended. */
+static void test_settle_after_trace(void **state) {
+  (void)state;
+  char so[2048];
+  struct run x;
+  so_text(so, sizeof so, 2, 2, "", GW_UTIL);
+  run_requests(&x, MODEL_PREFILL, so, 9, 10, 1, 100, 20, 100);
+  assert_int_equal(x.rc, 0);
+  assert_int_equal(x.r.n, 10);
+  assert_true(fabs(x.r.sum.served - 29) < 1e-6);
+  assert_true(fabs(x.r.sum.served_share - 1) < 1e-9);
+  assert_true(x.r.sum.dropped == 0);
+  assert_true(x.r.sum.settle_s >= 8 && x.r.sum.settle_s <= 10);
+  assert_true(fabs(x.r.sum.gpu_hours - 2 * (10 + x.r.sum.settle_s) / 3600.0) < 1e-9);
+  /* the last request waited about 9 s: its delay counts as it was, not cut at the trace's end */
+  assert_true(x.r.sum.p95_wait_s >= 8);
+  run_free(&x);
+}
+
+/* The floor's capacity follows the lengths of the minute it covers: one request a second, with
+ * 50-token prompts for a minute (a replica serves 2 a second: 1 replica), then 350-token prompts
+ * (0.29 a second: 4 replicas). At the trace's mean lengths (200 tokens, 0.5 a second) it would
+ * hold 2 replicas throughout, too many first and too few after. */
+static void test_floor_follows_lengths(void **state) {
+  (void)state;
+  char so[2048];
+  struct run x;
+  so_text(so, sizeof so, 1, 10, "", GW_UTIL);
+  run_requests(&x, MODEL_PREFILL, so, 60, 120, 1, 50, 1, 350);
+  assert_int_equal(x.rc, 0);
+  assert_true(x.r.floor[58] == 1);
+  assert_true(x.r.floor[119] == 4);
+  run_free(&x);
 }
 
 struct bad_case {
@@ -991,6 +1063,8 @@ int main(void) {
       cmocka_unit_test(test_selectors),
       cmocka_unit_test(test_policy_refusal),
       cmocka_unit_test(test_floor),
+      cmocka_unit_test(test_settle_after_trace),
+      cmocka_unit_test(test_floor_follows_lengths),
       cmocka_unit_test(test_parse_errors),
       cmocka_unit_test(test_prometheus_trace),
       cmocka_unit_test(test_multi_document),
