@@ -162,10 +162,14 @@ row "$P push at a transition, p99" "$(ms "$(g push p99_us "$WORK/streams.out")")
 if [[ $MODE == gateway ]]; then
   U=$(grep '^push_update ' "$WORK/streams.out" | head -1)
   SPREAD=$(field "$U" sent_spread_us) LAG=$(field "$U" signal_to_first_us)
-  row "$P push from the changed updates, p50" "$(ms "$(field "$U" p50_us)")" \
-    "from the first agent's changed update sent ($(ms "${LAG:-0}") after the signal)"
-  row "$P push from the changed updates, p99" "$(ms "$(field "$U" p99_us)")" \
-    "all $NAGENTS sent within $(ms "${SPREAD:-0}") of the first; max $(ms "$(field "$U" max_us)")"
+  if [[ -n $(field "$U" p50_us) ]]; then
+    row "$P push from the changed updates, p50" "$(ms "$(field "$U" p50_us)")" \
+      "from the first agent's changed update sent ($(ms "$LAG") after the signal)"
+    row "$P push from the changed updates, p99" "$(ms "$(field "$U" p99_us)")" \
+      "all $NAGENTS sent within $(ms "$SPREAD") of the first; max $(ms "$(field "$U" max_us)")"
+  else # not every agent said when it sent its changed update: no figure rather than 0
+    row "$P push from the changed updates" "none" "${U:-no push_update line from gs_soak}"
+  fi
 fi
 for f in p50 p99; do
   row "$P GetMetrics $f at $RATE/s, $N open" "$(us "$(g total ${f}_us "$WORK/streams.out")")" \
