@@ -13,9 +13,12 @@
  *   gs_gateway_agents --count 200 [--gpus 8] [--interval 1s] [--host 127.0.0.1] [--aligned]
  *                     [--idle] [--churn PCT]
  *
- * --idle: every GPU reads 0 % utilization until the process gets SIGUSR1; from then on each
- * agent's next pass carries the usual readings (a step from idle to busy at one instant, which
- * bench/streams.sh gateway times the StreamIsActive push of).
+ * --idle: every GPU reads 0 % utilization until the process gets SIGUSR1; then every agent takes
+ * one pass at once (within the server's 100 ms tick slice) carrying the usual readings, and goes
+ * on at its own phase (a step from idle to busy at one instant, which bench/streams.sh gateway
+ * times the StreamIsActive push of). Once every agent has built its first busy snapshot, the
+ * process prints "sent agents=N first_ns=T0 last_ns=T1" (CLOCK_MONOTONIC): the first and last of
+ * these changed updates, for gs_soak --sent-file.
  *
  * --churn PCT (1..100): on each pass, PCT agents in 100 (in turn) report a new memory
  * utilization on GPU 0, so the gateway sees a steady trickle of real changes; utilization, which
@@ -66,9 +69,20 @@ struct sim_agent {
   struct rpc_server *srv;
 };
 
-static uint64_t gen_at(const struct sim_agent *a, int64_t now) {
+static atomic_bool busy = true; /* false from --idle until SIGUSR1 */
+static atomic_llong flip_at;    /* monotonic ms of SIGUSR1; 0: not yet */
+
+/* The pass counter of agent a at its own phase, without the pass taken at the flip. */
+static uint64_t phase_gen(const struct sim_agent *a, int64_t now) {
   int64_t t = now - a->clk->start_ms - a->phase_ms;
   return t < 0 ? 1 : 2 + (uint64_t)(t / a->clk->interval_ms);
+}
+
+/* At SIGUSR1 every agent takes one extra pass at once (so the changed updates are sent together,
+ * and a push can be timed from them), then goes on at its own phase. */
+static uint64_t gen_at(const struct sim_agent *a, int64_t now) {
+  int64_t f = atomic_load(&flip_at);
+  return phase_gen(a, now) + (f > 0 && now >= f ? 1 : 0);
 }
 
 /* scaler_source.wait_tick: sleeps until this agent's next pass after `seen`, or timeout_ms. */
@@ -78,7 +92,8 @@ static uint64_t sim_wait_tick(void *ud, uint64_t seen, int timeout_ms) {
   uint64_t g = gen_at(a, now);
   if (g != seen)
     return g;
-  int64_t next = a->clk->start_ms + a->phase_ms + (int64_t)(g - 1) * a->clk->interval_ms;
+  int64_t next =
+      a->clk->start_ms + a->phase_ms + (int64_t)(phase_gen(a, now) - 1) * a->clk->interval_ms;
   int64_t until = next < now + timeout_ms ? next : now + timeout_ms;
   if (until > now) {
     struct timespec ts = {(until - now) / 1000, (long)((until - now) % 1000) * 1000000L};
@@ -87,8 +102,40 @@ static uint64_t sim_wait_tick(void *ud, uint64_t seen, int timeout_ms) {
   return gen_at(a, time_mono_ms());
 }
 
-static atomic_bool busy = true; /* false from --idle until SIGUSR1 */
-static int churn;               /* --churn PCT: agents per 100 whose reading moves each pass */
+/* The changed updates after SIGUSR1: when each agent first built a snapshot with the busy
+ * readings (CLOCK_MONOTONIC ns, just before it is sent), for "sent" on stdout. */
+static pthread_mutex_t sent_mu = PTHREAD_MUTEX_INITIALIZER;
+static bool *sent;
+static int sent_n, sent_count;
+static int64_t sent_first_ns, sent_last_ns;
+
+static int64_t mono_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+/* Agent id built its first busy snapshot: once all have, prints "sent agents=N first_ns=..
+ * last_ns=..". */
+static void note_sent(int id) {
+  int64_t now = mono_ns();
+  pthread_mutex_lock(&sent_mu);
+  if (sent && !sent[id]) {
+    sent[id] = true;
+    if (sent_count++ == 0 || now < sent_first_ns)
+      sent_first_ns = now;
+    if (now > sent_last_ns)
+      sent_last_ns = now;
+    if (sent_count == sent_n) {
+      printf("sent agents=%d first_ns=%lld last_ns=%lld\n", sent_n, (long long)sent_first_ns,
+             (long long)sent_last_ns);
+      fflush(stdout);
+    }
+  }
+  pthread_mutex_unlock(&sent_mu);
+}
+
+static int churn; /* --churn PCT: agents per 100 whose reading moves each pass */
 
 static double util_of(int agent, int gpu) {
   if (!atomic_load(&busy))
@@ -119,6 +166,8 @@ static int sim_snapshot(void *ud, struct node_snapshot *out) {
     return GS_ENOMEM;
   uint64_t gen = gen_at(a, time_mono_ms());
   int64_t now = time_wall_ms();
+  if (atomic_load(&flip_at) > 0 && atomic_load(&busy))
+    note_sent(a->id);
   for (int i = 0; i < a->ngpus; i++) {
     struct node_gpu *x = &g[i];
     x->info.index = i;
@@ -276,8 +325,10 @@ int main(int argc, char **argv) {
   struct clock_src clk = {time_mono_ms(), interval_ms};
   struct sim_agent *agents = calloc((size_t)count, sizeof *agents);
   struct scaler *scalers = calloc((size_t)count, sizeof *scalers);
+  sent = calloc((size_t)count, sizeof *sent);
+  sent_n = count;
   int rc = 1, started = 0;
-  if (!agents || !scalers || profile_set_init(&profiles)) {
+  if (!agents || !scalers || !sent || profile_set_init(&profiles)) {
     fprintf(stderr, "gs_gateway_agents: out of memory or threads\n");
     return 1;
   }
@@ -313,14 +364,18 @@ int main(int argc, char **argv) {
   fflush(stdout);
 
   int sig = 0;
-  while (sigwait(&set, &sig) == 0 && sig == SIGUSR1)
+  while (sigwait(&set, &sig) == 0 && sig == SIGUSR1) {
+    if (atomic_load(&flip_at) == 0) /* first: a busy snapshot is then always noted */
+      atomic_store(&flip_at, (long long)time_mono_ms());
     atomic_store(&busy, true);
+  }
   rc = 0;
 
 out:
   shutdown_all(agents, started); /* in parallel: each joins its threads */
   free(agents);
   free(scalers);
+  free(sent);
   profile_set_free(&profiles);
   rpc_global_shutdown();
   return rc;

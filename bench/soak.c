@@ -7,7 +7,8 @@
  * - Optionally --streams N StreamIsActive calls held open (100 per connection), and one activity
  *   transition: --flip-after S seconds into the run, --flip-cmd CMD is run (the caller swaps the
  *   mock scenario and sends SIGHUP), and for each stream the time from the flip to its first
- *   `true` is the push latency.
+ *   `true` is the push latency. --sent-file F (the simulated agents' stdout) times it from the
+ *   first changed update they sent too (report_push_from_updates).
  *
  * Bounded by --seconds; loopback targets only by convention (the scripts). Prints lines of
  * key=value (see usage()). Exit status 1 when any call failed or a stream missed the push. */
@@ -43,7 +44,7 @@ static struct {
   const char *target;
   double rate, seconds, window, flip_after;
   int streams;
-  const char *flip_cmd, *ready_file;
+  const char *flip_cmd, *ready_file, *sent_file;
   struct gs_md md;
   int mix, mix_nodes; /* --mix K: K distinct triggers over the streams (see mix_triggers) */
 } o;
@@ -218,10 +219,11 @@ static void print_pct(const char *prefix, const uint32_t *lat, size_t n) {
 static void usage(FILE *f) {
   fprintf(f, "usage: gs_soak --target HOST:PORT [--rate R] [--seconds S] [--window W]\n"
              "               [--streams N [--ready-file F] --flip-after S --flip-cmd CMD]\n"
-             "               [--mix K [--mix-nodes N]] [-m key=value]...\n"
+             "               [--mix K [--mix-nodes N]] [--sent-file F] [-m key=value]...\n"
              "Prints 'window=I start_s=.. calls=.. errors=.. p50_us=.. p99_us=.. p999_us=.. "
              "max_us=..'\nper window, 'total ...' and with streams 'push streams=N pushed=K "
-             "p50_us=.. p99_us=.. max_us=..'.\n");
+             "p50_us=.. p99_us=.. max_us=..'; with --sent-file (gs_gateway_agents' stdout)\n"
+             "also 'push_update ...', the push timed from the first changed update sent.\n");
 }
 
 static int parse_args(int argc, char **argv) {
@@ -249,6 +251,8 @@ static int parse_args(int argc, char **argv) {
       o.streams = (int)strtol(v, &end, 10);
     else if (!strcmp(a, "--flip-cmd"))
       o.flip_cmd = v;
+    else if (!strcmp(a, "--sent-file"))
+      o.sent_file = v;
     else if (!strcmp(a, "--ready-file"))
       o.ready_file = v;
     else if (!strcmp(a, "--mix"))
@@ -361,6 +365,45 @@ static int paced(grpc_channel *ch, const uint8_t *req, size_t reqlen) {
   return errors ? 1 : 0;
 }
 
+/* --sent-file F: the simulated agents' "sent agents=N first_ns=T0 last_ns=T1" line (their
+ * changed updates, CLOCK_MONOTONIC like gs_now_ns). Prints each stream's push timed from T0,
+ * the first changed update sent, beside the figures from the signal. A stream turns active
+ * after the update that turns it is sent (at or after T0, and before it arrives at the gateway):
+ * timed from T0, a push is never shorter than from that update's arrival, and at most
+ * T1 - T0 longer. */
+static void report_push_from_updates(const int64_t *abs_ns) {
+  FILE *f = fopen(o.sent_file, "r");
+  char line[256];
+  long long first = 0, last = 0;
+  int agents = 0;
+  bool found = false;
+  while (f && fgets(line, sizeof line, f))
+    if (sscanf(line, "sent agents=%d first_ns=%lld last_ns=%lld", &agents, &first, &last) == 3)
+      found = true;
+  if (f)
+    fclose(f);
+  if (!found) {
+    printf("push_update none: no 'sent' line in %s\n", o.sent_file);
+    return;
+  }
+  uint32_t *v = malloc((size_t)st.n * sizeof *v);
+  size_t k = 0;
+  for (int i = 0; v && i < st.n; i++) {
+    if (abs_ns[i] <= 0)
+      continue;
+    int64_t d = abs_ns[i] - first > 0 ? (abs_ns[i] - first) / 1000 : 0;
+    v[k++] = (uint32_t)(d > UINT32_MAX ? UINT32_MAX : d);
+  }
+  if (!v)
+    return;
+  qsort(v, k, sizeof *v, gs_cmp_u32);
+  printf("push_update agents=%d pushed=%zu p50_us=%" PRIu32 " p99_us=%" PRIu32 " max_us=%" PRIu32
+         " sent_spread_us=%lld signal_to_first_us=%lld\n",
+         agents, k, gs_rank(v, k, 50), gs_rank(v, k, 99), k ? v[k - 1] : 0, (last - first) / 1000,
+         (first - (long long)atomic_load(&flip_ns)) / 1000);
+  free(v);
+}
+
 static int report_push(void) {
   uint32_t *v = malloc((size_t)st.n * sizeof *v);
   size_t k = 0;
@@ -369,6 +412,14 @@ static int report_push(void) {
       v[k++] = (uint32_t)(push_ns[i] / 1000 > UINT32_MAX ? UINT32_MAX : push_ns[i] / 1000);
   if (!v)
     return 1;
+  if (o.sent_file) {
+    int64_t *abs_ns = calloc((size_t)st.n, sizeof *abs_ns);
+    for (int i = 0; abs_ns && i < st.n; i++)
+      abs_ns[i] = push_ns[i] > 0 ? atomic_load(&flip_ns) + push_ns[i] : 0;
+    if (abs_ns)
+      report_push_from_updates(abs_ns);
+    free(abs_ns);
+  }
   qsort(v, k, sizeof *v, gs_cmp_u32);
   printf("push streams=%d pushed=%zu early_true=%d ended=%d p50_us=%" PRIu32 " p99_us=%" PRIu32
          " min_us=%" PRIu32 " max_us=%" PRIu32 "\n",

@@ -6,9 +6,11 @@
 #   - the server's memory per stream: (RSS with the streams open - RSS before) / N;
 #   - the push latency at one activity transition: agent: the mock's load steps from 0 % to 55 %
 #     (scenario rewritten, SIGHUP); gateway: the simulated agents step from 0 % (--idle) to their
-#     usual readings (SIGUSR1), each at its next pass. Each stream's first `true` is timed from
-#     the signal; p50 and p99 over the streams, beside the ceiling: one sampling interval plus one
-#     tick (the gateway: plus its 50 ms coalescing);
+#     usual readings (SIGUSR1), all of them in one extra pass at once. Each stream's first `true`
+#     is timed from the signal; p50 and p99 over the streams, beside the ceiling: one sampling
+#     interval plus one tick (the gateway: plus its 50 ms coalescing). The gateway's rows also time
+#     it from the first changed update the agents sent (gs_soak --sent-file), with how long after
+#     it the last one went: the "after the agent's update arrives" of issue 24;
 #   - unary GetMetrics latency at a steady STREAMS_RATE (200/s) meanwhile, beside the same paced
 #     run with no stream open, measured just before in the same run.
 #
@@ -87,6 +89,7 @@ else
   # activation 10 % on the cluster's average: 0 % is idle, the usual readings (about 50 %) active
   MD=(-m profile=triton-inference -m scope=cluster -m aggregation=avg)
   FLIP="kill -USR1 $SIM_PID"
+  SENTARGS=(--sent-file "$WORK/sim.out") # the agents' changed updates: push timed from them too
   P="streams gateway:"
   PS="streams gateway:"
   if ((SCALE)); then
@@ -118,7 +121,7 @@ soak "$WORK/base.out" --seconds 10 --window 10
 sleep 1
 RSS0=$(rss_kib "$SERVER")
 say "streams bench: $N StreamIsActive streams, GetMetrics at $RATE/s, a transition after 15 s"
-"$SOAK" --target "$TARGET" "${MD[@]}" ${MIXARGS[@]+"${MIXARGS[@]}"} --rate "$RATE" --seconds 25 --window 25 --streams "$N" \
+"$SOAK" --target "$TARGET" "${MD[@]}" ${MIXARGS[@]+"${MIXARGS[@]}"} ${SENTARGS[@]+"${SENTARGS[@]}"} --rate "$RATE" --seconds 25 --window 25 --streams "$N" \
   --ready-file "$WORK/ready" --flip-after 15 --flip-cmd "$FLIP" >"$WORK/streams.out" \
   2>"$WORK/streams.err" &
 CLIENT=$!
@@ -156,6 +159,18 @@ row "$P push at a transition, p50 ($PUSHED/$N)" "$(ms "$(g push p50_us "$WORK/st
   "ceiling: $CEIL"
 row "$P push at a transition, p99" "$(ms "$(g push p99_us "$WORK/streams.out")")" \
   "first stream $(ms "$(g push min_us "$WORK/streams.out")"), last $(ms "$(g push max_us "$WORK/streams.out")")"
+if [[ $MODE == gateway ]]; then
+  U=$(grep '^push_update ' "$WORK/streams.out" | head -1)
+  SPREAD=$(field "$U" sent_spread_us) LAG=$(field "$U" signal_to_first_us)
+  if [[ -n $(field "$U" p50_us) ]]; then
+    row "$P push from the changed updates, p50" "$(ms "$(field "$U" p50_us)")" \
+      "from the first agent's changed update sent ($(ms "$LAG") after the signal)"
+    row "$P push from the changed updates, p99" "$(ms "$(field "$U" p99_us)")" \
+      "all $NAGENTS sent within $(ms "$SPREAD") of the first; max $(ms "$(field "$U" max_us)")"
+  else # not every agent said when it sent its changed update: no figure rather than 0
+    row "$P push from the changed updates" "none" "${U:-no push_update line from gs_soak}"
+  fi
+fi
 for f in p50 p99; do
   row "$P GetMetrics $f at $RATE/s, $N open" "$(us "$(g total ${f}_us "$WORK/streams.out")")" \
     "no stream open: $(us "$(g total ${f}_us "$WORK/base.out")")"

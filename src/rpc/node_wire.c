@@ -432,8 +432,13 @@ static const char *decode_split(const Gpuscale__V1__GPU *m, struct gpu_pods *p) 
   return NULL;
 }
 
+/* Decodes m into g. Zeroes g up to its listed pods (padding included, so that stored copies
+ * compare with memcmp); the room of pods past the listed ones is left as it was. */
 static const char *decode_gpu(const Gpuscale__V1__GPU *m, struct node_gpu *g) {
-  memset(g, 0, sizeof *g);
+  size_t np = m->n_pods < ATTRIB_MAX_PODS ? m->n_pods : ATTRIB_MAX_PODS;
+  memset(g, 0,
+         offsetof(struct node_gpu, pods) + offsetof(struct gpu_pods, pods) +
+             np * sizeof g->pods.pods[0]);
   g->info.index = m->index;
   copy_str(g->info.uuid, sizeof g->info.uuid, m->uuid);
   copy_str(g->info.name, sizeof g->info.name, m->name);
@@ -473,7 +478,6 @@ static const char *decode_gpu(const Gpuscale__V1__GPU *m, struct node_gpu *g) {
     g->age_ms = m->age_ms;
   }
   g->fresh = m->fresh;
-  size_t np = m->n_pods < ATTRIB_MAX_PODS ? m->n_pods : ATTRIB_MAX_PODS;
   for (size_t k = 0; k < np; k++) {
     const Gpuscale__V1__PodRef *p = m->pods[k];
     copy_str(g->pods.pods[k].ns, sizeof g->pods.pods[k].ns, p->namespace_);
@@ -544,38 +548,106 @@ static int fail(const char **err, const char *msg, int rc) {
   return rc;
 }
 
-int node_wire_decode(const uint8_t *p, size_t len, size_t max, struct node_snapshot *out,
-                     const char **err) {
+/* protobuf-c's allocations while unpacking come from the room's arena, bump-allocated and
+ * reset per message; what does not fit comes from malloc and makes the arena grow for the next
+ * message (up to ARENA_MAX). */
+#define ARENA_MIN (64 * 1024)
+#define ARENA_MAX (4 * 1024 * 1024)
+
+static void *arena_alloc(void *ud, size_t n) {
+  struct node_wire_room *r = ud;
+  size_t need = (n + 15) & ~(size_t)15;
+  if (need >= n && r->arena && need <= r->arena_cap - r->arena_used) {
+    void *p = r->arena + r->arena_used;
+    r->arena_used += need;
+    return p;
+  }
+  r->arena_over += need;
+  return malloc(n);
+}
+
+static void arena_free(void *ud, void *p) {
+  struct node_wire_room *r = ud;
+  if (!r->arena || (unsigned char *)p < r->arena || (unsigned char *)p >= r->arena + r->arena_cap)
+    free(p);
+}
+
+/* Makes room for n GPUs and ne engine pods; new room is zeroed. */
+static bool room_reserve(struct node_wire_room *r, size_t n, size_t ne) {
+  if (n > r->gpus_cap) {
+    struct node_gpu *g = calloc(n, sizeof *g);
+    if (!g)
+      return false;
+    free(r->gpus);
+    r->gpus = g;
+    r->gpus_cap = n;
+  }
+  if (ne > r->engines_cap) {
+    struct engine_reading *e = calloc(ne, sizeof *e);
+    if (!e)
+      return false;
+    free(r->engines);
+    r->engines = e;
+    r->engines_cap = ne;
+  }
+  return true;
+}
+
+void node_wire_room_free(struct node_wire_room *r) {
+  if (!r)
+    return;
+  free(r->gpus);
+  free(r->engines);
+  free(r->arena);
+  memset(r, 0, sizeof *r);
+}
+
+int node_wire_decode_into(struct node_wire_room *room, const uint8_t *p, size_t len, size_t max,
+                          struct node_snapshot *out, const char **err) {
   memset(out, 0, sizeof *out);
   if (err)
     *err = NULL;
   if (len > max)
     return fail(err, "NodeSnapshot over its size cap", GS_ETOOBIG);
+  size_t want = room->arena_cap;
+  if (want < ARENA_MIN)
+    want = ARENA_MIN;
+  while (want < room->arena_over + room->arena_cap && want < ARENA_MAX)
+    want *= 2;
+  if (want > room->arena_cap) {
+    unsigned char *a = malloc(want);
+    if (a) {
+      free(room->arena);
+      room->arena = a;
+      room->arena_cap = want;
+    }
+  }
+  room->arena_used = room->arena_over = 0;
+  ProtobufCAllocator alloc = {arena_alloc, arena_free, room};
   Gpuscale__V1__NodeSnapshot *m =
-      gpuscale__v1__node_snapshot__unpack(NULL, len, len ? p : (const uint8_t *)"");
+      gpuscale__v1__node_snapshot__unpack(&alloc, len, len ? p : (const uint8_t *)"");
   if (!m)
     return fail(err, "not a valid gpuscale.v1.NodeSnapshot message", GS_EPARSE);
+  int rc = 0;
+  const char *bad = NULL;
   if (m->n_gpus > NODE_MAX_GPUS) {
-    gpuscale__v1__node_snapshot__free_unpacked(m, NULL);
-    return fail(err, "NodeSnapshot lists more than 256 GPUs", GS_ETOOBIG);
+    bad = "NodeSnapshot lists more than 256 GPUs";
+    rc = GS_ETOOBIG;
+  } else if (m->n_engines > ENGINE_MAX_PODS) {
+    bad = "NodeSnapshot lists more than 256 engine pods";
+    rc = GS_ETOOBIG;
+  } else if (!room_reserve(room, m->n_gpus, m->n_engines)) {
+    bad = "out of memory";
+    rc = GS_ENOMEM;
   }
-  if (m->n_engines > ENGINE_MAX_PODS) {
-    gpuscale__v1__node_snapshot__free_unpacked(m, NULL);
-    return fail(err, "NodeSnapshot lists more than 256 engine pods", GS_ETOOBIG);
+  for (size_t i = 0; !rc && i < m->n_gpus; i++) {
+    bad = decode_gpu(m->gpus[i], &room->gpus[i]);
+    if (bad)
+      rc = GS_EPARSE;
   }
-  struct engine_reading *engines = NULL;
-  if (m->n_engines && !(engines = calloc(m->n_engines, sizeof *engines))) {
-    gpuscale__v1__node_snapshot__free_unpacked(m, NULL);
-    return fail(err, "out of memory", GS_ENOMEM);
-  }
-  struct node_gpu *gpus = NULL;
-  if (m->n_gpus) {
-    gpus = calloc(m->n_gpus, sizeof *gpus);
-    if (!gpus) {
-      free(engines);
-      gpuscale__v1__node_snapshot__free_unpacked(m, NULL);
-      return fail(err, "out of memory", GS_ENOMEM);
-    }
+  if (rc) {
+    gpuscale__v1__node_snapshot__free_unpacked(m, &alloc);
+    return fail(err, bad, rc);
   }
   copy_str(out->node, sizeof out->node, m->node);
   copy_str(out->driver_version, sizeof out->driver_version, m->driver_version);
@@ -583,27 +655,30 @@ int node_wire_decode(const uint8_t *p, size_t len, size_t max, struct node_snaps
   out->generation = m->generation;
   out->taken_ms = m->taken_ms;
   out->attribution = m->attribution;
-  for (size_t i = 0; i < m->n_gpus; i++) {
-    const char *bad = decode_gpu(m->gpus[i], &gpus[i]);
-    if (bad) {
-      free(gpus);
-      free(engines);
-      memset(out, 0, sizeof *out);
-      gpuscale__v1__node_snapshot__free_unpacked(m, NULL);
-      return fail(err, bad, GS_EPARSE);
-    }
-  }
   out->n = m->n_gpus;
-  out->gpus = gpus;
+  out->gpus = m->n_gpus ? room->gpus : NULL;
   out->engines_on = m->engines_on; /* false from an agent before engines */
   copy_str(out->engines_why, sizeof out->engines_why, m->engines_why);
   if (!out->engines_on && !out->engines_why[0])
     copy_str(out->engines_why, sizeof out->engines_why,
              "the agent reports no engine pods (a version before engine metrics)");
   for (size_t i = 0; i < m->n_engines; i++)
-    decode_engine(m->engines[i], &engines[i]);
+    decode_engine(m->engines[i], &room->engines[i]);
   out->n_engines = m->n_engines;
-  out->engines = engines;
-  gpuscale__v1__node_snapshot__free_unpacked(m, NULL);
+  out->engines = m->n_engines ? room->engines : NULL;
+  gpuscale__v1__node_snapshot__free_unpacked(m, &alloc);
   return 0;
+}
+
+int node_wire_decode(const uint8_t *p, size_t len, size_t max, struct node_snapshot *out,
+                     const char **err) {
+  struct node_wire_room room;
+  memset(&room, 0, sizeof room);
+  int rc = node_wire_decode_into(&room, p, len, max, out, err);
+  if (!rc) { /* the snapshot takes the room's arrays over (fresh: zeroed past what was decoded) */
+    room.gpus = NULL;
+    room.engines = NULL;
+  }
+  node_wire_room_free(&room);
+  return rc;
 }

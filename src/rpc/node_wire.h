@@ -33,4 +33,26 @@ int node_wire_encode(const struct node_snapshot *s, size_t max, uint8_t **out, s
 int node_wire_decode(const uint8_t *p, size_t len, size_t max, struct node_snapshot *out,
                      const char **err);
 
+/* Reusable memory for decoding one snapshot after another without allocating per message: the
+ * GPU and engine arrays (the largest seen so far) and an arena for protobuf-c's unpacking. Zero
+ * it before its first use; one thread at a time. */
+struct node_wire_room {
+  struct node_gpu *gpus;
+  size_t gpus_cap;
+  struct engine_reading *engines;
+  size_t engines_cap;
+  unsigned char *arena;
+  size_t arena_cap, arena_used, arena_over;
+};
+
+/* node_wire_decode into room: out->gpus and out->engines point into room, valid until the next
+ * call with the same room or node_wire_room_free; never node_snapshot_clear such an out. As
+ * node_wire_decode, except that a GPU's pods past pods.n are not zeroed (their room holds what an
+ * earlier message left). Same returns. */
+int node_wire_decode_into(struct node_wire_room *room, const uint8_t *p, size_t len, size_t max,
+                          struct node_snapshot *out, const char **err);
+
+/* Frees what room holds and zeroes it. NULL is fine. */
+void node_wire_room_free(struct node_wire_room *room);
+
 #endif

@@ -796,10 +796,63 @@ static void test_non_finite_readings(void **state) {
   free(buf);
 }
 
+/* The gateway decodes every agent's updates into one reused room (no allocation per update):
+ * each decode gives what node_wire_decode gives, byte for byte up to the listed pods (which the
+ * gateway compares with memcmp), whatever a larger earlier message left in the room; a bad
+ * message in between fails alone; a larger one grows the room. */
+static void test_decode_into_reuses_room(void **state) {
+  (void)state;
+  struct node_snapshot *big = make_snapshot(); /* 3 GPUs, 2 pods on GPU 0 */
+  struct node_snapshot *small = make_snapshot();
+  small->n = 1; /* one GPU, no pods, shorter strings */
+  small->gpus[0].pods.n = small->gpus[0].pods.total = 0;
+  small->gpus[0].pods.shared = false;
+  snprintf(small->gpus[0].info.name, sizeof small->gpus[0].info.name, "T");
+  snprintf(small->node, sizeof small->node, "n");
+  uint8_t *bb = NULL, *sb = NULL;
+  size_t blen = 0, slen = 0;
+  assert_int_equal(node_wire_encode(big, NODE_WIRE_MAX_BYTES, &bb, &blen), 0);
+  assert_int_equal(node_wire_encode(small, NODE_WIRE_MAX_BYTES, &sb, &slen), 0);
+  const size_t head = offsetof(struct node_gpu, pods) + offsetof(struct gpu_pods, pods);
+  struct node_wire_room room;
+  memset(&room, 0, sizeof room);
+  const uint8_t *msgs[] = {bb, sb, (const uint8_t *)"\xff\xff\xff", bb, sb};
+  size_t lens[] = {blen, slen, 3, blen, slen};
+  for (size_t k = 0; k < 5; k++) {
+    struct node_snapshot got, want;
+    const char *err = NULL;
+    int rc = node_wire_decode_into(&room, msgs[k], lens[k], NODE_WIRE_MAX_BYTES, &got, &err);
+    if (k == 2) { /* garbage: refused, the room still serves the next message */
+      assert_int_equal(rc, GS_EPARSE);
+      assert_non_null(err);
+      continue;
+    }
+    assert_int_equal(rc, 0);
+    assert_int_equal(node_wire_decode(msgs[k], lens[k], NODE_WIRE_MAX_BYTES, &want, NULL), 0);
+    assert_string_equal(got.node, want.node);
+    assert_int_equal(got.n, want.n);
+    assert_int_equal(got.generation, want.generation);
+    for (size_t i = 0; i < got.n; i++) {
+      assert_memory_equal(&got.gpus[i], &want.gpus[i],
+                          head + want.gpus[i].pods.n * sizeof want.gpus[i].pods.pods[0]);
+    }
+    node_snapshot_clear(&want);
+  }
+  assert_true(room.gpus_cap >= 3);
+  node_wire_room_free(&room);
+  node_wire_room_free(&room); /* twice is fine: it was zeroed */
+  node_wire_room_free(NULL);
+  free(bb);
+  free(sb);
+  free_snapshot(big);
+  free_snapshot(small);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_shares),
       cmocka_unit_test(test_roundtrip),
+      cmocka_unit_test(test_decode_into_reuses_room),
       cmocka_unit_test(test_absent_stays_absent),
       cmocka_unit_test(test_failed_bits),
       cmocka_unit_test(test_forward_compatible),
