@@ -516,11 +516,7 @@ static void *watch_main(void *arg) {
       wait_ms = BATCH_MS;
     if (wait_ms <= 0)
       continue;
-    struct timespec dl;
-    clock_gettime(CLOCK_MONOTONIC, &dl);
-    dl.tv_nsec += (long)wait_ms * 1000000L;
-    dl.tv_sec += dl.tv_nsec / 1000000000L;
-    dl.tv_nsec %= 1000000000L;
+    struct timespec dl = time_mono_deadline(wait_ms);
     pthread_mutex_lock(&w->mu);
     if (!w->stop && !w->dirty)
       pthread_cond_timedwait(&w->cv, &w->mu, &dl);
@@ -554,11 +550,7 @@ struct watcher *watcher_new(const struct watcher_config *cfg) {
   w->t_wake = (struct wtag){TAG_WAKE, NULL};
   w->seed = (unsigned)time_mono_ms() ^ (unsigned)(uintptr_t)w;
   pthread_mutex_init(&w->mu, NULL);
-  pthread_condattr_t ca;
-  pthread_condattr_init(&ca);
-  pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-  pthread_cond_init(&w->cv, &ca);
-  pthread_condattr_destroy(&ca);
+  cond_init_mono(&w->cv);
   w->cq = grpc_completion_queue_create_for_next(NULL);
   grpc_channel_credentials *creds = grpc_insecure_credentials_create();
   w->wake_ch = grpc_channel_create(WAKE_TARGET, creds, NULL);
