@@ -157,6 +157,41 @@ static struct gacc *gpu_find(struct rs_analyzer *a, const struct rs_labels *l) {
   return NULL;
 }
 
+/* Halves the timeline's resolution: bucket b takes the old buckets 2b and 2b + 1 (sums and counts
+ * add), in every GPU. The sums stay exact: a bucket of the coarser timeline is what it would have
+ * accumulated itself, only added in another order. */
+static void timeline_halve(struct rs_analyzer *a) {
+  size_t nb = (a->n_buckets + 1) / 2;
+  for (size_t gi = 0; gi < a->n_g; gi++) {
+    struct bucket_acc *tl = a->g[gi]->tl;
+    for (size_t b = 0; b < nb; b++) {
+      struct bucket_acc m = tl[2 * b];
+      if (2 * b + 1 < a->n_buckets) {
+        const struct bucket_acc *x = &tl[2 * b + 1];
+        m.util_sum += x->util_sum;
+        m.mem_sum += x->mem_sum;
+        m.pct_sum += x->pct_sum;
+        m.n_util = (uint16_t)(m.n_util + x->n_util);
+        m.n_mem = (uint16_t)(m.n_mem + x->n_mem);
+        m.n_pct = (uint16_t)(m.n_pct + x->n_pct);
+      }
+      tl[b] = m;
+    }
+    struct bucket_acc *n = realloc(tl, nb * sizeof(*tl));
+    if (n) /* a failed shrink keeps the larger block, which still holds the merged buckets */
+      a->g[gi]->tl = n;
+  }
+  a->spb *= 2;
+  a->n_buckets = nb;
+}
+
+/* Keeps the timelines of n GPUs within RS_TIMELINE_BYTES, coarsening them as the fleet grows. */
+static void timeline_fit(struct rs_analyzer *a, size_t n) {
+  while (a->n_buckets > 1 && 2 * a->spb <= RS_BUCKET_STEPS_MAX &&
+         n * a->n_buckets * sizeof(struct bucket_acc) > RS_TIMELINE_BYTES)
+    timeline_halve(a);
+}
+
 static struct gacc *gpu_get(struct rs_analyzer *a, const struct rs_labels *l, int *rc) {
   const char *k2 = l->uuid[0] ? l->uuid : l->gpu;
   const char *gi = nz(l->gpu_i_id);
@@ -186,6 +221,7 @@ static struct gacc *gpu_get(struct rs_analyzer *a, const struct rs_labels *l, in
     a->g = ng;
     a->cap_g = nc;
   }
+  timeline_fit(a, a->n_g + 1);
   struct gacc *g = gacc_new(a, l);
   if (!g) {
     *rc = GS_ENOMEM;
@@ -312,7 +348,7 @@ struct rs_analyzer *rs_analyzer_new(const struct rs_params *p, int64_t start_ms,
   a->step_ms = p->step_ms;
   a->n_steps = (size_t)((end_ms - start_ms) / p->step_ms) + 1;
   a->words = (a->n_steps + 63) / 64;
-  a->spb = (a->n_steps + RS_TIMELINE_MAX - 1) / RS_TIMELINE_MAX;
+  a->spb = (a->n_steps + RS_TIMELINE_MAX - 1) / RS_TIMELINE_MAX; /* at most 23 328 (90 d at 1 s) */
   if (a->spb < 1)
     a->spb = 1;
   a->n_buckets = (a->n_steps + a->spb - 1) / a->spb;
@@ -421,12 +457,12 @@ static void flush_step(struct rs_analyzer *a, struct gacc *g, size_t i) {
   if (has_m) {
     rs_hist_add(&g->mem, ma);
     rs_hist_peak(&g->mem, mm);
-    b->n_mem++;
+    b->n_mem += b->n_mem < UINT16_MAX;
     b->mem_sum += ma;
     if (isfinite(tot) && tot > 0) {
       rs_hist_add(&g->pct, ma / tot * 100.0);
       rs_hist_peak(&g->pct, mm / tot * 100.0);
-      b->n_pct++;
+      b->n_pct += b->n_pct < UINT16_MAX;
       b->pct_sum += ma / tot * 100.0;
     }
   }
@@ -451,10 +487,8 @@ static void flush_step(struct rs_analyzer *a, struct gacc *g, size_t i) {
     rs_hist_add(&g->util, ua);
     rs_hist_peak(&g->util, um);
     g->used_h += (ua > 100 ? 100 : ua) / 100.0 * step_h;
-    b->n_util++;
+    b->n_util += b->n_util < UINT16_MAX;
     b->util_sum += ua;
-    if (b->n_util == 1 || um > b->util_max)
-      b->util_max = (float)um;
   }
   for (size_t j = 0; j < g->n_wl; j++) {
     struct wlink *wl = &g->wl[j];

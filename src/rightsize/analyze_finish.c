@@ -78,32 +78,37 @@ static void fill_gaps(const struct rs_analyzer *a, const uint64_t *has, struct r
   }
 }
 
-static void finish_bucket(const struct bucket_acc *b, uint32_t idle_n, struct rs_bucket *o) {
+/* A bucket's sums over one GPU or over a node's GPUs. */
+struct bucket_sum {
+  uint64_t n_util, n_mem, n_pct;
+  double util_sum, mem_sum, pct_sum;
+};
+
+static void finish_bucket(const struct bucket_sum *b, uint64_t idle_n, struct rs_bucket *o) {
   memset(o, 0, sizeof(*o));
   if (!b->n_util && !b->n_mem)
     return;
   o->n = (uint16_t)(b->n_util > UINT16_MAX ? UINT16_MAX : b->n_util);
   if (b->n_util) {
     o->valid |= RS_BKT_UTIL;
-    o->util_mean = (float)(b->util_sum / b->n_util);
-    o->util_max = b->util_max;
-    o->idle_pct =
-        (uint8_t)lround(100.0 * idle_n / b->n_util > 100 ? 100 : 100.0 * idle_n / b->n_util);
+    o->util_mean = (float)(b->util_sum / (double)b->n_util);
+    double idle = 100.0 * (double)idle_n / (double)b->n_util;
+    o->idle_pct = (uint8_t)lround(idle > 100 ? 100 : idle);
   }
   if (b->n_mem) {
     o->valid |= RS_BKT_MEM;
-    o->mem_mean_mib = (float)(b->mem_sum / b->n_mem);
+    o->mem_mean_mib = (float)(b->mem_sum / (double)b->n_mem);
   }
   if (b->n_pct) {
     o->valid |= RS_BKT_MEM_PCT;
-    o->mem_mean_pct = (float)(b->pct_sum / b->n_pct);
+    o->mem_mean_pct = (float)(b->pct_sum / (double)b->n_pct);
   }
   if (!o->n && b->n_mem)
     o->n = 1; /* memory-only bucket still has data */
 }
 
 static int finish_gpu(const struct rs_analyzer *a, const struct gacc *g, const size_t *winv,
-                      struct rs_gpu *o) {
+                      bool with_timeline, struct rs_gpu *o) {
   double step_h = (double)a->step_ms / 3600000.0;
   snprintf(o->node, sizeof(o->node), "%s", g->node);
   snprintf(o->gpu, sizeof(o->gpu), "%s", g->gpu);
@@ -150,14 +155,16 @@ static int finish_gpu(const struct rs_analyzer *a, const struct gacc *g, const s
     }
   }
   fill_gaps(a, g->has, o);
-  o->timeline = calloc(a->n_buckets, sizeof(*o->timeline));
-  if (!o->timeline)
+  o->timeline = with_timeline ? calloc(a->n_buckets, sizeof(*o->timeline)) : NULL;
+  if (with_timeline && !o->timeline)
     return GS_ENOMEM;
-  for (size_t b = 0; b < a->n_buckets; b++) {
+  for (size_t b = 0; o->timeline && b < a->n_buckets; b++) {
     uint32_t in = 0;
     for (size_t k = b * a->spb; k < (b + 1) * a->spb && k < a->n_steps; k++)
       in += bit(g->has, k) && !bit(g->busy, k);
-    finish_bucket(&g->tl[b], in, &o->timeline[b]);
+    const struct bucket_acc *x = &g->tl[b];
+    struct bucket_sum sum = {x->n_util, x->n_mem, x->n_pct, x->util_sum, x->mem_sum, x->pct_sum};
+    finish_bucket(&sum, in, &o->timeline[b]);
   }
   if (g->n_wl) {
     o->workloads = malloc(g->n_wl * sizeof(size_t));
@@ -272,8 +279,8 @@ static int finish_node(const struct rs_analyzer *a, struct rs_report *r, size_t 
   else
     n->idle_streak_ms = 0;
   for (size_t b = 0; b < a->n_buckets; b++) {
-    struct bucket_acc acc = {0};
-    uint32_t idle = 0;
+    struct bucket_sum acc = {0};
+    uint64_t idle = 0;
     for (size_t i = 0; i < count; i++) {
       if (!pool[i])
         continue;
@@ -285,8 +292,6 @@ static int finish_node(const struct rs_analyzer *a, struct rs_report *r, size_t 
       acc.util_sum += x->util_sum;
       acc.mem_sum += x->mem_sum;
       acc.pct_sum += x->pct_sum;
-      if (x->n_util && x->util_max > acc.util_max)
-        acc.util_max = x->util_max;
       for (size_t k = b * a->spb; k < (b + 1) * a->spb && k < a->n_steps; k++)
         idle += bit(g->has, k) && !bit(g->busy, k);
     }
@@ -506,7 +511,7 @@ int rs_analyzer_finish(struct rs_analyzer *a, struct rs_report *r) {
   }
   for (size_t i = 0; i < a->n_g; i++) {
     r->n_gpus = i + 1;
-    if ((rc = finish_gpu(a, a->g[gord[i]], winv, &r->gpus[i])) != 0)
+    if ((rc = finish_gpu(a, a->g[gord[i]], winv, i < RS_TIMELINE_GPUS, &r->gpus[i])) != 0)
       goto out;
   }
   mark_mig(r);

@@ -15,11 +15,13 @@
 
 /* ---- accumulators --------------------------------------------------------------------------- */
 
+/* One timeline bucket of a GPU (32 bytes): the sums of its step means and how many steps had each.
+ * The counts fit 16 bits because a bucket never spans more than RS_BUCKET_STEPS_MAX steps. */
 struct bucket_acc {
-  uint32_t n_util, n_mem, n_pct;
-  float util_max;
   double util_sum, mem_sum, pct_sum;
+  uint16_t n_util, n_mem, n_pct;
 };
+#define RS_BUCKET_STEPS_MAX 65535
 
 /* Per-step readings of the current chunk, one array each (NaN = none). Several series for the same
  * GPU at the same step (a second scrape job, per-pod copies) fold into one value: the largest. */

@@ -194,6 +194,57 @@ static void test_bounded_timeline(void **state) {
   rs_report_free(NULL);
 }
 
+/* A fleet whose timelines would pass RS_TIMELINE_BYTES at full resolution: the buckets widen
+ * (pairs merge, so each is still the exact mean of its steps), the fleet's timelines stay within
+ * the budget, and only the report's first RS_TIMELINE_GPUS GPUs carry one. */
+static void test_timeline_budget(void **state) {
+  (void)state;
+  enum { N = 1900, STEPS = 288 }; /* 1900 x 288 buckets x 32 B > 16 MiB: halved once */
+  struct rs_analyzer *a = day();
+  struct rs_point p[STEPS];
+  char node[32], uuid[32];
+  for (int g = 0; g < N; g++) {
+    for (int k = 0; k < STEPS; k++) {
+      p[k].t_ms = START + k * T_STEP;
+      p[k].v = g == 0 ? (k % 2 ? 30 : 10) : 50;
+    }
+    snprintf(node, sizeof(node), "n%04d", g / 8);
+    snprintf(uuid, sizeof(uuid), "GPU-%04d", g);
+    struct rs_series s = {.labels = {.node = node,
+                                     .gpu = "0",
+                                     .uuid = uuid,
+                                     .model = "NVIDIA L4",
+                                     .pod = "",
+                                     .namespace_ = "",
+                                     .container = ""},
+                          .points = p,
+                          .n = STEPS};
+    assert_int_equal(rs_analyzer_add(a, RS_M_UTIL, &s), 0);
+  }
+  struct rs_report r;
+  rs_report_init(&r);
+  assert_int_equal(rs_analyzer_finish(a, &r), 0);
+  assert_int_equal(r.n_gpus, N);
+  assert_int_equal(r.n_buckets, STEPS / 2);
+  assert_true(r.n_buckets * N * 32 <= RS_TIMELINE_BYTES);
+  assert_int_equal(r.bucket_ms, 2 * T_STEP);
+  /* n0000's GPU 0 alternates 10 % and 30 %: every two-step bucket holds both */
+  assert_string_equal(r.gpus[0].uuid, "GPU-0000");
+  assert_non_null(r.gpus[0].timeline);
+  for (size_t b = 0; b < r.n_buckets; b++) {
+    assert_int_equal(r.gpus[0].timeline[b].n, 2);
+    assert_float_equal(r.gpus[0].timeline[b].util_mean, 20.0, 1e-6);
+  }
+  assert_non_null(r.gpus[RS_TIMELINE_GPUS - 1].timeline);
+  assert_null(r.gpus[RS_TIMELINE_GPUS].timeline);
+  /* node timelines are whole: the 8 GPUs of n0000, 10/30 % and seven at 50 % */
+  assert_non_null(r.nodes[0].timeline);
+  assert_int_equal(r.nodes[0].timeline[0].n, 16);
+  assert_float_equal(r.nodes[0].timeline[0].util_mean, (20.0 * 2 + 50.0 * 14) / 16, 1e-5);
+  rs_report_free(&r);
+  rs_analyzer_free(a);
+}
+
 /* One series with full labels and an aggregation, value v at every step of [from, to). */
 static void feed(struct rs_analyzer *a, enum rs_metric m, enum rs_agg agg,
                  const struct rs_labels *l, int64_t from, int64_t to, double v) {
@@ -576,6 +627,7 @@ int main(void) {
       cmocka_unit_test(test_workloads),
       cmocka_unit_test(test_owner),
       cmocka_unit_test(test_bounded_timeline),
+      cmocka_unit_test(test_timeline_budget),
       cmocka_unit_test(test_burst_between_steps),
       cmocka_unit_test(test_duplicates_count_once),
       cmocka_unit_test(test_mig_rows),

@@ -346,7 +346,6 @@ static void fill_timeline(struct rs_bucket *tl, size_t nb, int pattern) {
     bk->n = 6;
     bk->valid = RS_BKT_UTIL | RS_BKT_MEM | RS_BKT_MEM_PCT;
     bk->util_mean = pattern == 0 ? 0.0f : (float)(40 + (i * 7) % 50);
-    bk->util_max = bk->util_mean;
     bk->mem_mean_mib = pattern == 0 ? 0.0f : 30000.0f;
     bk->mem_mean_pct = pattern == 0 ? 0.0f : 37.0f;
     bk->idle_pct = pattern == 0 ? 100 : 0;
