@@ -47,7 +47,8 @@ int64_t rs_analyzer_chunk_steps(void *ud);
  * is dropped at finish. Returns 0 or GS_ENOMEM. Matches struct rs_sink.series. */
 int rs_analyzer_add(void *ud, enum rs_metric m, const struct rs_series *s);
 
-/* Builds GPUs, nodes, workloads and notes into r (which must be rs_report_init'ed; params,
+/* Once, at the end: hands the workloads' histograms of step maxima over to r.
+ * Builds GPUs, nodes, workloads and notes into r (which must be rs_report_init'ed; params,
  * window and timeline are set here). Prices, recommendations and the summary are filled later
  * by rs_cost_apply, rs_recommend and rs_cost_summarize. Returns 0 or GS_ENOMEM. */
 int rs_analyzer_finish(struct rs_analyzer *a, struct rs_report *r);

@@ -301,7 +301,7 @@ static int finish_node(const struct rs_analyzer *a, struct rs_report *r, size_t 
   return 0;
 }
 
-static int finish_workload(const struct rs_analyzer *a, const struct wacc *w, size_t widx_acc,
+static int finish_workload(const struct rs_analyzer *a, struct wacc *w, size_t widx_acc,
                            const size_t *ginv, struct rs_report *r, struct rs_workload *o) {
   double step_h = (double)a->step_ms / 3600000.0;
   snprintf(o->namespace_, sizeof(o->namespace_), "%s", w->ns);
@@ -315,11 +315,12 @@ static int finish_workload(const struct rs_analyzer *a, const struct wacc *w, si
   rs_hist_dist(&w->mem, &o->mem_mib);
   if (w->peak.n) {
     _Static_assert(RS_PEAK_BINS == H_PCT_BINS, "the report's peak bins are the analyser's");
-    o->util_peaks = malloc(RS_PEAK_BINS * sizeof(*o->util_peaks));
+    o->util_peaks = malloc(sizeof(*o->util_peaks));
     if (!o->util_peaks)
       return GS_ENOMEM;
-    rs_hist_bins(&w->peak, o->util_peaks, RS_PEAK_BINS);
-    o->n_util_peaks = w->peak.n;
+    *o->util_peaks = w->peak; /* handed over, not copied: the analyser is done with it */
+    memset(&w->peak, 0, sizeof(w->peak));
+    o->n_util_peaks = o->util_peaks->n;
   }
   if (w->n_util) {
     o->idle_fraction = (double)w->n_idle / (double)w->n_util;

@@ -21,6 +21,8 @@ int rs_hist_init(struct rs_hist *h, unsigned nbins, double width, bool upper) {
 }
 
 void rs_hist_free(struct rs_hist *h) {
+  if (!h)
+    return;
   if (h->pages)
     for (unsigned p = 0; p < n_pages(h->nbins); p++)
       free(h->pages[p]);
@@ -83,6 +85,10 @@ void rs_hist_merge(struct rs_hist *dst, const struct rs_hist *src) {
     dst->max = src->max;
   dst->n += src->n;
   dst->sum += src->sum;
+}
+
+uint32_t rs_hist_bin(const struct rs_hist *h, unsigned i) {
+  return i < h->nbins ? bin_get(h, i) : 0;
 }
 
 void rs_hist_bins(const struct rs_hist *h, uint32_t *out, unsigned n) {

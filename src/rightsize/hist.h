@@ -35,7 +35,7 @@ struct rs_hist {
 
 /* Allocates the page table (no page). Returns 0 or GS_ENOMEM. Free with rs_hist_free. */
 int rs_hist_init(struct rs_hist *h, unsigned nbins, double width, bool upper);
-/* Frees the pages; a zeroed struct is fine. */
+/* Frees the pages; a zeroed struct is fine, and so is NULL. */
 void rs_hist_free(struct rs_hist *h);
 /* Counts one sample (negative as 0; NaN and infinities ignored). When its page cannot be
  * allocated, h->oom is set and nothing is counted: whoever reads h checks oom first. */
@@ -44,6 +44,8 @@ void rs_hist_add(struct rs_hist *h, double v);
 void rs_hist_peak(struct rs_hist *h, double v);
 /* Adds src's bins, count, sum and max into dst (same layout); dst->oom as rs_hist_add. */
 void rs_hist_merge(struct rs_hist *dst, const struct rs_hist *src);
+/* The count of bin i (0 beyond the last). */
+uint32_t rs_hist_bin(const struct rs_hist *h, unsigned i);
 /* Copies the first n bins (zeros where no page is) into out. */
 void rs_hist_bins(const struct rs_hist *h, uint32_t *out, unsigned n);
 /* The q-quantile: the lower (or, with upper, the upper) edge of its bin, never above max. */

@@ -26,6 +26,8 @@
 #define RS_HOURS_PER_MONTH 730.0          /* savings per month = $/h x 730 (AWS's convention) */
 #define RS_SCHEMA "gpuscale.rightsize/v1" /* JSON schema id written by report_json */
 
+struct rs_hist; /* rightsize/hist.h */
+
 /* ---- distributions ---------------------------------------------------------------------- */
 
 /* Bits of rs_dist.valid. */
@@ -222,10 +224,10 @@ struct rs_workload {
   struct rs_dist mem_mib; /* MiB per GPU */
   double idle_fraction;
   double used_gpu_hours;
-  /* Step maxima of utilisation (max_over_time per step, per GPU held): RS_PEAK_BINS counts of
-   * RS_PEAK_W % each (owned; NULL when none). The burst tests of MIG and time-slicing read them
-   * through rs_workload_peak_share. */
-  uint32_t *util_peaks;
+  /* Step maxima of utilisation (max_over_time per step, per GPU held): the analyser's histogram of
+   * RS_PEAK_BINS bins of RS_PEAK_W % each, handed over whole (owned; NULL when none). The burst
+   * tests of MIG and time-slicing read it through rs_workload_peak_share. */
+  struct rs_hist *util_peaks;
   uint64_t n_util_peaks;
 };
 
