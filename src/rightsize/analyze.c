@@ -102,9 +102,56 @@ static uint64_t whash(void *ud, size_t e) {
   return fnv(a->w[e]->ns, a->w[e]->pod);
 }
 
+/* Copies n strings, each cut to fit lim[i] bytes, into one block; out[i] points at the copies.
+ * The sources may lie in the block being replaced (the caller frees it after). NULL on ENOMEM. */
+static char *names_pack(const char *const *src, const size_t *lim, size_t n, char **out[]) {
+  size_t len[8], total = 0;
+  for (size_t i = 0; i < n; i++) {
+    len[i] = strnlen(src[i], lim[i] - 1);
+    total += len[i] + 1;
+  }
+  char *blk = malloc(total), *p = blk;
+  if (!blk)
+    return NULL;
+  for (size_t i = 0; i < n; i++) {
+    memcpy(p, src[i], len[i]);
+    p[len[i]] = '\0';
+    *out[i] = p;
+    p += len[i] + 1;
+  }
+  return blk;
+}
+
+static int gacc_names(struct gacc *g, const char *node, const char *gpu, const char *uuid,
+                      const char *model, const char *gi, const char *prof) {
+  const char *src[] = {node, gpu, uuid, model, gi, prof};
+  const size_t lim[] = {RS_NAME_MAX,  RS_SHORT_MAX, RS_SHORT_MAX,
+                        RS_SHORT_MAX, RS_SHORT_MAX, RS_SHORT_MAX};
+  char **out[] = {&g->node, &g->gpu, &g->uuid, &g->model, &g->gpu_i_id, &g->gpu_i_profile};
+  char *blk = names_pack(src, lim, 6, out);
+  if (!blk)
+    return GS_ENOMEM;
+  free(g->names);
+  g->names = blk;
+  return 0;
+}
+
+static int wacc_names(struct wacc *w, const char *ns, const char *pod, const char *container) {
+  const char *src[] = {ns, pod, container};
+  const size_t lim[] = {RS_NAME_MAX, RS_NAME_MAX, RS_NAME_MAX};
+  char **out[] = {&w->ns, &w->pod, &w->container};
+  char *blk = names_pack(src, lim, 3, out);
+  if (!blk)
+    return GS_ENOMEM;
+  free(w->names);
+  w->names = blk;
+  return 0;
+}
+
 static void gacc_free(struct gacc *g) {
   if (!g)
     return;
+  free(g->names);
   free(g->has);
   free(g->busy);
   rs_hist_free(&g->util);
@@ -123,12 +170,10 @@ static struct gacc *gacc_new(struct rs_analyzer *a, const struct rs_labels *l) {
   struct gacc *g = calloc(1, sizeof(*g));
   if (!g)
     return NULL;
-  snprintf(g->node, sizeof(g->node), "%s", l->node);
-  snprintf(g->gpu, sizeof(g->gpu), "%s", l->gpu);
-  snprintf(g->uuid, sizeof(g->uuid), "%s", l->uuid);
-  snprintf(g->model, sizeof(g->model), "%s", l->model);
-  snprintf(g->gpu_i_id, sizeof(g->gpu_i_id), "%s", nz(l->gpu_i_id));
-  snprintf(g->gpu_i_profile, sizeof(g->gpu_i_profile), "%s", nz(l->gpu_i_profile));
+  if (gacc_names(g, l->node, l->gpu, l->uuid, l->model, nz(l->gpu_i_id), nz(l->gpu_i_profile))) {
+    free(g);
+    return NULL;
+  }
   g->has = calloc(a->words, sizeof(uint64_t));
   g->busy = calloc(a->words, sizeof(uint64_t));
   g->tl = calloc(a->n_buckets, sizeof(*g->tl));
@@ -201,10 +246,12 @@ static struct gacc *gpu_get(struct rs_analyzer *a, const struct rs_labels *l, in
     for (; a->gi.slots[j]; j = (j + 1) & (a->gi.cap - 1)) {
       struct gacc *g = a->g[a->gi.slots[j] - 1];
       if (!strcmp(g->node, l->node) && !strcmp(gkey2(g), k2) && !strcmp(g->gpu_i_id, gi)) {
-        if (!g->model[0] && l->model[0])
-          snprintf(g->model, sizeof(g->model), "%s", l->model);
-        if (!g->gpu_i_profile[0] && nz(l->gpu_i_profile)[0])
-          snprintf(g->gpu_i_profile, sizeof(g->gpu_i_profile), "%s", l->gpu_i_profile);
+        bool model = !g->model[0] && l->model[0],
+             prof = !g->gpu_i_profile[0] && nz(l->gpu_i_profile)[0];
+        if ((model || prof) &&
+            (*rc = gacc_names(g, g->node, g->gpu, g->uuid, model ? l->model : g->model, g->gpu_i_id,
+                              prof ? l->gpu_i_profile : g->gpu_i_profile)) != 0)
+          return NULL;
         return g;
       }
     }
@@ -238,6 +285,7 @@ static struct gacc *gpu_get(struct rs_analyzer *a, const struct rs_labels *l, in
 static void wacc_free(struct wacc *w) {
   if (!w)
     return;
+  free(w->names);
   for (size_t i = 0; i < w->n_jobs; i++)
     free(w->jobs[i]);
   free(w->jobs);
@@ -257,9 +305,10 @@ static struct wacc *wl_get(struct rs_analyzer *a, const struct rs_labels *l, int
       if (!strcmp(w->ns, l->namespace_) && !strcmp(w->pod, l->pod)) {
         *idx = a->wi.slots[j] - 1;
         if (l->container[0] && strcmp(w->container, l->container)) {
-          if (!w->container[0])
-            snprintf(w->container, sizeof(w->container), "%s", l->container);
-          else
+          if (!w->container[0]) {
+            if ((*rc = wacc_names(w, w->ns, w->pod, l->container)) != 0)
+              return NULL;
+          } else
             w->multi_container = true;
         }
         return w;
@@ -279,16 +328,14 @@ static struct wacc *wl_get(struct rs_analyzer *a, const struct rs_labels *l, int
     a->cap_w = nc;
   }
   struct wacc *w = calloc(1, sizeof(*w));
-  if (!w || rs_hist_init(&w->util, H_PCT_BINS, H_PCT_W, false) ||
+  if (!w || wacc_names(w, l->namespace_, l->pod, l->container) ||
+      rs_hist_init(&w->util, H_PCT_BINS, H_PCT_W, false) ||
       rs_hist_init(&w->mem, H_MEM_BINS, H_MEM_W, true) ||
       rs_hist_init(&w->peak, H_PCT_BINS, H_PCT_W, false)) {
     wacc_free(w);
     *rc = GS_ENOMEM;
     return NULL;
   }
-  snprintf(w->ns, sizeof(w->ns), "%s", l->namespace_);
-  snprintf(w->pod, sizeof(w->pod), "%s", l->pod);
-  snprintf(w->container, sizeof(w->container), "%s", l->container);
   a->w[a->n_w] = w;
   size_t j = (size_t)(fnv(l->namespace_, l->pod) & (a->wi.cap - 1));
   while (a->wi.slots[j])

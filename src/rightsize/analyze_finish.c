@@ -451,6 +451,18 @@ static int finish_notes(const struct rs_analyzer *a, struct rs_report *r, bool g
 
 int rs_analyzer_finish(struct rs_analyzer *a, struct rs_report *r) {
   rs_analyzer_flush(a);
+  /* the chunk's readings are folded: their room (up to RS_SCRATCH_BYTES) goes to the report */
+  for (size_t i = 0; i < a->n_g; i++) {
+    struct gacc *g = a->g[i];
+    free(g->sc);
+    g->sc = NULL;
+    g->sc_cap = 0;
+    for (size_t j = 0; j < g->n_wl; j++) {
+      free(g->wl[j].cb);
+      g->wl[j].cb = NULL;
+      g->wl[j].cb_words = 0;
+    }
+  }
   /* a histogram page that could not be allocated left a summary incomplete: no report from it */
   for (size_t i = 0; i < a->n_g; i++) {
     const struct gacc *g = a->g[i];

@@ -37,8 +37,9 @@ enum {
 };
 
 struct gacc {
-  char node[RS_NAME_MAX], gpu[RS_SHORT_MAX], uuid[RS_SHORT_MAX], model[RS_SHORT_MAX];
-  char gpu_i_id[RS_SHORT_MAX], gpu_i_profile[RS_SHORT_MAX];
+  /* The labels, cut as the report's fields are (RS_NAME_MAX, RS_SHORT_MAX), in one block */
+  char *node, *gpu, *uuid, *model, *gpu_i_id, *gpu_i_profile;
+  char *names;
   uint64_t *has;  /* bit per step: a utilisation reading exists */
   uint64_t *busy; /* bit per step: some reading at this step was not idle */
   struct rs_hist util, mem, pct, pow;
@@ -63,7 +64,8 @@ struct wlink {
 };
 
 struct wacc {
-  char ns[RS_NAME_MAX], pod[RS_NAME_MAX], container[RS_NAME_MAX];
+  char *ns, *pod, *container; /* cut at RS_NAME_MAX, in one block */
+  char *names;
   bool multi_container;
   bool exported; /* seen in exported_pod: Prometheus renamed the exporter's labels */
   bool in_info;  /* named by a gpuscale_gpu_pod_info series: a holder, as the agent says */
