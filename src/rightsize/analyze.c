@@ -152,8 +152,7 @@ static void gacc_free(struct gacc *g) {
   if (!g)
     return;
   free(g->names);
-  free(g->has);
-  free(g->busy);
+  rs_steps_free(&g->steps);
   rs_hist_free(&g->util);
   rs_hist_free(&g->mem);
   rs_hist_free(&g->pct);
@@ -174,10 +173,8 @@ static struct gacc *gacc_new(struct rs_analyzer *a, const struct rs_labels *l) {
     free(g);
     return NULL;
   }
-  g->has = calloc(a->words, sizeof(uint64_t));
-  g->busy = calloc(a->words, sizeof(uint64_t));
   g->tl = calloc(a->n_buckets, sizeof(*g->tl));
-  if (!g->has || !g->busy || !g->tl || rs_hist_init(&g->util, H_PCT_BINS, H_PCT_W, false) ||
+  if (!g->tl || rs_hist_init(&g->util, H_PCT_BINS, H_PCT_W, false) ||
       rs_hist_init(&g->mem, H_MEM_BINS, H_MEM_W, true) ||
       rs_hist_init(&g->pct, H_PCT_BINS, H_PCT_W, false) ||
       rs_hist_init(&g->pow, H_POW_BINS, H_POW_W, true)) {
@@ -526,11 +523,8 @@ static void flush_step(struct rs_analyzer *a, struct gacc *g, size_t i) {
       if (isfinite(t2) && t2 > 0)
         idle = mm / t2 * 100.0 <= a->p.idle_mem_pct;
     }
-    size_t word = (size_t)k / 64;
-    uint64_t bitv = 1ULL << ((size_t)k % 64);
-    g->has[word] |= bitv;
-    if (!idle)
-      g->busy[word] |= bitv;
+    if (rs_steps_set(&g->steps, a->n_steps, (size_t)k, !idle) != 0)
+      a->oom = true;
     rs_hist_add(&g->util, ua);
     rs_hist_peak(&g->util, um);
     g->used_h += (ua > 100 ? 100 : ua) / 100.0 * step_h;

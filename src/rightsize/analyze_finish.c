@@ -107,8 +107,15 @@ static void finish_bucket(const struct bucket_sum *b, uint64_t idle_n, struct rs
     o->n = 1; /* memory-only bucket still has data */
 }
 
+/* g's step states as two bit arrays in has and busy (a->words each). */
+static void step_bits(const struct rs_analyzer *a, const struct gacc *g, uint64_t *has,
+                      uint64_t *busy) {
+  rs_steps_bits(&g->steps, a->n_steps, has, busy);
+}
+
 static int finish_gpu(const struct rs_analyzer *a, const struct gacc *g, const size_t *winv,
-                      bool with_timeline, struct rs_gpu *o) {
+                      bool with_timeline, const uint64_t *has, const uint64_t *busy,
+                      struct rs_gpu *o) {
   double step_h = (double)a->step_ms / 3600000.0;
   snprintf(o->node, sizeof(o->node), "%s", g->node);
   snprintf(o->gpu, sizeof(o->gpu), "%s", g->gpu);
@@ -121,8 +128,8 @@ static int finish_gpu(const struct rs_analyzer *a, const struct gacc *g, const s
   o->last_ms = g->last_ms;
   uint64_t has_n = 0, idle_n = 0;
   for (size_t w = 0; w < a->words; w++) {
-    has_n += (uint64_t)__builtin_popcountll(g->has[w]);
-    idle_n += (uint64_t)__builtin_popcountll(g->has[w] & ~g->busy[w]);
+    has_n += (uint64_t)__builtin_popcountll(has[w]);
+    idle_n += (uint64_t)__builtin_popcountll(has[w] & ~busy[w]);
   }
   o->hours_observed = (double)has_n * step_h;
   o->hours_span = g->seen ? (double)(g->last_ms - g->first_ms) / 3600000.0 + step_h : 0;
@@ -144,24 +151,24 @@ static int finish_gpu(const struct rs_analyzer *a, const struct gacc *g, const s
     /* idle streak: from the last step with data backwards; data must reach the end (one step
      * of slack for the scrape in flight) */
     size_t last = a->n_steps;
-    while (last > 0 && !bit(g->has, last - 1))
+    while (last > 0 && !bit(has, last - 1))
       last--;
     if (last > 0 && last + 1 >= a->n_steps) {
       size_t k = last;
-      while (k > 0 && bit(g->has, k - 1) && !bit(g->busy, k - 1))
+      while (k > 0 && bit(has, k - 1) && !bit(busy, k - 1))
         k--;
       o->idle_streak_ms = (int64_t)(last - k) * a->step_ms;
       o->valid |= RS_HAS_STREAK;
     }
   }
-  fill_gaps(a, g->has, o);
+  fill_gaps(a, has, o);
   o->timeline = with_timeline ? calloc(a->n_buckets, sizeof(*o->timeline)) : NULL;
   if (with_timeline && !o->timeline)
     return GS_ENOMEM;
   for (size_t b = 0; o->timeline && b < a->n_buckets; b++) {
     uint32_t in = 0;
     for (size_t k = b * a->spb; k < (b + 1) * a->spb && k < a->n_steps; k++)
-      in += bit(g->has, k) && !bit(g->busy, k);
+      in += bit(has, k) && !bit(busy, k);
     const struct bucket_acc *x = &g->tl[b];
     struct bucket_sum sum = {x->n_util, x->n_mem, x->n_pct, x->util_sum, x->mem_sum, x->pct_sum};
     finish_bucket(&sum, in, &o->timeline[b]);
@@ -205,6 +212,18 @@ static int finish_node(const struct rs_analyzer *a, struct rs_report *r, size_t 
   }
   for (size_t i = 0; i < count; i++)
     pool[i] = !r->gpus[first + i].mig_parent;
+  /* the pooled GPUs' step states, as bits: has, then busy, a->words each per GPU */
+  size_t w2 = 2 * a->words;
+  uint64_t *bits = malloc((count * w2 + 1) * sizeof(*bits));
+  if (!bits) {
+    free(pool);
+    rs_hist_free(&hu);
+    rs_hist_free(&hm);
+    return GS_ENOMEM;
+  }
+  for (size_t i = 0; i < count; i++)
+    if (pool[i])
+      step_bits(a, a->g[gord[first + i]], bits + i * w2, bits + i * w2 + a->words);
   for (size_t i = 0; i < count; i++) {
     size_t gi = first + i;
     const struct rs_gpu *o = &r->gpus[gi];
@@ -254,6 +273,7 @@ static int finish_node(const struct rs_analyzer *a, struct rs_report *r, size_t 
   rs_hist_free(&hm);
   if (oom) {
     free(pool);
+    free(bits);
     return GS_ENOMEM;
   }
   if (any_idle) {
@@ -264,10 +284,9 @@ static int finish_node(const struct rs_analyzer *a, struct rs_report *r, size_t 
       for (size_t i = 0; i < count; i++) {
         if (!pool[i])
           continue;
-        const struct gacc *g = a->g[gord[first + i]];
-        bool h = bit(g->has, k);
+        bool h = bit(bits + i * w2, k);
         any |= h;
-        all &= h && !bit(g->busy, k);
+        all &= h && !bit(bits + i * w2 + a->words, k);
       }
       any_data += any;
       all_idle += all;
@@ -293,11 +312,12 @@ static int finish_node(const struct rs_analyzer *a, struct rs_report *r, size_t 
       acc.mem_sum += x->mem_sum;
       acc.pct_sum += x->pct_sum;
       for (size_t k = b * a->spb; k < (b + 1) * a->spb && k < a->n_steps; k++)
-        idle += bit(g->has, k) && !bit(g->busy, k);
+        idle += bit(bits + i * w2, k) && !bit(bits + i * w2 + a->words, k);
     }
     finish_bucket(&acc, idle, &n->timeline[b]);
   }
   free(pool);
+  free(bits);
   return 0;
 }
 
@@ -401,11 +421,12 @@ static void mark_mig(struct rs_report *r) {
 
 /* Steps with no reading between two with readings, over all GPUs: many of them mean that --step
  * is shorter than the scrape interval (a window with no sample gives no point). */
-static uint64_t single_holes(const struct rs_analyzer *a, uint64_t *with_data) {
+static uint64_t single_holes(const struct rs_analyzer *a, uint64_t *tmp, uint64_t *with_data) {
   uint64_t holes = 0;
   *with_data = 0;
   for (size_t gi = 0; gi < a->n_g; gi++) {
-    const uint64_t *h = a->g[gi]->has;
+    const uint64_t *h = tmp;
+    step_bits(a, a->g[gi], tmp, tmp + a->words);
     for (size_t k = 0; k < a->n_steps; k++) {
       bool b = bit(h, k);
       *with_data += b;
@@ -415,8 +436,8 @@ static uint64_t single_holes(const struct rs_analyzer *a, uint64_t *with_data) {
   return holes;
 }
 
-static int finish_notes(const struct rs_analyzer *a, struct rs_report *r, bool guessed,
-                        size_t n_targets, const char *target_eg) {
+static int finish_notes(const struct rs_analyzer *a, struct rs_report *r, uint64_t *tmp,
+                        bool guessed, size_t n_targets, const char *target_eg) {
   int rc = 0;
   if (guessed)
     rc = rs_report_note(r, "Owners are guessed from pod names (ReplicaSet/StatefulSet suffixes "
@@ -427,7 +448,7 @@ static int finish_notes(const struct rs_analyzer *a, struct rs_report *r, bool g
                         "the exporter itself) are not GPU workloads; their GPUs count as "
                         "unattributed when no other pod holds them.",
                         n_targets, target_eg);
-  uint64_t with_data = 0, holes = single_holes(a, &with_data);
+  uint64_t with_data = 0, holes = single_holes(a, tmp, &with_data);
   if (!rc && with_data && holes * 20 > with_data)
     rc = rs_report_note(r,
                         "%llu single-step holes in the data: --step (%lld s) may be shorter than "
@@ -463,7 +484,10 @@ int rs_analyzer_finish(struct rs_analyzer *a, struct rs_report *r) {
       g->wl[j].cb_words = 0;
     }
   }
-  /* a histogram page that could not be allocated left a summary incomplete: no report from it */
+  /* a histogram page or a step state that could not be kept left a summary incomplete: no
+   * report from it */
+  if (a->oom)
+    return GS_ENOMEM;
   for (size_t i = 0; i < a->n_g; i++) {
     const struct gacc *g = a->g[i];
     if (g->util.oom || g->mem.oom || g->pct.oom || g->pow.oom)
@@ -483,8 +507,9 @@ int rs_analyzer_finish(struct rs_analyzer *a, struct rs_report *r) {
   size_t *ginv = malloc((a->n_g + 1) * sizeof(size_t));
   size_t *word = malloc((a->n_w + 1) * sizeof(size_t));
   size_t *winv = malloc((a->n_w + 1) * sizeof(size_t));
+  uint64_t *tmp = malloc((2 * a->words + 1) * sizeof(uint64_t)); /* one GPU's step bits */
   int rc = 0;
-  if (!gord || !ginv || !word || !winv) {
+  if (!gord || !ginv || !word || !winv || !tmp) {
     rc = GS_ENOMEM;
     goto out;
   }
@@ -524,7 +549,9 @@ int rs_analyzer_finish(struct rs_analyzer *a, struct rs_report *r) {
   }
   for (size_t i = 0; i < a->n_g; i++) {
     r->n_gpus = i + 1;
-    if ((rc = finish_gpu(a, a->g[gord[i]], winv, i < RS_TIMELINE_GPUS, &r->gpus[i])) != 0)
+    step_bits(a, a->g[gord[i]], tmp, tmp + a->words);
+    if ((rc = finish_gpu(a, a->g[gord[i]], winv, i < RS_TIMELINE_GPUS, tmp, tmp + a->words,
+                         &r->gpus[i])) != 0)
       goto out;
   }
   mark_mig(r);
@@ -543,11 +570,12 @@ int rs_analyzer_finish(struct rs_analyzer *a, struct rs_report *r) {
       goto out;
     guessed |= r->workloads[i].owner_source == RS_OWNER_HEURISTIC;
   }
-  rc = finish_notes(a, r, guessed, n_targets, target_eg);
+  rc = finish_notes(a, r, tmp, guessed, n_targets, target_eg);
 out:
   free(gord);
   free(ginv);
   free(word);
   free(winv);
+  free(tmp);
   return rc;
 }

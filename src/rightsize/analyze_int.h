@@ -12,6 +12,7 @@
 #include "rightsize/analyze.h"
 #include "rightsize/cost.h"
 #include "rightsize/hist.h"
+#include "rightsize/steps.h"
 
 /* ---- accumulators --------------------------------------------------------------------------- */
 
@@ -40,8 +41,7 @@ struct gacc {
   /* The labels, cut as the report's fields are (RS_NAME_MAX, RS_SHORT_MAX), in one block */
   char *node, *gpu, *uuid, *model, *gpu_i_id, *gpu_i_profile;
   char *names;
-  uint64_t *has;  /* bit per step: a utilisation reading exists */
-  uint64_t *busy; /* bit per step: some reading at this step was not idle */
+  struct rs_steps steps; /* per step: a utilisation reading, idle or busy (steps.h) */
   struct rs_hist util, mem, pct, pow;
   double mem_total; /* max of used + free at one step */
   bool has_total;
@@ -105,6 +105,7 @@ struct rs_analyzer {
   size_t n_w, cap_w;
   struct slot_index gi, wi;
   bool saw_free, saw_used, saw_power;
+  bool oom;                    /* a step state could not be kept: no report */
   struct strset renaming_jobs; /* jobs whose series carry exported_pod (honorLabels: false) */
   struct strset target_pods;   /* "namespace/pod" of scrape targets seen beside exported_pod */
   struct strset targets;       /* "job\x1finstance\x1fnamespace\x1fpod" of the targets (`up`) */
