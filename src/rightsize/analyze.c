@@ -161,7 +161,6 @@ static void gacc_free(struct gacc *g) {
     free(g->wl[i].cb);
   free(g->wl);
   free(g->tl);
-  free(g->sc);
   free(g);
 }
 
@@ -173,6 +172,7 @@ static struct gacc *gacc_new(struct rs_analyzer *a, const struct rs_labels *l) {
     free(g);
     return NULL;
   }
+  g->sc_off = SC_NONE;
   g->tl = calloc(a->n_buckets, sizeof(*g->tl));
   if (!g->tl || rs_hist_init(&g->util, H_PCT_BINS, H_PCT_W, false) ||
       rs_hist_init(&g->mem, H_MEM_BINS, H_MEM_W, true) ||
@@ -412,6 +412,7 @@ void rs_analyzer_free(struct rs_analyzer *a) {
   free(a->w);
   free(a->gi.slots);
   free(a->wi.slots);
+  free(a->sc);
   strset_free(&a->renaming_jobs);
   strset_free(&a->target_pods);
   strset_free(&a->targets);
@@ -425,28 +426,35 @@ static int64_t step_of(const struct rs_analyzer *a, int64_t t_ms) {
   return d >= 0 ? (d + a->step_ms / 2) / a->step_ms : -((-d + a->step_ms / 2) / a->step_ms);
 }
 
-static float *sc_arr(const struct gacc *g, int slot) {
-  return g->sc + (size_t)slot * g->sc_cap;
+static float *sc_arr(const struct rs_analyzer *a, const struct gacc *g, int slot) {
+  return a->sc + g->sc_off + (size_t)slot * a->sc_steps;
 }
 
-/* The chunk scratch of g, sized for the current chunk; new space is NaN (no reading). */
+/* g's arrays in the chunk scratch, taken at its first reading of the chunk; new space is NaN (no
+ * reading). The block grows as GPUs take their arrays, and is reused from the start each chunk. */
 static int scratch(struct rs_analyzer *a, struct gacc *g) {
-  if (g->sc_cap >= a->c_len && g->sc)
+  if (g->sc_off != SC_NONE)
     return 0;
-  size_t cap = a->c_len ? a->c_len : 1;
-  float *n = malloc((size_t)SC_N * cap * sizeof(float));
-  if (!n)
-    return GS_ENOMEM;
-  for (size_t i = 0; i < (size_t)SC_N * cap; i++)
-    n[i] = NAN;
-  free(g->sc); /* only grows between chunks, when it holds nothing */
-  g->sc = n;
-  g->sc_cap = cap;
+  size_t need = (size_t)SC_N * a->sc_steps;
+  if (a->sc_used + need > a->sc_cap) {
+    size_t cap = a->sc_cap ? 2 * a->sc_cap : 16 * need;
+    if (cap < a->sc_used + need)
+      cap = a->sc_used + need;
+    float *n = realloc(a->sc, cap * sizeof(*n));
+    if (!n)
+      return GS_ENOMEM;
+    a->sc = n;
+    a->sc_cap = cap;
+  }
+  for (size_t i = 0; i < need; i++)
+    a->sc[a->sc_used + i] = NAN;
+  g->sc_off = a->sc_used;
+  a->sc_used += need;
   return 0;
 }
 
-static void sc_put(struct gacc *g, int slot, size_t i, double v) {
-  float *p = &sc_arr(g, slot)[i];
+static void sc_put(struct rs_analyzer *a, struct gacc *g, int slot, size_t i, double v) {
+  float *p = &sc_arr(a, g, slot)[i];
   if (isnan(*p) || v > *p)
     *p = (float)v;
 }
@@ -476,10 +484,10 @@ static void pair(double avg, double max, double *oa, double *om) {
 static void flush_step(struct rs_analyzer *a, struct gacc *g, size_t i) {
   double step_h = (double)a->step_ms / 3600000.0;
   int64_t k = a->c_start + (int64_t)i;
-  double fa = sc_arr(g, SC_FREE_AVG)[i], ua, um, ma, mm, pa, pm;
-  pair(sc_arr(g, SC_UTIL_AVG)[i], sc_arr(g, SC_UTIL_MAX)[i], &ua, &um);
-  pair(sc_arr(g, SC_USED_AVG)[i], sc_arr(g, SC_USED_MAX)[i], &ma, &mm);
-  pair(sc_arr(g, SC_POW_AVG)[i], sc_arr(g, SC_POW_MAX)[i], &pa, &pm);
+  double fa = sc_arr(a, g, SC_FREE_AVG)[i], ua, um, ma, mm, pa, pm;
+  pair(sc_arr(a, g, SC_UTIL_AVG)[i], sc_arr(a, g, SC_UTIL_MAX)[i], &ua, &um);
+  pair(sc_arr(a, g, SC_USED_AVG)[i], sc_arr(a, g, SC_USED_MAX)[i], &ma, &mm);
+  pair(sc_arr(a, g, SC_POW_AVG)[i], sc_arr(a, g, SC_POW_MAX)[i], &pa, &pm);
   bool has_u = !isnan(ua), has_m = !isnan(ma), has_f = !isnan(fa), has_p = !isnan(pa);
   if (!has_u && !has_m && !has_f && !has_p)
     return;
@@ -561,21 +569,17 @@ static void flush_step(struct rs_analyzer *a, struct gacc *g, size_t i) {
 void rs_analyzer_flush(struct rs_analyzer *a) {
   for (size_t gi = 0; gi < a->n_g; gi++) {
     struct gacc *g = a->g[gi];
-    if (!g->sc_live)
-      continue;
-    size_t len = a->c_len < g->sc_cap ? a->c_len : g->sc_cap;
-    for (size_t i = 0; i < len; i++)
+    bool live = g->sc_live && g->sc_off != SC_NONE;
+    g->sc_live = false;
+    size_t len = a->c_len < a->sc_steps ? a->c_len : a->sc_steps;
+    for (size_t i = 0; live && i < len; i++)
       flush_step(a, g, i);
-    for (int sl = 0; sl < SC_N; sl++) {
-      float *arr = sc_arr(g, sl);
-      for (size_t i = 0; i < len; i++)
-        arr[i] = NAN;
-    }
-    for (size_t j = 0; j < g->n_wl; j++)
+    g->sc_off = SC_NONE; /* the next chunk takes its arrays anew */
+    for (size_t j = 0; live && j < g->n_wl; j++)
       if (g->wl[j].cb)
         memset(g->wl[j].cb, 0, g->wl[j].cb_words * sizeof(uint64_t));
-    g->sc_live = false;
   }
+  a->sc_used = 0;
 }
 
 int rs_analyzer_begin_chunk(void *ud, int64_t start_ms, int64_t end_ms) {
@@ -588,6 +592,7 @@ int rs_analyzer_begin_chunk(void *ud, int64_t start_ms, int64_t end_ms) {
     e = (int64_t)a->n_steps - 1;
   a->c_start = s;
   a->c_len = e >= s ? (size_t)(e - s + 1) : 0;
+  a->sc_steps = a->c_len ? a->c_len : 1;
   return 0;
 }
 
@@ -703,9 +708,9 @@ int rs_analyzer_add(void *ud, enum rs_metric m, const struct rs_series *s) {
     size_t ci = (size_t)(k - a->c_start);
     double v = s->points[i].v;
     if (s->agg != RS_AGG_MAX)
-      sc_put(g, sa, ci, v);
+      sc_put(a, g, sa, ci, v);
     if (s->agg != RS_AGG_AVG)
-      sc_put(g, sm, ci, v);
+      sc_put(a, g, sm, ci, v);
     g->sc_live = true;
     if (wl && (rc = wl_mark(a, wl, ci)) != 0)
       return rc;

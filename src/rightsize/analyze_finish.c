@@ -3,6 +3,9 @@
 #include "rightsize/analyze_int.h"
 
 #include <math.h>
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -401,12 +404,12 @@ static bool is_scrape_target(const struct rs_analyzer *a, const struct wacc *w) 
 
 /* Marks MIG rows: an instance whose parent row (same node and UUID, no instance id) is listed,
  * and that parent. Rows are sorted so that a parent comes right before its instances. */
-static void mark_mig(struct rs_report *r) {
-  for (size_t i = 0; i < r->n_gpus; i++) {
+static void mark_mig(struct rs_report *r, size_t first, size_t end) {
+  for (size_t i = first; i < end; i++) {
     struct rs_gpu *g = &r->gpus[i];
     if (!g->gpu_i_id[0])
       continue;
-    for (size_t j = i; j-- > 0;) {
+    for (size_t j = i; j-- > first;) {
       struct rs_gpu *p = &r->gpus[j];
       if (strcmp(p->node, g->node) || strcmp(p->gpu, g->gpu))
         break;
@@ -417,6 +420,25 @@ static void mark_mig(struct rs_report *r) {
       }
     }
   }
+}
+
+/* What finishing a GPU and its node needed: its histograms, timeline and step states (its labels
+ * and workload links stay, for the workloads). */
+static void gacc_release(struct gacc *g) {
+  rs_hist_free(&g->util);
+  rs_hist_free(&g->mem);
+  rs_hist_free(&g->pct);
+  rs_hist_free(&g->pow);
+  rs_steps_free(&g->steps);
+  free(g->tl);
+  g->tl = NULL;
+}
+
+/* Hands the heap's free pages back to the system, so that the report's pages reuse them. */
+static void give_back(void) {
+#ifdef __GLIBC__
+  malloc_trim(0);
+#endif
 }
 
 /* Steps with no reading between two with readings, over all GPUs: many of them mean that --step
@@ -436,8 +458,8 @@ static uint64_t single_holes(const struct rs_analyzer *a, uint64_t *tmp, uint64_
   return holes;
 }
 
-static int finish_notes(const struct rs_analyzer *a, struct rs_report *r, uint64_t *tmp,
-                        bool guessed, size_t n_targets, const char *target_eg) {
+static int finish_notes(const struct rs_analyzer *a, struct rs_report *r, uint64_t holes,
+                        uint64_t with_data, bool guessed, size_t n_targets, const char *target_eg) {
   int rc = 0;
   if (guessed)
     rc = rs_report_note(r, "Owners are guessed from pod names (ReplicaSet/StatefulSet suffixes "
@@ -448,7 +470,6 @@ static int finish_notes(const struct rs_analyzer *a, struct rs_report *r, uint64
                         "the exporter itself) are not GPU workloads; their GPUs count as "
                         "unattributed when no other pod holds them.",
                         n_targets, target_eg);
-  uint64_t with_data = 0, holes = single_holes(a, tmp, &with_data);
   if (!rc && with_data && holes * 20 > with_data)
     rc = rs_report_note(r,
                         "%llu single-step holes in the data: --step (%lld s) may be shorter than "
@@ -473,11 +494,11 @@ static int finish_notes(const struct rs_analyzer *a, struct rs_report *r, uint64
 int rs_analyzer_finish(struct rs_analyzer *a, struct rs_report *r) {
   rs_analyzer_flush(a);
   /* the chunk's readings are folded: their room (up to RS_SCRATCH_BYTES) goes to the report */
+  free(a->sc); /* one block: given back to the system whole */
+  a->sc = NULL;
+  a->sc_cap = 0;
   for (size_t i = 0; i < a->n_g; i++) {
     struct gacc *g = a->g[i];
-    free(g->sc);
-    g->sc = NULL;
-    g->sc_cap = 0;
     for (size_t j = 0; j < g->n_wl; j++) {
       free(g->wl[j].cb);
       g->wl[j].cb = NULL;
@@ -547,30 +568,43 @@ int rs_analyzer_finish(struct rs_analyzer *a, struct rs_report *r) {
     rc = GS_ENOMEM;
     goto out;
   }
-  for (size_t i = 0; i < a->n_g; i++) {
-    r->n_gpus = i + 1;
-    step_bits(a, a->g[gord[i]], tmp, tmp + a->words);
-    if ((rc = finish_gpu(a, a->g[gord[i]], winv, i < RS_TIMELINE_GPUS, tmp, tmp + a->words,
-                         &r->gpus[i])) != 0)
-      goto out;
-  }
-  mark_mig(r);
+  uint64_t with_data = 0, holes = single_holes(a, tmp, &with_data);
+  /* Node by node: its GPUs, then the node; then what the analyser kept for them is given back,
+   * so that the report grows into the room the summaries leave (peak memory: about the larger of
+   * the two, not their sum). */
   for (size_t i = 0, first = 0; i < a->n_g; i++) {
-    if (i + 1 == a->n_g || strcmp(a->g[gord[i]]->node, a->g[gord[i + 1]]->node) != 0) {
-      r->n_nodes++;
-      if ((rc = finish_node(a, r, first, i + 1 - first, gord, &r->nodes[r->n_nodes - 1])) != 0)
+    if (i + 1 < a->n_g && strcmp(a->g[gord[i]]->node, a->g[gord[i + 1]]->node) == 0)
+      continue;
+    for (size_t k = first; k <= i; k++) {
+      r->n_gpus = k + 1;
+      step_bits(a, a->g[gord[k]], tmp, tmp + a->words);
+      if ((rc = finish_gpu(a, a->g[gord[k]], winv, k < RS_TIMELINE_GPUS, tmp, tmp + a->words,
+                           &r->gpus[k])) != 0)
         goto out;
-      first = i + 1;
     }
+    mark_mig(r, first, i + 1);
+    r->n_nodes++;
+    if ((rc = finish_node(a, r, first, i + 1 - first, gord, &r->nodes[r->n_nodes - 1])) != 0)
+      goto out;
+    for (size_t k = first; k <= i; k++)
+      gacc_release(a->g[gord[k]]);
+    if (r->n_nodes % 256 == 0)
+      give_back();
+    first = i + 1;
   }
+  give_back();
   bool guessed = false;
   for (size_t i = 0; i < n_kept; i++) {
     r->n_workloads = i + 1;
     if ((rc = finish_workload(a, a->w[word[i]], word[i], ginv, r, &r->workloads[i])) != 0)
       goto out;
+    rs_hist_free(&a->w[word[i]]->util);
+    rs_hist_free(&a->w[word[i]]->mem);
+    if (i % 2048 == 2047)
+      give_back();
     guessed |= r->workloads[i].owner_source == RS_OWNER_HEURISTIC;
   }
-  rc = finish_notes(a, r, tmp, guessed, n_targets, target_eg);
+  rc = finish_notes(a, r, holes, with_data, guessed, n_targets, target_eg);
 out:
   free(gord);
   free(ginv);

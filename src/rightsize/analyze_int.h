@@ -51,8 +51,7 @@ struct gacc {
   struct wlink *wl; /* workloads seen on this GPU */
   size_t n_wl;
   struct bucket_acc *tl;
-  float *sc;     /* SC_N arrays of sc_cap floats: the chunk's readings */
-  size_t sc_cap; /* steps per array */
+  size_t sc_off; /* its SC_N arrays of the chunk's readings in the analyser's scratch; SC_NONE */
   bool sc_live;  /* something was written this chunk */
 };
 
@@ -92,8 +91,15 @@ struct strset {
   size_t cap;
 };
 
+#define SC_NONE SIZE_MAX
+
 struct rs_analyzer {
   struct rs_params p;
+  /* The chunk's readings of every GPU that has some, in one block (given back whole at finish):
+   * SC_N arrays of sc_steps floats per GPU, from its sc_off. */
+  float *sc;
+  size_t sc_used, sc_cap; /* floats */
+  size_t sc_steps;        /* steps per array in this chunk */
   int64_t start_ms, end_ms, step_ms;
   size_t n_steps, words;
   size_t n_buckets, spb; /* buckets and steps per bucket */
