@@ -245,6 +245,69 @@ static void test_timeline_budget(void **state) {
   rs_analyzer_free(a);
 }
 
+/* Two chunks: GPU A reports in both, GPU B appears in the second only (a GPU that joins the
+ * fleet mid-window). The chunk's readings are taken anew each chunk, so nothing of the first
+ * chunk leaks into the second, and B's first steps are a gap, never idle. */
+static void test_gpu_joins_in_second_chunk(void **state) {
+  (void)state;
+  struct rs_params p;
+  rs_params_default(&p);
+  p.step_ms = T_STEP;
+  p.window_ms = 24 * H;
+  struct rs_analyzer *a = rs_analyzer_new(&p, START, T_END);
+  assert_non_null(a);
+  int64_t mid = START + 144 * T_STEP;
+  struct rs_labels la = {.node = "n1",
+                         .gpu = "0",
+                         .uuid = "GPU-A",
+                         .model = "NVIDIA L4",
+                         .pod = "",
+                         .namespace_ = "",
+                         .container = ""};
+  struct rs_labels lb = la;
+  lb.gpu = "1";
+  lb.uuid = "GPU-B";
+  struct rs_point pa[144], pb[144];
+  assert_int_equal(rs_analyzer_begin_chunk(a, START, mid - T_STEP), 0);
+  for (int k = 0; k < 144; k++)
+    pa[k] = (struct rs_point){START + k * T_STEP, 80};
+  struct rs_series s = {.labels = la, .points = pa, .n = 144};
+  assert_int_equal(rs_analyzer_add(a, RS_M_UTIL, &s), 0);
+  assert_int_equal(rs_analyzer_begin_chunk(a, mid, T_END), 0);
+  for (int k = 0; k < 144; k++) {
+    pa[k] = (struct rs_point){mid + k * T_STEP, 0};
+    pb[k] = (struct rs_point){mid + k * T_STEP, 0};
+  }
+  s.points = pa;
+  assert_int_equal(rs_analyzer_add(a, RS_M_UTIL, &s), 0);
+  s.labels = lb;
+  s.points = pb;
+  assert_int_equal(rs_analyzer_add(a, RS_M_UTIL, &s), 0);
+  struct rs_report r;
+  rs_report_init(&r);
+  assert_int_equal(rs_analyzer_finish(a, &r), 0);
+  assert_int_equal(r.n_gpus, 2);
+  const struct rs_gpu *ga = &r.gpus[0], *gb = &r.gpus[1];
+  assert_string_equal(gb->uuid, "GPU-B");
+  assert_int_equal(ga->util.n, 288);
+  assert_float_equal(ga->util.mean, 40.0, 1e-9); /* 80 then 0, each half the window */
+  assert_float_equal(ga->idle_fraction, 0.5, 1e-9);
+  assert_int_equal(gb->util.n, 144);
+  assert_float_equal(gb->util.max, 0.0, 1e-9); /* nothing of A's first chunk */
+  assert_int_equal(gb->first_ms, mid);
+  assert_int_equal(gb->n_gaps, 1); /* the first half: unknown, not idle */
+  assert_int_equal(gb->gaps[0].start_ms, START);
+  assert_int_equal(gb->gaps[0].end_ms, mid);
+  assert_float_equal(gb->idle_fraction, 1.0, 1e-9);
+  assert_float_equal(gb->coverage, 0.5, 1e-9);
+  assert_int_equal(gb->idle_streak_ms, 144 * T_STEP);
+  /* the node is idle only where both are: the second half, which is also all it has data for
+   * from both; A alone has data in the first half, busy */
+  assert_float_equal(r.nodes[0].idle_fraction, 0.5, 1e-9);
+  rs_report_free(&r);
+  rs_analyzer_free(a);
+}
+
 /* One series with full labels and an aggregation, value v at every step of [from, to). */
 static void feed(struct rs_analyzer *a, enum rs_metric m, enum rs_agg agg,
                  const struct rs_labels *l, int64_t from, int64_t to, double v) {
@@ -628,6 +691,7 @@ int main(void) {
       cmocka_unit_test(test_owner),
       cmocka_unit_test(test_bounded_timeline),
       cmocka_unit_test(test_timeline_budget),
+      cmocka_unit_test(test_gpu_joins_in_second_chunk),
       cmocka_unit_test(test_burst_between_steps),
       cmocka_unit_test(test_duplicates_count_once),
       cmocka_unit_test(test_mig_rows),
