@@ -437,27 +437,30 @@ static int jarray(struct jout *j, const char *key, size_t n,
   return rc ? rc : buf_puts(j->b, "\n  ]"); /* json-c: "[\n  ]" when empty too */
 }
 
-static struct json_object *make_rec(const struct rs_report *r, size_t i) {
-  struct json_object *o = json_object_new_object();
-  if (o && rec_obj(r, &r->recs[i], o) != 0) {
+/* One element's object, or NULL (ENOMEM, or its writer's error). */
+static struct json_object *made(struct json_object *o, int rc) {
+  if (o && rc) {
     json_object_put(o);
     return NULL;
   }
   return o;
 }
-/* The object made by fill(x, o), or NULL (ENOMEM or fill's error). */
-#define MAKE(name, fill, arr)                                                                      \
-  static struct json_object *name(const struct rs_report *r, size_t i) {                           \
-    struct json_object *o = json_object_new_object();                                              \
-    if (o && fill(&r->arr[i], o) != 0) {                                                           \
-      json_object_put(o);                                                                          \
-      return NULL;                                                                                 \
-    }                                                                                              \
-    return o;                                                                                      \
-  }
-MAKE(make_node, node_obj, nodes)
-MAKE(make_gpu, gpu_obj, gpus)
-MAKE(make_wl, wl_obj, workloads)
+static struct json_object *make_rec(const struct rs_report *r, size_t i) {
+  struct json_object *o = json_object_new_object();
+  return made(o, o ? rec_obj(r, &r->recs[i], o) : 0);
+}
+static struct json_object *make_node(const struct rs_report *r, size_t i) {
+  struct json_object *o = json_object_new_object();
+  return made(o, o ? node_obj(&r->nodes[i], o) : 0);
+}
+static struct json_object *make_gpu(const struct rs_report *r, size_t i) {
+  struct json_object *o = json_object_new_object();
+  return made(o, o ? gpu_obj(&r->gpus[i], o) : 0);
+}
+static struct json_object *make_wl(const struct rs_report *r, size_t i) {
+  struct json_object *o = json_object_new_object();
+  return made(o, o ? wl_obj(&r->workloads[i], o) : 0);
+}
 static struct json_object *make_note(const struct rs_report *r, size_t i) {
   return json_object_new_string(r->notes[i].text);
 }
