@@ -148,7 +148,7 @@ static int wacc_names(struct wacc *w, const char *ns, const char *pod, const cha
   return 0;
 }
 
-static void gacc_free(struct gacc *g) {
+void rs_gacc_free(struct gacc *g) {
   if (!g)
     return;
   free(g->names);
@@ -178,7 +178,7 @@ static struct gacc *gacc_new(struct rs_analyzer *a, const struct rs_labels *l) {
       rs_hist_init(&g->mem, H_MEM_BINS, H_MEM_W, true) ||
       rs_hist_init(&g->pct, H_PCT_BINS, H_PCT_W, false) ||
       rs_hist_init(&g->pow, H_POW_BINS, H_POW_W, true)) {
-    gacc_free(g);
+    rs_gacc_free(g);
     return NULL;
   }
   return g;
@@ -279,7 +279,7 @@ static struct gacc *gpu_get(struct rs_analyzer *a, const struct rs_labels *l, in
   return g;
 }
 
-static void wacc_free(struct wacc *w) {
+void rs_wacc_free(struct wacc *w) {
   if (!w)
     return;
   free(w->names);
@@ -329,7 +329,7 @@ static struct wacc *wl_get(struct rs_analyzer *a, const struct rs_labels *l, int
       rs_hist_init(&w->util, H_PCT_BINS, H_PCT_W, false) ||
       rs_hist_init(&w->mem, H_MEM_BINS, H_MEM_W, true) ||
       rs_hist_init(&w->peak, H_PCT_BINS, H_PCT_W, false)) {
-    wacc_free(w);
+    rs_wacc_free(w);
     *rc = GS_ENOMEM;
     return NULL;
   }
@@ -405,9 +405,9 @@ void rs_analyzer_free(struct rs_analyzer *a) {
   if (!a)
     return;
   for (size_t i = 0; i < a->n_g; i++)
-    gacc_free(a->g[i]);
+    rs_gacc_free(a->g[i]);
   for (size_t i = 0; i < a->n_w; i++)
-    wacc_free(a->w[i]);
+    rs_wacc_free(a->w[i]);
   free(a->g);
   free(a->w);
   free(a->gi.slots);

@@ -324,8 +324,31 @@ static int finish_node(const struct rs_analyzer *a, struct rs_report *r, size_t 
   return 0;
 }
 
-static int finish_workload(const struct rs_analyzer *a, struct wacc *w, size_t widx_acc,
-                           const size_t *ginv, struct rs_report *r, struct rs_workload *o) {
+/* The GPUs of every kept workload (o->gpus, unsorted) and the most utilisation samples of one of
+ * its pairings (maxn), from the GPUs' workload links: once, before the GPUs are given back. */
+static int workload_gpus(const struct rs_analyzer *a, const size_t *ginv, const size_t *winv,
+                         struct rs_report *r, uint64_t *maxn) {
+  for (size_t gi = 0; gi < a->n_g; gi++) {
+    const struct gacc *g = a->g[gi];
+    for (size_t j = 0; j < g->n_wl; j++) {
+      size_t wi = winv[g->wl[j].idx];
+      if (wi == SIZE_MAX) /* a scrape target, not a workload */
+        continue;
+      struct rs_workload *o = &r->workloads[wi];
+      size_t *ng = realloc(o->gpus, (o->n_gpus + 1) * sizeof(size_t));
+      if (!ng)
+        return GS_ENOMEM;
+      o->gpus = ng;
+      o->gpus[o->n_gpus++] = ginv[gi];
+      if (g->wl[j].n > maxn[wi])
+        maxn[wi] = g->wl[j].n;
+    }
+  }
+  return 0;
+}
+
+static int finish_workload(const struct rs_analyzer *a, struct wacc *w, uint64_t maxn,
+                           struct rs_report *r, struct rs_workload *o) {
   double step_h = (double)a->step_ms / 3600000.0;
   snprintf(o->namespace_, sizeof(o->namespace_), "%s", w->ns);
   snprintf(o->pod, sizeof(o->pod), "%s", w->pod);
@@ -349,21 +372,6 @@ static int finish_workload(const struct rs_analyzer *a, struct wacc *w, size_t w
     o->idle_fraction = (double)w->n_idle / (double)w->n_util;
     o->used_gpu_hours = w->used_h;
     o->valid |= RS_HAS_IDLE | RS_HAS_USED_HOURS;
-  }
-  uint64_t maxn = 0;
-  for (size_t gi = 0; gi < a->n_g; gi++) {
-    const struct gacc *g = a->g[gi];
-    for (size_t j = 0; j < g->n_wl; j++) {
-      if (g->wl[j].idx != widx_acc)
-        continue;
-      size_t *ng = realloc(o->gpus, (o->n_gpus + 1) * sizeof(size_t));
-      if (!ng)
-        return GS_ENOMEM;
-      o->gpus = ng;
-      o->gpus[o->n_gpus++] = ginv[gi];
-      if (g->wl[j].n > maxn)
-        maxn = g->wl[j].n;
-    }
   }
   if (o->n_gpus)
     qsort(o->gpus, o->n_gpus, sizeof(size_t), cmp_size);
@@ -420,18 +428,6 @@ static void mark_mig(struct rs_report *r, size_t first, size_t end) {
       }
     }
   }
-}
-
-/* What finishing a GPU and its node needed: its histograms, timeline and step states (its labels
- * and workload links stay, for the workloads). */
-static void gacc_release(struct gacc *g) {
-  rs_hist_free(&g->util);
-  rs_hist_free(&g->mem);
-  rs_hist_free(&g->pct);
-  rs_hist_free(&g->pow);
-  rs_steps_free(&g->steps);
-  free(g->tl);
-  g->tl = NULL;
 }
 
 /* Hands the heap's free pages back to the system, so that the report's pages reuse them. */
@@ -529,6 +525,7 @@ int rs_analyzer_finish(struct rs_analyzer *a, struct rs_report *r) {
   size_t *word = malloc((a->n_w + 1) * sizeof(size_t));
   size_t *winv = malloc((a->n_w + 1) * sizeof(size_t));
   uint64_t *tmp = malloc((2 * a->words + 1) * sizeof(uint64_t)); /* one GPU's step bits */
+  uint64_t *maxn = NULL;
   int rc = 0;
   if (!gord || !ginv || !word || !winv || !tmp) {
     rc = GS_ENOMEM;
@@ -569,6 +566,11 @@ int rs_analyzer_finish(struct rs_analyzer *a, struct rs_report *r) {
     goto out;
   }
   uint64_t with_data = 0, holes = single_holes(a, tmp, &with_data);
+  maxn = calloc(n_kept + 1, sizeof(*maxn));
+  if (!maxn || (rc = workload_gpus(a, ginv, winv, r, maxn)) != 0) {
+    rc = rc ? rc : GS_ENOMEM;
+    goto out;
+  }
   /* Node by node: its GPUs, then the node; then what the analyser kept for them is given back,
    * so that the report grows into the room the summaries leave (peak memory: about the larger of
    * the two, not their sum). */
@@ -586,8 +588,10 @@ int rs_analyzer_finish(struct rs_analyzer *a, struct rs_report *r) {
     r->n_nodes++;
     if ((rc = finish_node(a, r, first, i + 1 - first, gord, &r->nodes[r->n_nodes - 1])) != 0)
       goto out;
-    for (size_t k = first; k <= i; k++)
-      gacc_release(a->g[gord[k]]);
+    for (size_t k = first; k <= i; k++) { /* done with: its workloads have their GPUs */
+      rs_gacc_free(a->g[gord[k]]);
+      a->g[gord[k]] = NULL;
+    }
     if (r->n_nodes % 256 == 0)
       give_back();
     first = i + 1;
@@ -596,14 +600,15 @@ int rs_analyzer_finish(struct rs_analyzer *a, struct rs_report *r) {
   bool guessed = false;
   for (size_t i = 0; i < n_kept; i++) {
     r->n_workloads = i + 1;
-    if ((rc = finish_workload(a, a->w[word[i]], word[i], ginv, r, &r->workloads[i])) != 0)
+    if ((rc = finish_workload(a, a->w[word[i]], maxn[i], r, &r->workloads[i])) != 0)
       goto out;
-    rs_hist_free(&a->w[word[i]]->util);
-    rs_hist_free(&a->w[word[i]]->mem);
+    rs_wacc_free(a->w[word[i]]);
+    a->w[word[i]] = NULL;
     if (i % 2048 == 2047)
       give_back();
     guessed |= r->workloads[i].owner_source == RS_OWNER_HEURISTIC;
   }
+  give_back();
   rc = finish_notes(a, r, holes, with_data, guessed, n_targets, target_eg);
 out:
   free(gord);
@@ -611,5 +616,6 @@ out:
   free(word);
   free(winv);
   free(tmp);
+  free(maxn);
   return rc;
 }

@@ -157,6 +157,10 @@ static inline double gpu_total(const struct gacc *g) {
   return sp ? sp->mem_mib : NAN;
 }
 
+/* Free a GPU's or a workload's accumulator (NULL is fine). */
+void rs_gacc_free(struct gacc *g);
+void rs_wacc_free(struct wacc *w);
+
 /* Folds the current chunk of every GPU into its summaries and clears the scratch. */
 void rs_analyzer_flush(struct rs_analyzer *a);
 
