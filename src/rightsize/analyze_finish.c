@@ -571,9 +571,9 @@ int rs_analyzer_finish(struct rs_analyzer *a, struct rs_report *r) {
     rc = rc ? rc : GS_ENOMEM;
     goto out;
   }
-  /* Node by node: its GPUs, then the node; then what the analyser kept for them is given back,
-   * so that the report grows into the room the summaries leave (peak memory: about the larger of
-   * the two, not their sum). */
+  /* Node by node: its GPUs, then the node; then what the analyser kept for them is freed, for
+   * the report's small allocations to reuse (its large arrays are mapped apart: docs/bench.md,
+   * "compact summaries", on what that leaves at 10 000 GPUs). */
   for (size_t i = 0, first = 0; i < a->n_g; i++) {
     if (i + 1 < a->n_g && strcmp(a->g[gord[i]]->node, a->g[gord[i + 1]]->node) == 0)
       continue;
