@@ -102,11 +102,57 @@ static uint64_t whash(void *ud, size_t e) {
   return fnv(a->w[e]->ns, a->w[e]->pod);
 }
 
-static void gacc_free(struct gacc *g) {
+/* Copies n strings, each cut to fit lim[i] bytes, into one block; out[i] points at the copies.
+ * The sources may lie in the block being replaced (the caller frees it after). NULL on ENOMEM. */
+static char *names_pack(const char *const *src, const size_t *lim, size_t n, char **out[]) {
+  size_t len[8], total = 0;
+  for (size_t i = 0; i < n; i++) {
+    len[i] = strnlen(src[i], lim[i] - 1);
+    total += len[i] + 1;
+  }
+  char *blk = malloc(total), *p = blk;
+  if (!blk)
+    return NULL;
+  for (size_t i = 0; i < n; i++) {
+    memcpy(p, src[i], len[i]);
+    p[len[i]] = '\0';
+    *out[i] = p;
+    p += len[i] + 1;
+  }
+  return blk;
+}
+
+static int gacc_names(struct gacc *g, const char *node, const char *gpu, const char *uuid,
+                      const char *model, const char *gi, const char *prof) {
+  const char *src[] = {node, gpu, uuid, model, gi, prof};
+  const size_t lim[] = {RS_NAME_MAX,  RS_SHORT_MAX, RS_SHORT_MAX,
+                        RS_SHORT_MAX, RS_SHORT_MAX, RS_SHORT_MAX};
+  char **out[] = {&g->node, &g->gpu, &g->uuid, &g->model, &g->gpu_i_id, &g->gpu_i_profile};
+  char *blk = names_pack(src, lim, 6, out);
+  if (!blk)
+    return GS_ENOMEM;
+  free(g->names);
+  g->names = blk;
+  return 0;
+}
+
+static int wacc_names(struct wacc *w, const char *ns, const char *pod, const char *container) {
+  const char *src[] = {ns, pod, container};
+  const size_t lim[] = {RS_NAME_MAX, RS_NAME_MAX, RS_NAME_MAX};
+  char **out[] = {&w->ns, &w->pod, &w->container};
+  char *blk = names_pack(src, lim, 3, out);
+  if (!blk)
+    return GS_ENOMEM;
+  free(w->names);
+  w->names = blk;
+  return 0;
+}
+
+void rs_gacc_free(struct gacc *g) {
   if (!g)
     return;
-  free(g->has);
-  free(g->busy);
+  free(g->names);
+  rs_steps_free(&g->steps);
   rs_hist_free(&g->util);
   rs_hist_free(&g->mem);
   rs_hist_free(&g->pct);
@@ -115,7 +161,6 @@ static void gacc_free(struct gacc *g) {
     free(g->wl[i].cb);
   free(g->wl);
   free(g->tl);
-  free(g->sc);
   free(g);
 }
 
@@ -123,20 +168,17 @@ static struct gacc *gacc_new(struct rs_analyzer *a, const struct rs_labels *l) {
   struct gacc *g = calloc(1, sizeof(*g));
   if (!g)
     return NULL;
-  snprintf(g->node, sizeof(g->node), "%s", l->node);
-  snprintf(g->gpu, sizeof(g->gpu), "%s", l->gpu);
-  snprintf(g->uuid, sizeof(g->uuid), "%s", l->uuid);
-  snprintf(g->model, sizeof(g->model), "%s", l->model);
-  snprintf(g->gpu_i_id, sizeof(g->gpu_i_id), "%s", nz(l->gpu_i_id));
-  snprintf(g->gpu_i_profile, sizeof(g->gpu_i_profile), "%s", nz(l->gpu_i_profile));
-  g->has = calloc(a->words, sizeof(uint64_t));
-  g->busy = calloc(a->words, sizeof(uint64_t));
+  if (gacc_names(g, l->node, l->gpu, l->uuid, l->model, nz(l->gpu_i_id), nz(l->gpu_i_profile))) {
+    free(g);
+    return NULL;
+  }
+  g->sc_off = SC_NONE;
   g->tl = calloc(a->n_buckets, sizeof(*g->tl));
-  if (!g->has || !g->busy || !g->tl || rs_hist_init(&g->util, H_PCT_BINS, H_PCT_W, false) ||
+  if (!g->tl || rs_hist_init(&g->util, H_PCT_BINS, H_PCT_W, false) ||
       rs_hist_init(&g->mem, H_MEM_BINS, H_MEM_W, true) ||
       rs_hist_init(&g->pct, H_PCT_BINS, H_PCT_W, false) ||
       rs_hist_init(&g->pow, H_POW_BINS, H_POW_W, true)) {
-    gacc_free(g);
+    rs_gacc_free(g);
     return NULL;
   }
   return g;
@@ -157,6 +199,41 @@ static struct gacc *gpu_find(struct rs_analyzer *a, const struct rs_labels *l) {
   return NULL;
 }
 
+/* Halves the timeline's resolution: bucket b takes the old buckets 2b and 2b + 1 (sums and counts
+ * add), in every GPU. The sums stay exact: a bucket of the coarser timeline is what it would have
+ * accumulated itself, only added in another order. */
+static void timeline_halve(struct rs_analyzer *a) {
+  size_t nb = (a->n_buckets + 1) / 2;
+  for (size_t gi = 0; gi < a->n_g; gi++) {
+    struct bucket_acc *tl = a->g[gi]->tl;
+    for (size_t b = 0; b < nb; b++) {
+      struct bucket_acc m = tl[2 * b];
+      if (2 * b + 1 < a->n_buckets) {
+        const struct bucket_acc *x = &tl[2 * b + 1];
+        m.util_sum += x->util_sum;
+        m.mem_sum += x->mem_sum;
+        m.pct_sum += x->pct_sum;
+        m.n_util = (uint16_t)(m.n_util + x->n_util);
+        m.n_mem = (uint16_t)(m.n_mem + x->n_mem);
+        m.n_pct = (uint16_t)(m.n_pct + x->n_pct);
+      }
+      tl[b] = m;
+    }
+    struct bucket_acc *n = realloc(tl, nb * sizeof(*tl));
+    if (n) /* a failed shrink keeps the larger block, which still holds the merged buckets */
+      a->g[gi]->tl = n;
+  }
+  a->spb *= 2;
+  a->n_buckets = nb;
+}
+
+/* Keeps the timelines of n GPUs within RS_TIMELINE_BYTES, coarsening them as the fleet grows. */
+static void timeline_fit(struct rs_analyzer *a, size_t n) {
+  while (a->n_buckets > 1 && 2 * a->spb <= RS_BUCKET_STEPS_MAX &&
+         n * a->n_buckets * sizeof(struct bucket_acc) > RS_TIMELINE_BYTES)
+    timeline_halve(a);
+}
+
 static struct gacc *gpu_get(struct rs_analyzer *a, const struct rs_labels *l, int *rc) {
   const char *k2 = l->uuid[0] ? l->uuid : l->gpu;
   const char *gi = nz(l->gpu_i_id);
@@ -166,10 +243,12 @@ static struct gacc *gpu_get(struct rs_analyzer *a, const struct rs_labels *l, in
     for (; a->gi.slots[j]; j = (j + 1) & (a->gi.cap - 1)) {
       struct gacc *g = a->g[a->gi.slots[j] - 1];
       if (!strcmp(g->node, l->node) && !strcmp(gkey2(g), k2) && !strcmp(g->gpu_i_id, gi)) {
-        if (!g->model[0] && l->model[0])
-          snprintf(g->model, sizeof(g->model), "%s", l->model);
-        if (!g->gpu_i_profile[0] && nz(l->gpu_i_profile)[0])
-          snprintf(g->gpu_i_profile, sizeof(g->gpu_i_profile), "%s", l->gpu_i_profile);
+        bool model = !g->model[0] && l->model[0],
+             prof = !g->gpu_i_profile[0] && nz(l->gpu_i_profile)[0];
+        if ((model || prof) &&
+            (*rc = gacc_names(g, g->node, g->gpu, g->uuid, model ? l->model : g->model, g->gpu_i_id,
+                              prof ? l->gpu_i_profile : g->gpu_i_profile)) != 0)
+          return NULL;
         return g;
       }
     }
@@ -186,6 +265,7 @@ static struct gacc *gpu_get(struct rs_analyzer *a, const struct rs_labels *l, in
     a->g = ng;
     a->cap_g = nc;
   }
+  timeline_fit(a, a->n_g + 1);
   struct gacc *g = gacc_new(a, l);
   if (!g) {
     *rc = GS_ENOMEM;
@@ -199,9 +279,10 @@ static struct gacc *gpu_get(struct rs_analyzer *a, const struct rs_labels *l, in
   return g;
 }
 
-static void wacc_free(struct wacc *w) {
+void rs_wacc_free(struct wacc *w) {
   if (!w)
     return;
+  free(w->names);
   for (size_t i = 0; i < w->n_jobs; i++)
     free(w->jobs[i]);
   free(w->jobs);
@@ -221,9 +302,10 @@ static struct wacc *wl_get(struct rs_analyzer *a, const struct rs_labels *l, int
       if (!strcmp(w->ns, l->namespace_) && !strcmp(w->pod, l->pod)) {
         *idx = a->wi.slots[j] - 1;
         if (l->container[0] && strcmp(w->container, l->container)) {
-          if (!w->container[0])
-            snprintf(w->container, sizeof(w->container), "%s", l->container);
-          else
+          if (!w->container[0]) {
+            if ((*rc = wacc_names(w, w->ns, w->pod, l->container)) != 0)
+              return NULL;
+          } else
             w->multi_container = true;
         }
         return w;
@@ -243,16 +325,14 @@ static struct wacc *wl_get(struct rs_analyzer *a, const struct rs_labels *l, int
     a->cap_w = nc;
   }
   struct wacc *w = calloc(1, sizeof(*w));
-  if (!w || rs_hist_init(&w->util, H_PCT_BINS, H_PCT_W, false) ||
+  if (!w || wacc_names(w, l->namespace_, l->pod, l->container) ||
+      rs_hist_init(&w->util, H_PCT_BINS, H_PCT_W, false) ||
       rs_hist_init(&w->mem, H_MEM_BINS, H_MEM_W, true) ||
       rs_hist_init(&w->peak, H_PCT_BINS, H_PCT_W, false)) {
-    wacc_free(w);
+    rs_wacc_free(w);
     *rc = GS_ENOMEM;
     return NULL;
   }
-  snprintf(w->ns, sizeof(w->ns), "%s", l->namespace_);
-  snprintf(w->pod, sizeof(w->pod), "%s", l->pod);
-  snprintf(w->container, sizeof(w->container), "%s", l->container);
   a->w[a->n_w] = w;
   size_t j = (size_t)(fnv(l->namespace_, l->pod) & (a->wi.cap - 1));
   while (a->wi.slots[j])
@@ -312,7 +392,7 @@ struct rs_analyzer *rs_analyzer_new(const struct rs_params *p, int64_t start_ms,
   a->step_ms = p->step_ms;
   a->n_steps = (size_t)((end_ms - start_ms) / p->step_ms) + 1;
   a->words = (a->n_steps + 63) / 64;
-  a->spb = (a->n_steps + RS_TIMELINE_MAX - 1) / RS_TIMELINE_MAX;
+  a->spb = (a->n_steps + RS_TIMELINE_MAX - 1) / RS_TIMELINE_MAX; /* at most 23 328 (90 d at 1 s) */
   if (a->spb < 1)
     a->spb = 1;
   a->n_buckets = (a->n_steps + a->spb - 1) / a->spb;
@@ -325,13 +405,14 @@ void rs_analyzer_free(struct rs_analyzer *a) {
   if (!a)
     return;
   for (size_t i = 0; i < a->n_g; i++)
-    gacc_free(a->g[i]);
+    rs_gacc_free(a->g[i]);
   for (size_t i = 0; i < a->n_w; i++)
-    wacc_free(a->w[i]);
+    rs_wacc_free(a->w[i]);
   free(a->g);
   free(a->w);
   free(a->gi.slots);
   free(a->wi.slots);
+  free(a->sc);
   strset_free(&a->renaming_jobs);
   strset_free(&a->target_pods);
   strset_free(&a->targets);
@@ -345,28 +426,35 @@ static int64_t step_of(const struct rs_analyzer *a, int64_t t_ms) {
   return d >= 0 ? (d + a->step_ms / 2) / a->step_ms : -((-d + a->step_ms / 2) / a->step_ms);
 }
 
-static float *sc_arr(const struct gacc *g, int slot) {
-  return g->sc + (size_t)slot * g->sc_cap;
+static float *sc_arr(const struct rs_analyzer *a, const struct gacc *g, int slot) {
+  return a->sc + g->sc_off + (size_t)slot * a->sc_steps;
 }
 
-/* The chunk scratch of g, sized for the current chunk; new space is NaN (no reading). */
+/* g's arrays in the chunk scratch, taken at its first reading of the chunk; new space is NaN (no
+ * reading). The block grows as GPUs take their arrays, and is reused from the start each chunk. */
 static int scratch(struct rs_analyzer *a, struct gacc *g) {
-  if (g->sc_cap >= a->c_len && g->sc)
+  if (g->sc_off != SC_NONE)
     return 0;
-  size_t cap = a->c_len ? a->c_len : 1;
-  float *n = malloc((size_t)SC_N * cap * sizeof(float));
-  if (!n)
-    return GS_ENOMEM;
-  for (size_t i = 0; i < (size_t)SC_N * cap; i++)
-    n[i] = NAN;
-  free(g->sc); /* only grows between chunks, when it holds nothing */
-  g->sc = n;
-  g->sc_cap = cap;
+  size_t need = (size_t)SC_N * a->sc_steps;
+  if (a->sc_used + need > a->sc_cap) {
+    size_t cap = a->sc_cap ? 2 * a->sc_cap : 16 * need;
+    if (cap < a->sc_used + need)
+      cap = a->sc_used + need;
+    float *n = realloc(a->sc, cap * sizeof(*n));
+    if (!n)
+      return GS_ENOMEM;
+    a->sc = n;
+    a->sc_cap = cap;
+  }
+  for (size_t i = 0; i < need; i++)
+    a->sc[a->sc_used + i] = NAN;
+  g->sc_off = a->sc_used;
+  a->sc_used += need;
   return 0;
 }
 
-static void sc_put(struct gacc *g, int slot, size_t i, double v) {
-  float *p = &sc_arr(g, slot)[i];
+static void sc_put(struct rs_analyzer *a, struct gacc *g, int slot, size_t i, double v) {
+  float *p = &sc_arr(a, g, slot)[i];
   if (isnan(*p) || v > *p)
     *p = (float)v;
 }
@@ -396,10 +484,10 @@ static void pair(double avg, double max, double *oa, double *om) {
 static void flush_step(struct rs_analyzer *a, struct gacc *g, size_t i) {
   double step_h = (double)a->step_ms / 3600000.0;
   int64_t k = a->c_start + (int64_t)i;
-  double fa = sc_arr(g, SC_FREE_AVG)[i], ua, um, ma, mm, pa, pm;
-  pair(sc_arr(g, SC_UTIL_AVG)[i], sc_arr(g, SC_UTIL_MAX)[i], &ua, &um);
-  pair(sc_arr(g, SC_USED_AVG)[i], sc_arr(g, SC_USED_MAX)[i], &ma, &mm);
-  pair(sc_arr(g, SC_POW_AVG)[i], sc_arr(g, SC_POW_MAX)[i], &pa, &pm);
+  double fa = sc_arr(a, g, SC_FREE_AVG)[i], ua, um, ma, mm, pa, pm;
+  pair(sc_arr(a, g, SC_UTIL_AVG)[i], sc_arr(a, g, SC_UTIL_MAX)[i], &ua, &um);
+  pair(sc_arr(a, g, SC_USED_AVG)[i], sc_arr(a, g, SC_USED_MAX)[i], &ma, &mm);
+  pair(sc_arr(a, g, SC_POW_AVG)[i], sc_arr(a, g, SC_POW_MAX)[i], &pa, &pm);
   bool has_u = !isnan(ua), has_m = !isnan(ma), has_f = !isnan(fa), has_p = !isnan(pa);
   if (!has_u && !has_m && !has_f && !has_p)
     return;
@@ -421,12 +509,12 @@ static void flush_step(struct rs_analyzer *a, struct gacc *g, size_t i) {
   if (has_m) {
     rs_hist_add(&g->mem, ma);
     rs_hist_peak(&g->mem, mm);
-    b->n_mem++;
+    b->n_mem += b->n_mem < UINT16_MAX;
     b->mem_sum += ma;
     if (isfinite(tot) && tot > 0) {
       rs_hist_add(&g->pct, ma / tot * 100.0);
       rs_hist_peak(&g->pct, mm / tot * 100.0);
-      b->n_pct++;
+      b->n_pct += b->n_pct < UINT16_MAX;
       b->pct_sum += ma / tot * 100.0;
     }
   }
@@ -443,18 +531,13 @@ static void flush_step(struct rs_analyzer *a, struct gacc *g, size_t i) {
       if (isfinite(t2) && t2 > 0)
         idle = mm / t2 * 100.0 <= a->p.idle_mem_pct;
     }
-    size_t word = (size_t)k / 64;
-    uint64_t bitv = 1ULL << ((size_t)k % 64);
-    g->has[word] |= bitv;
-    if (!idle)
-      g->busy[word] |= bitv;
+    if (rs_steps_set(&g->steps, a->n_steps, (size_t)k, !idle) != 0)
+      a->oom = true;
     rs_hist_add(&g->util, ua);
     rs_hist_peak(&g->util, um);
     g->used_h += (ua > 100 ? 100 : ua) / 100.0 * step_h;
-    b->n_util++;
+    b->n_util += b->n_util < UINT16_MAX;
     b->util_sum += ua;
-    if (b->n_util == 1 || um > b->util_max)
-      b->util_max = (float)um;
   }
   for (size_t j = 0; j < g->n_wl; j++) {
     struct wlink *wl = &g->wl[j];
@@ -486,21 +569,17 @@ static void flush_step(struct rs_analyzer *a, struct gacc *g, size_t i) {
 void rs_analyzer_flush(struct rs_analyzer *a) {
   for (size_t gi = 0; gi < a->n_g; gi++) {
     struct gacc *g = a->g[gi];
-    if (!g->sc_live)
-      continue;
-    size_t len = a->c_len < g->sc_cap ? a->c_len : g->sc_cap;
-    for (size_t i = 0; i < len; i++)
+    bool live = g->sc_live && g->sc_off != SC_NONE;
+    g->sc_live = false;
+    size_t len = a->c_len < a->sc_steps ? a->c_len : a->sc_steps;
+    for (size_t i = 0; live && i < len; i++)
       flush_step(a, g, i);
-    for (int sl = 0; sl < SC_N; sl++) {
-      float *arr = sc_arr(g, sl);
-      for (size_t i = 0; i < len; i++)
-        arr[i] = NAN;
-    }
-    for (size_t j = 0; j < g->n_wl; j++)
+    g->sc_off = SC_NONE; /* the next chunk takes its arrays anew */
+    for (size_t j = 0; live && j < g->n_wl; j++)
       if (g->wl[j].cb)
         memset(g->wl[j].cb, 0, g->wl[j].cb_words * sizeof(uint64_t));
-    g->sc_live = false;
   }
+  a->sc_used = 0;
 }
 
 int rs_analyzer_begin_chunk(void *ud, int64_t start_ms, int64_t end_ms) {
@@ -513,6 +592,7 @@ int rs_analyzer_begin_chunk(void *ud, int64_t start_ms, int64_t end_ms) {
     e = (int64_t)a->n_steps - 1;
   a->c_start = s;
   a->c_len = e >= s ? (size_t)(e - s + 1) : 0;
+  a->sc_steps = a->c_len ? a->c_len : 1;
   return 0;
 }
 
@@ -628,9 +708,9 @@ int rs_analyzer_add(void *ud, enum rs_metric m, const struct rs_series *s) {
     size_t ci = (size_t)(k - a->c_start);
     double v = s->points[i].v;
     if (s->agg != RS_AGG_MAX)
-      sc_put(g, sa, ci, v);
+      sc_put(a, g, sa, ci, v);
     if (s->agg != RS_AGG_AVG)
-      sc_put(g, sm, ci, v);
+      sc_put(a, g, sm, ci, v);
     g->sc_live = true;
     if (wl && (rc = wl_mark(a, wl, ci)) != 0)
       return rc;

@@ -33,6 +33,10 @@ int rs_analyzer_begin_chunk(void *ud, int64_t start_ms, int64_t end_ms);
  * shrink as the fleet grows; the first, before any GPU is known, is RS_FIRST_CHUNK_STEPS long. */
 #define RS_SCRATCH_BYTES ((size_t)16 << 20)
 #define RS_FIRST_CHUNK_STEPS 64
+/* Each GPU's timeline (the report's pictures) has at most RS_TIMELINE_MAX buckets of 32 bytes; when
+ * the fleet's would pass RS_TIMELINE_BYTES, every bucket doubles in width (report.bucket_ms), so
+ * 10 000 GPUs get 42 buckets, 1000 GPUs the full 336. */
+#define RS_TIMELINE_BYTES ((size_t)16 << 20)
 /* The most steps the next chunk may span. Matches struct rs_chunk_hook.max_steps. */
 int64_t rs_analyzer_chunk_steps(void *ud);
 /* Adds one series: s->agg says whether its values are step means, step maxima or plain samples
@@ -43,7 +47,8 @@ int64_t rs_analyzer_chunk_steps(void *ud);
  * is dropped at finish. Returns 0 or GS_ENOMEM. Matches struct rs_sink.series. */
 int rs_analyzer_add(void *ud, enum rs_metric m, const struct rs_series *s);
 
-/* Builds GPUs, nodes, workloads and notes into r (which must be rs_report_init'ed; params,
+/* Once, at the end: hands the workloads' histograms of step maxima over to r.
+ * Builds GPUs, nodes, workloads and notes into r (which must be rs_report_init'ed; params,
  * window and timeline are set here). Prices, recommendations and the summary are filled later
  * by rs_cost_apply, rs_recommend and rs_cost_summarize. Returns 0 or GS_ENOMEM. */
 int rs_analyzer_finish(struct rs_analyzer *a, struct rs_report *r);

@@ -3,6 +3,9 @@
 #include "rightsize/analyze_int.h"
 
 #include <math.h>
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -78,31 +81,43 @@ static void fill_gaps(const struct rs_analyzer *a, const uint64_t *has, struct r
   }
 }
 
-static void finish_bucket(const struct bucket_acc *b, uint32_t idle_n, struct rs_bucket *o) {
+/* A bucket's sums over one GPU or over a node's GPUs. */
+struct bucket_sum {
+  uint64_t n_util, n_mem, n_pct;
+  double util_sum, mem_sum, pct_sum;
+};
+
+static void finish_bucket(const struct bucket_sum *b, uint64_t idle_n, struct rs_bucket *o) {
   memset(o, 0, sizeof(*o));
   if (!b->n_util && !b->n_mem)
     return;
   o->n = (uint16_t)(b->n_util > UINT16_MAX ? UINT16_MAX : b->n_util);
   if (b->n_util) {
     o->valid |= RS_BKT_UTIL;
-    o->util_mean = (float)(b->util_sum / b->n_util);
-    o->util_max = b->util_max;
-    o->idle_pct =
-        (uint8_t)lround(100.0 * idle_n / b->n_util > 100 ? 100 : 100.0 * idle_n / b->n_util);
+    o->util_mean = (float)(b->util_sum / (double)b->n_util);
+    double idle = 100.0 * (double)idle_n / (double)b->n_util;
+    o->idle_pct = (uint8_t)lround(idle > 100 ? 100 : idle);
   }
   if (b->n_mem) {
     o->valid |= RS_BKT_MEM;
-    o->mem_mean_mib = (float)(b->mem_sum / b->n_mem);
+    o->mem_mean_mib = (float)(b->mem_sum / (double)b->n_mem);
   }
   if (b->n_pct) {
     o->valid |= RS_BKT_MEM_PCT;
-    o->mem_mean_pct = (float)(b->pct_sum / b->n_pct);
+    o->mem_mean_pct = (float)(b->pct_sum / (double)b->n_pct);
   }
   if (!o->n && b->n_mem)
     o->n = 1; /* memory-only bucket still has data */
 }
 
+/* g's step states as two bit arrays in has and busy (a->words each). */
+static void step_bits(const struct rs_analyzer *a, const struct gacc *g, uint64_t *has,
+                      uint64_t *busy) {
+  rs_steps_bits(&g->steps, a->n_steps, has, busy);
+}
+
 static int finish_gpu(const struct rs_analyzer *a, const struct gacc *g, const size_t *winv,
+                      bool with_timeline, const uint64_t *has, const uint64_t *busy,
                       struct rs_gpu *o) {
   double step_h = (double)a->step_ms / 3600000.0;
   snprintf(o->node, sizeof(o->node), "%s", g->node);
@@ -116,8 +131,8 @@ static int finish_gpu(const struct rs_analyzer *a, const struct gacc *g, const s
   o->last_ms = g->last_ms;
   uint64_t has_n = 0, idle_n = 0;
   for (size_t w = 0; w < a->words; w++) {
-    has_n += (uint64_t)__builtin_popcountll(g->has[w]);
-    idle_n += (uint64_t)__builtin_popcountll(g->has[w] & ~g->busy[w]);
+    has_n += (uint64_t)__builtin_popcountll(has[w]);
+    idle_n += (uint64_t)__builtin_popcountll(has[w] & ~busy[w]);
   }
   o->hours_observed = (double)has_n * step_h;
   o->hours_span = g->seen ? (double)(g->last_ms - g->first_ms) / 3600000.0 + step_h : 0;
@@ -139,25 +154,27 @@ static int finish_gpu(const struct rs_analyzer *a, const struct gacc *g, const s
     /* idle streak: from the last step with data backwards; data must reach the end (one step
      * of slack for the scrape in flight) */
     size_t last = a->n_steps;
-    while (last > 0 && !bit(g->has, last - 1))
+    while (last > 0 && !bit(has, last - 1))
       last--;
     if (last > 0 && last + 1 >= a->n_steps) {
       size_t k = last;
-      while (k > 0 && bit(g->has, k - 1) && !bit(g->busy, k - 1))
+      while (k > 0 && bit(has, k - 1) && !bit(busy, k - 1))
         k--;
       o->idle_streak_ms = (int64_t)(last - k) * a->step_ms;
       o->valid |= RS_HAS_STREAK;
     }
   }
-  fill_gaps(a, g->has, o);
-  o->timeline = calloc(a->n_buckets, sizeof(*o->timeline));
-  if (!o->timeline)
+  fill_gaps(a, has, o);
+  o->timeline = with_timeline ? calloc(a->n_buckets, sizeof(*o->timeline)) : NULL;
+  if (with_timeline && !o->timeline)
     return GS_ENOMEM;
-  for (size_t b = 0; b < a->n_buckets; b++) {
+  for (size_t b = 0; o->timeline && b < a->n_buckets; b++) {
     uint32_t in = 0;
     for (size_t k = b * a->spb; k < (b + 1) * a->spb && k < a->n_steps; k++)
-      in += bit(g->has, k) && !bit(g->busy, k);
-    finish_bucket(&g->tl[b], in, &o->timeline[b]);
+      in += bit(has, k) && !bit(busy, k);
+    const struct bucket_acc *x = &g->tl[b];
+    struct bucket_sum sum = {x->n_util, x->n_mem, x->n_pct, x->util_sum, x->mem_sum, x->pct_sum};
+    finish_bucket(&sum, in, &o->timeline[b]);
   }
   if (g->n_wl) {
     o->workloads = malloc(g->n_wl * sizeof(size_t));
@@ -198,6 +215,18 @@ static int finish_node(const struct rs_analyzer *a, struct rs_report *r, size_t 
   }
   for (size_t i = 0; i < count; i++)
     pool[i] = !r->gpus[first + i].mig_parent;
+  /* the pooled GPUs' step states, as bits: has, then busy, a->words each per GPU */
+  size_t w2 = 2 * a->words;
+  uint64_t *bits = malloc((count * w2 + 1) * sizeof(*bits));
+  if (!bits) {
+    free(pool);
+    rs_hist_free(&hu);
+    rs_hist_free(&hm);
+    return GS_ENOMEM;
+  }
+  for (size_t i = 0; i < count; i++)
+    if (pool[i])
+      step_bits(a, a->g[gord[first + i]], bits + i * w2, bits + i * w2 + a->words);
   for (size_t i = 0; i < count; i++) {
     size_t gi = first + i;
     const struct rs_gpu *o = &r->gpus[gi];
@@ -247,6 +276,7 @@ static int finish_node(const struct rs_analyzer *a, struct rs_report *r, size_t 
   rs_hist_free(&hm);
   if (oom) {
     free(pool);
+    free(bits);
     return GS_ENOMEM;
   }
   if (any_idle) {
@@ -257,10 +287,9 @@ static int finish_node(const struct rs_analyzer *a, struct rs_report *r, size_t 
       for (size_t i = 0; i < count; i++) {
         if (!pool[i])
           continue;
-        const struct gacc *g = a->g[gord[first + i]];
-        bool h = bit(g->has, k);
+        bool h = bit(bits + i * w2, k);
         any |= h;
-        all &= h && !bit(g->busy, k);
+        all &= h && !bit(bits + i * w2 + a->words, k);
       }
       any_data += any;
       all_idle += all;
@@ -272,8 +301,8 @@ static int finish_node(const struct rs_analyzer *a, struct rs_report *r, size_t 
   else
     n->idle_streak_ms = 0;
   for (size_t b = 0; b < a->n_buckets; b++) {
-    struct bucket_acc acc = {0};
-    uint32_t idle = 0;
+    struct bucket_sum acc = {0};
+    uint64_t idle = 0;
     for (size_t i = 0; i < count; i++) {
       if (!pool[i])
         continue;
@@ -285,19 +314,41 @@ static int finish_node(const struct rs_analyzer *a, struct rs_report *r, size_t 
       acc.util_sum += x->util_sum;
       acc.mem_sum += x->mem_sum;
       acc.pct_sum += x->pct_sum;
-      if (x->n_util && x->util_max > acc.util_max)
-        acc.util_max = x->util_max;
       for (size_t k = b * a->spb; k < (b + 1) * a->spb && k < a->n_steps; k++)
-        idle += bit(g->has, k) && !bit(g->busy, k);
+        idle += bit(bits + i * w2, k) && !bit(bits + i * w2 + a->words, k);
     }
     finish_bucket(&acc, idle, &n->timeline[b]);
   }
   free(pool);
+  free(bits);
   return 0;
 }
 
-static int finish_workload(const struct rs_analyzer *a, const struct wacc *w, size_t widx_acc,
-                           const size_t *ginv, struct rs_report *r, struct rs_workload *o) {
+/* The GPUs of every kept workload (o->gpus, unsorted) and the most utilisation samples of one of
+ * its pairings (maxn), from the GPUs' workload links: once, before the GPUs are given back. */
+static int workload_gpus(const struct rs_analyzer *a, const size_t *ginv, const size_t *winv,
+                         struct rs_report *r, uint64_t *maxn) {
+  for (size_t gi = 0; gi < a->n_g; gi++) {
+    const struct gacc *g = a->g[gi];
+    for (size_t j = 0; j < g->n_wl; j++) {
+      size_t wi = winv[g->wl[j].idx];
+      if (wi == SIZE_MAX) /* a scrape target, not a workload */
+        continue;
+      struct rs_workload *o = &r->workloads[wi];
+      size_t *ng = realloc(o->gpus, (o->n_gpus + 1) * sizeof(size_t));
+      if (!ng)
+        return GS_ENOMEM;
+      o->gpus = ng;
+      o->gpus[o->n_gpus++] = ginv[gi];
+      if (g->wl[j].n > maxn[wi])
+        maxn[wi] = g->wl[j].n;
+    }
+  }
+  return 0;
+}
+
+static int finish_workload(const struct rs_analyzer *a, struct wacc *w, uint64_t maxn,
+                           struct rs_report *r, struct rs_workload *o) {
   double step_h = (double)a->step_ms / 3600000.0;
   snprintf(o->namespace_, sizeof(o->namespace_), "%s", w->ns);
   snprintf(o->pod, sizeof(o->pod), "%s", w->pod);
@@ -310,31 +361,17 @@ static int finish_workload(const struct rs_analyzer *a, const struct wacc *w, si
   rs_hist_dist(&w->mem, &o->mem_mib);
   if (w->peak.n) {
     _Static_assert(RS_PEAK_BINS == H_PCT_BINS, "the report's peak bins are the analyser's");
-    o->util_peaks = malloc(RS_PEAK_BINS * sizeof(*o->util_peaks));
+    o->util_peaks = malloc(sizeof(*o->util_peaks));
     if (!o->util_peaks)
       return GS_ENOMEM;
-    rs_hist_bins(&w->peak, o->util_peaks, RS_PEAK_BINS);
-    o->n_util_peaks = w->peak.n;
+    *o->util_peaks = w->peak; /* handed over, not copied: the analyser is done with it */
+    memset(&w->peak, 0, sizeof(w->peak));
+    o->n_util_peaks = o->util_peaks->n;
   }
   if (w->n_util) {
     o->idle_fraction = (double)w->n_idle / (double)w->n_util;
     o->used_gpu_hours = w->used_h;
     o->valid |= RS_HAS_IDLE | RS_HAS_USED_HOURS;
-  }
-  uint64_t maxn = 0;
-  for (size_t gi = 0; gi < a->n_g; gi++) {
-    const struct gacc *g = a->g[gi];
-    for (size_t j = 0; j < g->n_wl; j++) {
-      if (g->wl[j].idx != widx_acc)
-        continue;
-      size_t *ng = realloc(o->gpus, (o->n_gpus + 1) * sizeof(size_t));
-      if (!ng)
-        return GS_ENOMEM;
-      o->gpus = ng;
-      o->gpus[o->n_gpus++] = ginv[gi];
-      if (g->wl[j].n > maxn)
-        maxn = g->wl[j].n;
-    }
   }
   if (o->n_gpus)
     qsort(o->gpus, o->n_gpus, sizeof(size_t), cmp_size);
@@ -375,12 +412,12 @@ static bool is_scrape_target(const struct rs_analyzer *a, const struct wacc *w) 
 
 /* Marks MIG rows: an instance whose parent row (same node and UUID, no instance id) is listed,
  * and that parent. Rows are sorted so that a parent comes right before its instances. */
-static void mark_mig(struct rs_report *r) {
-  for (size_t i = 0; i < r->n_gpus; i++) {
+static void mark_mig(struct rs_report *r, size_t first, size_t end) {
+  for (size_t i = first; i < end; i++) {
     struct rs_gpu *g = &r->gpus[i];
     if (!g->gpu_i_id[0])
       continue;
-    for (size_t j = i; j-- > 0;) {
+    for (size_t j = i; j-- > first;) {
       struct rs_gpu *p = &r->gpus[j];
       if (strcmp(p->node, g->node) || strcmp(p->gpu, g->gpu))
         break;
@@ -393,13 +430,21 @@ static void mark_mig(struct rs_report *r) {
   }
 }
 
+/* Hands the heap's free pages back to the system, so that the report's pages reuse them. */
+static void give_back(void) {
+#ifdef __GLIBC__
+  malloc_trim(0);
+#endif
+}
+
 /* Steps with no reading between two with readings, over all GPUs: many of them mean that --step
  * is shorter than the scrape interval (a window with no sample gives no point). */
-static uint64_t single_holes(const struct rs_analyzer *a, uint64_t *with_data) {
+static uint64_t single_holes(const struct rs_analyzer *a, uint64_t *tmp, uint64_t *with_data) {
   uint64_t holes = 0;
   *with_data = 0;
   for (size_t gi = 0; gi < a->n_g; gi++) {
-    const uint64_t *h = a->g[gi]->has;
+    const uint64_t *h = tmp;
+    step_bits(a, a->g[gi], tmp, tmp + a->words);
     for (size_t k = 0; k < a->n_steps; k++) {
       bool b = bit(h, k);
       *with_data += b;
@@ -409,8 +454,8 @@ static uint64_t single_holes(const struct rs_analyzer *a, uint64_t *with_data) {
   return holes;
 }
 
-static int finish_notes(const struct rs_analyzer *a, struct rs_report *r, bool guessed,
-                        size_t n_targets, const char *target_eg) {
+static int finish_notes(const struct rs_analyzer *a, struct rs_report *r, uint64_t holes,
+                        uint64_t with_data, bool guessed, size_t n_targets, const char *target_eg) {
   int rc = 0;
   if (guessed)
     rc = rs_report_note(r, "Owners are guessed from pod names (ReplicaSet/StatefulSet suffixes "
@@ -421,7 +466,6 @@ static int finish_notes(const struct rs_analyzer *a, struct rs_report *r, bool g
                         "the exporter itself) are not GPU workloads; their GPUs count as "
                         "unattributed when no other pod holds them.",
                         n_targets, target_eg);
-  uint64_t with_data = 0, holes = single_holes(a, &with_data);
   if (!rc && with_data && holes * 20 > with_data)
     rc = rs_report_note(r,
                         "%llu single-step holes in the data: --step (%lld s) may be shorter than "
@@ -445,7 +489,22 @@ static int finish_notes(const struct rs_analyzer *a, struct rs_report *r, bool g
 
 int rs_analyzer_finish(struct rs_analyzer *a, struct rs_report *r) {
   rs_analyzer_flush(a);
-  /* a histogram page that could not be allocated left a summary incomplete: no report from it */
+  /* the chunk's readings are folded: their room (up to RS_SCRATCH_BYTES) goes to the report */
+  free(a->sc); /* one block: given back to the system whole */
+  a->sc = NULL;
+  a->sc_cap = 0;
+  for (size_t i = 0; i < a->n_g; i++) {
+    struct gacc *g = a->g[i];
+    for (size_t j = 0; j < g->n_wl; j++) {
+      free(g->wl[j].cb);
+      g->wl[j].cb = NULL;
+      g->wl[j].cb_words = 0;
+    }
+  }
+  /* a histogram page or a step state that could not be kept left a summary incomplete: no
+   * report from it */
+  if (a->oom)
+    return GS_ENOMEM;
   for (size_t i = 0; i < a->n_g; i++) {
     const struct gacc *g = a->g[i];
     if (g->util.oom || g->mem.oom || g->pct.oom || g->pow.oom)
@@ -465,8 +524,10 @@ int rs_analyzer_finish(struct rs_analyzer *a, struct rs_report *r) {
   size_t *ginv = malloc((a->n_g + 1) * sizeof(size_t));
   size_t *word = malloc((a->n_w + 1) * sizeof(size_t));
   size_t *winv = malloc((a->n_w + 1) * sizeof(size_t));
+  uint64_t *tmp = malloc((2 * a->words + 1) * sizeof(uint64_t)); /* one GPU's step bits */
+  uint64_t *maxn = NULL;
   int rc = 0;
-  if (!gord || !ginv || !word || !winv) {
+  if (!gord || !ginv || !word || !winv || !tmp) {
     rc = GS_ENOMEM;
     goto out;
   }
@@ -504,32 +565,57 @@ int rs_analyzer_finish(struct rs_analyzer *a, struct rs_report *r) {
     rc = GS_ENOMEM;
     goto out;
   }
-  for (size_t i = 0; i < a->n_g; i++) {
-    r->n_gpus = i + 1;
-    if ((rc = finish_gpu(a, a->g[gord[i]], winv, &r->gpus[i])) != 0)
-      goto out;
+  uint64_t with_data = 0, holes = single_holes(a, tmp, &with_data);
+  maxn = calloc(n_kept + 1, sizeof(*maxn));
+  if (!maxn || (rc = workload_gpus(a, ginv, winv, r, maxn)) != 0) {
+    rc = rc ? rc : GS_ENOMEM;
+    goto out;
   }
-  mark_mig(r);
+  /* Node by node: its GPUs, then the node; then what the analyser kept for them is freed, for
+   * the report's small allocations to reuse (its large arrays are mapped apart: docs/bench.md,
+   * "compact summaries", on what that leaves at 10 000 GPUs). */
   for (size_t i = 0, first = 0; i < a->n_g; i++) {
-    if (i + 1 == a->n_g || strcmp(a->g[gord[i]]->node, a->g[gord[i + 1]]->node) != 0) {
-      r->n_nodes++;
-      if ((rc = finish_node(a, r, first, i + 1 - first, gord, &r->nodes[r->n_nodes - 1])) != 0)
+    if (i + 1 < a->n_g && strcmp(a->g[gord[i]]->node, a->g[gord[i + 1]]->node) == 0)
+      continue;
+    for (size_t k = first; k <= i; k++) {
+      r->n_gpus = k + 1;
+      step_bits(a, a->g[gord[k]], tmp, tmp + a->words);
+      if ((rc = finish_gpu(a, a->g[gord[k]], winv, k < RS_TIMELINE_GPUS, tmp, tmp + a->words,
+                           &r->gpus[k])) != 0)
         goto out;
-      first = i + 1;
     }
+    mark_mig(r, first, i + 1);
+    r->n_nodes++;
+    if ((rc = finish_node(a, r, first, i + 1 - first, gord, &r->nodes[r->n_nodes - 1])) != 0)
+      goto out;
+    for (size_t k = first; k <= i; k++) { /* done with: its workloads have their GPUs */
+      rs_gacc_free(a->g[gord[k]]);
+      a->g[gord[k]] = NULL;
+    }
+    if (r->n_nodes % 256 == 0)
+      give_back();
+    first = i + 1;
   }
+  give_back();
   bool guessed = false;
   for (size_t i = 0; i < n_kept; i++) {
     r->n_workloads = i + 1;
-    if ((rc = finish_workload(a, a->w[word[i]], word[i], ginv, r, &r->workloads[i])) != 0)
+    if ((rc = finish_workload(a, a->w[word[i]], maxn[i], r, &r->workloads[i])) != 0)
       goto out;
+    rs_wacc_free(a->w[word[i]]);
+    a->w[word[i]] = NULL;
+    if (i % 2048 == 2047)
+      give_back();
     guessed |= r->workloads[i].owner_source == RS_OWNER_HEURISTIC;
   }
-  rc = finish_notes(a, r, guessed, n_targets, target_eg);
+  give_back();
+  rc = finish_notes(a, r, holes, with_data, guessed, n_targets, target_eg);
 out:
   free(gord);
   free(ginv);
   free(word);
   free(winv);
+  free(tmp);
+  free(maxn);
   return rc;
 }

@@ -12,14 +12,17 @@
 #include "rightsize/analyze.h"
 #include "rightsize/cost.h"
 #include "rightsize/hist.h"
+#include "rightsize/steps.h"
 
 /* ---- accumulators --------------------------------------------------------------------------- */
 
+/* One timeline bucket of a GPU (32 bytes): the sums of its step means and how many steps had each.
+ * The counts fit 16 bits because a bucket never spans more than RS_BUCKET_STEPS_MAX steps. */
 struct bucket_acc {
-  uint32_t n_util, n_mem, n_pct;
-  float util_max;
   double util_sum, mem_sum, pct_sum;
+  uint16_t n_util, n_mem, n_pct;
 };
+#define RS_BUCKET_STEPS_MAX 65535
 
 /* Per-step readings of the current chunk, one array each (NaN = none). Several series for the same
  * GPU at the same step (a second scrape job, per-pod copies) fold into one value: the largest. */
@@ -35,10 +38,10 @@ enum {
 };
 
 struct gacc {
-  char node[RS_NAME_MAX], gpu[RS_SHORT_MAX], uuid[RS_SHORT_MAX], model[RS_SHORT_MAX];
-  char gpu_i_id[RS_SHORT_MAX], gpu_i_profile[RS_SHORT_MAX];
-  uint64_t *has;  /* bit per step: a utilisation reading exists */
-  uint64_t *busy; /* bit per step: some reading at this step was not idle */
+  /* The labels, cut as the report's fields are (RS_NAME_MAX, RS_SHORT_MAX), in one block */
+  char *node, *gpu, *uuid, *model, *gpu_i_id, *gpu_i_profile;
+  char *names;
+  struct rs_steps steps; /* per step: a utilisation reading, idle or busy (steps.h) */
   struct rs_hist util, mem, pct, pow;
   double mem_total; /* max of used + free at one step */
   bool has_total;
@@ -48,8 +51,7 @@ struct gacc {
   struct wlink *wl; /* workloads seen on this GPU */
   size_t n_wl;
   struct bucket_acc *tl;
-  float *sc;     /* SC_N arrays of sc_cap floats: the chunk's readings */
-  size_t sc_cap; /* steps per array */
+  size_t sc_off; /* its SC_N arrays of the chunk's readings in the analyser's scratch; SC_NONE */
   bool sc_live;  /* something was written this chunk */
 };
 
@@ -61,7 +63,8 @@ struct wlink {
 };
 
 struct wacc {
-  char ns[RS_NAME_MAX], pod[RS_NAME_MAX], container[RS_NAME_MAX];
+  char *ns, *pod, *container; /* cut at RS_NAME_MAX, in one block */
+  char *names;
   bool multi_container;
   bool exported; /* seen in exported_pod: Prometheus renamed the exporter's labels */
   bool in_info;  /* named by a gpuscale_gpu_pod_info series: a holder, as the agent says */
@@ -88,8 +91,15 @@ struct strset {
   size_t cap;
 };
 
+#define SC_NONE SIZE_MAX
+
 struct rs_analyzer {
   struct rs_params p;
+  /* The chunk's readings of every GPU that has some, in one block (given back whole at finish):
+   * SC_N arrays of sc_steps floats per GPU, from its sc_off. */
+  float *sc;
+  size_t sc_used, sc_cap; /* floats */
+  size_t sc_steps;        /* steps per array in this chunk */
   int64_t start_ms, end_ms, step_ms;
   size_t n_steps, words;
   size_t n_buckets, spb; /* buckets and steps per bucket */
@@ -101,6 +111,7 @@ struct rs_analyzer {
   size_t n_w, cap_w;
   struct slot_index gi, wi;
   bool saw_free, saw_used, saw_power;
+  bool oom;                    /* a step state could not be kept: no report */
   struct strset renaming_jobs; /* jobs whose series carry exported_pod (honorLabels: false) */
   struct strset target_pods;   /* "namespace/pod" of scrape targets seen beside exported_pod */
   struct strset targets;       /* "job\x1finstance\x1fnamespace\x1fpod" of the targets (`up`) */
@@ -145,6 +156,10 @@ static inline double gpu_total(const struct gacc *g) {
   const struct rs_gpu_spec *sp = rs_gpu_spec_find(key);
   return sp ? sp->mem_mib : NAN;
 }
+
+/* Free a GPU's or a workload's accumulator (NULL is fine). */
+void rs_gacc_free(struct gacc *g);
+void rs_wacc_free(struct wacc *w);
 
 /* Folds the current chunk of every GPU into its summaries and clears the scratch. */
 void rs_analyzer_flush(struct rs_analyzer *a);

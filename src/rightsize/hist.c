@@ -13,34 +13,115 @@ static unsigned n_pages(unsigned nbins) {
 
 int rs_hist_init(struct rs_hist *h, unsigned nbins, double width, bool upper) {
   memset(h, 0, sizeof(*h));
-  h->pages = calloc(n_pages(nbins), sizeof(*h->pages));
-  h->nbins = nbins;
+  if (nbins == 0 || nbins > RS_HIST_BINS_MAX)
+    return GS_EINVAL;
+  h->nbins = (uint16_t)nbins;
+  h->npages = (uint8_t)n_pages(nbins);
   h->width = width;
   h->upper = upper;
-  return h->pages ? 0 : GS_ENOMEM;
+  return 0;
 }
 
 void rs_hist_free(struct rs_hist *h) {
-  if (h->pages)
-    for (unsigned p = 0; p < n_pages(h->nbins); p++)
-      free(h->pages[p]);
-  free(h->pages);
-  h->pages = NULL;
+  if (!h)
+    return;
+  free(h->blk);
+  free(h->ovf);
+  h->blk = NULL;
+  h->ovf = NULL;
+  h->used = 0;
+  h->n_ovf = h->cap_ovf = 0;
 }
 
-/* The bin i's counter, its page allocated if need be; NULL (and oom) when it cannot be. */
-static uint32_t *bin_at(struct rs_hist *h, unsigned i) {
-  uint32_t **pg = &h->pages[i / RS_HIST_PAGE];
-  if (!*pg && !(*pg = calloc(RS_HIST_PAGE, sizeof(**pg)))) {
+/* The 8-bit counter of bin i, or NULL when its page is not allocated. */
+static uint8_t *lo_at(const struct rs_hist *h, unsigned i) {
+  if (!h->blk)
+    return NULL;
+  unsigned slot = h->blk[i / RS_HIST_PAGE];
+  return slot ? h->blk + h->npages + (size_t)(slot - 1) * RS_HIST_PAGE + i % RS_HIST_PAGE : NULL;
+}
+
+/* The 8-bit counter of bin i, its page allocated if need be; NULL (and oom) when it cannot be. */
+static uint8_t *lo_make(struct rs_hist *h, unsigned i) {
+  uint8_t *lo = lo_at(h, i);
+  if (lo)
+    return lo;
+  size_t size = h->npages + (size_t)(h->used + 1) * RS_HIST_PAGE;
+  uint8_t *nb = realloc(h->blk, size);
+  if (!nb) {
     h->oom = true;
     return NULL;
   }
-  return &(*pg)[i % RS_HIST_PAGE];
+  if (!h->blk)
+    memset(nb, 0, h->npages);
+  memset(nb + size - RS_HIST_PAGE, 0, RS_HIST_PAGE);
+  h->blk = nb;
+  h->blk[i / RS_HIST_PAGE] = ++h->used;
+  return lo_at(h, i);
+}
+
+/* Where bin's entry is in the high list, or where it would go. */
+static size_t hi_find(const struct rs_hist *h, unsigned bin) {
+  size_t lo = 0, hi = h->n_ovf;
+  while (lo < hi) {
+    size_t mid = (lo + hi) / 2;
+    if (h->ovf[mid].bin < bin)
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
+  return lo;
+}
+
+static uint32_t hi_get(const struct rs_hist *h, unsigned bin) {
+  if (!h->n_ovf)
+    return 0;
+  size_t j = hi_find(h, bin);
+  return j < h->n_ovf && h->ovf[j].bin == bin ? h->ovf[j].hi : 0;
+}
+
+/* Adds d to bin's high part; false (and oom) when the list cannot grow. */
+static bool hi_add(struct rs_hist *h, unsigned bin, uint32_t d) {
+  size_t j = hi_find(h, bin);
+  if (j < h->n_ovf && h->ovf[j].bin == bin) {
+    h->ovf[j].hi += d;
+    return true;
+  }
+  if (h->n_ovf == h->cap_ovf) {
+    unsigned cap = h->cap_ovf ? 2u * h->cap_ovf : 4u;
+    if (cap > h->nbins)
+      cap = h->nbins;
+    struct rs_hist_hi *n = realloc(h->ovf, cap * sizeof(*n));
+    if (!n) {
+      h->oom = true;
+      return false;
+    }
+    h->ovf = n;
+    h->cap_ovf = (uint16_t)cap;
+  }
+  memmove(&h->ovf[j + 1], &h->ovf[j], (h->n_ovf - j) * sizeof(*h->ovf));
+  h->ovf[j].bin = (uint16_t)bin;
+  h->ovf[j].hi = d;
+  h->n_ovf++;
+  return true;
 }
 
 static uint32_t bin_get(const struct rs_hist *h, unsigned i) {
-  const uint32_t *pg = h->pages[i / RS_HIST_PAGE];
-  return pg ? pg[i % RS_HIST_PAGE] : 0;
+  const uint8_t *lo = lo_at(h, i);
+  return lo ? *lo + 256u * hi_get(h, i) : 0;
+}
+
+/* Adds c to bin i; false (and oom) when memory fails, with nothing counted. */
+static bool bin_add(struct rs_hist *h, unsigned i, uint32_t c) {
+  uint8_t *lo = lo_make(h, i);
+  if (!lo)
+    return false;
+  uint32_t t = *lo + (c & 0xffu);
+  uint32_t up = (c >> 8) + (t >> 8);
+  if (up && !hi_add(h, i, up))
+    return false;
+  *lo = (uint8_t)(t & 0xffu);
+  return true;
 }
 
 void rs_hist_add(struct rs_hist *h, double v) {
@@ -49,11 +130,9 @@ void rs_hist_add(struct rs_hist *h, double v) {
   if (v < 0)
     v = 0;
   double idx = floor(v / h->width + 1e-9);
-  unsigned i = idx >= h->nbins ? h->nbins - 1 : (unsigned)idx;
-  uint32_t *b = bin_at(h, i);
-  if (!b)
+  unsigned i = idx >= h->nbins ? h->nbins - 1u : (unsigned)idx;
+  if (!bin_add(h, i, 1))
     return;
-  (*b)++;
   if (h->n == 0 || v > h->max)
     h->max = v;
   h->n++;
@@ -71,18 +150,22 @@ void rs_hist_merge(struct rs_hist *dst, const struct rs_hist *src) {
   dst->oom |= src->oom;
   unsigned nb = dst->nbins < src->nbins ? dst->nbins : src->nbins;
   for (unsigned i = 0; i < nb; i++) {
-    if (!src->pages[i / RS_HIST_PAGE]) {
+    if (!lo_at(src, i)) {
       i = (i / RS_HIST_PAGE + 1) * RS_HIST_PAGE - 1; /* a page of zeros adds nothing */
       continue;
     }
-    uint32_t c = bin_get(src, i), *d;
-    if (c && (d = bin_at(dst, i)) != NULL)
-      *d += c;
+    uint32_t c = bin_get(src, i);
+    if (c)
+      bin_add(dst, i, c);
   }
   if (src->n && (dst->n == 0 || src->max > dst->max))
     dst->max = src->max;
   dst->n += src->n;
   dst->sum += src->sum;
+}
+
+uint32_t rs_hist_bin(const struct rs_hist *h, unsigned i) {
+  return i < h->nbins ? bin_get(h, i) : 0;
 }
 
 void rs_hist_bins(const struct rs_hist *h, uint32_t *out, unsigned n) {
@@ -96,14 +179,14 @@ double rs_hist_quantile(const struct rs_hist *h, double q) {
     want = 1;
   uint64_t cum = 0;
   for (unsigned i = 0; i < h->nbins; i++) {
-    if (!h->pages[i / RS_HIST_PAGE]) {
+    if (!lo_at(h, i)) {
       i = (i / RS_HIST_PAGE + 1) * RS_HIST_PAGE - 1; /* no count in this page */
       continue;
     }
     cum += bin_get(h, i);
     if (cum >= want) {
       double v = h->upper ? (i + 1) * h->width : i * h->width;
-      if (i == h->nbins - 1 || v > h->max)
+      if (i == h->nbins - 1u || v > h->max)
         v = h->max;
       return v;
     }

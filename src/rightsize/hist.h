@@ -18,24 +18,34 @@
 #define H_POW_BINS 400 /* 2000 W */
 #define H_POW_W 5.0
 
-/* A histogram: nbins bins of `width` from 0; the last bin also holds everything above. The bins
- * come in pages of RS_HIST_PAGE, each allocated when a sample first falls in it: the readings of
- * one GPU or workload fill a few pages (a memory histogram of 3072 bins, about 12 KB whole, holds
- * one or two), which is most of the analyser's memory on a large fleet. */
+/* A histogram: nbins bins of `width` from 0; the last bin also holds everything above. Counts are
+ * kept in 8 bits, in pages of RS_HIST_PAGE bins allocated when a sample first falls in them, all
+ * in one block behind a byte per page; a bin whose count passes 255 keeps the rest (count / 256)
+ * in a short list sorted by bin. Exact whatever the counts: the readings of a GPU fill a few pages
+ * (64 bytes each), where 32-bit counters in pages of their own took four to five times as much,
+ * which was most of the analyser's memory on a large fleet. */
 #define RS_HIST_PAGE 64
+#define RS_HIST_BINS_MAX (255 * RS_HIST_PAGE)
+struct rs_hist_hi {
+  uint16_t bin;
+  uint32_t hi; /* count / 256 */
+};
 struct rs_hist {
-  uint32_t **pages; /* (nbins + RS_HIST_PAGE - 1) / RS_HIST_PAGE; NULL: a page of zeros */
-  unsigned nbins;
+  uint8_t *blk;           /* the page index (one byte per page: 0 none, else slot + 1), the pages */
+  struct rs_hist_hi *ovf; /* the bins that passed 255, by bin */
+  uint16_t nbins, n_ovf, cap_ovf;
+  uint8_t npages, used; /* pages in the index; pages allocated */
+  bool upper;           /* report the upper edge (capped at max) */
+  bool oom; /* a page could not be allocated: the histogram is incomplete, never to be used */
   double width;
-  bool upper; /* report the upper edge (capped at max) */
-  bool oom;   /* a page could not be allocated: the histogram is incomplete, never to be used */
   uint64_t n;
   double sum, max;
 };
 
-/* Allocates the page table (no page). Returns 0 or GS_ENOMEM. Free with rs_hist_free. */
+/* An empty histogram (nothing allocated until the first sample). Returns 0, or GS_EINVAL when nbins
+ * is 0 or over RS_HIST_BINS_MAX. Free with rs_hist_free. */
 int rs_hist_init(struct rs_hist *h, unsigned nbins, double width, bool upper);
-/* Frees the pages; a zeroed struct is fine. */
+/* Frees the pages; a zeroed struct is fine, and so is NULL. */
 void rs_hist_free(struct rs_hist *h);
 /* Counts one sample (negative as 0; NaN and infinities ignored). When its page cannot be
  * allocated, h->oom is set and nothing is counted: whoever reads h checks oom first. */
@@ -44,6 +54,8 @@ void rs_hist_add(struct rs_hist *h, double v);
 void rs_hist_peak(struct rs_hist *h, double v);
 /* Adds src's bins, count, sum and max into dst (same layout); dst->oom as rs_hist_add. */
 void rs_hist_merge(struct rs_hist *dst, const struct rs_hist *src);
+/* The count of bin i (0 beyond the last). */
+uint32_t rs_hist_bin(const struct rs_hist *h, unsigned i);
 /* Copies the first n bins (zeros where no page is) into out. */
 void rs_hist_bins(const struct rs_hist *h, uint32_t *out, unsigned n);
 /* The q-quantile: the lower (or, with upper, the upper) edge of its bin, never above max. */

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "core/err.h"
+#include "rightsize/hist.h"
 
 void rs_params_default(struct rs_params *p) {
   memset(p, 0, sizeof(*p));
@@ -45,6 +46,7 @@ void rs_report_free(struct rs_report *r) {
   }
   for (size_t i = 0; i < r->n_workloads; i++) {
     free(r->workloads[i].gpus);
+    rs_hist_free(r->workloads[i].util_peaks);
     free(r->workloads[i].util_peaks);
   }
   for (size_t i = 0; i < r->n_recs; i++) {
@@ -135,6 +137,6 @@ double rs_workload_peak_share(const struct rs_workload *w, double pct) {
   uint64_t over = 0;
   for (unsigned i = 0; i < RS_PEAK_BINS; i++)
     if ((double)i * RS_PEAK_W > pct + 1e-9)
-      over += w->util_peaks[i];
+      over += rs_hist_bin(w->util_peaks, i);
   return (double)over / (double)w->n_util_peaks;
 }

@@ -17,13 +17,16 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define RS_NAME_MAX 256     /* node, pod, namespace, owner names (Kubernetes allows 253) */
-#define RS_SHORT_MAX 64     /* GPU index, model name, MIG profile, instance type */
-#define RS_TEXT_MAX 512     /* a recommendation's reason or evidence sentence */
-#define RS_TIMELINE_MAX 336 /* at most this many time buckets per GPU/node (2 per hour over 7d) */
-#define RS_GAPS_MAX 16      /* gaps kept per GPU/node; later ones only count in n_gaps/gap_ms */
+#define RS_NAME_MAX 256       /* node, pod, namespace, owner names (Kubernetes allows 253) */
+#define RS_SHORT_MAX 64       /* GPU index, model name, MIG profile, instance type */
+#define RS_TEXT_MAX 512       /* a recommendation's reason or evidence sentence */
+#define RS_TIMELINE_MAX 336   /* at most this many time buckets per GPU/node (2 per hour over 7d) */
+#define RS_TIMELINE_GPUS 1000 /* GPUs with a timeline: the report's first (the heatmap's rows) */
+#define RS_GAPS_MAX 16        /* gaps kept per GPU/node; later ones only count in n_gaps/gap_ms */
 #define RS_HOURS_PER_MONTH 730.0          /* savings per month = $/h x 730 (AWS's convention) */
 #define RS_SCHEMA "gpuscale.rightsize/v1" /* JSON schema id written by report_json */
+
+struct rs_hist; /* rightsize/hist.h */
 
 /* ---- distributions ---------------------------------------------------------------------- */
 
@@ -72,7 +75,6 @@ struct rs_bucket {
   uint8_t valid;      /* RS_BKT_* */
   uint8_t idle_pct;   /* share of this bucket's samples that were idle, 0..100 */
   float util_mean;    /* % */
-  float util_max;     /* % */
   float mem_mean_mib; /* MiB */
   float mem_mean_pct; /* % of the GPU's framebuffer */
 };
@@ -155,7 +157,8 @@ struct rs_gpu {
   double cost_window;      /* hours_span x price (RS_HAS_COST) */
   double idle_cost_window; /* idle_hours x price (RS_HAS_COST) */
 
-  struct rs_bucket *timeline; /* rs_report.n_buckets entries (owned) */
+  struct rs_bucket *timeline; /* rs_report.n_buckets entries (owned); NULL from the
+                                 RS_TIMELINE_GPUS-th GPU of the report on (no picture draws it) */
 };
 
 /* ---- nodes -------------------------------------------------------------------------------- */
@@ -221,10 +224,10 @@ struct rs_workload {
   struct rs_dist mem_mib; /* MiB per GPU */
   double idle_fraction;
   double used_gpu_hours;
-  /* Step maxima of utilisation (max_over_time per step, per GPU held): RS_PEAK_BINS counts of
-   * RS_PEAK_W % each (owned; NULL when none). The burst tests of MIG and time-slicing read them
-   * through rs_workload_peak_share. */
-  uint32_t *util_peaks;
+  /* Step maxima of utilisation (max_over_time per step, per GPU held): the analyser's histogram of
+   * RS_PEAK_BINS bins of RS_PEAK_W % each, handed over whole (owned; NULL when none). The burst
+   * tests of MIG and time-slicing read it through rs_workload_peak_share. */
+  struct rs_hist *util_peaks;
   uint64_t n_util_peaks;
 };
 

@@ -14,7 +14,7 @@
 #include "rightsize/svg.h"
 
 /* Size limits keep a 1000-GPU report in the low megabytes and quick to render. */
-#define HEAT_MAX_ROWS 1000    /* GPUs drawn on the heatmap; the rest are named in a note */
+#define HEAT_MAX_ROWS RS_TIMELINE_GPUS /* GPUs drawn (those with a timeline); a note says so */
 #define HEAT_MAX_CELLS 120000 /* rows x columns; columns are merged in time to stay under it */
 #define TIMELINE_MAX_NODES 200
 #define BARS_MAX 40

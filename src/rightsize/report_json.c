@@ -384,7 +384,90 @@ static struct json_object *params(const struct rs_report *r) {
   return o;
 }
 
-int report_json(const struct rs_report *r, struct buf *out) {
+/* Appends s, indented by `indent` more spaces after each line break: an element rendered alone by
+ * json-c at level 0 becomes the same text json-c writes for it at level indent / 2 (strings hold no
+ * raw line break; json-c escapes them). */
+static int put_indented(struct buf *out, const char *s, const char *indent) {
+  int rc = 0;
+  for (const char *nl; !rc && (nl = strchr(s, '\n')) != NULL; s = nl + 1) {
+    rc = buf_append(out, s, (size_t)(nl - s) + 1);
+    rc = rc ? rc : buf_puts(out, indent);
+  }
+  return rc ? rc : buf_puts(out, s);
+}
+
+#define JSON_FLAGS                                                                                 \
+  (JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_SPACED | JSON_C_TO_STRING_NOSLASHESCAPE)
+
+/* The report is written one element at a time, never as one tree: a tree of 10 000 GPUs and its
+ * text took several times the report's size. Each element is rendered alone and re-indented, so
+ * the text is byte for byte what json-c writes for the whole tree. */
+struct jout {
+  struct buf *b;
+  int (*flush)(void *ud, struct buf *b);
+  void *ud;
+};
+
+static int jflush(struct jout *j, bool always) {
+  if (!j->flush || (!always && j->b->len < ((size_t)256 << 10)))
+    return 0;
+  int rc = j->flush(j->ud, j->b);
+  buf_reset(j->b);
+  return rc;
+}
+
+/* One element of a top-level array (level 2 of the page), after its separator. */
+static int jelem(struct jout *j, struct json_object *o, size_t i) {
+  if (!o)
+    return GS_ENOMEM;
+  const char *s = json_object_to_json_string_ext(o, JSON_FLAGS);
+  int rc = s ? buf_puts(j->b, i ? ",\n    " : "\n    ") : GS_ENOMEM;
+  rc = rc ? rc : put_indented(j->b, s, "    ");
+  json_object_put(o);
+  return rc ? rc : jflush(j, false);
+}
+
+/* `"key": [` ... `]` at level 1, n elements made by make(i). */
+static int jarray(struct jout *j, const char *key, size_t n,
+                  struct json_object *(*make)(const struct rs_report *r, size_t i),
+                  const struct rs_report *r) {
+  int rc = buf_printf(j->b, ",\n  \"%s\": [", key);
+  for (size_t i = 0; !rc && i < n; i++)
+    rc = jelem(j, make(r, i), i);
+  return rc ? rc : buf_puts(j->b, "\n  ]"); /* json-c: "[\n  ]" when empty too */
+}
+
+/* One element's object, or NULL (ENOMEM, or its writer's error). */
+static struct json_object *made(struct json_object *o, int rc) {
+  if (o && rc) {
+    json_object_put(o);
+    return NULL;
+  }
+  return o;
+}
+static struct json_object *make_rec(const struct rs_report *r, size_t i) {
+  struct json_object *o = json_object_new_object();
+  return made(o, o ? rec_obj(r, &r->recs[i], o) : 0);
+}
+static struct json_object *make_node(const struct rs_report *r, size_t i) {
+  struct json_object *o = json_object_new_object();
+  return made(o, o ? node_obj(&r->nodes[i], o) : 0);
+}
+static struct json_object *make_gpu(const struct rs_report *r, size_t i) {
+  struct json_object *o = json_object_new_object();
+  return made(o, o ? gpu_obj(&r->gpus[i], o) : 0);
+}
+static struct json_object *make_wl(const struct rs_report *r, size_t i) {
+  struct json_object *o = json_object_new_object();
+  return made(o, o ? wl_obj(&r->workloads[i], o) : 0);
+}
+static struct json_object *make_note(const struct rs_report *r, size_t i) {
+  return json_object_new_string(r->notes[i].text);
+}
+
+int report_json_stream(const struct rs_report *r, struct buf *out,
+                       int (*flush)(void *ud, struct buf *b), void *ud) {
+  struct jout j = {out, flush, ud};
   struct json_object *root = json_object_new_object();
   if (!root)
     return GS_ENOMEM;
@@ -397,49 +480,21 @@ int report_json(const struct rs_report *r, struct buf *out) {
   rc = rc ? rc : str(root, "prices", r->price_source);
   rc = rc ? rc : add(root, "params", params(r));
   rc = rc ? rc : add(root, "summary", summary(r));
-  struct json_object *a = rc ? NULL : json_object_new_array();
-  for (size_t i = 0; !rc && a && i < r->n_recs; i++) {
-    struct json_object *o = json_object_new_object();
-    rc = o ? rec_obj(r, &r->recs[i], o) : GS_ENOMEM;
-    if (!rc && json_object_array_add(a, o))
-      rc = GS_ENOMEM;
-  }
-  rc = rc ? rc : add(root, "recommendations", a);
-  a = rc ? NULL : json_object_new_array();
-  for (size_t i = 0; !rc && a && i < r->n_nodes; i++) {
-    struct json_object *o = json_object_new_object();
-    rc = o ? node_obj(&r->nodes[i], o) : GS_ENOMEM;
-    if (!rc && json_object_array_add(a, o))
-      rc = GS_ENOMEM;
-  }
-  rc = rc ? rc : add(root, "nodes", a);
-  a = rc ? NULL : json_object_new_array();
-  for (size_t i = 0; !rc && a && i < r->n_gpus; i++) {
-    struct json_object *o = json_object_new_object();
-    rc = o ? gpu_obj(&r->gpus[i], o) : GS_ENOMEM;
-    if (!rc && json_object_array_add(a, o))
-      rc = GS_ENOMEM;
-  }
-  rc = rc ? rc : add(root, "gpus", a);
-  a = rc ? NULL : json_object_new_array();
-  for (size_t i = 0; !rc && a && i < r->n_workloads; i++) {
-    struct json_object *o = json_object_new_object();
-    rc = o ? wl_obj(&r->workloads[i], o) : GS_ENOMEM;
-    if (!rc && json_object_array_add(a, o))
-      rc = GS_ENOMEM;
-  }
-  rc = rc ? rc : add(root, "workloads", a);
-  a = rc ? NULL : json_object_new_array();
-  for (size_t i = 0; !rc && a && i < r->n_notes; i++)
-    if (json_object_array_add(a, json_object_new_string(r->notes[i].text)))
-      rc = GS_ENOMEM;
-  rc = rc ? rc : add(root, "notes", a);
-  if (!rc) {
-    const char *s = json_object_to_json_string_ext(
-        root, JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_SPACED | JSON_C_TO_STRING_NOSLASHESCAPE);
-    rc = s ? buf_puts(out, s) : GS_ENOMEM;
-    rc = rc ? rc : buf_puts(out, "\n");
+  if (!rc) { /* the head, without its closing "\n}" */
+    const char *s = json_object_to_json_string_ext(root, JSON_FLAGS);
+    size_t n = s ? strlen(s) : 0;
+    rc = n >= 2 && !strcmp(s + n - 2, "\n}") ? buf_append(out, s, n - 2) : GS_ENOMEM;
   }
   json_object_put(root);
-  return rc;
+  rc = rc ? rc : jarray(&j, "recommendations", r->n_recs, make_rec, r);
+  rc = rc ? rc : jarray(&j, "nodes", r->n_nodes, make_node, r);
+  rc = rc ? rc : jarray(&j, "gpus", r->n_gpus, make_gpu, r);
+  rc = rc ? rc : jarray(&j, "workloads", r->n_workloads, make_wl, r);
+  rc = rc ? rc : jarray(&j, "notes", r->n_notes, make_note, r);
+  rc = rc ? rc : buf_puts(out, "\n}\n");
+  return rc ? rc : jflush(&j, true);
+}
+
+int report_json(const struct rs_report *r, struct buf *out) {
+  return report_json_stream(r, out, NULL, NULL);
 }

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "core/buf.h"
@@ -260,6 +261,38 @@ static int write_out(const char *path, const struct buf *b) {
   return ok ? 0 : GS_EIO;
 }
 
+static int flush_file(void *ud, struct buf *b) {
+  return fwrite(b->data, 1, b->len, (FILE *)ud) == b->len ? 0 : GS_EIO;
+}
+
+/* The JSON report, written to path as it is made (report_json_stream): a fleet's report is never
+ * held whole. A report that cannot be finished leaves no file behind (stdout has what was
+ * written). */
+static int write_json(const char *path, const struct rs_report *r, struct buf *out) {
+  bool std = !strcmp(path, "-");
+  FILE *f = std ? stdout : fopen(path, "wb");
+  if (!f) {
+    fprintf(stderr, "gpuscale rightsize: cannot write %s: %s\n", path, strerror(errno));
+    return GS_EIO;
+  }
+  struct stat st;
+  bool regular = !std && fstat(fileno(f), &st) == 0 && S_ISREG(st.st_mode);
+  int rc = report_json_stream(r, out, flush_file, f);
+  int err = errno;
+  if (std ? fflush(f) != 0 : fclose(f) != 0) {
+    err = errno;
+    rc = rc ? rc : GS_EIO;
+  }
+  if (rc == GS_EIO)
+    fprintf(stderr, "gpuscale rightsize: writing %s failed: %s\n", std ? "the report" : path,
+            strerror(err));
+  else if (rc)
+    fprintf(stderr, "gpuscale rightsize: building the json report failed: %s\n", gs_strerror(rc));
+  if (rc && regular) /* never /dev/null or a pipe */
+    remove(path);
+  return rc;
+}
+
 /* Workload owners from the Kubernetes API when access is configured (in a pod, or a kubeconfig);
  * without access the owners stay guessed from pod names, as the report says, and nothing is
  * printed. */
@@ -366,16 +399,18 @@ int rightsize_main(int argc, char **argv) {
   struct buf out;
   buf_init(&out, RS_REPORT_MAX);
   if (!strcmp(o.format, "json"))
-    rc = report_json(&r, &out);
-  else if (!strcmp(o.format, "html"))
-    rc = report_html(&r, &out);
-  else
-    rc = report_text(&r, &out);
-  if (rc)
-    fprintf(stderr, "gpuscale rightsize: building the %s report failed: %s\n", o.format,
-            gs_strerror(rc));
-  else if (write_out(o.output, &out) == 0)
-    status = 0;
+    status = write_json(o.output, &r, &out) == 0 ? 0 : 1;
+  else {
+    if (!strcmp(o.format, "html"))
+      rc = report_html(&r, &out);
+    else
+      rc = report_text(&r, &out);
+    if (rc)
+      fprintf(stderr, "gpuscale rightsize: building the %s report failed: %s\n", o.format,
+              gs_strerror(rc));
+    else if (write_out(o.output, &out) == 0)
+      status = 0;
+  }
   buf_free(&out);
   if (status == 0) {
     struct rs_apply_opts ao = {.apply = o.apply,

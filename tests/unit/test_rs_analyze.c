@@ -194,6 +194,120 @@ static void test_bounded_timeline(void **state) {
   rs_report_free(NULL);
 }
 
+/* A fleet whose timelines would pass RS_TIMELINE_BYTES at full resolution: the buckets widen
+ * (pairs merge, so each is still the exact mean of its steps), the fleet's timelines stay within
+ * the budget, and only the report's first RS_TIMELINE_GPUS GPUs carry one. */
+static void test_timeline_budget(void **state) {
+  (void)state;
+  enum { N = 1900, STEPS = 288 }; /* 1900 x 288 buckets x 32 B > 16 MiB: halved once */
+  struct rs_analyzer *a = day();
+  struct rs_point p[STEPS];
+  char node[32], uuid[32];
+  for (int g = 0; g < N; g++) {
+    for (int k = 0; k < STEPS; k++) {
+      p[k].t_ms = START + k * T_STEP;
+      p[k].v = g == 0 ? (k % 2 ? 30 : 10) : 50;
+    }
+    snprintf(node, sizeof(node), "n%04d", g / 8);
+    snprintf(uuid, sizeof(uuid), "GPU-%04d", g);
+    struct rs_series s = {.labels = {.node = node,
+                                     .gpu = "0",
+                                     .uuid = uuid,
+                                     .model = "NVIDIA L4",
+                                     .pod = "",
+                                     .namespace_ = "",
+                                     .container = ""},
+                          .points = p,
+                          .n = STEPS};
+    assert_int_equal(rs_analyzer_add(a, RS_M_UTIL, &s), 0);
+  }
+  struct rs_report r;
+  rs_report_init(&r);
+  assert_int_equal(rs_analyzer_finish(a, &r), 0);
+  assert_int_equal(r.n_gpus, N);
+  assert_int_equal(r.n_buckets, STEPS / 2);
+  assert_true(r.n_buckets * N * 32 <= RS_TIMELINE_BYTES);
+  assert_int_equal(r.bucket_ms, 2 * T_STEP);
+  /* n0000's GPU 0 alternates 10 % and 30 %: every two-step bucket holds both */
+  assert_string_equal(r.gpus[0].uuid, "GPU-0000");
+  assert_non_null(r.gpus[0].timeline);
+  for (size_t b = 0; b < r.n_buckets; b++) {
+    assert_int_equal(r.gpus[0].timeline[b].n, 2);
+    assert_float_equal(r.gpus[0].timeline[b].util_mean, 20.0, 1e-6);
+  }
+  assert_non_null(r.gpus[RS_TIMELINE_GPUS - 1].timeline);
+  assert_null(r.gpus[RS_TIMELINE_GPUS].timeline);
+  /* node timelines are whole: the 8 GPUs of n0000, 10/30 % and seven at 50 % */
+  assert_non_null(r.nodes[0].timeline);
+  assert_int_equal(r.nodes[0].timeline[0].n, 16);
+  assert_float_equal(r.nodes[0].timeline[0].util_mean, (20.0 * 2 + 50.0 * 14) / 16, 1e-5);
+  rs_report_free(&r);
+  rs_analyzer_free(a);
+}
+
+/* Two chunks: GPU A reports in both, GPU B appears in the second only (a GPU that joins the
+ * fleet mid-window). The chunk's readings are taken anew each chunk, so nothing of the first
+ * chunk leaks into the second, and B's first steps are a gap, never idle. */
+static void test_gpu_joins_in_second_chunk(void **state) {
+  (void)state;
+  struct rs_params p;
+  rs_params_default(&p);
+  p.step_ms = T_STEP;
+  p.window_ms = 24 * H;
+  struct rs_analyzer *a = rs_analyzer_new(&p, START, T_END);
+  assert_non_null(a);
+  int64_t mid = START + 144 * T_STEP;
+  struct rs_labels la = {.node = "n1",
+                         .gpu = "0",
+                         .uuid = "GPU-A",
+                         .model = "NVIDIA L4",
+                         .pod = "",
+                         .namespace_ = "",
+                         .container = ""};
+  struct rs_labels lb = la;
+  lb.gpu = "1";
+  lb.uuid = "GPU-B";
+  struct rs_point pa[144], pb[144];
+  assert_int_equal(rs_analyzer_begin_chunk(a, START, mid - T_STEP), 0);
+  for (int k = 0; k < 144; k++)
+    pa[k] = (struct rs_point){START + k * T_STEP, 80};
+  struct rs_series s = {.labels = la, .points = pa, .n = 144};
+  assert_int_equal(rs_analyzer_add(a, RS_M_UTIL, &s), 0);
+  assert_int_equal(rs_analyzer_begin_chunk(a, mid, T_END), 0);
+  for (int k = 0; k < 144; k++) {
+    pa[k] = (struct rs_point){mid + k * T_STEP, 0};
+    pb[k] = (struct rs_point){mid + k * T_STEP, 0};
+  }
+  s.points = pa;
+  assert_int_equal(rs_analyzer_add(a, RS_M_UTIL, &s), 0);
+  s.labels = lb;
+  s.points = pb;
+  assert_int_equal(rs_analyzer_add(a, RS_M_UTIL, &s), 0);
+  struct rs_report r;
+  rs_report_init(&r);
+  assert_int_equal(rs_analyzer_finish(a, &r), 0);
+  assert_int_equal(r.n_gpus, 2);
+  const struct rs_gpu *ga = &r.gpus[0], *gb = &r.gpus[1];
+  assert_string_equal(gb->uuid, "GPU-B");
+  assert_int_equal(ga->util.n, 288);
+  assert_float_equal(ga->util.mean, 40.0, 1e-9); /* 80 then 0, each half the window */
+  assert_float_equal(ga->idle_fraction, 0.5, 1e-9);
+  assert_int_equal(gb->util.n, 144);
+  assert_float_equal(gb->util.max, 0.0, 1e-9); /* nothing of A's first chunk */
+  assert_int_equal(gb->first_ms, mid);
+  assert_int_equal(gb->n_gaps, 1); /* the first half: unknown, not idle */
+  assert_int_equal(gb->gaps[0].start_ms, START);
+  assert_int_equal(gb->gaps[0].end_ms, mid);
+  assert_float_equal(gb->idle_fraction, 1.0, 1e-9);
+  assert_float_equal(gb->coverage, 0.5, 1e-9);
+  assert_int_equal(gb->idle_streak_ms, 144 * T_STEP);
+  /* the node is idle only where both are: the second half, which is also all it has data for
+   * from both; A alone has data in the first half, busy */
+  assert_float_equal(r.nodes[0].idle_fraction, 0.5, 1e-9);
+  rs_report_free(&r);
+  rs_analyzer_free(a);
+}
+
 /* One series with full labels and an aggregation, value v at every step of [from, to). */
 static void feed(struct rs_analyzer *a, enum rs_metric m, enum rs_agg agg,
                  const struct rs_labels *l, int64_t from, int64_t to, double v) {
@@ -576,6 +690,8 @@ int main(void) {
       cmocka_unit_test(test_workloads),
       cmocka_unit_test(test_owner),
       cmocka_unit_test(test_bounded_timeline),
+      cmocka_unit_test(test_timeline_budget),
+      cmocka_unit_test(test_gpu_joins_in_second_chunk),
       cmocka_unit_test(test_burst_between_steps),
       cmocka_unit_test(test_duplicates_count_once),
       cmocka_unit_test(test_mig_rows),

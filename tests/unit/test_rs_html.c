@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include <cmocka.h>
+#include <json-c/json.h>
 
 #include "core/buf.h"
 #include "core/err.h"
@@ -346,7 +347,6 @@ static void fill_timeline(struct rs_bucket *tl, size_t nb, int pattern) {
     bk->n = 6;
     bk->valid = RS_BKT_UTIL | RS_BKT_MEM | RS_BKT_MEM_PCT;
     bk->util_mean = pattern == 0 ? 0.0f : (float)(40 + (i * 7) % 50);
-    bk->util_max = bk->util_mean;
     bk->mem_mean_mib = pattern == 0 ? 0.0f : 30000.0f;
     bk->mem_mean_pct = pattern == 0 ? 0.0f : 37.0f;
     bk->idle_pct = pattern == 0 ? 100 : 0;
@@ -501,6 +501,47 @@ static void test_report_empty(void **state) {
   assert_int_equal(report_html(NULL, &b), GS_EINVAL);
 }
 
+/* The JSON report is written element by element (report_json_stream); its text must be what json-c
+ * writes for the whole document as one tree, which re-rendering the parsed text gives. */
+static int collect(void *ud, struct buf *b) {
+  return buf_append(ud, b->data, b->len);
+}
+
+static void assert_json_as_tree(const struct rs_report *r) {
+  struct buf b, piece, all;
+  buf_init(&b, 1u << 26);
+  buf_init(&piece, 1u << 26);
+  buf_init(&all, 1u << 26);
+  assert_int_equal(report_json(r, &b), 0);
+  struct json_object *doc = json_tokener_parse(b.data);
+  assert_non_null(doc);
+  const char *tree = json_object_to_json_string_ext(
+      doc, JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_SPACED | JSON_C_TO_STRING_NOSLASHESCAPE);
+  assert_int_equal(strlen(tree) + 1, b.len);
+  assert_memory_equal(tree, b.data, b.len - 1);
+  assert_int_equal(b.data[b.len - 1], '\n');
+  /* streamed in pieces: the same bytes, and nothing left in the piece buffer */
+  assert_int_equal(report_json_stream(r, &piece, collect, &all), 0);
+  assert_int_equal(piece.len, 0);
+  assert_int_equal(all.len, b.len);
+  assert_memory_equal(all.data, b.data, b.len);
+  json_object_put(doc);
+  buf_free(&b);
+  buf_free(&piece);
+  buf_free(&all);
+}
+
+static void test_json_as_tree(void **state) {
+  (void)state;
+  struct rs_report r;
+  rs_report_init(&r);
+  assert_json_as_tree(&r); /* every array empty */
+  rs_report_free(&r);
+  make_report(&r, 48);
+  assert_json_as_tree(&r);
+  rs_report_free(&r);
+}
+
 /* 1000 noisy GPUs over 336 buckets: the heatmap is merged in time to stay bounded. */
 static void test_report_large_bounded(void **state) {
   (void)state;
@@ -542,6 +583,7 @@ int main(void) {
       cmocka_unit_test(test_time_format),
       cmocka_unit_test(test_report_escapes_and_parses),
       cmocka_unit_test(test_report_empty),
+      cmocka_unit_test(test_json_as_tree),
       cmocka_unit_test(test_report_large_bounded),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

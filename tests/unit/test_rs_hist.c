@@ -1,0 +1,140 @@
+/* Unit tests of rightsize's fixed-bin histograms (src/rightsize/hist.c): 8-bit counters in pages
+ * with the high part of a count past 255 kept aside must count exactly what 64-bit counters would,
+ * through adds, merges and quantiles, and skip what is not a reading. */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "core/err.h"
+#include "rightsize/hist.h"
+
+/* A reference: the same bins with plain 64-bit counters. */
+struct ref {
+  uint64_t c[H_MEM_BINS];
+  uint64_t n;
+};
+
+static void ref_add(struct ref *r, const struct rs_hist *h, double v) {
+  if (!isfinite(v))
+    return;
+  double idx = floor((v < 0 ? 0 : v) / h->width + 1e-9);
+  unsigned i = idx >= h->nbins ? h->nbins - 1u : (unsigned)idx;
+  r->c[i]++;
+  r->n++;
+}
+
+/* The q-quantile's bin by the reference, as rs_hist_quantile picks it (lower edge). */
+static double ref_quantile(const struct ref *r, const struct rs_hist *h, double q) {
+  uint64_t want = (uint64_t)ceil(q * (double)r->n), cum = 0;
+  if (want < 1)
+    want = 1;
+  for (unsigned i = 0; i < h->nbins; i++)
+    if ((cum += r->c[i]) >= want)
+      return i == h->nbins - 1u || i * h->width > h->max ? h->max : i * h->width;
+  return h->max;
+}
+
+static void assert_same(const struct rs_hist *h, const struct ref *r) {
+  assert_false(h->oom);
+  assert_int_equal(h->n, r->n);
+  for (unsigned i = 0; i < h->nbins; i++)
+    assert_int_equal(rs_hist_bin(h, i), r->c[i]);
+  assert_int_equal(rs_hist_bin(h, h->nbins), 0); /* past the last bin */
+  for (double q = 0.05; q < 1; q += 0.15)
+    assert_true(rs_hist_quantile(h, q) == ref_quantile(r, h, q));
+}
+
+/* Counts past 255 and 65 535 in a few bins, small counts in many: every bin exact. */
+static void test_counts_exact(void **state) {
+  (void)state;
+  struct rs_hist h;
+  struct ref *r = calloc(1, sizeof(*r));
+  assert_non_null(r);
+  assert_int_equal(rs_hist_init(&h, H_PCT_BINS, H_PCT_W, false), 0);
+  assert_null(h.blk); /* nothing until the first sample */
+  for (int k = 0; k < 200000; k++) {
+    double v = k % 3 == 0 ? 0 : k % 3 == 1 ? 42.0 : (k * 7919 % 1000) / 10.0;
+    rs_hist_add(&h, v);
+    ref_add(r, &h, v);
+  }
+  assert_true(rs_hist_bin(&h, 0) > 65535);
+  assert_same(&h, r);
+  rs_hist_free(&h);
+  free(r);
+}
+
+/* NaN and infinities are no reading; negatives count as 0; values above the range fall in the
+ * last bin; the quantile never passes the exact max. */
+static void test_edges(void **state) {
+  (void)state;
+  struct rs_hist h;
+  assert_int_equal(rs_hist_init(&h, H_MEM_BINS, H_MEM_W, true), 0);
+  rs_hist_add(&h, NAN);
+  rs_hist_add(&h, INFINITY);
+  rs_hist_peak(&h, 500); /* a step maximum before any sample raises nothing */
+  assert_int_equal(h.n, 0);
+  struct rs_dist d;
+  rs_hist_dist(&h, &d);
+  assert_int_equal(d.valid, 0);
+  rs_hist_add(&h, -5);
+  rs_hist_add(&h, 1e9);
+  rs_hist_add(&h, 100);
+  assert_int_equal(h.n, 3);
+  assert_int_equal(rs_hist_bin(&h, 0), 1);
+  assert_int_equal(rs_hist_bin(&h, 1), 1); /* 100 MiB: the second 64 MiB bin */
+  assert_int_equal(rs_hist_bin(&h, H_MEM_BINS - 1), 1);
+  assert_true(rs_hist_quantile(&h, 0.5) == 128.0); /* upper edge of bin 1 */
+  assert_true(rs_hist_quantile(&h, 1.0) == 1e9);   /* the last bin reads the max */
+  assert_int_equal(h.used, 2);                     /* two pages of 64 bins, not 48 */
+  rs_hist_free(&h);
+  rs_hist_free(&h); /* twice, and NULL, are fine */
+  rs_hist_free(NULL);
+  assert_int_equal(rs_hist_init(&h, 0, 1, false), GS_EINVAL);
+  assert_int_equal(rs_hist_init(&h, RS_HIST_BINS_MAX + 1, 1, false), GS_EINVAL);
+}
+
+/* A merge adds counts whose low parts carry into the high part. */
+static void test_merge(void **state) {
+  (void)state;
+  struct rs_hist a, b;
+  struct ref *r = calloc(1, sizeof(*r));
+  assert_non_null(r);
+  assert_int_equal(rs_hist_init(&a, H_PCT_BINS, H_PCT_W, false), 0);
+  assert_int_equal(rs_hist_init(&b, H_PCT_BINS, H_PCT_W, false), 0);
+  for (int k = 0; k < 3000; k++) {
+    double va = k % 2 ? 10.0 : (k % 997) / 10.0, vb = k % 5 ? 10.0 : 99.9;
+    rs_hist_add(&a, va);
+    rs_hist_add(&b, vb);
+    ref_add(r, &a, va);
+    ref_add(r, &b, vb);
+  }
+  rs_hist_peak(&b, 100);
+  rs_hist_merge(&a, &b);
+  assert_same(&a, r);
+  assert_true(a.max == 100);
+  struct rs_hist empty;
+  assert_int_equal(rs_hist_init(&empty, H_PCT_BINS, H_PCT_W, false), 0);
+  rs_hist_merge(&a, &empty); /* an empty one adds nothing */
+  assert_same(&a, r);
+  rs_hist_merge(&empty, &a); /* into an empty one: a copy */
+  assert_same(&empty, r);
+  rs_hist_free(&a);
+  rs_hist_free(&b);
+  rs_hist_free(&empty);
+  free(r);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_counts_exact),
+      cmocka_unit_test(test_edges),
+      cmocka_unit_test(test_merge),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
