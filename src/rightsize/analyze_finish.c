@@ -116,17 +116,31 @@ static void step_bits(const struct rs_analyzer *a, const struct gacc *g, uint64_
   rs_steps_bits(&g->steps, a->n_steps, has, busy);
 }
 
+/* o's names, in r's string store; the node's name shared with same, the GPU before it on the same
+ * node (or NULL). */
+static int gpu_names(struct rs_report *r, const struct gacc *g, const struct rs_gpu *same,
+                     struct rs_gpu *o) {
+  char key[RS_SHORT_MAX];
+  rs_model_key(g->model, key, sizeof(key));
+  o->node = same ? same->node : rs_report_str(r, g->node, RS_NAME_MAX);
+  o->gpu = rs_report_str(r, g->gpu, RS_SHORT_MAX);
+  o->uuid = rs_report_str(r, g->uuid, RS_SHORT_MAX);
+  o->model = same && strcmp(same->model, g->model) == 0 ? same->model
+                                                        : rs_report_str(r, g->model, RS_SHORT_MAX);
+  o->gpu_i_id = rs_report_str(r, g->gpu_i_id, RS_SHORT_MAX);
+  o->gpu_i_profile = rs_report_str(r, g->gpu_i_profile, RS_SHORT_MAX);
+  o->model_key = same && strcmp(same->model_key, key) == 0 ? same->model_key
+                                                           : rs_report_str(r, key, RS_SHORT_MAX);
+  if (!o->node || !o->gpu || !o->uuid || !o->model || !o->gpu_i_id || !o->gpu_i_profile ||
+      !o->model_key)
+    return GS_ENOMEM;
+  return 0;
+}
+
 static int finish_gpu(const struct rs_analyzer *a, const struct gacc *g, const size_t *winv,
                       bool with_timeline, const uint64_t *has, const uint64_t *busy,
                       struct rs_gpu *o) {
   double step_h = (double)a->step_ms / 3600000.0;
-  snprintf(o->node, sizeof(o->node), "%s", g->node);
-  snprintf(o->gpu, sizeof(o->gpu), "%s", g->gpu);
-  snprintf(o->uuid, sizeof(o->uuid), "%s", g->uuid);
-  snprintf(o->model, sizeof(o->model), "%s", g->model);
-  snprintf(o->gpu_i_id, sizeof(o->gpu_i_id), "%s", g->gpu_i_id);
-  snprintf(o->gpu_i_profile, sizeof(o->gpu_i_profile), "%s", g->gpu_i_profile);
-  rs_model_key(g->model, o->model_key, sizeof(o->model_key));
   o->first_ms = g->first_ms;
   o->last_ms = g->last_ms;
   uint64_t has_n = 0, idle_n = 0;
@@ -350,11 +364,19 @@ static int workload_gpus(const struct rs_analyzer *a, const size_t *ginv, const 
 static int finish_workload(const struct rs_analyzer *a, struct wacc *w, uint64_t maxn,
                            struct rs_report *r, struct rs_workload *o) {
   double step_h = (double)a->step_ms / 3600000.0;
-  snprintf(o->namespace_, sizeof(o->namespace_), "%s", w->ns);
-  snprintf(o->pod, sizeof(o->pod), "%s", w->pod);
-  if (!w->multi_container)
-    snprintf(o->container, sizeof(o->container), "%s", w->container);
-  rs_owner_from_pod(w->pod, o->owner, sizeof(o->owner), &o->owner_source);
+  char owner[RS_NAME_MAX];
+  rs_owner_from_pod(w->pod, owner, sizeof(owner), &o->owner_source);
+  o->namespace_ = rs_report_str(r, w->ns, RS_NAME_MAX);
+  o->pod = rs_report_str(r, w->pod, RS_NAME_MAX);
+  o->container = w->multi_container ? "" : rs_report_str(r, w->container, RS_NAME_MAX);
+  /* an owner that is the pod itself (no suffix recognised) shares the pod's copy */
+  size_t on = strlen(owner);
+  if (o->pod && strncmp(o->pod, owner, on) == 0 && o->pod[on] == '\0')
+    o->owner = o->pod;
+  else
+    o->owner = rs_report_str(r, owner, RS_NAME_MAX);
+  if (!o->namespace_ || !o->pod || !o->container || !o->owner)
+    return GS_ENOMEM;
   o->first_ms = w->first_ms;
   o->last_ms = w->last_ms;
   rs_hist_dist(&w->util, &o->util);
@@ -566,6 +588,9 @@ int rs_analyzer_finish(struct rs_analyzer *a, struct rs_report *r) {
     goto out;
   }
   uint64_t with_data = 0, holes = single_holes(a, tmp, &with_data);
+  /* each workload owns its GPUs' list from here: rs_report_free must see them all, whichever step
+   * fails below */
+  r->n_workloads = n_kept;
   maxn = calloc(n_kept + 1, sizeof(*maxn));
   if (!maxn || (rc = workload_gpus(a, ginv, winv, r, maxn)) != 0) {
     rc = rc ? rc : GS_ENOMEM;
@@ -580,7 +605,9 @@ int rs_analyzer_finish(struct rs_analyzer *a, struct rs_report *r) {
     for (size_t k = first; k <= i; k++) {
       r->n_gpus = k + 1;
       step_bits(a, a->g[gord[k]], tmp, tmp + a->words);
-      if ((rc = finish_gpu(a, a->g[gord[k]], winv, k < RS_TIMELINE_GPUS, tmp, tmp + a->words,
+      if ((rc = gpu_names(r, a->g[gord[k]], k > first ? &r->gpus[k - 1] : NULL, &r->gpus[k])) !=
+              0 ||
+          (rc = finish_gpu(a, a->g[gord[k]], winv, k < RS_TIMELINE_GPUS, tmp, tmp + a->words,
                            &r->gpus[k])) != 0)
         goto out;
     }
@@ -599,7 +626,6 @@ int rs_analyzer_finish(struct rs_analyzer *a, struct rs_report *r) {
   give_back();
   bool guessed = false;
   for (size_t i = 0; i < n_kept; i++) {
-    r->n_workloads = i + 1;
     if ((rc = finish_workload(a, a->w[word[i]], maxn[i], r, &r->workloads[i])) != 0)
       goto out;
     rs_wacc_free(a->w[word[i]]);

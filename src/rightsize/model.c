@@ -10,6 +10,15 @@
 #include "core/err.h"
 #include "rightsize/hist.h"
 
+/* The report's string store: blocks of RS_STRBLK bytes (or one of its own for a longer string),
+ * filled in order, newest first in the list. */
+#define RS_STRBLK 65536
+struct rs_strblk {
+  struct rs_strblk *next;
+  size_t used, cap;
+  char text[];
+};
+
 void rs_params_default(struct rs_params *p) {
   memset(p, 0, sizeof(*p));
   p->window_ms = 7LL * 24 * 3600 * 1000;
@@ -56,6 +65,11 @@ void rs_report_free(struct rs_report *r) {
     free(r->recs[i].slots);
     free(r->recs[i].mates);
   }
+  while (r->strs) {
+    struct rs_strblk *next = r->strs->next;
+    free(r->strs);
+    r->strs = next;
+  }
   free(r->gpus);
   free(r->nodes);
   free(r->workloads);
@@ -67,6 +81,28 @@ void rs_report_free(struct rs_report *r) {
   r->recs = NULL;
   r->notes = NULL;
   r->n_gpus = r->n_nodes = r->n_workloads = r->n_recs = r->n_notes = 0;
+}
+
+const char *rs_report_str(struct rs_report *r, const char *s, size_t max) {
+  if (!s || !s[0] || max <= 1)
+    return "";
+  size_t n = strnlen(s, max - 1);
+  struct rs_strblk *b = r->strs;
+  if (!b || b->cap - b->used < n + 1) {
+    size_t cap = n + 1 > RS_STRBLK ? n + 1 : RS_STRBLK;
+    b = malloc(sizeof(*b) + cap);
+    if (!b)
+      return NULL;
+    b->used = 0;
+    b->cap = cap;
+    b->next = r->strs;
+    r->strs = b;
+  }
+  char *out = b->text + b->used;
+  memcpy(out, s, n);
+  out[n] = '\0';
+  b->used += n + 1;
+  return out;
 }
 
 int rs_report_note(struct rs_report *r, const char *fmt, ...) {

@@ -26,7 +26,8 @@
 #define RS_HOURS_PER_MONTH 730.0          /* savings per month = $/h x 730 (AWS's convention) */
 #define RS_SCHEMA "gpuscale.rightsize/v1" /* JSON schema id written by report_json */
 
-struct rs_hist; /* rightsize/hist.h */
+struct rs_hist;   /* rightsize/hist.h */
+struct rs_strblk; /* model.c: a block of the report's string store */
 
 /* ---- distributions ---------------------------------------------------------------------- */
 
@@ -115,19 +116,21 @@ enum {
  * another instance. Every series that names the same key counts once per step, however many scrape
  * jobs or per-pod copies carry it (the largest value of the step wins). */
 struct rs_gpu {
-  char node[RS_NAME_MAX];           /* Hostname, or node / kubernetes_node when present */
-  char gpu[RS_SHORT_MAX];           /* the `gpu` label (index as text) */
-  char uuid[RS_SHORT_MAX];          /* the `UUID` label; "" when absent */
-  char gpu_i_id[RS_SHORT_MAX];      /* MIG instance id (GPU_I_ID); "" for a whole GPU */
-  char gpu_i_profile[RS_SHORT_MAX]; /* MIG profile (GPU_I_PROFILE), e.g. "1g.10gb"; or "" */
-  bool mig_parent;     /* a whole-GPU row whose MIG instances are listed too: its memory already
-                          holds theirs, so node pools skip it; it alone carries the card's cost */
-  bool mig_has_parent; /* an instance row whose parent row is listed: no cost of its own (the card
-                          is paid once, on the parent), left out of the summary's GPU counts */
-  char model[RS_SHORT_MAX];     /* `modelName`, e.g. "NVIDIA H100 80GB HBM3"; "" when absent */
-  char model_key[RS_SHORT_MAX]; /* normalised family: "H100-80GB", "A100-40GB", "L4"... or "" */
-  size_t node_idx;              /* index into rs_report.nodes */
-  unsigned valid;               /* RS_HAS_MEM_TOTAL ... */
+  /* Names: strings of the report's string store (rs_report_str), or of the caller when it built
+   * the report itself; never NULL. At most RS_NAME_MAX - 1 / RS_SHORT_MAX - 1 bytes, as before. */
+  const char *node;          /* Hostname, or node / kubernetes_node when present */
+  const char *gpu;           /* the `gpu` label (index as text) */
+  const char *uuid;          /* the `UUID` label; "" when absent */
+  const char *gpu_i_id;      /* MIG instance id (GPU_I_ID); "" for a whole GPU */
+  const char *gpu_i_profile; /* MIG profile (GPU_I_PROFILE), e.g. "1g.10gb"; or "" */
+  bool mig_parent;       /* a whole-GPU row whose MIG instances are listed too: its memory already
+                            holds theirs, so node pools skip it; it alone carries the card's cost */
+  bool mig_has_parent;   /* an instance row whose parent row is listed: no cost of its own (the card
+                            is paid once, on the parent), left out of the summary's GPU counts */
+  const char *model;     /* `modelName`, e.g. "NVIDIA H100 80GB HBM3"; "" when absent */
+  const char *model_key; /* normalised family: "H100-80GB", "A100-40GB", "L4"... or "" */
+  size_t node_idx;       /* index into rs_report.nodes */
+  unsigned valid;        /* RS_HAS_MEM_TOTAL ... */
 
   int64_t first_ms, last_ms; /* first and last sample time seen (any metric) */
   double hours_observed;     /* samples x step, utilisation series (time with data) */
@@ -207,10 +210,11 @@ enum rs_owner_source {
  * ones. Utilisation and memory are per GPU held (samples of all its GPUs pooled), which is what
  * sharing and packing need. */
 struct rs_workload {
-  char namespace_[RS_NAME_MAX];
-  char pod[RS_NAME_MAX];
-  char container[RS_NAME_MAX]; /* "" when absent or more than one */
-  char owner[RS_NAME_MAX];
+  /* Names: as rs_gpu's (the report's string store; never NULL; < RS_NAME_MAX bytes). */
+  const char *namespace_;
+  const char *pod;
+  const char *container; /* "" when absent or more than one */
+  const char *owner;
   enum rs_owner_source owner_source;
   unsigned valid; /* RS_HAS_IDLE, RS_HAS_USED_HOURS */
 
@@ -417,12 +421,19 @@ struct rs_report {
   size_t n_notes;
 
   struct rs_summary summary;
+
+  /* The names of gpus[] and workloads[], each of its own length, in blocks freed whole by
+   * rs_report_free (owned). A fixed 256-byte field per name cost 15 MiB at 10 000 GPUs. */
+  struct rs_strblk *strs;
 };
 
 /* Initialises an empty report (schema, currency "USD", default params). */
 void rs_report_init(struct rs_report *r);
 /* Frees every array the report owns and leaves it empty. rs_report_free(NULL) is fine. */
 void rs_report_free(struct rs_report *r);
+/* A copy of s (at most max - 1 bytes of it, as snprintf into a char[max] would keep) in r's
+ * string store, alive until rs_report_free; "" is not copied. NULL when out of memory. */
+const char *rs_report_str(struct rs_report *r, const char *s, size_t max);
 /* Appends a printf-formatted note. Returns 0 or GS_ENOMEM. */
 int rs_report_note(struct rs_report *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Fills defaults into p: 7d window, 5m step, 2h min-idle, 5 % util, 5 % memory, 30 % low-use,

@@ -113,7 +113,15 @@ int rs_owners_apply(struct rs_report *r, const struct kube_pod_list *lists, size
       if (w == (size_t)-1 || found[w])
         continue;
       found[w] = true;
-      rs_owner_from_kube(p, r->workloads[w].owner, sizeof(r->workloads[w].owner));
+      char owner[RS_NAME_MAX];
+      rs_owner_from_kube(p, owner, sizeof(owner));
+      const char *o = rs_report_str(r, owner, RS_NAME_MAX);
+      if (!o) {
+        free(ord);
+        free(found);
+        return GS_ENOMEM;
+      }
+      r->workloads[w].owner = o;
       r->workloads[w].owner_source = RS_OWNER_KUBE;
     }
   size_t n_gone = 0;

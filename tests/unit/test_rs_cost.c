@@ -12,6 +12,7 @@
 
 #include <cmocka.h>
 #include "test_tmp.h"
+#include "test_rs_names.h"
 
 #include "core/err.h"
 #include "rightsize/cost.h"
@@ -202,14 +203,15 @@ static void test_costs(void **state) {
   r.nodes[0].n_gpus = 2;
   for (int i = 0; i < 2; i++) {
     struct rs_gpu *g = &r.gpus[i];
-    snprintf(g->node, sizeof(g->node), "n");
-    snprintf(g->model_key, sizeof(g->model_key), "%s", i ? "Mystery" : "T4");
+    g->node = "n";
+    g->model_key = i ? "Mystery" : "T4";
     g->hours_span = 10;
     g->hours_observed = 10;
     g->idle_hours = 4;
     g->used_gpu_hours = 3;
     g->valid = RS_HAS_IDLE | RS_HAS_USED_HOURS;
   }
+  rs_test_blank_names(&r);
   struct rs_prices *p = rs_prices_builtin();
   rs_cost_apply(&r, p);
   rs_cost_summarize(&r);

@@ -20,6 +20,7 @@
 #include "rightsize/model.h"
 #include "rightsize/report.h"
 #include "rightsize/svg.h"
+#include "test_rs_names.h"
 
 #define EVIL_POD "<script>alert(1)</script>"
 #define EVIL_POD_ESC "&lt;script&gt;alert(1)&lt;/script&gt;"
@@ -393,8 +394,8 @@ static void make_report(struct rs_report *r, size_t nb) {
     fill_timeline(nd->timeline, nb, (int)n);
     for (size_t k = 0; k < nd->n_gpus; k++, g++) {
       struct rs_gpu *gpu = &r->gpus[g];
-      snprintf(gpu->node, sizeof gpu->node, "%s", nd->name);
-      snprintf(gpu->gpu, sizeof gpu->gpu, "%zu", k);
+      gpu->node = rs_test_name(r, "%s", nd->name);
+      gpu->gpu = rs_test_name(r, "%zu", k);
       gpu->node_idx = n;
       gpu->timeline = calloc(nb, sizeof *gpu->timeline);
       assert_non_null(gpu->timeline);
@@ -404,8 +405,8 @@ static void make_report(struct rs_report *r, size_t nb) {
   r->n_workloads = 1;
   r->workloads = calloc(1, sizeof *r->workloads);
   assert_non_null(r->workloads);
-  snprintf(r->workloads[0].namespace_, RS_NAME_MAX, "inference&co");
-  snprintf(r->workloads[0].pod, RS_NAME_MAX, "%s", EVIL_POD);
+  r->workloads[0].namespace_ = "inference&co";
+  r->workloads[0].pod = rs_test_name(r, "%s", EVIL_POD);
   r->n_recs = 2;
   r->recs = calloc(2, sizeof *r->recs);
   assert_non_null(r->recs);
@@ -447,6 +448,7 @@ static void make_report(struct rs_report *r, size_t nb) {
   s->recs_by_kind[RS_REC_IDLE_NODE] = 1;
   s->recs_by_kind[RS_REC_MIG] = 1;
   assert_int_equal(rs_report_note(r, "owner names guessed; <script>x</script>"), 0);
+  rs_test_blank_names(r);
 }
 
 static void test_report_escapes_and_parses(void **state) {
@@ -553,8 +555,8 @@ static void test_report_large_bounded(void **state) {
   for (size_t g = r.n_gpus; g < 1000; g++) {
     struct rs_gpu *gpu = &r.gpus[g];
     memset(gpu, 0, sizeof *gpu);
-    snprintf(gpu->node, sizeof gpu->node, "node-%04zu", g / 8);
-    snprintf(gpu->gpu, sizeof gpu->gpu, "%zu", g % 8);
+    gpu->node = rs_test_name(&r, "node-%04zu", g / 8);
+    gpu->gpu = rs_test_name(&r, "%zu", g % 8);
     gpu->timeline = calloc(336, sizeof *gpu->timeline);
     assert_non_null(gpu->timeline);
     for (size_t i = 0; i < 336; i++) {
@@ -564,6 +566,7 @@ static void test_report_large_bounded(void **state) {
     }
   }
   r.n_gpus = 1000;
+  rs_test_blank_names(&r);
   struct buf b;
   buf_init(&b, 64u << 20);
   assert_int_equal(report_html(&r, &b), 0);

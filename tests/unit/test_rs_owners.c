@@ -20,6 +20,7 @@
 #include "rightsize/kube.h"
 #include "rightsize/model.h"
 #include "rightsize/owners.h"
+#include "test_rs_names.h"
 
 #define FIX TEST_FIXTURES "/kube/"
 
@@ -61,9 +62,10 @@ static void make_report(struct rs_report *r, const char *const *wl, size_t n) {
   assert_non_null(r->workloads);
   r->n_workloads = n;
   for (size_t i = 0; i < n; i++) {
-    snprintf(r->workloads[i].namespace_, RS_NAME_MAX, "%s", wl[2 * i]);
-    snprintf(r->workloads[i].pod, RS_NAME_MAX, "%s", wl[2 * i + 1]);
-    snprintf(r->workloads[i].owner, RS_NAME_MAX, "guess-%s", wl[2 * i + 1]);
+    r->workloads[i].namespace_ = wl[2 * i];
+    r->workloads[i].pod = wl[2 * i + 1];
+    r->workloads[i].owner = rs_test_name(r, "guess-%s", wl[2 * i + 1]);
+    r->workloads[i].container = "";
     r->workloads[i].owner_source = RS_OWNER_HEURISTIC;
   }
   assert_int_equal(rs_report_note(r, "No FB_FREE series: first."), 0);
@@ -155,9 +157,10 @@ static void test_apply_gone_without_guess_note(void **state) {
   r.workloads = calloc(1, sizeof(*r.workloads));
   assert_non_null(r.workloads);
   r.n_workloads = 1;
-  snprintf(r.workloads[0].namespace_, RS_NAME_MAX, "dev");
-  snprintf(r.workloads[0].pod, RS_NAME_MAX, "scratch");
-  snprintf(r.workloads[0].owner, RS_NAME_MAX, "scratch");
+  r.workloads[0].namespace_ = "dev";
+  r.workloads[0].pod = "scratch";
+  r.workloads[0].owner = "scratch";
+  r.workloads[0].container = "";
   assert_int_equal(rs_owners_apply(&r, &empty, 1), 0);
   assert_int_equal(r.workloads[0].owner_source, RS_OWNER_POD);
   assert_int_equal(r.n_notes, 1);
