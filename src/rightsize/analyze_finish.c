@@ -60,7 +60,8 @@ static int cmp_size(const void *x, const void *y) {
   return a < b ? -1 : a > b;
 }
 
-static void fill_gaps(const struct rs_analyzer *a, const uint64_t *has, struct rs_gpu *o) {
+static int fill_gaps(const struct rs_analyzer *a, const uint64_t *has, struct rs_gpu *o) {
+  struct rs_gap kept[RS_GAPS_MAX];
   size_t k = 0;
   while (k < a->n_steps) {
     if (bit(has, k)) {
@@ -73,12 +74,20 @@ static void fill_gaps(const struct rs_analyzer *a, const uint64_t *has, struct r
     int64_t gs = a->start_ms + (int64_t)s * a->step_ms;
     int64_t ge = k < a->n_steps ? a->start_ms + (int64_t)k * a->step_ms : a->end_ms + a->step_ms;
     if (o->n_gaps < RS_GAPS_MAX) {
-      o->gaps[o->n_gaps].start_ms = gs;
-      o->gaps[o->n_gaps].end_ms = ge;
+      kept[o->n_gaps].start_ms = gs;
+      kept[o->n_gaps].end_ms = ge;
     }
     o->n_gaps++;
     o->gap_ms += ge - gs;
   }
+  size_t n = o->n_gaps < RS_GAPS_MAX ? o->n_gaps : RS_GAPS_MAX;
+  if (!n) /* most GPUs: no room at all */
+    return 0;
+  o->gaps = malloc(n * sizeof(*o->gaps));
+  if (!o->gaps)
+    return GS_ENOMEM;
+  memcpy(o->gaps, kept, n * sizeof(*o->gaps));
+  return 0;
 }
 
 /* A bucket's sums over one GPU or over a node's GPUs. */
@@ -178,7 +187,8 @@ static int finish_gpu(const struct rs_analyzer *a, const struct gacc *g, const s
       o->valid |= RS_HAS_STREAK;
     }
   }
-  fill_gaps(a, has, o);
+  if (fill_gaps(a, has, o) != 0)
+    return GS_ENOMEM;
   o->timeline = with_timeline ? calloc(a->n_buckets, sizeof(*o->timeline)) : NULL;
   if (with_timeline && !o->timeline)
     return GS_ENOMEM;

@@ -47,6 +47,7 @@ void rs_report_free(struct rs_report *r) {
     return;
   for (size_t i = 0; i < r->n_gpus; i++) {
     free(r->gpus[i].workloads);
+    free(r->gpus[i].gaps);
     free(r->gpus[i].timeline);
   }
   for (size_t i = 0; i < r->n_nodes; i++) {

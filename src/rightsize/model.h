@@ -149,9 +149,9 @@ struct rs_gpu {
   int64_t
       idle_streak_ms; /* continuous idle time ending at the window end, no gap (RS_HAS_STREAK) */
 
-  size_t n_gaps;                   /* all gaps found, possibly > RS_GAPS_MAX */
-  int64_t gap_ms;                  /* total time in gaps inside [first, last] and at the ends */
-  struct rs_gap gaps[RS_GAPS_MAX]; /* the first min(n_gaps, RS_GAPS_MAX) */
+  size_t n_gaps;       /* all gaps found, possibly > RS_GAPS_MAX */
+  int64_t gap_ms;      /* total time in gaps inside [first, last] and at the ends */
+  struct rs_gap *gaps; /* the first min(n_gaps, RS_GAPS_MAX) (owned); NULL when none */
 
   size_t *workloads; /* indices into rs_report.workloads seen on this GPU (owned) */
   size_t n_workloads;
