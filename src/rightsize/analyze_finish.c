@@ -371,6 +371,16 @@ static int workload_gpus(const struct rs_analyzer *a, const size_t *ginv, const 
   return 0;
 }
 
+/* o->n_nodes, once the report's GPUs know their nodes. */
+static void workload_nodes(const struct rs_report *r, struct rs_workload *o) {
+  for (size_t i = 0; i < o->n_gpus; i++) {
+    bool dup = false;
+    for (size_t j = 0; j < i; j++)
+      dup |= r->gpus[o->gpus[j]].node_idx == r->gpus[o->gpus[i]].node_idx;
+    o->n_nodes += !dup;
+  }
+}
+
 static int finish_workload(const struct rs_analyzer *a, struct wacc *w, uint64_t maxn,
                            struct rs_report *r, struct rs_workload *o) {
   double step_h = (double)a->step_ms / 3600000.0;
@@ -407,12 +417,6 @@ static int finish_workload(const struct rs_analyzer *a, struct wacc *w, uint64_t
   }
   if (o->n_gpus)
     qsort(o->gpus, o->n_gpus, sizeof(size_t), cmp_size);
-  for (size_t i = 0; i < o->n_gpus; i++) {
-    bool dup = false;
-    for (size_t j = 0; j < i; j++)
-      dup |= r->gpus[o->gpus[j]].node_idx == r->gpus[o->gpus[i]].node_idx;
-    o->n_nodes += !dup;
-  }
   o->hours_observed = (double)maxn * step_h;
   return 0;
 }
@@ -606,6 +610,19 @@ int rs_analyzer_finish(struct rs_analyzer *a, struct rs_report *r) {
     rc = rc ? rc : GS_ENOMEM;
     goto out;
   }
+  /* The workloads first (their GPU lists are made): their summaries, the larger part of what the
+   * analyser holds, go back before the GPUs' report rows are made. */
+  bool guessed = false;
+  for (size_t i = 0; i < n_kept; i++) {
+    if ((rc = finish_workload(a, a->w[word[i]], maxn[i], r, &r->workloads[i])) != 0)
+      goto out;
+    rs_wacc_free(a->w[word[i]]);
+    a->w[word[i]] = NULL;
+    if (i % 2048 == 2047)
+      give_back();
+    guessed |= r->workloads[i].owner_source == RS_OWNER_HEURISTIC;
+  }
+  give_back();
   /* Node by node: its GPUs, then the node; then what the analyser kept for them is freed, for
    * the report's small allocations to reuse (its large arrays are mapped apart: docs/bench.md,
    * "compact summaries", on what that leaves at 10 000 GPUs). */
@@ -634,17 +651,8 @@ int rs_analyzer_finish(struct rs_analyzer *a, struct rs_report *r) {
     first = i + 1;
   }
   give_back();
-  bool guessed = false;
-  for (size_t i = 0; i < n_kept; i++) {
-    if ((rc = finish_workload(a, a->w[word[i]], maxn[i], r, &r->workloads[i])) != 0)
-      goto out;
-    rs_wacc_free(a->w[word[i]]);
-    a->w[word[i]] = NULL;
-    if (i % 2048 == 2047)
-      give_back();
-    guessed |= r->workloads[i].owner_source == RS_OWNER_HEURISTIC;
-  }
-  give_back();
+  for (size_t i = 0; i < n_kept; i++)
+    workload_nodes(r, &r->workloads[i]);
   rc = finish_notes(a, r, holes, with_data, guessed, n_targets, target_eg);
 out:
   free(gord);
