@@ -461,6 +461,20 @@ static int64_t target_int64(double v) {
   return (t < 1 && v > 0) ? 1 : t;
 }
 
+/* A GetMetricSpecResponse with the one spec, packed (NULL: out of memory). Unary
+ * GetMetricSpec and the StreamMetricSpec stream send the same bytes. */
+static uint8_t *pack_spec(const struct scaler_spec *sp, size_t *len) {
+  Externalscaler__MetricSpec ms = EXTERNALSCALER__METRIC_SPEC__INIT;
+  Externalscaler__MetricSpec *list[1] = {&ms};
+  Externalscaler__GetMetricSpecResponse resp = EXTERNALSCALER__GET_METRIC_SPEC_RESPONSE__INIT;
+  ms.metricname = (char *)sp->metric_name;
+  ms.targetsize = target_int64(sp->target);
+  ms.targetsizefloat = sp->target;
+  resp.n_metricspecs = 1;
+  resp.metricspecs = list;
+  return rpc_wire_pack(&resp.base, len);
+}
+
 /* ---- handlers ---- */
 
 /* Answers one unary ExternalScaler call; returns the packed response or NULL with code/msg. */
@@ -501,17 +515,8 @@ static uint8_t *unary_keda(struct call *c, size_t *len, int *code, char *msg, si
   } else if (c->m == M_GET_METRIC_SPEC) {
     struct scaler_spec spec;
     r = scaler_get_spec(sc, &req, &spec, &e);
-    if (!r) {
-      Externalscaler__MetricSpec ms = EXTERNALSCALER__METRIC_SPEC__INIT;
-      Externalscaler__MetricSpec *list[1] = {&ms};
-      Externalscaler__GetMetricSpecResponse resp = EXTERNALSCALER__GET_METRIC_SPEC_RESPONSE__INIT;
-      ms.metricname = spec.metric_name;
-      ms.targetsize = target_int64(spec.target);
-      ms.targetsizefloat = spec.target;
-      resp.n_metricspecs = 1;
-      resp.metricspecs = list;
-      out = rpc_wire_pack(&resp.base, len);
-    }
+    if (!r)
+      out = pack_spec(&spec, len);
   } else { /* M_GET_METRICS */
     struct scaler_result res;
     const char *want = ((Externalscaler__GetMetricsRequest *)in)->metricname;
@@ -748,15 +753,7 @@ static int spec_eval(struct call *c, uint8_t **out, size_t *outlen, char *msg, s
   }
   if (strcmp(sp.metric_name, c->spec_name) == 0 && sp.target == c->spec_target)
     return 0;
-  Externalscaler__MetricSpec ms = EXTERNALSCALER__METRIC_SPEC__INIT;
-  Externalscaler__MetricSpec *list[1] = {&ms};
-  Externalscaler__GetMetricSpecResponse resp = EXTERNALSCALER__GET_METRIC_SPEC_RESPONSE__INIT;
-  ms.metricname = sp.metric_name;
-  ms.targetsize = target_int64(sp.target);
-  ms.targetsizefloat = sp.target;
-  resp.n_metricspecs = 1;
-  resp.metricspecs = list;
-  *out = rpc_wire_pack(&resp.base, outlen);
+  *out = pack_spec(&sp, outlen);
   if (!*out)
     return 0; /* out of memory: tried again on the next tick */
   copy_msg(c->spec_name, sizeof(c->spec_name), sp.metric_name);
