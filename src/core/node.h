@@ -42,7 +42,31 @@ struct node_snapshot {
   char engines_why[ENGINE_REASON_LEN];
   size_t n_engines;
   struct engine_reading *engines; /* n_engines entries, heap; released by node_snapshot_clear */
+  /* WatchGPUs heartbeats (docs/internals/node-api.md). heartbeats: the agent honours a watch
+   * request's heartbeat_passes and change_fields (on the wire). The two after it are the terms
+   * of the stream a snapshot came on, set by the gateway's watcher, never sent: a snapshot at
+   * least every heartbeat_passes passes (1: every pass), and at once when a field in
+   * change_fields or anything but a reading changed. */
+  bool heartbeats;
+  uint32_t heartbeat_passes;
+  uint64_t change_fields;
 };
+
+/* The most passes a WatchGPUs stream may go without a snapshot (a larger request is capped). */
+#define NODE_HEARTBEAT_MAX 60
+
+/* What changed from prev to cur, times left out (taken_ms, generation, a sample's ts_ms and
+ * mono_ms, age_ms, an engine pod's ts_ms): *fields gets the GF bits of the GPU readings that
+ * changed (a value, or its presence or failure), *other whether anything else did (a device, a
+ * health, a pod, an engine pod, a header field). Strings are compared up to their NUL. */
+void node_snapshot_changes(const struct node_snapshot *prev, const struct node_snapshot *cur,
+                           uint64_t *fields, bool *other);
+
+/* Whether a WatchGPUs stream that asked for heartbeat_passes (0 or 1: every pass) and
+ * change_fields (0: every field) sends the pass `passes` after its last snapshot, given what
+ * changed since that snapshot (fields, other: node_snapshot_changes summed over the passes). */
+bool node_watch_due(uint32_t heartbeat_passes, uint64_t change_fields, uint64_t passes,
+                    uint64_t fields, bool other);
 
 /* Frees gpus and zeroes the snapshot. NULL is fine. */
 void node_snapshot_clear(struct node_snapshot *s);

@@ -59,6 +59,7 @@ struct agent {
   bool reported, connected;
   bool was_fresh, was_dropped; /* as cluster_tick last saw them */
   bool ticked;                 /* cluster_tick has seen it since its last update */
+  bool gap; /* disconnected since its last update: the passes between are not held (rings) */
   uint64_t updates;
 };
 
@@ -69,6 +70,10 @@ struct cluster {
   int64_t drop_after_ms;
   struct nodeset nodes; /* the GPU nodes the view must see (under lock) */
   struct ring_fields fields;
+  uint64_t watched; /* GF bits that triggers read, for the agents' change_fields (atomic) */
+  uint64_t settled; /* watched bits that every agent's stream watched once (atomic) */
+  void (*on_watch)(void *ud, uint64_t fields);
+  void *on_watch_ud;
   int64_t (*clock)(void *ud);
   void *clock_ud;
   pthread_mutex_t gen_mu;
@@ -109,6 +114,7 @@ struct cluster *cluster_new(int64_t drop_after_ms) {
   c->fields.slot_of[GF_GPU_UTIL] = 0; /* the usual windowed field, kept from the start */
   c->fields.mask = GF_BIT(GF_GPU_UTIL);
   c->fields.n = 1;
+  c->watched = c->settled = CLUSTER_WATCHED_DEFAULT;
   pthread_rwlockattr_t ra;
   pthread_rwlockattr_init(&ra);
   /* Hundreds of KEDA readers must not starve the watcher threads. */
@@ -264,8 +270,18 @@ static bool is_dropped(const struct cluster *c, const struct agent *a, int64_t n
   return a->reported && age_of(a, now) > c->drop_after_ms;
 }
 
+/* The passes an agent may go without an update on its stream (WatchGPUs heartbeats). */
+static int64_t heartbeat_of(const struct agent *a) {
+  return a->snap.heartbeat_passes > 1 ? a->snap.heartbeat_passes : 1;
+}
+
+/* Stale after CLUSTER_STALE_INTERVALS intervals of silence beyond what its heartbeat allows. */
+static int64_t stale_after(const struct agent *a) {
+  return (CLUSTER_STALE_INTERVALS + heartbeat_of(a) - 1) * interval_of(a);
+}
+
 static bool is_fresh(const struct agent *a, int64_t now) {
-  return a->reported && a->connected && age_of(a, now) <= CLUSTER_STALE_INTERVALS * interval_of(a);
+  return a->reported && a->connected && age_of(a, now) <= stale_after(a);
 }
 
 /* A struct node_gpu ends with its room for ATTRIB_MAX_PODS pods: a stored GPU keeps what comes
@@ -375,14 +391,47 @@ static bool ring_restride(struct cluster_gpu_ring *r) {
   return true;
 }
 
-static void ring_push(struct cluster_gpu_ring *r, const struct node_gpu *g, int64_t recv) {
+/* Adds a copy of the newest entry at mono_ms, with only the fields in keep. */
+static void ring_repeat(struct cluster_gpu_ring *r, int64_t mono_ms, uint64_t keep) {
+  size_t last = (r->head + CLUSTER_RING - 1) % CLUSTER_RING;
+  struct ring_entry *e = &r->e[r->head];
+  e->mono_ms = mono_ms;
+  e->valid = r->e[last].valid & keep;
+  memcpy(r->v + r->head * r->nslots, r->v + last * r->nslots, r->nslots * sizeof *r->v);
+  r->head = (r->head + 1) % CLUSTER_RING;
+  if (r->len < CLUSTER_RING)
+    r->len++;
+}
+
+/* The passes an agent skipped since entry time t0, by its heartbeat (at most hb - 1 of them),
+ * up to until_ms: the first at t0 + interval. */
+static int64_t held_passes(int64_t t0, int64_t until_ms, int64_t interval, int64_t hb) {
+  if (hb <= 1 || until_ms < t0 + interval)
+    return 0;
+  int64_t k = (until_ms - t0) / interval;
+  return k < hb - 1 ? k : hb - 1;
+}
+
+/* Stores g's sample, received at recv. With heartbeats (hb > 1, terms of the agent's stream),
+ * the passes the agent skipped since the newest entry held the same readings of the watched
+ * fields: each gets its entry first, so that a window counts every pass as if each was sent. */
+static void ring_push(struct cluster_gpu_ring *r, const struct node_gpu *g, int64_t recv,
+                      int64_t interval, int64_t hb, uint64_t watched) {
   if (!g->has_sample || (r->len && r->last_ts == g->latest.ts_ms))
     return;
   if (!ring_restride(r))
     return; /* out of memory: this sample is not kept (a window sees one fewer) */
   const struct ring_fields *fl = r->fields;
+  int64_t mono = recv - (g->age_ms > 0 ? g->age_ms : 0);
+  if (r->len) {
+    int64_t t0 = r->e[(r->head + CLUSTER_RING - 1) % CLUSTER_RING].mono_ms;
+    /* Half an interval of slack: the pass that sent this one is not a skipped one. */
+    int64_t k = held_passes(t0, mono - interval / 2, interval, hb);
+    for (int64_t j = 1; j <= k; j++)
+      ring_repeat(r, t0 + j * interval, watched);
+  }
   struct ring_entry *e = &r->e[r->head];
-  e->mono_ms = recv - (g->age_ms > 0 ? g->age_ms : 0);
+  e->mono_ms = mono;
   e->valid = g->latest.valid & fl->mask;
   double *row = r->v + r->head * r->nslots;
   for (uint64_t m = e->valid; m; m &= m - 1) {
@@ -479,14 +528,19 @@ int cluster_update(struct cluster *c, const char *addr, const struct node_snapsh
     a->gpus = cg;
     a->rings = rings;
   }
+  /* The passes skipped before this update were under the previous stream terms. */
+  int64_t held_hb = a->gap || !a->reported ? 1 : heartbeat_of(a);
+  uint64_t held_fields = a->snap.change_fields & snap->change_fields;
   struct engine_reading *old_engines = a->snap.engines;
   struct node_snapshot head = *snap; /* the header, in place */
   head.gpus = NULL;
   head.engines = engines;
   head.n_engines = n_engines;
   a->snap = head;
+  /* Passes skipped while it was away were not promised unchanged: not held. */
   for (size_t i = 0; i < snap->n; i++)
-    ring_push(&a->rings[i], &snap->gpus[i], now);
+    ring_push(&a->rings[i], &snap->gpus[i], now, interval_of(a), held_hb, held_fields);
+  a->gap = false;
   nodeset_models(&c->nodes, snap);
   a->recv_ms = now;
   a->reported = a->connected = true;
@@ -506,6 +560,7 @@ int cluster_set_state(struct cluster *c, const char *addr, bool connected, const
   if (a) {
     content_changed(c); /* rare (a stream coming or going), and it may turn the agent stale */
     a->connected = connected;
+    a->gap = a->gap || !connected;
     snprintf(a->reason, sizeof a->reason, "%s", connected || !reason ? "" : reason);
   }
   pthread_rwlock_unlock(&c->lock);
@@ -708,7 +763,7 @@ int cluster_visit_where(struct cluster *c, bool (*want)(void *ud, const char *no
     v.fresh = is_fresh(a, now);
     v.snap = &snap;
     v.age_ms = age_of(a, now);
-    v.stale_after_ms = CLUSTER_STALE_INTERVALS * interval_of(a);
+    v.stale_after_ms = stale_after(a);
     v.reason = a->reason;
     v.rings = v.dropped ? NULL : a->rings;
     v.lost = false;
@@ -754,6 +809,20 @@ int cluster_gpu_window_mean(const struct cluster_node_view *v, size_t i, enum gp
     return GS_EUNAVAIL; /* not kept (yet): see cluster_keep_field */
   double sum = 0;
   size_t k = 0;
+  /* Heartbeats: the passes skipped since the newest entry held its readings (ring_push stores
+   * them when the next update comes); counted here until then, while the agent is fresh. */
+  const struct node_snapshot *s = v->snap;
+  if (r->len && v->fresh && s->heartbeat_passes > 1 && (s->change_fields & GF_BIT(f))) {
+    size_t at = (r->head + CLUSTER_RING - 1) % CLUSTER_RING;
+    const struct ring_entry *e = &r->e[at];
+    int64_t iv = s->interval_ms > 0 ? s->interval_ms : CLUSTER_DEFAULT_INTERVAL_MS;
+    int64_t held = held_passes(e->mono_ms, now, iv, s->heartbeat_passes);
+    for (int64_t j = 1; j <= held && (e->valid & GF_BIT(f)); j++)
+      if (e->mono_ms + j * iv >= now - window_ms) {
+        sum += r->v[at * r->nslots + (size_t)slot];
+        k++;
+      }
+  }
   for (size_t j = 0; j < r->len; j++) {
     size_t at = (r->head + CLUSTER_RING - 1 - j) % CLUSTER_RING;
     const struct ring_entry *e = &r->e[at];
@@ -853,6 +922,59 @@ void cluster_tick(struct cluster *c) {
   content_changed(c);
   pthread_rwlock_unlock(&c->lock);
   bump(c);
+}
+
+void cluster_set_watch_hook(struct cluster *c, void (*fn)(void *ud, uint64_t fields), void *ud) {
+  c->on_watch = fn;
+  c->on_watch_ud = ud;
+  if (fn)
+    fn(ud, cluster_watched_fields(c));
+}
+
+/* Whether every connected agent with heartbeats has a stream that watches f (read lock). */
+static bool all_watch(struct cluster *c, enum gpu_field f) {
+  bool all = true;
+  pthread_rwlock_rdlock(&c->lock);
+  for (size_t i = 0; i < c->n && all; i++) {
+    const struct agent *a = c->agents[i];
+    all = !a->reported || !a->connected || heartbeat_of(a) <= 1 ||
+          (a->snap.change_fields & GF_BIT(f)) != 0;
+  }
+  pthread_rwlock_unlock(&c->lock);
+  return all;
+}
+
+void cluster_watch_field(struct cluster *c, enum gpu_field f, int wait_ms) {
+  if ((unsigned)f >= GF__COUNT || (__atomic_load_n(&c->settled, __ATOMIC_ACQUIRE) & GF_BIT(f)))
+    return;
+  uint64_t was = __atomic_fetch_or(&c->watched, GF_BIT(f), __ATOMIC_RELAXED);
+  if (!(was & GF_BIT(f)) && c->on_watch)
+    c->on_watch(c->on_watch_ud, was | GF_BIT(f));
+  /* Until the agents' streams are made again with f, their readings of it are only as current
+   * as their last update: wait for them (a few milliseconds), at most wait_ms. */
+  struct timespec dl = time_mono_deadline(wait_ms);
+  uint64_t gen = cluster_generation(c);
+  while (!all_watch(c, f)) {
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    int64_t left = (int64_t)(dl.tv_sec - now.tv_sec) * 1000 + (dl.tv_nsec - now.tv_nsec) / 1000000;
+    if (left <= 0)
+      return;
+    gen = cluster_wait(c, gen, (int)(left < 100 ? left : 100));
+  }
+  __atomic_fetch_or(&c->settled, GF_BIT(f), __ATOMIC_RELEASE);
+}
+
+uint64_t cluster_watched_fields(struct cluster *c) {
+  return __atomic_load_n(&c->watched, __ATOMIC_RELAXED);
+}
+
+bool cluster_field_current(const struct cluster_node_view *v, enum gpu_field f) {
+  const struct node_snapshot *s = v->snap;
+  if (s->heartbeat_passes <= 1 || (s->change_fields & GF_BIT(f)))
+    return true;
+  int64_t iv = s->interval_ms > 0 ? s->interval_ms : CLUSTER_DEFAULT_INTERVAL_MS;
+  return v->age_ms <= CLUSTER_STALE_INTERVALS * iv;
 }
 
 void cluster_keep_field(struct cluster *c, enum gpu_field f) {

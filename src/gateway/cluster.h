@@ -31,11 +31,12 @@ struct cluster_node_view {
   const struct node_snapshot *snap;     /* last snapshot; snap->n == 0 once dropped or never sent */
   bool reported;                        /* at least one snapshot received */
   bool connected;                       /* the watch stream is up */
-  bool fresh;                           /* connected and updated within 3 of its own intervals */
+  bool fresh;                           /* connected and updated within stale_after_ms */
   bool dropped;                         /* reported, then no update for drop_after_ms: its GPUs
                                            are forgotten (one that never reported stays unknown) */
   int64_t age_ms;                       /* since the last update (or since it was added) */
-  int64_t stale_after_ms;               /* 3 x its interval */
+  int64_t stale_after_ms;               /* 3 x its interval, plus its heartbeat's skipped passes
+                                           (heartbeat_passes - 1 intervals) */
   const char *reason;                   /* why it is disconnected ("" when connected); for a
                                            lost node, why its GPUs are unknown */
   const struct cluster_gpu_ring *rings; /* internal, for cluster_gpu_window_mean */
@@ -173,6 +174,26 @@ void cluster_tick(struct cluster *c);
  * only the fields that windowed triggers read, so a window over a field first asked now has only
  * the samples received since. Takes the write lock once per new field. */
 void cluster_keep_field(struct cluster *c, enum gpu_field f);
+
+/* WatchGPUs heartbeats (docs/gateway.md, "Receiving agent updates"): field f is one a trigger
+ * reads, so the agents are asked to send its changes at once (cluster_watched_fields, for
+ * watcher_set_terms). The first time, waits up to wait_ms until every agent's stream watches
+ * it (no network I/O: the watcher makes the streams again). Thread-safe. Watched from the
+ * start: the fields that hold still on an idle GPU (utilisation and memory); power,
+ * temperature and throughputs move at every pass and are watched once a trigger reads them. */
+#define CLUSTER_WATCHED_DEFAULT                                                                    \
+  (GF_BIT(GF_GPU_UTIL) | GF_BIT(GF_MEM_UTIL) | GF_BIT(GF_MEM_USED_PCT) | GF_BIT(GF_MEM_USED_MIB) | \
+   GF_BIT(GF_GR_ENGINE_ACTIVE) | GF_BIT(GF_SM_ACTIVE) | GF_BIT(GF_SM_OCCUPANCY) |                  \
+   GF_BIT(GF_TENSOR_ACTIVE) | GF_BIT(GF_DRAM_ACTIVE))
+void cluster_watch_field(struct cluster *c, enum gpu_field f, int wait_ms);
+uint64_t cluster_watched_fields(struct cluster *c);
+/* Calls fn(ud, watched fields) now and whenever a field is first watched (from the thread that
+ * named it, no lock held; fn must not block). Set before the view is shared. */
+void cluster_set_watch_hook(struct cluster *c, void (*fn)(void *ud, uint64_t fields), void *ud);
+/* Whether v's reading of field f is current: always, unless v's stream has heartbeats and does
+ * not watch f (a trigger named it only since); then only while v's last update is at most
+ * CLUSTER_STALE_INTERVALS agent intervals old, as without heartbeats. */
+bool cluster_field_current(const struct cluster_node_view *v, enum gpu_field f);
 
 /* Bumped on every update, state change and removal. */
 uint64_t cluster_generation(struct cluster *c);

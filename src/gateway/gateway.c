@@ -47,6 +47,7 @@ struct gateway_opts {
   int64_t nodes_refresh_ms;
   int64_t forget_node_after_ms;
   int64_t tick_ms;
+  long long agent_heartbeat;
   char *profiles;
   bool agent_tls;
   char *agent_tls_ca;
@@ -66,8 +67,8 @@ static const struct opt_def gw_opts_table[] = {
     {"dns-refresh", 0, "GPUSCALE_DNS_REFRESH", OPT_DURATION, "15s", 100, 3600000, NULL, "DURATION",
      "how often --agents-dns is resolved again, so agents come and go", O(dns_refresh_ms)},
     {"drop-after", 0, "GPUSCALE_DROP_AFTER", OPT_DURATION, "5m", 1000, 86400000, NULL, "DURATION",
-     "forget an agent's GPUs after this long without an update (stale after 3 of its "
-     "intervals)",
+     "forget an agent's GPUs after this long without an update (stale sooner: after "
+     "--agent-heartbeat + 2 of its intervals)",
      O(drop_after_ms)},
     {"kube-api", 0, "GPUSCALE_KUBE_API", OPT_STRING, "auto", 0, 0, NULL, "auto|off|KUBECONFIG",
      "Kubernetes API for the cluster's GPU nodes (list on nodes), so that a node whose agent is "
@@ -97,6 +98,12 @@ static const struct opt_def gw_opts_table[] = {
     {"tick", 0, "GPUSCALE_TICK", OPT_DURATION, "1s", 100, 60000, NULL, "DURATION",
      "how often open StreamIsActive streams are re-checked when no agent update arrives",
      O(tick_ms)},
+    {"agent-heartbeat", 0, "GPUSCALE_AGENT_HEARTBEAT", OPT_INT, "5", 1, NODE_HEARTBEAT_MAX, NULL,
+     "PASSES",
+     "agents send an update when a reading that a trigger reads (or a pod, a device, an engine "
+     "pod) changes, and at least every PASSES sampling passes; 1: every pass. An agent is stale "
+     "after PASSES + 2 of its intervals without an update",
+     O(agent_heartbeat)},
     {"profiles", 0, "GPUSCALE_PROFILES", OPT_STRING, NULL, 0, 0, NULL, "FILE",
      "YAML file with extra scaling profiles (see docs/profiles.md)", O(profiles)},
     {"agent-tls", 0, "GPUSCALE_AGENT_TLS", OPT_BOOL, "false", 0, 0, NULL, NULL,
@@ -133,6 +140,7 @@ static const char gw_desc[] =
 struct gateway {
   struct cluster *cluster;
   struct watcher *watcher;
+  long long heartbeat; /* --agent-heartbeat */
   struct coverage *coverage;
   struct stats *stats;
   pthread_mutex_t lock; /* guards targets and flat_seen */
@@ -193,6 +201,12 @@ static void on_metrics(void *ud, const struct scaler_request *req, const char *m
 static void on_snapshot(void *ud, const char *addr, const struct node_snapshot *snap) {
   struct gateway *g = ud;
   cluster_update(g->cluster, addr, snap);
+}
+
+/* The agents' stream terms: the heartbeat, and the fields triggers read (cluster_watch_field). */
+static void on_watch(void *ud, uint64_t fields) {
+  struct gateway *g = ud;
+  watcher_set_terms(g->watcher, (uint32_t)g->heartbeat, fields);
 }
 
 static void on_state(void *ud, const char *addr, enum watch_state st, const char *reason) {
@@ -533,6 +547,8 @@ static int gateway_run(struct gateway_opts *o) {
   }
 
   cluster_set_forget_after(g.cluster, o->forget_node_after_ms);
+  g.heartbeat = o->agent_heartbeat;
+  cluster_set_watch_hook(g.cluster, on_watch, &g);
   if (gateway_gpu_nodes(o, g.cluster, &lister, &exit_code) != 0)
     goto out;
 

@@ -150,6 +150,13 @@ static bool gpu_value(const struct pick *k, const struct cluster_node_view *v, s
              (double)g->age_ms / 1000.0, g->reason[0] ? ": " : "", g->reason);
     return false;
   }
+  if (!cluster_field_current(v, f)) { /* a field its agent was not yet asked to watch */
+    snprintf(why, whylen,
+             "GPU %d has no current %s reading: its agent sends changes of it only from its next "
+             "stream (last update %.1fs ago)",
+             g->info.index, gpu_field_name(f), (double)v->age_ms / 1000.0);
+    return false;
+  }
   bool failed = !sample_has(&g->latest, f) && sample_failed(&g->latest, f);
   if (!sample_has(&g->latest, f) && (!failed || k->t->window_ms <= 0)) {
     if (failed)
@@ -539,6 +546,8 @@ int gwsource_select(struct cluster *c, const struct trigger *t, struct scaler_se
   k.pod_sel = trigger_selects_pods(t);
   k.err = err;
   k.errlen = errlen;
+  if (!t->engine)
+    cluster_watch_field(c, t->metric, GWSOURCE_WATCH_WAIT_MS); /* sent at once from now */
   if (t->window_ms > 0 && !t->engine)
     cluster_keep_field(c, t->metric); /* the rings keep only the fields windows read */
   int rc = cluster_visit_where(c, node_wanted, visit_node, &k, &k.now);

@@ -7,6 +7,8 @@
 #include "keda/scaler.h"
 
 #define GWSOURCE_DEFAULT_COALESCE_MS 50
+/* The longest a call naming a GPU field first waits for the agents to watch it (cluster.h). */
+#define GWSOURCE_WATCH_WAIT_MS 1000
 
 struct gwsource {
   struct cluster *cluster;

@@ -365,6 +365,7 @@ int node_wire_encode(const struct node_snapshot *s, size_t max, uint8_t **out, s
   m.gpus = s->n ? e.gpu_ptrs : NULL;
   m.engines_on = s->engines_on;
   m.engines_why = wire_str(s->engines_why);
+  m.heartbeats = s->heartbeats;
   for (size_t i = 0, next_model = 0; i < ne; i++) {
     encode_engine(&s->engines[i], &e.engines[i]);
     if (s->engines[i].n_models) {
@@ -658,6 +659,7 @@ int node_wire_decode_into(struct node_wire_room *room, const uint8_t *p, size_t 
   out->n = m->n_gpus;
   out->gpus = m->n_gpus ? room->gpus : NULL;
   out->engines_on = m->engines_on; /* false from an agent before engines */
+  out->heartbeats = m->heartbeats; /* false from an agent before 2026-12: a snapshot every pass */
   copy_str(out->engines_why, sizeof out->engines_why, m->engines_why);
   if (!out->engines_on && !out->engines_why[0])
     copy_str(out->engines_why, sizeof out->engines_why,

@@ -104,6 +104,11 @@ struct call {
   int want;       /* -1: state unknown, send nothing */
   bool node_sent; /* WatchGPUs: a snapshot went out; node_gen is its generation */
   uint64_t node_gen;
+  /* WatchGPUs heartbeats: the request's terms, and what changed since the last snapshot sent
+   * (summed over the passes, node_snapshot_changes) */
+  uint32_t hb_passes;
+  uint64_t hb_fields, pend_fields;
+  bool pend_other;
   /* StreamMetricSpec: the spec last evaluated (sent, or pending while a send is in flight) */
   char spec_name[256];
   double spec_target;
@@ -138,6 +143,10 @@ struct rpc_server {
   bool has_node;
   uint64_t node_gen;
   grpc_slice node_slice;
+  /* The last pass taken (node_mu): what the next one is compared with, for heartbeats. */
+  pthread_mutex_t node_mu;
+  struct node_snapshot node_prev;
+  bool has_prev;
   struct log_complain node_complain; /* ticker thread only */
 
   pthread_t *workers;
@@ -352,11 +361,17 @@ static void pump_locked(struct call *c) {
     struct rpc_server *s = c->srv;
     if (!s->has_node || (c->node_sent && c->node_gen == s->node_gen))
       return;
+    /* Heartbeats: a pass that changed nothing the stream asked about waits (proto/node.proto). */
+    if (c->node_sent && !node_watch_due(c->hb_passes, c->hb_fields, s->node_gen - c->node_gen,
+                                        c->pend_fields, c->pend_other))
+      return;
     /* The byte buffer takes its own reference on the shared slice: no copy per stream. */
     grpc_byte_buffer *bb = grpc_raw_byte_buffer_create(&s->node_slice, 1);
     if (bb && send_bb_locked(c, bb, false) == 0) {
       c->node_sent = true;
       c->node_gen = s->node_gen;
+      c->pend_fields = 0;
+      c->pend_other = false;
     }
     return;
   }
@@ -591,14 +606,19 @@ static uint8_t *unary_health(struct call *c, size_t *len, int *code, char *msg, 
 /* Asks the hook for a snapshot and packs it. Returns the packed bytes (caller frees) with *gen,
  * or NULL with a gRPC code and msg. No lock held. */
 static uint8_t *node_pack(struct rpc_server *s, size_t *len, uint64_t *gen, int *code, char *msg,
-                          size_t msglen) {
+                          size_t msglen, struct node_snapshot *keep) {
   struct node_snapshot snap;
   memset(&snap, 0, sizeof snap);
   int r = s->cfg.node_snapshot(s->cfg.node_ud, &snap);
+  snap.heartbeats = true; /* this server honours WatchGPUsRequest.heartbeat_passes */
   uint8_t *out = NULL;
   if (!r)
     r = node_wire_encode(&snap, NODE_WIRE_MAX_BYTES, &out, len);
   *gen = snap.generation;
+  if (keep && !r) {
+    *keep = snap;
+    memset(&snap, 0, sizeof snap);
+  }
   node_snapshot_clear(&snap);
   if (r) {
     *code = rpc_code_from_gs(r);
@@ -618,7 +638,25 @@ static int node_refresh(struct rpc_server *s, char *msg, size_t msglen) {
   size_t len = 0;
   uint64_t gen = 0;
   int code = 0;
-  uint8_t *bytes = node_pack(s, &len, &gen, &code, msg, msglen);
+  struct node_snapshot snap;
+  memset(&snap, 0, sizeof snap);
+  /* Compared with the last pass taken: what changed, for the streams' heartbeats. A pass taken
+   * again (a stream opening) is no new pass and is not compared. */
+  uint64_t fields = 0;
+  bool other = true, newer = false;
+  pthread_mutex_lock(&s->node_mu);
+  uint8_t *bytes = node_pack(s, &len, &gen, &code, msg, msglen, &snap);
+  if (bytes && (!s->has_prev || gen > s->node_prev.generation)) {
+    newer = true;
+    if (s->has_prev)
+      node_snapshot_changes(&s->node_prev, &snap, &fields, &other);
+    node_snapshot_clear(&s->node_prev);
+    s->node_prev = snap;
+    s->has_prev = true;
+  } else {
+    node_snapshot_clear(&snap);
+  }
+  pthread_mutex_unlock(&s->node_mu);
   if (!bytes)
     return code;
   grpc_slice fresh = grpc_slice_from_copied_buffer((const char *)bytes, len);
@@ -630,6 +668,11 @@ static int node_refresh(struct rpc_server *s, char *msg, size_t msglen) {
     s->node_slice = fresh;
     s->node_gen = gen;
     s->has_node = true;
+    for (struct call *c = s->streams.next; newer && c != &s->streams; c = c->next)
+      if (c->m == M_NODE_WATCH) {
+        c->pend_fields |= fields;
+        c->pend_other = c->pend_other || other;
+      }
   } else {
     old = fresh; /* a racing refresh already installed a newer pass */
   }
@@ -652,7 +695,7 @@ static uint8_t *unary_node(struct call *c, size_t *len, int *code, char *msg, si
     return NULL;
   protobuf_c_message_free_unpacked(in, NULL);
   uint64_t gen = 0;
-  return node_pack(c->srv, len, &gen, code, msg, msglen);
+  return node_pack(c->srv, len, &gen, code, msg, msglen, NULL);
 }
 
 /* WatchGPUs: registers the stream and sends the newest snapshot; the ticker sends the rest. */
@@ -666,8 +709,12 @@ static void handle_node_watch(struct call *c) {
   } else {
     ProtobufCMessage *in = NULL;
     code = decode(c, &gpuscale__v1__watch_gpus_request__descriptor, NULL, &in, msg, sizeof(msg));
-    if (in)
+    if (in) {
+      const Gpuscale__V1__WatchGPUsRequest *r = (const Gpuscale__V1__WatchGPUsRequest *)in;
+      c->hb_passes = r->heartbeat_passes;
+      c->hb_fields = r->change_fields;
       protobuf_c_message_free_unpacked(in, NULL);
+    }
   }
   if (!code)
     code = node_refresh(s, msg, sizeof(msg));
@@ -1099,6 +1146,8 @@ static void server_free(struct rpc_server *s) {
   rpc_tls_reloader_free(s->tls); /* C-core calls its fetcher until the server is destroyed */
   if (s->has_node)
     grpc_slice_unref(s->node_slice);
+  node_snapshot_clear(&s->node_prev);
+  pthread_mutex_destroy(&s->node_mu);
   free(s->workers);
   free(s->tick_buf);
   pthread_cond_destroy(&s->cond);
@@ -1152,6 +1201,7 @@ int rpc_server_start(const struct rpc_server_config *cfg, struct rpc_server **ou
   s->streams.next = s->streams.prev = &s->streams;
   s->t_shutdown = (struct tag){TAG_SHUTDOWN, NULL};
   pthread_mutex_init(&s->mu, NULL);
+  pthread_mutex_init(&s->node_mu, NULL);
   cond_init_mono(&s->cond);
   s->workers = calloc((size_t)s->nworkers, sizeof(*s->workers));
   if (!s->workers) {

@@ -23,6 +23,8 @@
 #include "rpc/status.h"
 #include "rpc/wire.h"
 
+#include "node.pb-c.h"
+
 #define MOD "watch"
 #define ADDR_MAX 256
 #define POLL_CAP_MS 1000 /* longest wait on the queue: a safety net behind the wake-up */
@@ -65,6 +67,11 @@ struct target {
   grpc_status_code status;
   grpc_slice details;
   char fail[256]; /* a local reason to end the call (bad snapshot); wins over the status */
+  /* The heartbeat terms the call was made with; renew: cancelled to be made again at once with
+   * newer terms (no state change: the agent stays connected meanwhile). */
+  uint32_t hb_passes;
+  uint64_t change_fields;
+  bool renew;
 };
 
 struct watcher {
@@ -85,9 +92,14 @@ struct watcher {
   bool rescan;
 
   pthread_mutex_t mu;
-  pthread_cond_t cv;         /* stop or dirty set: ends the thread's wait between batches */
-  bool stop;                 /* under mu */
-  bool dirty;                /* under mu: desired was replaced */
+  pthread_cond_t cv;    /* stop or dirty set: ends the thread's wait between batches */
+  bool stop;            /* under mu */
+  bool dirty;           /* under mu: desired was replaced */
+  bool terms_dirty;     /* under mu: want_hb / want_fields were changed */
+  uint32_t want_hb;     /* under mu: WatchGPUsRequest.heartbeat_passes for new calls */
+  uint64_t want_fields; /* under mu: WatchGPUsRequest.change_fields */
+  uint32_t hb_passes;   /* thread: the terms new calls are made with */
+  uint64_t change_fields;
   bool wake_pending;         /* under mu: a wake-up is posted on cq */
   char (*desired)[ADDR_MAX]; /* under mu: the wanted set, taken by the thread */
   size_t ndesired;
@@ -251,6 +263,8 @@ static void call_release(struct target *t) {
 
 /* Called after each completion: once nothing is outstanding, releases the call and schedules
  * the next one after a jittered, doubling delay (or frees a removed target). */
+static void call_start(struct watcher *w, struct target *t, bool renew);
+
 static void maybe_end(struct watcher *w, struct target *t) {
   if (!t->call || t->pending > 0)
     return;
@@ -270,6 +284,11 @@ static void maybe_end(struct watcher *w, struct target *t) {
   }
   if (w->draining)
     return;
+  if (t->renew && !t->fail[0]) { /* cancelled for newer terms: made again at once */
+    t->renew = false;
+    call_start(w, t, true);
+    return;
+  }
   /* +-20 % jitter, so that agents restarted together are not all retried in the same instant. */
   double jitter = 0.8 + 0.4 * ((double)rand_r(&w->seed) / (double)RAND_MAX);
   int64_t delay = (int64_t)((double)t->backoff_ms * jitter);
@@ -285,10 +304,21 @@ static void maybe_end(struct watcher *w, struct target *t) {
   set_state(w, t, WATCH_BACKOFF, reason);
 }
 
+/* A WatchGPUsRequest with these terms, in a byte buffer (NULL on ENOMEM). */
+static grpc_byte_buffer *watch_request(uint32_t hb_passes, uint64_t change_fields) {
+  Gpuscale__V1__WatchGPUsRequest r = GPUSCALE__V1__WATCH_GPUS_REQUEST__INIT;
+  r.heartbeat_passes = hb_passes;
+  r.change_fields = change_fields;
+  uint8_t buf[32];
+  size_t len = protobuf_c_message_pack(&r.base, buf);
+  return rpc_wire_buffer(buf, len);
+}
+
 /* Starts WatchGPUs on t: request, half-close and initial metadata in one batch, the status and
  * the first message in two more. */
-static void call_start(struct watcher *w, struct target *t) {
+static void call_start(struct watcher *w, struct target *t, bool renew) {
   t->fail[0] = '\0';
+  t->renew = false;
   t->pending = 0;
   t->recv_posted = t->status_done = false;
   t->status = GRPC_STATUS_OK;
@@ -299,7 +329,9 @@ static void call_start(struct watcher *w, struct target *t) {
   /* No deadline: the stream lives as long as the agent; keepalive finds dead connections. */
   t->call = grpc_channel_create_call(t->ch, NULL, GRPC_PROPAGATE_DEFAULTS, w->cq, method, NULL,
                                      gpr_inf_future(GPR_CLOCK_REALTIME), NULL);
-  t->send_bb = rpc_wire_buffer("", 0); /* an empty WatchGPUsRequest */
+  t->hb_passes = w->hb_passes;
+  t->change_fields = w->change_fields;
+  t->send_bb = watch_request(t->hb_passes, t->change_fields);
   if (!t->call || !t->send_bb) {
     if (t->send_bb)
       grpc_byte_buffer_destroy(t->send_bb);
@@ -314,7 +346,8 @@ static void call_start(struct watcher *w, struct target *t) {
     set_state(w, t, WATCH_BACKOFF, "cannot create a call (out of memory)");
     return;
   }
-  set_state(w, t, WATCH_CONNECTING, NULL);
+  if (!renew)
+    set_state(w, t, WATCH_CONNECTING, NULL);
   grpc_op ops[4];
   memset(ops, 0, sizeof(ops));
   ops[0].op = GRPC_OP_SEND_INITIAL_METADATA;
@@ -372,6 +405,12 @@ static void on_message(struct watcher *w, struct target *t) {
       t->backoff_ms = w->cfg.backoff_min_ms;
       set_state(w, t, WATCH_CONNECTED, NULL);
     }
+    /* The stream's terms: an agent that does not honour them sends every pass. */
+    snap.heartbeat_passes = snap.heartbeats && t->hb_passes > 1 ? t->hb_passes : 1;
+    if (snap.heartbeat_passes > NODE_HEARTBEAT_MAX)
+      snap.heartbeat_passes = NODE_HEARTBEAT_MAX;
+    snap.change_fields =
+        snap.heartbeat_passes > 1 && t->change_fields ? t->change_fields : ~UINT64_C(0);
     w->cfg.on_snapshot(w->cfg.ud, t->addr, &snap);
   }
   if (!t->status_done && !t->removed && !w->draining)
@@ -438,6 +477,17 @@ static void reconcile(struct watcher *w, char (*want)[ADDR_MAX], size_t n) {
   }
 }
 
+/* Cancels the calls made with other terms than the current ones; each is made again as it ends
+ * (maybe_end). */
+static void renew_calls(struct watcher *w) {
+  for (struct target *t = w->targets; t; t = t->next)
+    if (t->call && !t->removed && !t->renew &&
+        (t->hb_passes != w->hb_passes || t->change_fields != w->change_fields)) {
+      t->renew = true;
+      grpc_call_cancel(t->call, NULL);
+    }
+}
+
 /* Starts the calls whose retry time has come; returns the earliest retry time still ahead. */
 static int64_t start_due(struct watcher *w) {
   int64_t now = time_mono_ms();
@@ -446,7 +496,7 @@ static int64_t start_due(struct watcher *w) {
     if (t->call || t->removed)
       continue;
     if (t->retry_at_ms <= now)
-      call_start(w, t);
+      call_start(w, t, false);
     if (!t->call && t->retry_at_ms < next)
       next = t->retry_at_ms;
   }
@@ -480,7 +530,10 @@ static void *watch_main(void *arg) {
     bool stop = w->stop;
     char(*want)[ADDR_MAX] = NULL;
     size_t nwant = 0;
-    bool dirty = w->dirty;
+    bool dirty = w->dirty, terms = w->terms_dirty;
+    w->terms_dirty = false;
+    w->hb_passes = w->want_hb;
+    w->change_fields = w->want_fields;
     if (dirty) {
       want = w->desired;
       nwant = w->ndesired;
@@ -496,6 +549,8 @@ static void *watch_main(void *arg) {
     }
     if (stop)
       break;
+    if (terms)
+      renew_calls(w);
     if (w->rescan || time_mono_ms() >= w->next_due) {
       w->rescan = false;
       w->next_due = start_due(w);
@@ -597,6 +652,19 @@ int watcher_set_targets(struct watcher *w, const char *const *addrs, size_t n) {
   pthread_mutex_unlock(&w->mu);
   free(old);
   return 0;
+}
+
+void watcher_set_terms(struct watcher *w, uint32_t heartbeat_passes, uint64_t change_fields) {
+  if (heartbeat_passes > NODE_HEARTBEAT_MAX)
+    heartbeat_passes = NODE_HEARTBEAT_MAX;
+  pthread_mutex_lock(&w->mu);
+  if (w->want_hb != heartbeat_passes || w->want_fields != change_fields) {
+    w->want_hb = heartbeat_passes;
+    w->want_fields = change_fields;
+    w->terms_dirty = true;
+    pthread_cond_signal(&w->cv);
+  }
+  pthread_mutex_unlock(&w->mu);
 }
 
 void watcher_free(struct watcher *w) {

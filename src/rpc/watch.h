@@ -4,6 +4,7 @@
 #define GS_RPC_WATCH_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "core/node.h"
 #include "rpc/tls.h"
@@ -49,6 +50,14 @@ struct watcher *watcher_new(const struct watcher_config *cfg);
  * watcher's thread does the work). Thread-safe. Returns 0, GS_EINVAL (an empty address or one
  * longer than 255 bytes; nothing changed) or GS_ENOMEM (nothing changed). */
 int watcher_set_targets(struct watcher *w, const char *const *addrs, size_t n);
+
+/* The heartbeat terms of the WatchGPUs calls (proto/node.proto, WatchGPUsRequest): a snapshot
+ * at least every heartbeat_passes passes (0 or 1: every pass; capped at NODE_HEARTBEAT_MAX), and
+ * at once when a field in change_fields (0: every field) or anything but a reading changed.
+ * Calls made with other terms are made again at once, the agents staying connected. Each
+ * snapshot handed to on_snapshot carries the terms of its call (heartbeat_passes 1 when the
+ * agent does not honour them). Thread-safe; the default is 0, 0. */
+void watcher_set_terms(struct watcher *w, uint32_t heartbeat_passes, uint64_t change_fields);
 
 /* Cancels every stream, waits for C-core to release them, joins the thread and frees w. No
  * callback runs after it returns. Never call it from a callback. NULL is fine. */

@@ -28,7 +28,8 @@ static struct {
   pthread_cond_t cond;
   uint64_t gen;
   int calls;
-} stub = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 1, 0};
+  double util1, power; /* GPU 1's gpu_utilization and power_draw */
+} stub = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 1, 0, 20.0, 250.0};
 
 static int stub_values(void *ud, const struct trigger *t, double *vals, size_t cap, size_t *n,
                        char *err, size_t errlen) {
@@ -63,6 +64,7 @@ static int stub_snapshot(void *ud, struct node_snapshot *out) {
   pthread_mutex_lock(&stub.mu);
   out->generation = stub.gen;
   stub.calls++;
+  double util1 = stub.util1, power = stub.power;
   pthread_mutex_unlock(&stub.mu);
   snprintf(out->node, sizeof out->node, "%s", (const char *)ud);
   out->interval_ms = 1000;
@@ -78,7 +80,9 @@ static int stub_snapshot(void *ud, struct node_snapshot *out) {
     g->info.minor = i;
     g->has_sample = true;
     g->fresh = true;
-    sample_set(&g->latest, GF_GPU_UTIL, 10.0 * (i + 1));
+    g->latest.ts_ms = 1700000000000 + (int64_t)out->generation; /* a time: no change */
+    sample_set(&g->latest, GF_GPU_UTIL, i == 1 ? util1 : 10.0);
+    sample_set(&g->latest, GF_POWER_W, power);
   }
   return 0;
 }
@@ -134,6 +138,8 @@ static struct seen {
   bool out_of_order; /* a generation arrived twice or went back */
   int ngpus;
   double util1;
+  uint32_t hb;
+  uint64_t fields;
   char node[NODE_NAME_LEN];
   enum watch_state state;
   int backoffs, connects;
@@ -163,6 +169,8 @@ static void on_snapshot(void *ud, const char *addr, const struct node_snapshot *
   s->last_gen = snap->generation;
   s->ngpus = (int)snap->n;
   s->util1 = snap->n > 1 ? snap->gpus[1].latest.v[GF_GPU_UTIL] : -1;
+  s->hb = snap->heartbeat_passes;
+  s->fields = snap->change_fields;
   snprintf(s->node, sizeof s->node, "%s", snap->node);
   pthread_mutex_unlock(&seen_mu);
 }
@@ -227,7 +235,8 @@ static void test_list_gpus(void **state) {
   assert_int_equal(snap.n, 2);
   assert_string_equal(snap.gpus[1].info.uuid, "GPU-stub-1");
   assert_true(snap.gpus[1].latest.v[GF_GPU_UTIL] == 20.0);
-  assert_int_equal(snap.gpus[1].latest.valid, GF_BIT(GF_GPU_UTIL));
+  assert_int_equal(snap.gpus[1].latest.valid, GF_BIT(GF_GPU_UTIL) | GF_BIT(GF_POWER_W));
+  assert_true(snap.heartbeats); /* this agent honours WatchGPUsRequest.heartbeat_passes */
   node_snapshot_clear(&snap);
   free(resp);
 
@@ -378,6 +387,88 @@ static void test_watcher_reconnects(void **state) {
   rpc_server_shutdown(srv, 1000);
 }
 
+static void stub_set(double util1, double power) {
+  pthread_mutex_lock(&stub.mu);
+  stub.util1 = util1;
+  stub.power = power;
+  pthread_mutex_unlock(&stub.mu);
+}
+
+/* A pass, and time for the agent to send it if it sends it. */
+static void tick_settle(void) {
+  stub_tick();
+  nanosleep(&(struct timespec){0, 200000000L}, NULL);
+}
+
+/* Heartbeats (proto/node.proto, WatchGPUsRequest): with terms (4 passes, gpu_utilization) the
+ * agent sends the first pass, then a pass that changes gpu_utilization at once, one that
+ * changes power_draw only with the heartbeat, and the 4th unchanged pass; new terms make the
+ * stream again at once without the agent ever counting as gone. */
+static void test_watcher_heartbeats(void **state) {
+  reset_seen();
+  stub_set(20.0, 250.0);
+  struct rpc_server *srv = start_server("127.0.0.1:0", true);
+  char addr[64];
+  snprintf(addr, sizeof addr, "127.0.0.1:%d", rpc_server_port(srv));
+  struct watcher *w = new_watcher();
+  const uint64_t util = GF_BIT(GF_GPU_UTIL), power = GF_BIT(GF_POWER_W);
+  watcher_set_terms(w, 4, util);
+  const char *addrs[] = {addr};
+  assert_int_equal(watcher_set_targets(w, addrs, 1), 0);
+  WAIT_FOR(get_seen(addr).snapshots >= 1, 5000);
+  struct seen s = get_seen(addr);
+  assert_int_equal(s.snapshots, 1);
+  assert_int_equal(s.hb, 4); /* the agent honours the terms: they come with its snapshots */
+  assert_int_equal(s.fields, util);
+
+  for (int i = 0; i < 3; i++) /* passes 2 to 4: nothing changed */
+    tick_settle();
+  assert_int_equal(get_seen(addr).snapshots, 1);
+  stub_tick(); /* pass 5: the 4th since the last one sent, the heartbeat */
+  WAIT_FOR(get_seen(addr).snapshots >= 2, 3000);
+  assert_int_equal(get_seen(addr).snapshots, 2);
+
+  stub_set(20.0, 300.0); /* power_draw is not watched: waits for the heartbeat */
+  tick_settle();
+  assert_int_equal(get_seen(addr).snapshots, 2);
+  stub_set(55.0, 300.0); /* gpu_utilization is: at once */
+  stub_tick();
+  WAIT_FOR(get_seen(addr).snapshots >= 3, 3000);
+  s = get_seen(addr);
+  assert_int_equal(s.snapshots, 3);
+  assert_true(s.util1 == 55.0);
+  assert_false(s.out_of_order);
+
+  /* New terms: a new stream at once, the agent stays connected (no backoff, no reconnect). */
+  watcher_set_terms(w, 4, util | power);
+  WAIT_FOR(get_seen(addr).fields == (util | power), 3000);
+  s = get_seen(addr);
+  assert_int_equal(s.fields, util | power);
+  assert_int_equal(s.backoffs, 0);
+  assert_int_equal(s.connects, 1);
+  assert_int_equal(s.state, WATCH_CONNECTED);
+  int before = s.snapshots;
+  stub_set(55.0, 310.0); /* now power_draw is sent at once */
+  stub_tick();
+  WAIT_FOR(get_seen(addr).snapshots > before, 3000);
+  assert_int_equal(get_seen(addr).snapshots, before + 1);
+
+  /* Terms 1: every pass again. */
+  watcher_set_terms(w, 1, 0);
+  WAIT_FOR(get_seen(addr).hb == 1, 3000);
+  before = get_seen(addr).snapshots;
+  for (int i = 1; i <= 3; i++) {
+    stub_tick();
+    WAIT_FOR(get_seen(addr).snapshots >= before + i, 3000);
+  }
+  assert_int_equal(get_seen(addr).snapshots, before + 3);
+  assert_int_equal(get_seen(addr).backoffs, 0);
+  assert_int_equal(rpc_server_stream_count(srv), 1);
+  watcher_free(w);
+  rpc_server_shutdown(srv, 1000);
+  stub_set(20.0, 250.0);
+}
+
 static void test_watcher_set_targets(void **state) {
   reset_seen();
   struct rpc_server *srv = start_server("127.0.0.1:0", true);
@@ -439,9 +530,10 @@ static void test_watcher_free_busy(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_list_gpus),           cmocka_unit_test(test_unimplemented_without_hook),
-      cmocka_unit_test(test_watch_stream_raw),    cmocka_unit_test(test_watcher_reconnects),
-      cmocka_unit_test(test_watcher_set_targets), cmocka_unit_test(test_watcher_free_busy),
+      cmocka_unit_test(test_list_gpus),          cmocka_unit_test(test_unimplemented_without_hook),
+      cmocka_unit_test(test_watch_stream_raw),   cmocka_unit_test(test_watcher_reconnects),
+      cmocka_unit_test(test_watcher_heartbeats), cmocka_unit_test(test_watcher_set_targets),
+      cmocka_unit_test(test_watcher_free_busy),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }
