@@ -61,6 +61,9 @@ struct agent {
   bool ticked;                 /* cluster_tick has seen it since its last update */
   bool gap; /* disconnected since its last update: the passes between are not held (rings) */
   uint64_t updates;
+  /* Moves (to a number no agent had) whenever what a selection reads of it may have changed;
+   * the key of its parts in gateway/memo.h. */
+  uint64_t version;
 };
 
 struct cluster {
@@ -70,8 +73,9 @@ struct cluster {
   int64_t drop_after_ms;
   struct nodeset nodes; /* the GPU nodes the view must see (under lock) */
   struct ring_fields fields;
-  uint64_t watched; /* GF bits that triggers read, for the agents' change_fields (atomic) */
-  uint64_t settled; /* watched bits that every agent's stream watched once (atomic) */
+  uint64_t versions; /* the last agent version given (under the write lock) */
+  uint64_t watched;  /* GF bits that triggers read, for the agents' change_fields (atomic) */
+  uint64_t settled;  /* watched bits that every agent's stream watched once (atomic) */
   void (*on_watch)(void *ud, uint64_t fields);
   void *on_watch_ud;
   int64_t (*clock)(void *ud);
@@ -335,11 +339,6 @@ static bool gpu_store(struct cgpu *dst, const struct node_gpu *g) {
   return true;
 }
 
-/* Lays stored GPU g out as a struct node_gpu (its unlisted pods' room left as it was). */
-static void gpu_load(struct node_gpu *out, const struct cgpu *g) {
-  memcpy(out, g->blob, GPU_HEAD + blob_listed(g->blob) * POD_SIZE);
-}
-
 /* New rings for snap, carrying over (moving) the received samples of GPUs that were there
  * before; a's rings that were not carried lose their values. */
 static struct cluster_gpu_ring *carry_rings(struct cluster *c, struct agent *a,
@@ -461,6 +460,7 @@ static bool update_differs(const struct agent *a, const struct node_snapshot *sn
   const struct node_snapshot *o = &a->snap;
   if (!a->reported || !a->connected || strcmp(o->node, snap->node) != 0 ||
       o->interval_ms != snap->interval_ms || o->attribution != snap->attribution ||
+      o->heartbeat_passes != snap->heartbeat_passes || o->change_fields != snap->change_fields ||
       o->engines_on != snap->engines_on || strcmp(o->engines_why, snap->engines_why) != 0 ||
       o->n_engines != n_engines || engines_differ(o->engines, engines, n_engines))
     return true;
@@ -505,10 +505,13 @@ int cluster_update(struct cluster *c, const char *addr, const struct node_snapsh
   }
   /* Only the readings of a fresh agent that stays on its node and devices change: that node's
    * change. Anything else: every selection's. */
-  if (!same || !a->reported || !is_fresh(a, now) || strcmp(a->snap.node, snap->node) != 0)
+  if (!same || !a->reported || !is_fresh(a, now) || strcmp(a->snap.node, snap->node) != 0) {
     content_changed(c);
-  else if (update_differs(a, snap, engines, n_engines))
+    a->version = ++c->versions;
+  } else if (update_differs(a, snap, engines, n_engines)) {
     node_changed(c, snap->node);
+    a->version = ++c->versions;
+  }
   a->ticked = false; /* the update decided its own change; cluster_tick watches from here */
   if (snap->interval_ms > c->max_interval_ms) {
     pthread_mutex_lock(&c->changes_mu);
@@ -561,6 +564,7 @@ int cluster_set_state(struct cluster *c, const char *addr, bool connected, const
     content_changed(c); /* rare (a stream coming or going), and it may turn the agent stale */
     a->connected = connected;
     a->gap = a->gap || !connected;
+    a->version = ++c->versions;
     snprintf(a->reason, sizeof a->reason, "%s", connected || !reason ? "" : reason);
   }
   pthread_rwlock_unlock(&c->lock);
@@ -606,6 +610,7 @@ size_t cluster_sweep(struct cluster *c) {
     struct agent *a = c->agents[i];
     if ((a->snap.n > 0 || a->snap.n_engines > 0) && is_dropped(c, a, now)) {
       agent_forget(a); /* its engine pods are forgotten with its GPUs */
+      a->version = ++c->versions;
       dropped++;
     }
   }
@@ -728,7 +733,9 @@ int cluster_visit_where(struct cluster *c, bool (*want)(void *ud, const char *no
                         int (*fn)(void *ud, const struct cluster_node_view *v), void *ud,
                         int64_t *now_out) {
   int rc = 0;
-  struct node_gpu *gpus = NULL; /* the visited agent's GPUs, laid out for the reader */
+  /* The visited agent's GPUs, in place: a blob is a struct node_gpu's bytes up to its listed
+   * pods (malloc'd, so aligned for it), which is all a reader may read. No copy per visit. */
+  const struct node_gpu **gpus = NULL;
   size_t cap = 0;
   pthread_rwlock_rdlock(&c->lock);
   int64_t now = now_ms(c);
@@ -745,7 +752,7 @@ int cluster_visit_where(struct cluster *c, bool (*want)(void *ud, const char *no
       snap.engines = NULL;
     }
     if (snap.n > cap) {
-      struct node_gpu *ng = realloc(gpus, snap.n * sizeof *ng);
+      const struct node_gpu **ng = realloc(gpus, snap.n * sizeof *ng);
       if (!ng) {
         rc = GS_ENOMEM;
         break;
@@ -754,8 +761,9 @@ int cluster_visit_where(struct cluster *c, bool (*want)(void *ud, const char *no
       cap = snap.n;
     }
     for (size_t k = 0; k < snap.n; k++)
-      gpu_load(&gpus[k], &a->gpus[k]);
-    snap.gpus = snap.n ? gpus : NULL;
+      gpus[k] = (const struct node_gpu *)(const void *)a->gpus[k].blob;
+    snap.gpus = NULL;
+    v.gpu = snap.n ? gpus : NULL;
     v.addr = a->addr;
     v.node = a->snap.node;
     v.reported = a->reported;
@@ -766,6 +774,8 @@ int cluster_visit_where(struct cluster *c, bool (*want)(void *ud, const char *no
     v.stale_after_ms = stale_after(a);
     v.reason = a->reason;
     v.rings = v.dropped ? NULL : a->rings;
+    v.pos = i;
+    v.version = a->version;
     v.lost = false;
     v.gpus = a->snap.n;
     v.set = NULL;
@@ -971,10 +981,7 @@ uint64_t cluster_watched_fields(struct cluster *c) {
 
 bool cluster_field_current(const struct cluster_node_view *v, enum gpu_field f) {
   const struct node_snapshot *s = v->snap;
-  if (s->heartbeat_passes <= 1 || (s->change_fields & GF_BIT(f)))
-    return true;
-  int64_t iv = s->interval_ms > 0 ? s->interval_ms : CLUSTER_DEFAULT_INTERVAL_MS;
-  return v->age_ms <= CLUSTER_STALE_INTERVALS * iv;
+  return s->heartbeat_passes <= 1 || (s->change_fields & GF_BIT(f)) != 0;
 }
 
 void cluster_keep_field(struct cluster *c, enum gpu_field f) {

@@ -40,6 +40,12 @@ struct cluster_node_view {
   const char *reason;                   /* why it is disconnected ("" when connected); for a
                                            lost node, why its GPUs are unknown */
   const struct cluster_gpu_ring *rings; /* internal, for cluster_gpu_window_mean */
+  /* Its snap->n GPUs, read in place from the compact store (snap->gpus is NULL): a GPU's members
+   * are all there, and of its pods[] only the listed ones (pods.n), so never copy one whole. */
+  const struct node_gpu *const *gpu;
+  size_t pos;       /* the agent's position in this visit */
+  uint64_t version; /* moves whenever what a selection reads of this agent may have changed, to
+                       a number no agent had before (0: a lost node) */
   /* A lost node (docs/gateway.md, "Lost agents"): a GPU node of the node set that no listed
    * agent reports for. addr is "", snap has only the node name, and gpus is the GPU count it
    * last had (its last report's, else the API's; 0 when unknown). */
@@ -118,10 +124,9 @@ size_t cluster_agent_count(struct cluster *c);
 
 /* Calls fn for every agent under the read lock, in address order, then for every lost node
  * (v->lost) in name order, stopping at the first non-zero return, which it returns (0 when all
- * were visited; GS_ENOMEM when an agent's GPUs could not be laid out). fn must not call back into
+ * were visited; GS_ENOMEM when an agent's GPU list could not be made). fn must not call back into
  * c, except cluster_gpu_window_mean. *now_ms gets the clock reading the views are relative to.
- * v->snap->gpus is laid out for this call from the compact store: a struct node_gpu's pods[]
- * beyond pods.n is not meaningful there. */
+ * The GPUs are v->gpu[0..v->snap->n), in place (v->snap->gpus is NULL). */
 int cluster_visit(struct cluster *c, int (*fn)(void *ud, const struct cluster_node_view *v),
                   void *ud, int64_t *now_ms);
 /* As cluster_visit, but an agent whose node want(ud, node) leaves out is shown with its header
@@ -130,7 +135,7 @@ int cluster_visit(struct cluster *c, int (*fn)(void *ud, const struct cluster_no
 int cluster_visit_where(struct cluster *c, bool (*want)(void *ud, const char *node),
                         int (*fn)(void *ud, const struct cluster_node_view *v), void *ud,
                         int64_t *now_ms);
-/* Mean of field f over GPU i of view v (index into v->snap->gpus) among the received samples
+/* Mean of field f over GPU i of view v (index into v->gpu) among the received samples
  * taken at or after now_ms - window_ms (sample time = receive time - the agent's reported age).
  * Only inside cluster_visit. Returns 0, or GS_EUNAVAIL when no such sample has f. */
 int cluster_gpu_window_mean(const struct cluster_node_view *v, size_t i, enum gpu_field f,
@@ -191,8 +196,9 @@ uint64_t cluster_watched_fields(struct cluster *c);
  * named it, no lock held; fn must not block). Set before the view is shared. */
 void cluster_set_watch_hook(struct cluster *c, void (*fn)(void *ud, uint64_t fields), void *ud);
 /* Whether v's reading of field f is current: always, unless v's stream has heartbeats and does
- * not watch f (a trigger named it only since); then only while v's last update is at most
- * CLUSTER_STALE_INTERVALS agent intervals old, as without heartbeats. */
+ * not watch f (a trigger named it only since, and the agent's stream is not made again yet):
+ * then its changes may not have been sent. Depends on the stream's terms only (an update that
+ * changes them is a change of the node), never on time. */
 bool cluster_field_current(const struct cluster_node_view *v, enum gpu_field f);
 
 /* Bumped on every update, state change and removal. */

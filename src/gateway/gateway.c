@@ -19,6 +19,7 @@
 #include "gateway/coverage.h"
 #include "gateway/discovery.h"
 #include "gateway/gpunodes.h"
+#include "gateway/memo.h"
 #include "gateway/share.h"
 #include "gateway/source.h"
 #include "http/exposition.h"
@@ -289,7 +290,7 @@ static int render_agents(struct buf *b, const struct cluster_agent_info *a, size
   static const char *const fam[][2] = {
       {"gpuscale_gateway_agent_connected", "1 when the WatchGPUs stream to the agent is up."},
       {"gpuscale_gateway_agent_fresh",
-       "1 when the agent reported within 3 of its sampling intervals."},
+       "1 when the agent reported within --agent-heartbeat + 2 of its sampling intervals."},
       {"gpuscale_gateway_agent_last_update_age_seconds",
        "Seconds since the agent's last snapshot (since it was added when it never reported)."},
       {"gpuscale_gateway_agent_gpus", "GPUs the gateway holds for the agent."},
@@ -514,6 +515,7 @@ static int gateway_run(struct gateway_opts *o) {
   int exit_code = 1;
   struct profile_set profiles = {0};
   struct trigger_cache *tcache = NULL;
+  struct gwmemo *memo = NULL; /* plain cluster selections' per-agent parts */
   struct gateway g;
   memset(&g, 0, sizeof g);
   pthread_mutex_init(&g.lock, NULL);
@@ -552,7 +554,8 @@ static int gateway_run(struct gateway_opts *o) {
   if (gateway_gpu_nodes(o, g.cluster, &lister, &exit_code) != 0)
     goto out;
 
-  struct gwsource gs = {g.cluster, GWSOURCE_DEFAULT_COALESCE_MS, {0}};
+  memo = gwmemo_new(); /* NULL (out of memory): every selection visits every GPU */
+  struct gwsource gs = {g.cluster, GWSOURCE_DEFAULT_COALESCE_MS, {0}, memo};
   struct scaler sc = {&profiles, gwsource_make(&gs), NULL};
   /* Each ScaledObject's metadata (and its pods/nodes regexes) is parsed once, not per poll. */
   sc.cache = tcache = trigger_cache_new(GW_TRIGGER_CACHE);
@@ -616,6 +619,7 @@ out:
     cluster_wake_all(g.cluster);
   rpc_server_shutdown(rpc, (int)o->serve.grace_ms);
   trigger_cache_free(tcache);
+  gwmemo_free(memo);
   watcher_free(g.watcher);
   discovery_targets_free(g.targets, g.ntargets);
   cluster_free(g.cluster);

@@ -2,6 +2,8 @@
  * values (grouped by pod in workload scope), the selected/fresh counts and what is missing. */
 #include "gateway/source.h"
 
+#include "gateway/memo.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -46,6 +48,7 @@ struct pick {
   uint32_t next_group;
   char *err;
   size_t errlen;
+  struct gwmemo_sel *memo; /* a plain cluster selection's per-agent parts, or NULL */
 };
 
 static bool pod_matches(const struct trigger *t, const struct pod_ref *p) {
@@ -139,7 +142,7 @@ static int add_per_pod(struct pick *k, const struct node_gpu *g, double v) {
 /* The value of a selected GPU, or why it has none (returns false and writes why). */
 static bool gpu_value(const struct pick *k, const struct cluster_node_view *v, size_t i,
                       double *out, char *why, size_t whylen) {
-  const struct node_gpu *g = &v->snap->gpus[i];
+  const struct node_gpu *g = v->gpu[i];
   enum gpu_field f = k->t->metric;
   if (g->health == GPU_HEALTH_LOST) {
     snprintf(why, whylen, "GPU %d is lost: %s", g->info.index, g->reason);
@@ -152,9 +155,9 @@ static bool gpu_value(const struct pick *k, const struct cluster_node_view *v, s
   }
   if (!cluster_field_current(v, f)) { /* a field its agent was not yet asked to watch */
     snprintf(why, whylen,
-             "GPU %d has no current %s reading: its agent sends changes of it only from its next "
-             "stream (last update %.1fs ago)",
-             g->info.index, gpu_field_name(f), (double)v->age_ms / 1000.0);
+             "GPU %d has no current %s reading: its agent's stream does not send its changes yet "
+             "(it is being made again with them)",
+             g->info.index, gpu_field_name(f));
     return false;
   }
   bool failed = !sample_has(&g->latest, f) && sample_failed(&g->latest, f);
@@ -187,11 +190,12 @@ static bool gpu_value(const struct pick *k, const struct cluster_node_view *v, s
 
 /* MIG: true when GPU i of the node is a MIG-enabled parent whose instances are listed too; its
  * value of f is then already in theirs (see scaler_mig_instance_field). */
-static bool mig_parent_skipped(const struct node_snapshot *s, size_t i, enum gpu_field f) {
-  if (s->gpus[i].info.mig || !scaler_mig_instance_field(f))
+static bool mig_parent_skipped(const struct cluster_node_view *v, size_t i, enum gpu_field f) {
+  const struct node_gpu *const *g = v->gpu;
+  if (g[i]->info.mig || !scaler_mig_instance_field(f))
     return false;
-  for (size_t j = 0; j < s->n; j++)
-    if (s->gpus[j].info.mig && s->gpus[j].info.parent_index == s->gpus[i].info.index)
+  for (size_t j = 0; j < v->snap->n; j++)
+    if (g[j]->info.mig && g[j]->info.parent_index == g[i]->info.index)
       return true;
   return false;
 }
@@ -201,13 +205,13 @@ static bool mig_parent_skipped(const struct node_snapshot *s, size_t i, enum gpu
  * when selected but not fresh, or a GS_E* code. */
 static int visit_gpu(struct pick *k, const struct cluster_node_view *v, size_t i,
                      bool explicit_pick) {
-  const struct node_gpu *g = &v->snap->gpus[i];
+  const struct node_gpu *g = v->gpu[i];
   const struct trigger *t = k->t;
   if (!trigger_regex_match(&t->gpu_model, g->info.name))
     return 0;
   if (k->pod_sel && !gpu_has_selected_pod(t, g))
     return 0;
-  if (!explicit_pick && mig_parent_skipped(v->snap, i, t->metric))
+  if (!explicit_pick && mig_parent_skipped(v, i, t->metric))
     return 0; /* counted through its MIG instances */
   k->sel->matched++;
   /* A field whose read failed is selected and not fresh, unlike one the GPU does not report. */
@@ -240,11 +244,12 @@ static void note_unknown(struct pick *k, const struct cluster_node_view *v, cons
 /* The GPUs of node v that a pod selection could take (the model matches, not lost, the field not
  * known to be unsupported; a failed read still counts) into *could; returns the GPUs whose model
  * matches. */
-static size_t could_take(const struct trigger *t, const struct node_snapshot *s, size_t *could) {
+static size_t could_take(const struct trigger *t, const struct cluster_node_view *v,
+                         size_t *could) {
   size_t models = 0;
   *could = 0;
-  for (size_t i = 0; i < s->n; i++) {
-    const struct node_gpu *g = &s->gpus[i];
+  for (size_t i = 0; i < v->snap->n; i++) {
+    const struct node_gpu *g = v->gpu[i];
     if (!trigger_regex_match(&t->gpu_model, g->info.name))
       continue;
     models++;
@@ -273,14 +278,14 @@ static size_t listed_pods(const struct gpu_pods *p) {
  * decides (not a pod selection, the model or MIG rules leave it out, lost, or nothing unlisted). */
 static bool overflow_unknown(struct pick *k, const struct cluster_node_view *v, size_t i,
                              bool explicit_pick) {
-  const struct node_gpu *g = &v->snap->gpus[i];
+  const struct node_gpu *g = v->gpu[i];
   const struct trigger *t = k->t;
   if (!k->pod_sel || !trigger_regex_match(&t->gpu_model, g->info.name))
     return false;
   size_t holders = attrib_holders(&g->pods);
   if (holders <= listed_pods(&g->pods))
     return false;
-  if (!explicit_pick && mig_parent_skipped(v->snap, i, t->metric))
+  if (!explicit_pick && mig_parent_skipped(v, i, t->metric))
     return false;
   if (g->health == GPU_HEALTH_LOST || (g->has_sample && !sample_has(&g->latest, t->metric) &&
                                        !sample_failed(&g->latest, t->metric)))
@@ -307,7 +312,7 @@ static int visit_gpus(struct pick *k, const struct cluster_node_view *v, size_t 
   }
   for (size_t x = 0; x < t->n_indices; x++) {
     size_t i = 0;
-    while (i < s->n && s->gpus[i].info.index != t->indices[x])
+    while (i < s->n && v->gpu[i]->info.index != t->indices[x])
       i++;
     if (i == s->n) {
       snprintf(k->err, k->errlen, "gpuIndex %d does not exist on node %s (%zu GPUs)", t->indices[x],
@@ -356,7 +361,7 @@ static void pod_unknowns(struct pick *k, const struct cluster_node_view *v, size
                          bool noted) {
   char why[CLUSTER_REASON_LEN + 96];
   if (!v->fresh) {
-    size_t could, models = could_take(k->t, v->snap, &could);
+    size_t could, models = could_take(k->t, v, &could);
     size_t rest = could > counted ? could - counted : 0;
     if ((!models && !v->dropped) || (rest == 0 && counted))
       return;
@@ -502,7 +507,7 @@ static int visit_node(void *ud, const struct cluster_node_view *v) {
   if (k->pod_sel && !v->snap->attribution) {
     /* The pods may hold any of its GPUs that the selection could take: all of those count in the
      * coverage denominator (at least one when the model matches). */
-    size_t could, models = could_take(k->t, v->snap, &could);
+    size_t could, models = could_take(k->t, v, &could);
     if (models) {
       k->sel->unknown++;
       k->sel->unknown_gpus += could ? could : 1;
@@ -513,10 +518,37 @@ static int visit_node(void *ud, const struct cluster_node_view *v) {
     }
     return 0;
   }
+  /* A plain cluster selection: the agent's part as kept for its version, or kept now. */
+  enum gpu_field f = k->t->metric;
+  bool memo = k->memo && v->fresh && cluster_field_current(v, f);
+  if (memo) {
+    const struct gwmemo_part *p = gwmemo_get(k->memo, v->pos, v->version);
+    if (p) {
+      k->sel->matched += p->matched;
+      k->sel->selected += p->selected;
+      k->sel->fresh += p->fresh;
+      for (size_t i = 0; i < p->n; i++) {
+        int rc = scaler_selection_add(k->sel, p->vals[i], 0);
+        if (rc)
+          return rc;
+      }
+      return 0;
+    }
+  }
+  struct scaler_selection *sel = k->sel; /* what it had before: notes are only appended */
+  size_t n0 = sel->n, matched0 = sel->matched, fresh0 = sel->fresh, unknown0 = sel->unknown;
+  size_t cut0 = sel->missing_cut, missing0 = memo ? strlen(sel->missing) : 0;
   k->npods = 0;
   k->node_overflow = k->overflow_max = 0;
   size_t stale = 0, selected0 = k->sel->selected;
   int rc = visit_gpus(k, v, &stale);
+  if (memo && rc == 0 && stale == 0 && sel->missing_cut == cut0 &&
+      strlen(sel->missing) == missing0 && sel->unknown == unknown0) {
+    struct gwmemo_part p = {
+        v->version,  sel->matched - matched0, sel->selected - selected0, sel->fresh - fresh0,
+        sel->n - n0, sel->vals + n0};
+    gwmemo_put(k->memo, v->pos, &p);
+  }
   if (rc == 0 && stale && !v->fresh) {
     char why[CLUSTER_REASON_LEN + 96];
     not_fresh_text(v, why, sizeof why);
@@ -537,8 +569,14 @@ static bool node_wanted(void *ud, const char *node) {
   return trigger_regex_match(&t->nodes, node);
 }
 
-int gwsource_select(struct cluster *c, const struct trigger *t, struct scaler_selection *sel,
-                    char *err, size_t errlen) {
+/* A trigger whose selection is a plain fold over the agents (gateway/memo.h). */
+static bool memo_fits(const struct trigger *t) {
+  return t->scope == TRIGGER_SCOPE_CLUSTER && !t->engine && !trigger_selects_pods(t) &&
+         !t->nodes.set && !t->gpu_model.set && t->window_ms <= 0 && t->n_indices == 0;
+}
+
+static int select_with(struct cluster *c, struct gwmemo *memo, const struct trigger *t,
+                       struct scaler_selection *sel, char *err, size_t errlen) {
   struct pick k;
   memset(&k, 0, sizeof k);
   k.t = t;
@@ -550,7 +588,9 @@ int gwsource_select(struct cluster *c, const struct trigger *t, struct scaler_se
     cluster_watch_field(c, t->metric, GWSOURCE_WATCH_WAIT_MS); /* sent at once from now */
   if (t->window_ms > 0 && !t->engine)
     cluster_keep_field(c, t->metric); /* the rings keep only the fields windows read */
+  k.memo = memo && memo_fits(t) ? gwmemo_begin(memo, t->metric) : NULL;
   int rc = cluster_visit_where(c, node_wanted, visit_node, &k, &k.now);
+  gwmemo_end(k.memo);
   free(k.pods);
   free(k.groups);
   if (rc)
@@ -601,12 +641,17 @@ int gwsource_select(struct cluster *c, const struct trigger *t, struct scaler_se
 static int gw_select(void *ud, const struct trigger *t, struct scaler_selection *sel, char *err,
                      size_t errlen) {
   struct gwsource *gs = ud;
-  return gwsource_select(gs->cluster, t, sel, err, errlen);
+  return select_with(gs->cluster, gs->memo, t, sel, err, errlen);
 }
 
 /* The stream ticker's wait: wakes on a change of what selections read (cluster_wait_changed), not
  * on every agent update, so that a view whose readings repeat costs no pass beyond the ticker's
  * own period; time-driven changes (an agent turning stale) are noticed here first. */
+int gwsource_select(struct cluster *c, const struct trigger *t, struct scaler_selection *sel,
+                    char *err, size_t errlen) {
+  return select_with(c, NULL, t, sel, err, errlen);
+}
+
 static uint64_t gw_wait_tick(void *ud, uint64_t seen, int timeout_ms) {
   struct gwsource *gs = ud;
   cluster_tick(gs->cluster);

@@ -765,6 +765,43 @@ static int is_active_shared(const struct scaler *s, const struct scaler_request 
   return rc;
 }
 
+int scaler_is_active_held(const struct scaler *s, const struct scaler_request *r,
+                          struct scaler_hold *h, bool *active, struct scaler_error *e) {
+  if (!trigger_cache_shares(s->cache))
+    return scaler_is_active(s, r, active, e);
+  if (h->e && !trigger_cache_entry_live(s->cache, h->e)) /* profiles reloaded, or evicted */
+    scaler_hold_release(s, h);
+  if (!h->e) {
+    struct trigger t;
+    struct trigger_cache_entry *hold;
+    int rc = parse(s, r, &t, &hold, e);
+    if (rc)
+      return rc;
+    if (!hold) { /* not cached (over the caps, or out of memory): asked as a poll is */
+      trigger_free(&t);
+      return is_active_shared(s, r, active, e);
+    }
+    h->e = hold; /* the parse's hold, kept */
+  }
+  const struct trigger *t = trigger_cache_entry_trigger(h->e);
+  uint64_t stamp = trigger_cache_stamp(s->cache, t); /* before evaluating */
+  if (trigger_cache_memo_get(s->cache, h->e, stamp, active))
+    return 0;
+  struct scaler_result res;
+  int rc = evaluate_shared(s, r, t, stamp, &res, e);
+  if (rc == 0) {
+    *active = res.active;
+    trigger_cache_memo_put(s->cache, h->e, stamp, res.active);
+  }
+  return rc;
+}
+
+void scaler_hold_release(const struct scaler *s, struct scaler_hold *h) {
+  if (h->e)
+    trigger_cache_release(s->cache, h->e);
+  h->e = NULL;
+}
+
 int scaler_is_active(const struct scaler *s, const struct scaler_request *r, bool *active,
                      struct scaler_error *e) {
   if (trigger_cache_shares(s->cache))

@@ -192,6 +192,16 @@ int scaler_get_metrics(const struct scaler *s, const struct scaler_request *r,
                        const char *metric_name, struct scaler_result *out, struct scaler_error *e);
 int scaler_is_active(const struct scaler *s, const struct scaler_request *r, bool *active,
                      struct scaler_error *e);
+/* A StreamIsActive stream's hold on its parsed trigger: a stream asks about the same metadata at
+ * every pass, so it keeps the trigger cache's entry between calls rather than looking it up
+ * (hashing the metadata, copying the trigger) each time. Zero-initialise it; release it once. */
+struct scaler_hold {
+  struct trigger_cache_entry *e;
+};
+/* scaler_is_active through h: the same answers. */
+int scaler_is_active_held(const struct scaler *s, const struct scaler_request *r,
+                          struct scaler_hold *h, bool *active, struct scaler_error *e);
+void scaler_hold_release(const struct scaler *s, struct scaler_hold *h);
 /* For a caller that asks about one trigger many times (gpuscale simulate, every simulated
  * second): scaler_parse_trigger parses r's metadata and resolves it for this scaler once (0, or
  * the error scaler_get_metrics would give; on success the caller owns *t and trigger_frees it);

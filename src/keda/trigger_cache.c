@@ -266,6 +266,17 @@ void trigger_cache_release(struct trigger_cache *c, struct trigger_cache_entry *
     entry_free(e);
 }
 
+const struct trigger *trigger_cache_entry_trigger(const struct trigger_cache_entry *e) {
+  return &e->t;
+}
+
+bool trigger_cache_entry_live(struct trigger_cache *c, const struct trigger_cache_entry *e) {
+  pthread_mutex_lock(&c->mu);
+  bool live = e->live;
+  pthread_mutex_unlock(&c->mu);
+  return live;
+}
+
 void trigger_cache_stats(struct trigger_cache *c, struct trigger_cache_stats *out) {
   memset(out, 0, sizeof *out);
   if (!c)

@@ -48,6 +48,11 @@ struct trigger_cache_entry *trigger_cache_put(struct trigger_cache *c, const str
 /* Releases a hold from get or put; the entry is freed once evicted and no longer held. NULL e is
  * fine. */
 void trigger_cache_release(struct trigger_cache *c, struct trigger_cache_entry *e);
+/* For a caller that keeps a hold across calls (a stream): the held entry's trigger, read in place
+ * (valid while held), and whether the entry is still in the table (false once cleared, evicted
+ * or replaced: then the caller releases it and gets the trigger again). */
+const struct trigger *trigger_cache_entry_trigger(const struct trigger_cache_entry *e);
+bool trigger_cache_entry_live(struct trigger_cache *c, const struct trigger_cache_entry *e);
 
 /* ---- Shared answers (docs/gateway.md, "Sizing") ----
  * A source that can tell when a trigger's answer may have changed sets a stamp function: it

@@ -118,6 +118,7 @@ struct call {
   Grpc__Health__V1__HealthCheckRequest *hreq;
   struct kv *kv;
   struct scaler_request sreq;
+  struct scaler_hold hold; /* StreamIsActive: its parsed trigger, kept between passes */
 };
 
 struct rpc_server {
@@ -215,6 +216,7 @@ static void call_destroy(struct call *c) {
     externalscaler__scaled_object_ref__free_unpacked(c->ref, NULL);
   if (c->hreq)
     grpc__health__v1__health_check_request__free_unpacked(c->hreq, NULL);
+  scaler_hold_release(s->cfg.scaler, &c->hold);
   free(c->kv);
   free(c->spec_pending);
   free(c);
@@ -770,7 +772,7 @@ static int stream_eval(struct call *c, int *v, char *msg, size_t msglen) {
   }
   bool active = false;
   struct scaler_error e = {0};
-  int r = scaler_is_active(c->srv->cfg.scaler, &c->sreq, &active, &e);
+  int r = scaler_is_active_held(c->srv->cfg.scaler, &c->sreq, &c->hold, &active, &e);
   if (!r) {
     *v = active ? 1 : 0;
     return 0;

@@ -56,7 +56,7 @@ static int collect(void *ud, const struct cluster_node_view *v) {
     snprintf(s->addr[s->n], sizeof s->addr[0], "%s", v->addr);
     s->v[s->n] = *v;
     s->gpus[s->n] = v->snap->n;
-    s->first_util[s->n] = v->snap->n ? v->snap->gpus[0].latest.v[GF_GPU_UTIL] : -1;
+    s->first_util[s->n] = v->snap->n ? v->gpu[0]->latest.v[GF_GPU_UTIL] : -1;
   }
   s->n++;
   return 0;
@@ -446,7 +446,7 @@ static void *writer(void *arg) {
 static int check_whole(void *ud, const struct cluster_node_view *v) {
   size_t *bad = ud;
   for (size_t i = 0; i < v->snap->n; i++)
-    if (v->snap->gpus[i].latest.v[GF_GPU_UTIL] != v->snap->gpus[0].latest.v[GF_GPU_UTIL])
+    if (v->gpu[i]->latest.v[GF_GPU_UTIL] != v->gpu[0]->latest.v[GF_GPU_UTIL])
       (*bad)++;
   return 0;
 }

@@ -210,8 +210,8 @@ static void test_stale_after_heartbeat(void **state) {
   cluster_free(c);
 }
 
-/* A field the stream does not watch is current only while the last update is at most 3
- * intervals old; a watched one for the whole heartbeat. */
+/* A field the stream does not watch is never current (its changes may not have been sent); a
+ * watched one is, for the whole heartbeat; without heartbeats every field is. */
 static void test_unwatched_field(void **state) {
   (void)state;
   struct cluster *c = new_view();
@@ -221,12 +221,20 @@ static void test_unwatched_field(void **state) {
   terms(&s, HB, GF_BIT(GF_GPU_UTIL));
   assert_int_equal(cluster_update(c, "a:1", &s), 0);
   node_snapshot_clear(&s);
-  fake_now += 3 * IV;
-  assert_true(probe(c, GF_MEM_UTIL, 0).current);
-  assert_true(probe(c, GF_GPU_UTIL, 0).current);
-  fake_now += 1;
   assert_false(probe(c, GF_MEM_UTIL, 0).current);
   assert_true(probe(c, GF_GPU_UTIL, 0).current);
+  fake_now += (HB + 2) * IV;
+  assert_true(probe(c, GF_GPU_UTIL, 0).current);
+  /* The stream made again with it watched: an update, and the field is current. */
+  mk(&s, fake_now, 30, 5);
+  terms(&s, HB, GF_BIT(GF_GPU_UTIL) | GF_BIT(GF_MEM_UTIL));
+  assert_int_equal(cluster_update(c, "a:1", &s), 0);
+  node_snapshot_clear(&s);
+  assert_true(probe(c, GF_MEM_UTIL, 0).current);
+  mk(&s, fake_now, 30, 5); /* an agent without heartbeats: every field */
+  assert_int_equal(cluster_update(c, "a:1", &s), 0);
+  node_snapshot_clear(&s);
+  assert_true(probe(c, GF_POWER_W, 0).current);
   cluster_free(c);
 }
 

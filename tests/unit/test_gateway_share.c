@@ -21,6 +21,7 @@
 #include "core/err.h"
 #include "core/profile.h"
 #include "gateway/cluster.h"
+#include "gateway/memo.h"
 #include "gateway/share.h"
 #include "gateway/source.h"
 #include "keda/scaler.h"
@@ -58,6 +59,12 @@ static void build(int k, const struct sim *s, struct node_snapshot *out) {
   snprintf(out->node, sizeof out->node, "n%d", k);
   out->interval_ms = 1000;
   out->attribution = true;
+  if (k % 2) { /* heartbeats (3 passes) watching gpu_utilization only: memory_utilization is
+                  then current only while the update is at most 3 intervals old */
+    out->heartbeats = true;
+    out->heartbeat_passes = 3;
+    out->change_fields = GF_BIT(GF_GPU_UTIL);
+  }
   out->engines_on = false;
   snprintf(out->engines_why, sizeof out->engines_why, "off in this test");
   size_t n = (size_t)(s->ngpus + s->mig);
@@ -102,7 +109,7 @@ static int read_back(void *ud, const struct cluster_node_view *v) {
   r->found = true;
   r->same = v->snap->n == r->sent->n;
   for (size_t i = 0; r->same && i < v->snap->n; i++) {
-    const struct node_gpu *a = &v->snap->gpus[i], *b = &r->sent->gpus[i];
+    const struct node_gpu *a = v->gpu[i], *b = &r->sent->gpus[i];
     r->same = memcmp(&a->info, &b->info, sizeof a->info) == 0 && a->health == b->health &&
               a->fresh == b->fresh && a->latest.valid == b->latest.valid &&
               a->latest.v[GF_GPU_UTIL] == b->latest.v[GF_GPU_UTIL] &&
@@ -113,6 +120,11 @@ static int read_back(void *ud, const struct cluster_node_view *v) {
 }
 
 static const struct kv triggers[][8] = {
+    {{"metricType", "memory_utilization"},
+     {"scope", "cluster"},
+     {"aggregation", "avg"},
+     {"activationThreshold", "5"},
+     {"allowPartial", "true"}},
     {{"metricType", "gpu_utilization"},
      {"scope", "cluster"},
      {"aggregation", "avg"},
@@ -186,12 +198,15 @@ static void test_shared_answers_match_recompute(void **state) {
   struct cluster *c = cluster_new(8000); /* dropped after 8 s without an update */
   assert_non_null(c);
   cluster_set_clock(c, fake_clock, NULL);
-  struct gwsource gs = {c, 0, {0}};
+  /* Shared: the trigger cache's stamps and the per-agent parts of plain cluster selections
+   * (gateway/memo.h). Full: neither. */
+  struct gwsource gs = {c, 0, {0}, gwmemo_new()}, gs_full = {c, 0, {0}, NULL};
+  assert_non_null(gs.memo);
   struct trigger_cache *cache = trigger_cache_new(0);
   assert_non_null(cache);
   trigger_cache_set_stamp(cache, gwshare_stamp, c);
   struct scaler shared = {&profiles, gwsource_make(&gs), cache};
-  struct scaler full = {&profiles, gwsource_make(&gs), NULL};
+  struct scaler full = {&profiles, gwsource_make(&gs_full), NULL};
 
   struct sim sims[NAG];
   memset(sims, 0, sizeof sims);
@@ -266,6 +281,9 @@ static void test_shared_answers_match_recompute(void **state) {
       r1 = scaler_get_metrics(&shared, &req, NULL, &m1, &e1);
       r2 = scaler_get_metrics(&full, &req, NULL, &m2, &e2);
       assert_int_equal(r1, r2);
+      if (r1 == 0 && (m1.selected != m2.selected || m1.value != m2.value))
+        print_error("step %d trigger %zu: shared %g (%zu selected), recomputed %g (%zu)\n", step, t,
+                    m1.value, m1.selected, m2.value, m2.selected);
       if (r1 == 0) { /* the same value from the same GPUs, shared selection or not */
         assert_true(m1.value == m2.value);
         assert_int_equal(m1.selected, m2.selected);
@@ -283,9 +301,11 @@ static void test_shared_answers_match_recompute(void **state) {
   /* The comparison meant something: answers flipped, and shared answers were used. */
   assert_true(flips > 100);
   assert_true(st.memo_hits > 0 && st.memo_misses > 0);
+  assert_true(gwmemo_hits(gs.memo) > 0); /* agents' parts were reused */
   print_message("%zu checks, %zu flips, shared answers: %llu used, %llu computed\n", checks, flips,
                 st.memo_hits, st.memo_misses);
   trigger_cache_free(cache);
+  gwmemo_free(gs.memo);
   cluster_free(c);
 }
 
@@ -332,7 +352,7 @@ static void test_ticker_wakes_on_changes_only(void **state) {
   assert_true(ch1.stamp > ch0.stamp);
   cluster_tick(c); /* sees the agent fresh after its update */
   seen = cluster_mark_changed(c);
-  fake_now += 5000; /* no update for 5 s: stale after 3 */
+  fake_now += 6000; /* no update for 6 s: stale after 3 intervals, 5 with its 3-pass heartbeat */
   cluster_tick(c);
   assert_true(cluster_wait_changed(c, seen, 1000) != seen);
   cluster_free(c);

@@ -178,6 +178,7 @@ static void rig_init(struct rig *r, enum variant v) {
   }
   r->gs.cluster = r->c;
   r->gs.coalesce_ms = 0;
+  r->gs.memo = NULL;
   r->s.profiles = &profiles;
   r->s.cache = NULL;
   r->s.src = gwsource_make(&r->gs);
@@ -777,6 +778,7 @@ static void shared_rig(struct rig *r, const struct agent_def *a) {
   node_snapshot_clear(&s);
   r->gs.cluster = r->c;
   r->gs.coalesce_ms = 0;
+  r->gs.memo = NULL;
   r->s.profiles = &profiles;
   r->s.cache = NULL;
   r->s.src = gwsource_make(&r->gs);
@@ -980,6 +982,7 @@ static void world_init(struct rig *r, enum world w, enum variant v) {
     fake_now += 10000;
   r->gs.cluster = r->c;
   r->gs.coalesce_ms = 0;
+  r->gs.memo = NULL;
   r->s.profiles = &profiles;
   r->s.cache = NULL;
   r->s.src = gwsource_make(&r->gs);
@@ -1765,6 +1768,7 @@ static void eng_rig(struct rig *r, enum eng_variant v) {
     cluster_set_state(r->c, "10.0.1.9:6000", false, "connection refused");
   r->gs.cluster = r->c;
   r->gs.coalesce_ms = 0;
+  r->gs.memo = NULL;
   r->s.profiles = &profiles;
   r->s.cache = NULL;
   r->s.src = gwsource_make(&r->gs);
