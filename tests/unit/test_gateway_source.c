@@ -1603,6 +1603,7 @@ static void test_long_coverage_message(void **state) {
   }
   r.gs.cluster = r.c;
   r.gs.coalesce_ms = 0;
+  r.gs.memo = NULL;
   r.s.profiles = &profiles;
   r.s.cache = NULL;
   r.s.src = gwsource_make(&r.gs);
