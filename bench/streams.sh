@@ -121,7 +121,7 @@ soak "$WORK/base.out" --seconds 10 --window 10
 sleep 1
 RSS0=$(rss_kib "$SERVER")
 say "streams bench: $N StreamIsActive streams, GetMetrics at $RATE/s, a transition after 15 s"
-"$SOAK" --target "$TARGET" "${MD[@]}" ${MIXARGS[@]+"${MIXARGS[@]}"} ${SENTARGS[@]+"${SENTARGS[@]}"} --rate "$RATE" --seconds 25 --window 25 --streams "$N" \
+"$SOAK" --target "$TARGET" "${MD[@]}" ${MIXARGS[@]+"${MIXARGS[@]}"} ${SENTARGS[@]+"${SENTARGS[@]}"} --rate "$RATE" --seconds 25 --window 15 --streams "$N" \
   --ready-file "$WORK/ready" --flip-after 15 --flip-cmd "$FLIP" >"$WORK/streams.out" \
   2>"$WORK/streams.err" &
 CLIENT=$!
@@ -175,6 +175,11 @@ for f in p50 p99; do
   row "$P GetMetrics $f at $RATE/s, $N open" "$(us "$(g total ${f}_us "$WORK/streams.out")")" \
     "no stream open: $(us "$(g total ${f}_us "$WORK/base.out")")"
 done
+# the 15 s before the transition, and the 10 s from it (all streams pushed at once)
+row "$P GetMetrics p99, $N open, before the transition" \
+  "$(us "$(g window=1 p99_us "$WORK/streams.out")")" "the first 15 s, streams open and settled"
+row "$P GetMetrics p99, $N open, the transition's 10 s" \
+  "$(us "$(g window=2 p99_us "$WORK/streams.out")")" "$N pushes and the agents' changed updates"
 row "$PS CPU with $N open, idle load" \
   "$(awk -v a="$CPU_A" -v b="$CPU_B" -v s="$T_A" -v t="$T_B" 'BEGIN {printf "%.1f%% of a CPU", (b - a) / 1e7 / (t - s)}')" \
   "with GetMetrics at $RATE/s, before the transition"

@@ -718,6 +718,8 @@ int cluster_snapshot_agents(struct cluster *c, struct cluster_agent_info *out, s
     o->engine_pods = o->dropped ? 0 : a->snap.n_engines;
     snprintf(o->engines_why, sizeof o->engines_why, "%s", a->snap.engines_why);
     o->updates = a->updates;
+    o->heartbeat_passes = (uint32_t)heartbeat_of(a);
+    o->stale_after_ms = stale_after(a);
   }
   *n = c->n;
   pthread_rwlock_unlock(&c->lock);

@@ -75,6 +75,8 @@ struct cluster_agent_info {
   size_t engine_pods;  /* engine pods currently held (0 once dropped) */
   char engines_why[ENGINE_REASON_LEN]; /* why engines are off, as the agent said */
   uint64_t updates;                    /* snapshots received */
+  uint32_t heartbeat_passes;           /* its stream's heartbeat (1: an update every pass) */
+  int64_t stale_after_ms;              /* stale after this long without an update */
 };
 
 /* A view dropping an agent's GPUs after drop_after_ms without an update (<= 0: the default, 5m).

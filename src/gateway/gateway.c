@@ -421,6 +421,12 @@ static void handle_agents(void *ud, const struct http_request *req, struct http_
       json_object_object_add(o, "engines", e);
     }
     json_object_object_add(o, "updates", json_object_new_int64((int64_t)a[i].updates));
+    if (a[i].reported) { /* its stream's terms (docs/gateway.md, "Heartbeats") */
+      json_object_object_add(o, "heartbeat_passes",
+                             json_object_new_int64((int64_t)a[i].heartbeat_passes));
+      json_object_object_add(o, "stale_after_seconds",
+                             json_object_new_double((double)a[i].stale_after_ms / 1e3));
+    }
     if (a[i].reason[0])
       json_object_object_add(o, "reason", json_object_new_string(a[i].reason));
     json_object_array_add(arr, o);

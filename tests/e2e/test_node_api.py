@@ -230,3 +230,78 @@ def test_pods_in_snapshot(agents, tmp_path):
         assert first.gpus[1].pods_total == 2
     finally:
         k.cleanup()
+
+
+def collect_watch(stream, out):
+    """Appends (monotonic time, snapshot) for each message until the stream ends."""
+    try:
+        for snap in stream:
+            out.append((time.monotonic(), snap))
+    except grpc.RpcError:
+        pass
+
+
+def test_watch_heartbeats(agents):
+    """WatchGPUsRequest heartbeat terms (proto/node.proto), from grpcio: with (5 passes,
+    gpu_utilization) the agent sends the first pass, then every 5th pass while nothing changes; a
+    gpu_utilization change at the next pass; a power_draw change (not watched) only with the
+    heartbeat. Every snapshot says the agent honours the terms."""
+    a = start_agent(agents)
+    c = NodeClient(a.channel)
+    pb = c.pb
+    util = 1 << pb.Field.Value("FIELD_GPU_UTILIZATION")
+    stream = c.watch(pb.WatchGPUsRequest(heartbeat_passes=5, change_fields=util))
+    got = []
+    th = threading.Thread(target=collect_watch, args=(stream, got), daemon=True)
+    th.start()
+    try:
+        wait_for(lambda: len(got) >= 4, timeout=30, what="four heartbeats")
+        gens = [s.generation for _, s in got]
+        assert all(s.heartbeats for _, s in got)
+        gaps = [b - a for a, b in zip(gens, gens[1:])]
+        # nothing changes: each one 5 passes after the last (more when a tick saw passes at once)
+        assert all(5 <= g <= 7 for g in gaps), gens
+
+        # gpu_utilization of GPU 0 changes: sent at the first pass that reads it, not 5 later
+        n = len(got)
+        g0 = c.list(pb.ListGPUsRequest(), timeout=helpers.RPC_TIMEOUT).generation
+        a.scenario.gpus[0]["gpu_utilization"] = 77
+        a.scenario.write(a.scenario_path)
+        a.reload()
+        wait_for(lambda: any(s.gpus[0].latest.gpu_utilization == 77 for _, s in got[n:]),
+                 timeout=30, what="the changed gpu_utilization")
+        first = next(s for _, s in got[n:] if s.gpus[0].latest.gpu_utilization == 77)
+        g1 = c.list(pb.ListGPUsRequest(), timeout=helpers.RPC_TIMEOUT).generation
+        # read at most a couple of passes after the reload, whatever the heartbeat's phase
+        assert first.generation <= g1 and first.generation - g0 <= 4, (g0, first.generation, g1)
+
+        # power_draw of GPU 0 changes: not watched, so it waits for the heartbeat
+        time.sleep(1.5 * INTERVAL_MS / 1000)
+        n = len(got)
+        last_gen = got[-1][1].generation
+        a.scenario.gpus[0]["power_draw"] = 222.5
+        a.scenario.write(a.scenario_path)
+        a.reload()
+        wait_for(lambda: any(helpers.close(s.gpus[0].latest.power_draw, 222.5) for _, s in got[n:]),
+                 timeout=30, what="the changed power_draw")
+        carried = next(s for _, s in got[n:] if helpers.close(s.gpus[0].latest.power_draw, 222.5))
+        assert carried.generation - last_gen >= 5, (last_gen, carried.generation)
+    finally:
+        stream.cancel()
+        th.join(timeout=10)
+
+
+def test_watch_without_terms_sends_every_pass(agents):
+    """An empty request (an older gateway) still gets every pass."""
+    a = start_agent(agents)
+    c = NodeClient(a.channel)
+    pb = c.pb
+    stream = c.watch(pb.WatchGPUsRequest())
+    gens = []
+    for snap in stream:
+        gens.append(snap.generation)
+        if len(gens) == 6:
+            break
+    stream.cancel()
+    gaps = [b - a for a, b in zip(gens, gens[1:])]
+    assert all(g >= 1 for g in gaps) and sum(gaps) <= 8, gens

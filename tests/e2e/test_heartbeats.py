@@ -1,0 +1,75 @@
+"""--agent-heartbeat end to end (docs/gateway.md, "Heartbeats"): one real agent (mock GPUs whose
+readings hold, 200 ms passes) watched by two real gateways, one with heartbeats (5 passes, the
+default) and one without (--agent-heartbeat 1, what every gateway did before). The first receives
+about a fifth of the updates and gives the same answers; an agent that falls silent (SIGSTOP: its
+connection stays up) is stale for the first only after 5 + 2 intervals, for the second after 3.
+Read through /api/v1/agents and KEDA's GetMetrics from grpcio."""
+
+import signal
+import time
+
+import helpers
+from gateway_helpers import Gateway
+from helpers import Scenario, wait_for
+from test_gateway import md, value
+
+INTERVAL_S = helpers.INTERVAL_S
+
+
+def gpus():
+    return [{"model": "NVIDIA HB-%d" % i, "memory_total_mib": 16384, "memory_used_mib": 4096,
+             "gpu_utilization": 20 + 30 * i, "power_draw": 100.0 + i} for i in range(2)]
+
+
+def test_heartbeats_fewer_updates_same_answers_stale_later(agents, tmp_path):
+    a = agents(Scenario(gpus()), extra=["--node-name", "hb-node"])
+    addr = a.grpc_address
+    gw5 = Gateway(["--agents", addr, "--tick", "200ms"], workdir=str(tmp_path / "gw5")).start()
+    gw1 = Gateway(["--agents", addr, "--tick", "200ms", "--agent-heartbeat", "1"],
+                  workdir=str(tmp_path / "gw1")).start()
+    try:
+        for gw in (gw5, gw1):
+            wait_for(lambda gw=gw: gw.agents().get(addr, {}).get("fresh"), timeout=30,
+                     what="the agent fresh")
+        ag5, ag1 = gw5.agents()[addr], gw1.agents()[addr]
+        assert ag5["heartbeat_passes"] == 5 and ag1["heartbeat_passes"] == 1, (ag5, ag1)
+        assert helpers.close(ag5["stale_after_seconds"], 7 * INTERVAL_S), ag5
+        assert helpers.close(ag1["stale_after_seconds"], 3 * INTERVAL_S), ag1
+
+        # A fifth of the updates while nothing changes (the counts of the same 4 s).
+        u5, u1 = ag5["updates"], ag1["updates"]
+        time.sleep(4.0)
+        d5 = gw5.agents()[addr]["updates"] - u5
+        d1 = gw1.agents()[addr]["updates"] - u1
+        assert d1 >= 10, d1  # 20 passes; a loaded machine may merge some
+        assert d5 <= 6 and 3 * d5 < d1, (d5, d1)
+
+        # The same answers, plain and over a window (readings that hold).
+        for m in (md(aggregation="avg"), md(aggregation="avg", window="2s")):
+            v5, v1 = value(gw5.client(), m), value(gw1.client(), m)
+            assert helpers.close(v5, 35.0) and helpers.close(v1, 35.0), (m, v5, v1)
+
+        # Silent but connected: fresh for the first while the second already says stale.
+        a.signal(signal.SIGSTOP)
+        try:
+            held = []
+            deadline = time.monotonic() + 10
+            while time.monotonic() < deadline:
+                e5 = gw5.agents()[addr]
+                if not e5["fresh"]:
+                    break
+                if e5["age_seconds"] > 3 * INTERVAL_S + 0.1:
+                    held.append(e5["age_seconds"])
+                time.sleep(0.05)
+            assert not e5["fresh"], "never stale: %r" % e5
+            assert e5["age_seconds"] >= 7 * INTERVAL_S, e5
+            assert held, "stale as soon as without heartbeats"
+            assert not gw1.agents()[addr]["fresh"]
+        finally:
+            a.signal(signal.SIGCONT)
+        for gw in (gw5, gw1):
+            wait_for(lambda gw=gw: gw.agents()[addr]["fresh"], timeout=30, what="fresh again")
+    finally:
+        for gw in (gw5, gw1):
+            gw.stop()
+            gw.kill()
