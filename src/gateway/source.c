@@ -49,6 +49,7 @@ struct pick {
   char *err;
   size_t errlen;
   struct gwmemo_sel *memo; /* a plain cluster selection's per-agent parts, or NULL */
+  bool node_mig;           /* the node being visited lists MIG instances */
 };
 
 static bool pod_matches(const struct trigger *t, const struct pod_ref *p) {
@@ -190,9 +191,10 @@ static bool gpu_value(const struct pick *k, const struct cluster_node_view *v, s
 
 /* MIG: true when GPU i of the node is a MIG-enabled parent whose instances are listed too; its
  * value of f is then already in theirs (see scaler_mig_instance_field). */
-static bool mig_parent_skipped(const struct cluster_node_view *v, size_t i, enum gpu_field f) {
+static bool mig_parent_skipped(const struct pick *k, const struct cluster_node_view *v, size_t i,
+                               enum gpu_field f) {
   const struct node_gpu *const *g = v->gpu;
-  if (g[i]->info.mig || !scaler_mig_instance_field(f))
+  if (!k->node_mig || g[i]->info.mig || !scaler_mig_instance_field(f))
     return false;
   for (size_t j = 0; j < v->snap->n; j++)
     if (g[j]->info.mig && g[j]->info.parent_index == g[i]->info.index)
@@ -211,7 +213,7 @@ static int visit_gpu(struct pick *k, const struct cluster_node_view *v, size_t i
     return 0;
   if (k->pod_sel && !gpu_has_selected_pod(t, g))
     return 0;
-  if (!explicit_pick && mig_parent_skipped(v, i, t->metric))
+  if (!explicit_pick && mig_parent_skipped(k, v, i, t->metric))
     return 0; /* counted through its MIG instances */
   k->sel->matched++;
   /* A field whose read failed is selected and not fresh, unlike one the GPU does not report. */
@@ -285,7 +287,7 @@ static bool overflow_unknown(struct pick *k, const struct cluster_node_view *v, 
   size_t holders = attrib_holders(&g->pods);
   if (holders <= listed_pods(&g->pods))
     return false;
-  if (!explicit_pick && mig_parent_skipped(v, i, t->metric))
+  if (!explicit_pick && mig_parent_skipped(k, v, i, t->metric))
     return false;
   if (g->health == GPU_HEALTH_LOST || (g->has_sample && !sample_has(&g->latest, t->metric) &&
                                        !sample_failed(&g->latest, t->metric)))
@@ -299,6 +301,9 @@ static bool overflow_unknown(struct pick *k, const struct cluster_node_view *v, 
 static int visit_gpus(struct pick *k, const struct cluster_node_view *v, size_t *stale) {
   const struct trigger *t = k->t;
   const struct node_snapshot *s = v->snap;
+  k->node_mig = false; /* most nodes have no MIG: no parent to look for */
+  for (size_t i = 0; i < s->n && !k->node_mig; i++)
+    k->node_mig = v->gpu[i]->info.mig;
   if (t->scope != TRIGGER_SCOPE_NODE || t->n_indices == 0) {
     for (size_t i = 0; i < s->n; i++) {
       if (overflow_unknown(k, v, i, false))
