@@ -73,3 +73,72 @@ def test_heartbeats_fewer_updates_same_answers_stale_later(agents, tmp_path):
         for gw in (gw5, gw1):
             gw.stop()
             gw.kill()
+
+
+class OldAgent:
+    """An agent before heartbeats, in grpcio: WatchGPUs sends one NodeSnapshot per 200 ms pass
+    whatever the request asks, and never says NodeSnapshot.heartbeats. It records the requests."""
+
+    def __init__(self):
+        from concurrent import futures
+
+        import grpc
+
+        from test_node_api import node_pb
+        self.pb = node_pb()
+        self.requests = []
+        self.gen = 0
+        handler = grpc.method_handlers_generic_handler("gpuscale.v1.Node", {
+            "WatchGPUs": grpc.unary_stream_rpc_method_handler(
+                self.watch, request_deserializer=self.pb.WatchGPUsRequest.FromString,
+                response_serializer=self.pb.NodeSnapshot.SerializeToString),
+        })
+        self.server = grpc.server(futures.ThreadPoolExecutor(max_workers=4))
+        self.server.add_generic_rpc_handlers((handler,))
+        self.port = self.server.add_insecure_port("%s:0" % helpers.LOOPBACK)
+        self.address = "%s:%d" % (helpers.LOOPBACK, self.port)
+        self.server.start()
+
+    def snapshot(self):
+        pb = self.pb
+        self.gen += 1
+        now = int(time.time() * 1000)
+        s = pb.NodeSnapshot(node="old-node", interval_ms=int(INTERVAL_S * 1000),
+                            generation=self.gen, taken_ms=now, attribution=False,
+                            engines_on=False, engines_why="an agent before engines")
+        g = s.gpus.add(index=0, uuid="GPU-01d00000-0000-4000-8000-000000000000",
+                       name="NVIDIA Old", fresh=True, health=pb.HEALTH_OK)
+        g.latest.timestamp_ms = now
+        g.latest.gpu_utilization = 40
+        g.latest.valid = 1 << pb.Field.Value("FIELD_GPU_UTILIZATION")
+        return s
+
+    def watch(self, request, context):
+        self.requests.append((request.heartbeat_passes, request.change_fields))
+        while context.is_active():
+            yield self.snapshot()
+            time.sleep(INTERVAL_S)
+
+    def stop(self):
+        self.server.stop(0).wait(5)
+
+
+def test_agent_before_heartbeats_is_held_to_every_pass(tmp_path):
+    """A gateway with heartbeats asks an older agent for them; the agent ignores the request and
+    does not say it honours it, so the gateway takes it as sending every pass: stale after 3
+    intervals, not 7, and every update taken."""
+    old = OldAgent()
+    gw = Gateway(["--agents", old.address, "--tick", "200ms"], workdir=str(tmp_path / "gw")).start()
+    try:
+        addr = old.address
+        wait_for(lambda: gw.agents().get(addr, {}).get("fresh"), timeout=30,
+                 what="the old agent fresh")
+        assert old.requests and old.requests[0][0] == 5, old.requests  # asked, all the same
+        ag = gw.agents()[addr]
+        assert ag["heartbeat_passes"] == 1, ag
+        assert helpers.close(ag["stale_after_seconds"], 3 * INTERVAL_S), ag
+        assert helpers.close(value(gw.client(), md(aggregation="avg")), 40.0)
+    finally:
+        gw.stop()
+        gw.kill()
+        old.stop()
