@@ -373,6 +373,7 @@ static int compile_regex(const char *key, const char *v, struct trigger_regex *r
              why);
     return bad(err, errlen, key, v, rule);
   }
+  memcpy(r->src, v, len + 1);
   r->set = true;
   return 0;
 }

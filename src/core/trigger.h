@@ -43,6 +43,7 @@ enum trigger_value { TRIGGER_VALUE_SUM = 0, TRIGGER_VALUE_AVERAGE };
 struct trigger_regex {
   bool set;
   regex_t re;
+  char src[TRIGGER_REGEX_MAX + 1]; /* the pattern as given (what a selection's key names) */
 };
 
 struct kv {

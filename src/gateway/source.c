@@ -48,8 +48,9 @@ struct pick {
   uint32_t next_group;
   char *err;
   size_t errlen;
-  struct gwmemo_sel *memo; /* a plain cluster selection's per-agent parts, or NULL */
+  struct gwmemo_sel *memo; /* the selection's per-agent parts (gateway/memo.h), or NULL */
   bool node_mig;           /* the node being visited lists MIG instances */
+  bool node_lws;           /* a pod of the node being visited is part of a multi-pod replica */
 };
 
 static bool pod_matches(const struct trigger *t, const struct pod_ref *p) {
@@ -76,6 +77,7 @@ static int replica_group(struct pick *k, uint64_t group, uint32_t *id) {
     k->groups = ng;
     k->capgroups = cap;
   }
+  k->node_lws = true; /* its id is shared with other nodes: this node's part is not kept */
   k->groups[k->ngroups].group = group;
   *id = k->groups[k->ngroups++].id = k->next_group++;
   k->sel->n_groups = k->next_group;
@@ -467,6 +469,35 @@ static int visit_lost(struct pick *k, const struct cluster_node_view *v) {
   return 0;
 }
 
+/* Keeps the part that node v just added to the selection (values from n0 on, groups from base). */
+static void keep_part(struct pick *k, const struct cluster_node_view *v, uint32_t base, size_t n0,
+                      size_t matched0, size_t selected0, size_t fresh0) {
+  const struct scaler_selection *sel = k->sel;
+  size_t n = sel->n - n0;
+  uint32_t lgroup_buf[64], *lgroup = n <= 64 ? lgroup_buf : malloc(n * sizeof *lgroup);
+  if (!lgroup)
+    return;
+  bool ok = true;
+  for (size_t i = 0; i < n && ok; i++) {
+    ok = sel->group[n0 + i] >= base; /* always, without multi-pod replicas */
+    lgroup[i] = sel->group[n0 + i] - base;
+  }
+  if (ok) {
+    struct gwmemo_part p = {v->version,
+                            sel->matched - matched0,
+                            sel->selected - selected0,
+                            sel->fresh - fresh0,
+                            n,
+                            sel->vals + n0,
+                            lgroup,
+                            sel->share + n0,
+                            k->next_group - base};
+    gwmemo_put(k->memo, v->pos, &p);
+  }
+  if (lgroup != lgroup_buf)
+    free(lgroup);
+}
+
 static int visit_node(void *ud, const struct cluster_node_view *v) {
   struct pick *k = ud;
   if (v->lost)
@@ -523,45 +554,49 @@ static int visit_node(void *ud, const struct cluster_node_view *v) {
     }
     return 0;
   }
-  /* A plain cluster selection: the agent's part as kept for its version, or kept now. */
+  /* The agent's part as kept for its version (gateway/memo.h), or kept now. */
   enum gpu_field f = k->t->metric;
+  struct scaler_selection *sel = k->sel;
+  uint32_t base = k->next_group; /* the first pod group this node's pods may start */
   bool memo = k->memo && v->fresh && cluster_field_current(v, f);
   if (memo) {
     const struct gwmemo_part *p = gwmemo_get(k->memo, v->pos, v->version);
     if (p) {
-      k->sel->matched += p->matched;
-      k->sel->selected += p->selected;
-      k->sel->fresh += p->fresh;
+      sel->matched += p->matched;
+      sel->selected += p->selected;
+      sel->fresh += p->fresh;
       for (size_t i = 0; i < p->n; i++) {
-        int rc = scaler_selection_add(k->sel, p->vals[i], 0);
+        int rc = scaler_selection_add_share(sel, p->vals[i], base + p->lgroup[i], p->share[i]);
         if (rc)
           return rc;
+      }
+      if (p->ngroups) {
+        k->next_group = base + p->ngroups;
+        sel->n_groups = k->next_group;
       }
       return 0;
     }
   }
-  struct scaler_selection *sel = k->sel; /* what it had before: notes are only appended */
+  /* What it had before: notes and unknowns are only ever added. */
   size_t n0 = sel->n, matched0 = sel->matched, fresh0 = sel->fresh, unknown0 = sel->unknown;
-  size_t cut0 = sel->missing_cut, missing0 = memo ? strlen(sel->missing) : 0;
+  size_t unknown_gpus0 = sel->unknown_gpus, cut0 = sel->missing_cut;
+  size_t missing0 = memo ? strlen(sel->missing) : 0;
   k->npods = 0;
   k->node_overflow = k->overflow_max = 0;
-  size_t stale = 0, selected0 = k->sel->selected;
+  k->node_lws = false;
+  size_t stale = 0, selected0 = sel->selected;
   int rc = visit_gpus(k, v, &stale);
-  if (memo && rc == 0 && stale == 0 && sel->missing_cut == cut0 &&
-      strlen(sel->missing) == missing0 && sel->unknown == unknown0) {
-    struct gwmemo_part p = {
-        v->version,  sel->matched - matched0, sel->selected - selected0, sel->fresh - fresh0,
-        sel->n - n0, sel->vals + n0};
-    gwmemo_put(k->memo, v->pos, &p);
-  }
   if (rc == 0 && stale && !v->fresh) {
     char why[CLUSTER_REASON_LEN + 96];
     not_fresh_text(v, why, sizeof why);
-    scaler_selection_note(k->sel, "node %s (%s): %s, %zu selected GPUs", v->node, v->addr, why,
-                          stale);
+    scaler_selection_note(sel, "node %s (%s): %s, %zu selected GPUs", v->node, v->addr, why, stale);
   }
   if (rc == 0 && k->pod_sel)
-    pod_unknowns(k, v, k->sel->selected - selected0, stale && !v->fresh);
+    pod_unknowns(k, v, sel->selected - selected0, stale && !v->fresh);
+  if (memo && rc == 0 && stale == 0 && !k->node_lws && sel->missing_cut == cut0 &&
+      sel->unknown == unknown0 && sel->unknown_gpus == unknown_gpus0 &&
+      strlen(sel->missing) == missing0)
+    keep_part(k, v, base, n0, matched0, selected0, fresh0);
   return rc;
 }
 
@@ -574,10 +609,20 @@ static bool node_wanted(void *ud, const char *node) {
   return trigger_regex_match(&t->nodes, node);
 }
 
-/* A trigger whose selection is a plain fold over the agents (gateway/memo.h). */
-static bool memo_fits(const struct trigger *t) {
-  return t->scope == TRIGGER_SCOPE_CLUSTER && !t->engine && !trigger_selects_pods(t) &&
-         !t->nodes.set && !t->gpu_model.set && t->window_ms <= 0 && t->n_indices == 0;
+/* The key of t's selection when its agents' parts can be kept (gateway/memo.h): cluster or
+ * workload scope, GPU readings without a window or gpuIndex. Every key that chooses GPUs and
+ * pods is in it, each with its length. Returns false when the parts cannot be kept. */
+static bool memo_key(const struct trigger *t, char *key, size_t cap) {
+  if ((t->scope != TRIGGER_SCOPE_CLUSTER && t->scope != TRIGGER_SCOPE_WORKLOAD) || t->engine ||
+      t->window_ms > 0 || t->n_indices > 0)
+    return false;
+  const struct trigger_regex *re[] = {&t->pods, &t->nodes, &t->gpu_model};
+  int len = snprintf(key, cap, "%d|%d|%zu:%s", (int)t->scope, (int)t->metric, strlen(t->ns), t->ns);
+  for (size_t i = 0; i < 3 && len > 0 && (size_t)len < cap; i++) {
+    const char *src = re[i]->set ? re[i]->src : "";
+    len += snprintf(key + len, cap - (size_t)len, "|%d:%zu:%s", re[i]->set, strlen(src), src);
+  }
+  return len > 0 && (size_t)len < cap;
 }
 
 static int select_with(struct cluster *c, struct gwmemo *memo, const struct trigger *t,
@@ -593,7 +638,8 @@ static int select_with(struct cluster *c, struct gwmemo *memo, const struct trig
     cluster_watch_field(c, t->metric, GWSOURCE_WATCH_WAIT_MS); /* sent at once from now */
   if (t->window_ms > 0 && !t->engine)
     cluster_keep_field(c, t->metric); /* the rings keep only the fields windows read */
-  k.memo = memo && memo_fits(t) ? gwmemo_begin(memo, t->metric) : NULL;
+  char key[4 * (TRIGGER_REGEX_MAX + 32) + TRIGGER_NS_LEN];
+  k.memo = memo && memo_key(t, key, sizeof key) ? gwmemo_begin(memo, key) : NULL;
   int rc = cluster_visit_where(c, node_wanted, visit_node, &k, &k.now);
   gwmemo_end(k.memo);
   free(k.pods);

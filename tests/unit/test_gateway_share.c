@@ -89,6 +89,8 @@ static void build(int k, const struct sim *s, struct node_snapshot *out) {
       snprintf(r->ns, sizeof r->ns, "%s", (s->pod_base + p) % 2 ? "ml" : "other");
       snprintf(r->pod, sizeof r->pod, "vllm-%d", (s->pod_base + p + (int)i) % 5);
       snprintf(r->container, sizeof r->container, "main");
+      if (k % 4 == 3) /* a LeaderWorkerSet replica: its group spans nodes */
+        r->group = 1000 + (uint64_t)((s->pod_base + p + (int)i) % 3);
     }
     g->pods.n = g->pods.total = g->pods.holders = (size_t)s->pods[i % 8];
     g->pods.shared = s->pods[i % 8] > 1;
@@ -164,6 +166,20 @@ static const struct kv triggers[][8] = {
      {"activationThreshold", "30"},
      {"targetValue", "20"},
      {"allowPartial", "true"}},
+    /* kept per agent too (gateway/memo.h): other pod, node and model selectors */
+    {{"metricType", "gpu_utilization"},
+     {"scope", "workload"},
+     {"namespace", "ml"},
+     {"nodes", "n[1-6]"},
+     {"gpuModel", "NVIDIA H100"},
+     {"activationThreshold", "40"},
+     {"allowPartial", "true"}},
+    {{"metricType", "gpu_utilization"},
+     {"scope", "cluster"},
+     {"namespace", "ml"},
+     {"pods", "vllm-[1-3]"},
+     {"aggregation", "avg"},
+     {"activationThreshold", "50"}},
     {{"metricType", "gpu_utilization"},
      {"scope", "node"},
      {"node", "n3"},
