@@ -14,30 +14,7 @@
 #include "core/log.h"
 #include "core/timeutil.h"
 #include "gateway/changes.h"
-
-/* Which fields the rings keep (docs/gateway.md, "Sizing"): a window reads one field, so a ring
- * keeps only the fields that windowed triggers asked for (GPU utilization from the start), each
- * in a slot of its own. Slots are only ever added, under the write lock. */
-struct ring_fields {
-  int8_t slot_of[GF__COUNT]; /* -1: not kept */
-  uint64_t mask;             /* GF_BIT of every kept field */
-  size_t n;
-};
-
-struct ring_entry {
-  int64_t mono_ms; /* sample time on the gateway's monotonic clock */
-  uint64_t valid;  /* among the kept fields (those with a slot when it was stored) */
-};
-
-struct cluster_gpu_ring {
-  char uuid[GPU_STR_LEN];
-  int64_t last_ts; /* agent wall-clock ts of the newest entry, to skip re-sent samples */
-  size_t head, len;
-  const struct ring_fields *fields; /* the cluster's */
-  size_t nslots;                    /* slots per entry in v (fields->n when last stored) */
-  struct ring_entry e[CLUSTER_RING];
-  double *v; /* CLUSTER_RING x nslots values, entry-major; NULL before the first sample */
-};
+#include "gateway/ring.h"
 
 /* One GPU, compact: the bytes of its struct node_gpu up to its pods[], then its listed pods. */
 struct cgpu {
@@ -130,12 +107,6 @@ struct cluster *cluster_new(int64_t drop_after_ms) {
   pthread_mutex_init(&c->gen_mu, NULL);
   pthread_mutex_init(&c->changes_mu, NULL);
   return c;
-}
-
-static void rings_free(struct cluster_gpu_ring *r, size_t n) {
-  for (size_t i = 0; r && i < n; i++)
-    free(r[i].v);
-  free(r);
 }
 
 static void cgpus_free(struct cgpu *g, size_t n) {
@@ -372,75 +343,6 @@ static bool same_devices(const struct agent *a, const struct node_snapshot *s) {
     if (strcmp(a->rings[i].uuid, s->gpus[i].info.uuid) != 0)
       return false;
   return true;
-}
-
-/* Re-lays r's values out for the cluster's current slots (slots are only added). */
-static bool ring_restride(struct cluster_gpu_ring *r) {
-  size_t n = r->fields->n;
-  if (r->v && r->nslots == n)
-    return true;
-  double *v = realloc(r->v, CLUSTER_RING * n * sizeof *v);
-  if (!v)
-    return false;
-  if (r->v) /* entry-major: move each entry's row to its wider place, last first */
-    for (size_t j = CLUSTER_RING; j-- > 0;)
-      memmove(v + j * n, v + j * r->nslots, r->nslots * sizeof *v);
-  r->v = v;
-  r->nslots = n;
-  return true;
-}
-
-/* Adds a copy of the newest entry at mono_ms, with only the fields in keep. */
-static void ring_repeat(struct cluster_gpu_ring *r, int64_t mono_ms, uint64_t keep) {
-  size_t last = (r->head + CLUSTER_RING - 1) % CLUSTER_RING;
-  struct ring_entry *e = &r->e[r->head];
-  e->mono_ms = mono_ms;
-  e->valid = r->e[last].valid & keep;
-  memcpy(r->v + r->head * r->nslots, r->v + last * r->nslots, r->nslots * sizeof *r->v);
-  r->head = (r->head + 1) % CLUSTER_RING;
-  if (r->len < CLUSTER_RING)
-    r->len++;
-}
-
-/* The passes an agent skipped since entry time t0, by its heartbeat (at most hb - 1 of them),
- * up to until_ms: the first at t0 + interval. */
-static int64_t held_passes(int64_t t0, int64_t until_ms, int64_t interval, int64_t hb) {
-  if (hb <= 1 || until_ms < t0 + interval)
-    return 0;
-  int64_t k = (until_ms - t0) / interval;
-  return k < hb - 1 ? k : hb - 1;
-}
-
-/* Stores g's sample, received at recv. With heartbeats (hb > 1, terms of the agent's stream),
- * the passes the agent skipped since the newest entry held the same readings of the watched
- * fields: each gets its entry first, so that a window counts every pass as if each was sent. */
-static void ring_push(struct cluster_gpu_ring *r, const struct node_gpu *g, int64_t recv,
-                      int64_t interval, int64_t hb, uint64_t watched) {
-  if (!g->has_sample || (r->len && r->last_ts == g->latest.ts_ms))
-    return;
-  if (!ring_restride(r))
-    return; /* out of memory: this sample is not kept (a window sees one fewer) */
-  const struct ring_fields *fl = r->fields;
-  int64_t mono = recv - (g->age_ms > 0 ? g->age_ms : 0);
-  if (r->len) {
-    int64_t t0 = r->e[(r->head + CLUSTER_RING - 1) % CLUSTER_RING].mono_ms;
-    /* Half an interval of slack: the pass that sent this one is not a skipped one. */
-    int64_t k = held_passes(t0, mono - interval / 2, interval, hb);
-    for (int64_t j = 1; j <= k; j++)
-      ring_repeat(r, t0 + j * interval, watched);
-  }
-  struct ring_entry *e = &r->e[r->head];
-  e->mono_ms = mono;
-  e->valid = g->latest.valid & fl->mask;
-  double *row = r->v + r->head * r->nslots;
-  for (uint64_t m = e->valid; m; m &= m - 1) {
-    int f = __builtin_ctzll(m);
-    row[fl->slot_of[f]] = g->latest.v[f];
-  }
-  r->head = (r->head + 1) % CLUSTER_RING;
-  if (r->len < CLUSTER_RING)
-    r->len++;
-  r->last_ts = g->latest.ts_ms;
 }
 
 /* Whether engine pod readings differ, other than in their scrape time. */
@@ -819,37 +721,13 @@ int cluster_gpu_window_mean(const struct cluster_node_view *v, size_t i, enum gp
   int slot = r->fields->slot_of[f];
   if (slot < 0 || !r->v || (size_t)slot >= r->nslots)
     return GS_EUNAVAIL; /* not kept (yet): see cluster_keep_field */
-  double sum = 0;
-  size_t k = 0;
   /* Heartbeats: the passes skipped since the newest entry held its readings (ring_push stores
-   * them when the next update comes); counted here until then, while the agent is fresh. */
+   * them when the next update comes); counted until then, while the agent is fresh. */
   const struct node_snapshot *s = v->snap;
-  if (r->len && v->fresh && s->heartbeat_passes > 1 && (s->change_fields & GF_BIT(f))) {
-    size_t at = (r->head + CLUSTER_RING - 1) % CLUSTER_RING;
-    const struct ring_entry *e = &r->e[at];
-    int64_t iv = s->interval_ms > 0 ? s->interval_ms : CLUSTER_DEFAULT_INTERVAL_MS;
-    int64_t held = held_passes(e->mono_ms, now, iv, s->heartbeat_passes);
-    for (int64_t j = 1; j <= held && (e->valid & GF_BIT(f)); j++)
-      if (e->mono_ms + j * iv >= now - window_ms) {
-        sum += r->v[at * r->nslots + (size_t)slot];
-        k++;
-      }
-  }
-  for (size_t j = 0; j < r->len; j++) {
-    size_t at = (r->head + CLUSTER_RING - 1 - j) % CLUSTER_RING;
-    const struct ring_entry *e = &r->e[at];
-    if (e->mono_ms < now - window_ms)
-      break; /* newest first: the rest are older */
-    if (e->valid & GF_BIT(f)) {
-      sum += r->v[at * r->nslots + (size_t)slot];
-      k++;
-    }
-  }
-  if (k == 0)
-    return GS_EUNAVAIL;
-  *out = sum / (double)k;
-  *nsamples = k;
-  return 0;
+  bool held = v->fresh && s->heartbeat_passes > 1 && (s->change_fields & GF_BIT(f));
+  int64_t iv = s->interval_ms > 0 ? s->interval_ms : CLUSTER_DEFAULT_INTERVAL_MS;
+  return ring_window_mean(r, (size_t)slot, GF_BIT(f), window_ms, now, iv,
+                          held ? s->heartbeat_passes : 1, out, nsamples);
 }
 
 uint64_t cluster_content(struct cluster *c) {
