@@ -26,26 +26,12 @@
 #include "node.pb-c.h"
 #include "rpc/keda_request.h"
 #include "rpc/node_wire.h"
+#include "rpc/server_int.h"
 #include "rpc/status.h"
 #include "rpc/tls.h"
 #include "rpc/wire.h"
 
-#define MOD "rpc"
 #define TICK_SLICE_MS 100 /* longest the ticker sleeps before re-checking stop/poke */
-
-enum method {
-  M_IS_ACTIVE,
-  M_STREAM_IS_ACTIVE,
-  M_GET_METRIC_SPEC,
-  M_GET_METRICS,
-  M_STREAM_METRIC_SPEC,
-  M_HEALTH_CHECK,
-  M_HEALTH_WATCH,
-  M_NODE_LIST,
-  M_NODE_WATCH,
-  M_UNKNOWN, /* the generic request: any path we did not register */
-  M__COUNT
-};
 
 static const char *const method_path[M__COUNT] = {
     "/externalscaler.ExternalScaler/IsActive",
@@ -60,107 +46,8 @@ static const char *const method_path[M__COUNT] = {
     "unknown",
 };
 
-enum tag_kind { TAG_REQUEST, TAG_CLOSE, TAG_SEND, TAG_SHUTDOWN };
-
-struct call;
-
-/* What the completion queue hands back: which event, for which call. */
-struct tag {
-  enum tag_kind kind;
-  struct call *call;
-};
-
-struct call {
-  struct rpc_server *srv;
-  enum method m;
-  struct tag t_req, t_close, t_send;
-  grpc_call *gc;
-  gpr_timespec deadline;
-  grpc_metadata_array md;
-  grpc_call_details details; /* generic request only */
-  grpc_byte_buffer *payload; /* registered methods: the request message, or NULL */
-  int64_t start_ms;
-
-  /* Everything below is guarded by srv->mu. */
-  int refs;          /* outstanding batches + 1 while in the stream list + handler's own */
-  int cancelled;     /* written by RECV_CLOSE_ON_SERVER */
-  bool closed;       /* RECV_CLOSE_ON_SERVER completed: the call is over for the client */
-  bool sent_initial; /* initial metadata went out with an earlier batch */
-  bool send_busy;    /* a send batch is in flight (one SEND_MESSAGE at a time) */
-  bool broken;       /* a send failed: the client is gone */
-  bool finishing;    /* send the final status when the in-flight send completes */
-  bool status_started;
-  bool unary; /* one send batch carries the answer and RECV_CLOSE_ON_SERVER */
-  int final_code;
-  char final_msg[RPC_STATUS_MSG_MAX];
-  grpc_byte_buffer *send_bb;
-  grpc_slice status_slice;
-  bool has_status_slice;
-
-  /* Streams: the request kept for re-evaluation, and the value last sent / wanted. */
-  bool listed;
-  struct call *prev, *next;
-  int last_sent;  /* -1: nothing sent yet */
-  int want;       /* -1: state unknown, send nothing */
-  bool node_sent; /* WatchGPUs: a snapshot went out; node_gen is its generation */
-  uint64_t node_gen;
-  /* WatchGPUs heartbeats: the request's terms, and what changed since the last snapshot sent
-   * (summed over the passes, node_snapshot_changes) */
-  uint32_t hb_passes;
-  uint64_t hb_fields, pend_fields;
-  bool pend_other;
-  /* StreamMetricSpec: the spec last evaluated (sent, or pending while a send is in flight) */
-  char spec_name[256];
-  double spec_target;
-  uint8_t *spec_pending; /* packed GetMetricSpecResponse to send next; NULL: none */
-  size_t spec_pending_len;
-  Externalscaler__ScaledObjectRef *ref;
-  Grpc__Health__V1__HealthCheckRequest *hreq;
-  struct kv *kv;
-  struct scaler_request sreq;
-  struct scaler_hold hold; /* StreamIsActive: its parsed trigger, kept between passes */
-};
-
-struct rpc_server {
-  struct rpc_server_config cfg;
-  char listen[256];
-  int port;
-  grpc_server *server;
-  grpc_completion_queue *cq;
-  void *registered[M_UNKNOWN];
-  struct tag t_shutdown;
-
-  pthread_mutex_t mu;
-  pthread_cond_t cond; /* ncalls, shutdown_done, poke and ticker stop changes */
-  size_t ncalls;       /* struct call alive, posted requests included */
-  size_t nstreams;
-  struct call streams; /* list head of open streams */
-  bool shutting;
-  bool shutdown_done;
-  bool ticker_stop;
-  bool poked;
-  /* gpuscale.v1.Node: the newest encoded snapshot, shared (refcounted) by every WatchGPUs send. */
-  size_t nwatch;
-  bool has_node;
-  uint64_t node_gen;
-  grpc_slice node_slice;
-  /* The last pass taken (node_mu): what the next one is compared with, for heartbeats. */
-  pthread_mutex_t node_mu;
-  struct node_snapshot node_prev;
-  bool has_prev;
-  struct log_complain node_complain; /* ticker thread only */
-
-  pthread_t *workers;
-  int nworkers;
-  pthread_t ticker;
-  bool ticker_started;
-  struct call **tick_buf; /* ticker thread only: the streams of one pass */
-  size_t tick_cap;
-  struct rpc_tls_reloader *tls; /* NULL without TLS; freed after grpc_server_destroy */
-};
-
 /* Copies src into dst[len]; a message that does not fit ends with "..." so that a cut is seen. */
-static void copy_msg(char *dst, size_t len, const char *src) {
+void rpcsrv_copy_msg(char *dst, size_t len, const char *src) {
   if (len == 0)
     return;
   int w = snprintf(dst, len, "%s", src ? src : "");
@@ -239,7 +126,7 @@ static void call_unref(struct call *c) {
     call_destroy(c);
 }
 
-static void list_add_locked(struct call *c) {
+void rpcsrv_list_add_locked(struct call *c) {
   struct rpc_server *s = c->srv;
   c->next = s->streams.next;
   c->prev = &s->streams;
@@ -253,7 +140,7 @@ static void list_add_locked(struct call *c) {
 }
 
 /* Takes c off the stream list; the list's reference is dropped by the caller's unref count. */
-static bool list_remove_locked(struct call *c) {
+bool rpcsrv_list_remove_locked(struct call *c) {
   if (!c->listed)
     return false;
   c->prev->next = c->next;
@@ -269,7 +156,7 @@ static bool list_remove_locked(struct call *c) {
 /* Starts one send batch: initial metadata if not yet sent, the message bb if not NULL (the call
  * takes it over), the status if with_status. Returns 0, or GS_EIO when C-core refused the batch
  * (logged). Under s->mu. */
-static int send_bb_locked(struct call *c, grpc_byte_buffer *bb, bool with_status) {
+int rpcsrv_send_bb_locked(struct call *c, grpc_byte_buffer *bb, bool with_status) {
   grpc_op ops[4];
   size_t n = 0;
   memset(ops, 0, sizeof(ops));
@@ -319,8 +206,8 @@ static int send_bb_locked(struct call *c, grpc_byte_buffer *bb, bool with_status
   return 0;
 }
 
-/* send_bb_locked with a copy of msg[0..len) when has_msg. Returns 0, GS_ENOMEM or GS_EIO. */
-static int send_locked(struct call *c, const void *msg, size_t len, bool has_msg,
+/* rpcsrv_send_bb_locked with a copy of msg[0..len) when has_msg. Returns 0, GS_ENOMEM or GS_EIO. */
+int rpcsrv_send_locked(struct call *c, const void *msg, size_t len, bool has_msg,
                        bool with_status) {
   grpc_byte_buffer *bb = NULL;
   if (has_msg) {
@@ -328,62 +215,37 @@ static int send_locked(struct call *c, const void *msg, size_t len, bool has_msg
     if (!bb)
       return GS_ENOMEM;
   }
-  return send_bb_locked(c, bb, with_status);
-}
-
-/* Packs the stream message that carries value v (IsActiveResponse or HealthCheckResponse). */
-static uint8_t *stream_message(const struct call *c, int v, size_t *len) {
-  if (c->m == M_HEALTH_WATCH) {
-    Grpc__Health__V1__HealthCheckResponse r = GRPC__HEALTH__V1__HEALTH_CHECK_RESPONSE__INIT;
-    r.status = (Grpc__Health__V1__HealthCheckResponse__ServingStatus)v;
-    return rpc_wire_pack(&r.base, len);
-  }
-  Externalscaler__IsActiveResponse r = EXTERNALSCALER__IS_ACTIVE_RESPONSE__INIT;
-  r.result = v != 0;
-  return rpc_wire_pack(&r.base, len);
+  return rpcsrv_send_bb_locked(c, bb, with_status);
 }
 
 /* Moves a stream forward if nothing is in flight: the final status once finishing, else the
  * wanted value when it differs from the last one sent. Under s->mu. */
-static void pump_locked(struct call *c) {
+void rpcsrv_pump_locked(struct call *c) {
   if (c->send_busy || c->status_started || c->broken || c->closed)
     return;
   if (c->finishing) {
-    send_locked(c, NULL, 0, false, true);
+    rpcsrv_send_locked(c, NULL, 0, false, true);
     return;
   }
   if (c->m == M_STREAM_METRIC_SPEC) {
-    if (c->spec_pending && send_locked(c, c->spec_pending, c->spec_pending_len, true, false) == 0) {
+    if (c->spec_pending &&
+        rpcsrv_send_locked(c, c->spec_pending, c->spec_pending_len, true, false) == 0) {
       free(c->spec_pending);
       c->spec_pending = NULL;
     }
     return;
   }
   if (c->m == M_NODE_WATCH) {
-    struct rpc_server *s = c->srv;
-    if (!s->has_node || (c->node_sent && c->node_gen == s->node_gen))
-      return;
-    /* Heartbeats: a pass that changed nothing the stream asked about waits (proto/node.proto). */
-    if (c->node_sent && !node_watch_due(c->hb_passes, c->hb_fields, s->node_gen - c->node_gen,
-                                        c->pend_fields, c->pend_other))
-      return;
-    /* The byte buffer takes its own reference on the shared slice: no copy per stream. */
-    grpc_byte_buffer *bb = grpc_raw_byte_buffer_create(&s->node_slice, 1);
-    if (bb && send_bb_locked(c, bb, false) == 0) {
-      c->node_sent = true;
-      c->node_gen = s->node_gen;
-      c->pend_fields = 0;
-      c->pend_other = false;
-    }
+    rpcsrv_node_pump_locked(c);
     return;
   }
   if (c->want < 0 || c->want == c->last_sent)
     return;
   size_t len = 0;
-  uint8_t *msg = stream_message(c, c->want, &len);
+  uint8_t *msg = rpcsrv_stream_message(c, c->want, &len);
   if (!msg)
     return;
-  if (send_locked(c, msg, len, true, false) == 0)
+  if (rpcsrv_send_locked(c, msg, len, true, false) == 0)
     c->last_sent = c->want;
   free(msg);
 }
@@ -395,48 +257,23 @@ static bool finish_locked(struct call *c, int code, const char *msg) {
     return false;
   c->finishing = true;
   c->final_code = code;
-  copy_msg(c->final_msg, sizeof(c->final_msg), msg);
+  rpcsrv_copy_msg(c->final_msg, sizeof(c->final_msg), msg);
   c->refs++; /* keep c alive across the list removal */
-  bool last = list_remove_locked(c);
-  pump_locked(c);
+  bool last = rpcsrv_list_remove_locked(c);
+  rpcsrv_pump_locked(c);
   last = call_unref_locked(c) || last;
   return last;
 }
 
 /* ---- request decoding ---- */
 
-/* A unary request's message lives only while its handler runs: it is unpacked into a buffer on
- * the handler's stack (a ScaledObjectRef with its metadata is a dozen small allocations), and
- * whatever does not fit comes from malloc. Streams keep theirs and use malloc throughout. */
-struct call_arena {
-  size_t used;
-  _Alignas(max_align_t) unsigned char buf[4096];
-};
-
-static void *arena_alloc(void *ud, size_t n) {
-  struct call_arena *a = ud;
-  size_t need = (n + 15) & ~(size_t)15;
-  if (need >= n && need <= sizeof a->buf - a->used) {
-    void *p = a->buf + a->used;
-    a->used += need;
-    return p;
-  }
-  return malloc(n);
-}
-
-static void arena_free(void *ud, void *p) {
-  struct call_arena *a = ud;
-  if ((unsigned char *)p < a->buf || (unsigned char *)p >= a->buf + sizeof a->buf)
-    free(p);
-}
-
 /* Reads the request payload into a fresh message, from alloc (NULL: malloc). Returns 0, or a
  * gRPC code with msg set. */
-static int decode(struct call *c, const ProtobufCMessageDescriptor *d, ProtobufCAllocator *alloc,
+int rpcsrv_decode(struct call *c, const ProtobufCMessageDescriptor *d, ProtobufCAllocator *alloc,
                   ProtobufCMessage **out, char *msg, size_t len) {
   *out = NULL;
   if (!c->payload) {
-    copy_msg(msg, len, "request message missing");
+    rpcsrv_copy_msg(msg, len, "request message missing");
     return RPC_INVALID_ARGUMENT;
   }
   if (grpc_byte_buffer_length(c->payload) > RPC_SERVER_MAX_REQUEST) {
@@ -447,7 +284,8 @@ static int decode(struct call *c, const ProtobufCMessageDescriptor *d, ProtobufC
    * not a copy): no buffer of our own per call. */
   grpc_byte_buffer_reader rd;
   if (!grpc_byte_buffer_reader_init(&rd, c->payload)) {
-    copy_msg(msg, len, "request message cannot be read (compressed with an unknown algorithm?)");
+    rpcsrv_copy_msg(msg, len,
+                    "request message cannot be read (compressed with an unknown algorithm?)");
     return RPC_INVALID_ARGUMENT;
   }
   grpc_slice all = grpc_byte_buffer_reader_readall(&rd);
@@ -461,282 +299,7 @@ static int decode(struct call *c, const ProtobufCMessageDescriptor *d, ProtobufC
   return 0;
 }
 
-static int64_t to_int64(double v) {
-  if (!isfinite(v))
-    return 0;
-  if (v >= 9.2e18)
-    return INT64_MAX;
-  if (v <= -9.2e18)
-    return INT64_MIN;
-  return (int64_t)llround(v);
-}
-
-/* KEDA <= 2.16 reads only the int64 target, and a 0 target is invalid there: a positive target
- * below 0.5 is sent as 1 in the int64 field (the double field carries the exact value). */
-static int64_t target_int64(double v) {
-  int64_t t = to_int64(v);
-  return (t < 1 && v > 0) ? 1 : t;
-}
-
-/* A GetMetricSpecResponse with the one spec, packed (NULL: out of memory). Unary
- * GetMetricSpec and the StreamMetricSpec stream send the same bytes. */
-static uint8_t *pack_spec(const struct scaler_spec *sp, size_t *len) {
-  Externalscaler__MetricSpec ms = EXTERNALSCALER__METRIC_SPEC__INIT;
-  Externalscaler__MetricSpec *list[1] = {&ms};
-  Externalscaler__GetMetricSpecResponse resp = EXTERNALSCALER__GET_METRIC_SPEC_RESPONSE__INIT;
-  ms.metricname = (char *)sp->metric_name;
-  ms.targetsize = target_int64(sp->target);
-  ms.targetsizefloat = sp->target;
-  resp.n_metricspecs = 1;
-  resp.metricspecs = list;
-  return rpc_wire_pack(&resp.base, len);
-}
-
 /* ---- handlers ---- */
-
-/* Answers one unary ExternalScaler call; returns the packed response or NULL with code/msg. */
-static uint8_t *unary_keda(struct call *c, size_t *len, int *code, char *msg, size_t msglen) {
-  const struct scaler *sc = c->srv->cfg.scaler;
-  ProtobufCMessage *in = NULL;
-  const ProtobufCMessageDescriptor *d = c->m == M_GET_METRICS
-                                            ? &externalscaler__get_metrics_request__descriptor
-                                            : &externalscaler__scaled_object_ref__descriptor;
-  struct call_arena arena;
-  arena.used = 0;
-  ProtobufCAllocator alloc = {arena_alloc, arena_free, &arena};
-  *code = decode(c, d, &alloc, &in, msg, msglen);
-  if (*code)
-    return NULL;
-  const Externalscaler__ScaledObjectRef *ref =
-      c->m == M_GET_METRICS ? ((Externalscaler__GetMetricsRequest *)in)->scaledobjectref
-                            : (Externalscaler__ScaledObjectRef *)in;
-  struct kv *kv = NULL;
-  struct scaler_request req;
-  struct scaler_error e; /* not zeroed whole: 2 KiB of message on every call */
-  e.code = 0;
-  e.msg[0] = '\0';
-  e.has_coverage = false;
-  uint8_t *out = NULL;
-  int r = rpc_keda_request(ref, &kv, &req);
-  if (r) {
-    e.code = r;
-    copy_msg(e.msg, sizeof(e.msg), "out of memory");
-  } else if (c->m == M_IS_ACTIVE) {
-    bool active = false;
-    r = scaler_is_active(sc, &req, &active, &e);
-    if (!r) {
-      Externalscaler__IsActiveResponse resp = EXTERNALSCALER__IS_ACTIVE_RESPONSE__INIT;
-      resp.result = active;
-      out = rpc_wire_pack(&resp.base, len);
-    }
-  } else if (c->m == M_GET_METRIC_SPEC) {
-    struct scaler_spec spec;
-    r = scaler_get_spec(sc, &req, &spec, &e);
-    if (!r)
-      out = pack_spec(&spec, len);
-  } else { /* M_GET_METRICS */
-    struct scaler_result res;
-    const char *want = ((Externalscaler__GetMetricsRequest *)in)->metricname;
-    r = scaler_get_metrics(sc, &req, want ? want : "", &res, &e);
-    if (c->srv->cfg.on_metrics)
-      c->srv->cfg.on_metrics(c->srv->cfg.on_metrics_ud, &req, want ? want : "", r ? NULL : &res,
-                             r ? &e : NULL);
-    if (!r) {
-      Externalscaler__MetricValue mv = EXTERNALSCALER__METRIC_VALUE__INIT;
-      Externalscaler__MetricValue *list[1] = {&mv};
-      Externalscaler__GetMetricsResponse resp = EXTERNALSCALER__GET_METRICS_RESPONSE__INIT;
-      mv.metricname = res.metric_name;
-      mv.metricvalue = to_int64(res.value);
-      mv.metricvaluefloat = res.value;
-      resp.n_metricvalues = 1;
-      resp.metricvalues = list;
-      out = rpc_wire_pack(&resp.base, len);
-    }
-  }
-  if (r) {
-    *code = rpc_code_from_gs(e.code ? e.code : r);
-    copy_msg(msg, msglen, e.msg[0] ? e.msg : gs_strerror(r));
-  } else if (!out) {
-    *code = RPC_RESOURCE_EXHAUSTED;
-    copy_msg(msg, msglen, "out of memory");
-  }
-  free(kv);
-  protobuf_c_message_free_unpacked(in, &alloc);
-  return out;
-}
-
-/* HealthCheckResponse status for a requested service name. */
-static int health_status(const struct rpc_server *s, const char *service) {
-  bool node = s->cfg.node_snapshot && service && strcmp(service, "gpuscale.v1.Node") == 0;
-  if (service && service[0] && strcmp(service, "externalscaler.ExternalScaler") != 0 &&
-      strcmp(service, "grpc.health.v1.Health") != 0 && !node)
-    return GRPC__HEALTH__V1__HEALTH_CHECK_RESPONSE__SERVING_STATUS__SERVICE_UNKNOWN;
-  if (s->cfg.healthy && !s->cfg.healthy(s->cfg.health_ud))
-    return GRPC__HEALTH__V1__HEALTH_CHECK_RESPONSE__SERVING_STATUS__NOT_SERVING;
-  return GRPC__HEALTH__V1__HEALTH_CHECK_RESPONSE__SERVING_STATUS__SERVING;
-}
-
-static uint8_t *unary_health(struct call *c, size_t *len, int *code, char *msg, size_t msglen) {
-  ProtobufCMessage *in = NULL;
-  struct call_arena arena;
-  arena.used = 0;
-  ProtobufCAllocator alloc = {arena_alloc, arena_free, &arena};
-  *code = decode(c, &grpc__health__v1__health_check_request__descriptor, &alloc, &in, msg, msglen);
-  if (*code)
-    return NULL;
-  const char *svc = ((Grpc__Health__V1__HealthCheckRequest *)in)->service;
-  int st = health_status(c->srv, svc);
-  uint8_t *out = NULL;
-  if (st == GRPC__HEALTH__V1__HEALTH_CHECK_RESPONSE__SERVING_STATUS__SERVICE_UNKNOWN) {
-    *code = RPC_NOT_FOUND;
-    snprintf(msg, msglen, "unknown service \"%s\"", svc);
-  } else {
-    Grpc__Health__V1__HealthCheckResponse r = GRPC__HEALTH__V1__HEALTH_CHECK_RESPONSE__INIT;
-    r.status = (Grpc__Health__V1__HealthCheckResponse__ServingStatus)st;
-    out = rpc_wire_pack(&r.base, len);
-    if (!out) {
-      *code = RPC_RESOURCE_EXHAUSTED;
-      copy_msg(msg, msglen, "out of memory");
-    }
-  }
-  protobuf_c_message_free_unpacked(in, &alloc);
-  return out;
-}
-
-/* ---- gpuscale.v1.Node ---- */
-
-/* Asks the hook for a snapshot and packs it. Returns the packed bytes (caller frees) with *gen,
- * or NULL with a gRPC code and msg. No lock held. */
-static uint8_t *node_pack(struct rpc_server *s, size_t *len, uint64_t *gen, int *code, char *msg,
-                          size_t msglen, struct node_snapshot *keep) {
-  struct node_snapshot snap;
-  memset(&snap, 0, sizeof snap);
-  int r = s->cfg.node_snapshot(s->cfg.node_ud, &snap);
-  snap.heartbeats = true; /* this server honours WatchGPUsRequest.heartbeat_passes */
-  uint8_t *out = NULL;
-  if (!r)
-    r = node_wire_encode(&snap, NODE_WIRE_MAX_BYTES, &out, len);
-  *gen = snap.generation;
-  if (keep && !r) {
-    *keep = snap;
-    memset(&snap, 0, sizeof snap);
-  }
-  node_snapshot_clear(&snap);
-  if (r) {
-    *code = rpc_code_from_gs(r);
-    if (r == GS_ETOOBIG)
-      snprintf(msg, msglen, "node snapshot over %d bytes", NODE_WIRE_MAX_BYTES);
-    else
-      snprintf(msg, msglen, "node snapshot: %s", gs_strerror(r));
-    return NULL;
-  }
-  *code = 0;
-  return out;
-}
-
-/* Takes a fresh snapshot into the shared WatchGPUs slot unless a newer generation is already
- * there. Returns 0, or a gRPC code with msg set. No lock held. */
-static int node_refresh(struct rpc_server *s, char *msg, size_t msglen) {
-  size_t len = 0;
-  uint64_t gen = 0;
-  int code = 0;
-  struct node_snapshot snap;
-  memset(&snap, 0, sizeof snap);
-  /* Compared with the last pass taken: what changed, for the streams' heartbeats. A pass taken
-   * again (a stream opening) is no new pass and is not compared. */
-  uint64_t fields = 0;
-  bool other = true, newer = false;
-  pthread_mutex_lock(&s->node_mu);
-  uint8_t *bytes = node_pack(s, &len, &gen, &code, msg, msglen, &snap);
-  if (bytes && (!s->has_prev || gen > s->node_prev.generation)) {
-    newer = true;
-    if (s->has_prev)
-      node_snapshot_changes(&s->node_prev, &snap, &fields, &other);
-    node_snapshot_clear(&s->node_prev);
-    s->node_prev = snap;
-    s->has_prev = true;
-  } else {
-    node_snapshot_clear(&snap);
-  }
-  pthread_mutex_unlock(&s->node_mu);
-  if (!bytes)
-    return code;
-  grpc_slice fresh = grpc_slice_from_copied_buffer((const char *)bytes, len);
-  free(bytes);
-  grpc_slice old = grpc_empty_slice();
-  pthread_mutex_lock(&s->mu);
-  if (!s->has_node || gen >= s->node_gen) {
-    old = s->has_node ? s->node_slice : grpc_empty_slice();
-    s->node_slice = fresh;
-    s->node_gen = gen;
-    s->has_node = true;
-    for (struct call *c = s->streams.next; newer && c != &s->streams; c = c->next)
-      if (c->m == M_NODE_WATCH) {
-        c->pend_fields |= fields;
-        c->pend_other = c->pend_other || other;
-      }
-  } else {
-    old = fresh; /* a racing refresh already installed a newer pass */
-  }
-  pthread_mutex_unlock(&s->mu);
-  grpc_slice_unref(old);
-  return 0;
-}
-
-static const char node_off_msg[] = "gpuscale.v1.Node is not served here";
-
-static uint8_t *unary_node(struct call *c, size_t *len, int *code, char *msg, size_t msglen) {
-  if (!c->srv->cfg.node_snapshot) {
-    *code = RPC_UNIMPLEMENTED;
-    copy_msg(msg, msglen, node_off_msg);
-    return NULL;
-  }
-  ProtobufCMessage *in = NULL;
-  *code = decode(c, &gpuscale__v1__list_gpus_request__descriptor, NULL, &in, msg, msglen);
-  if (*code)
-    return NULL;
-  protobuf_c_message_free_unpacked(in, NULL);
-  uint64_t gen = 0;
-  return node_pack(c->srv, len, &gen, code, msg, msglen, NULL);
-}
-
-/* WatchGPUs: registers the stream and sends the newest snapshot; the ticker sends the rest. */
-static void handle_node_watch(struct call *c) {
-  struct rpc_server *s = c->srv;
-  char msg[RPC_STATUS_MSG_MAX] = "";
-  int code = 0;
-  if (!s->cfg.node_snapshot) {
-    code = RPC_UNIMPLEMENTED;
-    copy_msg(msg, sizeof(msg), node_off_msg);
-  } else {
-    ProtobufCMessage *in = NULL;
-    code = decode(c, &gpuscale__v1__watch_gpus_request__descriptor, NULL, &in, msg, sizeof(msg));
-    if (in) {
-      const Gpuscale__V1__WatchGPUsRequest *r = (const Gpuscale__V1__WatchGPUsRequest *)in;
-      c->hb_passes = r->heartbeat_passes;
-      c->hb_fields = r->change_fields;
-      protobuf_c_message_free_unpacked(in, NULL);
-    }
-  }
-  if (!code)
-    code = node_refresh(s, msg, sizeof(msg));
-  pthread_mutex_lock(&s->mu);
-  if (code) {
-    c->final_code = code;
-    copy_msg(c->final_msg, sizeof(c->final_msg), msg);
-    send_locked(c, NULL, 0, false, true);
-  } else if (s->shutting) {
-    c->final_code = RPC_UNAVAILABLE;
-    copy_msg(c->final_msg, sizeof(c->final_msg), "server shutting down");
-    send_locked(c, NULL, 0, false, true);
-  } else if (!c->closed) {
-    list_add_locked(c);
-    pump_locked(c);
-    if (c->broken) /* never the last reference: the handler still holds one */
-      list_remove_locked(c);
-  }
-  pthread_mutex_unlock(&s->mu);
-}
 
 static void handle_unary(struct call *c) {
   int code = 0;
@@ -749,65 +312,18 @@ static void handle_unary(struct call *c) {
     snprintf(msg, sizeof(msg), "unknown method %.*s", (int)GRPC_SLICE_LENGTH(c->details.method),
              (const char *)GRPC_SLICE_START_PTR(c->details.method));
   } else if (c->m == M_HEALTH_CHECK) {
-    out = unary_health(c, &len, &code, msg, sizeof(msg));
+    out = rpcsrv_unary_health(c, &len, &code, msg, sizeof(msg));
   } else if (c->m == M_NODE_LIST) {
-    out = unary_node(c, &len, &code, msg, sizeof(msg));
+    out = rpcsrv_unary_node(c, &len, &code, msg, sizeof(msg));
   } else {
-    out = unary_keda(c, &len, &code, msg, sizeof(msg));
+    out = rpcsrv_unary_keda(c, &len, &code, msg, sizeof(msg));
   }
   pthread_mutex_lock(&c->srv->mu);
   c->final_code = code;
-  copy_msg(c->final_msg, sizeof(c->final_msg), code ? msg : "");
-  send_locked(c, out, len, out != NULL, true);
+  rpcsrv_copy_msg(c->final_msg, sizeof(c->final_msg), code ? msg : "");
+  rpcsrv_send_locked(c, out, len, out != NULL, true);
   pthread_mutex_unlock(&c->srv->mu);
   free(out);
-}
-
-/* Evaluates a stream's current value: 0/1 for StreamIsActive, the serving status for Watch.
- * Returns 0 with *v (-1 when unknown for now), or a gRPC code with msg set that ends it. */
-static int stream_eval(struct call *c, int *v, char *msg, size_t msglen) {
-  if (c->m == M_HEALTH_WATCH) {
-    *v = health_status(c->srv, c->hreq->service);
-    return 0;
-  }
-  bool active = false;
-  struct scaler_error e = {0};
-  int r = scaler_is_active_held(c->srv->cfg.scaler, &c->sreq, &c->hold, &active, &e);
-  if (!r) {
-    *v = active ? 1 : 0;
-    return 0;
-  }
-  int code = rpc_code_from_gs(e.code ? e.code : r);
-  *v = -1;
-  if (code == RPC_UNAVAILABLE)
-    return 0; /* no fresh reading: state unknown, keep the stream and say nothing yet */
-  copy_msg(msg, msglen, e.msg[0] ? e.msg : gs_strerror(r));
-  return code;
-}
-
-/* A StreamMetricSpec stream's spec now (KEDA's externalscaler.proto: the current specs when the
- * stream opens, and a message whenever a target changes, the same as GetMetricSpec). A target
- * changes with the profiles (the agent reloads --profiles on SIGHUP). Unlocked: reads only c's own
- * request and, on a change, packs the message into *out (the caller stores it). Returns 0 (with
- * *out NULL when nothing changed), or a gRPC code with msg set that ends the stream (the metadata
- * no longer parses, e.g. its profile is gone). */
-static int spec_eval(struct call *c, uint8_t **out, size_t *outlen, char *msg, size_t msglen) {
-  struct scaler_spec sp;
-  struct scaler_error e = {0};
-  *out = NULL;
-  int r = scaler_get_spec(c->srv->cfg.scaler, &c->sreq, &sp, &e);
-  if (r) {
-    copy_msg(msg, msglen, e.msg[0] ? e.msg : gs_strerror(r));
-    return rpc_code_from_gs(e.code ? e.code : r);
-  }
-  if (strcmp(sp.metric_name, c->spec_name) == 0 && sp.target == c->spec_target)
-    return 0;
-  *out = pack_spec(&sp, outlen);
-  if (!*out)
-    return 0; /* out of memory: tried again on the next tick */
-  copy_msg(c->spec_name, sizeof(c->spec_name), sp.metric_name);
-  c->spec_target = sp.target;
-  return 0;
 }
 
 static void handle_stream(struct call *c) {
@@ -820,14 +336,14 @@ static void handle_stream(struct call *c) {
   const ProtobufCMessageDescriptor *d = c->m == M_HEALTH_WATCH
                                             ? &grpc__health__v1__health_check_request__descriptor
                                             : &externalscaler__scaled_object_ref__descriptor;
-  code = decode(c, d, NULL, &in, msg, sizeof(msg));
+  code = rpcsrv_decode(c, d, NULL, &in, msg, sizeof(msg));
   if (!code && c->m == M_HEALTH_WATCH) {
     c->hreq = (Grpc__Health__V1__HealthCheckRequest *)in;
   } else if (!code) {
     c->ref = (Externalscaler__ScaledObjectRef *)in;
     if (rpc_keda_request(c->ref, &c->kv, &c->sreq)) {
       code = RPC_RESOURCE_EXHAUSTED;
-      copy_msg(msg, sizeof(msg), "out of memory");
+      rpcsrv_copy_msg(msg, sizeof(msg), "out of memory");
     }
   }
   if (!code && c->m == M_STREAM_METRIC_SPEC) {
@@ -836,48 +352,40 @@ static void handle_stream(struct call *c) {
     int r = scaler_get_spec(s->cfg.scaler, &c->sreq, &sp, &e);
     if (r) {
       code = rpc_code_from_gs(e.code ? e.code : r);
-      copy_msg(msg, sizeof(msg), e.msg[0] ? e.msg : gs_strerror(r));
+      rpcsrv_copy_msg(msg, sizeof(msg), e.msg[0] ? e.msg : gs_strerror(r));
     } else {
-      Externalscaler__MetricSpec ms = EXTERNALSCALER__METRIC_SPEC__INIT;
-      Externalscaler__MetricSpec *list[1] = {&ms};
-      Externalscaler__GetMetricSpecResponse resp = EXTERNALSCALER__GET_METRIC_SPEC_RESPONSE__INIT;
-      ms.metricname = sp.metric_name;
-      ms.targetsize = target_int64(sp.target);
-      ms.targetsizefloat = sp.target;
-      resp.n_metricspecs = 1;
-      resp.metricspecs = list;
-      spec = rpc_wire_pack(&resp.base, &speclen);
+      spec = rpcsrv_pack_spec(&sp, &speclen);
       if (!spec) {
         code = RPC_RESOURCE_EXHAUSTED;
-        copy_msg(msg, sizeof(msg), "out of memory");
+        rpcsrv_copy_msg(msg, sizeof(msg), "out of memory");
       }
-      copy_msg(c->spec_name, sizeof(c->spec_name), sp.metric_name);
+      rpcsrv_copy_msg(c->spec_name, sizeof(c->spec_name), sp.metric_name);
       c->spec_target = sp.target;
     }
   } else if (!code) {
-    code = stream_eval(c, &v, msg, sizeof(msg));
+    code = rpcsrv_stream_eval(c, &v, msg, sizeof(msg));
   }
 
   pthread_mutex_lock(&s->mu);
   bool last = false;
   if (code) {
     c->final_code = code;
-    copy_msg(c->final_msg, sizeof(c->final_msg), msg);
-    send_locked(c, NULL, 0, false, true);
+    rpcsrv_copy_msg(c->final_msg, sizeof(c->final_msg), msg);
+    rpcsrv_send_locked(c, NULL, 0, false, true);
   } else if (s->shutting) {
     c->final_code = RPC_UNAVAILABLE;
-    copy_msg(c->final_msg, sizeof(c->final_msg), "server shutting down");
-    send_locked(c, NULL, 0, false, true);
+    rpcsrv_copy_msg(c->final_msg, sizeof(c->final_msg), "server shutting down");
+    rpcsrv_send_locked(c, NULL, 0, false, true);
   } else if (!c->closed) {
-    list_add_locked(c);
+    rpcsrv_list_add_locked(c);
     if (spec) {
-      send_locked(c, spec, speclen, true, false);
+      rpcsrv_send_locked(c, spec, speclen, true, false);
     } else {
       c->want = v;
-      pump_locked(c);
+      rpcsrv_pump_locked(c);
     }
     if (c->broken)
-      last = list_remove_locked(c);
+      last = rpcsrv_list_remove_locked(c);
   }
   pthread_mutex_unlock(&s->mu);
   free(spec);
@@ -931,8 +439,8 @@ static void on_request(struct call *c, bool ok) {
     return;
   }
   /* Registered unary methods answer at once: their RECV_CLOSE_ON_SERVER goes with the answer
-   * (send_bb_locked). Streams, and the generic request (whose message is never read), post it
-   * now: it is their only cancellation signal. */
+   * (rpcsrv_send_bb_locked). Streams, and the generic request (whose message is never read), post
+   * it now: it is their only cancellation signal. */
   c->unary = is_unary(c->m) && c->m != M_UNKNOWN;
   pthread_mutex_lock(&s->mu);
   bool repost = !s->shutting;
@@ -957,7 +465,7 @@ static void on_request(struct call *c, bool ok) {
   case M_STREAM_IS_ACTIVE:
   case M_STREAM_METRIC_SPEC:
   case M_HEALTH_WATCH: handle_stream(c); break;
-  case M_NODE_WATCH: handle_node_watch(c); break;
+  case M_NODE_WATCH: rpcsrv_handle_node_watch(c); break;
   default: handle_unary(c); break;
   }
   call_unref(c);
@@ -966,7 +474,7 @@ static void on_request(struct call *c, bool ok) {
 static void on_close(struct call *c) {
   pthread_mutex_lock(&c->srv->mu);
   c->closed = true;
-  bool last = list_remove_locked(c);
+  bool last = rpcsrv_list_remove_locked(c);
   last = call_unref_locked(c) || last;
   pthread_mutex_unlock(&c->srv->mu);
   if (last)
@@ -987,9 +495,9 @@ static void on_send(struct call *c, bool ok) {
   bool last = false;
   if (!ok) {
     c->broken = true;
-    last = list_remove_locked(c);
+    last = rpcsrv_list_remove_locked(c);
   } else {
-    pump_locked(c);
+    rpcsrv_pump_locked(c);
   }
   last = call_unref_locked(c) || last;
   pthread_mutex_unlock(&c->srv->mu);
@@ -1044,7 +552,8 @@ static void tick_streams(struct rpc_server *s) {
   size_t n = 0;
   for (struct call *c = s->streams.next; c != &s->streams; c = c->next) {
     if (c->m == M_NODE_WATCH) {
-      pump_locked(c); /* sends the shared snapshot when its generation is new to this stream */
+      rpcsrv_pump_locked(
+          c); /* sends the shared snapshot when its generation is new to this stream */
     } else if (!c->finishing) {
       c->refs++; /* dropped below, after the result is applied */
       s->tick_buf[n++] = c;
@@ -1059,8 +568,8 @@ static void tick_streams(struct rpc_server *s) {
     uint8_t *spec = NULL;
     size_t speclen = 0;
     /* unlocked: reads only c's own request */
-    int code = c->m == M_STREAM_METRIC_SPEC ? spec_eval(c, &spec, &speclen, msg, sizeof(msg))
-                                            : stream_eval(c, &v, msg, sizeof(msg));
+    int code = c->m == M_STREAM_METRIC_SPEC ? rpcsrv_spec_eval(c, &spec, &speclen, msg, sizeof(msg))
+                                            : rpcsrv_stream_eval(c, &v, msg, sizeof(msg));
     pthread_mutex_lock(&s->mu);
     bool last = false;
     if (c->listed && !c->finishing) { /* the client may have gone meanwhile */
@@ -1071,10 +580,10 @@ static void tick_streams(struct rpc_server *s) {
         c->spec_pending = spec;
         c->spec_pending_len = speclen;
         spec = NULL;
-        pump_locked(c);
+        rpcsrv_pump_locked(c);
       } else if (v >= 0) {
         c->want = v;
-        pump_locked(c);
+        rpcsrv_pump_locked(c);
       }
     }
     last = call_unref_locked(c) || last;
@@ -1082,24 +591,6 @@ static void tick_streams(struct rpc_server *s) {
     free(spec); /* not stored: the stream went meanwhile */
     if (last)
       call_destroy(c);
-  }
-}
-
-/* Refreshes the shared snapshot once per pass while a WatchGPUs stream is open (one hook call
- * and one encode per pass, however many streams). A failing hook keeps the streams open and is
- * logged once per outage. */
-static void tick_node(struct rpc_server *s) {
-  pthread_mutex_lock(&s->mu);
-  size_t n = s->nwatch;
-  pthread_mutex_unlock(&s->mu);
-  if (n == 0 || !s->cfg.node_snapshot)
-    return;
-  char msg[256];
-  if (node_refresh(s, msg, sizeof(msg)) != 0) {
-    if (log_complain(&s->node_complain, time_mono_ms()))
-      LOG_WARN(MOD, "WatchGPUs: %s", msg);
-  } else if (log_complain_clear(&s->node_complain)) {
-    LOG_INFO(MOD, "WatchGPUs: node snapshots are back");
   }
 }
 
@@ -1135,7 +626,7 @@ static void *ticker_main(void *arg) {
       due = true;
     if (due) {
       last_eval = now;
-      tick_node(s);
+      rpcsrv_tick_node(s);
       tick_streams(s);
     }
   }
@@ -1186,16 +677,16 @@ int rpc_server_start(const struct rpc_server_config *cfg, struct rpc_server **ou
                      size_t errlen) {
   *out = NULL;
   if (!cfg || !cfg->listen || !cfg->listen[0] || !cfg->scaler) {
-    copy_msg(err, errlen, "rpc server: listen address and scaler are required");
+    rpcsrv_copy_msg(err, errlen, "rpc server: listen address and scaler are required");
     return GS_EINVAL;
   }
   struct rpc_server *s = calloc(1, sizeof(*s));
   if (!s) {
-    copy_msg(err, errlen, "rpc server: out of memory");
+    rpcsrv_copy_msg(err, errlen, "rpc server: out of memory");
     return GS_ENOMEM;
   }
   s->cfg = *cfg;
-  copy_msg(s->listen, sizeof(s->listen), cfg->listen);
+  rpcsrv_copy_msg(s->listen, sizeof(s->listen), cfg->listen);
   s->cfg.listen = s->listen;
   if (s->cfg.tick_ms <= 0)
     s->cfg.tick_ms = 1000;
@@ -1208,7 +699,7 @@ int rpc_server_start(const struct rpc_server_config *cfg, struct rpc_server **ou
   s->workers = calloc((size_t)s->nworkers, sizeof(*s->workers));
   if (!s->workers) {
     server_free(s);
-    copy_msg(err, errlen, "rpc server: out of memory");
+    rpcsrv_copy_msg(err, errlen, "rpc server: out of memory");
     return GS_ENOMEM;
   }
 
@@ -1332,7 +823,7 @@ void rpc_server_shutdown(struct rpc_server *s, int grace_ms) {
     struct call *c = s->streams.next;
     bool last = finish_locked(c, RPC_UNAVAILABLE, "server shutting down");
     if (c->listed) /* never true after finish_locked; guards the loop */
-      last = list_remove_locked(c) || last;
+      last = rpcsrv_list_remove_locked(c) || last;
     if (last) {
       pthread_mutex_unlock(&s->mu);
       call_destroy(c);
