@@ -7,8 +7,10 @@
 #include "keda/scaler.h"
 
 #define GWSOURCE_DEFAULT_COALESCE_MS 50
-/* The longest a call naming a GPU field first waits for the agents to watch it (cluster.h). */
-#define GWSOURCE_WATCH_WAIT_MS 1000
+/* The longest a call naming a GPU field first waits for the agents to watch it (cluster.h): on
+ * a small cluster the streams are made again within it; a large one answers UNAVAILABLE for the
+ * GPUs of agents not yet watching it, for that one call, rather than hold a worker longer. */
+#define GWSOURCE_WATCH_WAIT_MS 100
 
 struct gwmemo;
 
