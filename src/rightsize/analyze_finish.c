@@ -399,8 +399,8 @@ static int finish_workload(const struct rs_analyzer *a, struct wacc *w, uint64_t
     return GS_ENOMEM;
   o->first_ms = w->first_ms;
   o->last_ms = w->last_ms;
-  rs_hist_dist(&w->util, &o->util);
-  rs_hist_dist(&w->mem, &o->mem_mib);
+  rs_hist_dist(wacc_hist(w, 0), &o->util);
+  rs_hist_dist(wacc_hist(w, 1), &o->mem_mib);
   if (w->peak.n) {
     _Static_assert(RS_PEAK_BINS == H_PCT_BINS, "the report's peak bins are the analyser's");
     o->util_peaks = malloc(sizeof(*o->util_peaks));
@@ -548,7 +548,7 @@ int rs_analyzer_finish(struct rs_analyzer *a, struct rs_report *r) {
   }
   for (size_t i = 0; i < a->n_w; i++) {
     const struct wacc *w = a->w[i];
-    if (w->util.oom || w->mem.oom || w->peak.oom)
+    if (wacc_hist(w, 0)->oom || wacc_hist(w, 1)->oom || w->peak.oom)
       return GS_ENOMEM;
   }
   r->start_ms = a->start_ms;

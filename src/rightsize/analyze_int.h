@@ -25,7 +25,8 @@ struct bucket_acc {
 #define RS_BUCKET_STEPS_MAX 65535
 
 /* Per-step readings of the current chunk, one array each (NaN = none). Several series for the same
- * GPU at the same step (a second scrape job, per-pod copies) fold into one value: the largest. */
+ * GPU at the same step (a second scrape job, per-pod copies) fold into one value: the largest.
+ * SC_POW_MAX comes last: it is taken apart, and only when some series has power maxima. */
 enum {
   SC_FREE_AVG,
   SC_USED_AVG,
@@ -51,8 +52,11 @@ struct gacc {
   struct wlink *wl; /* workloads seen on this GPU */
   size_t n_wl;
   struct bucket_acc *tl;
-  size_t sc_off; /* its SC_N arrays of the chunk's readings in the analyser's scratch; SC_NONE */
-  bool sc_live;  /* something was written this chunk */
+  size_t sc_off;  /* its arrays of the chunk's readings in the analyser's scratch (SC_POW_MAX
+                   * apart); SC_NONE */
+  size_t sc_pmax; /* its SC_POW_MAX array, taken only when a series brings power maxima (the
+                   * power query asks for means alone); SC_NONE */
+  bool sc_live;   /* something was written this chunk */
 };
 
 struct wlink {
@@ -70,7 +74,13 @@ struct wacc {
   bool in_info;  /* named by a gpuscale_gpu_pod_info series: a holder, as the agent says */
   char **jobs;   /* scrape jobs where it was seen only in the plain `pod` label */
   size_t n_jobs;
-  struct rs_hist util, mem;
+  /* Utilisation and memory. While every reading its GPU has had came with this pod (a pod that
+   * holds its GPU alone from the GPU's first reading on), they are the GPU's own histograms (sh):
+   * the same samples in the same order. The first reading of the GPU without the pod, or of
+   * another GPU with it, gives the workload copies of its own (own: [0] utilisation, [1] memory),
+   * taken before that reading is counted. Neither: nothing counted yet. */
+  struct gacc *sh;
+  struct rs_hist *own;
   struct rs_hist peak; /* step maxima of utilisation: the burst tests */
   uint64_t n_util, n_idle;
   double used_h;
@@ -140,6 +150,13 @@ static inline bool strset_has(const struct strset *ss, const char *s) {
     if (!strcmp(ss->items[ss->slots[j] - 1], s))
       return true;
   return false;
+}
+
+/* A workload's utilisation (0) or memory (1) histogram: its GPU's while shared, else its own;
+ * an empty one when nothing has been counted. */
+static inline const struct rs_hist *wacc_hist(const struct wacc *w, int k) {
+  static const struct rs_hist empty;
+  return w->sh ? (k ? &w->sh->mem : &w->sh->util) : w->own ? &w->own[k] : &empty;
 }
 
 static inline bool bit(const uint64_t *b, size_t k) {

@@ -146,6 +146,28 @@ void rs_hist_peak(struct rs_hist *h, double v) {
     h->max = v;
 }
 
+int rs_hist_copy(struct rs_hist *dst, const struct rs_hist *src) {
+  *dst = *src;
+  dst->blk = NULL;
+  dst->ovf = NULL;
+  if (src->blk) {
+    size_t size = src->npages + (size_t)src->used * RS_HIST_PAGE;
+    if (!(dst->blk = malloc(size)))
+      goto oom;
+    memcpy(dst->blk, src->blk, size);
+  }
+  if (src->ovf) {
+    if (!(dst->ovf = malloc(src->cap_ovf * sizeof(*dst->ovf))))
+      goto oom;
+    memcpy(dst->ovf, src->ovf, src->n_ovf * sizeof(*dst->ovf));
+  }
+  return 0;
+oom:
+  free(dst->blk);
+  memset(dst, 0, sizeof(*dst));
+  return GS_ENOMEM;
+}
+
 void rs_hist_merge(struct rs_hist *dst, const struct rs_hist *src) {
   dst->oom |= src->oom;
   unsigned nb = dst->nbins < src->nbins ? dst->nbins : src->nbins;

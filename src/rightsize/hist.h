@@ -52,6 +52,9 @@ void rs_hist_free(struct rs_hist *h);
 void rs_hist_add(struct rs_hist *h, double v);
 /* A step's maximum (max_over_time) that is not a sample of the distribution: it raises max only. */
 void rs_hist_peak(struct rs_hist *h, double v);
+/* dst becomes a copy of src (its pages and high list of its own): the same state, so that the
+ * same samples added to either leave them equal. Returns 0 or GS_ENOMEM (dst then empty). */
+int rs_hist_copy(struct rs_hist *dst, const struct rs_hist *src);
 /* Adds src's bins, count, sum and max into dst (same layout); dst->oom as rs_hist_add. */
 void rs_hist_merge(struct rs_hist *dst, const struct rs_hist *src);
 /* The count of bin i (0 beyond the last). */

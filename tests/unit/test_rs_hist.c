@@ -130,11 +130,41 @@ static void test_merge(void **state) {
   free(r);
 }
 
+/* A copy holds the same counts, high parts included, and goes on counting as the original does,
+ * apart from it. */
+static void test_copy(void **state) {
+  (void)state;
+  struct rs_hist a, c;
+  struct ref *r = calloc(1, sizeof(*r));
+  assert_non_null(r);
+  assert_int_equal(rs_hist_init(&a, H_PCT_BINS, H_PCT_W, false), 0);
+  assert_int_equal(rs_hist_copy(&c, &a), 0); /* of an empty one: empty */
+  assert_null(c.blk);
+  rs_hist_free(&c);
+  for (int k = 0; k < 2000; k++) {
+    double v = k % 3 ? 0.1 : (k % 1000) / 10.0;
+    rs_hist_add(&a, v);
+    ref_add(r, &a, v);
+  }
+  rs_hist_peak(&a, 100.5);
+  assert_int_equal(rs_hist_copy(&c, &a), 0);
+  assert_true(c.blk != a.blk && c.ovf != a.ovf);
+  assert_same(&c, r);
+  assert_true(c.max == 100.5 && c.sum == a.sum);
+  rs_hist_add(&c, 0.1); /* the copy counts alone */
+  assert_int_equal(rs_hist_bin(&c, 1), rs_hist_bin(&a, 1) + 1);
+  rs_hist_free(&a);
+  assert_int_equal(c.n, r->n + 1);
+  rs_hist_free(&c);
+  free(r);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_counts_exact),
       cmocka_unit_test(test_edges),
       cmocka_unit_test(test_merge),
+      cmocka_unit_test(test_copy),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
