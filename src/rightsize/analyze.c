@@ -173,7 +173,7 @@ static struct gacc *gacc_new(struct rs_analyzer *a, const struct rs_labels *l) {
     return NULL;
   }
   g->sc_off = g->sc_pmax = SC_NONE;
-  g->tl = calloc(a->n_buckets, sizeof(*g->tl));
+  g->tl = calloc(1, tl_size(a->n_buckets, a->tl_cw));
   if (!g->tl || rs_hist_init(&g->util, H_PCT_BINS, H_PCT_W, false) ||
       rs_hist_init(&g->mem, H_MEM_BINS, H_MEM_W, true) ||
       rs_hist_init(&g->pct, H_PCT_BINS, H_PCT_W, false) ||
@@ -202,36 +202,58 @@ static struct gacc *gpu_find(struct rs_analyzer *a, const struct rs_labels *l) {
 /* Halves the timeline's resolution: bucket b takes the old buckets 2b and 2b + 1 (sums and counts
  * add), in every GPU. The sums stay exact: a bucket of the coarser timeline is what it would have
  * accumulated itself, only added in another order. */
-static void timeline_halve(struct rs_analyzer *a) {
-  size_t nb = (a->n_buckets + 1) / 2;
-  for (size_t gi = 0; gi < a->n_g; gi++) {
-    struct bucket_acc *tl = a->g[gi]->tl;
-    for (size_t b = 0; b < nb; b++) {
-      struct bucket_acc m = tl[2 * b];
-      if (2 * b + 1 < a->n_buckets) {
-        const struct bucket_acc *x = &tl[2 * b + 1];
-        m.util_sum += x->util_sum;
-        m.mem_sum += x->mem_sum;
-        m.pct_sum += x->pct_sum;
-        m.n_util = (uint16_t)(m.n_util + x->n_util);
-        m.n_mem = (uint16_t)(m.n_mem + x->n_mem);
-        m.n_pct = (uint16_t)(m.n_pct + x->n_pct);
-      }
-      tl[b] = m;
+static void halve_into(const struct rs_analyzer *a, const struct tl_sums *tl, struct tl_sums *to,
+                       size_t nb, size_t cw) {
+  for (size_t b = 0; b < nb; b++) {
+    struct bucket_acc m = tl_read(tl, a->n_buckets, a->tl_cw, 2 * b);
+    if (2 * b + 1 < a->n_buckets) {
+      struct bucket_acc x = tl_read(tl, a->n_buckets, a->tl_cw, 2 * b + 1);
+      m.util_sum += x.util_sum;
+      m.mem_sum += x.mem_sum;
+      m.pct_sum += x.pct_sum;
+      m.n_util = (uint16_t)(m.n_util + x.n_util);
+      m.n_mem = (uint16_t)(m.n_mem + x.n_mem);
+      m.n_pct = (uint16_t)(m.n_pct + x.n_pct);
     }
-    struct bucket_acc *n = realloc(tl, nb * sizeof(*tl));
-    if (n) /* a failed shrink keeps the larger block, which still holds the merged buckets */
-      a->g[gi]->tl = n;
+    tl_write(to, nb, cw, b, &m);
   }
+}
+
+/* Halves the timeline's resolution: bucket b takes the old buckets 2b and 2b + 1 (sums and counts
+ * add), in every GPU. The sums stay exact: a bucket of the coarser timeline is what it would have
+ * accumulated itself, only added in another order. GS_ENOMEM when a GPU's new block cannot be had
+ * (then nothing changed). */
+static int timeline_halve(struct rs_analyzer *a) {
+  size_t nb = (a->n_buckets + 1) / 2, cw = tl_cw_for(2 * a->spb);
+  struct tl_sums **nw = calloc(a->n_g + 1, sizeof(*nw));
+  for (size_t gi = 0; nw && gi < a->n_g; gi++)
+    if (!(nw[gi] = malloc(tl_size(nb, cw)))) {
+      while (gi-- > 0)
+        free(nw[gi]);
+      free(nw);
+      nw = NULL;
+    }
+  if (!nw)
+    return GS_ENOMEM;
+  for (size_t gi = 0; gi < a->n_g; gi++) {
+    halve_into(a, a->g[gi]->tl, nw[gi], nb, cw);
+    free(a->g[gi]->tl);
+    a->g[gi]->tl = nw[gi];
+  }
+  free(nw);
   a->spb *= 2;
   a->n_buckets = nb;
+  a->tl_cw = cw;
+  return 0;
 }
 
 /* Keeps the timelines of n GPUs within RS_TIMELINE_BYTES, coarsening them as the fleet grows. */
-static void timeline_fit(struct rs_analyzer *a, size_t n) {
-  while (a->n_buckets > 1 && 2 * a->spb <= RS_BUCKET_STEPS_MAX &&
-         n * a->n_buckets * sizeof(struct bucket_acc) > RS_TIMELINE_BYTES)
-    timeline_halve(a);
+static int timeline_fit(struct rs_analyzer *a, size_t n) {
+  int rc = 0;
+  while (!rc && a->n_buckets > 1 && 2 * a->spb <= RS_BUCKET_STEPS_MAX &&
+         n * a->n_buckets * RS_BUCKET_BUDGET > RS_TIMELINE_BYTES)
+    rc = timeline_halve(a);
+  return rc;
 }
 
 static struct gacc *gpu_get(struct rs_analyzer *a, const struct rs_labels *l, int *rc) {
@@ -265,7 +287,8 @@ static struct gacc *gpu_get(struct rs_analyzer *a, const struct rs_labels *l, in
     a->g = ng;
     a->cap_g = nc;
   }
-  timeline_fit(a, a->n_g + 1);
+  if ((*rc = timeline_fit(a, a->n_g + 1)) != 0)
+    return NULL;
   struct gacc *g = gacc_new(a, l);
   if (!g) {
     *rc = GS_ENOMEM;
@@ -397,6 +420,7 @@ struct rs_analyzer *rs_analyzer_new(const struct rs_params *p, int64_t start_ms,
   if (a->spb < 1)
     a->spb = 1;
   a->n_buckets = (a->n_steps + a->spb - 1) / a->spb;
+  a->tl_cw = tl_cw_for(a->spb);
   a->c_start = 0;
   a->c_len = 0;
   return a;
@@ -564,7 +588,8 @@ static void flush_step(struct rs_analyzer *a, struct gacc *g, size_t i) {
   if (!g->seen || t > g->last_ms)
     g->last_ms = t;
   g->seen = true;
-  struct bucket_acc *b = &g->tl[(size_t)k / a->spb];
+  size_t bi = (size_t)k / a->spb;
+  struct bucket_acc bk = tl_read(g->tl, a->n_buckets, a->tl_cw, bi), *b = &bk;
   double tot = NAN;
   if (has_m && has_f) {
     tot = ma + fa;
@@ -606,6 +631,7 @@ static void flush_step(struct rs_analyzer *a, struct gacc *g, size_t i) {
     b->n_util += b->n_util < UINT16_MAX;
     b->util_sum += ua;
   }
+  tl_write(g->tl, a->n_buckets, a->tl_cw, bi, b);
   for (size_t j = 0; j < g->n_wl; j++) {
     struct wlink *wl = &g->wl[j];
     if (!wl_marked(wl, i))

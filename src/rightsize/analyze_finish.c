@@ -196,8 +196,8 @@ static int finish_gpu(const struct rs_analyzer *a, const struct gacc *g, const s
     uint32_t in = 0;
     for (size_t k = b * a->spb; k < (b + 1) * a->spb && k < a->n_steps; k++)
       in += bit(has, k) && !bit(busy, k);
-    const struct bucket_acc *x = &g->tl[b];
-    struct bucket_sum sum = {x->n_util, x->n_mem, x->n_pct, x->util_sum, x->mem_sum, x->pct_sum};
+    struct bucket_acc x = tl_read(g->tl, a->n_buckets, a->tl_cw, b);
+    struct bucket_sum sum = {x.n_util, x.n_mem, x.n_pct, x.util_sum, x.mem_sum, x.pct_sum};
     finish_bucket(&sum, in, &o->timeline[b]);
   }
   if (g->n_wl) {
@@ -331,13 +331,13 @@ static int finish_node(const struct rs_analyzer *a, struct rs_report *r, size_t 
       if (!pool[i])
         continue;
       const struct gacc *g = a->g[gord[first + i]];
-      const struct bucket_acc *x = &g->tl[b];
-      acc.n_util += x->n_util;
-      acc.n_mem += x->n_mem;
-      acc.n_pct += x->n_pct;
-      acc.util_sum += x->util_sum;
-      acc.mem_sum += x->mem_sum;
-      acc.pct_sum += x->pct_sum;
+      struct bucket_acc x = tl_read(g->tl, a->n_buckets, a->tl_cw, b);
+      acc.n_util += x.n_util;
+      acc.n_mem += x.n_mem;
+      acc.n_pct += x.n_pct;
+      acc.util_sum += x.util_sum;
+      acc.mem_sum += x.mem_sum;
+      acc.pct_sum += x.pct_sum;
       for (size_t k = b * a->spb; k < (b + 1) * a->spb && k < a->n_steps; k++)
         idle += bit(bits + i * w2, k) && !bit(bits + i * w2 + a->words, k);
     }

@@ -16,13 +16,21 @@
 
 /* ---- accumulators --------------------------------------------------------------------------- */
 
-/* One timeline bucket of a GPU (32 bytes): the sums of its step means and how many steps had each.
- * The counts fit 16 bits because a bucket never spans more than RS_BUCKET_STEPS_MAX steps. */
+/* One timeline bucket of a GPU: the sums of its step means and how many steps had each. The counts
+ * fit 16 bits because a bucket never spans more than RS_BUCKET_STEPS_MAX steps. */
 struct bucket_acc {
   double util_sum, mem_sum, pct_sum;
   uint16_t n_util, n_mem, n_pct;
 };
 #define RS_BUCKET_STEPS_MAX 65535
+/* What RS_TIMELINE_BYTES counts a bucket as (sizeof(struct bucket_acc), as the buckets were kept):
+ * the number of buckets follows it. They are kept in less: a GPU's timeline is one block, its
+ * buckets' sums (three doubles each), then their counts, one byte each while a bucket spans at
+ * most 255 steps (a->tl_cw), else two: 27 bytes a bucket, or 30. */
+#define RS_BUCKET_BUDGET 32
+struct tl_sums {
+  double util, mem, pct;
+};
 
 /* Per-step readings of the current chunk, one array each (NaN = none). Several series for the same
  * GPU at the same step (a second scrape job, per-pod copies) fold into one value: the largest.
@@ -51,12 +59,12 @@ struct gacc {
   bool seen;
   struct wlink *wl; /* workloads seen on this GPU */
   size_t n_wl;
-  struct bucket_acc *tl;
-  size_t sc_off;  /* its arrays of the chunk's readings in the analyser's scratch (SC_POW_MAX
-                   * apart); SC_NONE */
-  size_t sc_pmax; /* its SC_POW_MAX array, taken only when a series brings power maxima (the
-                   * power query asks for means alone); SC_NONE */
-  bool sc_live;   /* something was written this chunk */
+  struct tl_sums *tl; /* n_buckets sums, then their counts (tl_get) */
+  size_t sc_off;      /* its arrays of the chunk's readings in the analyser's scratch (SC_POW_MAX
+                       * apart); SC_NONE */
+  size_t sc_pmax;     /* its SC_POW_MAX array, taken only when a series brings power maxima (the
+                       * power query asks for means alone); SC_NONE */
+  bool sc_live;       /* something was written this chunk */
 };
 
 struct wlink {
@@ -113,6 +121,7 @@ struct rs_analyzer {
   int64_t start_ms, end_ms, step_ms;
   size_t n_steps, words;
   size_t n_buckets, spb; /* buckets and steps per bucket */
+  size_t tl_cw;          /* bytes per count in the timelines: 1 while spb <= 255, else 2 */
   int64_t c_start;       /* current chunk: first step index */
   size_t c_len;          /* ... and its length in steps */
   struct gacc **g;
@@ -141,6 +150,44 @@ static inline uint64_t fnv(const char *a, const char *b) {
 
 static inline const char *gkey2(const struct gacc *g) {
   return g->uuid[0] ? g->uuid : g->gpu;
+}
+
+static inline size_t tl_cw_for(size_t spb) {
+  return spb <= 255 ? 1 : 2;
+}
+
+/* The bytes of one GPU's timeline of nb buckets, counts cw bytes each. */
+static inline size_t tl_size(size_t nb, size_t cw) {
+  return nb * (sizeof(struct tl_sums) + 3 * cw);
+}
+
+/* Bucket b of a timeline of nb buckets whose counts take cw bytes. */
+static inline struct bucket_acc tl_read(const struct tl_sums *tl, size_t nb, size_t cw, size_t b) {
+  const uint8_t *c = (const uint8_t *)(tl + nb) + 3 * cw * b;
+  struct bucket_acc x = {tl[b].util, tl[b].mem, tl[b].pct, 0, 0, 0};
+  if (cw == 1) {
+    x.n_util = c[0], x.n_mem = c[1], x.n_pct = c[2];
+  } else {
+    memcpy(&x.n_util, c, 2);
+    memcpy(&x.n_mem, c + 2, 2);
+    memcpy(&x.n_pct, c + 4, 2);
+  }
+  return x;
+}
+
+static inline void tl_write(struct tl_sums *tl, size_t nb, size_t cw, size_t b,
+                            const struct bucket_acc *x) {
+  uint8_t *c = (uint8_t *)(tl + nb) + 3 * cw * b;
+  tl[b].util = x->util_sum, tl[b].mem = x->mem_sum, tl[b].pct = x->pct_sum;
+  if (cw == 1) { /* a bucket of at most 255 steps: never more (but for a step counted twice) */
+    c[0] = (uint8_t)(x->n_util > 255 ? 255 : x->n_util);
+    c[1] = (uint8_t)(x->n_mem > 255 ? 255 : x->n_mem);
+    c[2] = (uint8_t)(x->n_pct > 255 ? 255 : x->n_pct);
+  } else {
+    memcpy(c, &x->n_util, 2);
+    memcpy(c + 2, &x->n_mem, 2);
+    memcpy(c + 4, &x->n_pct, 2);
+  }
 }
 
 static inline bool strset_has(const struct strset *ss, const char *s) {

@@ -246,6 +246,65 @@ static void test_timeline_budget(void **state) {
   rs_analyzer_free(a);
 }
 
+/* Buckets of 200 one-second steps keep their counts in a byte; a fleet that grows past the budget
+ * in the last chunk halves them to 400 steps, whose counts take two bytes: every count and mean
+ * stays what it was. */
+static void test_timeline_counts_widen(void **state) {
+  (void)state;
+  enum { STEPS = 67200, N = 1561 }; /* 336 buckets of 200 steps; N x 336 x 32 B > 16 MiB */
+  struct rs_params p;
+  rs_params_default(&p);
+  p.step_ms = 1000;
+  int64_t start = T_END - (STEPS - 1) * 1000LL, last = T_END;
+  struct rs_analyzer *a = rs_analyzer_new(&p, start, T_END);
+  assert_non_null(a);
+  assert_int_equal(rs_analyzer_begin_chunk(a, start, last - 1000), 0);
+  struct rs_point *pt = calloc(STEPS, sizeof(*pt));
+  assert_non_null(pt);
+  for (int k = 0; k < STEPS - 1; k++) {
+    pt[k].t_ms = start + k * 1000LL;
+    pt[k].v = k % 2 ? 30 : 10;
+  }
+  struct rs_series s = {.labels = {.node = "a",
+                                   .gpu = "0",
+                                   .uuid = "GPU-a",
+                                   .model = "NVIDIA L4",
+                                   .pod = "",
+                                   .namespace_ = "",
+                                   .container = ""},
+                        .points = pt,
+                        .n = STEPS - 1};
+  assert_int_equal(rs_analyzer_add(a, RS_M_UTIL, &s), 0);
+  assert_int_equal(rs_analyzer_begin_chunk(a, last, last), 0); /* one step, many more GPUs */
+  char node[32], uuid[32];
+  for (int g = 1; g < N; g++) {
+    snprintf(node, sizeof(node), "n%04d", g / 8);
+    snprintf(uuid, sizeof(uuid), "GPU-%04d", g);
+    s.labels.node = node;
+    s.labels.uuid = uuid;
+    pt[0].t_ms = last;
+    pt[0].v = 50;
+    s.n = 1;
+    assert_int_equal(rs_analyzer_add(a, RS_M_UTIL, &s), 0);
+  }
+  free(pt);
+  struct rs_report r;
+  rs_report_init(&r);
+  assert_int_equal(rs_analyzer_finish(a, &r), 0);
+  assert_int_equal(r.n_gpus, N);
+  assert_int_equal(r.n_buckets, 168);
+  assert_int_equal(r.bucket_ms, 400 * 1000);
+  assert_string_equal(r.gpus[0].uuid, "GPU-a");
+  for (size_t b = 0; b < r.n_buckets; b++) {
+    assert_int_equal(r.gpus[0].timeline[b].n, b + 1 < r.n_buckets ? 400 : 399);
+    if (b + 1 < r.n_buckets)
+      assert_float_equal(r.gpus[0].timeline[b].util_mean, 20.0, 1e-6);
+  }
+  assert_int_equal(r.gpus[1].timeline[167].n, 1); /* the last step */
+  rs_report_free(&r);
+  rs_analyzer_free(a);
+}
+
 /* Two chunks: GPU A reports in both, GPU B appears in the second only (a GPU that joins the
  * fleet mid-window). The chunk's readings are taken anew each chunk, so nothing of the first
  * chunk leaks into the second, and B's first steps are a gap, never idle. */
@@ -790,6 +849,7 @@ int main(void) {
       cmocka_unit_test(test_owner),
       cmocka_unit_test(test_bounded_timeline),
       cmocka_unit_test(test_timeline_budget),
+      cmocka_unit_test(test_timeline_counts_widen),
       cmocka_unit_test(test_gpu_joins_in_second_chunk),
       cmocka_unit_test(test_burst_between_steps),
       cmocka_unit_test(test_duplicates_count_once),
