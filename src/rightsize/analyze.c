@@ -63,6 +63,14 @@ static int strset_add(struct strset *ss, const char *s) {
   return 0;
 }
 
+/* The set's own copy of s (which it holds). */
+static const char *strset_get(const struct strset *ss, const char *s) {
+  for (size_t j = (size_t)(fnv(s, "") & (ss->cap - 1)); ss->slots[j]; j = (j + 1) & (ss->cap - 1))
+    if (!strcmp(ss->items[ss->slots[j] - 1], s))
+      return ss->items[ss->slots[j] - 1];
+  return NULL;
+}
+
 static void strset_free(struct strset *ss) {
   for (size_t i = 0; i < ss->n; i++)
     free(ss->items[i]);
@@ -158,7 +166,7 @@ void rs_gacc_free(struct gacc *g) {
   rs_hist_free(&g->pct);
   rs_hist_free(&g->pow);
   for (size_t i = 0; i < g->n_wl; i++)
-    free(g->wl[i].cb);
+    wl_clear(&g->wl[i], true);
   free(g->wl);
   free(g->tl);
   free(g);
@@ -306,9 +314,7 @@ void rs_wacc_free(struct wacc *w) {
   if (!w)
     return;
   free(w->names);
-  for (size_t i = 0; i < w->n_jobs; i++)
-    free(w->jobs[i]);
-  free(w->jobs);
+  free(w->more_jobs);
   if (w->own) { /* a shared GPU's histograms are the GPU's to free */
     rs_hist_free(&w->own[0]);
     rs_hist_free(&w->own[1]);
@@ -367,21 +373,27 @@ static struct wacc *wl_get(struct rs_analyzer *a, const struct rs_labels *l, int
 }
 
 /* Remembers how the workload was named: exported_pod, or the plain `pod` under which scrape job. */
-static int wl_note_form(struct wacc *w, const struct rs_labels *l) {
+static int wl_note_form(struct rs_analyzer *a, struct wacc *w, const struct rs_labels *l) {
   if (l->pod_form == RS_POD_EXPORTED) {
     w->exported = true;
     return 0;
   }
   const char *job = nz(l->job);
   for (size_t i = 0; i < w->n_jobs; i++)
-    if (!strcmp(w->jobs[i], job))
+    if (!strcmp(wacc_job(w, i), job))
       return 0;
-  char **nj = realloc(w->jobs, (w->n_jobs + 1) * sizeof(*nj));
-  if (!nj)
-    return GS_ENOMEM;
-  w->jobs = nj;
-  if (!(nj[w->n_jobs] = strdup(job)))
-    return GS_ENOMEM;
+  int rc = strset_add(&a->jobs, job);
+  if (rc)
+    return rc;
+  const char *kept = strset_get(&a->jobs, job);
+  if (w->n_jobs) {
+    const char **nj = realloc(w->more_jobs, w->n_jobs * sizeof(*nj));
+    if (!nj)
+      return GS_ENOMEM;
+    w->more_jobs = nj;
+    nj[w->n_jobs - 1] = kept;
+  } else
+    w->job = kept;
   w->n_jobs++;
   return 0;
 }
@@ -397,7 +409,7 @@ static int link_workload(struct gacc *g, size_t widx, struct wlink **out) {
     return GS_ENOMEM;
   g->wl = n;
   memset(&n[g->n_wl], 0, sizeof(n[g->n_wl]));
-  n[g->n_wl].idx = widx;
+  n[g->n_wl].idx = (uint32_t)widx;
   *out = &n[g->n_wl++];
   return 0;
 }
@@ -443,6 +455,7 @@ void rs_analyzer_free(struct rs_analyzer *a) {
   strset_free(&a->targets);
   strset_free(&a->own_pods);
   strset_free(&a->info_jobs);
+  strset_free(&a->jobs);
   free(a);
 }
 
@@ -501,15 +514,21 @@ static void sc_put(struct rs_analyzer *a, struct gacc *g, int slot, size_t i, do
 
 static int wl_mark(struct rs_analyzer *a, struct wlink *wl, size_t i) {
   size_t words = (a->c_len + 63) / 64;
-  if (wl->cb_words < words) {
-    uint64_t *n = realloc(wl->cb, words * sizeof(*n));
+  if (wl->cb_words < words && words <= 1) {
+    wl->cb_words = 1; /* in bits, zero */
+  } else if (wl->cb_words < words) {
+    uint64_t *n =
+        wl->cb_words > 1 ? realloc(wl->cb.words, words * sizeof(*n)) : malloc(words * sizeof(*n));
     if (!n)
       return GS_ENOMEM;
-    memset(n + wl->cb_words, 0, (words - wl->cb_words) * sizeof(*n));
-    wl->cb = n;
-    wl->cb_words = words;
+    size_t had = wl->cb_words;
+    if (had == 1) /* from bits to words */
+      n[0] = wl->cb.bits;
+    memset(n + had, 0, (words - had) * sizeof(*n));
+    wl->cb.words = n;
+    wl->cb_words = (uint32_t)words;
   }
-  wl->cb[i / 64] |= 1ULL << (i % 64);
+  wl_cb(wl)[i / 64] |= 1ULL << (i % 64);
   return 0;
 }
 
@@ -549,10 +568,6 @@ static struct rs_hist *wacc_own(struct rs_analyzer *a, struct wacc *w) {
   w->own = h;
   w->sh = NULL;
   return h;
-}
-
-static bool wl_marked(const struct wlink *wl, size_t i) {
-  return wl->cb && wl->cb_words > i / 64 && ((wl->cb[i / 64] >> (i % 64)) & 1u);
 }
 
 /* Before g's readings of step i are counted: a workload that shares g's histograms and is not
@@ -673,8 +688,7 @@ void rs_analyzer_flush(struct rs_analyzer *a) {
       flush_step(a, g, i);
     g->sc_off = g->sc_pmax = SC_NONE; /* the next chunk takes its arrays anew */
     for (size_t j = 0; live && j < g->n_wl; j++)
-      if (g->wl[j].cb)
-        memset(g->wl[j].cb, 0, g->wl[j].cb_words * sizeof(uint64_t));
+      wl_clear(&g->wl[j], false);
   }
   a->sc_used = 0;
 }
@@ -780,7 +794,7 @@ int rs_analyzer_add(void *ud, enum rs_metric m, const struct rs_series *s) {
   if (rc)
     return rc;
   struct wlink *wl = NULL;
-  if (w && ((rc = wl_note_form(w, &s->labels)) != 0 || (rc = link_workload(g, widx, &wl)) != 0))
+  if (w && ((rc = wl_note_form(a, w, &s->labels)) != 0 || (rc = link_workload(g, widx, &wl)) != 0))
     return rc;
   if ((rc = scratch(a, g, m == RS_M_POWER && s->agg != RS_AGG_AVG)) != 0)
     return rc;

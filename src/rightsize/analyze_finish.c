@@ -437,11 +437,11 @@ static bool is_scrape_target(const struct rs_analyzer *a, const struct wacc *w) 
    * plain `pod` no info series names holds nothing (the target's own, filled in by Prometheus) */
   bool all_info = w->n_jobs > 0;
   for (size_t i = 0; all_info && i < w->n_jobs; i++)
-    all_info = w->jobs[i][0] && strset_has(&a->info_jobs, w->jobs[i]);
+    all_info = wacc_job(w, i)[0] && strset_has(&a->info_jobs, wacc_job(w, i));
   if (all_info)
     return true;
   for (size_t i = 0; i < w->n_jobs; i++)
-    if (w->jobs[i][0] && strset_has(&a->renaming_jobs, w->jobs[i]))
+    if (wacc_job(w, i)[0] && strset_has(&a->renaming_jobs, wacc_job(w, i)))
       return true;
   return false;
 }
@@ -531,11 +531,8 @@ int rs_analyzer_finish(struct rs_analyzer *a, struct rs_report *r) {
   a->sc_cap = 0;
   for (size_t i = 0; i < a->n_g; i++) {
     struct gacc *g = a->g[i];
-    for (size_t j = 0; j < g->n_wl; j++) {
-      free(g->wl[j].cb);
-      g->wl[j].cb = NULL;
-      g->wl[j].cb_words = 0;
-    }
+    for (size_t j = 0; j < g->n_wl; j++)
+      wl_clear(&g->wl[j], true);
   }
   /* a histogram page or a step state that could not be kept left a summary incomplete: no
    * report from it */

@@ -7,6 +7,7 @@
 #include <math.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "rightsize/analyze.h"
@@ -53,35 +54,58 @@ struct gacc {
   struct rs_steps steps; /* per step: a utilisation reading, idle or busy (steps.h) */
   struct rs_hist util, mem, pct, pow;
   double mem_total; /* max of used + free at one step */
-  bool has_total;
-  double used_h; /* sum util/100 x step, hours */
+  double used_h;    /* sum util/100 x step, hours */
   int64_t first_ms, last_ms;
-  bool seen;
-  struct wlink *wl; /* workloads seen on this GPU */
-  size_t n_wl;
+  struct wlink *wl;   /* workloads seen on this GPU */
   struct tl_sums *tl; /* n_buckets sums, then their counts (tl_get) */
   size_t sc_off;      /* its arrays of the chunk's readings in the analyser's scratch (SC_POW_MAX
                        * apart); SC_NONE */
   size_t sc_pmax;     /* its SC_POW_MAX array, taken only when a series brings power maxima (the
                        * power query asks for means alone); SC_NONE */
-  bool sc_live;       /* something was written this chunk */
+  uint32_t n_wl;
+  bool has_total;
+  bool seen;
+  bool sc_live; /* something was written this chunk */
 };
 
+/* A workload seen on a GPU (24 bytes). */
 struct wlink {
-  size_t idx;
-  uint64_t n;   /* utilisation samples of this pairing */
-  uint64_t *cb; /* bit per step of the chunk: a series of this pod named this GPU */
-  size_t cb_words;
+  uint32_t idx;      /* the workload */
+  uint32_t cb_words; /* bit per step of the chunk: a series of this pod named this GPU; in bits
+                      * while one word holds them, else in words */
+  uint64_t n;        /* utilisation samples of this pairing */
+  union {
+    uint64_t bits;
+    uint64_t *words;
+  } cb;
 };
+
+static inline uint64_t *wl_cb(struct wlink *wl) {
+  return wl->cb_words <= 1 ? &wl->cb.bits : wl->cb.words;
+}
+
+static inline bool wl_marked(const struct wlink *wl, size_t i) {
+  const uint64_t *b = wl->cb_words <= 1 ? &wl->cb.bits : wl->cb.words;
+  return wl->cb_words > i / 64 && ((b[i / 64] >> (i % 64)) & 1u);
+}
+
+/* Forgets the marks (frees them with drop). */
+static inline void wl_clear(struct wlink *wl, bool drop) {
+  if (wl->cb_words > 1 && drop)
+    free(wl->cb.words);
+  if (drop)
+    wl->cb_words = 0, wl->cb.bits = 0;
+  else
+    memset(wl_cb(wl), 0, (wl->cb_words ? wl->cb_words : 1) * sizeof(uint64_t));
+}
 
 struct wacc {
   char *ns, *pod, *container; /* cut at RS_NAME_MAX, in one block */
   char *names;
-  bool multi_container;
-  bool exported; /* seen in exported_pod: Prometheus renamed the exporter's labels */
-  bool in_info;  /* named by a gpuscale_gpu_pod_info series: a holder, as the agent says */
-  char **jobs;   /* scrape jobs where it was seen only in the plain `pod` label */
-  size_t n_jobs;
+  /* The scrape jobs where it was seen only in the plain `pod` label: the first, then the others;
+   * the analyser's (a->jobs) strings. */
+  const char *job;
+  const char **more_jobs;
   /* Utilisation and memory. While every reading its GPU has had came with this pod (a pod that
    * holds its GPU alone from the GPU's first reading on), they are the GPU's own histograms (sh):
    * the same samples in the same order. The first reading of the GPU without the pod, or of
@@ -93,8 +117,16 @@ struct wacc {
   uint64_t n_util, n_idle;
   double used_h;
   int64_t first_ms, last_ms;
+  uint32_t n_jobs;
+  bool multi_container;
+  bool exported; /* seen in exported_pod: Prometheus renamed the exporter's labels */
+  bool in_info;  /* named by a gpuscale_gpu_pod_info series: a holder, as the agent says */
   bool seen;
 };
+
+static inline const char *wacc_job(const struct wacc *w, size_t i) {
+  return i ? w->more_jobs[i - 1] : w->job;
+}
 
 struct slot_index {
   size_t *slots; /* entry index + 1; 0 = empty */
@@ -136,6 +168,7 @@ struct rs_analyzer {
   struct strset targets;       /* "job\x1finstance\x1fnamespace\x1fpod" of the targets (`up`) */
   struct strset own_pods;      /* "namespace/pod" of series that named their own target's pod */
   struct strset info_jobs;     /* jobs that write gpuscale_gpu_pod_info (gpuscale's agent) */
+  struct strset jobs;          /* every job a workload was seen under: their names, kept once */
 };
 
 static inline uint64_t fnv(const char *a, const char *b) {
