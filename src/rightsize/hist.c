@@ -30,7 +30,7 @@ void rs_hist_free(struct rs_hist *h) {
   h->blk = NULL;
   h->ovf = NULL;
   h->used = 0;
-  h->n_ovf = h->cap_ovf = 0;
+  h->n_ovf = 0;
 }
 
 /* The 8-bit counter of bin i, or NULL when its page is not allocated. */
@@ -60,6 +60,14 @@ static uint8_t *lo_make(struct rs_hist *h, unsigned i) {
   return lo_at(h, i);
 }
 
+/* The room of a high list of n entries: 4, 8, 16, ... entries, at most nbins (none for none). */
+static unsigned ovf_cap(const struct rs_hist *h, unsigned n) {
+  unsigned cap = 4;
+  while (cap < n && cap < h->nbins)
+    cap *= 2;
+  return n ? (cap > h->nbins ? h->nbins : cap) : 0;
+}
+
 /* Where bin's entry is in the high list, or where it would go. */
 static size_t hi_find(const struct rs_hist *h, unsigned bin) {
   size_t lo = 0, hi = h->n_ovf;
@@ -87,17 +95,13 @@ static bool hi_add(struct rs_hist *h, unsigned bin, uint32_t d) {
     h->ovf[j].hi += d;
     return true;
   }
-  if (h->n_ovf == h->cap_ovf) {
-    unsigned cap = h->cap_ovf ? 2u * h->cap_ovf : 4u;
-    if (cap > h->nbins)
-      cap = h->nbins;
-    struct rs_hist_hi *n = realloc(h->ovf, cap * sizeof(*n));
+  if (h->n_ovf == ovf_cap(h, h->n_ovf)) { /* full: the next room up */
+    struct rs_hist_hi *n = realloc(h->ovf, ovf_cap(h, h->n_ovf + 1u) * sizeof(*n));
     if (!n) {
       h->oom = true;
       return false;
     }
     h->ovf = n;
-    h->cap_ovf = (uint16_t)cap;
   }
   memmove(&h->ovf[j + 1], &h->ovf[j], (h->n_ovf - j) * sizeof(*h->ovf));
   h->ovf[j].bin = (uint16_t)bin;
@@ -157,7 +161,7 @@ int rs_hist_copy(struct rs_hist *dst, const struct rs_hist *src) {
     memcpy(dst->blk, src->blk, size);
   }
   if (src->ovf) {
-    if (!(dst->ovf = malloc(src->cap_ovf * sizeof(*dst->ovf))))
+    if (!(dst->ovf = malloc(ovf_cap(src, src->n_ovf) * sizeof(*dst->ovf))))
       goto oom;
     memcpy(dst->ovf, src->ovf, src->n_ovf * sizeof(*dst->ovf));
   }

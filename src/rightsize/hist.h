@@ -33,9 +33,9 @@ struct rs_hist_hi {
 struct rs_hist {
   uint8_t *blk;           /* the page index (one byte per page: 0 none, else slot + 1), the pages */
   struct rs_hist_hi *ovf; /* the bins that passed 255, by bin */
-  uint16_t nbins, n_ovf, cap_ovf;
-  uint8_t npages, used; /* pages in the index; pages allocated */
-  bool upper;           /* report the upper edge (capped at max) */
+  uint16_t nbins, n_ovf;  /* the high list holds room for rs_hist_ovf_cap(n_ovf) entries */
+  uint8_t npages, used;   /* pages in the index; pages allocated */
+  bool upper;             /* report the upper edge (capped at max) */
   bool oom; /* a page could not be allocated: the histogram is incomplete, never to be used */
   double width;
   uint64_t n;

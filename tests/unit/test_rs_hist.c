@@ -146,6 +146,12 @@ static void test_copy(void **state) {
     rs_hist_add(&a, v);
     ref_add(r, &a, v);
   }
+  for (int b = 0; b < 40; b++) /* 40 bins past 255: a high list that grew five times */
+    for (int k = 0; k < 300; k++) {
+      rs_hist_add(&a, b * 2.5);
+      ref_add(r, &a, b * 2.5);
+    }
+  assert_int_equal(a.n_ovf, 41);
   rs_hist_peak(&a, 100.5);
   assert_int_equal(rs_hist_copy(&c, &a), 0);
   assert_true(c.blk != a.blk && c.ovf != a.ovf);
