@@ -33,12 +33,33 @@ void rs_hist_free(struct rs_hist *h) {
   h->n_ovf = 0;
 }
 
+/* A histogram of more than RS_HIST_FEW pages that has at most RS_HIST_FEW of them lists their
+ * numbers in RS_HIST_FEW bytes (slot order) instead of a byte per page: a GPU's memory, which
+ * spans 48 pages of 64 MiB, uses one or two. The index is made when a page past RS_HIST_FEW comes.
+ */
+#define RS_HIST_FEW 4
+
+static bool few(const struct rs_hist *h, unsigned used) {
+  return h->npages > RS_HIST_FEW && used <= RS_HIST_FEW;
+}
+
+/* The bytes before the pages. */
+static size_t head(const struct rs_hist *h, unsigned used) {
+  return few(h, used) ? RS_HIST_FEW : h->npages;
+}
+
 /* The 8-bit counter of bin i, or NULL when its page is not allocated. */
 static uint8_t *lo_at(const struct rs_hist *h, unsigned i) {
   if (!h->blk)
     return NULL;
-  unsigned slot = h->blk[i / RS_HIST_PAGE];
-  return slot ? h->blk + h->npages + (size_t)(slot - 1) * RS_HIST_PAGE + i % RS_HIST_PAGE : NULL;
+  unsigned page = i / RS_HIST_PAGE, slot = 0;
+  if (few(h, h->used)) {
+    for (unsigned s = 0; s < h->used && !slot; s++)
+      slot = h->blk[s] == page ? s + 1 : 0;
+  } else
+    slot = h->blk[page];
+  return slot ? h->blk + head(h, h->used) + (size_t)(slot - 1) * RS_HIST_PAGE + i % RS_HIST_PAGE
+              : NULL;
 }
 
 /* The 8-bit counter of bin i, its page allocated if need be; NULL (and oom) when it cannot be. */
@@ -46,17 +67,34 @@ static uint8_t *lo_make(struct rs_hist *h, unsigned i) {
   uint8_t *lo = lo_at(h, i);
   if (lo)
     return lo;
-  size_t size = h->npages + (size_t)(h->used + 1) * RS_HIST_PAGE;
-  uint8_t *nb = realloc(h->blk, size);
-  if (!nb) {
-    h->oom = true;
-    return NULL;
-  }
-  if (!h->blk)
+  unsigned used = h->used + 1u, page = i / RS_HIST_PAGE;
+  size_t size = head(h, used) + (size_t)used * RS_HIST_PAGE;
+  uint8_t *nb;
+  if (h->blk && few(h, h->used) && !few(h, used)) { /* the list becomes an index */
+    if (!(nb = malloc(size))) {
+      h->oom = true;
+      return NULL;
+    }
     memset(nb, 0, h->npages);
+    for (unsigned s = 0; s < h->used; s++)
+      nb[h->blk[s]] = (uint8_t)(s + 1);
+    memcpy(nb + h->npages, h->blk + RS_HIST_FEW, (size_t)h->used * RS_HIST_PAGE);
+    free(h->blk);
+  } else {
+    if (!(nb = realloc(h->blk, size))) {
+      h->oom = true;
+      return NULL;
+    }
+    if (!h->blk)
+      memset(nb, 0, head(h, used));
+  }
   memset(nb + size - RS_HIST_PAGE, 0, RS_HIST_PAGE);
   h->blk = nb;
-  h->blk[i / RS_HIST_PAGE] = ++h->used;
+  if (few(h, used))
+    h->blk[used - 1] = (uint8_t)page;
+  else
+    h->blk[page] = (uint8_t)used;
+  h->used = (uint8_t)used;
   return lo_at(h, i);
 }
 
@@ -155,7 +193,7 @@ int rs_hist_copy(struct rs_hist *dst, const struct rs_hist *src) {
   dst->blk = NULL;
   dst->ovf = NULL;
   if (src->blk) {
-    size_t size = src->npages + (size_t)src->used * RS_HIST_PAGE;
+    size_t size = head(src, src->used) + (size_t)src->used * RS_HIST_PAGE;
     if (!(dst->blk = malloc(size)))
       goto oom;
     memcpy(dst->blk, src->blk, size);

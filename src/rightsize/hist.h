@@ -31,7 +31,8 @@ struct rs_hist_hi {
   uint32_t hi; /* count / 256 */
 };
 struct rs_hist {
-  uint8_t *blk;           /* the page index (one byte per page: 0 none, else slot + 1), the pages */
+  uint8_t *blk; /* the page index (one byte per page: 0 none, else slot + 1; or, with at most 4
+                 * pages of more than 4, their numbers in 4 bytes), then the pages */
   struct rs_hist_hi *ovf; /* the bins that passed 255, by bin */
   uint16_t nbins, n_ovf;  /* the high list holds room for rs_hist_ovf_cap(n_ovf) entries */
   uint8_t npages, used;   /* pages in the index; pages allocated */
