@@ -57,7 +57,7 @@ struct gacc {
   double used_h;    /* sum util/100 x step, hours */
   int64_t first_ms, last_ms;
   struct wlink *wl;   /* workloads seen on this GPU */
-  struct tl_sums *tl; /* n_buckets sums, then their counts (tl_get) */
+  struct tl_sums *tl; /* n_buckets sums, then their counts (tl_read) */
   size_t sc_off;      /* its arrays of the chunk's readings in the analyser's scratch (SC_POW_MAX
                        * apart); SC_NONE */
   size_t sc_pmax;     /* its SC_POW_MAX array, taken only when a series brings power maxima (the
