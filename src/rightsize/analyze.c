@@ -63,6 +63,14 @@ static int strset_add(struct strset *ss, const char *s) {
   return 0;
 }
 
+/* The set's own copy of s (which it holds). */
+static const char *strset_get(const struct strset *ss, const char *s) {
+  for (size_t j = (size_t)(fnv(s, "") & (ss->cap - 1)); ss->slots[j]; j = (j + 1) & (ss->cap - 1))
+    if (!strcmp(ss->items[ss->slots[j] - 1], s))
+      return ss->items[ss->slots[j] - 1];
+  return NULL;
+}
+
 static void strset_free(struct strset *ss) {
   for (size_t i = 0; i < ss->n; i++)
     free(ss->items[i]);
@@ -158,7 +166,7 @@ void rs_gacc_free(struct gacc *g) {
   rs_hist_free(&g->pct);
   rs_hist_free(&g->pow);
   for (size_t i = 0; i < g->n_wl; i++)
-    free(g->wl[i].cb);
+    wl_clear(&g->wl[i], true);
   free(g->wl);
   free(g->tl);
   free(g);
@@ -172,8 +180,8 @@ static struct gacc *gacc_new(struct rs_analyzer *a, const struct rs_labels *l) {
     free(g);
     return NULL;
   }
-  g->sc_off = SC_NONE;
-  g->tl = calloc(a->n_buckets, sizeof(*g->tl));
+  g->sc_off = g->sc_pmax = SC_NONE;
+  g->tl = calloc(1, tl_size(a->n_buckets, a->tl_cw));
   if (!g->tl || rs_hist_init(&g->util, H_PCT_BINS, H_PCT_W, false) ||
       rs_hist_init(&g->mem, H_MEM_BINS, H_MEM_W, true) ||
       rs_hist_init(&g->pct, H_PCT_BINS, H_PCT_W, false) ||
@@ -202,36 +210,58 @@ static struct gacc *gpu_find(struct rs_analyzer *a, const struct rs_labels *l) {
 /* Halves the timeline's resolution: bucket b takes the old buckets 2b and 2b + 1 (sums and counts
  * add), in every GPU. The sums stay exact: a bucket of the coarser timeline is what it would have
  * accumulated itself, only added in another order. */
-static void timeline_halve(struct rs_analyzer *a) {
-  size_t nb = (a->n_buckets + 1) / 2;
-  for (size_t gi = 0; gi < a->n_g; gi++) {
-    struct bucket_acc *tl = a->g[gi]->tl;
-    for (size_t b = 0; b < nb; b++) {
-      struct bucket_acc m = tl[2 * b];
-      if (2 * b + 1 < a->n_buckets) {
-        const struct bucket_acc *x = &tl[2 * b + 1];
-        m.util_sum += x->util_sum;
-        m.mem_sum += x->mem_sum;
-        m.pct_sum += x->pct_sum;
-        m.n_util = (uint16_t)(m.n_util + x->n_util);
-        m.n_mem = (uint16_t)(m.n_mem + x->n_mem);
-        m.n_pct = (uint16_t)(m.n_pct + x->n_pct);
-      }
-      tl[b] = m;
+static void halve_into(const struct rs_analyzer *a, const struct tl_sums *tl, struct tl_sums *to,
+                       size_t nb, size_t cw) {
+  for (size_t b = 0; b < nb; b++) {
+    struct bucket_acc m = tl_read(tl, a->n_buckets, a->tl_cw, 2 * b);
+    if (2 * b + 1 < a->n_buckets) {
+      struct bucket_acc x = tl_read(tl, a->n_buckets, a->tl_cw, 2 * b + 1);
+      m.util_sum += x.util_sum;
+      m.mem_sum += x.mem_sum;
+      m.pct_sum += x.pct_sum;
+      m.n_util = (uint16_t)(m.n_util + x.n_util);
+      m.n_mem = (uint16_t)(m.n_mem + x.n_mem);
+      m.n_pct = (uint16_t)(m.n_pct + x.n_pct);
     }
-    struct bucket_acc *n = realloc(tl, nb * sizeof(*tl));
-    if (n) /* a failed shrink keeps the larger block, which still holds the merged buckets */
-      a->g[gi]->tl = n;
+    tl_write(to, nb, cw, b, &m);
   }
+}
+
+/* Halves the timeline's resolution: bucket b takes the old buckets 2b and 2b + 1 (sums and counts
+ * add), in every GPU. The sums stay exact: a bucket of the coarser timeline is what it would have
+ * accumulated itself, only added in another order. GS_ENOMEM when a GPU's new block cannot be had
+ * (then nothing changed). */
+static int timeline_halve(struct rs_analyzer *a) {
+  size_t nb = (a->n_buckets + 1) / 2, cw = tl_cw_for(2 * a->spb);
+  struct tl_sums **nw = calloc(a->n_g + 1, sizeof(*nw));
+  for (size_t gi = 0; nw && gi < a->n_g; gi++)
+    if (!(nw[gi] = malloc(tl_size(nb, cw)))) {
+      while (gi-- > 0)
+        free(nw[gi]);
+      free(nw);
+      nw = NULL;
+    }
+  if (!nw)
+    return GS_ENOMEM;
+  for (size_t gi = 0; gi < a->n_g; gi++) {
+    halve_into(a, a->g[gi]->tl, nw[gi], nb, cw);
+    free(a->g[gi]->tl);
+    a->g[gi]->tl = nw[gi];
+  }
+  free(nw);
   a->spb *= 2;
   a->n_buckets = nb;
+  a->tl_cw = cw;
+  return 0;
 }
 
 /* Keeps the timelines of n GPUs within RS_TIMELINE_BYTES, coarsening them as the fleet grows. */
-static void timeline_fit(struct rs_analyzer *a, size_t n) {
-  while (a->n_buckets > 1 && 2 * a->spb <= RS_BUCKET_STEPS_MAX &&
-         n * a->n_buckets * sizeof(struct bucket_acc) > RS_TIMELINE_BYTES)
-    timeline_halve(a);
+static int timeline_fit(struct rs_analyzer *a, size_t n) {
+  int rc = 0;
+  while (!rc && a->n_buckets > 1 && 2 * a->spb <= RS_BUCKET_STEPS_MAX &&
+         n * a->n_buckets * RS_BUCKET_BUDGET > RS_TIMELINE_BYTES)
+    rc = timeline_halve(a);
+  return rc;
 }
 
 static struct gacc *gpu_get(struct rs_analyzer *a, const struct rs_labels *l, int *rc) {
@@ -265,7 +295,8 @@ static struct gacc *gpu_get(struct rs_analyzer *a, const struct rs_labels *l, in
     a->g = ng;
     a->cap_g = nc;
   }
-  timeline_fit(a, a->n_g + 1);
+  if ((*rc = timeline_fit(a, a->n_g + 1)) != 0)
+    return NULL;
   struct gacc *g = gacc_new(a, l);
   if (!g) {
     *rc = GS_ENOMEM;
@@ -283,11 +314,12 @@ void rs_wacc_free(struct wacc *w) {
   if (!w)
     return;
   free(w->names);
-  for (size_t i = 0; i < w->n_jobs; i++)
-    free(w->jobs[i]);
-  free(w->jobs);
-  rs_hist_free(&w->util);
-  rs_hist_free(&w->mem);
+  free(w->more_jobs);
+  if (w->own) { /* a shared GPU's histograms are the GPU's to free */
+    rs_hist_free(&w->own[0]);
+    rs_hist_free(&w->own[1]);
+    free(w->own);
+  }
   rs_hist_free(&w->peak);
   free(w);
 }
@@ -326,8 +358,6 @@ static struct wacc *wl_get(struct rs_analyzer *a, const struct rs_labels *l, int
   }
   struct wacc *w = calloc(1, sizeof(*w));
   if (!w || wacc_names(w, l->namespace_, l->pod, l->container) ||
-      rs_hist_init(&w->util, H_PCT_BINS, H_PCT_W, false) ||
-      rs_hist_init(&w->mem, H_MEM_BINS, H_MEM_W, true) ||
       rs_hist_init(&w->peak, H_PCT_BINS, H_PCT_W, false)) {
     rs_wacc_free(w);
     *rc = GS_ENOMEM;
@@ -343,21 +373,27 @@ static struct wacc *wl_get(struct rs_analyzer *a, const struct rs_labels *l, int
 }
 
 /* Remembers how the workload was named: exported_pod, or the plain `pod` under which scrape job. */
-static int wl_note_form(struct wacc *w, const struct rs_labels *l) {
+static int wl_note_form(struct rs_analyzer *a, struct wacc *w, const struct rs_labels *l) {
   if (l->pod_form == RS_POD_EXPORTED) {
     w->exported = true;
     return 0;
   }
   const char *job = nz(l->job);
   for (size_t i = 0; i < w->n_jobs; i++)
-    if (!strcmp(w->jobs[i], job))
+    if (!strcmp(wacc_job(w, i), job))
       return 0;
-  char **nj = realloc(w->jobs, (w->n_jobs + 1) * sizeof(*nj));
-  if (!nj)
-    return GS_ENOMEM;
-  w->jobs = nj;
-  if (!(nj[w->n_jobs] = strdup(job)))
-    return GS_ENOMEM;
+  int rc = strset_add(&a->jobs, job);
+  if (rc)
+    return rc;
+  const char *kept = strset_get(&a->jobs, job);
+  if (w->n_jobs) {
+    const char **nj = realloc(w->more_jobs, w->n_jobs * sizeof(*nj));
+    if (!nj)
+      return GS_ENOMEM;
+    w->more_jobs = nj;
+    nj[w->n_jobs - 1] = kept;
+  } else
+    w->job = kept;
   w->n_jobs++;
   return 0;
 }
@@ -373,7 +409,7 @@ static int link_workload(struct gacc *g, size_t widx, struct wlink **out) {
     return GS_ENOMEM;
   g->wl = n;
   memset(&n[g->n_wl], 0, sizeof(n[g->n_wl]));
-  n[g->n_wl].idx = widx;
+  n[g->n_wl].idx = (uint32_t)widx;
   *out = &n[g->n_wl++];
   return 0;
 }
@@ -396,6 +432,7 @@ struct rs_analyzer *rs_analyzer_new(const struct rs_params *p, int64_t start_ms,
   if (a->spb < 1)
     a->spb = 1;
   a->n_buckets = (a->n_steps + a->spb - 1) / a->spb;
+  a->tl_cw = tl_cw_for(a->spb);
   a->c_start = 0;
   a->c_len = 0;
   return a;
@@ -418,6 +455,7 @@ void rs_analyzer_free(struct rs_analyzer *a) {
   strset_free(&a->targets);
   strset_free(&a->own_pods);
   strset_free(&a->info_jobs);
+  strset_free(&a->jobs);
   free(a);
 }
 
@@ -427,15 +465,19 @@ static int64_t step_of(const struct rs_analyzer *a, int64_t t_ms) {
 }
 
 static float *sc_arr(const struct rs_analyzer *a, const struct gacc *g, int slot) {
+  if (slot == SC_POW_MAX)
+    return a->sc + g->sc_pmax;
   return a->sc + g->sc_off + (size_t)slot * a->sc_steps;
 }
 
-/* g's arrays in the chunk scratch, taken at its first reading of the chunk; new space is NaN (no
- * reading). The block grows as GPUs take their arrays, and is reused from the start each chunk. */
-static int scratch(struct rs_analyzer *a, struct gacc *g) {
-  if (g->sc_off != SC_NONE)
-    return 0;
-  size_t need = (size_t)SC_N * a->sc_steps;
+/* g's reading of step i in slot; NaN when none. */
+static double sc_get(const struct rs_analyzer *a, const struct gacc *g, int slot, size_t i) {
+  return slot == SC_POW_MAX && g->sc_pmax == SC_NONE ? NAN : sc_arr(a, g, slot)[i];
+}
+
+/* Room for need more floats in the chunk scratch, NaN (no reading); their offset in *off. The block
+ * grows as GPUs take their arrays, and is reused from the start each chunk. */
+static int sc_take(struct rs_analyzer *a, size_t need, size_t *off) {
   if (a->sc_used + need > a->sc_cap) {
     size_t cap = a->sc_cap ? 2 * a->sc_cap : 16 * need;
     if (cap < a->sc_used + need)
@@ -448,9 +490,20 @@ static int scratch(struct rs_analyzer *a, struct gacc *g) {
   }
   for (size_t i = 0; i < need; i++)
     a->sc[a->sc_used + i] = NAN;
-  g->sc_off = a->sc_used;
+  *off = a->sc_used;
   a->sc_used += need;
   return 0;
+}
+
+/* g's arrays in the chunk scratch, taken at its first reading of the chunk; with pmax, its array of
+ * power maxima too. */
+static int scratch(struct rs_analyzer *a, struct gacc *g, bool pmax) {
+  int rc = 0;
+  if (g->sc_off == SC_NONE)
+    rc = sc_take(a, (size_t)(SC_N - 1) * a->sc_steps, &g->sc_off);
+  if (!rc && pmax && g->sc_pmax == SC_NONE)
+    rc = sc_take(a, a->sc_steps, &g->sc_pmax);
+  return rc;
 }
 
 static void sc_put(struct rs_analyzer *a, struct gacc *g, int slot, size_t i, double v) {
@@ -461,15 +514,21 @@ static void sc_put(struct rs_analyzer *a, struct gacc *g, int slot, size_t i, do
 
 static int wl_mark(struct rs_analyzer *a, struct wlink *wl, size_t i) {
   size_t words = (a->c_len + 63) / 64;
-  if (wl->cb_words < words) {
-    uint64_t *n = realloc(wl->cb, words * sizeof(*n));
+  if (wl->cb_words < words && words <= 1) {
+    wl->cb_words = 1; /* in bits, zero */
+  } else if (wl->cb_words < words) {
+    uint64_t *n =
+        wl->cb_words > 1 ? realloc(wl->cb.words, words * sizeof(*n)) : malloc(words * sizeof(*n));
     if (!n)
       return GS_ENOMEM;
-    memset(n + wl->cb_words, 0, (words - wl->cb_words) * sizeof(*n));
-    wl->cb = n;
-    wl->cb_words = words;
+    size_t had = wl->cb_words;
+    if (had == 1) /* from bits to words */
+      n[0] = wl->cb.bits;
+    memset(n + had, 0, (words - had) * sizeof(*n));
+    wl->cb.words = n;
+    wl->cb_words = (uint32_t)words;
   }
-  wl->cb[i / 64] |= 1ULL << (i % 64);
+  wl_cb(wl)[i / 64] |= 1ULL << (i % 64);
   return 0;
 }
 
@@ -480,24 +539,72 @@ static void pair(double avg, double max, double *oa, double *om) {
   *om = isnan(max) ? avg : max;
 }
 
+/* A histogram no sample has reached (nor an allocation failed for). */
+static bool hist_pristine(const struct rs_hist *h) {
+  return !h->n && !h->blk && !h->oom;
+}
+
+/* w's own utilisation and memory histograms, made now if need be: copies of its GPU's while it
+ * shared them (which hold exactly what the workload's would), else empty. NULL (and a->oom) when
+ * memory fails. */
+static struct rs_hist *wacc_own(struct rs_analyzer *a, struct wacc *w) {
+  if (w->own)
+    return w->own;
+  struct rs_hist *h = calloc(2, sizeof(*h));
+  int rc = !h      ? GS_ENOMEM
+           : w->sh ? rs_hist_copy(&h[0], &w->sh->util)
+                   : rs_hist_init(&h[0], H_PCT_BINS, H_PCT_W, false);
+  if (!rc)
+    rc = w->sh ? rs_hist_copy(&h[1], &w->sh->mem) : rs_hist_init(&h[1], H_MEM_BINS, H_MEM_W, true);
+  if (rc) {
+    if (h) {
+      rs_hist_free(&h[0]);
+      rs_hist_free(&h[1]);
+    }
+    free(h);
+    a->oom = true;
+    return NULL;
+  }
+  w->own = h;
+  w->sh = NULL;
+  return h;
+}
+
+/* Before g's readings of step i are counted: a workload that shares g's histograms and is not
+ * marked at this step stops sharing (it gets copies of what it has counted so far); one that has
+ * counted nothing and is marked at the first readings g counts shares them from now on. */
+static void share_step(struct rs_analyzer *a, struct gacc *g, size_t i) {
+  for (size_t j = 0; j < g->n_wl; j++) {
+    struct wacc *w = a->w[g->wl[j].idx];
+    bool marked = wl_marked(&g->wl[j], i);
+    if (w->sh == g && !marked)
+      wacc_own(a, w);
+    else if (marked && !w->sh && !w->own && hist_pristine(&g->util) && hist_pristine(&g->mem))
+      w->sh = g;
+  }
+}
+
 /* Folds one step of g's chunk into its summaries and those of the workloads seen there. */
 static void flush_step(struct rs_analyzer *a, struct gacc *g, size_t i) {
   double step_h = (double)a->step_ms / 3600000.0;
   int64_t k = a->c_start + (int64_t)i;
-  double fa = sc_arr(a, g, SC_FREE_AVG)[i], ua, um, ma, mm, pa, pm;
-  pair(sc_arr(a, g, SC_UTIL_AVG)[i], sc_arr(a, g, SC_UTIL_MAX)[i], &ua, &um);
-  pair(sc_arr(a, g, SC_USED_AVG)[i], sc_arr(a, g, SC_USED_MAX)[i], &ma, &mm);
-  pair(sc_arr(a, g, SC_POW_AVG)[i], sc_arr(a, g, SC_POW_MAX)[i], &pa, &pm);
+  double fa = sc_get(a, g, SC_FREE_AVG, i), ua, um, ma, mm, pa, pm;
+  pair(sc_get(a, g, SC_UTIL_AVG, i), sc_get(a, g, SC_UTIL_MAX, i), &ua, &um);
+  pair(sc_get(a, g, SC_USED_AVG, i), sc_get(a, g, SC_USED_MAX, i), &ma, &mm);
+  pair(sc_get(a, g, SC_POW_AVG, i), sc_get(a, g, SC_POW_MAX, i), &pa, &pm);
   bool has_u = !isnan(ua), has_m = !isnan(ma), has_f = !isnan(fa), has_p = !isnan(pa);
   if (!has_u && !has_m && !has_f && !has_p)
     return;
+  if (has_u || has_m)
+    share_step(a, g, i);
   int64_t t = a->start_ms + k * a->step_ms;
   if (!g->seen || t < g->first_ms)
     g->first_ms = t;
   if (!g->seen || t > g->last_ms)
     g->last_ms = t;
   g->seen = true;
-  struct bucket_acc *b = &g->tl[(size_t)k / a->spb];
+  size_t bi = (size_t)k / a->spb;
+  struct bucket_acc bk = tl_read(g->tl, a->n_buckets, a->tl_cw, bi), *b = &bk;
   double tot = NAN;
   if (has_m && has_f) {
     tot = ma + fa;
@@ -539,20 +646,25 @@ static void flush_step(struct rs_analyzer *a, struct gacc *g, size_t i) {
     b->n_util += b->n_util < UINT16_MAX;
     b->util_sum += ua;
   }
+  tl_write(g->tl, a->n_buckets, a->tl_cw, bi, b);
   for (size_t j = 0; j < g->n_wl; j++) {
     struct wlink *wl = &g->wl[j];
-    if (!wl->cb || wl->cb_words <= i / 64 || !((wl->cb[i / 64] >> (i % 64)) & 1u))
+    if (!wl_marked(wl, i))
       continue;
     struct wacc *w = a->w[wl->idx];
-    if (has_m) {
-      rs_hist_add(&w->mem, ma);
-      rs_hist_peak(&w->mem, mm);
+    /* sharing g's histograms: they have just counted this step */
+    struct rs_hist *own = w->sh == g || (!has_m && !has_u) ? NULL : wacc_own(a, w);
+    if (has_m && own) {
+      rs_hist_add(&own[1], ma);
+      rs_hist_peak(&own[1], mm);
     }
     if (!has_u)
       continue;
-    rs_hist_add(&w->util, ua);
+    if (own)
+      rs_hist_add(&own[0], ua);
     rs_hist_add(&w->peak, um);
-    rs_hist_peak(&w->util, um);
+    if (own)
+      rs_hist_peak(&own[0], um);
     w->n_util++;
     w->n_idle += idle;
     w->used_h += (ua > 100 ? 100 : ua) / 100.0 * step_h;
@@ -574,10 +686,9 @@ void rs_analyzer_flush(struct rs_analyzer *a) {
     size_t len = a->c_len < a->sc_steps ? a->c_len : a->sc_steps;
     for (size_t i = 0; live && i < len; i++)
       flush_step(a, g, i);
-    g->sc_off = SC_NONE; /* the next chunk takes its arrays anew */
+    g->sc_off = g->sc_pmax = SC_NONE; /* the next chunk takes its arrays anew */
     for (size_t j = 0; live && j < g->n_wl; j++)
-      if (g->wl[j].cb)
-        memset(g->wl[j].cb, 0, g->wl[j].cb_words * sizeof(uint64_t));
+      wl_clear(&g->wl[j], false);
   }
   a->sc_used = 0;
 }
@@ -593,6 +704,17 @@ int rs_analyzer_begin_chunk(void *ud, int64_t start_ms, int64_t end_ms) {
   a->c_start = s;
   a->c_len = e >= s ? (size_t)(e - s + 1) : 0;
   a->sc_steps = a->c_len ? a->c_len : 1;
+  /* A block larger than this chunk can fill with the GPUs known goes back down to that: the
+   * pages a longer chunk before it wrote (the first, 64 steps before the fleet is known, is
+   * longer than those of a large fleet) are given back rather than held to the end. */
+  size_t want = a->n_g * (size_t)(SC_N - 1) * a->sc_steps;
+  if (a->sc && want && a->sc_cap > want + want / 8 + 4096) {
+    float *n = realloc(a->sc, want * sizeof(*n));
+    if (n) { /* a failed shrink keeps the larger block */
+      a->sc = n;
+      a->sc_cap = want;
+    }
+  }
   return 0;
 }
 
@@ -600,7 +722,9 @@ int64_t rs_analyzer_chunk_steps(void *ud) {
   const struct rs_analyzer *a = ud;
   if (!a->n_g) /* no GPU known yet: a first chunk small enough for any fleet */
     return RS_FIRST_CHUNK_STEPS;
-  /* the scratch of every GPU: SC_N floats per step, and a bit per step per workload link */
+  /* the scratch of every GPU: SC_N floats per step (what it holds when power comes with its maxima
+   * too; the power query brings means alone, so six are taken), and a bit per step per workload
+   * link */
   size_t links = 0;
   for (size_t i = 0; i < a->n_g; i++)
     links += a->g[i]->n_wl;
@@ -670,9 +794,9 @@ int rs_analyzer_add(void *ud, enum rs_metric m, const struct rs_series *s) {
   if (rc)
     return rc;
   struct wlink *wl = NULL;
-  if (w && ((rc = wl_note_form(w, &s->labels)) != 0 || (rc = link_workload(g, widx, &wl)) != 0))
+  if (w && ((rc = wl_note_form(a, w, &s->labels)) != 0 || (rc = link_workload(g, widx, &wl)) != 0))
     return rc;
-  if ((rc = scratch(a, g)) != 0)
+  if ((rc = scratch(a, g, m == RS_M_POWER && s->agg != RS_AGG_AVG)) != 0)
     return rc;
   if (m == RS_M_FB_FREE)
     a->saw_free = true;

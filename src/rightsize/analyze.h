@@ -29,13 +29,15 @@ void rs_analyzer_free(struct rs_analyzer *a);
 int rs_analyzer_begin_chunk(void *ud, int64_t start_ms, int64_t end_ms);
 
 /* The analyser holds each GPU's readings of the current chunk until the chunk ends (the queries of
- * one step come one after another): at most RS_SCRATCH_BYTES for the whole fleet, so the chunks
- * shrink as the fleet grows; the first, before any GPU is known, is RS_FIRST_CHUNK_STEPS long. */
+ * one step come one after another): at most RS_SCRATCH_BYTES for the whole fleet, counting seven
+ * floats a step (six are taken unless power maxima come), so the chunks shrink as the fleet
+ * grows; the first, before any GPU is known, is RS_FIRST_CHUNK_STEPS long. */
 #define RS_SCRATCH_BYTES ((size_t)16 << 20)
 #define RS_FIRST_CHUNK_STEPS 64
-/* Each GPU's timeline (the report's pictures) has at most RS_TIMELINE_MAX buckets of 32 bytes; when
- * the fleet's would pass RS_TIMELINE_BYTES, every bucket doubles in width (report.bucket_ms), so
- * 10 000 GPUs get 42 buckets, 1000 GPUs the full 336. */
+/* Each GPU's timeline (the report's pictures) has at most RS_TIMELINE_MAX buckets, counted as 32
+ * bytes (RS_BUCKET_BUDGET; they take 27 or 30); when the fleet's would pass RS_TIMELINE_BYTES,
+ * every bucket doubles in width (report.bucket_ms), so 10 000 GPUs get 42 buckets, 1000 GPUs the
+ * full 336. */
 #define RS_TIMELINE_BYTES ((size_t)16 << 20)
 /* The most steps the next chunk may span. Matches struct rs_chunk_hook.max_steps. */
 int64_t rs_analyzer_chunk_steps(void *ud);

@@ -196,8 +196,8 @@ static int finish_gpu(const struct rs_analyzer *a, const struct gacc *g, const s
     uint32_t in = 0;
     for (size_t k = b * a->spb; k < (b + 1) * a->spb && k < a->n_steps; k++)
       in += bit(has, k) && !bit(busy, k);
-    const struct bucket_acc *x = &g->tl[b];
-    struct bucket_sum sum = {x->n_util, x->n_mem, x->n_pct, x->util_sum, x->mem_sum, x->pct_sum};
+    struct bucket_acc x = tl_read(g->tl, a->n_buckets, a->tl_cw, b);
+    struct bucket_sum sum = {x.n_util, x.n_mem, x.n_pct, x.util_sum, x.mem_sum, x.pct_sum};
     finish_bucket(&sum, in, &o->timeline[b]);
   }
   if (g->n_wl) {
@@ -331,13 +331,13 @@ static int finish_node(const struct rs_analyzer *a, struct rs_report *r, size_t 
       if (!pool[i])
         continue;
       const struct gacc *g = a->g[gord[first + i]];
-      const struct bucket_acc *x = &g->tl[b];
-      acc.n_util += x->n_util;
-      acc.n_mem += x->n_mem;
-      acc.n_pct += x->n_pct;
-      acc.util_sum += x->util_sum;
-      acc.mem_sum += x->mem_sum;
-      acc.pct_sum += x->pct_sum;
+      struct bucket_acc x = tl_read(g->tl, a->n_buckets, a->tl_cw, b);
+      acc.n_util += x.n_util;
+      acc.n_mem += x.n_mem;
+      acc.n_pct += x.n_pct;
+      acc.util_sum += x.util_sum;
+      acc.mem_sum += x.mem_sum;
+      acc.pct_sum += x.pct_sum;
       for (size_t k = b * a->spb; k < (b + 1) * a->spb && k < a->n_steps; k++)
         idle += bit(bits + i * w2, k) && !bit(bits + i * w2 + a->words, k);
     }
@@ -399,8 +399,8 @@ static int finish_workload(const struct rs_analyzer *a, struct wacc *w, uint64_t
     return GS_ENOMEM;
   o->first_ms = w->first_ms;
   o->last_ms = w->last_ms;
-  rs_hist_dist(&w->util, &o->util);
-  rs_hist_dist(&w->mem, &o->mem_mib);
+  rs_hist_dist(wacc_hist(w, 0), &o->util);
+  rs_hist_dist(wacc_hist(w, 1), &o->mem_mib);
   if (w->peak.n) {
     _Static_assert(RS_PEAK_BINS == H_PCT_BINS, "the report's peak bins are the analyser's");
     o->util_peaks = malloc(sizeof(*o->util_peaks));
@@ -437,11 +437,11 @@ static bool is_scrape_target(const struct rs_analyzer *a, const struct wacc *w) 
    * plain `pod` no info series names holds nothing (the target's own, filled in by Prometheus) */
   bool all_info = w->n_jobs > 0;
   for (size_t i = 0; all_info && i < w->n_jobs; i++)
-    all_info = w->jobs[i][0] && strset_has(&a->info_jobs, w->jobs[i]);
+    all_info = wacc_job(w, i)[0] && strset_has(&a->info_jobs, wacc_job(w, i));
   if (all_info)
     return true;
   for (size_t i = 0; i < w->n_jobs; i++)
-    if (w->jobs[i][0] && strset_has(&a->renaming_jobs, w->jobs[i]))
+    if (wacc_job(w, i)[0] && strset_has(&a->renaming_jobs, wacc_job(w, i)))
       return true;
   return false;
 }
@@ -531,11 +531,8 @@ int rs_analyzer_finish(struct rs_analyzer *a, struct rs_report *r) {
   a->sc_cap = 0;
   for (size_t i = 0; i < a->n_g; i++) {
     struct gacc *g = a->g[i];
-    for (size_t j = 0; j < g->n_wl; j++) {
-      free(g->wl[j].cb);
-      g->wl[j].cb = NULL;
-      g->wl[j].cb_words = 0;
-    }
+    for (size_t j = 0; j < g->n_wl; j++)
+      wl_clear(&g->wl[j], true);
   }
   /* a histogram page or a step state that could not be kept left a summary incomplete: no
    * report from it */
@@ -548,7 +545,7 @@ int rs_analyzer_finish(struct rs_analyzer *a, struct rs_report *r) {
   }
   for (size_t i = 0; i < a->n_w; i++) {
     const struct wacc *w = a->w[i];
-    if (w->util.oom || w->mem.oom || w->peak.oom)
+    if (wacc_hist(w, 0)->oom || wacc_hist(w, 1)->oom || w->peak.oom)
       return GS_ENOMEM;
   }
   r->start_ms = a->start_ms;

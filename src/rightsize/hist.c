@@ -30,15 +30,36 @@ void rs_hist_free(struct rs_hist *h) {
   h->blk = NULL;
   h->ovf = NULL;
   h->used = 0;
-  h->n_ovf = h->cap_ovf = 0;
+  h->n_ovf = 0;
+}
+
+/* A histogram of more than RS_HIST_FEW pages that has at most RS_HIST_FEW of them lists their
+ * numbers in RS_HIST_FEW bytes (slot order) instead of a byte per page: a GPU's memory, which
+ * spans 48 pages of 64 MiB, uses one or two. The index is made when a page past RS_HIST_FEW comes.
+ */
+#define RS_HIST_FEW 4
+
+static bool few(const struct rs_hist *h, unsigned used) {
+  return h->npages > RS_HIST_FEW && used <= RS_HIST_FEW;
+}
+
+/* The bytes before the pages. */
+static size_t head(const struct rs_hist *h, unsigned used) {
+  return few(h, used) ? RS_HIST_FEW : h->npages;
 }
 
 /* The 8-bit counter of bin i, or NULL when its page is not allocated. */
 static uint8_t *lo_at(const struct rs_hist *h, unsigned i) {
   if (!h->blk)
     return NULL;
-  unsigned slot = h->blk[i / RS_HIST_PAGE];
-  return slot ? h->blk + h->npages + (size_t)(slot - 1) * RS_HIST_PAGE + i % RS_HIST_PAGE : NULL;
+  unsigned page = i / RS_HIST_PAGE, slot = 0;
+  if (few(h, h->used)) {
+    for (unsigned s = 0; s < h->used && !slot; s++)
+      slot = h->blk[s] == page ? s + 1 : 0;
+  } else
+    slot = h->blk[page];
+  return slot ? h->blk + head(h, h->used) + (size_t)(slot - 1) * RS_HIST_PAGE + i % RS_HIST_PAGE
+              : NULL;
 }
 
 /* The 8-bit counter of bin i, its page allocated if need be; NULL (and oom) when it cannot be. */
@@ -46,18 +67,43 @@ static uint8_t *lo_make(struct rs_hist *h, unsigned i) {
   uint8_t *lo = lo_at(h, i);
   if (lo)
     return lo;
-  size_t size = h->npages + (size_t)(h->used + 1) * RS_HIST_PAGE;
-  uint8_t *nb = realloc(h->blk, size);
-  if (!nb) {
-    h->oom = true;
-    return NULL;
-  }
-  if (!h->blk)
+  unsigned used = h->used + 1u, page = i / RS_HIST_PAGE;
+  size_t size = head(h, used) + (size_t)used * RS_HIST_PAGE;
+  uint8_t *nb;
+  if (h->blk && few(h, h->used) && !few(h, used)) { /* the list becomes an index */
+    if (!(nb = malloc(size))) {
+      h->oom = true;
+      return NULL;
+    }
     memset(nb, 0, h->npages);
+    for (unsigned s = 0; s < h->used; s++)
+      nb[h->blk[s]] = (uint8_t)(s + 1);
+    memcpy(nb + h->npages, h->blk + RS_HIST_FEW, (size_t)h->used * RS_HIST_PAGE);
+    free(h->blk);
+  } else {
+    if (!(nb = realloc(h->blk, size))) {
+      h->oom = true;
+      return NULL;
+    }
+    if (!h->blk)
+      memset(nb, 0, head(h, used));
+  }
   memset(nb + size - RS_HIST_PAGE, 0, RS_HIST_PAGE);
   h->blk = nb;
-  h->blk[i / RS_HIST_PAGE] = ++h->used;
+  if (few(h, used))
+    h->blk[used - 1] = (uint8_t)page;
+  else
+    h->blk[page] = (uint8_t)used;
+  h->used = (uint8_t)used;
   return lo_at(h, i);
+}
+
+/* The room of a high list of n entries: 4, 8, 16, ... entries, at most nbins (none for none). */
+static unsigned ovf_cap(const struct rs_hist *h, unsigned n) {
+  unsigned cap = 4;
+  while (cap < n && cap < h->nbins)
+    cap *= 2;
+  return n ? (cap > h->nbins ? h->nbins : cap) : 0;
 }
 
 /* Where bin's entry is in the high list, or where it would go. */
@@ -87,17 +133,13 @@ static bool hi_add(struct rs_hist *h, unsigned bin, uint32_t d) {
     h->ovf[j].hi += d;
     return true;
   }
-  if (h->n_ovf == h->cap_ovf) {
-    unsigned cap = h->cap_ovf ? 2u * h->cap_ovf : 4u;
-    if (cap > h->nbins)
-      cap = h->nbins;
-    struct rs_hist_hi *n = realloc(h->ovf, cap * sizeof(*n));
+  if (h->n_ovf == ovf_cap(h, h->n_ovf)) { /* full: the next room up */
+    struct rs_hist_hi *n = realloc(h->ovf, ovf_cap(h, h->n_ovf + 1u) * sizeof(*n));
     if (!n) {
       h->oom = true;
       return false;
     }
     h->ovf = n;
-    h->cap_ovf = (uint16_t)cap;
   }
   memmove(&h->ovf[j + 1], &h->ovf[j], (h->n_ovf - j) * sizeof(*h->ovf));
   h->ovf[j].bin = (uint16_t)bin;
@@ -144,6 +186,28 @@ void rs_hist_peak(struct rs_hist *h, double v) {
     return;
   if (v > h->max)
     h->max = v;
+}
+
+int rs_hist_copy(struct rs_hist *dst, const struct rs_hist *src) {
+  *dst = *src;
+  dst->blk = NULL;
+  dst->ovf = NULL;
+  if (src->blk) {
+    size_t size = head(src, src->used) + (size_t)src->used * RS_HIST_PAGE;
+    if (!(dst->blk = malloc(size)))
+      goto oom;
+    memcpy(dst->blk, src->blk, size);
+  }
+  if (src->ovf) {
+    if (!(dst->ovf = malloc(ovf_cap(src, src->n_ovf) * sizeof(*dst->ovf))))
+      goto oom;
+    memcpy(dst->ovf, src->ovf, src->n_ovf * sizeof(*dst->ovf));
+  }
+  return 0;
+oom:
+  free(dst->blk);
+  memset(dst, 0, sizeof(*dst));
+  return GS_ENOMEM;
 }
 
 void rs_hist_merge(struct rs_hist *dst, const struct rs_hist *src) {

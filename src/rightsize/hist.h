@@ -31,11 +31,12 @@ struct rs_hist_hi {
   uint32_t hi; /* count / 256 */
 };
 struct rs_hist {
-  uint8_t *blk;           /* the page index (one byte per page: 0 none, else slot + 1), the pages */
+  uint8_t *blk; /* the page index (one byte per page: 0 none, else slot + 1; or, with at most 4
+                 * pages of more than 4, their numbers in 4 bytes), then the pages */
   struct rs_hist_hi *ovf; /* the bins that passed 255, by bin */
-  uint16_t nbins, n_ovf, cap_ovf;
-  uint8_t npages, used; /* pages in the index; pages allocated */
-  bool upper;           /* report the upper edge (capped at max) */
+  uint16_t nbins, n_ovf;  /* the high list holds room for rs_hist_ovf_cap(n_ovf) entries */
+  uint8_t npages, used;   /* pages in the index; pages allocated */
+  bool upper;             /* report the upper edge (capped at max) */
   bool oom; /* a page could not be allocated: the histogram is incomplete, never to be used */
   double width;
   uint64_t n;
@@ -52,6 +53,9 @@ void rs_hist_free(struct rs_hist *h);
 void rs_hist_add(struct rs_hist *h, double v);
 /* A step's maximum (max_over_time) that is not a sample of the distribution: it raises max only. */
 void rs_hist_peak(struct rs_hist *h, double v);
+/* dst becomes a copy of src (its pages and high list of its own): the same state, so that the
+ * same samples added to either leave them equal. Returns 0 or GS_ENOMEM (dst then empty). */
+int rs_hist_copy(struct rs_hist *dst, const struct rs_hist *src);
 /* Adds src's bins, count, sum and max into dst (same layout); dst->oom as rs_hist_add. */
 void rs_hist_merge(struct rs_hist *dst, const struct rs_hist *src);
 /* The count of bin i (0 beyond the last). */

@@ -19,5 +19,11 @@ int report_json_stream(const struct rs_report *r, struct buf *out,
 /* Appends one self-contained HTML page with inline SVG charts to out (report_html.c).
  * Returns 0, GS_ETOOBIG or GS_ENOMEM. */
 int report_html(const struct rs_report *r, struct buf *out);
+/* The same page, handed to flush(ud, out) as it is made, whenever out passes 256 KiB between two
+ * of its parts (a table row, a chart; out is emptied after each), and a last time at its end:
+ * memory holds about the largest chart (the heatmap), never the page. A flush that fails stops
+ * the writing with its error. */
+int report_html_stream(const struct rs_report *r, struct buf *out,
+                       int (*flush)(void *ud, struct buf *b), void *ud);
 
 #endif

@@ -201,6 +201,24 @@ static void head(struct svg_out *o, const struct rs_report *r) {
   svg_outs(o, ".</p>\n");
 }
 
+/* The page's output: o, and where report_html_stream hands it on (flush NULL: it holds all). The
+ * parts below take &hout.o; spill finds the rest from it. */
+struct hout {
+  struct svg_out o; /* first */
+  int (*flush)(void *ud, struct buf *b);
+  void *ud;
+};
+
+/* What is made so far goes on to the stream, if any, once it passes 256 KiB (or, with last, at
+ * all): between two parts of the page, never inside one. o is the page's (a struct hout's). */
+static void spill(struct svg_out *o, bool last) {
+  struct hout *h = (struct hout *)o;
+  if (h->flush && !o->rc && (o->b->len >= ((size_t)256 << 10) || (last && o->b->len))) {
+    o->rc = h->flush(h->ud, o->b);
+    buf_reset(o->b);
+  }
+}
+
 static void card(struct svg_out *o, const char *cls, const char *key) {
   svg_outf(o, "<div class=\"card%s%s\"><div class=\"k\">%s</div><div class=\"v\">", cls ? " " : "",
            cls ? cls : "", key);
@@ -360,6 +378,7 @@ static void recs_table(struct svg_out *o, const struct rs_report *r) {
   svg_outs(o, "<table>\n<tr><th>#</th><th>kind</th><th>subject</th><th>change</th><th>reason</th>"
               "<th>evidence</th><th>savings a month</th><th>confidence</th></tr>\n");
   for (size_t i = 0; i < r->n_recs && !o->rc; i++) {
+    spill(o, false);
     const struct rs_rec *rec = &r->recs[i];
     const char *lvl = rs_confidence_name(rec->confidence_level);
     svg_outf(
@@ -540,6 +559,7 @@ static void timelines(struct svg_out *o, const struct rs_report *r) {
   /* Two passes: nodes with a recommendation, then the rest, up to TIMELINE_MAX_NODES. */
   for (int pass = 0; pass < 2; pass++) {
     for (size_t i = 0; i < r->n_nodes && drawn < TIMELINE_MAX_NODES && !o->rc; i++) {
+      spill(o, false);
       if (!r->nodes[i].timeline || node_has_rec(r, i) != (pass == 0))
         continue;
       node_chart(o, r, &r->nodes[i], y);
@@ -568,6 +588,7 @@ static void nodes_table(struct svg_out *o, const struct rs_report *r) {
               "<th>util p50</th><th>util p95</th><th>util max</th><th>memory p95</th><th>idle</th>"
               "<th>observed</th><th>coverage</th><th>gaps</th><th>idle cost</th></tr>\n");
   for (size_t i = 0; i < r->n_nodes && !o->rc; i++) {
+    spill(o, false);
     const struct rs_node *nd = &r->nodes[i];
     svg_outs(o, "<tr><td>");
     svg_outesc(o, nd->name);
@@ -607,6 +628,7 @@ static void workloads_table(struct svg_out *o, const struct rs_report *r) {
            "<th>GPUs</th><th>nodes</th><th>util p95</th><th>util max</th><th>memory p95</th>"
            "<th>memory max</th><th>idle</th><th>observed</th></tr>\n");
   for (size_t i = 0; i < r->n_workloads && !o->rc; i++) {
+    spill(o, false);
     const struct rs_workload *wl = &r->workloads[i];
     svg_outs(o, "<tr><td>");
     svg_outesc(o, wl->namespace_);
@@ -660,18 +682,23 @@ static void footer(struct svg_out *o, const struct rs_report *r) {
   svg_outs(o, "</main>\n</body>\n</html>\n");
 }
 
-int report_html(const struct rs_report *r, struct buf *out) {
+int report_html_stream(const struct rs_report *r, struct buf *out,
+                       int (*flush)(void *ud, struct buf *b), void *ud) {
   if (!r || !out)
     return GS_EINVAL;
-  struct svg_out o = {out, 0};
-  head(&o, r);
-  summary(&o, r);
-  savings_chart(&o, r);
-  recs_table(&o, r);
-  heatmap(&o, r);
-  timelines(&o, r);
-  nodes_table(&o, r);
-  workloads_table(&o, r);
-  footer(&o, r);
-  return o.rc;
+  struct hout h = {{out, 0}, flush, ud};
+  struct svg_out *o = &h.o;
+  void (*const part[])(struct svg_out *, const struct rs_report *) = {
+      head,      summary,     savings_chart,   recs_table, heatmap,
+      timelines, nodes_table, workloads_table, footer};
+  for (size_t i = 0; i < sizeof(part) / sizeof(part[0]); i++) {
+    part[i](o, r);
+    spill(o, false);
+  }
+  spill(o, true);
+  return o->rc;
+}
+
+int report_html(const struct rs_report *r, struct buf *out) {
+  return report_html_stream(r, out, NULL, NULL);
 }

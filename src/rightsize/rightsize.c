@@ -265,10 +265,11 @@ static int flush_file(void *ud, struct buf *b) {
   return fwrite(b->data, 1, b->len, (FILE *)ud) == b->len ? 0 : GS_EIO;
 }
 
-/* The JSON report, written to path as it is made (report_json_stream): a fleet's report is never
- * held whole. A report that cannot be finished leaves no file behind (stdout has what was
- * written). */
-static int write_json(const char *path, const struct rs_report *r, struct buf *out) {
+/* The JSON or HTML report, written to path as it is made (report_json_stream,
+ * report_html_stream): a fleet's report is never held whole. A report that cannot be finished
+ * leaves no file behind (stdout has what was written). */
+static int write_stream(const char *path, const char *format, const struct rs_report *r,
+                        struct buf *out) {
   bool std = !strcmp(path, "-");
   FILE *f = std ? stdout : fopen(path, "wb");
   if (!f) {
@@ -277,7 +278,8 @@ static int write_json(const char *path, const struct rs_report *r, struct buf *o
   }
   struct stat st;
   bool regular = !std && fstat(fileno(f), &st) == 0 && S_ISREG(st.st_mode);
-  int rc = report_json_stream(r, out, flush_file, f);
+  int rc = !strcmp(format, "html") ? report_html_stream(r, out, flush_file, f)
+                                   : report_json_stream(r, out, flush_file, f);
   int err = errno;
   if (std ? fflush(f) != 0 : fclose(f) != 0) {
     err = errno;
@@ -287,7 +289,8 @@ static int write_json(const char *path, const struct rs_report *r, struct buf *o
     fprintf(stderr, "gpuscale rightsize: writing %s failed: %s\n", std ? "the report" : path,
             strerror(err));
   else if (rc)
-    fprintf(stderr, "gpuscale rightsize: building the json report failed: %s\n", gs_strerror(rc));
+    fprintf(stderr, "gpuscale rightsize: building the %s report failed: %s\n", format,
+            gs_strerror(rc));
   if (rc && regular) /* never /dev/null or a pipe */
     remove(path);
   return rc;
@@ -398,13 +401,10 @@ int rightsize_main(int argc, char **argv) {
   fill_owners(&r, o.kubeconfig);
   struct buf out;
   buf_init(&out, RS_REPORT_MAX);
-  if (!strcmp(o.format, "json"))
-    status = write_json(o.output, &r, &out) == 0 ? 0 : 1;
+  if (!strcmp(o.format, "json") || !strcmp(o.format, "html"))
+    status = write_stream(o.output, o.format, &r, &out) == 0 ? 0 : 1;
   else {
-    if (!strcmp(o.format, "html"))
-      rc = report_html(&r, &out);
-    else
-      rc = report_text(&r, &out);
+    rc = report_text(&r, &out);
     if (rc)
       fprintf(stderr, "gpuscale rightsize: building the %s report failed: %s\n", o.format,
               gs_strerror(rc));

@@ -310,12 +310,17 @@ static int run_analyzer(const void *arg, char *why, size_t whylen) {
 
 static void test_analyzer(void **state) {
   (void)state;
-  static struct text t = {"fixtures/rightsize/good.json", NULL, 0};
-  load(&t);
-  /* a histogram page (allocated when a reading first falls in it) that cannot be allocated
-   * fails the report with GS_ENOMEM, never a report with a histogram short of a reading */
-  af_loop(t.path, run_analyzer, &t, enomem, 1);
-  free(t.data);
+  /* shared.json: a pod that holds its GPU and then leaves it reading alone, and one on two GPUs:
+   * the workloads' copies of their GPUs' histograms are made there */
+  static struct text t[] = {{"fixtures/rightsize/good.json", NULL, 0},
+                            {"fixtures/rightsize/shared.json", NULL, 0}};
+  for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) {
+    load(&t[i]);
+    /* a histogram page (allocated when a reading first falls in it) that cannot be allocated
+     * fails the report with GS_ENOMEM, never a report with a histogram short of a reading */
+    af_loop(t[i].path, run_analyzer, &t[i], enomem, 1);
+    free(t[i].data);
+  }
 }
 
 /* ---- kube_node_parse and kube_pod_list_parse (json-c inside) ---- */

@@ -11,6 +11,7 @@
 #include <cmocka.h>
 
 #include "rightsize/cost.h"
+#include "rightsize/hist.h"
 #include "rightsize/owner_guess.h"
 #include "rs_testlib.h"
 
@@ -241,6 +242,65 @@ static void test_timeline_budget(void **state) {
   assert_non_null(r.nodes[0].timeline);
   assert_int_equal(r.nodes[0].timeline[0].n, 16);
   assert_float_equal(r.nodes[0].timeline[0].util_mean, (20.0 * 2 + 50.0 * 14) / 16, 1e-5);
+  rs_report_free(&r);
+  rs_analyzer_free(a);
+}
+
+/* Buckets of 200 one-second steps keep their counts in a byte; a fleet that grows past the budget
+ * in the last chunk halves them to 400 steps, whose counts take two bytes: every count and mean
+ * stays what it was. */
+static void test_timeline_counts_widen(void **state) {
+  (void)state;
+  enum { STEPS = 67200, N = 1561 }; /* 336 buckets of 200 steps; N x 336 x 32 B > 16 MiB */
+  struct rs_params p;
+  rs_params_default(&p);
+  p.step_ms = 1000;
+  int64_t start = T_END - (STEPS - 1) * 1000LL, last = T_END;
+  struct rs_analyzer *a = rs_analyzer_new(&p, start, T_END);
+  assert_non_null(a);
+  assert_int_equal(rs_analyzer_begin_chunk(a, start, last - 1000), 0);
+  struct rs_point *pt = calloc(STEPS, sizeof(*pt));
+  assert_non_null(pt);
+  for (int k = 0; k < STEPS - 1; k++) {
+    pt[k].t_ms = start + k * 1000LL;
+    pt[k].v = k % 2 ? 30 : 10;
+  }
+  struct rs_series s = {.labels = {.node = "a",
+                                   .gpu = "0",
+                                   .uuid = "GPU-a",
+                                   .model = "NVIDIA L4",
+                                   .pod = "",
+                                   .namespace_ = "",
+                                   .container = ""},
+                        .points = pt,
+                        .n = STEPS - 1};
+  assert_int_equal(rs_analyzer_add(a, RS_M_UTIL, &s), 0);
+  assert_int_equal(rs_analyzer_begin_chunk(a, last, last), 0); /* one step, many more GPUs */
+  char node[32], uuid[32];
+  for (int g = 1; g < N; g++) {
+    snprintf(node, sizeof(node), "n%04d", g / 8);
+    snprintf(uuid, sizeof(uuid), "GPU-%04d", g);
+    s.labels.node = node;
+    s.labels.uuid = uuid;
+    pt[0].t_ms = last;
+    pt[0].v = 50;
+    s.n = 1;
+    assert_int_equal(rs_analyzer_add(a, RS_M_UTIL, &s), 0);
+  }
+  free(pt);
+  struct rs_report r;
+  rs_report_init(&r);
+  assert_int_equal(rs_analyzer_finish(a, &r), 0);
+  assert_int_equal(r.n_gpus, N);
+  assert_int_equal(r.n_buckets, 168);
+  assert_int_equal(r.bucket_ms, 400 * 1000);
+  assert_string_equal(r.gpus[0].uuid, "GPU-a");
+  for (size_t b = 0; b < r.n_buckets; b++) {
+    assert_int_equal(r.gpus[0].timeline[b].n, b + 1 < r.n_buckets ? 400 : 399);
+    if (b + 1 < r.n_buckets)
+      assert_float_equal(r.gpus[0].timeline[b].util_mean, 20.0, 1e-6);
+  }
+  assert_int_equal(r.gpus[1].timeline[167].n, 1); /* the last step */
   rs_report_free(&r);
   rs_analyzer_free(a);
 }
@@ -630,6 +690,104 @@ static void test_pod_info_names_the_holders(void **state) {
   rs_analyzer_free(a);
 }
 
+/* Values that differ step by step (integers, so that any order of summing gives the same mean). */
+static double util_at(int gpu, int64_t t) {
+  return (double)((t / T_STEP * 7 + gpu * 13) % 90 + 5);
+}
+static double mem_at(int gpu, int64_t t) {
+  return (double)(1000 + (t / T_STEP * 37 + gpu * 101) % 9000);
+}
+
+/* GPU `gpu`'s utilisation and memory over [from, to), its series naming pod (or none). */
+static void feed_gpu(struct rs_analyzer *a, int gpu, const char *pod, int64_t from, int64_t to) {
+  char name[8];
+  snprintf(name, sizeof(name), "%d", gpu);
+  char uuid[16];
+  snprintf(uuid, sizeof(uuid), "GPU-%d", gpu);
+  struct rs_labels l = lab("n1", name, uuid, "", "dcgm", RS_POD_PLAIN, pod, pod[0] ? "ml" : "", "");
+  size_t n = (size_t)((to - from) / T_STEP);
+  struct rs_point *p = calloc(n + 1, sizeof(*p));
+  assert_non_null(p);
+  for (int k = 0; k < 2; k++) {
+    for (size_t i = 0; i < n; i++) {
+      p[i].t_ms = from + (int64_t)i * T_STEP;
+      p[i].v = k ? mem_at(gpu, p[i].t_ms) : util_at(gpu, p[i].t_ms);
+    }
+    struct rs_series s = {.labels = l, .points = p, .n = n, .agg = RS_AGG_SAMPLE};
+    assert_int_equal(rs_analyzer_add(a, k ? RS_M_FB_USED : RS_M_UTIL, &s), 0);
+  }
+  free(p);
+}
+
+/* What a workload's utilisation and memory must be: the readings of its GPUs at the steps its pod
+ * was named there, counted apart. */
+static void assert_workload(const struct rs_report *r, const char *pod, const int *gpus,
+                            const int64_t *from, const int64_t *to, size_t n) {
+  struct rs_hist hu, hm;
+  assert_int_equal(rs_hist_init(&hu, H_PCT_BINS, H_PCT_W, false), 0);
+  assert_int_equal(rs_hist_init(&hm, H_MEM_BINS, H_MEM_W, true), 0);
+  for (size_t j = 0; j < n; j++)
+    for (int64_t t = from[j]; t < to[j]; t += T_STEP) {
+      rs_hist_add(&hu, util_at(gpus[j], t));
+      rs_hist_add(&hm, mem_at(gpus[j], t));
+    }
+  struct rs_dist du, dm;
+  rs_hist_dist(&hu, &du);
+  rs_hist_dist(&hm, &dm);
+  rs_hist_free(&hu);
+  rs_hist_free(&hm);
+  const struct rs_workload *w = NULL;
+  for (size_t k = 0; k < r->n_workloads; k++)
+    if (!strcmp(r->workloads[k].pod, pod))
+      w = &r->workloads[k];
+  print_message("workload %s\n", pod);
+  assert_non_null(w);
+  assert_int_equal(w->util.n, du.n);
+  assert_true(w->util.p50 == du.p50 && w->util.p95 == du.p95 && w->util.max == du.max);
+  assert_true(w->util.mean == du.mean);
+  assert_int_equal(w->mem_mib.n, dm.n);
+  assert_true(w->mem_mib.p50 == dm.p50 && w->mem_mib.p95 == dm.p95 && w->mem_mib.max == dm.max);
+  assert_true(w->mem_mib.mean == dm.mean);
+}
+
+/* A workload whose pod holds its GPU alone shares the GPU's histograms until the GPU reads without
+ * the pod, or the pod reads on another GPU: from then on it counts apart, from what it had. Each
+ * case must come out as if the workload had always counted apart. Four chunks. */
+static void test_workload_histograms_shared_then_apart(void **state) {
+  (void)state;
+  struct rs_analyzer *a = day();
+  const int64_t q = 6 * H, end = T_END + T_STEP;
+  for (int c = 0; c < 4; c++) {
+    int64_t cs = START + c * q, ce = c == 3 ? end : START + (c + 1) * q;
+    assert_int_equal(rs_analyzer_begin_chunk(a, cs, ce - T_STEP), 0);
+    feed_gpu(a, 0, "alone-0", cs, ce); /* holds GPU 0 the whole day */
+    if (c < 2) {                       /* holds GPU 1 half the day, then it reads without it */
+      feed_gpu(a, 1, "left-0", cs, ce);
+    } else {
+      feed_gpu(a, 1, "", cs, ce);
+    }
+    feed_gpu(a, 2, c == 0 ? "" : "late-0", cs, ce); /* comes to a GPU that had readings */
+    feed_gpu(a, 3, "two-0", cs, ce);                /* on two GPUs, the second from the 3rd chunk */
+    if (c >= 2)
+      feed_gpu(a, 4, "two-0", cs, ce);
+    else
+      feed_gpu(a, 4, "", cs, ce);
+  }
+  struct rs_report r;
+  finish(a, &r);
+  assert_int_equal(r.n_workloads, 4);
+  const int64_t mid = START + 2 * q;
+  assert_workload(&r, "alone-0", (int[]){0}, (int64_t[]){START}, (int64_t[]){end}, 1);
+  assert_workload(&r, "left-0", (int[]){1}, (int64_t[]){START}, (int64_t[]){mid}, 1);
+  assert_workload(&r, "late-0", (int[]){2}, (int64_t[]){START + q}, (int64_t[]){end}, 1);
+  assert_workload(&r, "two-0", (int[]){3, 4}, (int64_t[]){START, mid}, (int64_t[]){end, end}, 2);
+  /* the shared one is its GPU's, to the bit */
+  const struct rs_gpu *g0 = &r.gpus[0];
+  assert_true(g0->util.mean == r.workloads[0].util.mean);
+  rs_report_free(&r);
+  rs_analyzer_free(a);
+}
+
 /* gpuscale writes a shared GPU's value series once, without pod labels, and names each holder in
  * gpuscale_gpu_pod_info: both pods hold the GPU, which counts once. A holder of a GPU that has no
  * readings makes no GPU. */
@@ -691,6 +849,7 @@ int main(void) {
       cmocka_unit_test(test_owner),
       cmocka_unit_test(test_bounded_timeline),
       cmocka_unit_test(test_timeline_budget),
+      cmocka_unit_test(test_timeline_counts_widen),
       cmocka_unit_test(test_gpu_joins_in_second_chunk),
       cmocka_unit_test(test_burst_between_steps),
       cmocka_unit_test(test_duplicates_count_once),
@@ -700,6 +859,7 @@ int main(void) {
       cmocka_unit_test(test_pod_info_names_the_holders),
       cmocka_unit_test(test_step_below_scrape_interval),
       cmocka_unit_test(test_holders_of_a_shared_gpu),
+      cmocka_unit_test(test_workload_histograms_shared_then_apart),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -130,11 +130,77 @@ static void test_merge(void **state) {
   free(r);
 }
 
+/* A copy holds the same counts, high parts included, and goes on counting as the original does,
+ * apart from it. */
+static void test_copy(void **state) {
+  (void)state;
+  struct rs_hist a, c;
+  struct ref *r = calloc(1, sizeof(*r));
+  assert_non_null(r);
+  assert_int_equal(rs_hist_init(&a, H_PCT_BINS, H_PCT_W, false), 0);
+  assert_int_equal(rs_hist_copy(&c, &a), 0); /* of an empty one: empty */
+  assert_null(c.blk);
+  rs_hist_free(&c);
+  for (int k = 0; k < 2000; k++) {
+    double v = k % 3 ? 0.1 : (k % 1000) / 10.0;
+    rs_hist_add(&a, v);
+    ref_add(r, &a, v);
+  }
+  for (int b = 0; b < 40; b++) /* 40 bins past 255: a high list that grew five times */
+    for (int k = 0; k < 300; k++) {
+      rs_hist_add(&a, b * 2.5);
+      ref_add(r, &a, b * 2.5);
+    }
+  assert_int_equal(a.n_ovf, 41);
+  rs_hist_peak(&a, 100.5);
+  assert_int_equal(rs_hist_copy(&c, &a), 0);
+  assert_true(c.blk != a.blk && c.ovf != a.ovf);
+  assert_same(&c, r);
+  assert_true(c.max == 100.5 && c.sum == a.sum);
+  rs_hist_add(&c, 0.1); /* the copy counts alone */
+  assert_int_equal(rs_hist_bin(&c, 1), rs_hist_bin(&a, 1) + 1);
+  rs_hist_free(&a);
+  assert_int_equal(c.n, r->n + 1);
+  rs_hist_free(&c);
+  free(r);
+}
+
+/* A memory histogram (48 pages) lists its first four pages by number, then indexes them all when a
+ * fifth comes: counts stay exact throughout, and a copy taken while listed is listed alike. */
+static void test_few_pages(void **state) {
+  (void)state;
+  struct rs_hist h, c;
+  struct ref *r = calloc(1, sizeof(*r));
+  assert_non_null(r);
+  assert_int_equal(rs_hist_init(&h, H_MEM_BINS, H_MEM_W, false), 0);
+  static const double pages[] = {40, 3, 0, 47, 20, 21};
+  for (size_t p = 0; p < sizeof pages / sizeof pages[0]; p++) {
+    for (int k = 0; k < 300; k++) { /* bins of page p, one past 255 */
+      double v = (pages[p] * RS_HIST_PAGE + (k % 2 ? 5 : 63)) * H_MEM_W;
+      rs_hist_add(&h, v);
+      ref_add(r, &h, v);
+    }
+    assert_int_equal(h.used, p + 1);
+    assert_same(&h, r);
+    if (p == 2) {
+      assert_int_equal(rs_hist_copy(&c, &h), 0);
+      assert_same(&c, r);
+      rs_hist_add(&c, 47 * RS_HIST_PAGE * H_MEM_W); /* the copy takes a page of its own */
+      assert_int_equal(c.used, 4);
+      assert_int_equal(rs_hist_bin(&c, 47 * RS_HIST_PAGE), 1);
+      assert_int_equal(rs_hist_bin(&h, 47 * RS_HIST_PAGE), 0);
+      rs_hist_free(&c);
+    }
+  }
+  rs_hist_free(&h);
+  free(r);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_counts_exact),
-      cmocka_unit_test(test_edges),
-      cmocka_unit_test(test_merge),
+      cmocka_unit_test(test_counts_exact), cmocka_unit_test(test_edges),
+      cmocka_unit_test(test_merge),        cmocka_unit_test(test_copy),
+      cmocka_unit_test(test_few_pages),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -544,6 +544,19 @@ static void test_json_as_tree(void **state) {
   rs_report_free(&r);
 }
 
+struct pieces {
+  struct buf all;
+  int n;
+  size_t largest;
+};
+
+static int count_piece(void *ud, struct buf *b) {
+  struct pieces *p = ud;
+  p->n++;
+  p->largest = b->len > p->largest ? b->len : p->largest;
+  return buf_append(&p->all, b->data, b->len);
+}
+
 /* 1000 noisy GPUs over 336 buckets: the heatmap is merged in time to stay bounded. */
 static void test_report_large_bounded(void **state) {
   (void)state;
@@ -572,6 +585,20 @@ static void test_report_large_bounded(void **state) {
   assert_int_equal(report_html(&r, &b), 0);
   assert_null(xml_check(b.data));
   assert_true(b.len < 12u << 20);
+  /* streamed (as rightsize writes its file): the same bytes, in pieces, none of them the page,
+   * and nothing left in the piece buffer */
+  struct pieces p = {.n = 0};
+  struct buf piece;
+  buf_init(&piece, 64u << 20);
+  buf_init(&p.all, 64u << 20);
+  assert_int_equal(report_html_stream(&r, &piece, count_piece, &p), 0);
+  assert_int_equal(piece.len, 0);
+  assert_true(p.n >= 2);
+  assert_true(p.largest < b.len); /* here the heatmap, one piece: 1000 rows of 336 buckets */
+  assert_int_equal(p.all.len, b.len);
+  assert_memory_equal(p.all.data, b.data, b.len);
+  buf_free(&piece);
+  buf_free(&p.all);
   buf_free(&b);
   rs_report_free(&r);
 }
