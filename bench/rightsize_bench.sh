@@ -224,25 +224,33 @@ if [[ -x $PROMETHEUS && -x $PROMTOOL ]]; then
   done
   PWALL=$(median <<<"$PWALLS")
   PRSS=$(tfield "$WORK/prun1" rss_kib)
-  # The same metrics over the report's window, one request each (Prometheus allows 11000 steps):
-  # the least Prometheus itself must do.
-  "$PY" -c '
-import datetime, json, sys, urllib.parse
-d = json.load(open(sys.argv[1]))
+  # The queries rightsize sent there (its --log-level debug lines, one per request; the server
+  # decides their form, e.g. the range of Prometheus 2 vs 3), each asked once over the report's
+  # whole window (Prometheus allows 11000 steps): the least Prometheus itself must do.
+  timed "$WORK/pquery" --prometheus "$PROM_URL" --end "$END" --log-level debug
+  floor_urls() { # floor_urls LOG REPORT_JSON BASE_URL: the distinct queries, whole window
+    "$PY" -c '
+import datetime, json, re, sys, urllib.parse
+d = json.load(open(sys.argv[2]))
 def ts(v):
     return datetime.datetime.fromisoformat(v.replace("Z", "+00:00")).timestamp()
 s, e = ts(d["start"]), ts(d["end"])
-for q in ("group by (job, instance, namespace, pod) (last_over_time(up[300s]) and on (job, "
-          "instance) (last_over_time(DCGM_FI_DEV_GPU_UTIL[300s]) or "
-          "last_over_time(DCGM_FI_DEV_FB_USED[300s])))",
-          "avg_over_time(DCGM_FI_DEV_FB_FREE[300s])", "avg_over_time(DCGM_FI_DEV_FB_USED[300s])",
-          "max_over_time(DCGM_FI_DEV_FB_USED[300s])", "avg_over_time(DCGM_FI_DEV_GPU_UTIL[300s])",
-          "max_over_time(DCGM_FI_DEV_GPU_UTIL[300s])",
-          "avg_over_time(DCGM_FI_DEV_POWER_USAGE[300s])",
-          "max_over_time(gpuscale_gpu_pod_info[300s])"):
-    print("%s/api/v1/query_range?%s" % (sys.argv[2], urllib.parse.urlencode(
-        {"query": q, "start": "%.3f" % s, "end": "%.3f" % e, "step": "300.000"})))' \
-    "$WORK/prun1.json" "$PROM_URL" >"$WORK/prom.urls"
+seen = []
+for line in open(sys.argv[1]):
+    m = re.search(r"msg=\"GET (\S+)\"", line)
+    if not m:
+        continue
+    q = urllib.parse.parse_qs(urllib.parse.urlparse(m.group(1)).query)["query"][0]
+    if q not in seen:
+        seen.append(q)
+if not seen:
+    sys.exit("no GET lines in " + sys.argv[1])
+for q in seen:
+    print("%s/api/v1/query_range?%s" % (sys.argv[3], urllib.parse.urlencode(
+        {"query": q, "start": "%.3f" % s, "end": "%.3f" % e, "step": "300.000"})))' "$@"
+  }
+  floor_urls "$WORK/pquery.err" "$WORK/pquery.json" "$PROM_URL" >"$WORK/prom.urls"
+  NQ=$(wc -l <"$WORK/prom.urls")
   FLS=""
   for ((rep = 1; rep <= REPS; rep++)); do
     read -r f b < <(fetch_all "$WORK/prom.urls")
@@ -274,7 +282,9 @@ for q in ("group by (job, instance, namespace, pod) (last_over_time(up[300s]) an
         VWALLS+="$(tfield "$WORK/vrun$rep" wall) "
       done
       VWALL=$(median <<<"$VWALLS")
-      sed "s#$PROM_URL#$VM_URL#" "$WORK/prom.urls" >"$WORK/vm.urls"
+      timed "$WORK/vquery" --prometheus "$VM_URL" --end "$END" --log-level debug
+      floor_urls "$WORK/vquery.err" "$WORK/vquery.json" "$VM_URL" >"$WORK/vm.urls"
+      VNQ=$(wc -l <"$WORK/vm.urls")
       VFLS=""
       for ((rep = 1; rep <= REPS; rep++)); do
         read -r f _ < <(fetch_all "$WORK/vm.urls")
@@ -307,13 +317,13 @@ fi
 if [[ $FLOOR_ROWS == 1 ]]; then
   row "rightsize $FLOOR_GPUS GPUs x 7d: wall, real Prom" \
     "$(secs "$PWALL"), peak RSS $(mib "$PRSS")" \
-    "floor, Prometheus answering the same 8 queries: $(secs "$PFLOOR")"
+    "floor, Prometheus answering the same $NQ queries over the whole window: $(secs "$PFLOOR")"
 else
   row "rightsize against a real Prometheus" "skipped" "no $PROMETHEUS / $PROMTOOL"
 fi
 if [[ $VM_ROWS == 1 ]]; then
   row "rightsize $FLOOR_GPUS GPUs x 7d: wall, VictoriaMetrics" "$(secs "$VWALL"), $VSAME" \
-    "floor, VictoriaMetrics answering the same 8 queries: $(secs "$VFLOOR")"
+    "floor, VictoriaMetrics answering the same $VNQ queries over the whole window: $(secs "$VFLOOR")"
 fi
 
 if [[ $ROWS_ONLY == 0 ]]; then

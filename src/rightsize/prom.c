@@ -325,6 +325,8 @@ static int range_url(const struct rs_prom_opts *o, CURL *h, const char *query, i
       url, "%.*s/api/v1/query_range?query=%s&start=%.3f&end=%.3f&step=%.3f&partial_response=false",
       (int)bl, base, q, (double)s_ms / 1000.0, (double)e_ms / 1000.0, (double)step_ms / 1000.0);
   curl_free(q);
+  if (rc == 0) /* --log-level debug: every request, e.g. to ask the same queries by hand */
+    LOG_DEBUG("rightsize", "GET %s", url->data);
   return rc;
 }
 
