@@ -368,16 +368,7 @@ static void handle_stream(struct call *c) {
 
   pthread_mutex_lock(&s->mu);
   bool last = false;
-  if (code) {
-    c->final_code = code;
-    rpcsrv_copy_msg(c->final_msg, sizeof(c->final_msg), msg);
-    rpcsrv_send_locked(c, NULL, 0, false, true);
-  } else if (s->shutting) {
-    c->final_code = RPC_UNAVAILABLE;
-    rpcsrv_copy_msg(c->final_msg, sizeof(c->final_msg), "server shutting down");
-    rpcsrv_send_locked(c, NULL, 0, false, true);
-  } else if (!c->closed) {
-    rpcsrv_list_add_locked(c);
+  if (rpcsrv_stream_open_locked(c, code, msg)) {
     if (spec) {
       rpcsrv_send_locked(c, spec, speclen, true, false);
     } else {
@@ -391,6 +382,19 @@ static void handle_stream(struct call *c) {
   free(spec);
   if (last)
     call_destroy(c); /* unreachable in practice: the handler still holds a reference */
+}
+
+bool rpcsrv_stream_open_locked(struct call *c, int code, const char *msg) {
+  if (code || c->srv->shutting) {
+    c->final_code = code ? code : RPC_UNAVAILABLE;
+    rpcsrv_copy_msg(c->final_msg, sizeof(c->final_msg), code ? msg : "server shutting down");
+    rpcsrv_send_locked(c, NULL, 0, false, true);
+    return false;
+  }
+  if (c->closed)
+    return false;
+  rpcsrv_list_add_locked(c);
+  return true;
 }
 
 /* ---- requests and completions ---- */

@@ -144,6 +144,10 @@ int rpcsrv_send_locked(struct call *c, const void *msg, size_t len, bool has_msg
 void rpcsrv_list_add_locked(struct call *c);
 bool rpcsrv_list_remove_locked(struct call *c);
 void rpcsrv_pump_locked(struct call *c);
+/* A stream's start: ends it with code and msg (code != 0), or UNAVAILABLE while the server shuts
+ * down; else lists it, unless the client already left. True when listed: the caller then sends
+ * its first message and takes it off the list again if that send broke. */
+bool rpcsrv_stream_open_locked(struct call *c, int code, const char *msg);
 
 /* server_keda.c: KEDA ExternalScaler and grpc.health.v1. */
 uint8_t *rpcsrv_pack_spec(const struct scaler_spec *sp, size_t *len);

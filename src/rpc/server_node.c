@@ -140,16 +140,7 @@ void rpcsrv_handle_node_watch(struct call *c) {
   if (!code)
     code = node_refresh(s, msg, sizeof(msg));
   pthread_mutex_lock(&s->mu);
-  if (code) {
-    c->final_code = code;
-    rpcsrv_copy_msg(c->final_msg, sizeof(c->final_msg), msg);
-    rpcsrv_send_locked(c, NULL, 0, false, true);
-  } else if (s->shutting) {
-    c->final_code = RPC_UNAVAILABLE;
-    rpcsrv_copy_msg(c->final_msg, sizeof(c->final_msg), "server shutting down");
-    rpcsrv_send_locked(c, NULL, 0, false, true);
-  } else if (!c->closed) {
-    rpcsrv_list_add_locked(c);
+  if (rpcsrv_stream_open_locked(c, code, msg)) {
     rpcsrv_pump_locked(c);
     if (c->broken) /* never the last reference: the handler still holds one */
       rpcsrv_list_remove_locked(c);
