@@ -14,7 +14,7 @@ void rings_free(struct cluster_gpu_ring *r, size_t n) {
 }
 
 /* Re-lays r's values out for the cluster's current slots (slots are only added). */
-bool ring_restride(struct cluster_gpu_ring *r) {
+static bool ring_restride(struct cluster_gpu_ring *r) {
   size_t n = r->fields->n;
   if (r->v && r->nslots == n)
     return true;
@@ -43,7 +43,7 @@ static void ring_repeat(struct cluster_gpu_ring *r, int64_t mono_ms, uint64_t ke
 
 /* The passes an agent skipped since entry time t0, by its heartbeat (at most hb - 1 of them),
  * up to until_ms: the first at t0 + interval. */
-int64_t ring_held_passes(int64_t t0, int64_t until_ms, int64_t interval, int64_t hb) {
+static int64_t held_passes(int64_t t0, int64_t until_ms, int64_t interval, int64_t hb) {
   if (hb <= 1 || until_ms < t0 + interval)
     return 0;
   int64_t k = (until_ms - t0) / interval;
@@ -64,7 +64,7 @@ void ring_push(struct cluster_gpu_ring *r, const struct node_gpu *g, int64_t rec
   if (r->len) {
     int64_t t0 = r->e[(r->head + CLUSTER_RING - 1) % CLUSTER_RING].mono_ms;
     /* Half an interval of slack: the pass that sent this one is not a skipped one. */
-    int64_t k = ring_held_passes(t0, mono - interval / 2, interval, hb);
+    int64_t k = held_passes(t0, mono - interval / 2, interval, hb);
     for (int64_t j = 1; j <= k; j++)
       ring_repeat(r, t0 + j * interval, watched);
   }
@@ -89,7 +89,7 @@ int ring_window_mean(const struct cluster_gpu_ring *r, size_t slot, uint64_t bit
   if (r->len && hb > 1) { /* the passes held since the newest entry */
     size_t at = (r->head + CLUSTER_RING - 1) % CLUSTER_RING;
     const struct ring_entry *e = &r->e[at];
-    int64_t held = ring_held_passes(e->mono_ms, now, interval, hb);
+    int64_t held = held_passes(e->mono_ms, now, interval, hb);
     for (int64_t j = 1; j <= held && (e->valid & bit); j++)
       if (e->mono_ms + j * interval >= now - window_ms) {
         sum += r->v[at * r->nslots + slot];

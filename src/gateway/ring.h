@@ -34,11 +34,6 @@ struct cluster_gpu_ring {
 };
 
 void rings_free(struct cluster_gpu_ring *r, size_t n);
-/* Re-lays r's values out for the cluster's current slots (slots are only added). */
-bool ring_restride(struct cluster_gpu_ring *r);
-/* The passes an agent skipped since entry time t0, by its heartbeat (at most hb - 1 of them),
- * up to until_ms: the first at t0 + interval. */
-int64_t ring_held_passes(int64_t t0, int64_t until_ms, int64_t interval, int64_t hb);
 /* Stores g's sample, received at recv. With heartbeats (hb > 1, terms of the agent's stream),
  * the passes the agent skipped since the newest entry held the same readings of the watched
  * fields: each gets its entry first, so that a window counts every pass as if each was sent. */
