@@ -233,12 +233,11 @@ int llm_bench_replay(const struct llm_params *m, const struct llm_bench *b, uint
 /* ---- fitting ---- */
 
 #define FIT_SEEDS 2
-#define FIT_DIM_MAX 4
+#define FIT_DIM 3
 
 struct fit {
   const struct llm_bench *b;
   size_t n;
-  int dim;
   struct llm_params base;
   bool oom;
 };
@@ -248,8 +247,6 @@ static void params_of(const struct fit *f, const double *x, struct llm_params *m
   m->base_ms = exp(x[0]);
   m->seq_ms = exp(x[1]);
   m->tok_ms = exp(x[2]);
-  if (f->dim > 3)
-    m->kv_tokens = exp(x[3]);
 }
 
 static double sq_log(double model, double meas) {
@@ -266,7 +263,6 @@ static double sq_log(double model, double meas) {
 static double score_of(struct fit *f, const double *x) {
   struct llm_params m;
   params_of(f, x, &m);
-  /* the cache must hold at least one longest request */
   double total = 0, terms = 0;
   for (size_t i = 0; i < f->n; i++)
     for (uint64_t seed = 1; seed <= FIT_SEEDS; seed++) {
@@ -287,8 +283,8 @@ static double score_of(struct fit *f, const double *x) {
 /* Nelder-Mead in log space: few parameters, a noisy but smooth objective (common random numbers:
  * the same seeds for every point). */
 static double nelder_mead(struct fit *f, double *x0, const double *step, int iters) {
-  int d = f->dim;
-  double p[FIT_DIM_MAX + 1][FIT_DIM_MAX], v[FIT_DIM_MAX + 1];
+  const int d = FIT_DIM;
+  double p[FIT_DIM + 1][FIT_DIM], v[FIT_DIM + 1];
   for (int i = 0; i <= d; i++) {
     memcpy(p[i], x0, sizeof p[i]);
     if (i > 0)
@@ -302,12 +298,12 @@ static double nelder_mead(struct fit *f, double *x0, const double *step, int ite
         double tv = v[j];
         v[j] = v[j - 1];
         v[j - 1] = tv;
-        double tp[FIT_DIM_MAX];
+        double tp[FIT_DIM];
         memcpy(tp, p[j], sizeof tp);
         memcpy(p[j], p[j - 1], sizeof tp);
         memcpy(p[j - 1], tp, sizeof tp);
       }
-    double c[FIT_DIM_MAX] = {0}, xr[FIT_DIM_MAX], xe[FIT_DIM_MAX], xc[FIT_DIM_MAX];
+    double c[FIT_DIM] = {0}, xr[FIT_DIM], xe[FIT_DIM], xc[FIT_DIM];
     for (int i = 0; i < d; i++)
       for (int k = 0; k < d; k++)
         c[k] += p[i][k] / d;
@@ -347,45 +343,27 @@ static double nelder_mead(struct fit *f, double *x0, const double *step, int ite
   return v[best];
 }
 
-int llm_bench_fit(const struct llm_bench *b, size_t n, int fit_kv, struct llm_params *m,
-                  double *score) {
+int llm_bench_fit(const struct llm_bench *b, size_t n, struct llm_params *m, double *score) {
   if (!n)
     return GS_EINVAL;
-  struct fit f = {b, n, fit_kv ? 4 : 3, *m, false};
+  struct fit f = {b, n, *m, false};
   /* a start from the lightest load: a step there is about one TPOT, and its TTFT about half a
    * step of wait plus one step with the prompt's prefill */
   size_t lo = 0;
-  double longest = 0;
-  for (size_t i = 0; i < n; i++) {
+  for (size_t i = 0; i < n; i++)
     if (b[i].rate < b[lo].rate)
       lo = i;
-    double l = b[i].in_mean + b[i].out_mean;
-    longest = l > longest ? l : longest;
-  }
   double tpot = b[lo].tpot_mean_ms > 0.1 ? b[lo].tpot_mean_ms : 10;
   double pre = b[lo].ttft_mean_ms - 1.5 * tpot;
-  double step[FIT_DIM_MAX] = {0.3, 1.5, 1.0, 1.0};
-  /* a KV cache's size is not seen at light load: start from small, middle and large caches (a
-   * large model on few GPUs holds only a few dozen requests) and keep the best */
-  static const double kv_starts[] = {4, 24, 256};
-  size_t nstarts = fit_kv ? sizeof kv_starts / sizeof kv_starts[0] : 1;
-  double best = INFINITY, xbest[FIT_DIM_MAX] = {0};
-  for (size_t k = 0; k < nstarts && !f.oom; k++) {
-    double x[FIT_DIM_MAX] = {log(0.9 * tpot), log(0.01 * tpot / 2),
-                             log(pre > 0 ? pre / b[lo].in_mean : 1e-3),
-                             log(kv_starts[k] * longest)};
-    double v = INFINITY;
-    /* restarts from the last best escape the simplex's early collapse */
-    for (int round = 0; round < 3 && !f.oom; round++)
-      v = nelder_mead(&f, x, step, 100);
-    if (v < best) {
-      best = v;
-      memcpy(xbest, x, sizeof x);
-    }
-  }
+  double x[FIT_DIM] = {log(0.9 * tpot), log(0.01 * tpot / 2),
+                       log(pre > 0 ? pre / b[lo].in_mean : 1e-3)};
+  double step[FIT_DIM] = {0.3, 1.5, 1.0};
+  double best = INFINITY;
+  /* restarts from the last best escape the simplex's early collapse */
+  for (int round = 0; round < 4 && !f.oom; round++)
+    best = nelder_mead(&f, x, step, 100);
   if (f.oom)
     return GS_ENOMEM;
-  double *x = xbest;
   params_of(&f, x, m);
   *score = best;
   return 0;

@@ -41,11 +41,10 @@ struct llm_bench_pred {
 int llm_bench_replay(const struct llm_params *m, const struct llm_bench *b, uint64_t seed,
                      struct llm_bench_pred *out);
 
-/* Fits m's step costs (stepBaseMs, stepPerSequenceMs, stepPerPrefillTokenMs) and, when
- * fit_kv, kvCacheTokens, to the n benchmarks (maxNumSeqs, maxNumBatchedTokens and lengthSpread
- * as given in *m). *m is the start and the result; *score the mean squared log error. Returns 0
- * or GS_ENOMEM. */
-int llm_bench_fit(const struct llm_bench *b, size_t n, int fit_kv, struct llm_params *m,
-                  double *score);
+/* Fits m's step costs (stepBaseMs, stepPerSequenceMs, stepPerPrefillTokenMs) to the n
+ * benchmarks; maxNumSeqs, maxNumBatchedTokens, kvCacheTokens and lengthSpread stay as given (a
+ * cache that light loads never fill cannot be fitted: its size is what vLLM logs at start).
+ * *score is the mean squared log error. Returns 0, GS_EINVAL (n 0) or GS_ENOMEM. */
+int llm_bench_fit(const struct llm_bench *b, size_t n, struct llm_params *m, double *score);
 
 #endif

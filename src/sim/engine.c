@@ -1462,6 +1462,14 @@ int sim_run(const struct sim_model *m, const struct sim_scaledobject *so,
     snprintf(err, errlen, "the trace is empty");
     return GS_EINVAL;
   }
+  if (m->llm.set) {
+    snprintf(err, errlen,
+             "model %s: its engine block (step costs) serves --calibrate and --replay-bench; "
+             "replaying a demand trace needs a batching block or a capacity (docs/simulate.md, "
+             "\"Calibrating the engine model\")",
+             m->name);
+    return GS_EINVAL;
+  }
   struct eng *e = calloc(1, sizeof *e);
   if (!e)
     return GS_ENOMEM;

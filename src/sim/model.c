@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "core/err.h"
+#include "sim/llm_yaml.h"
 #include "sim/yamlx.h"
 
 #define E err, errlen
@@ -343,13 +344,12 @@ static void derive_mib(struct sim_model *m) {
 
 int sim_model_parse(const char *text, size_t len, const char *file, struct sim_model *m, char *err,
                     size_t errlen) {
-  static const char *const keys[] = {"name",           "capacity",     "gpusPerReplica",
-                                     "gpusPerNode",    "gpuModel",     "gpuMemoryMiB",
-                                     "placement",      "slicesPerGpu", "maxGpus",
-                                     "sharedCounting", "startup",      "drain",
-                                     "queuePerPod",    "signals",      "outages",
-                                     "nodes",          "scheduling",   "agentNode",
-                                     "requestSeconds", "batching",     NULL};
+  static const char *const keys[] = {
+      "name",         "capacity",   "gpusPerReplica", "gpusPerNode",    "gpuModel",
+      "gpuMemoryMiB", "placement",  "slicesPerGpu",   "maxGpus",        "sharedCounting",
+      "startup",      "drain",      "queuePerPod",    "signals",        "outages",
+      "nodes",        "scheduling", "agentNode",      "requestSeconds", "batching",
+      "engine",       NULL};
   memset(m, 0, sizeof *m);
   snprintf(m->name, sizeof m->name, "workload");
   snprintf(m->gpu_model, sizeof m->gpu_model, "NVIDIA H100 80GB HBM3");
@@ -371,7 +371,15 @@ int sim_model_parse(const char *text, size_t len, const char *file, struct sim_m
   long l;
   if (!rc)
     rc = parse_batching(&y, sim_yaml_get(&y, root, "batching"), m, E);
-  if (!rc && !(n = sim_yaml_get(&y, root, "capacity")) && !m->batching.set)
+  if (!rc && (n = sim_yaml_get(&y, root, "engine"))) {
+    int kv = 0;
+    rc = llm_params_parse(&y, n, &m->llm, &kv, E);
+    m->llm_kv_given = kv;
+    if (!rc && m->batching.set)
+      rc = sim_yaml_fail(&y, n, "engine", E,
+                         "a model has one engine model: engine (step costs) or batching, not both");
+  }
+  if (!rc && !(n = sim_yaml_get(&y, root, "capacity")) && !m->batching.set && !m->llm.set)
     rc = sim_yaml_fail(&y, root, "capacity", E,
                        "missing: the work per second one replica serves at full load (or a "
                        "batching block, which derives it)");
@@ -379,8 +387,9 @@ int sim_model_parse(const char *text, size_t len, const char *file, struct sim_m
     rc = sim_yaml_num(&y, n, "capacity", 1e-6, 1e9, &m->capacity, E);
   m->capacity_derived = !rc && !n;
   if (!rc && !n)
-    m->capacity =
-        sim_batch_capacity(&m->batching, m->batching.input_tokens, m->batching.output_tokens);
+    m->capacity = m->llm.set ? llm_capacity(&m->llm, m->llm.in_mean, m->llm.out_mean)
+                             : sim_batch_capacity(&m->batching, m->batching.input_tokens,
+                                                  m->batching.output_tokens);
   if (!rc && (n = sim_yaml_get(&y, root, "gpusPerReplica")) &&
       !(rc = sim_yaml_int(&y, n, "gpusPerReplica", 1, 64, &l, E)))
     m->gpus_per_replica = (int)l;

@@ -10,6 +10,7 @@
 #include "core/engine.h"
 #include "core/sample.h"
 #include "sim/batch.h"
+#include "sim/llm.h"
 
 #define SIM_MAX_SIGNALS 24
 #define SIM_SIGNAL_NAME 96
@@ -77,6 +78,8 @@ struct sim_model {
   double request_s;             /* seconds one request is in flight when served (HTTP add-on's
                                    concurrency); 0 when the model does not say */
   struct sim_batching batching; /* a continuous-batching server (capacity then derived) */
+  struct llm_params llm;        /* the step-time engine model (`engine:`), calibrated */
+  bool llm_kv_given;            /* engine.kvCacheTokens written (else a calibration fits it) */
   bool capacity_derived;        /* capacity not given: from batching at the trace's lengths */
   struct sim_signal sig[SIM_MAX_SIGNALS];
   size_t nsig;

@@ -13,6 +13,7 @@
 #include "core/err.h"
 #include "core/profile.h"
 #include "rightsize/cost.h"
+#include "sim/calibrate.h"
 #include "sim/engine.h"
 #include "sim/report.h"
 #include "sim/tune.h"
@@ -41,6 +42,7 @@ struct sim_opts {
   int64_t latency_ms;
   char *out;
   double holdout;
+  char *replay_bench;
 };
 
 #define O(f) offsetof(struct sim_opts, f)
@@ -103,6 +105,11 @@ static const struct opt_def sim_defs[] = {
      "--tune: tune on the trace's first part and report the tuned configuration on its last "
      "FRACTION too",
      O(holdout)},
+    {"replay-bench", 0, NULL, OPT_STRING, NULL, 0, 0, NULL, "RESULT.json",
+     "replay one `vllm bench serve --save-result` file on one replica of --model's engine block "
+     "and print the model beside the measurement (also: --calibrate RESULT.json ... fits the "
+     "engine block to such files; --out writes it as a model file)",
+     O(replay_bench)},
     {"progress", 0, NULL, OPT_ENUM, "auto", 0, 0, "auto|always|never", "WHEN",
      "progress bar on stderr (auto: on a terminal, once a run takes over half a second)",
      O(progress)},
@@ -145,14 +152,14 @@ static void price_of(const struct sim_model *m, const struct rs_prices *p, struc
   }
 }
 
-/* Takes "--compare A B ..." out of argv, up to the next option (the option table takes no
- * positional arguments). */
-static int take_compare(int *argc, char **argv, const char **list, size_t *n) {
+/* Takes "FLAG A B ..." (--compare, --calibrate) out of argv, up to the next option (the option
+ * table takes no positional arguments). */
+static int take_list(const char *flag, int *argc, char **argv, const char **list, size_t *n) {
   *n = 0;
   int w = 1;
   bool found = false;
   for (int i = 1; i < *argc; i++) {
-    if (!strcmp(argv[i], "--compare")) {
+    if (!strcmp(argv[i], flag)) {
       found = true;
       while (i + 1 < *argc && argv[i + 1][0] != '-') {
         if (*n == SIM_MAX_COMPARE)
@@ -340,7 +347,10 @@ int simulate_main(int argc, char **argv) {
   static const char *usage_line =
       "gpuscale simulate --model MODEL.yaml (--scaledobject SO.yaml | --compare A.yaml B.yaml ...) "
       "[--trace NAME|FILE.csv|FILE.json] [--duration 1d] [--timeline FILE] [--svg FILE] "
-      "[--tune [--served 99.5] [--latency 30s] [--out tuned.yaml] [--holdout 0.3]]";
+      "[--tune [--served 99.5] [--latency 30s] [--out tuned.yaml] [--holdout 0.3]]\n"
+      "       gpuscale simulate --calibrate RESULT.json ... [--model START.yaml] [--out "
+      "MODEL.yaml]\n"
+      "       gpuscale simulate --model MODEL.yaml --replay-bench RESULT.json [--format json]";
   static const char *description =
       "Replays a demand trace through a faithful KEDA + HPA loop and gpuscale's own scaler policy, "
       "offline, and prints GPU-hours, cost and service against the perfect-foresight floor. KEDA: "
@@ -350,11 +360,19 @@ int simulate_main(int argc, char **argv) {
   const char *configs[SIM_MAX_COMPARE];
   size_t nconf = 0;
   char err[2048] = "";
-  int crc = take_compare(&argc, argv, configs, &nconf);
+  int crc = take_list("--compare", &argc, argv, configs, &nconf);
   if (crc) {
     fprintf(stderr, "gpuscale simulate: --compare: %s\n",
             crc == GS_ETOOBIG ? "at most 32 configurations"
                               : "give one or more ScaledObject files");
+    return 2;
+  }
+  const char *bench[SIM_MAX_COMPARE];
+  size_t nbench = 0;
+  if ((crc = take_list("--calibrate", &argc, argv, bench, &nbench))) {
+    fprintf(stderr, "gpuscale simulate: --calibrate: %s\n",
+            crc == GS_ETOOBIG ? "at most 32 result files"
+                              : "give one or more `vllm bench serve --save-result` files");
     return 2;
   }
   struct sim_opts o;
@@ -374,6 +392,22 @@ int simulate_main(int argc, char **argv) {
   bool compare = nconf > 0;
   if (rc)
     goto out;
+  if (nbench || o.replay_bench) {
+    bool json = !strcmp(o.format, "json");
+    if (nbench && o.replay_bench) {
+      snprintf(err, sizeof err, "--calibrate fits, --replay-bench checks: one at a time");
+      goto out;
+    }
+    if (o.replay_bench && !o.model) {
+      snprintf(err, sizeof err, "--replay-bench needs --model MODEL.yaml with an engine block");
+      goto out;
+    }
+    rc = nbench
+             ? sim_calibrate(bench, nbench, o.model, o.out, json, (uint64_t)o.seed, err, sizeof err)
+             : sim_replay_bench(o.model, o.replay_bench, json, (uint64_t)o.seed, err, sizeof err);
+    status = !rc ? 0 : rc == GS_ENOMEM ? 1 : 2;
+    goto out;
+  }
   if (compare && (o.scaledobject || o.timeline)) {
     snprintf(err, sizeof err, "--compare runs the files it names: drop %s",
              o.scaledobject ? "--scaledobject" : "--timeline");
@@ -398,12 +432,12 @@ int simulate_main(int argc, char **argv) {
     goto out;
   if (o.tune) {
     rc = tune_main(&o, &in, err, sizeof err);
-    status = !rc ? 0 : rc == GS_ENOMEM || rc == GS_EIO ? 1 : 2;
+    status = !rc ? 0 : rc == GS_ENOMEM ? 1 : 2;
     goto out;
   }
   rc = run_all(&o, &in, configs, nconf, compare, ri, res, &done, err, sizeof err);
   if (rc) {
-    status = rc == GS_ENOMEM || rc == GS_EIO ? 1 : 2;
+    status = rc == GS_ENOMEM ? 1 : 2; /* a missing or unreadable input is bad input */
     goto out;
   }
   status = outputs(&o, ri, res, nconf, compare, err, sizeof err) ? 1 : 0;

@@ -69,13 +69,13 @@ struct fidelity {
 };
 
 /* Calibrated on the 1 and 16 req/s files only, predicts all five. */
-static struct fidelity fidelity_of(const char *model, int fit_kv) {
+static struct fidelity fidelity_of(const char *model) {
   struct llm_bench b[5];
   load_all(model, b);
   struct llm_bench cal[2] = {b[0], b[3]};
   struct llm_params m = start();
   double score;
-  assert_int_equal(llm_bench_fit(cal, 2, fit_kv, &m, &score), 0);
+  assert_int_equal(llm_bench_fit(cal, 2, &m, &score), 0);
   struct fidelity f = {0};
   for (int i = 0; i < 5; i++) {
     struct llm_bench_pred p = predict(&m, &b[i]);
@@ -99,7 +99,7 @@ static struct fidelity fidelity_of(const char *model, int fit_kv) {
  * throughput, and no mean TTFT off by more than 2x. */
 static void test_fidelity_8b(void **state) {
   (void)state;
-  struct fidelity f = fidelity_of(H100_8B, 0);
+  struct fidelity f = fidelity_of(H100_8B);
   assert_true(f.ttft <= 0.25);
   assert_true(f.tpot <= 0.25);
   assert_true(f.thr <= 0.25);
@@ -113,7 +113,7 @@ static void test_fidelity_8b(void **state) {
  * 2x bound holds for the medians there, and for the means where the mean is not an outlier's. */
 static void test_fidelity_70b(void **state) {
   (void)state;
-  struct fidelity f = fidelity_of(H100_70B, 1);
+  struct fidelity f = fidelity_of(H100_70B);
   assert_true(f.tpot <= 0.25);
   assert_true(f.thr <= 0.25);
   for (int i = 0; i < 5; i++)
