@@ -12,6 +12,7 @@
 #include "keda/scaler.h"
 #include "sim/hpa.h"
 #include "sim/keda.h"
+#include "sim/serve.h"
 
 #define MAX_GPR 64
 #define HIST_S 3600 /* readings kept for a trigger's window */
@@ -45,6 +46,9 @@ struct eng {
   struct sim_load hist[HIST_S]; /* ring by second */
   struct sim_batch batch;       /* the batching model's requests (model batching block) */
   struct sim_wait wait;         /* the request FIFO's delays */
+  struct sim_serve *serve;      /* the step-time engine model's requests (model engine block) */
+  struct sim_serve_pod *spods;  /* scratch: the pods as the serving model sees them */
+  size_t capspods;
   double prefill_sum, admitted_sum;
   struct scaler agent, gateway;
   struct scaler_selector selector;
@@ -381,11 +385,74 @@ static void step_batch(struct eng *e, double *served, double *dropped) {
   e->hist[(size_t)(e->now % HIST_S)] = l;
 }
 
+/* Load through the step-time engine model (sim/serve.h): each Ready pod its own queue and batch
+ * behind the model's router; served counts completed requests, dropped abandoned ones. The GPU
+ * signals follow the mean over the Ready pods; engine signals are each pod's own. */
+static void step_serve(struct eng *e, double *served, double *dropped) {
+  if (e->capspods < e->npods) {
+    size_t nc = e->npods * 2;
+    struct sim_serve_pod *a = realloc(e->spods, nc * sizeof *a);
+    if (!a) {
+      e->oom = true;
+      return;
+    }
+    e->spods = a;
+    e->capspods = nc;
+  }
+  size_t n = 0;
+  for (size_t i = 0; i < e->npods; i++) {
+    const struct pod *p = &e->pods[i];
+    if (p->state == POD_READY || p->state == POD_DRAINING)
+      e->spods[n++] =
+          (struct sim_serve_pod){p->id, p->state == POD_READY ? SERVE_READY : SERVE_DRAINING};
+  }
+  struct sim_serve_step o;
+  /* after the trace (settle) the demand is 0 and nothing more arrives */
+  bool arrivals = (size_t)e->now < e->tr->n;
+  if (sim_serve_second(e->serve, e->now, e->spods, n, arrivals, &o)) {
+    e->oom = true;
+    return;
+  }
+  *served = o.completed;
+  *dropped = o.abandoned;
+  e->demand = o.arrived;
+  e->backlog = o.waiting;
+  e->capacity = (double)e->ready * e->m->capacity;
+  struct sim_load l = {0, 0, 0, 0, 0};
+  double k = 0;
+  for (size_t i = 0; i < e->npods; i++) {
+    struct sim_load pl;
+    if (e->pods[i].state != POD_READY ||
+        !sim_serve_load(e->serve, e->pods[i].id, &pl.running, &pl.waiting, &pl.kv_pct,
+                        &pl.inflight_pct, &pl.rho))
+      continue;
+    l.rho += pl.rho;
+    l.waiting += pl.waiting;
+    l.running += pl.running;
+    l.kv_pct += pl.kv_pct;
+    l.inflight_pct += pl.inflight_pct;
+    k += 1;
+  }
+  if (k > 0) {
+    l.rho /= k;
+    l.waiting /= k;
+    l.running /= k;
+    l.kv_pct /= k;
+    l.inflight_pct /= k;
+  }
+  e->load = l;
+  e->hist[(size_t)(e->now % HIST_S)] = l;
+}
+
 /* Load: ready capacity serves the demand and the queue; the rest waits or is dropped. */
 static void step_load(struct eng *e, double *served, double *dropped) {
   const struct sim_model *m = e->m;
   if (m->batching.set) {
     step_batch(e, served, dropped);
+    return;
+  }
+  if (e->serve) {
+    step_serve(e, served, dropped);
     return;
   }
   double cap = 0;
@@ -583,10 +650,14 @@ static bool engine_reading_of(const struct eng *e, const struct pod *p, struct e
   }
   r->ts_ms = e->now * 1000;
   r->fresh = true;
+  struct sim_load own = e->load; /* with the engine model, the pod's own queue and batch */
+  if (e->serve)
+    sim_serve_load(e->serve, p->id, &own.running, &own.waiting, &own.kv_pct, &own.inflight_pct,
+                   &own.rho);
   for (size_t i = 0; i < e->m->nsig; i++) {
     const struct sim_signal *sg = &e->m->sig[i];
     if (sg->engine) {
-      r->v[sg->esig] = sim_signal_value(sg, &e->load);
+      r->v[sg->esig] = sim_signal_value(sg, &own);
       r->valid |= ES_BIT(sg->esig);
     }
   }
@@ -1333,13 +1404,42 @@ static int summarize(const struct eng *e, struct sim_result *r) {
       in += e->tr->in_tok[t] - (t >= 60 ? e->tr->in_tok[t - 60] : 0);
       outk += e->tr->out_tok[t] - (t >= 60 ? e->tr->out_tok[t - 60] : 0);
       smooth[t] = acc / (double)(t + 1 < 60 ? t + 1 : 60);
-      cap[t] =
-          acc > 1e-9 ? sim_batch_capacity(&e->m->batching, in / acc, outk / acc) : e->m->capacity;
+      cap[t] = !(acc > 1e-9)   ? e->m->capacity
+               : e->m->llm.set ? llm_capacity(&e->m->llm, in / acc, outk / acc)
+                               : sim_batch_capacity(&e->m->batching, in / acc, outk / acc);
     }
     fd = smooth;
-    fc = e->m->batching.set && e->m->capacity_derived ? cap : NULL;
+    fc = (e->m->batching.set || e->m->llm.set) && e->m->capacity_derived ? cap : NULL;
   }
-  s->floor_gpu_hours = sim_floor(fd, fc, r->n, e->m, sim_model_mean_start(e->m), r->floor);
+  if (e->serve && e->m->slo.set) {
+    /* the SLO floor: per minute, the fewest replicas that meet the SLO with perfect foresight,
+     * held from when they must be Ready (sim_floor at one "request" per replica) */
+    size_t minutes = (r->n + 59) / 60;
+    int *per = malloc(minutes * sizeof *per);
+    double *need = per ? malloc(r->n * sizeof *need) : NULL,
+           *one = need ? malloc(r->n * sizeof *one) : NULL;
+    if (!per || !need || !one || sim_serve_floor(e->m, e->tr, e->prm.seed, per)) {
+      free(per);
+      free(need);
+      free(one);
+      free(smooth);
+      free(cap);
+      return GS_ENOMEM;
+    }
+    for (size_t t = 0; t < r->n; t++) {
+      need[t] = per[t / 60];
+      one[t] = 1;
+    }
+    s->floor_gpu_hours = sim_floor(need, one, r->n, e->m, sim_model_mean_start(e->m), r->floor);
+    free(per);
+    free(need);
+    free(one);
+    free(smooth);
+    free(cap);
+    smooth = cap = NULL;
+  } else {
+    s->floor_gpu_hours = sim_floor(fd, fc, r->n, e->m, sim_model_mean_start(e->m), r->floor);
+  }
   free(smooth);
   free(cap);
   if (isnan(s->floor_gpu_hours))
@@ -1350,6 +1450,15 @@ static int summarize(const struct eng *e, struct sim_result *r) {
   s->p95_ttft_s = e->m->batching.set
                       ? s->p95_wait_s + (e->admitted_sum > 0 ? e->prefill_sum / e->admitted_sum : 0)
                       : NAN;
+  if (e->serve) {
+    if (sim_serve_summary(e->serve, &s->req))
+      return GS_ENOMEM;
+    s->has_requests = true;
+    s->slo_set = e->m->slo.set;
+    s->slo = e->m->slo;
+    s->p95_ttft_s = s->req.ttft_p95;
+    s->p95_wait_s = s->req.ttft_p95; /* no separate queue: the wait is in the TTFT */
+  }
   react_time(r, s);
   return 0;
 }
@@ -1462,14 +1571,6 @@ int sim_run(const struct sim_model *m, const struct sim_scaledobject *so,
     snprintf(err, errlen, "the trace is empty");
     return GS_EINVAL;
   }
-  if (m->llm.set) {
-    snprintf(err, errlen,
-             "model %s: its engine block (step costs) serves --calibrate and --replay-bench; "
-             "replaying a demand trace needs a batching block or a capacity (docs/simulate.md, "
-             "\"Calibrating the engine model\")",
-             m->name);
-    return GS_EINVAL;
-  }
   struct eng *e = calloc(1, sizeof *e);
   if (!e)
     return GS_ENOMEM;
@@ -1492,6 +1593,30 @@ int sim_run(const struct sim_model *m, const struct sim_scaledobject *so,
       free(e);
       return GS_ENOMEM;
     }
+  }
+  /* the engine model likewise, and it draws a rate trace's lengths around the same means */
+  if (m->llm.set && m->capacity_derived && tr->in_tok) {
+    double a = 0, in = 0, outk = 0;
+    for (size_t t = 0; t < tr->n; t++) {
+      a += tr->rate[t];
+      in += tr->in_tok[t];
+      outk += tr->out_tok[t];
+    }
+    if (a > 0 && (mc = malloc(sizeof *mc))) {
+      *mc = *m;
+      mc->llm.in_mean = in / a;
+      mc->llm.out_mean = outk / a;
+      mc->capacity = llm_capacity(&mc->llm, in / a, outk / a);
+      m = mc;
+    } else if (a > 0) {
+      free(e);
+      return GS_ENOMEM;
+    }
+  }
+  if (m->llm.set && sim_serve_new(m, tr, prm->seed, &e->serve)) {
+    free(e);
+    free(mc);
+    return GS_ENOMEM;
   }
   e->m = m;
   e->so = so;
@@ -1544,6 +1669,8 @@ int sim_run(const struct sim_model *m, const struct sim_scaledobject *so,
   free(e->ereads);
   free(e->mark);
   sim_wait_free(&e->wait);
+  sim_serve_free(e->serve);
+  free(e->spods);
   free(e);
   free(mc);
   return rc;

@@ -10,6 +10,7 @@
 #include <stdint.h>
 
 #include "core/profile.h"
+#include "sim/llm.h"
 #include "sim/model.h"
 #include "sim/scaledobject.h"
 #include "sim/trace.h"
@@ -28,6 +29,12 @@ struct sim_summary {
   /* latency: the 95th percentile of the requests' queueing delay (FIFO, 1 s resolution), and
    * with a batching model of their time to first token (delay + the mean prefill time) */
   double p95_wait_s, p95_ttft_s; /* p95_ttft_s NaN without a batching model */
+  /* with the step-time engine model: every request's outcome (TTFT, TPOT, end to end, the
+   * SLO's attainment, abandoned), and with an SLO the floor is the SLO floor (sim_serve_floor) */
+  bool has_requests;
+  struct llm_summary req;
+  bool slo_set;
+  struct llm_slo slo;
 };
 
 struct sim_result {

@@ -455,6 +455,7 @@ int llm_summarize(const struct llm_stats *s, const struct llm_slo *slo, struct l
     return GS_ENOMEM;
   o->ttft_p50 = quantile(s->ttft, s->n, 0.50, sc, &o->ttft_mean);
   o->ttft_p90 = quantile(s->ttft, s->n, 0.90, sc, NULL);
+  o->ttft_p95 = quantile(s->ttft, s->n, 0.95, sc, NULL);
   o->ttft_p99 = quantile(s->ttft, s->n, 0.99, sc, NULL);
   o->tpot_p99 = quantile(s->tpot, s->n, 0.99, sc, &o->tpot_mean);
   o->e2e_p99 = quantile(s->e2e, s->n, 0.99, sc, NULL);

@@ -130,7 +130,7 @@ struct llm_slo {
 
 struct llm_summary {
   double requests, completed, abandoned;
-  double ttft_mean, ttft_p50, ttft_p90, ttft_p99;
+  double ttft_mean, ttft_p50, ttft_p90, ttft_p95, ttft_p99;
   double tpot_mean, tpot_p99, itl_mean, e2e_p99;
   double throughput; /* completed / (last finish - first arrival) */
   double attainment; /* percent of all requests (abandoned ones miss), NaN without an SLO */

@@ -344,12 +344,14 @@ static void derive_mib(struct sim_model *m) {
 
 int sim_model_parse(const char *text, size_t len, const char *file, struct sim_model *m, char *err,
                     size_t errlen) {
-  static const char *const keys[] = {
-      "name",         "capacity",   "gpusPerReplica", "gpusPerNode",    "gpuModel",
-      "gpuMemoryMiB", "placement",  "slicesPerGpu",   "maxGpus",        "sharedCounting",
-      "startup",      "drain",      "queuePerPod",    "signals",        "outages",
-      "nodes",        "scheduling", "agentNode",      "requestSeconds", "batching",
-      "engine",       NULL};
+  static const char *const keys[] = {"name",           "capacity",     "gpusPerReplica",
+                                     "gpusPerNode",    "gpuModel",     "gpuMemoryMiB",
+                                     "placement",      "slicesPerGpu", "maxGpus",
+                                     "sharedCounting", "startup",      "drain",
+                                     "queuePerPod",    "signals",      "outages",
+                                     "nodes",          "scheduling",   "agentNode",
+                                     "requestSeconds", "batching",     "engine",
+                                     "routing",        "slo",          NULL};
   memset(m, 0, sizeof *m);
   snprintf(m->name, sizeof m->name, "workload");
   snprintf(m->gpu_model, sizeof m->gpu_model, "NVIDIA H100 80GB HBM3");
@@ -378,6 +380,17 @@ int sim_model_parse(const char *text, size_t len, const char *file, struct sim_m
     if (!rc && m->batching.set)
       rc = sim_yaml_fail(&y, n, "engine", E,
                          "a model has one engine model: engine (step costs) or batching, not both");
+  }
+  m->slo = llm_slo_default();
+  if (!rc && (n = sim_yaml_get(&y, root, "slo")))
+    rc = llm_slo_parse_yaml(&y, n, &m->slo, E);
+  if (!rc && (n = sim_yaml_get(&y, root, "routing"))) {
+    int idx;
+    if (!(rc = sim_yaml_enum(&y, n, "routing", LLM_ROUTES, &idx, E)))
+      m->routing = (enum llm_route)idx;
+    if (!rc && !m->llm.set)
+      rc = sim_yaml_fail(&y, n, "routing", E,
+                         "needs an engine block: the fluid models spread load evenly");
   }
   if (!rc && !(n = sim_yaml_get(&y, root, "capacity")) && !m->batching.set && !m->llm.set)
     rc = sim_yaml_fail(&y, root, "capacity", E,
@@ -424,7 +437,7 @@ int sim_model_parse(const char *text, size_t len, const char *file, struct sim_m
   if (!rc)
     derive_mib(m);
   for (size_t i = 0; !rc && i < m->nsig; i++)
-    if (m->sig[i].kind == SIM_SIG_BATCH && !m->batching.set)
+    if (m->sig[i].kind == SIM_SIG_BATCH && !m->batching.set && !m->llm.set)
       rc = sim_yaml_fail(&y, root, "signals", E,
                          "%s: batch: needs the model's batching block (maxNumSeqs, "
                          "kvCacheTokens, ...)",

@@ -80,6 +80,8 @@ struct sim_model {
   struct sim_batching batching; /* a continuous-batching server (capacity then derived) */
   struct llm_params llm;        /* the step-time engine model (`engine:`), calibrated */
   bool llm_kv_given;            /* engine.kvCacheTokens written (else a calibration fits it) */
+  enum llm_route routing;       /* the router in front of the replicas (engine model) */
+  struct llm_slo slo;           /* `slo:` (or --slo): what a request must meet; timeout always */
   bool capacity_derived;        /* capacity not given: from batching at the trace's lengths */
   struct sim_signal sig[SIM_MAX_SIGNALS];
   size_t nsig;

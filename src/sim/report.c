@@ -46,7 +46,23 @@ void sim_report_text(FILE *f, const struct sim_run_info *ri, const struct sim_re
           s->served, s->arrived, s->dropped);
   if (s->settle_s > 0) /* the run went on after the trace while requests waited (The loop) */
     fprintf(f, "  after the trace     %.0f s more to serve what waited at its end\n", s->settle_s);
-  if (isnan(s->p95_ttft_s))
+  if (s->has_requests) {
+    const struct llm_summary *q = &s->req;
+    fprintf(f, "  TTFT                mean %.2f s, p50 %.2f, p90 %.2f, p99 %.2f%s\n", q->ttft_mean,
+            q->ttft_p50, q->ttft_p90, q->ttft_p99,
+            isfinite(q->ttft_p99) ? "" : " (over 1 % never started)");
+    fprintf(f, "  TPOT                mean %.1f ms, p99 %.1f ms; end to end p99 %.1f s\n",
+            1000 * q->tpot_mean, 1000 * q->tpot_p99, q->e2e_p99);
+    fprintf(f, "  abandoned           %.2f %% (%.0f requests waited over %.0f s, or were cut)\n",
+            q->abandoned_pct, q->abandoned, s->slo.timeout_s);
+    if (s->slo_set)
+      fprintf(f,
+              "  SLO                 %.2f %% of requests within TTFT %s%.3g s, TPOT %s%.0f ms "
+              "(goal %.4g %%: %s); goodput %.2f req/s\n",
+              q->attainment, s->slo.ttft_s > 0 ? "" : "any ", s->slo.ttft_s,
+              s->slo.tpot_s > 0 ? "" : "any ", 1000 * s->slo.tpot_s, s->slo.attainment,
+              q->attainment + 1e-9 >= s->slo.attainment ? "met" : "missed", q->goodput);
+  } else if (isnan(s->p95_ttft_s))
     fprintf(f, "  latency             p95 queueing delay %.0f s\n", s->p95_wait_s);
   else
     fprintf(f, "  latency             p95 time to first token %.1f s (queueing delay %.0f s)\n",
@@ -59,8 +75,8 @@ void sim_report_text(FILE *f, const struct sim_run_info *ri, const struct sim_re
     fprintf(f, "  GPU-hours           %.2f (floor %.2f: no demand, no ratio)\n", s->gpu_hours,
             s->floor_gpu_hours);
   else
-    fprintf(f, "  GPU-hours           %.2f, %.2fx the perfect-foresight floor (%.2f)\n",
-            s->gpu_hours, s->ratio, s->floor_gpu_hours);
+    fprintf(f, "  GPU-hours           %.2f, %.2fx the %s floor (%.2f)\n", s->gpu_hours, s->ratio,
+            s->slo_set ? "SLO" : "perfect-foresight", s->floor_gpu_hours);
   if (ri->price.has)
     fprintf(f, "  cost                %.2f %s (floor %.2f; %s at %.2f/GPU-hour)\n",
             s->gpu_hours * ri->price.per_gpu_hour, ri->price.currency,
@@ -118,6 +134,27 @@ static void json_run(FILE *f, const struct sim_run_info *ri, const struct sim_re
     fprintf(f, ",\"%s\":", kv[i].k);
     json_num(f, kv[i].v);
   }
+  if (s->has_requests) {
+    const struct llm_summary *q = &s->req;
+    struct {
+      const char *k;
+      double v;
+    } lv[] = {{"ttftMeanSeconds", q->ttft_mean},
+              {"ttftP50Seconds", q->ttft_p50},
+              {"ttftP90Seconds", q->ttft_p90},
+              {"ttftP99Seconds", q->ttft_p99},
+              {"tpotMeanSeconds", q->tpot_mean},
+              {"tpotP99Seconds", q->tpot_p99},
+              {"e2eP99Seconds", q->e2e_p99},
+              {"abandonedPercent", q->abandoned_pct},
+              {"sloFloorGpuHours", s->slo_set ? s->floor_gpu_hours : NAN},
+              {"sloAttainmentPercent", s->slo_set ? q->attainment : NAN},
+              {"goodputRps", s->slo_set ? q->goodput : NAN}};
+    for (size_t i = 0; i < sizeof lv / sizeof lv[0]; i++) {
+      fprintf(f, ",\"%s\":", lv[i].k);
+      json_num(f, lv[i].v);
+    }
+  }
   fputs(",\"reactSeconds\":", f);
   json_num(f, s->has_step && s->react_s >= 0 ? s->react_s : NAN);
   fputs(",\"stepAtSeconds\":", f);
@@ -156,8 +193,14 @@ void sim_report_compare(FILE *f, const struct sim_run_info *ri, const struct sim
     return;
   }
   fprintf(f, "trace %s, model %s\n", n ? ri[0].trace : "", n ? ri[0].model : "");
-  fprintf(f, "%-28s %9s %9s %7s %10s %8s %8s %9s %7s %8s %10s\n", "config", "GPU-h", "floor",
-          "ratio", "cost", "served", "p95-lat", "over-cap", "events", "replicas", "react");
+  bool req = n && r[0].sum.has_requests;
+  if (req)
+    fprintf(f, "%-28s %9s %9s %7s %10s %9s %9s %9s %9s %8s\n", "config", "GPU-h",
+            r[0].sum.slo_set ? "SLO-floor" : "floor", "ratio", "cost", "SLO-att", "p99-TTFT",
+            "p99-TPOT", "abandoned", "replicas");
+  else
+    fprintf(f, "%-28s %9s %9s %7s %10s %8s %8s %9s %7s %8s %10s\n", "config", "GPU-h", "floor",
+            "ratio", "cost", "served", "p95-lat", "over-cap", "events", "replicas", "react");
   for (size_t i = 0; i < n; i++) {
     const struct sim_summary *s = &r[i].sum;
     const char *base = strrchr(ri[i].config, '/');
@@ -178,6 +221,21 @@ void sim_report_compare(FILE *f, const struct sim_run_info *ri, const struct sim
     else
       snprintf(react, sizeof react, "%.0f s", s->react_s);
     snprintf(reps, sizeof reps, "%d..%d", s->min_replicas, s->max_replicas);
+    if (req) {
+      char att[16], p99[16];
+      if (isfinite(s->req.ttft_p99))
+        snprintf(p99, sizeof p99, "%.2fs", s->req.ttft_p99);
+      else
+        snprintf(p99, sizeof p99, "never"); /* over 1 % abandoned: the p99 request never started */
+      if (s->slo_set)
+        snprintf(att, sizeof att, "%.2f%%", s->req.attainment);
+      else
+        snprintf(att, sizeof att, "-");
+      fprintf(f, "%-28.28s %9.2f %9.2f %7s %10s %9s %9s %7.0fms %8.2f%% %8s\n",
+              base ? base + 1 : ri[i].config, s->gpu_hours, s->floor_gpu_hours, ratio, cost, att,
+              p99, 1000 * s->req.tpot_p99, s->req.abandoned_pct, reps);
+      continue;
+    }
     fprintf(f, "%-28.28s %9.2f %9.2f %7s %10s %7.2f%% %8s %7.1fm %7d %8s %10s\n",
             base ? base + 1 : ri[i].config, s->gpu_hours, s->floor_gpu_hours, ratio, cost,
             100 * s->served_share, lat, s->over_capacity_s / 60, s->scale_events, reps, react);

@@ -15,6 +15,7 @@
 #include "rightsize/cost.h"
 #include "sim/calibrate.h"
 #include "sim/engine.h"
+#include "sim/llm_yaml.h"
 #include "sim/report.h"
 #include "sim/tune.h"
 
@@ -43,6 +44,7 @@ struct sim_opts {
   char *out;
   double holdout;
   char *replay_bench;
+  char *slo;
 };
 
 #define O(f) offsetof(struct sim_opts, f)
@@ -105,6 +107,11 @@ static const struct opt_def sim_defs[] = {
      "--tune: tune on the trace's first part and report the tuned configuration on its last "
      "FRACTION too",
      O(holdout)},
+    {"slo", 0, NULL, OPT_STRING, NULL, 0, 0, NULL, "ttft=2s,tpot=100ms[,attainment=99]",
+     "judge each request against a latency SLO (the model's engine block; over its slo block): "
+     "reports attainment and the SLO floor, the fewest GPU-hours that meet it with perfect "
+     "foresight; with --tune, the goal",
+     O(slo)},
     {"replay-bench", 0, NULL, OPT_STRING, NULL, 0, 0, NULL, "RESULT.json",
      "replay one `vllm bench serve --save-result` file on one replica of --model's engine block "
      "and print the model beside the measurement (also: --calibrate RESULT.json ... fits the "
@@ -187,6 +194,15 @@ static int load_inputs(const struct sim_opts *o, struct inputs *in, char *err, s
     return GS_EINVAL;
   }
   int rc = sim_model_load(o->model, &in->model, err, errlen);
+  if (!rc && o->slo && !in->model.llm.set) {
+    snprintf(err, errlen,
+             "--slo: model %s has no engine block: per-request latency needs the step-time "
+             "engine model (gpuscale simulate --calibrate writes one)",
+             o->model);
+    rc = GS_EINVAL;
+  }
+  if (!rc && o->slo)
+    rc = llm_slo_parse_flag(o->slo, &in->model.slo, err, errlen);
   if (!rc)
     rc = sim_trace_load(o->trace, o->duration_ms / 1000, o->peak, (uint64_t)o->seed, &in->trace,
                         err, errlen);
@@ -283,6 +299,8 @@ static struct sim_trace trace_part(const struct sim_trace *t, size_t from, size_
   p.rate = t->rate + from;
   p.in_tok = t->in_tok ? t->in_tok + from : NULL;
   p.out_tok = t->out_tok ? t->out_tok + from : NULL;
+  p.req_first = t->req_first ? t->req_first + from : NULL;
+  p.req_t0 = t->req_t0 + (double)from;
   p.n = n;
   return p;
 }

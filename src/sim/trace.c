@@ -22,7 +22,11 @@ void sim_trace_free(struct sim_trace *t) {
   free(t->rate);
   free(t->in_tok);
   free(t->out_tok);
+  free(t->req);
+  free(t->req_first);
   t->rate = t->in_tok = t->out_tok = NULL;
+  t->req = NULL;
+  t->req_first = NULL;
   t->n = 0;
 }
 

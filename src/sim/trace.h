@@ -15,8 +15,19 @@ struct sim_trace {
   /* a per-request trace: the input and output tokens of the requests arriving in second i, in
    * all (NULL for a rate trace); owned */
   double *in_tok, *out_tok;
+  /* ... and its requests one by one, in arrival order (NULL for a rate trace): arrival seconds
+   * from the trace's start, lengths; req_first[s] is the first request at or after second s
+   * (n + 1 entries; a part of a trace shares its whole's arrays and offsets them by req_t0) */
+  struct sim_req *req;
+  size_t *req_first;
+  double req_t0;
   size_t n;
   char name[96];
+};
+
+struct sim_req {
+  double t;
+  int32_t in, out;
 };
 
 /* The built-in shapes, "diurnal|bursty|step|weekend|morning|cron". */

@@ -113,10 +113,35 @@ static int req_line(const char *s, const char *e, struct req *r, const char **ba
 }
 
 static void trace_fail(struct sim_trace *out) {
-  free(out->rate);
-  free(out->in_tok);
-  free(out->out_tok);
-  memset(out, 0, sizeof *out);
+  sim_trace_free(out);
+}
+
+/* Appends request number i (grows by doubling). */
+static int keep(struct sim_trace *out, size_t *rcap, size_t i, double t, double in, double outk) {
+  if (i == *rcap) {
+    size_t nc = *rcap ? *rcap * 2 : 4096;
+    struct sim_req *a = realloc(out->req, nc * sizeof *a);
+    if (!a)
+      return GS_ENOMEM;
+    out->req = a;
+    *rcap = nc;
+  }
+  out->req[i] = (struct sim_req){t, (int32_t)in, (int32_t)outk};
+  return 0;
+}
+
+/* req_first[s]: the first request at or after second s, for s in [0, n]. */
+static int index_seconds(struct sim_trace *out, size_t nreq) {
+  out->req_first = malloc((out->n + 1) * sizeof *out->req_first);
+  if (!out->req_first)
+    return GS_ENOMEM;
+  size_t k = 0;
+  for (size_t sec = 0; sec <= out->n; sec++) {
+    while (k < nreq && out->req[k].t < (double)sec)
+      k++;
+    out->req_first[sec] = k;
+  }
+  return 0;
 }
 
 /* Sizes the per-second arrays to hold second `sec` (grows by doubling, up to the cap). */
@@ -150,7 +175,7 @@ int sim_trace_requests(const char *text, size_t len, const char *file, int64_t d
                        struct sim_trace *out, char *err, size_t errlen) {
   memset(out, 0, sizeof *out);
   const char *s = text, *end = text + len;
-  size_t line = 0, nreq = 0, cap = 0, last = 0;
+  size_t line = 0, nreq = 0, cap = 0, last = 0, rcap = 0;
   bool header = false;
   double t0 = 0, prev = -1;
   int rc = 0;
@@ -198,7 +223,7 @@ int sim_trace_requests(const char *text, size_t len, const char *file, int64_t d
           s = e + 1;
           continue; /* past the asked duration: not counted */
         }
-        if ((rc = fit(out, &cap, sec)))
+        if ((rc = fit(out, &cap, sec)) || (rc = keep(out, &rcap, nreq, r.t - t0, r.in, r.out)))
           snprintf(err, errlen, "out of memory");
         if (!rc) {
           out->rate[sec] += 1;
@@ -227,6 +252,11 @@ int sim_trace_requests(const char *text, size_t len, const char *file, int64_t d
     return rc;
   }
   out->n = n;
+  if ((rc = index_seconds(out, nreq))) {
+    snprintf(err, errlen, "out of memory");
+    trace_fail(out);
+    return rc;
+  }
   const char *base = strrchr(file, '/');
   snprintf(out->name, sizeof out->name, "%s", base ? base + 1 : file);
   return 0;

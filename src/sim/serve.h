@@ -1,0 +1,57 @@
+/* The workload's replicas serving requests on the step-time engine model (sim/llm.h): arrivals
+ * from the trace (its own requests with their lengths, or Poisson draws from its rates), the
+ * router in front of the Ready pods, a queue and a batch per pod, and every request's outcome
+ * (TTFT, TPOT, abandoned) against the SLO. The simulation loop says each second which pods are
+ * Ready, draining or gone. */
+#ifndef GS_SIM_SERVE_H
+#define GS_SIM_SERVE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "sim/llm.h"
+#include "sim/model.h"
+#include "sim/trace.h"
+
+struct sim_serve;
+
+/* Returns 0 or GS_ENOMEM. */
+int sim_serve_new(const struct sim_model *m, const struct sim_trace *tr, uint64_t seed,
+                  struct sim_serve **out);
+void sim_serve_free(struct sim_serve *s);
+
+/* A pod's state as the loop has it. */
+enum sim_serve_state { SERVE_READY = 0, SERVE_DRAINING };
+struct sim_serve_pod {
+  int id;
+  enum sim_serve_state state;
+};
+
+/* What one second did. */
+struct sim_serve_step {
+  double arrived, completed, abandoned;
+  double waiting; /* requests waiting anywhere (router and pods) and running, at the end */
+};
+
+/* One second, t: first the pods (a pod not listed is gone; a new Ready one joins the router; a
+ * draining one gets nothing new and works off what it has), then the second's arrivals (none
+ * when `arrivals` is false: the run settles), routed as they come, then every pod to t + 1.
+ * Returns 0 or GS_ENOMEM. */
+int sim_serve_second(struct sim_serve *s, int64_t t, const struct sim_serve_pod *pods, size_t n,
+                     bool arrivals, struct sim_serve_step *out);
+/* Pod id's time averages over the last second (running, waiting, KV %, in flight %, busy as
+ * rho); false when the pod does not serve. */
+bool sim_serve_load(const struct sim_serve *s, int id, double *running, double *waiting,
+                    double *kv_pct, double *inflight_pct, double *busy);
+/* The outcomes so far against the model's SLO. Returns 0 or GS_ENOMEM. */
+int sim_serve_summary(const struct sim_serve *s, struct llm_summary *out);
+
+/* The SLO floor: the fewest replicas each minute that meet the SLO's attainment for that minute's
+ * requests, replayed on fresh replicas with the same engine model and router (perfect foresight:
+ * every replica Ready when its minute starts). Fills per_minute[ceil(n / 60)] with the replica
+ * counts. Returns 0 or GS_ENOMEM. */
+int sim_serve_floor(const struct sim_model *m, const struct sim_trace *tr, uint64_t seed,
+                    int *per_minute);
+
+#endif

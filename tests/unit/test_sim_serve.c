@@ -1,0 +1,192 @@
+/* Requests through the router to the replicas (sim/serve.h): each request stays on the pod its
+ * router chose, a new replica takes new arrivals and not an old one's backlog, requests wait at
+ * the router while no pod is Ready (scale from zero), a draining pod works off what it has and
+ * gives back what never started when it goes, and a request waiting past the timeout is
+ * abandoned. The routers are the ones users run: round robin (a Service), least requests (the
+ * Gateway API inference extension's and llm-d's scorers approximate it). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/err.h"
+#include "sim/llm_yaml.h"
+#include "sim/serve.h"
+
+static struct sim_model model(enum llm_route how) {
+  struct sim_model m;
+  memset(&m, 0, sizeof m);
+  m.llm = llm_params_default();
+  m.llm.base_ms = 20;
+  m.llm.seq_ms = 0.5;
+  m.llm.tok_ms = 0.02;
+  m.llm.max_seqs = 8;
+  m.llm.in_mean = 100;
+  m.llm.out_mean = 100;
+  m.llm.spread = 0;
+  m.routing = how;
+  m.slo = llm_slo_default();
+  m.capacity = llm_capacity(&m.llm, 100, 100);
+  return m;
+}
+
+/* A rate trace of n seconds at `rate` from second `from` on. */
+static struct sim_trace trace(size_t n, size_t from, double rate) {
+  struct sim_trace t;
+  memset(&t, 0, sizeof t);
+  t.rate = calloc(n, sizeof *t.rate);
+  assert_non_null(t.rate);
+  for (size_t i = from; i < n; i++)
+    t.rate[i] = rate;
+  t.n = n;
+  return t;
+}
+
+static void second(struct sim_serve *s, int64_t t, const struct sim_serve_pod *p, size_t n,
+                   struct sim_serve_step *o) {
+  assert_int_equal(sim_serve_second(s, t, p, n, true, o), 0);
+}
+
+static void test_new_replica_does_not_drain_old_backlog(void **state) {
+  (void)state;
+  struct sim_model m = model(LLM_ROUTE_LEAST_REQUESTS);
+  /* 20 s of 3x one replica's capacity on one pod, then a second pod joins */
+  struct sim_trace tr = trace(60, 0, 3 * m.capacity);
+  struct sim_serve *s;
+  assert_int_equal(sim_serve_new(&m, &tr, 1, &s), 0);
+  struct sim_serve_pod one[1] = {{1, SERVE_READY}}, two[2] = {{1, SERVE_READY}, {2, SERVE_READY}};
+  struct sim_serve_step o;
+  for (int64_t t = 0; t < 20; t++)
+    second(s, t, one, 1, &o);
+  double r1, w1, kv, inf, busy, r2, w2;
+  assert_true(sim_serve_load(s, 1, &r1, &w1, &kv, &inf, &busy));
+  assert_true(w1 > 10); /* a backlog on pod 1 */
+  second(s, 20, two, 2, &o);
+  assert_true(sim_serve_load(s, 1, &r1, &w1, &kv, &inf, &busy));
+  assert_true(sim_serve_load(s, 2, &r2, &w2, &kv, &inf, &busy));
+  /* pod 1 still holds its backlog; pod 2 took the new arrivals, and no more than them */
+  assert_true(w1 > 10);
+  assert_true(r2 > 0);
+  assert_true(r2 + w2 <= o.arrived + 1e-9);
+  sim_serve_free(s);
+  free(tr.rate);
+}
+
+static void test_scale_from_zero_waits_at_the_router(void **state) {
+  (void)state;
+  struct sim_model m = model(LLM_ROUTE_ROUND_ROBIN);
+  struct sim_trace tr = trace(200, 0, 2);
+  struct sim_serve *s;
+  assert_int_equal(sim_serve_new(&m, &tr, 1, &s), 0);
+  struct sim_serve_pod one[1] = {{7, SERVE_READY}};
+  struct sim_serve_step o;
+  double arrived = 0, done = 0;
+  for (int64_t t = 0; t < 30; t++) { /* no pod: nothing is served, nothing is lost */
+    second(s, t, NULL, 0, &o);
+    arrived += o.arrived;
+    assert_true(o.completed == 0 && o.abandoned == 0);
+  }
+  assert_true(o.waiting == arrived);
+  for (int64_t t = 30; t < 200; t++) {
+    second(s, t, one, 1, &o);
+    done += o.completed;
+  }
+  assert_true(done > arrived); /* the held ones, then the new ones */
+  struct llm_summary q;
+  assert_int_equal(sim_serve_summary(s, &q), 0);
+  assert_true(q.ttft_p99 >= 25); /* the first ones waited for the pod */
+  assert_true(q.abandoned == 0);
+  sim_serve_free(s);
+  free(tr.rate);
+}
+
+static void test_drain_then_gone(void **state) {
+  (void)state;
+  struct sim_model m = model(LLM_ROUTE_ROUND_ROBIN);
+  struct sim_trace tr = trace(120, 0, 4 * m.capacity);
+  struct sim_serve *s;
+  assert_int_equal(sim_serve_new(&m, &tr, 1, &s), 0);
+  struct sim_serve_pod both[2] = {{1, SERVE_READY}, {2, SERVE_READY}};
+  struct sim_serve_pod draining[2] = {{1, SERVE_READY}, {2, SERVE_DRAINING}};
+  struct sim_serve_pod left[1] = {{1, SERVE_READY}};
+  struct sim_serve_step o;
+  for (int64_t t = 0; t < 10; t++)
+    second(s, t, both, 2, &o);
+  double r, w0, w, kv, inf, busy;
+  assert_true(sim_serve_load(s, 2, &r, &w0, &kv, &inf, &busy));
+  assert_true(w0 > 0);
+  for (int64_t t = 10; t < 15; t++)
+    second(s, t, draining, 2, &o);
+  assert_true(sim_serve_load(s, 2, &r, &w, &kv, &inf, &busy));
+  assert_true(w < w0); /* it works its queue off and gets nothing new */
+  assert_true(w > 0);
+  double before = o.waiting;
+  second(s, 15, left, 1, &o);
+  assert_false(sim_serve_load(s, 2, &r, &w, &kv, &inf, &busy));
+  /* what it ran is cut (abandoned), what never started went to pod 1: nothing vanished */
+  assert_true(o.abandoned > 0);
+  assert_true(o.abandoned <= m.llm.max_seqs + 1e-9);
+  assert_true(o.waiting + o.completed + o.abandoned >= before + o.arrived - 1e-9);
+  sim_serve_free(s);
+  free(tr.rate);
+}
+
+static void test_timeout_abandons(void **state) {
+  (void)state;
+  struct sim_model m = model(LLM_ROUTE_ROUND_ROBIN);
+  m.slo.timeout_s = 5;
+  struct sim_trace tr = trace(40, 0, 3 * m.capacity);
+  struct sim_serve *s;
+  assert_int_equal(sim_serve_new(&m, &tr, 1, &s), 0);
+  struct sim_serve_pod one[1] = {{1, SERVE_READY}};
+  struct sim_serve_step o;
+  double abandoned = 0;
+  for (int64_t t = 0; t < 40; t++) {
+    second(s, t, one, 1, &o);
+    abandoned += o.abandoned;
+  }
+  assert_true(abandoned > 0);
+  struct llm_summary q;
+  assert_int_equal(sim_serve_summary(s, &q), 0);
+  assert_true(q.abandoned_pct > 0);
+  assert_true(q.ttft_p50 <= 5 + 1); /* nothing started after waiting past the timeout */
+  sim_serve_free(s);
+  free(tr.rate);
+}
+
+/* The SLO floor asks for more replicas as the SLO tightens, and about capacity's count when it
+ * is loose. */
+static void test_slo_floor(void **state) {
+  (void)state;
+  struct sim_model m = model(LLM_ROUTE_LEAST_REQUESTS);
+  struct sim_trace tr = trace(120, 0, 5 * m.capacity);
+  int loose[2], tight[2];
+  m.slo.set = true;
+  m.slo.ttft_s = 30;
+  m.slo.attainment = 99;
+  assert_int_equal(sim_serve_floor(&m, &tr, 1, loose), 0);
+  m.slo.ttft_s = 0.05;
+  assert_int_equal(sim_serve_floor(&m, &tr, 1, tight), 0);
+  for (int i = 0; i < 2; i++) {
+    assert_true(loose[i] >= 4 && loose[i] <= 6);
+    assert_true(tight[i] > loose[i]);
+  }
+  sim_serve_free(NULL);
+  free(tr.rate);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_new_replica_does_not_drain_old_backlog),
+      cmocka_unit_test(test_scale_from_zero_waits_at_the_router),
+      cmocka_unit_test(test_drain_then_gone),
+      cmocka_unit_test(test_timeout_abandons),
+      cmocka_unit_test(test_slo_floor),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
