@@ -1137,6 +1137,26 @@ static void warn_of(const struct eng *e, size_t i, const struct profile_set *ps,
   out[0] = '\0';
   if (trigger_parse_ref(st->md, st->nmd, ps, e->so->ns, &t, err, sizeof err) != 0)
     return;
+  /* a selection by pods that can match none of the model's (a ScaledObject moved from another
+   * workload) reads nothing for the whole run: say so rather than let it read as idle */
+  char pod0[160];
+  pod_name(e, &(struct pod){.id = 0}, pod0, sizeof pod0);
+  if (trigger_selects_pods(&t) && t.pods.set && !trigger_regex_match(&t.pods, pod0)) {
+    snprintf(out, len,
+             "pods \"%s\" matches no pod of the model (its pods are %s-0, %s-1, ...): the "
+             "trigger selects nothing",
+             t.pods.src, e->m->name, e->m->name);
+    trigger_free(&t);
+    return;
+  }
+  if (trigger_selects_pods(&t) && e->so->target[0] && strcmp(e->so->target, e->m->name)) {
+    snprintf(out, len,
+             "scaleTargetRef names %s, the model's workload is %s: the pods this trigger selects "
+             "are the model's",
+             e->so->target, e->m->name);
+    trigger_free(&t);
+    return;
+  }
   if (t.engine) { /* engine signals follow load per pod */
     trigger_free(&t);
     return;
@@ -1384,6 +1404,8 @@ static int summarize(const struct eng *e, struct sim_result *r) {
       s->over_capacity_s += 1;
   }
   s->scale_events = e->events;
+  s->replica_capacity = e->m->capacity;
+  s->capacity_derived = e->m->capacity_derived;
   /* a per-request trace counts arrivals per second (Poisson noise a batching server's queue
    * absorbs in a second or two): the floor covers their mean over each minute, at the capacity
    * that the same minute's mean lengths give (a minute of long outputs needs more replicas than

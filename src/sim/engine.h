@@ -31,6 +31,8 @@ struct sim_summary {
   double p95_wait_s, p95_ttft_s; /* p95_ttft_s NaN without a batching model */
   /* with the step-time engine model: every request's outcome (TTFT, TPOT, end to end, the
    * SLO's attainment, abandoned), and with an SLO the floor is the SLO floor (sim_serve_floor) */
+  double replica_capacity; /* requests (work units) per second one replica serves */
+  bool capacity_derived;   /* ... derived from the engine or batching model's lengths */
   bool has_requests;
   struct llm_summary req;
   bool slo_set;

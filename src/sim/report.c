@@ -40,6 +40,11 @@ void sim_report_text(FILE *f, const struct sim_run_info *ri, const struct sim_re
   react_text(s, react, sizeof react);
   fprintf(f, "gpuscale simulate: %s (%s) on trace %s, model %s\n", ri->so_name, ri->config,
           ri->trace, ri->model);
+  if (ri->trace_format && ri->trace_format[0])
+    fprintf(f, "  trace read as       %s\n", ri->trace_format);
+  fprintf(f, "  replica capacity    %.3g requests/s%s\n", s->replica_capacity,
+          s->capacity_derived ? " (derived from the model's engine at the trace's mean lengths)"
+                              : " (the model's capacity)");
   fprintf(f, "  simulated           %.1f h at 1 s in %.3f s (%.0f simulated s per wall s)\n",
           s->sim_s / 3600, s->wall_s, s->wall_s > 0 ? s->sim_s / s->wall_s : 0);
   fprintf(f, "  demand served       %.2f %% (%.0f of %.0f; %.0f dropped)\n", 100 * s->served_share,
@@ -119,6 +124,10 @@ static void json_run(FILE *f, const struct sim_run_info *ri, const struct sim_re
   json_str(f, ri->trace);
   fputs(",\"model\":", f);
   json_str(f, ri->model);
+  fputs(",\"traceFormat\":", f);
+  json_str(f, ri->trace_format ? ri->trace_format : "");
+  fputs(",\"replicaCapacity\":", f);
+  json_num(f, s->replica_capacity);
   struct {
     const char *k;
     double v;

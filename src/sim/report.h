@@ -21,6 +21,7 @@ struct sim_run_info {
   const char *trace;
   const char *model;
   struct sim_price price;
+  const char *trace_format; /* what the trace file was read as; NULL when not known */
 };
 
 void sim_report_text(FILE *f, const struct sim_run_info *ri, const struct sim_result *r);

@@ -571,6 +571,10 @@ int sim_so_parse(const char *text, size_t len, const char *file, struct sim_scal
     rc = sim_yaml_fail(&y, spec ? spec : root, "spec", E, "missing or not a mapping");
   if (!rc)
     rc = http ? parse_http_so(&y, spec, so, E) : parse_spec(&y, spec, so, E);
+  const char *tn =
+      rc ? NULL : sim_yaml_str(sim_yaml_get(&y, sim_yaml_get(&y, spec, "scaleTargetRef"), "name"));
+  if (tn)
+    snprintf(so->target, sizeof so->target, "%s", tn);
   if (!rc && !http)
     rc = resolve_http(text, len, file, so, E);
   if (rc == GS_ENOMEM)

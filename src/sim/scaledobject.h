@@ -59,6 +59,7 @@ struct sim_modifiers {
 
 struct sim_scaledobject {
   char name[128], ns[64];
+  char target[128]; /* spec.scaleTargetRef.name ("" when not given) */
   struct sim_keda keda;
   struct sim_hpa_behavior behavior;
   struct sim_trigger trig[SIM_MAX_TRIGGERS];

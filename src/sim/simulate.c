@@ -45,6 +45,7 @@ struct sim_opts {
   double holdout;
   char *replay_bench;
   char *slo;
+  char *trace_columns;
 };
 
 #define O(f) offsetof(struct sim_opts, f)
@@ -107,6 +108,10 @@ static const struct opt_def sim_defs[] = {
      "--tune: tune on the trace's first part and report the tuned configuration on its last "
      "FRACTION too",
      O(holdout)},
+    {"trace-columns", 0, NULL, OPT_STRING, NULL, 0, 0, NULL, "time=COL,input=COL,output=COL",
+     "a per-request CSV with other column names (BurstGPT's: time=Timestamp,input=Request "
+     "tokens,output=Response tokens); default Azure's TIMESTAMP, ContextTokens, GeneratedTokens",
+     O(trace_columns)},
     {"slo", 0, NULL, OPT_STRING, NULL, 0, 0, NULL, "ttft=2s,tpot=100ms[,attainment=99]",
      "judge each request against a latency SLO (the model's engine block; over its slo block): "
      "reports attainment and the SLO floor, the fewest GPU-hours that meet it with perfect "
@@ -203,9 +208,12 @@ static int load_inputs(const struct sim_opts *o, struct inputs *in, char *err, s
   }
   if (!rc && o->slo)
     rc = llm_slo_parse_flag(o->slo, &in->model.slo, err, errlen);
+  struct sim_trace_cols cols;
+  if (!rc && o->trace_columns)
+    rc = sim_trace_cols_parse(o->trace_columns, &cols, err, errlen);
   if (!rc)
-    rc = sim_trace_load(o->trace, o->duration_ms / 1000, o->peak, (uint64_t)o->seed, &in->trace,
-                        err, errlen);
+    rc = sim_trace_load_cols(o->trace, o->duration_ms / 1000, o->peak, (uint64_t)o->seed,
+                             o->trace_columns ? &cols : NULL, &in->trace, err, errlen);
   if (!rc && (rc = profile_set_init(&in->ps)) == GS_ENOMEM)
     snprintf(err, errlen, "out of memory");
   if (!rc && o->profiles)
@@ -257,7 +265,8 @@ static int run_all(const struct sim_opts *o, struct inputs *in, const char **con
     if (rc)
       return rc;
     snprintf(names[i], sizeof names[i], "%s", so.name);
-    ri[i] = (struct sim_run_info){configs[i], names[i], in->trace.name, in->model.name, {0}};
+    ri[i] = (struct sim_run_info){configs[i],     names[i], in->trace.name,
+                                  in->model.name, {0},      in->trace.format};
     price_of(&in->model, in->prices, &ri[i].price);
     pr.run = i;
     struct sim_params prm = {(uint64_t)o->seed, (int)(o->hpa_sync_ms / 1000), o->hpa_tolerance,
@@ -307,8 +316,15 @@ static struct sim_trace trace_part(const struct sim_trace *t, size_t from, size_
 
 static void tune_line(const char *what, const struct sim_result *r) {
   double lat = isnan(r->sum.p95_ttft_s) ? r->sum.p95_wait_s : r->sum.p95_ttft_s;
-  printf("  %-34s %8.2f GPU-h  %6.2fx the floor  %7.2f %% served  p95 latency %.1f s\n", what,
-         r->sum.gpu_hours, r->sum.ratio, 100 * r->sum.served_share, lat);
+  if (r->sum.slo_set)
+    printf("  %-34s %8.2f GPU-h  %6.2fx the SLO floor  SLO %7.2f %% (goal %.4g %%: %s)  p99 TTFT "
+           "%.2f s\n",
+           what, r->sum.gpu_hours, r->sum.ratio, r->sum.req.attainment, r->sum.slo.attainment,
+           r->sum.req.attainment + 1e-9 >= r->sum.slo.attainment ? "met" : "missed",
+           r->sum.req.ttft_p99);
+  else
+    printf("  %-34s %8.2f GPU-h  %6.2fx the floor  %7.2f %% served  p95 latency %.1f s\n", what,
+           r->sum.gpu_hours, r->sum.ratio, 100 * r->sum.served_share, lat);
 }
 
 /* --tune: the search on the trace (or its first part), the front, the chart, the tuned file, and
@@ -322,7 +338,8 @@ static int tune_main(const struct sim_opts *o, struct inputs *in, char *err, siz
   struct sim_trace train = trace_part(&in->trace, 0, n - test);
   struct sim_params prm = {(uint64_t)o->seed, (int)(o->hpa_sync_ms / 1000), o->hpa_tolerance,
                            (int)(o->hpa_down_ms / 1000)};
-  struct sim_tune_goal goal = {o->served_goal / 100, (double)o->latency_ms / 1000};
+  struct sim_tune_goal goal = {o->served_goal / 100, (double)o->latency_ms / 1000,
+                               in->model.slo.set, in->model.slo.attainment / 100};
   struct progress pr = {false, false, now_s(), 0, 1};
   pr.enabled = !strcmp(o->progress, "always") || (!strcmp(o->progress, "auto") && isatty(2));
   struct sim_tune t;

@@ -390,7 +390,52 @@ int sim_trace_promjson(const char *text, size_t len, const char *file, int64_t d
 
 int sim_trace_load(const char *spec, int64_t duration_s, double peak, uint64_t seed,
                    struct sim_trace *out, char *err, size_t errlen) {
+  return sim_trace_load_cols(spec, duration_s, peak, seed, NULL, out, err, errlen);
+}
+
+int sim_trace_cols_parse(const char *s, struct sim_trace_cols *out, char *err, size_t errlen) {
+  struct sim_trace_cols c;
+  memset(&c, 0, sizeof c);
+  char buf[256];
+  if (strlen(s) >= sizeof buf) {
+    snprintf(err, errlen, "--trace-columns: too long");
+    return GS_EINVAL;
+  }
+  snprintf(buf, sizeof buf, "%s", s);
+  char *save = NULL;
+  for (char *kv = strtok_r(buf, ",", &save); kv; kv = strtok_r(NULL, ",", &save)) {
+    char *eq = strchr(kv, '=');
+    char *dst = NULL;
+    if (eq) {
+      *eq = '\0';
+      dst = !strcmp(kv, "time")     ? c.time
+            : !strcmp(kv, "input")  ? c.input
+            : !strcmp(kv, "output") ? c.output
+                                    : NULL;
+    }
+    if (!dst || !eq[1] || strlen(eq + 1) > SIM_TRACE_COL_MAX) {
+      snprintf(err, errlen,
+               "--trace-columns: \"%s\": expected time=NAME, input=NAME and output=NAME "
+               "(column names of at most %d bytes)",
+               eq ? kv : kv, SIM_TRACE_COL_MAX);
+      return GS_EINVAL;
+    }
+    snprintf(dst, SIM_TRACE_COL_MAX + 1, "%s", eq + 1);
+  }
+  if (!c.time[0] || !c.input[0] || !c.output[0]) {
+    snprintf(err, errlen, "--trace-columns: %s: name all three of time, input and output", s);
+    return GS_EINVAL;
+  }
+  *out = c;
+  return 0;
+}
+
+int sim_trace_load_cols(const char *spec, int64_t duration_s, double peak, uint64_t seed,
+                        const struct sim_trace_cols *cols, struct sim_trace *out, char *err,
+                        size_t errlen) {
   int rc = sim_trace_builtin(spec, duration_s, peak, seed, out, err, errlen);
+  if (!rc)
+    snprintf(out->format, sizeof out->format, "built-in shape, peak %g", peak);
   if (rc != GS_ENOTFOUND)
     return rc;
   if (!strchr(spec, '/') && !strchr(spec, '.'))
@@ -401,12 +446,17 @@ int sim_trace_load(const char *spec, int64_t duration_s, double peak, uint64_t s
   if (rc)
     return rc;
   size_t sl = strlen(spec);
-  if (sim_trace_is_requests(text, len))
-    rc = sim_trace_requests(text, len, spec, duration_s, out, err, errlen);
-  else if (sl > 5 && !strcmp(spec + sl - 5, ".json"))
+  if (cols || sim_trace_is_requests(text, len)) {
+    rc = sim_trace_requests_cols(text, len, spec, duration_s, cols, out, err, errlen);
+  } else if (sl > 5 && !strcmp(spec + sl - 5, ".json")) {
     rc = sim_trace_promjson(text, len, spec, duration_s, out, err, errlen);
-  else
+    if (!rc)
+      snprintf(out->format, sizeof out->format, "Prometheus query_range JSON (rates, summed)");
+  } else {
     rc = sim_trace_csv(text, len, spec, duration_s, out, err, errlen);
+    if (!rc)
+      snprintf(out->format, sizeof out->format, "rate CSV (seconds,rate)");
+  }
   free(text);
   return rc;
 }

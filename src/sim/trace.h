@@ -23,7 +23,17 @@ struct sim_trace {
   double req_t0;
   size_t n;
   char name[96];
+  char format[256]; /* what the file was read as ("per-request CSV (...), N requests") */
 };
+
+/* A per-request CSV's column names: the arrival time, the input and the output tokens. */
+#define SIM_TRACE_COL_MAX 63
+struct sim_trace_cols {
+  char time[SIM_TRACE_COL_MAX + 1], input[SIM_TRACE_COL_MAX + 1], output[SIM_TRACE_COL_MAX + 1];
+};
+/* Parses --trace-columns "time=NAME,input=NAME,output=NAME" (all three). Returns 0 or GS_EINVAL
+ * naming the key and what is allowed. */
+int sim_trace_cols_parse(const char *s, struct sim_trace_cols *out, char *err, size_t errlen);
 
 struct sim_req {
   double t;
@@ -56,12 +66,23 @@ int sim_trace_promjson(const char *text, size_t len, const char *file, int64_t d
 #define SIM_TRACE_MAX_TOKENS 10000000
 int sim_trace_requests(const char *text, size_t len, const char *file, int64_t duration_s,
                        struct sim_trace *out, char *err, size_t errlen);
-/* True when the text's first line that is not blank or a comment is a per-request header. */
+/* The same with other column names (cols; NULL: Azure's), the header's other columns ignored. */
+int sim_trace_requests_cols(const char *text, size_t len, const char *file, int64_t duration_s,
+                            const struct sim_trace_cols *cols, struct sim_trace *out, char *err,
+                            size_t errlen);
+/* True when the text's first line that is not blank or a comment is a per-request header (with
+ * cols' names; NULL: Azure's). */
 int sim_trace_is_requests(const char *text, size_t len);
+int sim_trace_is_requests_cols(const char *text, size_t len, const struct sim_trace_cols *cols);
 /* A built-in name, else a file path (read with the input cap): a query_range answer when it ends
  * in .json, else a CSV. */
 int sim_trace_load(const char *spec, int64_t duration_s, double peak, uint64_t seed,
                    struct sim_trace *out, char *err, size_t errlen);
+/* The same, with a per-request CSV's column names (NULL: Azure's). With cols given, a file
+ * whose header lacks them is an error naming them, not a rate CSV. */
+int sim_trace_load_cols(const char *spec, int64_t duration_s, double peak, uint64_t seed,
+                        const struct sim_trace_cols *cols, struct sim_trace *out, char *err,
+                        size_t errlen);
 void sim_trace_free(struct sim_trace *t);
 
 #endif

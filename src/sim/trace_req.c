@@ -11,25 +11,79 @@
 #include "core/err.h"
 #include "sim/trace.h"
 
-#define HEADER "TIMESTAMP,ContextTokens,GeneratedTokens"
-
 static const char *skip_blank(const char *s, const char *e) {
   while (s < e && isspace((unsigned char)*s))
     s++;
   return s;
 }
 
-int sim_trace_is_requests(const char *text, size_t len) {
+/* The header's fields, trimmed (spaces and double quotes), into f[] (at most SIM_COLS_MAX); returns
+ * how many. */
+#define SIM_COLS_MAX 32
+static size_t header_fields(const char *s, const char *e, char f[][SIM_TRACE_COL_MAX + 1]) {
+  size_t n = 0;
+  while (s <= e && n < SIM_COLS_MAX) {
+    const char *c = memchr(s, ',', (size_t)(e - s));
+    const char *end = c ? c : e;
+    const char *a = s, *b = end;
+    while (a < b && (isspace((unsigned char)*a) || *a == '"'))
+      a++;
+    while (b > a && (isspace((unsigned char)b[-1]) || b[-1] == '"'))
+      b--;
+    size_t l = (size_t)(b - a) < SIM_TRACE_COL_MAX ? (size_t)(b - a) : SIM_TRACE_COL_MAX;
+    memcpy(f[n], a, l);
+    f[n++][l] = '\0';
+    if (!c)
+      break;
+    s = c + 1;
+  }
+  return n;
+}
+
+static const struct sim_trace_cols default_cols = {"TIMESTAMP", "ContextTokens", "GeneratedTokens"};
+
+/* The first line that is not blank or a comment, or NULL. */
+static const char *first_line(const char *text, size_t len, const char **eol) {
   const char *s = text, *end = text + len;
   while (s < end) {
     const char *e = memchr(s, '\n', (size_t)(end - s));
     e = e ? e : end;
     const char *p = skip_blank(s, e);
-    if (p < e && *p != '#')
-      return (size_t)(e - p) >= strlen(HEADER) && !strncmp(p, HEADER, strlen(HEADER));
+    if (p < e && *p != '#') {
+      *eol = e;
+      return p;
+    }
     s = e + 1;
   }
+  return NULL;
+}
+
+/* The columns of cols in the header line [s, e): idx[0..2] (time, input, output), or -1. */
+static int find_cols(const char *s, const char *e, const struct sim_trace_cols *cols, int idx[3]) {
+  char f[SIM_COLS_MAX][SIM_TRACE_COL_MAX + 1];
+  while (e > s && isspace((unsigned char)e[-1]))
+    e--;
+  size_t n = header_fields(s, e, f);
+  const char *want[3] = {cols->time, cols->input, cols->output};
+  for (int k = 0; k < 3; k++) {
+    idx[k] = -1;
+    for (size_t i = 0; i < n; i++)
+      if (!strcmp(f[i], want[k]))
+        idx[k] = (int)i;
+    if (idx[k] < 0)
+      return -1;
+  }
   return 0;
+}
+
+int sim_trace_is_requests_cols(const char *text, size_t len, const struct sim_trace_cols *cols) {
+  const char *e, *p = first_line(text, len, &e);
+  int idx[3];
+  return p && !find_cols(p, e, cols ? cols : &default_cols, idx);
+}
+
+int sim_trace_is_requests(const char *text, size_t len) {
+  return sim_trace_is_requests_cols(text, len, NULL);
 }
 
 /* Days from 1970-01-01 to y-m-d (proleptic Gregorian). */
@@ -76,37 +130,59 @@ struct req {
   double t, in, out;
 };
 
-/* One request line; 1 = skip, 0 = request, -1 = error with *bad. */
-static int req_line(const char *s, const char *e, struct req *r, const char **bad) {
+/* One request line, its fields idx[0..2] (time, input, output); 1 = skip, 0 = request, -1 = error
+ * with *bad. */
+static int req_line(const char *s, const char *e, const int idx[3],
+                    const struct sim_trace_cols *cols, struct req *r, char *bad, size_t badlen) {
   s = skip_blank(s, e);
   while (e > s && isspace((unsigned char)e[-1]))
     e--;
   if (s == e || *s == '#')
     return 1;
-  char buf[160];
+  char buf[1024];
   size_t l = (size_t)(e - s);
   if (l >= sizeof buf) {
-    *bad = "line too long";
+    snprintf(bad, badlen, "line too long (1 023 bytes at most)");
     return -1;
   }
   memcpy(buf, s, l);
   buf[l] = '\0';
-  char *c1 = strchr(buf, ','), *c2 = c1 ? strchr(c1 + 1, ',') : NULL;
-  if (!c1 || !c2 || strchr(c2 + 1, ',')) {
-    *bad = "expected \"TIMESTAMP,ContextTokens,GeneratedTokens\" (3 fields)";
+  char *field[SIM_COLS_MAX];
+  size_t n = 0;
+  for (char *p = buf; n < SIM_COLS_MAX;) {
+    field[n++] = p;
+    char *c = strchr(p, ',');
+    if (!c)
+      break;
+    *c = '\0';
+    p = c + 1;
+  }
+  int need = idx[0] > idx[1] ? idx[0] : idx[1];
+  need = need > idx[2] ? need : idx[2];
+  if ((int)n <= need) {
+    snprintf(bad, badlen, "fewer fields than the header names (%s, %s and %s needed)", cols->time,
+             cols->input, cols->output);
     return -1;
   }
-  *c1 = *c2 = '\0';
-  if (parse_time(buf, &r->t)) {
-    *bad = "TIMESTAMP: not seconds >= 0 nor \"YYYY-MM-DD HH:MM:SS[.fraction]\"";
+  for (size_t i = 0; i < n; i++) { /* "value" as CSV writers quote it */
+    char *f = field[i];
+    size_t fl = strlen(f);
+    if (fl >= 2 && f[0] == '"' && f[fl - 1] == '"') {
+      f[fl - 1] = '\0';
+      field[i] = f + 1;
+    }
+  }
+  if (parse_time(field[idx[0]], &r->t)) {
+    snprintf(bad, badlen, "%s: not seconds >= 0 nor \"YYYY-MM-DD HH:MM:SS[.fraction]\"",
+             cols->time);
     return -1;
   }
-  if (parse_tokens(c1 + 1, &r->in)) {
-    *bad = "ContextTokens: not a whole number 0..10000000";
+  if (parse_tokens(field[idx[1]], &r->in)) {
+    snprintf(bad, badlen, "%s: not a whole number 0..10000000", cols->input);
     return -1;
   }
-  if (parse_tokens(c2 + 1, &r->out)) {
-    *bad = "GeneratedTokens: not a whole number 0..10000000";
+  if (parse_tokens(field[idx[2]], &r->out)) {
+    snprintf(bad, badlen, "%s: not a whole number 0..10000000", cols->output);
     return -1;
   }
   return 0;
@@ -173,7 +249,15 @@ static int fit(struct sim_trace *out, size_t *cap, size_t sec) {
 
 int sim_trace_requests(const char *text, size_t len, const char *file, int64_t duration_s,
                        struct sim_trace *out, char *err, size_t errlen) {
+  return sim_trace_requests_cols(text, len, file, duration_s, NULL, out, err, errlen);
+}
+
+int sim_trace_requests_cols(const char *text, size_t len, const char *file, int64_t duration_s,
+                            const struct sim_trace_cols *cols, struct sim_trace *out, char *err,
+                            size_t errlen) {
   memset(out, 0, sizeof *out);
+  cols = cols ? cols : &default_cols;
+  int idx[3] = {0, 1, 2};
   const char *s = text, *end = text + len;
   size_t line = 0, nreq = 0, cap = 0, last = 0, rcap = 0;
   bool header = false;
@@ -184,13 +268,16 @@ int sim_trace_requests(const char *text, size_t len, const char *file, int64_t d
     e = e ? e : end;
     line++;
     struct req r;
-    const char *bad = NULL;
-    int lr = header ? req_line(s, e, &r, &bad) : 1;
+    char bad[256] = "";
+    int lr = header ? req_line(s, e, idx, cols, &r, bad, sizeof bad) : 1;
     if (!header) {
       const char *p = skip_blank(s, e);
       if (p < e && *p != '#') {
-        if ((size_t)(e - p) < strlen(HEADER) || strncmp(p, HEADER, strlen(HEADER))) {
-          snprintf(err, errlen, "%s:%zu: expected the header \"%s\"", file, line, HEADER);
+        if (find_cols(p, e, cols, idx)) {
+          snprintf(err, errlen,
+                   "%s:%zu: the header names no %s, %s and %s columns (--trace-columns "
+                   "time=NAME,input=NAME,output=NAME maps others)",
+                   file, line, cols->time, cols->input, cols->output);
           rc = GS_EPARSE;
         }
         header = true;
@@ -237,7 +324,8 @@ int sim_trace_requests(const char *text, size_t len, const char *file, int64_t d
     s = e + 1;
   }
   if (!rc && nreq == 0) {
-    snprintf(err, errlen, "%s: no requests (%s lines)", file, HEADER);
+    snprintf(err, errlen, "%s: no requests (a header naming %s, %s and %s, then a line each)", file,
+             cols->time, cols->input, cols->output);
     rc = GS_EPARSE;
   }
   size_t n = duration_s > 0 ? (size_t)duration_s : last + 1;
@@ -252,6 +340,8 @@ int sim_trace_requests(const char *text, size_t len, const char *file, int64_t d
     return rc;
   }
   out->n = n;
+  snprintf(out->format, sizeof out->format, "per-request CSV (%s, %s, %s), %zu requests",
+           cols->time, cols->input, cols->output, nreq);
   if ((rc = index_seconds(out, nreq))) {
     snprintf(err, errlen, "out of memory");
     trace_fail(out);

@@ -9,12 +9,20 @@
 #include "core/err.h"
 #include "core/trigger.h"
 
-/* The grid: targets from half to 2.5x the base, five scale-down windows, then around the best
- * of those: minReplicaCount, pollingInterval and the scale-up policy. */
-static const double factors[] = {0.5, 0.6, 0.7, 0.8, 0.9, 1.0, 1.1, 1.25, 1.4, 1.6, 2.0, 2.5};
+/* The grid: targets from half to 2.5x the base and five scale-down windows; then, from each of
+ * the SEEDS best of those, minReplicaCount, pollingInterval and the scale-up policy over their
+ * whole ranges together (a knob's best depends on the others: a higher minReplicaCount lets a
+ * slower poll through a burst). */
+static const double factors[] = {0.2, 0.3, 0.4,  0.5, 0.6, 0.7, 0.8, 0.9,
+                                 1.0, 1.1, 1.25, 1.4, 1.6, 2.0, 2.5};
 static const int downs[] = {30, 60, 180, 300, 600};
-static const int pollings[] = {15, 30};
+static const int mins[] = {1, 2, 3, 4, 6, 8, 12, 16, 24, 32};
+static const int pollings[] = {10, 15, 30};
 static const int ups[] = {4, 8};
+#define SEEDS 4
+#define NMINS (sizeof mins / sizeof mins[0])
+#define NPOLL (sizeof pollings / sizeof pollings[0])
+#define NUPS (sizeof ups / sizeof ups[0])
 
 /* A gpuscale trigger's target as it resolves (targetValue, else the profile's). */
 static int base_target(const struct sim_scaledobject *so, size_t i, const struct profile_set *ps,
@@ -93,13 +101,21 @@ static int run_one(const struct sim_model *m, const struct sim_scaledobject *bas
   c->served = r.sum.served_share;
   c->p95_s = isnan(r.sum.p95_ttft_s) ? r.sum.p95_wait_s : r.sum.p95_ttft_s;
   c->ratio = r.sum.ratio;
+  c->attainment = r.sum.slo_set ? r.sum.req.attainment / 100 : NAN;
+  c->missed[0] = '\0';
+  if (g->slo && c->attainment + 1e-12 < g->attainment)
+    snprintf(c->missed, sizeof c->missed, "SLO %.2f %% on the whole", 100 * c->attainment);
+  else if (!g->slo && c->served + 1e-12 < g->served)
+    snprintf(c->missed, sizeof c->missed, "served %.2f %% on the whole", 100 * c->served);
   sim_result_free(&r);
   /* each part replayed alone, from the warm start a held-out part gets: a configuration that
    * meets the goal only thanks to what the run carried into a part (replicas held through a
    * pause by its scale-down window, say) is not chosen (docs/simulate.md "Tuning") */
   c->worst_served = c->served;
+  c->worst_attainment = c->attainment;
   size_t parts = SIM_TUNE_PARTS;
-  for (size_t i = 0; tr->n >= parts * 60 && i < parts; i++) {
+  /* a configuration that misses on the whole needs no parts to be rejected */
+  for (size_t i = 0; !c->missed[0] && tr->n >= parts * 60 && i < parts; i++) {
     struct sim_trace p = *tr;
     size_t from = tr->n * i / parts, to = tr->n * (i + 1) / parts;
     p.rate = tr->rate + from;
@@ -109,11 +125,34 @@ static int run_one(const struct sim_model *m, const struct sim_scaledobject *bas
     if ((rc = sim_run(m, &so, &p, ps, prm, NULL, NULL, &r, err, errlen)))
       return rc;
     c->worst_served = fmin(c->worst_served, r.sum.served_share);
+    double att = r.sum.slo_set ? r.sum.req.attainment / 100 : NAN;
+    c->worst_attainment = fmin(c->worst_attainment, att);
+    if (!c->missed[0] && g->slo && att + 1e-12 < g->attainment)
+      snprintf(c->missed, sizeof c->missed, "SLO %.2f %% on part %zu/%zu", 100 * att, i + 1, parts);
+    else if (!c->missed[0] && !g->slo && r.sum.served_share + 1e-12 < g->served)
+      snprintf(c->missed, sizeof c->missed, "served %.2f %% on part %zu/%zu",
+               100 * r.sum.served_share, i + 1, parts);
     sim_result_free(&r);
   }
-  c->feasible =
-      c->worst_served + 1e-12 >= g->served && (!(g->latency_s > 0) || c->p95_s <= g->latency_s);
+  if (!c->missed[0] && g->latency_s > 0 && c->p95_s > g->latency_s)
+    snprintf(c->missed, sizeof c->missed, "p95 latency %.1f s", c->p95_s);
+  c->feasible = !c->missed[0];
   return 0;
+}
+
+/* The share a candidate reaches of what the goal asks: attainment with an SLO, else served. */
+static double reach(const struct sim_candidate *c, const struct sim_tune_goal *g) {
+  return g->slo ? c->worst_attainment : c->worst_served;
+}
+
+/* a before b: feasible ones by GPU-hours, then the closer to the goal. */
+static bool better(const struct sim_candidate *a, const struct sim_candidate *b,
+                   const struct sim_tune_goal *g) {
+  if (a->feasible != b->feasible)
+    return a->feasible;
+  if (a->feasible)
+    return a->gpu_hours < b->gpu_hours - 1e-9;
+  return reach(a, g) > reach(b, g) + 1e-12;
 }
 
 static long cheapest(const struct sim_tune *t) {
@@ -131,7 +170,7 @@ int sim_tune_run(const struct sim_model *m, const struct sim_scaledobject *base,
                  size_t errlen) {
   memset(out, 0, sizeof *out);
   size_t nf = sizeof factors / sizeof factors[0], nd = sizeof downs / sizeof downs[0];
-  size_t total = nf * nd + 4 + 2 + 2;
+  size_t total = nf * nd + SEEDS * NMINS * NPOLL * NUPS;
   out->c = calloc(total, sizeof *out->c);
   if (!out->c)
     return GS_ENOMEM;
@@ -145,35 +184,45 @@ int sim_tune_run(const struct sim_model *m, const struct sim_scaledobject *base,
       if (progress)
         progress(pud, (double)out->n / (double)total);
     }
-  /* around the cheapest feasible so far (else the one serving most) */
-  long b = cheapest(out);
-  for (size_t i = 0; b < 0 && i < out->n; i++)
-    if (b < 0 || out->c[i].served > out->c[b].served)
-      b = (long)i;
-  struct sim_knobs around = out->c[b >= 0 ? b : 0].k;
-  for (int step = 0; !rc && step < 3; step++) {
-    size_t cnt = step == 0 ? 4 : 2;
-    for (size_t v = 0; !rc && v < cnt; v++) {
-      struct sim_knobs k = around;
-      if (step == 0)
-        k.min_replicas = (int)v + 1;
-      else if (step == 1)
-        k.polling_s = pollings[v];
-      else
-        k.up_pods = ups[v];
-      bool seen = false;
-      for (size_t q = 0; q < out->n; q++)
-        seen = seen || !memcmp(&out->c[q].k, &k, sizeof k);
-      if (seen)
+  /* from the SEEDS best grid points (feasible by GPU-hours, then the closest to the goal), the
+   * other knobs over their whole ranges together */
+  long seeds[SEEDS];
+  size_t ns = 0;
+  for (size_t pick = 0; pick < SEEDS; pick++) {
+    long b = -1;
+    for (size_t i = 0; i < out->n; i++) {
+      bool used = false;
+      for (size_t q = 0; q < ns; q++)
+        used = used || seeds[q] == (long)i;
+      if (used)
         continue;
-      rc = run_one(m, base, tr, ps, prm, goal, &k, &out->c[out->n], err, errlen);
-      out->n += !rc;
-      if (progress)
-        progress(pud, (double)out->n / (double)total);
+      if (b < 0 || better(&out->c[i], &out->c[b], goal))
+        b = (long)i;
     }
-    long nb = cheapest(out);
-    if (nb >= 0)
-      around = out->c[nb].k;
+    if (b >= 0)
+      seeds[ns++] = b;
+  }
+  for (size_t q = 0; !rc && q < ns; q++) {
+    struct sim_knobs base_k = out->c[seeds[q]].k;
+    for (size_t a1 = 0; !rc && a1 < NMINS; a1++)
+      for (size_t a2 = 0; !rc && a2 < NPOLL; a2++)
+        for (size_t a3 = 0; !rc && a3 < NUPS; a3++) {
+          struct sim_knobs k = base_k;
+          k.min_replicas = mins[a1];
+          if (mins[a1] > base->keda.max_replicas) /* up to maxReplicaCount, the range's end */
+            continue;
+          k.polling_s = pollings[a2];
+          k.up_pods = ups[a3];
+          bool seen = false;
+          for (size_t i = 0; i < out->n && !seen; i++)
+            seen = !memcmp(&out->c[i].k, &k, sizeof k);
+          if (seen)
+            continue;
+          rc = run_one(m, base, tr, ps, prm, goal, &k, &out->c[out->n], err, errlen);
+          out->n += !rc;
+          if (progress)
+            progress(pud, (double)out->n / (double)total);
+        }
   }
   if (rc) {
     sim_tune_free(out);
@@ -181,11 +230,12 @@ int sim_tune_run(const struct sim_model *m, const struct sim_scaledobject *base,
   }
   for (size_t i = 0; i < out->n; i++) {
     bool dominated = false;
-    for (size_t j = 0; j < out->n && !dominated; j++)
-      dominated =
-          j != i && out->c[j].gpu_hours <= out->c[i].gpu_hours &&
-          out->c[j].served >= out->c[i].served &&
-          (out->c[j].gpu_hours < out->c[i].gpu_hours || out->c[j].served > out->c[i].served);
+    double ri = goal->slo ? out->c[i].attainment : out->c[i].served;
+    for (size_t j = 0; j < out->n && !dominated; j++) {
+      double rj = goal->slo ? out->c[j].attainment : out->c[j].served;
+      dominated = j != i && out->c[j].gpu_hours <= out->c[i].gpu_hours && rj >= ri &&
+                  (out->c[j].gpu_hours < out->c[i].gpu_hours || rj > ri);
+    }
     out->c[i].front = !dominated;
   }
   out->best = cheapest(out);
@@ -205,11 +255,16 @@ static int by_hours(const void *a, const void *b) {
   return x->gpu_hours < y->gpu_hours ? -1 : x->gpu_hours > y->gpu_hours;
 }
 
-static void row(FILE *f, const struct sim_candidate *c, const char *mark) {
-  fprintf(f, "%-2s %7.2fx %6d s %5d pods %6d s %6d %9.2f %7.2fx %8.2f%% %9.2f%% %7.1fs %s\n", mark,
+static void row(FILE *f, const struct sim_candidate *c, const char *mark, bool slo) {
+  char why[80] = "";
+  if (!c->feasible)
+    snprintf(why, sizeof why, "(misses %s)", c->missed);
+  char worst[16] = "-"; /* parts are replayed only for what meets the goal on the whole */
+  if (c->feasible || strstr(c->missed, "part"))
+    snprintf(worst, sizeof worst, "%.2f%%", 100 * (slo ? c->worst_attainment : c->worst_served));
+  fprintf(f, "%-2s %7.2fx %6d s %5d pods %6d s %6d %9.2f %7.2fx %8.2f%% %10s %7.1fs %s\n", mark,
           c->k.factor, c->k.down_s, c->k.up_pods, c->k.polling_s, c->k.min_replicas, c->gpu_hours,
-          c->ratio, 100 * c->served, 100 * c->worst_served, c->p95_s,
-          c->feasible ? "" : "(misses a goal)");
+          c->ratio, 100 * (slo ? c->attainment : c->served), worst, c->p95_s, why);
 }
 
 void sim_tune_report(FILE *f, const struct sim_tune *t, const struct sim_tune_goal *goal) {
@@ -218,12 +273,21 @@ void sim_tune_report(FILE *f, const struct sim_tune *t, const struct sim_tune_go
   for (size_t i = 0; v && i < t->n; i++) /* the front, and the chosen one wherever it is */
     if (t->c[i].front || (long)i == t->best)
       v[n++] = &t->c[i];
-  fprintf(f,
-          "%zu configurations; the Pareto front (GPU-hours against served), goal served >= "
-          "%.2f %%%s:\n",
-          t->n, 100 * goal->served, goal->latency_s > 0 ? " and p95 latency within the goal" : "");
+  if (goal->slo)
+    fprintf(f,
+            "%zu configurations; the Pareto front (GPU-hours against SLO attainment), goal "
+            "attainment >= %.2f %% on the whole and on each part%s:\n",
+            t->n, 100 * goal->attainment,
+            goal->latency_s > 0 ? " and p95 latency within the goal" : "");
+  else
+    fprintf(f,
+            "%zu configurations; the Pareto front (GPU-hours against served), goal served >= "
+            "%.2f %%%s:\n",
+            t->n, 100 * goal->served,
+            goal->latency_s > 0 ? " and p95 latency within the goal" : "");
   fprintf(f, "%-2s %8s %8s %10s %8s %6s %9s %8s %9s %10s %8s\n", "", "target", "down", "up",
-          "polling", "min", "GPU-h", "ratio", "served", "worst-part", "p95-lat");
+          "polling", "min", "GPU-h", "ratio", goal->slo ? "SLO-att" : "served", "worst-part",
+          "p95-lat");
   if (v) {
     qsort(v, n, sizeof *v, by_hours);
     const struct sim_candidate *best = t->best >= 0 ? &t->c[t->best] : NULL;
@@ -234,7 +298,7 @@ void sim_tune_report(FILE *f, const struct sim_tune *t, const struct sim_tune_go
         tie = j != i && v[j]->gpu_hours == v[i]->gpu_hours && v[j]->served == v[i]->served &&
               (v[j] == best || (j < i && v[i] != best));
       if (!tie)
-        row(f, v[i], v[i] == best ? "*" : "");
+        row(f, v[i], v[i] == best ? "*" : "", goal->slo);
     }
   }
   free(v);

@@ -23,8 +23,12 @@ struct sim_candidate {
   struct sim_knobs k;
   double gpu_hours, served, p95_s, ratio;
   double worst_served; /* the least served of the whole and of each part (SIM_TUNE_PARTS) */
-  bool feasible;       /* served >= goal and p95 <= latency goal */
-  bool front;          /* on the Pareto front (no other has fewer GPU-hours and more served) */
+  /* with an SLO: the share of requests within it (0..1), and the least of the whole and parts */
+  double attainment, worst_attainment;
+  bool feasible;   /* every goal met on the whole and on each part */
+  bool front;      /* on the Pareto front (no other has fewer GPU-hours and more served, or more
+                      attainment with an SLO) */
+  char missed[64]; /* the first goal it missed, and where ("SLO 97.1 % on part 2/3") */
 };
 
 /* The trace is also replayed in this many parts, each from a warm start, and a configuration
@@ -32,8 +36,10 @@ struct sim_candidate {
 #define SIM_TUNE_PARTS 3
 
 struct sim_tune_goal {
-  double served;    /* share, 0..1 */
-  double latency_s; /* p95 time to first token (or queueing delay); 0: no goal */
+  double served;     /* share, 0..1 */
+  double latency_s;  /* p95 time to first token (or queueing delay); 0: no goal */
+  bool slo;          /* the model's SLO: attainment (its percent) replaces the served goal */
+  double attainment; /* share, 0..1 */
 };
 
 struct sim_tune {

@@ -84,3 +84,50 @@ def test_text_report_and_bad_slo():
     p = run("--model", ex("models", "vllm-batching.yaml"), "--scaledobject",
             ex("llm", "in-flight.yaml"), "--slo", "ttft=2s")
     assert p.returncode == 2 and "no engine block" in p.stderr
+
+
+def test_guardrails_warn_of_a_migrated_scaledobject(tmp_path):
+    """A ScaledObject moved from another workload reads nothing for the whole run: it says so, in
+    text and JSON, instead of reading as an idle workload."""
+    text = open(ex("llm", "in-flight.yaml")).read()
+    moved = text.replace("scaleTargetRef: {name: vllm-llama}", "scaleTargetRef: {name: chat-api}")
+    assert moved != text
+    f = tmp_path / "moved.yaml"
+    f.write_text(moved)
+    p = run("--model", ex("models", "llama-3-8b-h100.yaml"), "--scaledobject", str(f),
+            "--trace", ex("traces", "azure-llm-2023-conv.csv"))
+    assert p.returncode == 0, p.stderr
+    assert "scaleTargetRef names chat-api" in p.stdout
+    pods = moved.replace("scope: workload", 'scope: workload\n        pods: "chat-api-.*"')
+    assert pods != moved
+    f.write_text(pods)
+    p = run("--model", ex("models", "llama-3-8b-h100.yaml"), "--scaledobject", str(f),
+            "--trace", ex("traces", "azure-llm-2023-conv.csv"), "--format", "json")
+    assert p.returncode == 0, p.stderr
+    msgs = [w["message"] for w in json.loads(p.stdout)["warnings"]]
+    assert any('pods "chat-api-.*" matches no pod of the model' in m for m in msgs), msgs
+
+
+def test_trace_columns_and_the_format_read(tmp_path):
+    # BurstGPT's column names (HPMLL/BurstGPT, data/BurstGPT_1.csv's header)
+    f = tmp_path / "burst.csv"
+    f.write_text("Timestamp,Model,Request tokens,Response tokens,Total tokens,Log Type\n"
+                 "5,ChatGPT,472,18,490,Conversation log\n"
+                 "45,ChatGPT,1087,253,1340,Conversation log\n")
+    args = ["--model", ex("models", "llama-3-8b-h100.yaml"), "--scaledobject",
+            ex("llm", "in-flight.yaml"), "--trace", str(f)]
+    p = run(*args, "--trace-columns", "time=Timestamp,input=Request tokens,output=Response tokens")
+    assert p.returncode == 0, p.stderr
+    assert "per-request CSV (Timestamp, Request tokens, Response tokens), 2 requests" in p.stdout
+    assert "replica capacity" in p.stdout and "derived" in p.stdout
+    p = run(*args, "--trace-columns", "time=Timestamp,input=Prompt,output=Response tokens")
+    assert p.returncode == 2 and "names no Timestamp, Prompt and Response tokens" in p.stderr
+    p = run(*args, "--trace-columns", "time=Timestamp")
+    assert p.returncode == 2 and "name all three" in p.stderr
+    # every bad input exits 2: a missing trace, a missing ScaledObject
+    p = run("--model", ex("models", "llama-3-8b-h100.yaml"), "--scaledobject",
+            ex("llm", "in-flight.yaml"), "--trace", str(tmp_path / "none.csv"))
+    assert p.returncode == 2 and "none.csv" in p.stderr
+    p = run("--model", ex("models", "llama-3-8b-h100.yaml"), "--scaledobject",
+            str(tmp_path / "none.yaml"))
+    assert p.returncode == 2 and "none.yaml" in p.stderr

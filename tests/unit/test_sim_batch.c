@@ -151,14 +151,16 @@ static void test_request_trace(void **state) {
       {"TIMESTAMP,ContextTokens,GeneratedTokens\n2023-13-01 00:00:00,1,1\n",
        "b.csv:2: TIMESTAMP: not seconds >= 0 nor \"YYYY-MM-DD HH:MM:SS[.fraction]\""},
       {"TIMESTAMP,ContextTokens,GeneratedTokens\n1,1\n",
-       "b.csv:2: expected \"TIMESTAMP,ContextTokens,GeneratedTokens\" (3 fields)"},
+       "b.csv:2: fewer fields than the header names (TIMESTAMP, ContextTokens and "
+       "GeneratedTokens needed)"},
       {"TIMESTAMP,ContextTokens,GeneratedTokens\n0,1,1\n2700000,1,1\n",
        "b.csv:3: longer than the 31-day cap"},
-      {"TIMESTAMP,ContextTokens,GeneratedTokens\n", "b.csv: no requests "
-                                                    "(TIMESTAMP,ContextTokens,GeneratedTokens "
-                                                    "lines)"},
-      {"seconds,rate\n0,1\n", "b.csv:1: expected the header "
-                              "\"TIMESTAMP,ContextTokens,GeneratedTokens\""},
+      {"TIMESTAMP,ContextTokens,GeneratedTokens\n",
+       "b.csv: no requests (a header naming TIMESTAMP, ContextTokens and GeneratedTokens, then a "
+       "line each)"},
+      {"seconds,rate\n0,1\n",
+       "b.csv:1: the header names no TIMESTAMP, ContextTokens and GeneratedTokens columns "
+       "(--trace-columns time=NAME,input=NAME,output=NAME maps others)"},
   };
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
     memset(&tr, 0x5a, sizeof tr);

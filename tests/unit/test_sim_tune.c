@@ -62,7 +62,7 @@ static void test_known_best_target(void **state) {
   struct profile_set ps;
   assert_int_equal(profile_set_init(&ps), 0);
   struct sim_params prm = sim_params_default();
-  struct sim_tune_goal goal = {0.995, 0};
+  struct sim_tune_goal goal = {0.995, 0, false, 0};
   struct sim_tune t;
   assert_int_equal(sim_tune_run(&m, &so, &tr, &ps, &prm, &goal, NULL, NULL, &t, err, sizeof err),
                    0);
@@ -109,7 +109,7 @@ static void test_parts_from_warm_starts(void **state) {
   struct profile_set ps;
   assert_int_equal(profile_set_init(&ps), 0);
   struct sim_params prm = sim_params_default();
-  struct sim_tune_goal goal = {0.995, 0};
+  struct sim_tune_goal goal = {0.995, 0, false, 0};
   struct sim_tune t;
   assert_int_equal(sim_tune_run(&m, &so, &tr, &ps, &prm, &goal, NULL, NULL, &t, err, sizeof err),
                    0);
