@@ -351,6 +351,24 @@ static double minute_share(const struct sim_model *m, const struct sim_req *req,
   return mn.all > 0 ? mn.ok / mn.all : 1;
 }
 
+/* The share of req[0..k) that meets the SLO alone on an empty replica: its prompt in chunks of
+ * the token budget, one step each, then one-sequence decode steps (what no number of replicas
+ * can improve on). */
+static double solo_share(const struct sim_model *m, const struct sim_req *req, size_t k) {
+  const struct llm_params *p = &m->llm;
+  double ok = 0;
+  for (size_t i = 0; i < k; i++) {
+    double in = req[i].in > 0 ? req[i].in : 1, ttft = 0;
+    for (double left = in; left > 0; left -= p->budget)
+      ttft += llm_step_s(p, 0, left < p->budget ? left : p->budget);
+    double tpot = llm_step_s(p, 1, 0);
+    bool fits = (double)(req[i].in + req[i].out) <= p->kv_tokens;
+    ok += fits && (!(m->slo.ttft_s > 0) || ttft <= m->slo.ttft_s) &&
+          (!(m->slo.tpot_s > 0) || req[i].out <= 1 || tpot <= m->slo.tpot_s);
+  }
+  return k ? ok / (double)k : 1;
+}
+
 int sim_serve_floor(const struct sim_model *m, const struct sim_trace *tr, uint64_t seed,
                     int *per_minute) {
   size_t minutes = (tr->n + 59) / 60;
@@ -397,7 +415,7 @@ int sim_serve_floor(const struct sim_model *m, const struct sim_trace *tr, uint6
      * prefill alone takes longer than the TTFT bound misses whatever the replica count, and a
      * floor must not buy replicas for it */
     int most = k < FLOOR_MAX_REPLICAS ? (int)k : FLOOR_MAX_REPLICAS;
-    double best = minute_share(m, req, k, t0, most);
+    double best = solo_share(m, req, k);
     double want = best < goal ? best : goal;
     /* the smallest n that attains it: up from the capacity's count until it does, then down by
      * bisection (queueing within the SLO may need fewer than capacity) */
@@ -407,10 +425,12 @@ int sim_serve_floor(const struct sim_model *m, const struct sim_trace *tr, uint6
     while (best >= 0 && (share = minute_share(m, req, k, t0, hi)) < want - 1e-12 && share >= 0 &&
            hi < most)
       hi = hi * 2 < most ? hi * 2 : most;
-    if (share < 0 || best < 0) {
+    if (share < 0) {
       free(drawn);
       return GS_ENOMEM;
     }
+    if (share < want) /* replicas beyond this many do not help: what they attain is the goal */
+      want = share;
     int lo = 0; /* lo fails (0 replicas serve nothing), hi attains */
     while (hi - lo > 1) {
       int mid = lo + (hi - lo) / 2;

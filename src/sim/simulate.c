@@ -46,6 +46,7 @@ struct sim_opts {
   char *replay_bench;
   char *slo;
   char *trace_columns;
+  double trace_scale;
 };
 
 #define O(f) offsetof(struct sim_opts, f)
@@ -112,6 +113,10 @@ static const struct opt_def sim_defs[] = {
      "a per-request CSV with other column names (BurstGPT's: time=Timestamp,input=Request "
      "tokens,output=Response tokens); default Azure's TIMESTAMP, ContextTokens, GeneratedTokens",
      O(trace_columns)},
+    {"trace-scale", 0, NULL, OPT_DOUBLE, "1", 0.001, 1000, NULL, "K",
+     "K times the trace's arrivals: rates times K; each request of a per-request trace K times "
+     "(the fraction by chance), the copies within half a second of it, with its lengths",
+     O(trace_scale)},
     {"slo", 0, NULL, OPT_STRING, NULL, 0, 0, NULL, "ttft=2s,tpot=100ms[,attainment=99]",
      "judge each request against a latency SLO (the model's engine block; over its slo block): "
      "reports attainment and the SLO floor, the fewest GPU-hours that meet it with perfect "
@@ -214,6 +219,15 @@ static int load_inputs(const struct sim_opts *o, struct inputs *in, char *err, s
   if (!rc)
     rc = sim_trace_load_cols(o->trace, o->duration_ms / 1000, o->peak, (uint64_t)o->seed,
                              o->trace_columns ? &cols : NULL, &in->trace, err, errlen);
+  if (!rc && o->trace_scale != 1) {
+    if ((rc = sim_trace_scale(&in->trace, o->trace_scale, (uint64_t)o->seed)))
+      snprintf(err, errlen, "--trace-scale %g: %s", o->trace_scale,
+               rc == GS_ETOOBIG ? "over the request cap" : "out of memory");
+    size_t fl = strlen(in->trace.format);
+    if (!rc && fl + 32 < sizeof in->trace.format)
+      snprintf(in->trace.format + fl, sizeof in->trace.format - fl, ", arrivals x %g",
+               o->trace_scale);
+  }
   if (!rc && (rc = profile_set_init(&in->ps)) == GS_ENOMEM)
     snprintf(err, errlen, "out of memory");
   if (!rc && o->profiles)

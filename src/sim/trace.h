@@ -84,5 +84,10 @@ int sim_trace_load_cols(const char *spec, int64_t duration_s, double peak, uint6
                         const struct sim_trace_cols *cols, struct sim_trace *out, char *err,
                         size_t errlen);
 void sim_trace_free(struct sim_trace *t);
+/* K times the arrivals (K > 0): a rate trace's rates times K; each request of a per-request trace
+ * arrives floor(K) times and once more with probability K - floor(K), each copy at a time drawn
+ * uniformly within half a second of the original's, with the original's lengths. Deterministic for
+ * a seed. Returns 0, GS_ENOMEM (t unchanged) or GS_ETOOBIG (over SIM_TRACE_MAX_POINTS requests). */
+int sim_trace_scale(struct sim_trace *t, double k, uint64_t seed);
 
 #endif

@@ -351,3 +351,71 @@ int sim_trace_requests_cols(const char *text, size_t len, const char *file, int6
   snprintf(out->name, sizeof out->name, "%s", base ? base + 1 : file);
   return 0;
 }
+
+static int by_time(const void *a, const void *b) {
+  double x = ((const struct sim_req *)a)->t, y = ((const struct sim_req *)b)->t;
+  return (x > y) - (x < y);
+}
+
+static double unit(uint64_t *s) { /* splitmix64 in (0, 1) */
+  uint64_t z = (*s += 0x9e3779b97f4a7c15ULL);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  z ^= z >> 31;
+  return ((double)(z >> 11) + 0.5) / 9007199254740992.0;
+}
+
+int sim_trace_scale(struct sim_trace *t, double k, uint64_t seed) {
+  if (!(k > 0))
+    return GS_EINVAL;
+  if (!t->req) {
+    for (size_t i = 0; i < t->n; i++)
+      t->rate[i] *= k;
+    return 0;
+  }
+  size_t nreq = t->req_first[t->n];
+  double whole = floor(k), frac = k - whole;
+  size_t most = (size_t)ceil(k * (double)nreq) + 1;
+  if (most > SIM_TRACE_MAX_POINTS)
+    return GS_ETOOBIG;
+  struct sim_req *out = malloc(most * sizeof *out);
+  size_t *first = malloc((t->n + 1) * sizeof *first);
+  if (!out || !first) {
+    free(out);
+    free(first);
+    return GS_ENOMEM;
+  }
+  uint64_t s = seed * 0x9e3779b97f4a7c15ULL + 0x5ca1e;
+  size_t m = 0;
+  double end = (double)t->n;
+  for (size_t i = 0; i < nreq; i++) {
+    size_t copies = (size_t)whole + (unit(&s) < frac);
+    for (size_t c = 0; c < copies && m < most; c++) {
+      double at = t->req[i].t + (copies > 1 || whole < 1 ? unit(&s) - 0.5 : 0);
+      at = at < 0 ? 0 : at >= end ? nextafter(end, 0) : at;
+      out[m] = t->req[i];
+      out[m++].t = at;
+    }
+  }
+  qsort(out, m, sizeof *out, by_time);
+  memset(t->rate, 0, t->n * sizeof *t->rate);
+  memset(t->in_tok, 0, t->n * sizeof *t->in_tok);
+  memset(t->out_tok, 0, t->n * sizeof *t->out_tok);
+  for (size_t i = 0; i < m; i++) {
+    size_t sec = (size_t)out[i].t;
+    t->rate[sec] += 1;
+    t->in_tok[sec] += out[i].in;
+    t->out_tok[sec] += out[i].out;
+  }
+  free(t->req);
+  free(t->req_first);
+  t->req = out;
+  t->req_first = first;
+  size_t q = 0;
+  for (size_t sec = 0; sec <= t->n; sec++) {
+    while (q < m && out[q].t < (double)sec)
+      q++;
+    first[sec] = q;
+  }
+  return 0;
+}

@@ -180,6 +180,40 @@ static void test_slo_floor(void **state) {
   free(tr.rate);
 }
 
+/* --trace-scale: a rate trace's rates times K; a per-request trace's requests K times (the
+ * fraction by chance), each copy with its original's lengths, near its time, in order. */
+static void test_trace_scale(void **state) {
+  (void)state;
+  struct sim_trace r = trace(10, 0, 2);
+  r.in_tok = calloc(10, sizeof(double));
+  r.out_tok = calloc(10, sizeof(double));
+  assert_int_equal(sim_trace_scale(&r, 2.5, 1), 0);
+  for (size_t i = 0; i < 10; i++)
+    assert_true(r.rate[i] == 5);
+  sim_trace_free(&r);
+  const char text[] = "TIMESTAMP,ContextTokens,GeneratedTokens\n"
+                      "0.2,100,10\n1.5,200,20\n1.7,300,30\n5.0,400,40\n";
+  struct sim_trace t;
+  char err[256];
+  assert_int_equal(sim_trace_requests(text, sizeof text - 1, "t.csv", 0, &t, err, sizeof err), 0);
+  assert_int_equal(sim_trace_scale(&t, 3, 7), 0);
+  size_t n = t.req_first[t.n];
+  assert_int_equal(n, 12);
+  double in = 0, count = 0;
+  for (size_t i = 0; i < n; i++) {
+    in += t.req[i].in;
+    assert_true(i == 0 || t.req[i].t >= t.req[i - 1].t);
+    assert_true(t.req[i].t >= 0 && t.req[i].t < (double)t.n);
+    assert_true(t.req[i].out * 10 == t.req[i].in); /* a copy keeps its original's lengths */
+  }
+  for (size_t sec = 0; sec < t.n; sec++)
+    count += t.rate[sec];
+  assert_true(in == 3 * (100 + 200 + 300 + 400));
+  assert_true(count == 12);
+  assert_int_equal(sim_trace_scale(&t, 0, 7), GS_EINVAL);
+  sim_trace_free(&t);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_new_replica_does_not_drain_old_backlog),
@@ -187,6 +221,7 @@ int main(void) {
       cmocka_unit_test(test_drain_then_gone),
       cmocka_unit_test(test_timeout_abandons),
       cmocka_unit_test(test_slo_floor),
+      cmocka_unit_test(test_trace_scale),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
