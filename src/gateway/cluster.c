@@ -51,10 +51,15 @@ struct cluster {
   struct nodeset nodes; /* the GPU nodes the view must see (under lock) */
   struct ring_fields fields;
   uint64_t versions; /* the last agent version given (under the write lock) */
-  uint64_t watched;  /* GF bits that triggers read, for the agents' change_fields (atomic) */
-  uint64_t settled;  /* watched bits that every agent's stream watched once (atomic) */
+  /* GF bits that triggers read, for the agents' change_fields: a union that only grows, under
+   * watch_mu, which also orders the calls of on_watch (read atomically elsewhere). */
+  uint64_t watched;
+  uint64_t settled; /* watched bits that every agent's stream watched once (atomic) */
+  pthread_mutex_t watch_mu;
   void (*on_watch)(void *ud, uint64_t fields);
   void *on_watch_ud;
+  void (*watch_test)(void *ud, enum gpu_field f);
+  void *watch_test_ud;
   int64_t (*clock)(void *ud);
   void *clock_ud;
   pthread_mutex_t gen_mu;
@@ -106,6 +111,7 @@ struct cluster *cluster_new(int64_t drop_after_ms) {
   cond_init_mono(&c->content_cv);
   pthread_mutex_init(&c->gen_mu, NULL);
   pthread_mutex_init(&c->changes_mu, NULL);
+  pthread_mutex_init(&c->watch_mu, NULL);
   return c;
 }
 
@@ -148,6 +154,7 @@ void cluster_free(struct cluster *c) {
   changes_clear(&c->nodes_changed);
   pthread_mutex_destroy(&c->gen_mu);
   pthread_mutex_destroy(&c->changes_mu);
+  pthread_mutex_destroy(&c->watch_mu);
   free(c);
 }
 
@@ -815,13 +822,22 @@ void cluster_tick(struct cluster *c) {
 }
 
 void cluster_set_watch_hook(struct cluster *c, void (*fn)(void *ud, uint64_t fields), void *ud) {
+  pthread_mutex_lock(&c->watch_mu);
   c->on_watch = fn;
   c->on_watch_ud = ud;
   if (fn)
-    fn(ud, cluster_watched_fields(c));
+    fn(ud, c->watched);
+  pthread_mutex_unlock(&c->watch_mu);
 }
 
-/* Whether every connected agent with heartbeats has a stream that watches f (read lock). */
+void cluster_set_watch_test_hook(struct cluster *c, void (*fn)(void *ud, enum gpu_field f),
+                                 void *ud) {
+  c->watch_test = fn;
+  c->watch_test_ud = ud;
+}
+
+/* Whether every connected agent with heartbeats has a stream that watches f (read lock): terms
+ * with f were sent and an update made under them came back. */
 static bool all_watch(struct cluster *c, enum gpu_field f) {
   bool all = true;
   pthread_rwlock_rdlock(&c->lock);
@@ -837,9 +853,17 @@ static bool all_watch(struct cluster *c, enum gpu_field f) {
 void cluster_watch_field(struct cluster *c, enum gpu_field f, int wait_ms) {
   if ((unsigned)f >= GF__COUNT || (__atomic_load_n(&c->settled, __ATOMIC_ACQUIRE) & GF_BIT(f)))
     return;
-  uint64_t was = __atomic_fetch_or(&c->watched, GF_BIT(f), __ATOMIC_RELAXED);
-  if (!(was & GF_BIT(f)) && c->on_watch)
-    c->on_watch(c->on_watch_ud, was | GF_BIT(f));
+  if (c->watch_test)
+    c->watch_test(c->watch_test_ud, f);
+  /* f joins the union and the union is sent under one lock, so that the last terms sent hold
+   * every field named so far (two triggers naming two new fields at once: the later call sends
+   * both, never its older, smaller set). Sent again by every call until f is settled, so that
+   * terms the watcher lost or replaced are asked again (equal terms cost nothing there). */
+  pthread_mutex_lock(&c->watch_mu);
+  __atomic_store_n(&c->watched, c->watched | GF_BIT(f), __ATOMIC_RELAXED);
+  if (c->on_watch)
+    c->on_watch(c->on_watch_ud, c->watched);
+  pthread_mutex_unlock(&c->watch_mu);
   /* Until the agents' streams are made again with f, their readings of it are only as current
    * as their last update: wait for them (a few milliseconds), at most wait_ms. */
   struct timespec dl = time_mono_deadline(wait_ms);
