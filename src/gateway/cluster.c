@@ -896,6 +896,13 @@ void cluster_keep_field(struct cluster *c, enum gpu_field f) {
   if (c->fields.slot_of[f] < 0) {
     c->fields.slot_of[f] = (int8_t)c->fields.n++;
     __atomic_store_n(&c->fields.mask, c->fields.mask | GF_BIT(f), __ATOMIC_RELAXED);
+    /* The samples already stored have f: the newest one seeds the new slot (an update that
+     * re-sends it, or a field that holds still, would not come before the next heartbeat). */
+    for (size_t i = 0; i < c->n; i++) {
+      const struct agent *a = c->agents[i];
+      for (size_t j = 0; a->rings && j < a->snap.n; j++)
+        ring_seed(&a->rings[j], &((const struct node_gpu *)a->gpus[j].blob)->latest, f);
+    }
   }
   pthread_rwlock_unlock(&c->lock);
 }

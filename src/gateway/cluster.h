@@ -178,8 +178,9 @@ uint64_t cluster_mark_changed(struct cluster *c);
 void cluster_tick(struct cluster *c);
 
 /* Makes the rings keep field f from now on (GPU utilization is kept from the start): a ring keeps
- * only the fields that windowed triggers read, so a window over a field first asked now has only
- * the samples received since. Takes the write lock once per new field. */
+ * only the fields that windowed triggers read, so a window over a field first asked now has the
+ * newest stored sample of each GPU (its ring's newest entry gets its reading of f) and those
+ * received since. Call it before cluster_watch_field. Takes the write lock once per new field. */
 void cluster_keep_field(struct cluster *c, enum gpu_field f);
 
 /* WatchGPUs heartbeats (docs/gateway.md, "Receiving agent updates"): field f is one a trigger

@@ -8,6 +8,8 @@ Read through /api/v1/agents and KEDA's GetMetrics from grpcio."""
 import signal
 import time
 
+import grpc
+
 import helpers
 from gateway_helpers import Gateway
 from helpers import Scenario, wait_for
@@ -142,3 +144,40 @@ def test_agent_before_heartbeats_is_held_to_every_pass(tmp_path):
         gw.stop()
         gw.kill()
         old.stop()
+
+
+def test_window_on_a_newly_watched_field_answers_at_once(agents, tmp_path):
+    """A windowed trigger on temperature, a field the agents are asked to watch only from the
+    first trigger that reads it, whose reading holds still (so nothing is sent again before the
+    next heartbeat, 20 passes here): it answers at its first poll, or, when the remade streams
+    took longer than the call's wait, at the first poll after them. It never answers that the
+    window holds no reading (the stream's first update used to come before the window's slot,
+    blind until the next heartbeat)."""
+    g = gpus()
+    for x in g:
+        x["temperature"] = 55.0
+    a = agents(Scenario(g), extra=["--node-name", "hb-node"])
+    addr = a.grpc_address
+    gw = Gateway(["--agents", addr, "--tick", "200ms", "--agent-heartbeat", "20"],
+                 workdir=str(tmp_path / "gw")).start()
+    try:
+        wait_for(lambda: gw.agents().get(addr, {}).get("fresh"), timeout=30,
+                 what="the agent fresh")
+        m = md(metricType="temperature", aggregation="avg", window="10s", targetValue="50")
+        waits = []
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                got = value(gw.client(), m)
+                break
+            except grpc.RpcError as e:
+                # only "not watched yet" may come first, never an empty window
+                assert "does not send its changes yet" in e.details(), e.details()
+                waits.append(e.details())
+                assert time.monotonic() < deadline, waits
+                time.sleep(0.1)
+        assert helpers.close(got, 55.0), got
+        assert len(waits) < 100, waits
+    finally:
+        gw.stop()
+        gw.kill()

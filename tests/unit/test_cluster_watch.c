@@ -183,10 +183,44 @@ static void test_lost_terms_asked_again(void **state) {
   pthread_mutex_destroy(&w.mu);
 }
 
+/* A windowed trigger on a field already watched (a trigger without a window named it first) and
+ * holding still: no update comes before the next heartbeat, so the window starts from the
+ * stored sample, seeded into the new slot, and answers at once. The same for a field watched
+ * only now, whose remade stream's first update lands in the slot kept before it. */
+static void test_window_on_new_field(void **state) {
+  (void)state;
+  struct fake_watcher w;
+  struct cluster *c = new_view(&w);
+  fake_now += 300;
+  cluster_watch_field(c, GF_TEMP_C, 1000); /* a trigger without a window */
+  assert_true(probe(c, GF_TEMP_C, 0).current);
+  fake_now += 200;
+  cluster_keep_field(c, GF_TEMP_C); /* now one with a window */
+  struct probe p = probe(c, GF_TEMP_C, 10000);
+  assert_int_equal(p.rc, 0);
+  assert_true(fabs(p.mean - 40) < 1e-9);
+  assert_int_equal(p.n, 1);
+  /* The passes held since count too, as for any watched field (HB - 1 at most). */
+  fake_now += 3 * IV;
+  p = probe(c, GF_TEMP_C, 10000);
+  assert_int_equal(p.rc, 0);
+  assert_int_equal(p.n, 4);
+  /* Power, kept then watched: the remade stream's update is in its window. */
+  fake_now += 100;
+  cluster_keep_field(c, GF_POWER_W);
+  cluster_watch_field(c, GF_POWER_W, 1000);
+  p = probe(c, GF_POWER_W, 10000);
+  assert_int_equal(p.rc, 0);
+  assert_true(fabs(p.mean - 100) < 1e-9);
+  cluster_free(c);
+  pthread_mutex_destroy(&w.mu);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_two_new_fields_at_once),
       cmocka_unit_test(test_lost_terms_asked_again),
+      cmocka_unit_test(test_window_on_new_field),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
