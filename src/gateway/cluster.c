@@ -37,6 +37,7 @@ struct agent {
   bool was_fresh, was_dropped; /* as cluster_tick last saw them */
   bool ticked;                 /* cluster_tick has seen it since its last update */
   bool gap; /* disconnected since its last update: the passes between are not held (rings) */
+  int64_t raised_for; /* the staleness limit last compared with --drop-after (logged once) */
   uint64_t updates;
   /* Moves (to a number no agent had) whenever what a selection reads of it may have changed;
    * the key of its parts in gateway/memo.h. */
@@ -246,12 +247,6 @@ static int64_t age_of(const struct agent *a, int64_t now) {
   return now - (a->reported ? a->recv_ms : a->added_ms);
 }
 
-/* Only an agent that reported can be dropped: dropping forgets GPUs that were known. One that
- * never reported stays unknown (and counts against coverage) for as long as it is listed. */
-static bool is_dropped(const struct cluster *c, const struct agent *a, int64_t now) {
-  return a->reported && age_of(a, now) > c->drop_after_ms;
-}
-
 /* The passes an agent may go without an update on its stream (WatchGPUs heartbeats). */
 static int64_t heartbeat_of(const struct agent *a) {
   return a->snap.heartbeat_passes > 1 ? a->snap.heartbeat_passes : 1;
@@ -260,6 +255,20 @@ static int64_t heartbeat_of(const struct agent *a) {
 /* Stale after CLUSTER_STALE_INTERVALS intervals of silence beyond what its heartbeat allows. */
 static int64_t stale_after(const struct agent *a) {
   return (CLUSTER_STALE_INTERVALS + heartbeat_of(a) - 1) * interval_of(a);
+}
+
+/* How long a reported agent is kept without an update: --drop-after, raised to its staleness
+ * limit when shorter (an idle agent would be forgotten, its window rings freed, between two
+ * heartbeats; cluster_update logs it). */
+static int64_t drop_after(const struct cluster *c, const struct agent *a) {
+  int64_t s = stale_after(a);
+  return c->drop_after_ms > s ? c->drop_after_ms : s;
+}
+
+/* Only an agent that reported can be dropped: dropping forgets GPUs that were known. One that
+ * never reported stays unknown (and counts against coverage) for as long as it is listed. */
+static bool is_dropped(const struct cluster *c, const struct agent *a, int64_t now) {
+  return a->reported && age_of(a, now) > drop_after(c, a);
 }
 
 static bool is_fresh(const struct agent *a, int64_t now) {
@@ -458,7 +467,18 @@ int cluster_update(struct cluster *c, const char *addr, const struct node_snapsh
   a->reported = a->connected = true;
   a->reason[0] = '\0';
   a->updates++;
+  int64_t stale = stale_after(a), raised = 0, hb = heartbeat_of(a), iv = interval_of(a);
+  if (stale != a->raised_for) { /* said once per agent and limit */
+    a->raised_for = stale;
+    raised = stale > c->drop_after_ms ? stale : 0;
+  }
   pthread_rwlock_unlock(&c->lock);
+  if (raised)
+    LOG_WARN("gateway",
+             "agent %s: --drop-after %.1fs is shorter than its staleness limit %.1fs "
+             "(its heartbeat %lld + 2 of its %.1fs intervals): it is dropped after %.1fs",
+             addr, (double)c->drop_after_ms / 1000.0, (double)raised / 1000.0, (long long)hb,
+             (double)iv / 1000.0, (double)raised / 1000.0);
   cgpus_free(old_gpus, old_n);
   rings_free(old_rings, old_n);
   free(old_engines);

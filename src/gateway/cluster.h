@@ -32,7 +32,8 @@ struct cluster_node_view {
   bool reported;                        /* at least one snapshot received */
   bool connected;                       /* the watch stream is up */
   bool fresh;                           /* connected and updated within stale_after_ms */
-  bool dropped;                         /* reported, then no update for drop_after_ms: its GPUs
+  bool dropped;                         /* reported, then no update for drop_after_ms (at least
+                                           stale_after_ms): its GPUs
                                            are forgotten (one that never reported stays unknown) */
   int64_t age_ms;                       /* since the last update (or since it was added) */
   int64_t stale_after_ms;               /* 3 x its interval, plus its heartbeat's skipped passes
@@ -79,8 +80,8 @@ struct cluster_agent_info {
   int64_t stale_after_ms;              /* stale after this long without an update */
 };
 
-/* A view dropping an agent's GPUs after drop_after_ms without an update (<= 0: the default, 5m).
- * NULL on ENOMEM. */
+/* A view dropping an agent's GPUs after drop_after_ms without an update (<= 0: the default, 5m),
+ * or after its staleness limit when that is longer (logged at its update). NULL on ENOMEM. */
 struct cluster *cluster_new(int64_t drop_after_ms);
 /* Frees everything; no reader or writer may be running. NULL is fine. */
 void cluster_free(struct cluster *c);

@@ -13,7 +13,7 @@ import grpc
 import helpers
 from gateway_helpers import Gateway
 from helpers import Scenario, wait_for
-from test_gateway import md, value
+from test_gateway import md, value, value_or_code
 
 INTERVAL_S = helpers.INTERVAL_S
 
@@ -178,6 +178,39 @@ def test_window_on_a_newly_watched_field_answers_at_once(agents, tmp_path):
                 time.sleep(0.1)
         assert helpers.close(got, 55.0), got
         assert len(waits) < 100, waits
+    finally:
+        gw.stop()
+        gw.kill()
+
+
+def test_drop_after_below_the_staleness_limit_keeps_idle_agents(agents, tmp_path):
+    """--drop-after 1s against an agent that sends every 4 passes of 500 ms when nothing changes
+    (stale after 4 + 2 intervals, 3 s): the gateway keeps it until it is stale, says so in its
+    log, and answers every call; it used to forget it between heartbeats (UNAVAILABLE)."""
+    a = agents(Scenario(gpus()), extra=["--node-name", "hb-node", "--interval", "500ms"])
+    addr = a.grpc_address
+    gw = Gateway(["--agents", addr, "--tick", "200ms", "--agent-heartbeat", "4", "--drop-after",
+                  "1s"], workdir=str(tmp_path / "gw")).start()
+    try:
+        wait_for(lambda: gw.agents().get(addr, {}).get("fresh"), timeout=30,
+                 what="the agent fresh")
+        ag = gw.agents()[addr]
+        assert helpers.close(ag["stale_after_seconds"], 3.0), ag
+        wait_for(lambda: "is shorter than its staleness limit 3.0s" in gw.log(), timeout=10,
+                 what="the raised --drop-after logged")
+        u0 = gw.agents()[addr]["updates"]
+        deadline = time.monotonic() + 5
+        dropped, answers = [], []
+        while time.monotonic() < deadline:
+            ag = gw.agents()[addr]
+            if ag["dropped"]:
+                dropped.append(ag["age_seconds"])
+            answers.append(value_or_code(gw.client(), md(aggregation="avg")))
+            time.sleep(0.1)
+        assert gw.agents()[addr]["updates"] - u0 <= 4  # heartbeats: gaps of 2 s were there
+        assert not dropped, dropped
+        assert all(helpers.close(v, 35.0) for v in answers if not isinstance(v, grpc.StatusCode)), answers
+        assert not [v for v in answers if isinstance(v, grpc.StatusCode)], answers
     finally:
         gw.stop()
         gw.kill()

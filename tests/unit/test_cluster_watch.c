@@ -216,11 +216,40 @@ static void test_window_on_new_field(void **state) {
   pthread_mutex_destroy(&w.mu);
 }
 
+/* --drop-after (3 s here) shorter than the staleness limit (HB + 2 intervals, 7 s): an idle
+ * agent between two heartbeats is kept, fresh, with its window ring, until it is stale; then
+ * it is dropped at once. */
+static void test_drop_after_below_staleness(void **state) {
+  (void)state;
+  struct fake_watcher w;
+  memset(&w, 0, sizeof w);
+  struct cluster *c = cluster_new(3000);
+  assert_non_null(c);
+  cluster_set_clock(c, fake_clock, NULL);
+  update(c, GF_BIT(GF_GPU_UTIL), 1, 40);
+  fake_now += 4 * IV; /* heartbeat not due yet (every HB passes) */
+  assert_int_equal(cluster_sweep(c), 0);
+  struct probe p = probe(c, GF_GPU_UTIL, 10000);
+  assert_true(p.fresh);
+  assert_false(p.dropped);
+  assert_int_equal(p.rc, 0);
+  assert_int_equal(p.n, 5); /* the update and four passes held */
+  fake_now += 3 * IV;       /* 7 s: the limit itself */
+  assert_true(probe(c, GF_GPU_UTIL, 10000).fresh);
+  fake_now++;
+  p = probe(c, GF_GPU_UTIL, 10000);
+  assert_false(p.fresh);
+  assert_true(p.dropped);
+  assert_int_equal(cluster_sweep(c), 1);
+  cluster_free(c);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_two_new_fields_at_once),
       cmocka_unit_test(test_lost_terms_asked_again),
       cmocka_unit_test(test_window_on_new_field),
+      cmocka_unit_test(test_drop_after_below_staleness),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
