@@ -214,3 +214,53 @@ def test_drop_after_below_the_staleness_limit_keeps_idle_agents(agents, tmp_path
     finally:
         gw.stop()
         gw.kill()
+
+
+def test_slow_passes_keep_the_agent_fresh(tmp_path, procs):
+    """A slow driver (the fake NVML's utilisation call takes 300 ms on each of 2 GPUs) makes each
+    500 ms pass start about 1.1 s after the last. The gateway allows 5 + 2 intervals (3.5 s) of
+    silence; an agent counting its heartbeat in passes sent every 5.5 s and was stale for 2 s of
+    each. It now sends before 5 + 1/2 intervals of wall time pass: fresh throughout, and every
+    GetMetrics answers."""
+    from test_nvml import FAKE as FAKE_UTILS, lib_path, script, write_atomic
+    s = str(tmp_path / "fake.txt")
+    write_atomic(s, script())
+    a = helpers.Agent(["--collector", "nvml", "--nvml-library", lib_path(), "--interval", "500ms",
+                       "--node-name", "slow-node"],
+                      env={"FAKE_NVML_SCRIPT": s,
+                           "FAKE_NVML_SLOW": "nvmlDeviceGetUtilizationRates:300"},
+                      workdir=str(tmp_path))
+    procs.append(a)
+    a.start()
+    addr = a.grpc_address
+    gw = Gateway(["--agents", addr, "--tick", "200ms"], workdir=str(tmp_path / "gw")).start()
+    try:
+        wait_for(lambda: gw.agents().get(addr, {}).get("fresh"), timeout=30,
+                 what="the agent fresh")
+        assert helpers.close(gw.agents()[addr]["stale_after_seconds"], 3.5)
+        # every GPU read once (the first snapshot may come in the middle of the first pass)
+        want = sum(f[0] for f in FAKE_UTILS) / len(FAKE_UTILS)
+        def answers():
+            v = value_or_code(gw.client(), md(aggregation="avg"))
+            return not isinstance(v, grpc.StatusCode) and helpers.close(v, want)
+        wait_for(answers, timeout=30, what="every GPU read")
+        u0 = gw.agents()[addr]["updates"]
+        stale, codes, n = [], [], 0
+        t0 = time.monotonic()
+        while time.monotonic() < t0 + 9:
+            ag = gw.agents()[addr]
+            if not ag["fresh"]:
+                stale.append(ag["age_seconds"])
+            v = value_or_code(gw.client(), md(aggregation="avg"))
+            n += 1
+            if isinstance(v, grpc.StatusCode):
+                codes.append(v)
+            time.sleep(0.1)
+        updates = gw.agents()[addr]["updates"] - u0
+        assert not stale, "stale at ages %r" % stale
+        assert not codes, "%d of %d GetMetrics failed: %r" % (len(codes), n, codes)
+        # still heartbeats: fewer updates than passes (about 8 passes in 9 s)
+        assert 2 <= updates <= 8, updates
+    finally:
+        gw.stop()
+        gw.kill()
