@@ -449,8 +449,11 @@ int cluster_update(struct cluster *c, const char *addr, const struct node_snapsh
     a->gpus = cg;
     a->rings = rings;
   }
-  /* The passes skipped before this update were under the previous stream terms. */
-  int64_t held_hb = a->gap || !a->reported ? 1 : heartbeat_of(a);
+  /* The passes skipped before this update were under the previous stream terms; none were
+   * promised across a disconnection, or by another process (an agent restarted while its
+   * stream was being made again: its pass counter went back, and nothing says it was cut). */
+  bool restarted = a->reported && snap->generation < a->snap.generation;
+  int64_t held_hb = a->gap || !a->reported || restarted ? 1 : heartbeat_of(a);
   uint64_t held_fields = a->snap.change_fields & snap->change_fields;
   struct engine_reading *old_engines = a->snap.engines;
   struct node_snapshot head = *snap; /* the header, in place */

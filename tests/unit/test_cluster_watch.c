@@ -244,12 +244,34 @@ static void test_drop_after_below_staleness(void **state) {
   cluster_free(c);
 }
 
+/* An agent restarted while its stream was being made again (new terms): the gateway saw no
+ * disconnection, but the new process promised nothing about the passes before its first update
+ * (its pass counter starts again): no held entries across it. */
+static void test_restart_during_remake_holds_nothing(void **state) {
+  (void)state;
+  struct fake_watcher w;
+  struct cluster *c = new_view(&w);
+  fake_now += 100;
+  update(c, GF_BIT(GF_GPU_UTIL), 500, 40); /* generation 500 */
+  fake_now += 3 * IV;
+  update(c, GF_BIT(GF_GPU_UTIL), 2, 40); /* a new process, on the same stream's address */
+  struct probe p = probe(c, GF_GPU_UTIL, 60000);
+  assert_int_equal(p.rc, 0);
+  assert_int_equal(p.n, 3); /* new_view's update, generation 500, the new one: nothing held */
+  fake_now += 2 * IV;
+  update(c, GF_BIT(GF_GPU_UTIL), 4, 40); /* the same process: its skipped pass is held */
+  assert_int_equal(probe(c, GF_GPU_UTIL, 60000).n, 5);
+  cluster_free(c);
+  pthread_mutex_destroy(&w.mu);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_two_new_fields_at_once),
       cmocka_unit_test(test_lost_terms_asked_again),
       cmocka_unit_test(test_window_on_new_field),
       cmocka_unit_test(test_drop_after_below_staleness),
+      cmocka_unit_test(test_restart_during_remake_holds_nothing),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
