@@ -37,6 +37,7 @@ struct agent {
   bool was_fresh, was_dropped; /* as cluster_tick last saw them */
   bool ticked;                 /* cluster_tick has seen it since its last update */
   bool gap; /* disconnected since its last update: the passes between are not held (rings) */
+  int64_t raised_for; /* the staleness limit last compared with --drop-after (logged once) */
   uint64_t updates;
   /* Moves (to a number no agent had) whenever what a selection reads of it may have changed;
    * the key of its parts in gateway/memo.h. */
@@ -51,10 +52,15 @@ struct cluster {
   struct nodeset nodes; /* the GPU nodes the view must see (under lock) */
   struct ring_fields fields;
   uint64_t versions; /* the last agent version given (under the write lock) */
-  uint64_t watched;  /* GF bits that triggers read, for the agents' change_fields (atomic) */
-  uint64_t settled;  /* watched bits that every agent's stream watched once (atomic) */
+  /* GF bits that triggers read, for the agents' change_fields: a union that only grows, under
+   * watch_mu, which also orders the calls of on_watch (read atomically elsewhere). */
+  uint64_t watched;
+  uint64_t settled; /* watched bits that every agent's stream watched once (atomic) */
+  pthread_mutex_t watch_mu;
   void (*on_watch)(void *ud, uint64_t fields);
   void *on_watch_ud;
+  void (*watch_test)(void *ud, enum gpu_field f);
+  void *watch_test_ud;
   int64_t (*clock)(void *ud);
   void *clock_ud;
   pthread_mutex_t gen_mu;
@@ -106,6 +112,7 @@ struct cluster *cluster_new(int64_t drop_after_ms) {
   cond_init_mono(&c->content_cv);
   pthread_mutex_init(&c->gen_mu, NULL);
   pthread_mutex_init(&c->changes_mu, NULL);
+  pthread_mutex_init(&c->watch_mu, NULL);
   return c;
 }
 
@@ -148,6 +155,7 @@ void cluster_free(struct cluster *c) {
   changes_clear(&c->nodes_changed);
   pthread_mutex_destroy(&c->gen_mu);
   pthread_mutex_destroy(&c->changes_mu);
+  pthread_mutex_destroy(&c->watch_mu);
   free(c);
 }
 
@@ -239,12 +247,6 @@ static int64_t age_of(const struct agent *a, int64_t now) {
   return now - (a->reported ? a->recv_ms : a->added_ms);
 }
 
-/* Only an agent that reported can be dropped: dropping forgets GPUs that were known. One that
- * never reported stays unknown (and counts against coverage) for as long as it is listed. */
-static bool is_dropped(const struct cluster *c, const struct agent *a, int64_t now) {
-  return a->reported && age_of(a, now) > c->drop_after_ms;
-}
-
 /* The passes an agent may go without an update on its stream (WatchGPUs heartbeats). */
 static int64_t heartbeat_of(const struct agent *a) {
   return a->snap.heartbeat_passes > 1 ? a->snap.heartbeat_passes : 1;
@@ -253,6 +255,20 @@ static int64_t heartbeat_of(const struct agent *a) {
 /* Stale after CLUSTER_STALE_INTERVALS intervals of silence beyond what its heartbeat allows. */
 static int64_t stale_after(const struct agent *a) {
   return (CLUSTER_STALE_INTERVALS + heartbeat_of(a) - 1) * interval_of(a);
+}
+
+/* How long a reported agent is kept without an update: --drop-after, raised to its staleness
+ * limit when shorter (an idle agent would be forgotten, its window rings freed, between two
+ * heartbeats; cluster_update logs it). */
+static int64_t drop_after(const struct cluster *c, const struct agent *a) {
+  int64_t s = stale_after(a);
+  return c->drop_after_ms > s ? c->drop_after_ms : s;
+}
+
+/* Only an agent that reported can be dropped: dropping forgets GPUs that were known. One that
+ * never reported stays unknown (and counts against coverage) for as long as it is listed. */
+static bool is_dropped(const struct cluster *c, const struct agent *a, int64_t now) {
+  return a->reported && age_of(a, now) > drop_after(c, a);
 }
 
 static bool is_fresh(const struct agent *a, int64_t now) {
@@ -433,8 +449,11 @@ int cluster_update(struct cluster *c, const char *addr, const struct node_snapsh
     a->gpus = cg;
     a->rings = rings;
   }
-  /* The passes skipped before this update were under the previous stream terms. */
-  int64_t held_hb = a->gap || !a->reported ? 1 : heartbeat_of(a);
+  /* The passes skipped before this update were under the previous stream terms; none were
+   * promised across a disconnection, or by another process (an agent restarted while its
+   * stream was being made again: its pass counter went back, and nothing says it was cut). */
+  bool restarted = a->reported && snap->generation < a->snap.generation;
+  int64_t held_hb = a->gap || !a->reported || restarted ? 1 : heartbeat_of(a);
   uint64_t held_fields = a->snap.change_fields & snap->change_fields;
   struct engine_reading *old_engines = a->snap.engines;
   struct node_snapshot head = *snap; /* the header, in place */
@@ -451,7 +470,18 @@ int cluster_update(struct cluster *c, const char *addr, const struct node_snapsh
   a->reported = a->connected = true;
   a->reason[0] = '\0';
   a->updates++;
+  int64_t stale = stale_after(a), raised = 0, hb = heartbeat_of(a), iv = interval_of(a);
+  if (stale != a->raised_for) { /* said once per agent and limit */
+    a->raised_for = stale;
+    raised = stale > c->drop_after_ms ? stale : 0;
+  }
   pthread_rwlock_unlock(&c->lock);
+  if (raised)
+    LOG_WARN("gateway",
+             "agent %s: --drop-after %.1fs is shorter than its staleness limit %.1fs "
+             "(its heartbeat %lld + 2 of its %.1fs intervals): it is dropped after %.1fs",
+             addr, (double)c->drop_after_ms / 1000.0, (double)raised / 1000.0, (long long)hb,
+             (double)iv / 1000.0, (double)raised / 1000.0);
   cgpus_free(old_gpus, old_n);
   rings_free(old_rings, old_n);
   free(old_engines);
@@ -815,13 +845,22 @@ void cluster_tick(struct cluster *c) {
 }
 
 void cluster_set_watch_hook(struct cluster *c, void (*fn)(void *ud, uint64_t fields), void *ud) {
+  pthread_mutex_lock(&c->watch_mu);
   c->on_watch = fn;
   c->on_watch_ud = ud;
   if (fn)
-    fn(ud, cluster_watched_fields(c));
+    fn(ud, c->watched);
+  pthread_mutex_unlock(&c->watch_mu);
 }
 
-/* Whether every connected agent with heartbeats has a stream that watches f (read lock). */
+void cluster_set_watch_test_hook(struct cluster *c, void (*fn)(void *ud, enum gpu_field f),
+                                 void *ud) {
+  c->watch_test = fn;
+  c->watch_test_ud = ud;
+}
+
+/* Whether every connected agent with heartbeats has a stream that watches f (read lock): terms
+ * with f were sent and an update made under them came back. */
 static bool all_watch(struct cluster *c, enum gpu_field f) {
   bool all = true;
   pthread_rwlock_rdlock(&c->lock);
@@ -837,9 +876,17 @@ static bool all_watch(struct cluster *c, enum gpu_field f) {
 void cluster_watch_field(struct cluster *c, enum gpu_field f, int wait_ms) {
   if ((unsigned)f >= GF__COUNT || (__atomic_load_n(&c->settled, __ATOMIC_ACQUIRE) & GF_BIT(f)))
     return;
-  uint64_t was = __atomic_fetch_or(&c->watched, GF_BIT(f), __ATOMIC_RELAXED);
-  if (!(was & GF_BIT(f)) && c->on_watch)
-    c->on_watch(c->on_watch_ud, was | GF_BIT(f));
+  if (c->watch_test)
+    c->watch_test(c->watch_test_ud, f);
+  /* f joins the union and the union is sent under one lock, so that the last terms sent hold
+   * every field named so far (two triggers naming two new fields at once: the later call sends
+   * both, never its older, smaller set). Sent again by every call until f is settled, so that
+   * terms the watcher lost or replaced are asked again (equal terms cost nothing there). */
+  pthread_mutex_lock(&c->watch_mu);
+  __atomic_store_n(&c->watched, c->watched | GF_BIT(f), __ATOMIC_RELAXED);
+  if (c->on_watch)
+    c->on_watch(c->on_watch_ud, c->watched);
+  pthread_mutex_unlock(&c->watch_mu);
   /* Until the agents' streams are made again with f, their readings of it are only as current
    * as their last update: wait for them (a few milliseconds), at most wait_ms. */
   struct timespec dl = time_mono_deadline(wait_ms);
@@ -872,6 +919,13 @@ void cluster_keep_field(struct cluster *c, enum gpu_field f) {
   if (c->fields.slot_of[f] < 0) {
     c->fields.slot_of[f] = (int8_t)c->fields.n++;
     __atomic_store_n(&c->fields.mask, c->fields.mask | GF_BIT(f), __ATOMIC_RELAXED);
+    /* The samples already stored have f: the newest one seeds the new slot (an update that
+     * re-sends it, or a field that holds still, would not come before the next heartbeat). */
+    for (size_t i = 0; i < c->n; i++) {
+      const struct agent *a = c->agents[i];
+      for (size_t j = 0; a->rings && j < a->snap.n; j++)
+        ring_seed(&a->rings[j], &((const struct node_gpu *)a->gpus[j].blob)->latest, f);
+    }
   }
   pthread_rwlock_unlock(&c->lock);
 }

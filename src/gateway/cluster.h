@@ -32,7 +32,8 @@ struct cluster_node_view {
   bool reported;                        /* at least one snapshot received */
   bool connected;                       /* the watch stream is up */
   bool fresh;                           /* connected and updated within stale_after_ms */
-  bool dropped;                         /* reported, then no update for drop_after_ms: its GPUs
+  bool dropped;                         /* reported, then no update for drop_after_ms (at least
+                                           stale_after_ms): its GPUs
                                            are forgotten (one that never reported stays unknown) */
   int64_t age_ms;                       /* since the last update (or since it was added) */
   int64_t stale_after_ms;               /* 3 x its interval, plus its heartbeat's skipped passes
@@ -79,8 +80,8 @@ struct cluster_agent_info {
   int64_t stale_after_ms;              /* stale after this long without an update */
 };
 
-/* A view dropping an agent's GPUs after drop_after_ms without an update (<= 0: the default, 5m).
- * NULL on ENOMEM. */
+/* A view dropping an agent's GPUs after drop_after_ms without an update (<= 0: the default, 5m),
+ * or after its staleness limit when that is longer (logged at its update). NULL on ENOMEM. */
 struct cluster *cluster_new(int64_t drop_after_ms);
 /* Frees everything; no reader or writer may be running. NULL is fine. */
 void cluster_free(struct cluster *c);
@@ -178,14 +179,16 @@ uint64_t cluster_mark_changed(struct cluster *c);
 void cluster_tick(struct cluster *c);
 
 /* Makes the rings keep field f from now on (GPU utilization is kept from the start): a ring keeps
- * only the fields that windowed triggers read, so a window over a field first asked now has only
- * the samples received since. Takes the write lock once per new field. */
+ * only the fields that windowed triggers read, so a window over a field first asked now has the
+ * newest stored sample of each GPU (its ring's newest entry gets its reading of f) and those
+ * received since. Call it before cluster_watch_field. Takes the write lock once per new field. */
 void cluster_keep_field(struct cluster *c, enum gpu_field f);
 
 /* WatchGPUs heartbeats (docs/gateway.md, "Receiving agent updates"): field f is one a trigger
  * reads, so the agents are asked to send its changes at once (cluster_watched_fields, for
- * watcher_set_terms). The first time, waits up to wait_ms until every agent's stream watches
- * it (no network I/O: the watcher makes the streams again). Thread-safe. Watched from the
+ * watcher_set_terms). Until it is settled (every agent's stream sent an update made under
+ * terms with f), each call asks again and waits up to wait_ms for it (no network I/O: the
+ * watcher makes the streams again). Thread-safe. Watched from the
  * start: the fields that hold still on an idle GPU (utilisation and memory); power,
  * temperature and throughputs move at every pass and are watched once a trigger reads them. */
 #define CLUSTER_WATCHED_DEFAULT                                                                    \
@@ -194,9 +197,15 @@ void cluster_keep_field(struct cluster *c, enum gpu_field f);
    GF_BIT(GF_TENSOR_ACTIVE) | GF_BIT(GF_DRAM_ACTIVE))
 void cluster_watch_field(struct cluster *c, enum gpu_field f, int wait_ms);
 uint64_t cluster_watched_fields(struct cluster *c);
-/* Calls fn(ud, watched fields) now and whenever a field is first watched (from the thread that
- * named it, no lock held; fn must not block). Set before the view is shared. */
+/* Calls fn(ud, watched fields) now and whenever a trigger names a field not settled yet (from
+ * the thread that named it, one call at a time, each with every field watched so far, so the
+ * last call has the whole set; fn must not block and may be called again with the same set).
+ * Set before the view is shared. */
 void cluster_set_watch_hook(struct cluster *c, void (*fn)(void *ud, uint64_t fields), void *ud);
+/* Tests only: fn(ud, f) runs in cluster_watch_field for a field not settled yet, before f joins
+ * the watched set and the terms are sent, so that a test can interleave two calls there. */
+void cluster_set_watch_test_hook(struct cluster *c, void (*fn)(void *ud, enum gpu_field f),
+                                 void *ud);
 /* Whether v's reading of field f is current: always, unless v's stream has heartbeats and does
  * not watch f (a trigger named it only since, and the agent's stream is not made again yet):
  * then its changes may not have been sent. Depends on the stream's terms only (an update that

@@ -69,7 +69,7 @@ static const struct opt_def gw_opts_table[] = {
      "how often --agents-dns is resolved again, so agents come and go", O(dns_refresh_ms)},
     {"drop-after", 0, "GPUSCALE_DROP_AFTER", OPT_DURATION, "5m", 1000, 86400000, NULL, "DURATION",
      "forget an agent's GPUs after this long without an update (stale sooner: after "
-     "--agent-heartbeat + 2 of its intervals)",
+     "--agent-heartbeat + 2 of its intervals; a shorter value waits for that, logged)",
      O(drop_after_ms)},
     {"kube-api", 0, "GPUSCALE_KUBE_API", OPT_STRING, "auto", 0, 0, NULL, "auto|off|KUBECONFIG",
      "Kubernetes API for the cluster's GPU nodes (list on nodes), so that a node whose agent is "

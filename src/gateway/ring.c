@@ -82,6 +82,16 @@ void ring_push(struct cluster_gpu_ring *r, const struct node_gpu *g, int64_t rec
   r->last_ts = g->latest.ts_ms;
 }
 
+void ring_seed(struct cluster_gpu_ring *r, const struct gpu_sample *latest, enum gpu_field f) {
+  int slot = r->fields->slot_of[f];
+  if (!r->len || r->last_ts != latest->ts_ms || slot < 0 || !sample_has(latest, f) ||
+      !ring_restride(r))
+    return;
+  size_t at = (r->head + CLUSTER_RING - 1) % CLUSTER_RING;
+  r->v[at * r->nslots + (size_t)slot] = latest->v[f];
+  r->e[at].valid |= GF_BIT(f);
+}
+
 int ring_window_mean(const struct cluster_gpu_ring *r, size_t slot, uint64_t bit, int64_t window_ms,
                      int64_t now, int64_t interval, int64_t hb, double *out, size_t *nsamples) {
   double sum = 0;

@@ -39,6 +39,9 @@ void rings_free(struct cluster_gpu_ring *r, size_t n);
  * fields: each gets its entry first, so that a window counts every pass as if each was sent. */
 void ring_push(struct cluster_gpu_ring *r, const struct node_gpu *g, int64_t recv, int64_t interval,
                int64_t hb, uint64_t watched);
+/* Field f was given a slot only now: the newest entry, when it is latest (the GPU's stored
+ * sample), gets latest's reading of f, so that a window over f has that sample at once. */
+void ring_seed(struct cluster_gpu_ring *r, const struct gpu_sample *latest, enum gpu_field f);
 /* Mean of slot (field bit) over the entries at or after now - window_ms, and, with hb > 1, the
  * passes held since the newest entry (every interval, at most hb - 1). Returns 0, or GS_EUNAVAIL
  * when none has it. */

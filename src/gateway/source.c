@@ -634,10 +634,12 @@ static int select_with(struct cluster *c, struct gwmemo *memo, const struct trig
   k.pod_sel = trigger_selects_pods(t);
   k.err = err;
   k.errlen = errlen;
+  /* The rings keep only the fields windows read: a new one is kept (seeded with the newest
+   * samples) before it is watched, so the remade streams' first updates land in its slot. */
+  if (t->window_ms > 0 && !t->engine)
+    cluster_keep_field(c, t->metric);
   if (!t->engine)
     cluster_watch_field(c, t->metric, GWSOURCE_WATCH_WAIT_MS); /* sent at once from now */
-  if (t->window_ms > 0 && !t->engine)
-    cluster_keep_field(c, t->metric); /* the rings keep only the fields windows read */
   char key[4 * (TRIGGER_REGEX_MAX + 32) + TRIGGER_NS_LEN];
   k.memo = memo && memo_key(t, key, sizeof key) ? gwmemo_begin(memo, key) : NULL;
   int rc = cluster_visit_where(c, node_wanted, visit_node, &k, &k.now);

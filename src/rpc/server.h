@@ -51,6 +51,10 @@ struct rpc_server_config {
    * grew. NULL: ListGPUs and WatchGPUs answer UNIMPLEMENTED. */
   int (*node_snapshot)(void *ud, struct node_snapshot *out);
   void *node_ud;
+  /* Tests only (NULL otherwise): called with node_ud and the pass's generation between taking a
+   * pass and installing it for the WatchGPUs streams, no lock held, so that a test can make two
+   * refreshes overlap there. */
+  void (*node_refresh_test)(void *ud, uint64_t gen);
 };
 
 struct rpc_server;

@@ -85,6 +85,7 @@ struct call {
   uint32_t hb_passes;
   uint64_t hb_fields, pend_fields;
   bool pend_other;
+  int64_t node_sent_ms; /* monotonic time of the last snapshot sent */
   /* StreamMetricSpec: the spec last evaluated (sent, or pending while a send is in flight) */
   char spec_name[256];
   double spec_target;
@@ -124,6 +125,9 @@ struct rpc_server {
   pthread_mutex_t node_mu;
   struct node_snapshot node_prev;
   bool has_prev;
+  /* Under mu: when the newest pass was installed, the time between passes as measured (0 before
+   * two), and the agent's sampling interval: the heartbeats' clock (rpcsrv_node_pump_locked). */
+  int64_t node_at_ms, node_pass_ms, node_interval_ms;
   struct log_complain node_complain; /* ticker thread only */
 
   pthread_t *workers;

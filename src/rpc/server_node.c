@@ -66,6 +66,7 @@ static int node_refresh(struct rpc_server *s, char *msg, size_t msglen) {
   bool other = true, newer = false;
   pthread_mutex_lock(&s->node_mu);
   uint8_t *bytes = node_pack(s, &len, &gen, &code, msg, msglen, &snap);
+  int64_t interval = bytes ? snap.interval_ms : 0;
   if (bytes && (!s->has_prev || gen > s->node_prev.generation)) {
     newer = true;
     if (s->has_prev)
@@ -82,20 +83,31 @@ static int node_refresh(struct rpc_server *s, char *msg, size_t msglen) {
   grpc_slice fresh = grpc_slice_from_copied_buffer((const char *)bytes, len);
   free(bytes);
   grpc_slice old = grpc_empty_slice();
+  int64_t now = time_mono_ms();
+  if (s->cfg.node_refresh_test)
+    s->cfg.node_refresh_test(s->cfg.node_ud, gen);
   pthread_mutex_lock(&s->mu);
   if (!s->has_node || gen >= s->node_gen) {
+    if (s->has_node && gen > s->node_gen && s->node_at_ms)
+      s->node_pass_ms = (now - s->node_at_ms) / (int64_t)(gen - s->node_gen);
+    if (!s->has_node || gen > s->node_gen)
+      s->node_at_ms = now;
+    s->node_interval_ms = interval;
     old = s->has_node ? s->node_slice : grpc_empty_slice();
     s->node_slice = fresh;
     s->node_gen = gen;
     s->has_node = true;
-    for (struct call *c = s->streams.next; newer && c != &s->streams; c = c->next)
-      if (c->m == M_NODE_WATCH) {
-        c->pend_fields |= fields;
-        c->pend_other = c->pend_other || other;
-      }
   } else {
     old = fresh; /* a racing refresh already installed a newer pass */
   }
+  /* What changed at this pass is pending for every stream, even when a racing refresh installed
+   * a newer pass first: that one was compared with this pass, not with what the streams were
+   * sent, so dropping these changes would leave them out until the next heartbeat. */
+  for (struct call *c = s->streams.next; newer && c != &s->streams; c = c->next)
+    if (c->m == M_NODE_WATCH) {
+      c->pend_fields |= fields;
+      c->pend_other = c->pend_other || other;
+    }
   pthread_mutex_unlock(&s->mu);
   grpc_slice_unref(old);
   return 0;
@@ -148,6 +160,20 @@ void rpcsrv_handle_node_watch(struct call *c) {
   pthread_mutex_unlock(&s->mu);
 }
 
+/* The heartbeat in time (docs/gateway.md, "Heartbeats"): the gateway allows hb + 2 intervals of
+ * silence, so a stream with heartbeats also gets the pass after which the next one would end
+ * more than hb + 1/2 intervals after its last snapshot, by the time between passes as measured.
+ * Passes longer than the interval (a slow driver) then shorten the heartbeat in passes instead
+ * of stretching it in time. Under s->mu. */
+static bool heartbeat_time_due(const struct call *c, const struct rpc_server *s) {
+  int64_t iv = s->node_interval_ms;
+  if (iv <= 0)
+    return false;
+  int64_t hb = c->hb_passes < NODE_HEARTBEAT_MAX ? c->hb_passes : NODE_HEARTBEAT_MAX;
+  int64_t pass = s->node_pass_ms > iv ? s->node_pass_ms : iv;
+  return time_mono_ms() - c->node_sent_ms + pass > hb * iv + iv / 2;
+}
+
 /* A WatchGPUs stream's next snapshot, when one is due (heartbeats: a pass that changed nothing
  * the stream asked about waits, proto/node.proto). Under s->mu, nothing in flight. */
 void rpcsrv_node_pump_locked(struct call *c) {
@@ -155,13 +181,16 @@ void rpcsrv_node_pump_locked(struct call *c) {
   if (!s->has_node || (c->node_sent && c->node_gen == s->node_gen))
     return;
   /* Heartbeats: a pass that changed nothing the stream asked about waits (proto/node.proto). */
-  if (c->node_sent && !node_watch_due(c->hb_passes, c->hb_fields, s->node_gen - c->node_gen,
-                                      c->pend_fields, c->pend_other))
+  if (c->node_sent &&
+      !node_watch_due(c->hb_passes, c->hb_fields, s->node_gen - c->node_gen, c->pend_fields,
+                      c->pend_other) &&
+      !heartbeat_time_due(c, s))
     return;
   /* The byte buffer takes its own reference on the shared slice: no copy per stream. */
   grpc_byte_buffer *bb = grpc_raw_byte_buffer_create(&s->node_slice, 1);
   if (bb && rpcsrv_send_bb_locked(c, bb, false) == 0) {
     c->node_sent = true;
+    c->node_sent_ms = time_mono_ms();
     c->node_gen = s->node_gen;
     c->pend_fields = 0;
     c->pend_other = false;

@@ -197,9 +197,16 @@ def test_zero_and_full_utilisation(tmp_path):
     rec.nothing_left()
     p, rec = run_burn(tmp_path, ["--util", "100", "--duration", "2s"])
     assert p.returncode == 0, p.stderr
-    lk = rec.launches[calibration_kernels(p.stderr):]
-    busy = sum(k["end_us"] - k["start_us"] for k in lk)
-    assert busy / (lk[-1]["end_us"] - lk[0]["start_us"]) > 0.95
+    # 100 %: each cycle's kernel is the whole cycle (the last one ends with the run). What burn
+    # asks of the GPU, not the host's gaps between a kernel's end and the next launch, which
+    # grow with the machine's load (the kernels' busy share of the wall span fell to 0.90 on two
+    # loaded cores).
+    # The first kernels time the GPU (each 4x longer, up to a part of the first cycle).
+    ks = loop_kernels(rec, p.stderr)
+    full = [i for i, (_, ms) in enumerate(ks) if ms >= 0.95 * CYCLE_MS]
+    assert full and full[0] <= 5, ks
+    assert all(ms < ks[i + 1][1] for i, (_, ms) in enumerate(ks[:full[0]])), ks
+    assert len(ks) - full[0] >= 5 and all(ms >= 0.95 * CYCLE_MS for _, ms in ks[full[0]:-1]), ks
 
 
 # --- memory --------------------------------------------------------------------------------------

@@ -8,10 +8,12 @@ Read through /api/v1/agents and KEDA's GetMetrics from grpcio."""
 import signal
 import time
 
+import grpc
+
 import helpers
 from gateway_helpers import Gateway
 from helpers import Scenario, wait_for
-from test_gateway import md, value
+from test_gateway import md, value, value_or_code
 
 INTERVAL_S = helpers.INTERVAL_S
 
@@ -142,3 +144,123 @@ def test_agent_before_heartbeats_is_held_to_every_pass(tmp_path):
         gw.stop()
         gw.kill()
         old.stop()
+
+
+def test_window_on_a_newly_watched_field_answers_at_once(agents, tmp_path):
+    """A windowed trigger on temperature, a field the agents are asked to watch only from the
+    first trigger that reads it, whose reading holds still (so nothing is sent again before the
+    next heartbeat, 20 passes here): it answers at its first poll, or, when the remade streams
+    took longer than the call's wait, at the first poll after them. It never answers that the
+    window holds no reading (the stream's first update used to come before the window's slot,
+    blind until the next heartbeat)."""
+    g = gpus()
+    for x in g:
+        x["temperature"] = 55.0
+    a = agents(Scenario(g), extra=["--node-name", "hb-node"])
+    addr = a.grpc_address
+    gw = Gateway(["--agents", addr, "--tick", "200ms", "--agent-heartbeat", "20"],
+                 workdir=str(tmp_path / "gw")).start()
+    try:
+        wait_for(lambda: gw.agents().get(addr, {}).get("fresh"), timeout=30,
+                 what="the agent fresh")
+        m = md(metricType="temperature", aggregation="avg", window="10s", targetValue="50")
+        waits = []
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                got = value(gw.client(), m)
+                break
+            except grpc.RpcError as e:
+                # only "not watched yet" may come first, never an empty window
+                assert "does not send its changes yet" in e.details(), e.details()
+                waits.append(e.details())
+                assert time.monotonic() < deadline, waits
+                time.sleep(0.1)
+        assert helpers.close(got, 55.0), got
+        assert len(waits) < 100, waits
+    finally:
+        gw.stop()
+        gw.kill()
+
+
+def test_drop_after_below_the_staleness_limit_keeps_idle_agents(agents, tmp_path):
+    """--drop-after 1s against an agent that sends every 4 passes of 500 ms when nothing changes
+    (stale after 4 + 2 intervals, 3 s): the gateway keeps it until it is stale, says so in its
+    log, and answers every call; it used to forget it between heartbeats (UNAVAILABLE)."""
+    a = agents(Scenario(gpus()), extra=["--node-name", "hb-node", "--interval", "500ms"])
+    addr = a.grpc_address
+    gw = Gateway(["--agents", addr, "--tick", "200ms", "--agent-heartbeat", "4", "--drop-after",
+                  "1s"], workdir=str(tmp_path / "gw")).start()
+    try:
+        wait_for(lambda: gw.agents().get(addr, {}).get("fresh"), timeout=30,
+                 what="the agent fresh")
+        ag = gw.agents()[addr]
+        assert helpers.close(ag["stale_after_seconds"], 3.0), ag
+        wait_for(lambda: "is shorter than its staleness limit 3.0s" in gw.log(), timeout=10,
+                 what="the raised --drop-after logged")
+        u0 = gw.agents()[addr]["updates"]
+        deadline = time.monotonic() + 5
+        dropped, answers = [], []
+        while time.monotonic() < deadline:
+            ag = gw.agents()[addr]
+            if ag["dropped"]:
+                dropped.append(ag["age_seconds"])
+            answers.append(value_or_code(gw.client(), md(aggregation="avg")))
+            time.sleep(0.1)
+        assert gw.agents()[addr]["updates"] - u0 <= 4  # heartbeats: gaps of 2 s were there
+        assert not dropped, dropped
+        assert all(helpers.close(v, 35.0) for v in answers if not isinstance(v, grpc.StatusCode)), answers
+        assert not [v for v in answers if isinstance(v, grpc.StatusCode)], answers
+    finally:
+        gw.stop()
+        gw.kill()
+
+
+def test_slow_passes_keep_the_agent_fresh(tmp_path, procs):
+    """A slow driver (the fake NVML's utilisation call takes 300 ms on each of 2 GPUs) makes each
+    500 ms pass start about 1.1 s after the last. The gateway allows 5 + 2 intervals (3.5 s) of
+    silence; an agent counting its heartbeat in passes sent every 5.5 s and was stale for 2 s of
+    each. It now sends before 5 + 1/2 intervals of wall time pass: fresh throughout, and every
+    GetMetrics answers."""
+    from test_nvml import FAKE as FAKE_UTILS, lib_path, script, write_atomic
+    s = str(tmp_path / "fake.txt")
+    write_atomic(s, script())
+    a = helpers.Agent(["--collector", "nvml", "--nvml-library", lib_path(), "--interval", "500ms",
+                       "--node-name", "slow-node"],
+                      env={"FAKE_NVML_SCRIPT": s,
+                           "FAKE_NVML_SLOW": "nvmlDeviceGetUtilizationRates:300"},
+                      workdir=str(tmp_path))
+    procs.append(a)
+    a.start()
+    addr = a.grpc_address
+    gw = Gateway(["--agents", addr, "--tick", "200ms"], workdir=str(tmp_path / "gw")).start()
+    try:
+        wait_for(lambda: gw.agents().get(addr, {}).get("fresh"), timeout=30,
+                 what="the agent fresh")
+        assert helpers.close(gw.agents()[addr]["stale_after_seconds"], 3.5)
+        # every GPU read once (the first snapshot may come in the middle of the first pass)
+        want = sum(f[0] for f in FAKE_UTILS) / len(FAKE_UTILS)
+        def answers():
+            v = value_or_code(gw.client(), md(aggregation="avg"))
+            return not isinstance(v, grpc.StatusCode) and helpers.close(v, want)
+        wait_for(answers, timeout=30, what="every GPU read")
+        u0 = gw.agents()[addr]["updates"]
+        stale, codes, n = [], [], 0
+        t0 = time.monotonic()
+        while time.monotonic() < t0 + 9:
+            ag = gw.agents()[addr]
+            if not ag["fresh"]:
+                stale.append(ag["age_seconds"])
+            v = value_or_code(gw.client(), md(aggregation="avg"))
+            n += 1
+            if isinstance(v, grpc.StatusCode):
+                codes.append(v)
+            time.sleep(0.1)
+        updates = gw.agents()[addr]["updates"] - u0
+        assert not stale, "stale at ages %r" % stale
+        assert not codes, "%d of %d GetMetrics failed: %r" % (len(codes), n, codes)
+        # still heartbeats: fewer updates than passes (about 8 passes in 9 s)
+        assert 2 <= updates <= 8, updates
+    finally:
+        gw.stop()
+        gw.kill()

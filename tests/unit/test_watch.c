@@ -92,8 +92,11 @@ static int stub_snapshot(void *ud, struct node_snapshot *out) {
 static struct profile_set profiles;
 static struct scaler sc;
 
+static void (*refresh_test)(void *ud, uint64_t gen); /* the next server's node_refresh_test */
+
 static struct rpc_server *start_server(const char *listen, bool node_api) {
   struct rpc_server_config cfg = {
+      .node_refresh_test = refresh_test,
       .listen = listen,
       .scaler = &sc,
       .tick_ms = 5000, /* snapshots must move on wait_tick, not on this fallback */
@@ -469,6 +472,92 @@ static void test_watcher_heartbeats(void **state) {
   stub_set(20.0, 250.0);
 }
 
+/* ---- two overlapping refreshes of the agent's pass ---- */
+
+static struct {
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  uint64_t hold; /* the generation whose refresh is held before it installs */
+  bool held, go;
+  uint64_t b_gen; /* the second stream's last generation */
+} race = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, false, false, 0};
+
+static void race_hook(void *ud, uint64_t gen) {
+  (void)ud;
+  pthread_mutex_lock(&race.mu);
+  if (gen == race.hold) {
+    race.held = true;
+    while (!race.go)
+      pthread_cond_wait(&race.cv, &race.mu);
+  }
+  pthread_mutex_unlock(&race.mu);
+}
+
+static void race_on_snapshot(void *ud, const char *addr, const struct node_snapshot *snap) {
+  (void)ud;
+  (void)addr;
+  pthread_mutex_lock(&race.mu);
+  race.b_gen = snap->generation;
+  pthread_mutex_unlock(&race.mu);
+}
+
+static bool race_get(bool held) {
+  pthread_mutex_lock(&race.mu);
+  bool r = held ? race.held : race.b_gen == race.hold + 1;
+  pthread_mutex_unlock(&race.mu);
+  return r;
+}
+
+/* The ticker's refresh of the pass that changed gpu_utilization is held (test hook) while a
+ * stream opening takes and installs the next pass, which changed nothing since: the held one is
+ * then older than what is installed. Its change still counts for the first stream, which gets
+ * the newer pass at once instead of at its heartbeat (4 passes, none to come here). */
+static void test_overlapping_refreshes_keep_changes(void **state) {
+  reset_seen();
+  stub_set(20.0, 250.0);
+  refresh_test = race_hook;
+  struct rpc_server *srv = start_server("127.0.0.1:0", true);
+  refresh_test = NULL;
+  char addr[64];
+  snprintf(addr, sizeof addr, "127.0.0.1:%d", rpc_server_port(srv));
+  const char *addrs[] = {addr};
+  const uint64_t util = GF_BIT(GF_GPU_UTIL);
+  struct watcher *w = new_watcher();
+  watcher_set_terms(w, 4, util);
+  assert_int_equal(watcher_set_targets(w, addrs, 1), 0);
+  WAIT_FOR(get_seen(addr).snapshots >= 1, 5000);
+  uint64_t g0 = get_seen(addr).last_gen;
+  pthread_mutex_lock(&race.mu);
+  race.hold = g0 + 1;
+  pthread_mutex_unlock(&race.mu);
+  stub_set(55.0, 250.0);
+  stub_tick(); /* pass g0 + 1: gpu_utilization changed; the ticker's refresh is held */
+  WAIT_FOR(race_get(true), 5000);
+  assert_true(race_get(true));
+  stub_tick(); /* pass g0 + 2: nothing changed since g0 + 1 */
+  struct watcher_config cfg2 = {
+      .on_snapshot = race_on_snapshot, .backoff_min_ms = 100, .backoff_max_ms = 400};
+  struct watcher *w2 = watcher_new(&cfg2);
+  assert_non_null(w2);
+  watcher_set_terms(w2, 4, util);
+  assert_int_equal(watcher_set_targets(w2, addrs, 1), 0);
+  WAIT_FOR(race_get(false), 5000); /* its open installed g0 + 2 */
+  assert_true(race_get(false));
+  assert_int_equal(get_seen(addr).snapshots, 1);
+  pthread_mutex_lock(&race.mu);
+  race.go = true;
+  pthread_cond_broadcast(&race.cv);
+  pthread_mutex_unlock(&race.mu);
+  WAIT_FOR(get_seen(addr).last_gen == g0 + 2, 2000);
+  struct seen s = get_seen(addr);
+  assert_int_equal(s.last_gen, g0 + 2);
+  assert_true(s.util1 == 55.0);
+  watcher_free(w2);
+  watcher_free(w);
+  rpc_server_shutdown(srv, 1000);
+  stub_set(20.0, 250.0);
+}
+
 static void test_watcher_set_targets(void **state) {
   reset_seen();
   struct rpc_server *srv = start_server("127.0.0.1:0", true);
@@ -530,10 +619,14 @@ static void test_watcher_free_busy(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_list_gpus),          cmocka_unit_test(test_unimplemented_without_hook),
-      cmocka_unit_test(test_watch_stream_raw),   cmocka_unit_test(test_watcher_reconnects),
-      cmocka_unit_test(test_watcher_heartbeats), cmocka_unit_test(test_watcher_set_targets),
+      cmocka_unit_test(test_list_gpus),
+      cmocka_unit_test(test_unimplemented_without_hook),
+      cmocka_unit_test(test_watch_stream_raw),
+      cmocka_unit_test(test_watcher_reconnects),
+      cmocka_unit_test(test_watcher_heartbeats),
+      cmocka_unit_test(test_watcher_set_targets),
       cmocka_unit_test(test_watcher_free_busy),
+      cmocka_unit_test(test_overlapping_refreshes_keep_changes),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }
