@@ -1,9 +1,11 @@
-/* gpuscale: command dispatch for agent, gateway, query, rightsize, burn and version. */
+/* gpuscale: command dispatch for agent, gateway, query, lint, rightsize, simulate, burn and
+ * version. */
 #include <stdio.h>
 #include <string.h>
 
 #include "agent/agent.h"
 #include "burn/burn.h"
+#include "cli/lint.h"
 #include "cli/query.h"
 #include "gateway/gateway.h"
 #include "rightsize/drain.h"
@@ -21,6 +23,7 @@ static void usage(FILE *f) {
       "  query     call an ExternalScaler exactly as KEDA does and print spec, value, activity\n"
       "  rightsize find idle and oversized GPUs in Prometheus history, price them, report\n"
       "  simulate  replay a demand trace through KEDA + HPA + the scaler policy, offline\n"
+      "  lint      check the gpuscale triggers of ScaledObjects in YAML files, offline\n"
       "  burn      drive one GPU to a target utilisation and memory (load for testing scaling)\n"
       "  version   print the version\n\n"
       "Run 'gpuscale <command> --help' for a command's options.\n"
@@ -44,6 +47,8 @@ int main(int argc, char **argv) {
     return rightsize_drain_main(argc - 1, argv + 1);
   if (!strcmp(cmd, "query"))
     return query_main(argc - 1, argv + 1);
+  if (!strcmp(cmd, "lint"))
+    return lint_main(argc - 1, argv + 1);
   if (!strcmp(cmd, "simulate"))
     return simulate_main(argc - 1, argv + 1);
   if (!strcmp(cmd, "burn")) /* the only command that loads libcuda */

@@ -3,47 +3,42 @@
 
 #include <string.h>
 
+#define QUEUE_ALONE "a queue alone is 0 below saturation and cannot hold a size"
 const struct engine_advice engine_advice[] = {
-    {"vllm", "vLLM", "vllm-in-flight", "maxNumSeqs, pods", "vllm-inference, vllm-queue-depth",
-     "memory is reserved at start; a queue alone cannot hold a size"},
-    {"sglang", "SGLang", "sglang-in-flight", "maxNumSeqs, pods", "sglang-queue-depth",
-     "a queue alone cannot hold a size"},
-    {"tgi", "TGI", "tgi-in-flight", "maxNumSeqs, pods", "tgi-inference, tgi-queue-size",
-     "memory is reserved at warm-up; a queue alone cannot hold a size"},
-    {"triton", "Triton", "triton-queue-wait", "pods", "", ""},
+    {"vllm",
+     "vLLM",
+     "vllm-in-flight",
+     "maxNumSeqs, pods",
+     {"vllm-inference", "vllm-queue-depth", NULL},
+     {"GPU memory is reserved at start and does not follow the load", QUEUE_ALONE, NULL}},
+    {"sglang",
+     "SGLang",
+     "sglang-in-flight",
+     "maxNumSeqs, pods",
+     {"sglang-queue-depth", NULL},
+     {QUEUE_ALONE, NULL}},
+    {"tgi",
+     "TGI",
+     "tgi-in-flight",
+     "maxNumSeqs, pods",
+     {"tgi-inference", "tgi-queue-size", NULL},
+     {"GPU memory is reserved at warm-up and does not follow the load", QUEUE_ALONE, NULL}},
+    {"triton", "Triton", "triton-queue-wait", "pods", {NULL}, {NULL}},
 };
 const size_t engine_advice_count = sizeof engine_advice / sizeof engine_advice[0];
 
-/* Whether `name` is one of the ", "-separated names in `list`. */
-static int in_list(const char *list, const char *name) {
-  size_t n = strlen(name);
-  for (const char *p = list; *p;) {
-    const char *end = strchr(p, ',');
-    size_t len = end ? (size_t)(end - p) : strlen(p);
-    if (len == n && !strncmp(p, name, n))
-      return 1;
-    if (!end)
-      break;
-    p = end + 1;
-    while (*p == ' ')
-      p++;
-  }
-  return 0;
-}
-
-const struct engine_advice *advice_for_profile(const char *profile, int *against) {
+const struct engine_advice *advice_for_profile(const char *profile, const char **why) {
+  *why = NULL;
   for (size_t i = 0; i < engine_advice_count; i++) {
     const struct engine_advice *a = &engine_advice[i];
-    if (!strcmp(a->profile, profile)) {
-      *against = 0;
+    if (!strcmp(a->profile, profile))
       return a;
-    }
-    if (in_list(a->against, profile)) {
-      *against = 1;
-      return a;
-    }
+    for (size_t j = 0; a->against[j]; j++)
+      if (!strcmp(a->against[j], profile)) {
+        *why = a->why[j];
+        return a;
+      }
   }
-  *against = 0;
   return NULL;
 }
 
@@ -52,8 +47,8 @@ void advice_print(FILE *f) {
   for (size_t i = 0; i < engine_advice_count; i++) {
     const struct engine_advice *a = &engine_advice[i];
     fprintf(f, "  %-7s profile: %s (with %s)", a->label, a->profile, a->keys);
-    if (a->against[0])
-      fprintf(f, "; advised against: %s", a->against);
+    for (size_t j = 0; a->against[j]; j++)
+      fprintf(f, "%s%s", j ? ", " : "; advised against: ", a->against[j]);
     fputc('\n', f);
   }
 }
