@@ -40,6 +40,29 @@ def test_query_prints_target_value_and_activity(main_agent):
     assert row["ACTIVE"] == ("true" if want > activation else "false")
 
 
+def test_query_json_is_the_table_as_one_object(main_agent):
+    import json
+    args = ("query", "--address", main_agent.grpc_address, "--profile", "vllm-inference")
+    table = parse_table(run(*args).stdout)[0]
+    p = run(*args, "--format", "json")
+    assert p.returncode == 0, p.stderr
+    doc = json.loads(p.stdout)
+    assert len(doc["metrics"]) == 1, doc
+    m = doc["metrics"][0]
+    assert m["metric"] == table["METRIC"]
+    assert m["target"] == int(table["TARGET"]) and m["target_float"] == float(table["TARGET_FLOAT"])
+    assert m["value"] == int(table["VALUE"])
+    assert abs(m["value_float"] - float(table["VALUE_FLOAT"])) <= 1e-3 * max(1.0, m["value_float"])
+    assert doc["activation"] == float(table["ACTIVATION"]) == PROFILES["vllm-inference"][2]
+    assert doc["active"] == (table["ACTIVE"] == "true")
+    # -o is the short form; a threshold this side cannot know is null.
+    p = run("query", "--address", main_agent.grpc_address, "-m", "metricType=gpu_utilization",
+            "-o", "json")
+    assert p.returncode == 0, p.stderr
+    assert json.loads(p.stdout)["activation"] is None
+    assert run(*args, "--format", "yaml").returncode == 2
+
+
 def test_query_idle_gpu_is_inactive(main_agent):
     from conftest import IDLE_GPU
     p = run("query", "--address", main_agent.grpc_address, "--profile", "triton-inference",
