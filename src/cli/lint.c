@@ -247,9 +247,11 @@ static void lint_path(struct lint_run *r, const struct lint_opts *opt, const str
   if (rc == GS_ENOMEM)
     r->oom = true;
   else if (rc)
-    FINDING(r, path, 0, SEV_ERROR, rc == GS_EPARSE ? "yaml" : "read", NULL, 0, "%s", err);
+    FINDING(r, path, lf.err_line, SEV_ERROR, rc == GS_EPARSE ? "yaml" : "read", NULL, 0, "%s", err);
   lint_file_free(&lf);
   /* qsort's order of equal elements is unspecified: ties keep insertion order by the index. */
+  if (r->n - first < 2)
+    return;
   for (size_t i = first; i < r->n; i++)
     r->f[i].seq = i;
   qsort(r->f + first, r->n - first, sizeof *r->f, by_line);

@@ -148,8 +148,8 @@ int lint_load(const char *path, struct lint_file *out, char *err, size_t errlen)
   for (;;) {
     yaml_document_t doc;
     if (!yaml_parser_load(&parser, &doc)) {
-      snprintf(err, errlen, "line %lu: %s", (unsigned long)parser.problem_mark.line + 1,
-               parser.problem ? parser.problem : "not YAML");
+      out->err_line = (unsigned)parser.problem_mark.line + 1;
+      snprintf(err, errlen, "not YAML: %s", parser.problem ? parser.problem : "a syntax error");
       rc = GS_EPARSE;
       break;
     }

@@ -34,12 +34,13 @@ struct lint_object {
 struct lint_file {
   struct lint_object *obj;
   size_t nobj;
-  size_t ndocs; /* documents read, of any kind */
+  size_t ndocs;      /* documents read, of any kind */
+  unsigned err_line; /* 1-based line of a YAML error; 0 when none, or the file could not be read */
 };
 
 /* Loads path. Returns 0; GS_EIO when it cannot be read (or is over LINT_FILE_MAX), GS_EPARSE on a
- * YAML error, with "line N: what" or the reason in err; GS_ENOMEM. On error *out holds the
- * objects of the documents before the bad one. Free with lint_file_free either way. */
+ * YAML error (its line in out->err_line), with what went wrong in err; GS_ENOMEM. On error *out
+ * holds the objects of the documents before the bad one. Free with lint_file_free either way. */
 int lint_load(const char *path, struct lint_file *out, char *err, size_t errlen);
 void lint_file_free(struct lint_file *f);
 
