@@ -396,6 +396,9 @@ static int agent_run(struct agent_opts *o) {
     LOG_WARN("agent", "--allow-engine-endpoints: triggers may name engine URLs for this agent to "
                       "fetch (loopback, link-local and metadata addresses are still refused)");
   pods = attrib_new();
+  /* The mock off a node: no kubelet unless --kubelet-socket names one (a test's fake kubelet). */
+  attribution_absent_expected(!strcmp(o->collector, "mock") &&
+                              !strcmp(o->kubelet_socket, PODRES_DEFAULT_SOCKET));
   if (!pods || attribution_start_phases(&attr, o->kubelet_socket, o->kubelet_refresh_ms, hist, pods,
                                         phases)) {
     LOG_ERROR("agent", "cannot start pod attribution (out of memory or threads)");

@@ -186,3 +186,25 @@ def test_query_warns_about_memory_in_workload_scope(main_agent):
                ["--profile", "triton-inference", "-m", "pods=x"]):
         p = run("query", "--address", main_agent.grpc_address, *md)
         assert "warning" not in p.stderr, (md, p.stderr)
+
+
+def test_a_mock_start_is_one_config_line_and_no_warning(tmp_path):
+    """A mock start logs one config line at info (the options set, and how many are at their default),
+    and no warning: no kubelet is expected off a node. --log-level debug lists every option."""
+    a = helpers.start_mock(str(tmp_path), Scenario(main_gpus()))
+    try:
+        log = a.log()
+    finally:
+        a.stop()
+    config = [ln for ln in log.splitlines() if 'msg="config' in ln]
+    assert len(config) == 1, config
+    assert "level=info" in config[0] and "collector=mock" in config[0], config[0]
+    assert re.search(r"; \d+ options at their default \(--log-level debug lists every option\)", config[0])
+    assert "level=warn" not in log and "level=error" not in log, log
+    (tmp_path / "debug").mkdir()
+    a = helpers.start_mock(str(tmp_path / "debug"), Scenario(main_gpus()), extra=["--log-level", "debug"])
+    try:
+        log = a.log()
+    finally:
+        a.stop()
+    assert "level=debug module=agent msg=\"config interval=" in log, log
