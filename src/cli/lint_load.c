@@ -124,6 +124,39 @@ static int load_doc(yaml_document_t *d, struct lint_file *f) {
   return 0;
 }
 
+/* Every document of the parser's input into out. */
+static int load_all(yaml_parser_t *parser, struct lint_file *out, char *err, size_t errlen) {
+  for (;;) {
+    yaml_document_t doc;
+    if (!yaml_parser_load(parser, &doc)) {
+      out->err_line = (unsigned)parser->problem_mark.line + 1;
+      snprintf(err, errlen, "not YAML: %s", parser->problem ? parser->problem : "a syntax error");
+      return GS_EPARSE;
+    }
+    bool empty = yaml_document_get_root_node(&doc) == NULL;
+    int rc = empty ? 0 : load_doc(&doc, out);
+    yaml_document_delete(&doc);
+    if (empty || rc)
+      return rc; /* an empty document is the end of the stream */
+  }
+}
+
+int lint_load_mem(const char *data, size_t len, struct lint_file *out, char *err, size_t errlen) {
+  memset(out, 0, sizeof *out);
+  if (len > LINT_FILE_MAX) {
+    snprintf(err, errlen, "%zu bytes: over the %d MiB a manifest may have", len,
+             LINT_FILE_MAX / (1024 * 1024));
+    return GS_EIO;
+  }
+  yaml_parser_t parser;
+  if (!yaml_parser_initialize(&parser))
+    return GS_ENOMEM;
+  yaml_parser_set_input_string(&parser, (const unsigned char *)data, len);
+  int rc = load_all(&parser, out, err, errlen);
+  yaml_parser_delete(&parser);
+  return rc;
+}
+
 int lint_load(const char *path, struct lint_file *out, char *err, size_t errlen) {
   memset(out, 0, sizeof *out);
   FILE *fp = fopen(path, "rb");
@@ -144,21 +177,7 @@ int lint_load(const char *path, struct lint_file *out, char *err, size_t errlen)
     return GS_ENOMEM;
   }
   yaml_parser_set_input_file(&parser, fp);
-  int rc = 0;
-  for (;;) {
-    yaml_document_t doc;
-    if (!yaml_parser_load(&parser, &doc)) {
-      out->err_line = (unsigned)parser.problem_mark.line + 1;
-      snprintf(err, errlen, "not YAML: %s", parser.problem ? parser.problem : "a syntax error");
-      rc = GS_EPARSE;
-      break;
-    }
-    bool empty = yaml_document_get_root_node(&doc) == NULL;
-    rc = empty ? 0 : load_doc(&doc, out);
-    yaml_document_delete(&doc);
-    if (empty || rc)
-      break; /* an empty document is the end of the stream */
-  }
+  int rc = load_all(&parser, out, err, errlen);
   yaml_parser_delete(&parser);
   fclose(fp);
   return rc;

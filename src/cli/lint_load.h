@@ -42,6 +42,8 @@ struct lint_file {
  * YAML error (its line in out->err_line), with what went wrong in err; GS_ENOMEM. On error *out
  * holds the objects of the documents before the bad one. Free with lint_file_free either way. */
 int lint_load(const char *path, struct lint_file *out, char *err, size_t errlen);
+/* The same from memory (len bytes, no NUL needed), for the fuzz target. */
+int lint_load_mem(const char *data, size_t len, struct lint_file *out, char *err, size_t errlen);
 void lint_file_free(struct lint_file *f);
 
 #endif
