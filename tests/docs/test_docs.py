@@ -1,4 +1,4 @@
-"""The user's documentation (README.md and docs/) speaks to the user: it links only files that are in the
+"""The user's documentation (README.md and docs/) speaks to the user: it links only files (and headings) that are in the
 repository, and names no developer notes, issue numbers or project history that a reader cannot see."""
 import os
 import pathlib
@@ -54,6 +54,35 @@ def test_relative_links_resolve(page):
             if not (page.parent / path).exists():
                 bad.append(f"{rel(page)}:{n}: links {target}, which is not in the repository")
     assert not bad, "\n".join(bad)
+
+
+def slug(heading):
+    """GitHub's anchor for a heading: lower case, punctuation dropped, spaces to hyphens."""
+    return re.sub(r"[^\w\- ]", "", heading.replace("`", "").strip().lower()).replace(" ", "-")
+
+
+def anchors(page):
+    return {slug(m.group(1)) for m in re.finditer(r"^#+ (.*)$", page.read_text(encoding="utf-8"), re.M)}
+
+
+@pytest.mark.parametrize("page", pages(), ids=rel)
+def test_anchors_resolve(page):
+    bad = []
+    for n, line in enumerate(page.read_text(encoding="utf-8").splitlines(), 1):
+        for target in LINK.findall(line):
+            if re.match(r"^[a-z][a-z0-9+.-]*:", target) or "#" not in target:
+                continue
+            path, frag = target.split("#", 1)
+            dest = page.parent / path if path else page
+            if dest.suffix == ".md" and dest.exists() and frag not in anchors(dest):
+                bad.append(f"{rel(page)}:{n}: links {target}, but {dest.name} has no heading #{frag}")
+    assert not bad, "\n".join(bad)
+
+
+def test_slug_is_githubs():
+    assert slug("Speed at 64 in flight, memory and threads") == "speed-at-64-in-flight-memory-and-threads"
+    assert slug("`gpuscale lint`: check it") == "gpuscale-lint-check-it"
+    assert slug("Partial failure: never a silently low value") == "partial-failure-never-a-silently-low-value"
 
 
 def test_pending_pages_exist():
