@@ -15,8 +15,9 @@ listen on 0.0.0.0:6000 and :9400. The namespaces hang on a bridge that lives in 
 "node", 192.0.2.254), in TEST-NET-1 (RFC 5737) with no route anywhere else: nothing on the host's
 interfaces, no iptables, no outside network. Service names go into /etc/hosts (--add-host).
 
-Checks: the agent's and the gateway's readiness and liveness probes answer; their PID 1 has the uid, capability
-bounding set, no_new_privs, seccomp filter and read-only root mount the chart asks for; `gpuscale query` (from the
+Checks: the agent's and the gateway's readiness and liveness probes answer; their main process (its PID from
+`podman inspect`, its /proc read from the node) has the uid, capability bounding set, no_new_privs, seccomp
+filter and read-only root mount the chart asks for; `gpuscale query` (from the
 image, from the node) gets KEDA's three calls answered by the agent and through the gateway; rightsize
 writes its report from a Prometheus (Debian's /usr/bin/prometheus) that scraped the agent; every container
 stops on SIGTERM within its grace period with exit code 0 (rightsize, which holds no state, may also end
@@ -306,14 +307,38 @@ def await_probe(tool, name, w, kind, ip):
     return False
 
 
+def container_proc(tool, name, files=("status", "mountinfo")):
+    """The container's own main process, read from this side: its PID as podman knows it (`inspect`,
+    .State.Pid, in this PID namespace) and /proc/PID/FILE for each file. Never `exec cat /proc/1/...`:
+    where the container's /proc is not its own (a private mount namespace, a chroot), /proc/1 is the
+    host's init, uid 0 with every capability. Returns ({file: text}, None) or (None, why)."""
+    r = sh([tool, "inspect", "--format", "{{.State.Pid}}", name], check=False)
+    pid = r.stdout.strip()
+    if r.returncode != 0 or not pid.isdigit() or pid == "0":
+        return None, "%s inspect gives no running PID: %s" % (tool, pid or "(nothing)")
+    try:
+        with open("/proc/%s/cmdline" % pid, "rb") as f:
+            argv = f.read().split(b"\0")
+        if not any(os.path.basename(a) == b"gpuscale" for a in argv):
+            return None, "PID %s runs %r, not gpuscale" % (pid, b" ".join(argv).decode(errors="replace"))
+        out = {}
+        for name_ in files:
+            with open("/proc/%s/%s" % (pid, name_)) as f:
+                out[name_] = f.read()
+        return out, None
+    except OSError as e:
+        return None, "PID %s: %s" % (pid, e)
+
+
 def verify_context(tool, name, w):
-    """What the container's PID 1 really got: uid, capabilities, no_new_privs, seccomp, read-only root."""
+    """What the container's main process really got: uid, capabilities, no_new_privs, seccomp, read-only
+    root."""
     csc = w.c.get("securityContext") or {}
-    st = sh([tool, "exec", name, "cat", "/proc/1/status"], check=False)
-    if st.returncode != 0:
-        fail("%s: cannot read /proc/1/status in the container: %s" % (w.role, st.stdout.strip()))
+    proc, why = container_proc(tool, name)
+    if proc is None:
+        fail("%s: cannot read the container's own process status: %s" % (w.role, why))
         return
-    f = dict(line.split(":", 1) for line in st.stdout.splitlines() if ":" in line)
+    f = dict(line.split(":", 1) for line in proc["status"].splitlines() if ":" in line)
     got = {k: f.get(k, "").split() for k in ("Uid", "CapEff", "CapBnd", "NoNewPrivs", "Seccomp")}
     want_uid = str(w.uid) if w.uid is not None else None
     problems = []
@@ -327,10 +352,10 @@ def verify_context(tool, name, w):
     if csc.get("allowPrivilegeEscalation") is False and got["NoNewPrivs"] != ["1"]:
         problems.append("no_new_privs %s with allowPrivilegeEscalation: false" % got["NoNewPrivs"])
     if got["Seccomp"] != ["2"]:
-        problems.append("seccomp mode %s, not a filter (RuntimeDefault)" % got["Seccomp"])
+        problems.append("seccomp mode %s, not a filter (RuntimeDefault)" % " ".join(got["Seccomp"] or ["?"]))
     if csc.get("readOnlyRootFilesystem"):
         # The root mount's options (a non-root uid could not write to / anyway, so a write test proves nothing).
-        mi = sh([tool, "exec", name, "cat", "/proc/1/mountinfo"], check=False).stdout.splitlines()
+        mi = proc["mountinfo"].splitlines()
         root = [ln.split() for ln in mi if len(ln.split()) > 5 and ln.split()[4] == "/"]
         if not root or "ro" not in root[-1][5].split(","):
             problems.append("the root filesystem is not mounted read-only (%s)" % (root[-1][5] if root else "no / mount"))

@@ -22,6 +22,7 @@
 #include "cli/serve.h"
 #include "collect/collector.h"
 #include "core/attrib.h"
+#include "core/advice.h"
 #include "core/config.h"
 #include "core/err.h"
 #include "core/history.h"
@@ -192,7 +193,23 @@ static const char agent_desc[] =
     "environment variable;\n"
     "flags win over the environment.\n\n"
     "Try it without a GPU:  gpuscale agent --collector mock\n"
-    "Then ask it as KEDA does:  gpuscale query --address 127.0.0.1:6000 --profile vllm-inference";
+    "Then ask it as KEDA does:  gpuscale query --address 127.0.0.1:6000 -m "
+    "metricType=gpu_utilization -m targetValue=75\n\n";
+
+/* The description with the recommended trigger per engine (core/advice.c) after it, into buf. */
+static const char *agent_description(char *buf, size_t len) {
+  FILE *m = fmemopen(buf, len, "w");
+  if (!m)
+    return agent_desc;
+  fputs(agent_desc, m);
+  advice_print(m);
+  if (fclose(m) != 0)
+    return agent_desc;
+  size_t n = strlen(buf);
+  if (n && buf[n - 1] == '\n')
+    buf[n - 1] = '\0'; /* config_help adds the blank line */
+  return buf;
+}
 
 static bool rpc_healthy(void *ud) {
   return agent_api_ready(ud);
@@ -379,6 +396,9 @@ static int agent_run(struct agent_opts *o) {
     LOG_WARN("agent", "--allow-engine-endpoints: triggers may name engine URLs for this agent to "
                       "fetch (loopback, link-local and metadata addresses are still refused)");
   pods = attrib_new();
+  /* The mock off a node: no kubelet unless --kubelet-socket names one (a test's fake kubelet). */
+  attribution_absent_expected(!strcmp(o->collector, "mock") &&
+                              !strcmp(o->kubelet_socket, PODRES_DEFAULT_SOCKET));
   if (!pods || attribution_start_phases(&attr, o->kubelet_socket, o->kubelet_refresh_ms, hist, pods,
                                         phases)) {
     LOG_ERROR("agent", "cannot start pod attribution (out of memory or threads)");
@@ -517,8 +537,9 @@ int agent_main(int argc, char **argv) {
   struct agent_opts o;
   memset(&o, 0, sizeof o);
   int code = 0;
+  char desc[2048];
   if (!serve_parse("agent", agent_opts_table, NOPTS, argc, argv, &o, &o.serve, agent_usage,
-                   agent_desc, &code)) {
+                   agent_description(desc, sizeof desc), &code)) {
     config_free(agent_opts_table, NOPTS, &o);
     return code;
   }

@@ -278,6 +278,14 @@ static struct gpu_info *device_list(struct history *hist, size_t *n) {
   return infos;
 }
 
+/* Set once before any refresher starts (agent_main, for the mock collector): no kubelet is then
+ * the expected state, not a fault, and its first outage is logged at info. */
+static bool absent_expected;
+
+void attribution_absent_expected(bool expected) {
+  absent_expected = expected;
+}
+
 static void went_down(struct attribution *a, int rc, const struct rpc_status *st) {
   atomic_fetch_add(&a->failures, 1);
   attrib_clear(a->table);
@@ -289,7 +297,12 @@ static void went_down(struct attribution *a, int rc, const struct rpc_status *st
   a->down = true;
   if (!log_complain(&a->down_complain, time_mono_ms()))
     return;
-  if (first)
+  if (first && absent_expected)
+    LOG_INFO(MOD,
+             "no kubelet PodResources at %s: GPUs carry no pod labels until one answers (the "
+             "mock collector needs none)",
+             a->socket_path);
+  else if (first)
     LOG_WARN(MOD,
              "kubelet PodResources at %s does not answer (%s: %s); pod attribution is off "
              "until it does, everything else keeps serving",

@@ -83,6 +83,9 @@ int attribution_start(struct attribution *a, const char *socket_path, int64_t re
  * phases may be NULL and must outlive attribution_stop. */
 int attribution_start_phases(struct attribution *a, const char *socket_path, int64_t refresh_ms,
                              struct history *hist, struct attrib *table, struct podphase *phases);
+/* Process-wide, before any start: true when no kubelet is expected (the mock collector off a
+ * node), so that its absence is logged at info rather than as a warning. */
+void attribution_absent_expected(bool expected);
 /* Stops and joins the thread (waits at most one call deadline) and releases the client. Safe on
  * a zeroed struct or one whose start failed. The table keeps its last contents. */
 void attribution_stop(struct attribution *a);

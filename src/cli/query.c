@@ -12,6 +12,8 @@
 #include <string.h>
 #include <time.h>
 
+#include <json-c/json.h>
+
 #include "core/config.h"
 #include "core/err.h"
 #include "core/profile.h"
@@ -36,6 +38,7 @@ struct query_opts {
   char *tls_cert;
   char *tls_key;
   char *tls_server_name;
+  char *format;
 };
 
 static const struct opt_def query_defs[] = {
@@ -72,11 +75,14 @@ static const struct opt_def query_defs[] = {
     {"tls-server-name", 0, NULL, OPT_STRING, NULL, 0, 0, NULL, "NAME",
      "TLS: name the server certificate must carry, instead of the address's host",
      offsetof(struct query_opts, tls_server_name)},
+    {"format", 'o', NULL, OPT_ENUM, "text", 0, 0, "text|json", "FORMAT",
+     "text: a table; json: one object (with --watch, one JSON line per message)",
+     offsetof(struct query_opts, format)},
 };
 #define NDEFS (sizeof(query_defs) / sizeof(query_defs[0]))
 
 static const char usage_line[] =
-    "gpuscale query --address HOST:PORT [--profile P] [-m key=value]... [--watch]";
+    "gpuscale query --address HOST:PORT [--profile P] [-m key=value]... [--watch] [-o json]";
 static const char description[] =
     "Calls an ExternalScaler exactly as KEDA does: GetMetricSpec, then GetMetrics with the\n"
     "metricName it returned, then IsActive. The metadata goes out verbatim, plus scalerAddress\n"
@@ -154,8 +160,40 @@ static void warn_flat_metric(const struct scaler_request *ref) {
   profile_set_free(&ps);
 }
 
+/* The answer as one JSON object: {"metrics": [{"metric", "target", "target_float", "value",
+ * "value_float"}...], "activation": number or null, "active": bool}. */
+static int print_json(const struct rpc_metric *specs, const struct rpc_metric *vals, size_t n,
+                      const char *act, bool active) {
+  struct json_object *root = json_object_new_object(), *arr = json_object_new_array();
+  if (!root || !arr) {
+    json_object_put(root);
+    json_object_put(arr);
+    return 1;
+  }
+  for (size_t i = 0; i < n; i++) {
+    struct json_object *o = json_object_new_object();
+    if (!o)
+      break;
+    json_object_object_add(o, "metric", json_object_new_string(specs[i].name));
+    json_object_object_add(o, "target", json_object_new_int64(specs[i].value_int));
+    json_object_object_add(o, "target_float", json_object_new_double(specs[i].value_float));
+    json_object_object_add(o, "value", json_object_new_int64(vals[i].value_int));
+    json_object_object_add(o, "value_float", json_object_new_double(vals[i].value_float));
+    json_object_array_add(arr, o);
+  }
+  json_object_object_add(root, "metrics", arr);
+  char *end = NULL;
+  double a = strtod(act, &end);
+  json_object_object_add(root, "activation",
+                         end != act && !*end ? json_object_new_double(a) : NULL);
+  json_object_object_add(root, "active", json_object_new_boolean(active));
+  puts(json_object_to_json_string_ext(root, JSON_C_TO_STRING_PLAIN));
+  json_object_put(root);
+  return 0;
+}
+
 static int run_once(struct rpc_client *c, const struct scaler_request *ref,
-                    const struct query_md *m, int timeout_ms) {
+                    const struct query_md *m, int timeout_ms, bool json) {
   struct rpc_status st;
   struct rpc_metric specs[QUERY_MAX_METRICS], vals[QUERY_MAX_METRICS];
   size_t nspec = 0;
@@ -193,6 +231,8 @@ static int run_once(struct rpc_client *c, const struct scaler_request *ref,
 
   char act[64];
   activation_hint(m, act, sizeof(act));
+  if (json)
+    return print_json(specs, vals, nspec, act, active);
   int w = (int)strlen("METRIC");
   for (size_t i = 0; i < nspec; i++)
     if ((int)strlen(specs[i].name) > w)
@@ -215,7 +255,8 @@ static void utc_stamp(char *buf, size_t len) {
 
 /* Follows StreamIsActive until the stream ends or SIGINT/SIGTERM is pending (both are blocked
  * by the caller, so no handler ever runs while gRPC is active). */
-static int run_watch(struct rpc_client *c, const struct scaler_request *ref, const sigset_t *stop) {
+static int run_watch(struct rpc_client *c, const struct scaler_request *ref, const sigset_t *stop,
+                     bool json) {
   struct rpc_status st;
   struct rpc_stream *s = NULL;
   if (rpc_keda_stream_is_active(c, ref, &s, &st)) {
@@ -229,7 +270,10 @@ static int run_watch(struct rpc_client *c, const struct scaler_request *ref, con
     if (ev == RPC_STREAM_MSG) {
       char ts[32];
       utc_stamp(ts, sizeof(ts));
-      printf("%s active=%s\n", ts, active ? "true" : "false");
+      if (json)
+        printf("{\"time\":\"%s\",\"active\":%s}\n", ts, active ? "true" : "false");
+      else
+        printf("%s active=%s\n", ts, active ? "true" : "false");
       fflush(stdout);
     } else if (ev == RPC_STREAM_END) {
       if (st.code != RPC_OK) {
@@ -284,6 +328,7 @@ int query_main(int argc, char **argv) {
   }
   struct scaler_request ref = {o.name, o.ns, m.items, m.n};
   warn_flat_metric(&ref);
+  bool json = !strcmp(o.format, "json");
 
   sigset_t stop, old;
   sigemptyset(&stop);
@@ -297,9 +342,9 @@ int query_main(int argc, char **argv) {
     fprintf(stderr, "gpuscale query: %s\n", err);
     rc = 1;
   } else if (o.watch) {
-    rc = run_watch(c, &ref, &stop);
+    rc = run_watch(c, &ref, &stop, json);
   } else {
-    rc = run_once(c, &ref, &m, (int)o.timeout_ms);
+    rc = run_once(c, &ref, &m, (int)o.timeout_ms, json);
   }
   rpc_client_free(c);
   rpc_global_shutdown();

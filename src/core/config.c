@@ -284,25 +284,53 @@ void config_help(FILE *f, const char *usage, const char *description, const stru
   fprintf(f, "  %-34s %s\n", "-h, --help", "show this help");
 }
 
+/* The value of option d in target, as config_log shows it. */
+static void format_value(const struct opt_def *d, const void *target, char *v, size_t len) {
+  const void *f = cfield(target, d);
+  switch (d->type) {
+  case OPT_STRING:
+  case OPT_ENUM:
+  case OPT_ADDR: snprintf(v, len, "%s", *(char *const *)f ? *(char *const *)f : "(unset)"); break;
+  case OPT_INT: snprintf(v, len, "%lld", *(const long long *)f); break;
+  case OPT_DOUBLE: snprintf(v, len, "%g", *(const double *)f); break;
+  case OPT_DURATION: duration_format(*(const int64_t *)f, v, len); break;
+  case OPT_BOOL: snprintf(v, len, "%s", *(const bool *)f ? "true" : "false"); break;
+  case OPT_KV_LIST: snprintf(v, len, "%zu items", ((const struct kv_list *)f)->n); break;
+  }
+}
+
+/* The option's default as format_value shows it: parsed into a scratch target of its own. */
+static void format_default(const struct opt_def *d, char *v, size_t len) {
+  size_t size = d->offset + sizeof(struct kv_list) + sizeof(long long) + sizeof(double);
+  void *scratch = calloc(1, size);
+  char err[256];
+  if (!scratch || (d->def && apply(d, scratch, d->def, "default", err, sizeof err) != 0)) {
+    snprintf(v, len, "%s", d->def ? d->def : "");
+  } else {
+    format_value(d, scratch, v, len);
+  }
+  if (scratch && (d->type == OPT_STRING || d->type == OPT_ENUM || d->type == OPT_ADDR))
+    free(*(char **)field(scratch, d));
+  free(scratch);
+}
+
 void config_log(const char *module, const struct opt_def *defs, size_t n, const void *target) {
+  char changed[1024];
+  size_t off = 0, same = 0;
+  changed[0] = '\0';
   for (size_t i = 0; i < n; i++) {
     const struct opt_def *d = &defs[i];
-    const void *f = cfield(target, d);
-    char v[256];
-    switch (d->type) {
-    case OPT_STRING:
-    case OPT_ENUM:
-    case OPT_ADDR:
-      snprintf(v, sizeof v, "%s", *(char *const *)f ? *(char *const *)f : "(unset)");
-      break;
-    case OPT_INT: snprintf(v, sizeof v, "%lld", *(const long long *)f); break;
-    case OPT_DOUBLE: snprintf(v, sizeof v, "%g", *(const double *)f); break;
-    case OPT_DURATION: duration_format(*(const int64_t *)f, v, sizeof v); break;
-    case OPT_BOOL: snprintf(v, sizeof v, "%s", *(const bool *)f ? "true" : "false"); break;
-    case OPT_KV_LIST: snprintf(v, sizeof v, "%zu items", ((const struct kv_list *)f)->n); break;
-    }
-    LOG_INFO(module, "config %s=%s", d->name, v);
+    char v[256], def[256];
+    format_value(d, target, v, sizeof v);
+    LOG_DEBUG(module, "config %s=%s", d->name, v);
+    format_default(d, def, sizeof def);
+    if (!strcmp(v, def))
+      same++;
+    else
+      off = strappendf(changed, sizeof changed, off, "%s%s=%s", off ? " " : "", d->name, v);
   }
+  LOG_INFO(module, "config: %s%s%zu option%s at %s default (--log-level debug lists every option)",
+           changed, off ? "; " : "", same, same == 1 ? "" : "s", same == 1 ? "its" : "their");
 }
 
 void config_free(const struct opt_def *defs, size_t n, void *target) {

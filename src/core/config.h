@@ -46,7 +46,8 @@ int config_parse(const struct opt_def *defs, size_t n, int argc, char **argv, in
 /* Prints "usage" then one line per option: flag, env, default, bounds, help. */
 void config_help(FILE *f, const char *usage, const char *description, const struct opt_def *defs,
                  size_t n);
-/* Logs the effective configuration at INFO, one key=value per option. */
+/* Logs the effective configuration: at INFO one line with the options that differ from their
+ * default and how many do not; at DEBUG one key=value line per option. */
 void config_log(const char *module, const struct opt_def *defs, size_t n, const void *target);
 /* Frees owned strings and lists in target. */
 void config_free(const struct opt_def *defs, size_t n, void *target);

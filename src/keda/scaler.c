@@ -4,11 +4,14 @@
 
 #include <stdarg.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "core/err.h"
+#include "core/log.h"
+#include "core/trigger_keys.h"
 #include "keda/selshare.h"
 #include "keda/trigger_cache.h"
 
@@ -327,6 +330,43 @@ static int resolve_scope(const struct scaler *s, const struct scaler_request *r,
   return 0;
 }
 
+/* Unknown metadata keys are logged once per trigger (ScaledObject and the keys themselves): KEDA
+ * passes every key, so one cannot be refused, but a typo (targetGpuUtilizaton) would otherwise
+ * leave a default in force without a word. The last UNKNOWN_SEEN triggers are remembered. */
+#define UNKNOWN_SEEN 256
+static pthread_mutex_t unknown_lock = PTHREAD_MUTEX_INITIALIZER;
+static uint64_t unknown_seen[UNKNOWN_SEEN];
+static size_t unknown_next;
+
+static uint64_t fnv1a(uint64_t h, const char *s) {
+  for (; s && *s; s++)
+    h = (h ^ (unsigned char)*s) * UINT64_C(1099511628211);
+  return (h ^ 0xff) * UINT64_C(1099511628211); /* a separator, so that "ab","c" != "a","bc" */
+}
+
+static void warn_unknown_keys(const struct scaler_request *r) {
+  char keys[512];
+  size_t n = trigger_unknown_keys(r->md, r->nmd, keys, sizeof keys);
+  if (!n)
+    return;
+  uint64_t h = fnv1a(fnv1a(fnv1a(UINT64_C(14695981039346656037), r->ns), r->name), keys);
+  h |= 1; /* 0 marks an empty slot */
+  pthread_mutex_lock(&unknown_lock);
+  bool seen = false;
+  for (size_t i = 0; i < UNKNOWN_SEEN && !seen; i++)
+    seen = unknown_seen[i] == h;
+  if (!seen) {
+    unknown_seen[unknown_next] = h;
+    unknown_next = (unknown_next + 1) % UNKNOWN_SEEN;
+  }
+  pthread_mutex_unlock(&unknown_lock);
+  if (!seen)
+    LOG_WARN("trigger",
+             "%s/%s: unknown trigger metadata %s %s: ignored (KEDA passes every key; "
+             "docs/profiles.md lists the keys)",
+             r->ns ? r->ns : "", r->name ? r->name : "", n == 1 ? "key" : "keys", keys);
+}
+
 /* Parses and resolves, or copies the trigger the cache holds for this metadata (the scope is
  * resolved for this scaler's source, so a cache serves one scaler). On success the caller
  * releases *t with parse_done(s, t, *hold). Errors are never cached: they are parsed again. */
@@ -337,6 +377,7 @@ static int parse_locked(const struct scaler *s, const struct scaler_request *r, 
     e->code = 0;
     return 0;
   }
+  warn_unknown_keys(r);
   int rc = trigger_parse_ref(r->md, r->nmd, s->profiles, r->ns, t, e->msg, sizeof e->msg);
   e->code = rc;
   if (rc)

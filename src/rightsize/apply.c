@@ -33,9 +33,11 @@ static int recheck(void *ud, const char *node, char *why, size_t whylen) {
     if (r.recs[i].kind == RS_REC_IDLE_NODE && r.recs[i].node_idx < r.n_nodes &&
         strcmp(r.nodes[r.recs[i].node_idx].name, node) == 0)
       still = 1;
-  if (!still)
-    snprintf(why, whylen, "no longer idle for the whole last %lld min in fresh data",
-             (long long)(p.min_idle_ms / 60000));
+  if (!still) {
+    char d[32];
+    duration_format(p.min_idle_ms, d, sizeof d);
+    snprintf(why, whylen, "no longer idle for the whole last %s (--min-idle) in fresh data", d);
+  }
   rs_report_free(&r);
   return still;
 }

@@ -4,6 +4,7 @@
 
 #include <math.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -510,6 +511,42 @@ static int cmp_rec(const void *x, const void *y) {
   return a->workload_idx < b->workload_idx ? -1 : a->workload_idx > b->workload_idx;
 }
 
+/* A share or a move whose savings are known to be nothing (a MIG slice alone on its card frees
+ * no card) is not a recommendation: shown beside one that saves, with its high confidence, it
+ * reads as advice. It leaves with a note. Packed with mates it stays: their savings need it. */
+static int drop_no_savings(struct rs_report *r) {
+  size_t kept = 0, dropped = 0, eg = SIZE_MAX;
+  for (size_t i = 0; i < r->n_recs; i++) {
+    struct rs_rec *c = &r->recs[i];
+    bool movable = c->kind == RS_REC_MIG || c->kind == RS_REC_TIMESLICE ||
+                   c->kind == RS_REC_CHEAPER_GPU || c->kind == RS_REC_CONSOLIDATE;
+    if (movable && (c->valid & RS_REC_HAS_SAVINGS) && c->savings_month < 0.005 && !c->n_mates) {
+      if (!dropped++ && c->kind != RS_REC_CONSOLIDATE)
+        eg = c->workload_idx;
+      free(c->workloads);
+      free(c->nodes);
+      free(c->gpus);
+      free(c->slots);
+      free(c->mates);
+      continue;
+    }
+    r->recs[kept++] = *c;
+  }
+  r->n_recs = kept;
+  if (!dropped)
+    return 0;
+  if (eg < r->n_workloads)
+    return rs_report_note(r,
+                          "%zu MIG, time-slicing or cheaper-GPU option(s) that would save nothing "
+                          "(e.g. %.60s/%.120s: a slice alone on its card frees no card) are not "
+                          "listed as recommendations.",
+                          dropped, r->workloads[eg].namespace_, r->workloads[eg].pod);
+  return rs_report_note(r,
+                        "%zu option(s) that would save nothing are not listed as "
+                        "recommendations.",
+                        dropped);
+}
+
 int rs_recommend(struct rs_report *r, const struct rs_prices *prices) {
   bool *drained = calloc(r->n_nodes + 1, sizeof(bool));
   bool *watched = calloc(r->n_nodes + 1, sizeof(bool));
@@ -556,6 +593,8 @@ int rs_recommend(struct rs_report *r, const struct rs_prices *prices) {
                         r->params.burst_tolerance * 100.0);
   if (!rc)
     rc = rs_share_pack(r);
+  if (!rc)
+    rc = drop_no_savings(r);
   free(drained);
   free(watched);
   free(held);

@@ -61,8 +61,14 @@ static void wduration(struct svg_out *o, int64_t ms) {
     svg_outf(o, "%.1f d", h / 24);
   else if (h >= 1)
     svg_outf(o, "%.1f h", h);
+  else if (ms >= 60000 && ms % 60000 == 0)
+    svg_outf(o, "%lld min", (long long)(ms / 60000));
+  else if (ms >= 60000) /* in its own units: 90 s is "1 min 30 s", never "2 min" */
+    svg_outf(o, "%lld min %lld s", (long long)(ms / 60000), (long long)(ms % 60000 / 1000));
+  else if (ms >= 1000)
+    svg_outf(o, "%lld s", (long long)(ms / 1000)); /* a 30 s step was "0 min" */
   else
-    svg_outf(o, "%.0f min", (double)ms / 60000.0);
+    svg_outf(o, "%lld ms", (long long)ms);
 }
 
 static const char *kind_label(enum rs_rec_kind k) {

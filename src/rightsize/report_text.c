@@ -151,7 +151,9 @@ static int recs(const struct rs_report *r, struct buf *o) {
 }
 
 static int nodes(const struct rs_report *r, struct buf *o) {
-  int rc = buf_puts(o, "NODES\n");
+  double window_h = (double)(r->end_ms - r->start_ms) / 3600000.0;
+  int rc =
+      buf_puts(o, "NODES ($/MONTH: the cost in the window at a month's rate, as in SUMMARY)\n");
   rc = rc ? rc
           : buf_printf(o, "  %-32s %-22s %4s %8s %8s %8s %10s %7s %9s %5s %12s\n", "NODE", "MODEL",
                        "GPUS", "UTIL50", "UTIL95", "UTILMAX", "MEM95MiB", "IDLE%", "OBSERVEDh",
@@ -170,8 +172,11 @@ static int nodes(const struct rs_report *r, struct buf *o) {
       snprintf(idle, sizeof(idle), "%.1f", n->idle_fraction * 100.0);
     else
       snprintf(idle, sizeof(idle), "-");
-    money((n->valid & RS_HAS_COST) != 0,
-          n->price.per_gpu_hour * (double)n->n_gpus * RS_HOURS_PER_MONTH, mon, sizeof(mon));
+    /* What the node cost over the window, at a month's rate: the summary's cost per month is the
+     * sum of these. Its list price (x its GPUs x 730) counted MIG instances and hours before it
+     * existed, and disagreed with the summary. */
+    money((n->valid & RS_HAS_COST) != 0 && window_h > 0,
+          n->cost_window / window_h * RS_HOURS_PER_MONTH, mon, sizeof(mon));
     rc = buf_printf(o, "  %-32.32s %-22.22s %4zu %8s %8s %8s %10s %7s %9.1f %5zu %12s\n", n->name,
                     n->model[0] ? n->model : "-", n->n_gpus, u50, u95, umx, m95, idle,
                     n->hours_observed, n->n_gaps, mon);

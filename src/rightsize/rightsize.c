@@ -352,7 +352,17 @@ int rightsize_main(int argc, char **argv) {
     goto done;
   }
   if (o.step_ms > o.window_ms || o.min_idle_ms > o.window_ms) {
-    fprintf(stderr, "gpuscale rightsize: --step and --min-idle must not exceed --window\n");
+    /* Name each value and its default: --min-idle (2h by default) trips a short --window the
+     * user never set it for. */
+    char w[32], v[32];
+    duration_format(o.window_ms, w, sizeof w);
+    bool step = o.step_ms > o.window_ms;
+    duration_format(step ? o.step_ms : o.min_idle_ms, v, sizeof v);
+    fprintf(stderr,
+            "gpuscale rightsize: %s %s (default %s) exceeds --window %s (default 7d); give %s at "
+            "most the window, or a longer --window\n",
+            step ? "--step" : "--min-idle", v, step ? "5m" : "2h", w,
+            step ? "--step" : "--min-idle");
     goto done;
   }
   if (!!o.basic_user != !!o.basic_password_file) {

@@ -40,6 +40,29 @@ def test_query_prints_target_value_and_activity(main_agent):
     assert row["ACTIVE"] == ("true" if want > activation else "false")
 
 
+def test_query_json_is_the_table_as_one_object(main_agent):
+    import json
+    args = ("query", "--address", main_agent.grpc_address, "--profile", "vllm-inference")
+    table = parse_table(run(*args).stdout)[0]
+    p = run(*args, "--format", "json")
+    assert p.returncode == 0, p.stderr
+    doc = json.loads(p.stdout)
+    assert len(doc["metrics"]) == 1, doc
+    m = doc["metrics"][0]
+    assert m["metric"] == table["METRIC"]
+    assert m["target"] == int(table["TARGET"]) and m["target_float"] == float(table["TARGET_FLOAT"])
+    assert m["value"] == int(table["VALUE"])
+    assert abs(m["value_float"] - float(table["VALUE_FLOAT"])) <= 1e-3 * max(1.0, m["value_float"])
+    assert doc["activation"] == float(table["ACTIVATION"]) == PROFILES["vllm-inference"][2]
+    assert doc["active"] == (table["ACTIVE"] == "true")
+    # -o is the short form; a threshold this side cannot know is null.
+    p = run("query", "--address", main_agent.grpc_address, "-m", "metricType=gpu_utilization",
+            "-o", "json")
+    assert p.returncode == 0, p.stderr
+    assert json.loads(p.stdout)["activation"] is None
+    assert run(*args, "--format", "yaml").returncode == 2
+
+
 def test_query_idle_gpu_is_inactive(main_agent):
     from conftest import IDLE_GPU
     p = run("query", "--address", main_agent.grpc_address, "--profile", "triton-inference",
@@ -163,3 +186,25 @@ def test_query_warns_about_memory_in_workload_scope(main_agent):
                ["--profile", "triton-inference", "-m", "pods=x"]):
         p = run("query", "--address", main_agent.grpc_address, *md)
         assert "warning" not in p.stderr, (md, p.stderr)
+
+
+def test_a_mock_start_is_one_config_line_and_no_warning(tmp_path):
+    """A mock start logs one config line at info (the options set, and how many are at their default),
+    and no warning: no kubelet is expected off a node. --log-level debug lists every option."""
+    a = helpers.start_mock(str(tmp_path), Scenario(main_gpus()))
+    try:
+        log = a.log()
+    finally:
+        a.stop()
+    config = [ln for ln in log.splitlines() if 'msg="config' in ln]
+    assert len(config) == 1, config
+    assert "level=info" in config[0] and "collector=mock" in config[0], config[0]
+    assert re.search(r"; \d+ options at their default \(--log-level debug lists every option\)", config[0])
+    assert "level=warn" not in log and "level=error" not in log, log
+    (tmp_path / "debug").mkdir()
+    a = helpers.start_mock(str(tmp_path / "debug"), Scenario(main_gpus()), extra=["--log-level", "debug"])
+    try:
+        log = a.log()
+    finally:
+        a.stop()
+    assert "level=debug module=agent msg=\"config interval=" in log, log

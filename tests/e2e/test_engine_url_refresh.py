@@ -184,12 +184,14 @@ def test_a_slow_url_delays_no_other_trigger(rig):
         [x for x in other if x[0] == "gpu" and x[3] is not None][:3]
     fast_values = [v for name, _, v, code, _ in other if name == "fast" and code is None]
     assert fast_values and set(fast_values) == {FAST_WAITING}, other[:6]
-    # each slow trigger: UNAVAILABLE "first read pending" at once, then its reading at once
+    # each slow trigger: UNAVAILABLE at once while its first read is pending (what KEDA's fallback
+    # acts on: never another status, never a made-up value), then its reading at once. The detail's
+    # wording is not asserted: it is for people, and under load another true reason may be given.
     for i, calls in enumerate(slow_calls):
         assert calls, i
         assert max(s for s, _, _, _ in calls) < BUDGET_S, (i, max(calls))
-        pending = [x for x in calls if x[2] == grpc.StatusCode.UNAVAILABLE]
-        assert all("first read pending" in d for _, _, _, d in pending), pending[:2]
+        assert all(code in (None, grpc.StatusCode.UNAVAILABLE) for _, _, code, _ in calls), \
+            [x for x in calls if x[2] is not None][:2]
         values = [v for _, v, code, _ in calls if code is None]
         assert values and set(values) == {SLOW_WAITING}, calls[-3:]
         # after the first value, no call went back to UNAVAILABLE (the reading stays fresh)

@@ -96,7 +96,8 @@ H100 = "NVIDIA H100 80GB HBM3"
 
 def fleet(end):
     """The fake Prometheus's history: an idle node (drain), a busy node whose pod has a hostile
-    name, a small inference pod (a MIG slice), and a node with a one-day hole in its data."""
+    name, two small inference pods on one node (MIG slices that share a card), and a node with a
+    one-day hole in its data."""
     series = []
 
     def gpu(node, i, util, used, power, pod=None, gaps=()):
@@ -115,6 +116,10 @@ def fleet(end):
             {"square": [300, 600, 86400]}, pod=("ml", EVIL_POD))
     gpu("gpu-infer-c", 0, {"square": [6, 9, 7200]}, {"const": 7500}, {"const": 140},
         pod=("inference", "llm-infer-0"))
+    # A second small pod on the node's other card: packed together, the two slices free a card
+    # (a slice alone on its card would save nothing, and is no recommendation).
+    gpu("gpu-infer-c", 1, {"square": [6, 9, 7200]}, {"const": 7500}, {"const": 140},
+        pod=("inference", "llm-infer-1"))
     gpu("gpu-gap-d", 0, {"square": [20, 70, 43200]}, {"const": 30000}, {"const": 250},
         gaps=[(end - 3 * 86400, end - 2 * 86400)])
     return {"mode": "ok", "series": series}
@@ -221,10 +226,11 @@ def test_html_dom_in_chromium(html_report, workdir):
     assert "Utilisation heatmap" in dom and "Savings by recommendation" in dom
     assert "<script" not in dom.lower()
     assert "evil-&lt;script&gt;alert(1)&lt;/script&gt;" in dom
-    # the MIG advice shows its packing (alone on its card: it frees nothing) and its burst
-    # figure (issue 28)
-    assert ('<span class="packing">packing: card 1 (1g.10gb at memory slice 6) alone: frees '
-            'nothing until another workload shares the card; H100-80GB: 1 GPU(s) pack onto 1 '
+    # the MIG advice shows its packing (two slices share a card, each frees half of one) and its
+    # burst figure
+    assert ('<span class="packing">packing: card 1 (1g.10gb at memory slice 6) with '
+            'inference/llm-infer-1: frees 0.50 GPU; H100-80GB: 2 GPU(s) pack onto 1 '
             'card(s)</span>') in dom
+    assert "frees nothing" not in dom  # a $0 slice is no recommendation
     assert ('<span class="burst">bursts: utilisation above 14.3 % (the slice\'s share) in 0.00 % '
             'of steps; tolerance 1 %</span>') in dom
