@@ -60,13 +60,19 @@ void sim_report_text(FILE *f, const struct sim_run_info *ri, const struct sim_re
             1000 * q->tpot_mean, 1000 * q->tpot_p99, q->e2e_p99);
     fprintf(f, "  abandoned           %.2f %% (%.0f requests waited over %.0f s, or were cut)\n",
             q->abandoned_pct, q->abandoned, s->slo.timeout_s);
-    if (s->slo_set)
+    if (s->slo_set) {
+      char bounds[96] = "";
+      if (s->slo.ttft_s > 0)
+        snprintf(bounds, sizeof bounds, "TTFT %.3g s", s->slo.ttft_s);
+      if (s->slo.tpot_s > 0)
+        snprintf(bounds + strlen(bounds), sizeof bounds - strlen(bounds), "%sTPOT %.0f ms",
+                 bounds[0] ? ", " : "", 1000 * s->slo.tpot_s);
       fprintf(f,
-              "  SLO                 %.2f %% of requests within TTFT %s%.3g s, TPOT %s%.0f ms "
-              "(goal %.4g %%: %s); goodput %.2f req/s\n",
-              q->attainment, s->slo.ttft_s > 0 ? "" : "any ", s->slo.ttft_s,
-              s->slo.tpot_s > 0 ? "" : "any ", 1000 * s->slo.tpot_s, s->slo.attainment,
+              "  SLO                 %.2f %% of requests within %s (goal %.4g %%: %s); goodput "
+              "%.2f req/s\n",
+              q->attainment, bounds, s->slo.attainment,
               q->attainment + 1e-9 >= s->slo.attainment ? "met" : "missed", q->goodput);
+    }
   } else if (isnan(s->p95_ttft_s))
     fprintf(f, "  latency             p95 queueing delay %.0f s\n", s->p95_wait_s);
   else
