@@ -30,6 +30,7 @@
 #include "core/stats.h"
 #include "core/timeutil.h"
 #include "http/counters.h"
+#include "http/dcgm_names.h"
 #include "http/server.h"
 #include "keda/scaler.h"
 #include "keda/trigger_cache.h"
@@ -66,6 +67,9 @@ struct agent_opts {
   char *counters_alias;                     /* --counters, the same */
   char *hostname_label;                     /* --hostname-label */
   struct counters *counters;                /* loaded from the file; not an option row */
+  char *dcgm_names;                         /* --dcgm-names: legacy or dcgm-4.7 */
+  char *dcgm_names_file;                    /* --dcgm-names-file */
+  struct dcgm_names *names;                 /* the names /metrics writes; not an option row */
   char *engines;
   int64_t engine_interval_ms;
   int64_t engine_timeout_ms;
@@ -125,6 +129,16 @@ static const struct opt_def agent_opts_table[] = {
      O(collectors)},
     {"counters", 0, "GPUSCALE_COUNTERS", OPT_STRING, NULL, 0, 0, NULL, "FILE",
      "the same as --collectors", O(counters_alias)},
+    {"dcgm-names", 0, "GPUSCALE_DCGM_NAMES", OPT_ENUM, "legacy", 0, 0, "legacy|dcgm-4.7", "GEN",
+     "the names and units of the DCGM series on /metrics: dcgm-exporter 4.8's (legacy: "
+     "DCGM_FI_DEV_GPU_UTIL in %, DCGM_FI_DEV_FB_USED in MiB) or dcgm-exporter 4.9's and later, "
+     "DCGM 4.7's canonical names (dcgm-4.7: DCGM_FI_DEV_GPU_UTIL_RATIO 0..1, "
+     "DCGM_FI_DEV_FB_USED_BYTES...); docs/metrics.md has the table",
+     O(dcgm_names)},
+    {"dcgm-names-file", 0, "GPUSCALE_DCGM_NAMES_FILE", OPT_STRING, NULL, 0, 0, NULL, "FILE",
+     "corrections to --dcgm-names: lines \"FIELD, NAME\", FIELD the series' dcgm-exporter 4.8 "
+     "name, NAME the one to write (its DCGM unit word, _BYTES, _HERTZ, _RATIO..., sets the unit)",
+     O(dcgm_names_file)},
     {"hostname-label", 0, "GPUSCALE_HOSTNAME_LABEL", OPT_ENUM, "hostname", 0, 0,
      "hostname|Hostname", "NAME",
      "the name of the node label on /metrics: hostname (dcgm-exporter after 4.5.3-4.8.2, its "
@@ -452,7 +466,8 @@ static int agent_run(struct agent_opts *o) {
                              o->kubernetes_enable_dra,
                              o->kubernetes_enable_pod_uid,
                              o->xid_count_window_size,
-                             o->clock_events_count_window_size};
+                             o->clock_events_count_window_size,
+                             o->names};
   routes[nroutes++] = (struct http_route){"/metrics", metrics_handle, &mctx};
   if (http_server_start(o->serve.http_listen, routes, nroutes, &http, err, sizeof err) != 0) {
     LOG_ERROR("agent", "--http-listen: %s", err);
@@ -486,6 +501,29 @@ out:
   return exit_code;
 }
 
+/* --dcgm-names and --dcgm-names-file: the series names, read before the counters file (which may
+ * list the file's names) and before anything starts. Returns 0 or 2. */
+static int load_names(struct agent_opts *o) {
+  enum dcgm_gen gen = DCGM_GEN_LEGACY;
+  (void)dcgm_gen_parse(o->dcgm_names, &gen); /* an OPT_ENUM: already one of the two */
+  o->names = malloc(sizeof *o->names);
+  if (!o->names) {
+    LOG_ERROR("agent", "--dcgm-names: out of memory");
+    return 2;
+  }
+  dcgm_names_init(o->names, gen);
+  if (!o->dcgm_names_file)
+    return 0;
+  char err[512] = "";
+  if (dcgm_names_load(o->dcgm_names_file, o->names, err, sizeof err) != 0) {
+    LOG_ERROR("agent", "--dcgm-names-file: %s", err);
+    return 2;
+  }
+  LOG_INFO("agent", "--dcgm-names-file %s: %u %s names changed", o->dcgm_names_file,
+           o->names->overridden, dcgm_gen_name(gen));
+  return 0;
+}
+
 /* --collectors: reads the counters file before anything starts, so that a bad file stops the
  * agent with the line that is wrong. Returns 0 or 2. */
 static int load_counters(struct agent_opts *o) {
@@ -500,8 +538,17 @@ static int load_counters(struct agent_opts *o) {
   }
   char err[512] = "";
   o->counters = calloc(1, sizeof *o->counters);
-  if (!o->counters || counters_load(path, o->counters, err, sizeof err) != 0) {
+  if (!o->counters || counters_load_names(path, o->names, o->counters, err, sizeof err) != 0) {
     LOG_ERROR("agent", "%s: %s", flag, o->counters ? err : "out of memory");
+    return 2;
+  }
+  if (o->counters->gen >= 0 && o->counters->gen != (int)o->names->gen) {
+    LOG_ERROR("agent",
+              "%s: %s:%u lists %s, a %s name; /metrics writes %s names: run with --dcgm-names %s "
+              "(GPUSCALE_DCGM_NAMES), or give a counters file of that generation",
+              flag, path, o->counters->gen_line, o->counters->gen_name,
+              dcgm_gen_name((enum dcgm_gen)o->counters->gen), dcgm_gen_name(o->names->gen),
+              dcgm_gen_name((enum dcgm_gen)o->counters->gen));
     return 2;
   }
   LOG_INFO("agent", "%s %s: %zu records, %zu not served", flag, path, o->counters->n_records,
@@ -532,8 +579,9 @@ int agent_main(int argc, char **argv) {
              o.collector);
   LOG_INFO("agent", "gpuscale %s starting", GPUSCALE_VERSION);
   config_log("agent", agent_opts_table, NOPTS, &o);
-  if (load_counters(&o) != 0) {
+  if (load_names(&o) != 0 || load_counters(&o) != 0) {
     free(o.counters);
+    free(o.names);
     config_free(agent_opts_table, NOPTS, &o);
     return 2;
   }
@@ -543,6 +591,7 @@ int agent_main(int argc, char **argv) {
   code = agent_run(&o);
   rpc_global_shutdown();
   free(o.counters);
+  free(o.names);
   config_free(agent_opts_table, NOPTS, &o);
   return code;
 }

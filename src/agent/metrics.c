@@ -136,6 +136,7 @@ int metrics_render(const struct metrics_ctx *m, struct buf *out) {
       .rpc = rpc,
       .version = GPUSCALE_VERSION,
       .counters = m->counters,
+      .names = m->names,
       .hostname_label = m->host_label_name,
       .amd = api->collector_name && strcmp(api->collector_name, "rocm") == 0,
       .k8s = (const struct attrib_k8s *const *)k8s,
@@ -336,8 +337,8 @@ struct metrics_mock *metrics_mock_new_set(size_t ngpus, bool full) {
                                .driver_version = "550.54.15",
                                .interval_ms = 3600000,
                                .pods = mm->attrib};
-  mm->ctx = (struct metrics_ctx){&mm->api, mm->attrib, mm->stats, true,   false, mm->old_set,
-                                 NULL,     false,      false,     300000, 300000};
+  mm->ctx = (struct metrics_ctx){&mm->api, mm->attrib, mm->stats, true,   false,  mm->old_set,
+                                 NULL,     false,      false,     300000, 300000, NULL};
   if (!mm->hist || !mm->attrib || !mm->stats || mock_fill(mm, ngpus) != 0) {
     metrics_mock_free(mm);
     return NULL;

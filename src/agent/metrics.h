@@ -25,6 +25,7 @@ struct metrics_ctx {
   bool pod_uid;                    /* --kubernetes-enable-pod-uid: the pod_uid label */
   int64_t xid_window_ms;           /* --xid-count-window-size: DCGM_EXP_XID_ERRORS_COUNT's window */
   int64_t clock_window_ms; /* --clock-events-count-window-size: DCGM_EXP_CLOCK_EVENTS_COUNT's */
+  const struct dcgm_names *names; /* --dcgm-names(-file): NULL = dcgm-exporter 4.8's names */
 };
 
 /* The /metrics handler (an http_route's handle, ud = struct metrics_ctx *): renders, gzips when
