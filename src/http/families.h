@@ -37,8 +37,8 @@ enum vkind {
 #define VFL_OURS 2u   /* gpuscale's own series: always written, whatever --collectors says */
 #define VFL_OPT_IN 4u /* a DCGM series written only when a counters file names it */
 #define VFL_XID 8u    /* DCGM_FI_DEV_XID_ERRORS: dcgm-exporter's err_code and err_msg labels */
-#define VFL_DEF47 16u /* written by default under the dcgm-4.7 names, though opt-in under legacy   \
-                       */
+/* Written by default under the dcgm-4.7 names, though opt-in under legacy. */
+#define VFL_DEF47 16u
 
 /* dcgm-exporter's naming generations. */
 enum dcgm_gen {
