@@ -3,6 +3,7 @@
 
     scripts/check-dashboard.py [--dashboard deploy/grafana/gpuscale.json] [--bin build/gpuscale]
                                [--hostname-label hostname|Hostname]
+                               [--dcgm-names legacy|dcgm-4.7|both]
                                [--honor-labels] [--no-kubelet] [--list-series] [-v]
 
 What it does (python3 standard library only):
@@ -16,7 +17,9 @@ What it does (python3 standard library only):
    current value, or host_label by --hostname-label; a variable the dashboard does not define is
    an error.
 2. Runs the real binary on loopback: `gpuscale agent --collector mock` (its built-in 4-GPU
-   scenario, with --hostname-label as given), with a fake kubelet (tests/e2e/fake_kubelet.py, needs a python3 with grpcio and
+   scenario, with --hostname-label as given, once under each of dcgm-exporter's naming
+   generations, --dcgm-names legacy and dcgm-4.7, unless --dcgm-names picks one: a series is
+   known when either writes it), with a fake kubelet (tests/e2e/fake_kubelet.py, needs a python3 with grpcio and
    protoc) holding pods on two GPUs, one of them shared, so the pod labels are real; and a
    `gpuscale gateway` in front of it. `gpuscale query` calls both once so the gRPC and trigger
    series have samples. It scrapes both /metrics and takes every `# TYPE` family (histograms
@@ -249,12 +252,18 @@ def mock_pods():
             pod("batch", "train-0", "trainer", [uuid(1)])]
 
 
+# dcgm-exporter's naming generations, as the agent's --dcgm-names takes them.
+DCGM_NAMES = ("legacy", "dcgm-4.7")
+
+
 class Stack:
     """The agent (mock), optionally a fake kubelet, and a gateway, all on loopback."""
 
-    def __init__(self, binary, use_kubelet, verbose=False, host_label="hostname"):
+    def __init__(self, binary, use_kubelet, verbose=False, host_label="hostname",
+                 dcgm_names="legacy"):
         self.binary = binary
         self.host_label = host_label
+        self.dcgm_names = dcgm_names
         self.use_kubelet = use_kubelet
         self.verbose = verbose
         self.procs = []
@@ -298,13 +307,15 @@ class Stack:
             "--grpc-listen", "127.0.0.1:%d" % self.agent_grpc,
             "--http-listen", "127.0.0.1:%d" % self.agent_http,
             "--kubelet-socket", sock, "--kubelet-refresh", "200ms", "--node-name", "gpu-node-1",
-            "--hostname-label", self.host_label])
+            "--hostname-label", self.host_label, "--dcgm-names", self.dcgm_names])
+        util = "DCGM_FI_DEV_GPU_UTIL_RATIO{" if self.dcgm_names == "dcgm-4.7" else \
+            "DCGM_FI_DEV_GPU_UTIL{"
 
         def agent_ready():
             if agent.poll() is not None:
                 raise CheckError("the agent exited:\n" + self.log("agent"))
             st, body = http_get("http://127.0.0.1:%d/metrics" % self.agent_http)
-            if st != 200 or "DCGM_FI_DEV_GPU_UTIL{" not in body:
+            if st != 200 or util not in body:
                 return False
             return not self.attribution or ('gpuscale_shared="true"' in body and
                                             "gpuscale_gpu_pods{" in body)
@@ -353,16 +364,19 @@ class Stack:
         shutil.rmtree(self.tmp, ignore_errors=True)
 
 
-def real_series(binary, honor_labels, use_kubelet, verbose=False, host_label="hostname"):
-    st = Stack(binary, use_kubelet, verbose, host_label)
-    try:
-        st.start()
-        bodies = st.scrape()
-        attribution = st.attribution
-    finally:
-        st.stop()
+def real_series(binary, honor_labels, use_kubelet, verbose=False, host_label="hostname",
+                dcgm_names="both"):
+    bodies = []
+    for gen in (DCGM_NAMES if dcgm_names == "both" else (dcgm_names,)):
+        st = Stack(binary, use_kubelet, verbose, host_label, gen)
+        try:
+            st.start()
+            bodies += st.scrape().items()
+            attribution = st.attribution
+        finally:
+            st.stop()
     cats = []
-    for source, body in bodies.items():
+    for source, body in bodies:
         fams = parse_exposition(body)
         if not fams:
             raise CheckError("%s /metrics has no # TYPE lines" % source)
@@ -980,6 +994,10 @@ def main(argv=None):
     ap.add_argument("--hostname-label", choices=HOST_LABELS, default="hostname",
                     help="the agent's --hostname-label, and the value of the dashboard's $%s "
                          "(default: hostname)" % HOST_LABEL_VAR)
+    ap.add_argument("--dcgm-names", choices=DCGM_NAMES + ("both",), default="both",
+                    help="the agent's --dcgm-names: the dashboard's series must be written under "
+                         "this generation of dcgm-exporter's names, or under either (both, the "
+                         "default: a dashboard that reads both generations)")
     ap.add_argument("--honor-labels", action="store_true",
                     help="model a ServiceMonitor with honorLabels: true (pod labels keep their "
                          "names) instead of the shipped false (exported_pod...)")
@@ -1003,7 +1021,7 @@ def main(argv=None):
         return 2
     try:
         catalog, attribution = real_series(binary, args.honor_labels, not args.no_kubelet,
-                                           args.verbose, args.hostname_label)
+                                           args.verbose, args.hostname_label, args.dcgm_names)
     except CheckError as e:
         print("check-dashboard: cannot derive the real series from %s: %s" % (binary, e),
               file=sys.stderr)
