@@ -100,8 +100,9 @@ static const struct opt_def agent_opts_table[] = {
      "sampling interval; a GPU is stale after 3 intervals", O(interval_ms)},
     {"history", 0, "GPUSCALE_HISTORY", OPT_DURATION, "10m", 1000, 86400000, NULL, "DURATION",
      "how much sample history to keep per GPU (bounds the trigger 'window')", O(history_ms)},
-    {"kubelet-socket", 0, "GPUSCALE_KUBELET_SOCKET", OPT_STRING, PODRES_DEFAULT_SOCKET, 0, 0, NULL,
-     "PATH", "kubelet PodResources socket, for the pods that hold each GPU", O(kubelet_socket)},
+    {"kubelet-socket", 0, "GPUSCALE_KUBELET_SOCKET|DCGM_POD_RESOURCES_KUBELET_SOCKET", OPT_STRING,
+     PODRES_DEFAULT_SOCKET, 0, 0, NULL, "PATH",
+     "kubelet PodResources socket, for the pods that hold each GPU", O(kubelet_socket)},
     {"kubelet-refresh", 0, "GPUSCALE_KUBELET_REFRESH", OPT_DURATION, "10s", 100, 3600000, NULL,
      "DURATION", "how often to ask the kubelet which pods hold the GPUs", O(kubelet_refresh_ms)},
     {"kube-api", 0, "GPUSCALE_KUBE_API", OPT_STRING, "auto", 0, 0, NULL, "auto|off|KUBECONFIG",
@@ -118,10 +119,12 @@ static const struct opt_def agent_opts_table[] = {
      O(pod_logs)},
     {"node-name", 0, "NODE_NAME", OPT_STRING, NULL, 0, 0, NULL, "NAME",
      "this node's name (default: the hostname); the hostname label of /metrics", O(node_name)},
-    {"no-hostname-label", 0, "GPUSCALE_NO_HOSTNAME_LABEL", OPT_BOOL, "false", 0, 0, NULL, NULL,
+    {"no-hostname-label", 0, "GPUSCALE_NO_HOSTNAME_LABEL|DCGM_EXPORTER_NO_HOSTNAME", OPT_BOOL,
+     "false", 0, 0, NULL, NULL,
      "leave the hostname label out of /metrics (when Prometheus adds the node itself)",
      O(no_hostname_label)},
-    {"collectors", 'f', "GPUSCALE_COLLECTORS", OPT_STRING, NULL, 0, 0, NULL, "FILE",
+    {"collectors", 'f', "GPUSCALE_COLLECTORS|DCGM_EXPORTER_COLLECTORS", OPT_STRING, NULL, 0, 0,
+     NULL, "FILE",
      "dcgm-exporter's counters CSV (its -f/--collectors file): /metrics writes only the DCGM "
      "series it lists, with its types and HELP texts, and names those gpuscale cannot serve in "
      "one start-up warning (default: dcgm-exporter's default set plus DCGM_FI_PROF_SM_ACTIVE "
@@ -149,24 +152,27 @@ static const struct opt_def agent_opts_table[] = {
      "/metrics for a GPU that several pods hold: its value series once, marked "
      "gpuscale_shared (once), or a copy per pod with dcgm-exporter's vgpu label (per-pod)",
      O(shared_gpu_series)},
-    {"kubernetes-enable-dra", 0, "GPUSCALE_KUBERNETES_ENABLE_DRA", OPT_BOOL, "false", 0, 0, NULL,
-     NULL,
+    {"kubernetes-enable-dra", 0, "GPUSCALE_KUBERNETES_ENABLE_DRA|KUBERNETES_ENABLE_DRA", OPT_BOOL,
+     "false", 0, 0, NULL, NULL,
      "/metrics: dcgm-exporter's dra_claim_name, dra_claim_namespace, dra_driver_name, "
      "dra_pool_name, dra_device_name (and dra_mig_profile, dra_mig_device_uuid) labels on the "
      "series of a GPU or MIG device a pod holds through a DRA ResourceClaim",
      O(kubernetes_enable_dra)},
-    {"kubernetes-enable-pod-uid", 0, "GPUSCALE_KUBERNETES_ENABLE_POD_UID", OPT_BOOL, "false", 0, 0,
-     NULL, NULL,
+    {"kubernetes-enable-pod-uid", 0,
+     "GPUSCALE_KUBERNETES_ENABLE_POD_UID|DCGM_EXPORTER_KUBERNETES_ENABLE_POD_UID", OPT_BOOL,
+     "false", 0, 0, NULL, NULL,
      "/metrics: dcgm-exporter's pod_uid label beside pod, from the Kubernetes API (--kube-api; "
      "the kubelet's PodResources has no UID)",
      O(kubernetes_enable_pod_uid)},
-    {"xid-count-window-size", 0, "GPUSCALE_XID_COUNT_WINDOW_SIZE", OPT_INT, "300000", 1, 86400000,
-     NULL, "MS",
+    {"xid-count-window-size", 0,
+     "GPUSCALE_XID_COUNT_WINDOW_SIZE|DCGM_EXPORTER_XID_COUNT_WINDOW_SIZE", OPT_INT, "300000", 1,
+     86400000, NULL, "MS",
      "/metrics: the window of DCGM_EXP_XID_ERRORS_COUNT in milliseconds, as dcgm-exporter's flag "
      "(written when a --collectors file lists it)",
      O(xid_count_window_size)},
-    {"clock-events-count-window-size", 0, "GPUSCALE_CLOCK_EVENTS_COUNT_WINDOW_SIZE", OPT_INT,
-     "300000", 1, 86400000, NULL, "MS",
+    {"clock-events-count-window-size", 0,
+     "GPUSCALE_CLOCK_EVENTS_COUNT_WINDOW_SIZE|DCGM_EXPORTER_CLOCK_EVENTS_COUNT_WINDOW_SIZE",
+     OPT_INT, "300000", 1, 86400000, NULL, "MS",
      "/metrics: the window of DCGM_EXP_CLOCK_EVENTS_COUNT in milliseconds, as dcgm-exporter's "
      "flag (written when a --collectors file lists it)",
      O(clock_events_count_window_size)},
@@ -193,7 +199,8 @@ static const struct opt_def agent_opts_table[] = {
      "never loopback, link-local or metadata addresses (docs/engines.md shows the risk)",
      O(allow_engine_endpoints)},
     SERVE_OPT_ROWS(struct agent_opts, serve,
-                   "HTTP address for /metrics, /healthz, /readyz and /api/v1/gpus"),
+                   "HTTP address for /metrics, /healthz, /readyz and /api/v1/gpus",
+                   "GPUSCALE_HTTP_LISTEN|DCGM_EXPORTER_LISTEN"),
 };
 #undef O
 #define NOPTS (sizeof agent_opts_table / sizeof agent_opts_table[0])

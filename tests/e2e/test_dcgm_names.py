@@ -146,3 +146,45 @@ def test_bad_input_stops_the_agent_naming_the_line(tmp_path, kind, content, extr
 def test_unknown_generation_is_refused():
     out = run_bad(["--dcgm-names", "4.9"])
     assert "--dcgm-names" in out and "legacy|dcgm-4.7" in out, out
+
+
+def test_dcgm_exporter_environment_variables(tmp_path):
+    """A dcgm-exporter DaemonSet's environment (NVIDIA/dcgm-exporter pkg/cmd/app.go: EnvVars of
+    -f, -a, --no-hostname, --xid-count-window-size...) configures the agent as it configured
+    dcgm-exporter: DCGM_EXPORTER_LISTEN in Go's ":PORT" form, DCGM_EXPORTER_COLLECTORS,
+    DCGM_EXPORTER_NO_HOSTNAME=true; gpuscale's own variable wins where both are set."""
+    import time
+    import urllib.request
+    port = helpers.free_port()
+    csv = tmp_path / "c.csv"
+    csv.write_text("DCGM_FI_DEV_GPU_UTIL, gauge, Util.\n")
+    env = dict(os.environ)
+    env.update({"DCGM_EXPORTER_LISTEN": ":%d" % port, "DCGM_EXPORTER_COLLECTORS": str(csv),
+                "DCGM_EXPORTER_NO_HOSTNAME": "true", "GPUSCALE_XID_COUNT_WINDOW_SIZE": "60000",
+                "DCGM_EXPORTER_XID_COUNT_WINDOW_SIZE": "1000", "GPUSCALE_HTTP_LISTEN": ""})
+    env.pop("GPUSCALE_HTTP_LISTEN")
+    log = open(str(tmp_path / "agent.log"), "wb")
+    p = subprocess.Popen([helpers.binary(), "agent", "--collector", "mock", "--kube-api", "off",
+                          "--grpc-listen", "127.0.0.1:%d" % helpers.free_port()],
+                         env=env, stdout=log, stderr=subprocess.STDOUT)
+    try:
+        opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+        body = None
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline and p.poll() is None:
+            try:
+                with opener.open("http://127.0.0.1:%d/metrics" % port, timeout=2) as r:
+                    body = r.read().decode()
+                if "DCGM_FI_DEV_GPU_UTIL{" in body:
+                    break
+            except OSError:
+                time.sleep(0.2)
+        assert body and "DCGM_FI_DEV_GPU_UTIL{" in body, open(str(tmp_path / "agent.log")).read()
+        assert {n for n in families(body) if n.startswith("DCGM_")} == {"DCGM_FI_DEV_GPU_UTIL"}
+        assert "hostname=" not in body
+        text = open(str(tmp_path / "agent.log")).read()
+        assert "config xid-count-window-size=60000" in text, text[-3000:]
+    finally:
+        p.terminate()
+        p.wait(timeout=20)
+        log.close()
