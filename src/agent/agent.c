@@ -16,6 +16,7 @@
 #include "agent/procmap.h"
 #include "agent/procsplit.h"
 #include "agent/metrics.h"
+#include "agent/scrapeflight.h"
 #include "agent/node_source.h"
 #include "agent/sampler.h"
 #include "agent/source.h"
@@ -336,6 +337,7 @@ static int agent_run(struct agent_opts *o) {
   memset(&split, 0, sizeof split);
   struct stats *stats = NULL; /* allocated once nothing can return early */
   struct trigger_cache *tcache = NULL;
+  struct scrape_flight *flight = NULL; /* /metrics scrape coalescing */
   memset(&smp, 0, sizeof smp);
 
   if (o->history_ms < o->interval_ms) {
@@ -461,6 +463,10 @@ static int agent_run(struct agent_opts *o) {
     LOG_ERROR("agent", "--grpc-listen: %s", err);
     goto out;
   }
+  if (!(flight = scrape_flight_new())) {
+    LOG_ERROR("agent", "out of memory");
+    goto out;
+  }
   struct http_route routes[8];
   size_t nroutes = agent_api_routes(&api, routes, 8);
   struct metrics_ctx mctx = {&api,
@@ -474,7 +480,8 @@ static int agent_run(struct agent_opts *o) {
                              o->kubernetes_enable_pod_uid,
                              o->xid_count_window_size,
                              o->clock_events_count_window_size,
-                             o->names};
+                             o->names,
+                             flight};
   routes[nroutes++] = (struct http_route){"/metrics", metrics_handle, &mctx};
   if (http_server_start(o->serve.http_listen, routes, nroutes, &http, err, sizeof err) != 0) {
     LOG_ERROR("agent", "--http-listen: %s", err);
@@ -488,6 +495,7 @@ static int agent_run(struct agent_opts *o) {
 
 out:
   http_server_stop(http);
+  scrape_flight_free(flight); /* after the server: its handlers use it */
   if (rpc) {
     history_wake_all(hist);
     rpc_server_shutdown(rpc, (int)o->serve.grace_ms);
