@@ -33,6 +33,11 @@ static const struct amd_family {
     {GF_MEM_FREE_MIB, "gpu_free_vram", "Free VRAM memory of the GPU (in MB)", 1},
     {GF_MEM_TOTAL_MIB, "gpu_total_vram", "Total VRAM memory of the GPU (in MB)", 1},
     {GF_POWER_W, "gpu_power_usage", "GPU Power usage in Watts", 1},
+    /* exporter 1.5 (v1.5.1 gpuagent_gpu_metrics.go): ROCm SMI's reading is the average socket
+     * power (rsmi_dev_power_ave_get), the quantity of its gpu_average_package_power. Its
+     * gpu_package_power (current socket power, MI3xx) needs rsmi_dev_current_socket_power_get,
+     * which Debian's ROCm SMI 5.2 does not have: not written. */
+    {GF_POWER_W, "gpu_average_package_power", "Average socket power in Watts", 1},
     {GF_TEMP_C, "gpu_junction_temperature", "Current junction/hotspot temperature in Celsius", 1},
     {GF_TEMP_C, "gpu_edge_temperature", "Current edge temperature in Celsius", 1},
     {GF_MEM_TEMP_C, "gpu_memory_temperature", "Current memory temperature in Celsius", 1},
