@@ -62,11 +62,12 @@ struct dcgm_names; /* http/dcgm_names.h: the names and units the DCGM series are
 struct expo_input {
   const struct gpu_snapshot *gpus; /* the history snapshot, in device order */
   size_t ngpus;
-  const struct gpu_pods *pods;        /* parallel to gpus (n == 0: no pod holds it), or NULL */
-  const char *hostname;               /* the host label's value; NULL or "" leaves it out */
-  const char *driver_version;         /* DCGM_FI_DRIVER_VERSION label; NULL or "" leaves it out */
-  int64_t now_mono_ms;                /* the clock sample ages are measured against */
-  int64_t stale_ms;                   /* a newest sample older than this is stale (3 intervals) */
+  const struct gpu_pods *pods; /* parallel to gpus (n == 0: no pod holds it), or NULL */
+  const char *hostname;        /* the host label's value; NULL or "" leaves it out */
+  const char
+      *driver_version; /* the driver label's value (its name: names); NULL or "" leaves it out */
+  int64_t now_mono_ms; /* the clock sample ages are measured against */
+  int64_t stale_ms;    /* a newest sample older than this is stale (3 intervals) */
   const struct expo_collect *collect; /* NULL leaves the collection series out */
   int attribution; /* -1: attribution off (no series); 0: kubelet unavailable; 1: ok */
   enum expo_shared_series shared_series; /* value series of a GPU with several holders */
