@@ -1,6 +1,6 @@
 /* One render per burst of scrapes: Prometheus HA pairs, federation and a curl at the same moment
- * need not each pay for a snapshot, the pod join and the text (dcgm-exporter 4.8.4 coalesces
- * concurrent scrapes the same way). A waiting scrape gets a body no older than its own arrival's
+ * need not each pay for a snapshot, the pod join and the text (dcgm-exporter 4.8.4's release
+ * notes describe the same coalescing). A waiting scrape gets a body no older than its own arrival's
  * render, never an old cached one. */
 #include "agent/scrapeflight.h"
 
