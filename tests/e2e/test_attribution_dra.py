@@ -254,7 +254,7 @@ def test_dra_mig_twins_by_resource_slices(agents, kubelet, api, tmp_path):
 
 
 def test_dra_labels_follow_a_replaced_resource_slice(agents, kubelet, api, tmp_path):
-    """dcgm-exporter 4.10 fixed its DRA labels going stale when the driver replaced a
+    """dcgm-exporter 4.10 (its release notes) fixed DRA labels going stale when the driver replaced a
     ResourceSlice (a new object, the same devices moved). The agent reads the node's slices on
     every attribution refresh, so a replaced slice re-maps the MIG twins, and their dra_* labels,
     at the next refresh: each pod then on the instance the new slice names."""
