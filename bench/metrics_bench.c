@@ -8,10 +8,14 @@
  *                                                   until SIGTERM/SIGINT
  *   gs_metrics_bench scrape URL SECONDS [gzip]      sequential scrapes on one kept-alive libcurl
  *                                                   connection, as Prometheus scrapes one target
+ *   gs_metrics_bench concurrent NGPUS SCRAPERS SECONDS  the agent's /metrics route on the mock,
+ * with SCRAPERS clients scraping at once (gzip), each round without and then with scrape
+ * coalescing: scrape latency median and p99
  *
  * Every figure is one line "key value" on stdout, for bench/metrics.sh to put in the table.
  * Bounded by time and by count; loopback only by convention (metrics.sh). */
 #include <curl/curl.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -22,6 +26,7 @@
 #include <unistd.h>
 
 #include "agent/metrics.h"
+#include "agent/scrapeflight.h"
 #include "core/buf.h"
 #include "core/err.h"
 #include "http/server.h"
@@ -245,10 +250,125 @@ static int cmd_scrape(int argc, char **argv) {
   return rc;
 }
 
+/* ---- concurrent ------------------------------------------------------------------------- */
+
+#define MAX_SCRAPERS 64
+#define SCRAPER_SAMPLES 20000
+
+struct scraper {
+  const char *url;
+  uint64_t end_ns;
+  uint64_t lat[SCRAPER_SAMPLES];
+  size_t n;
+  long fails;
+  pthread_t t;
+};
+
+static void *scraper_run(void *ud) {
+  struct scraper *s = ud;
+  CURL *c = curl_easy_init();
+  if (!c)
+    return NULL;
+  size_t bytes = 0;
+  struct curl_slist *hdr = curl_slist_append(NULL, "Accept-Encoding: gzip");
+  curl_easy_setopt(c, CURLOPT_URL, s->url);
+  curl_easy_setopt(c, CURLOPT_NOPROXY, "*");
+  curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, 30000L);
+  curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, sink);
+  curl_easy_setopt(c, CURLOPT_WRITEDATA, &bytes);
+  curl_easy_setopt(c, CURLOPT_HTTPHEADER, hdr);
+  while (s->n < SCRAPER_SAMPLES && now_ns() < s->end_ns) {
+    uint64_t t0 = now_ns();
+    CURLcode cc = curl_easy_perform(c);
+    long code = 0;
+    curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &code);
+    if (cc != CURLE_OK || code != 200)
+      s->fails++;
+    else
+      s->lat[s->n++] = now_ns() - t0;
+  }
+  curl_slist_free_all(hdr);
+  curl_easy_cleanup(c);
+  return NULL;
+}
+
+/* One round: SCRAPERS clients for SECONDS against ctx served by the agent's HTTP server. */
+static int concurrent_round(struct metrics_ctx *ctx, int scrapers, double seconds,
+                            const char *key) {
+  struct http_route route = {"/metrics", metrics_handle, ctx};
+  struct http_server *srv = NULL;
+  char err[256], url[64];
+  if (http_server_start("127.0.0.1:0", &route, 1, &srv, err, sizeof err)) {
+    fprintf(stderr, "http_server_start: %s\n", err);
+    return 1;
+  }
+  snprintf(url, sizeof url, "http://127.0.0.1:%d/metrics", http_server_port(srv));
+  struct scraper *s = calloc((size_t)scrapers, sizeof *s);
+  uint64_t *all = malloc((size_t)scrapers * SCRAPER_SAMPLES * sizeof *all);
+  if (!s || !all) {
+    free(s);
+    free(all);
+    http_server_stop(srv);
+    return 1;
+  }
+  uint64_t end = now_ns() + (uint64_t)(seconds * 1e9);
+  for (int i = 0; i < scrapers; i++) {
+    s[i].url = url;
+    s[i].end_ns = end;
+    pthread_create(&s[i].t, NULL, scraper_run, &s[i]);
+  }
+  size_t n = 0;
+  long fails = 0;
+  for (int i = 0; i < scrapers; i++) {
+    pthread_join(s[i].t, NULL);
+    memcpy(all + n, s[i].lat, s[i].n * sizeof *all);
+    n += s[i].n;
+    fails += s[i].fails;
+  }
+  http_server_stop(srv);
+  qsort(all, n, sizeof *all, cmp_u64);
+  printf("%s_scrapes %zu\n", key, n);
+  printf("%s_scrapes_per_s %.0f\n", key, (double)n / seconds);
+  printf("%s_median_ms %.2f\n", key, n ? (double)all[n / 2] / 1e6 : 0.0);
+  printf("%s_p99_ms %.2f\n", key, n ? (double)all[(n * 99) / 100] / 1e6 : 0.0);
+  printf("%s_failures %ld\n", key, fails);
+  free(s);
+  free(all);
+  return fails ? 1 : 0;
+}
+
+static int cmd_concurrent(int argc, char **argv) {
+  if (argc < 3)
+    return 2;
+  long ngpus = strtol(argv[0], NULL, 10), scrapers = strtol(argv[1], NULL, 10);
+  double seconds = strtod(argv[2], NULL);
+  if (ngpus < 1 || ngpus > 1024 || scrapers < 1 || scrapers > MAX_SCRAPERS ||
+      !(seconds > 0 && seconds <= 60))
+    return 2;
+  if (curl_global_init(CURL_GLOBAL_DEFAULT))
+    return 1;
+  struct metrics_mock *mm = metrics_mock_new((size_t)ngpus);
+  struct scrape_flight *f = scrape_flight_new();
+  int rc = 1;
+  if (mm && f) {
+    struct metrics_ctx *ctx = metrics_mock_ctx(mm);
+    ctx->flight = NULL;
+    rc = concurrent_round(ctx, (int)scrapers, seconds, "each");
+    ctx->flight = f;
+    rc |= concurrent_round(ctx, (int)scrapers, seconds, "coalesced");
+    printf("coalesced_renders %llu\n", (unsigned long long)scrape_flight_renders(f));
+  }
+  scrape_flight_free(f);
+  metrics_mock_free(mm);
+  curl_global_cleanup();
+  return rc;
+}
+
 static void usage(void) {
   fprintf(stderr, "usage: gs_metrics_bench render NGPUS [SECONDS]\n"
                   "       gs_metrics_bench serve-static PLAIN_FILE GZIP_FILE\n"
-                  "       gs_metrics_bench scrape URL SECONDS [gzip]\n");
+                  "       gs_metrics_bench scrape URL SECONDS [gzip]\n"
+                  "       gs_metrics_bench concurrent NGPUS SCRAPERS SECONDS\n");
 }
 
 int main(int argc, char **argv) {
@@ -259,6 +379,8 @@ int main(int argc, char **argv) {
     rc = cmd_serve_static(argc - 2, argv + 2);
   else if (argc >= 2 && strcmp(argv[1], "scrape") == 0)
     rc = cmd_scrape(argc - 2, argv + 2);
+  else if (argc >= 2 && strcmp(argv[1], "concurrent") == 0)
+    rc = cmd_concurrent(argc - 2, argv + 2);
   if (rc == 2)
     usage();
   return rc;

@@ -16,6 +16,7 @@
 #include "agent/procmap.h"
 #include "agent/procsplit.h"
 #include "agent/metrics.h"
+#include "agent/scrapeflight.h"
 #include "agent/node_source.h"
 #include "agent/sampler.h"
 #include "agent/source.h"
@@ -31,6 +32,7 @@
 #include "core/stats.h"
 #include "core/timeutil.h"
 #include "http/counters.h"
+#include "http/dcgm_names.h"
 #include "http/server.h"
 #include "keda/scaler.h"
 #include "keda/trigger_cache.h"
@@ -67,6 +69,9 @@ struct agent_opts {
   char *counters_alias;                     /* --counters, the same */
   char *hostname_label;                     /* --hostname-label */
   struct counters *counters;                /* loaded from the file; not an option row */
+  char *dcgm_names;                         /* --dcgm-names: legacy or dcgm-4.7 */
+  char *dcgm_names_file;                    /* --dcgm-names-file */
+  struct dcgm_names *names;                 /* the names /metrics writes; not an option row */
   char *engines;
   int64_t engine_interval_ms;
   int64_t engine_timeout_ms;
@@ -97,8 +102,9 @@ static const struct opt_def agent_opts_table[] = {
      "sampling interval; a GPU is stale after 3 intervals", O(interval_ms)},
     {"history", 0, "GPUSCALE_HISTORY", OPT_DURATION, "10m", 1000, 86400000, NULL, "DURATION",
      "how much sample history to keep per GPU (bounds the trigger 'window')", O(history_ms)},
-    {"kubelet-socket", 0, "GPUSCALE_KUBELET_SOCKET", OPT_STRING, PODRES_DEFAULT_SOCKET, 0, 0, NULL,
-     "PATH", "kubelet PodResources socket, for the pods that hold each GPU", O(kubelet_socket)},
+    {"kubelet-socket", 0, "GPUSCALE_KUBELET_SOCKET|DCGM_POD_RESOURCES_KUBELET_SOCKET", OPT_STRING,
+     PODRES_DEFAULT_SOCKET, 0, 0, NULL, "PATH",
+     "kubelet PodResources socket, for the pods that hold each GPU", O(kubelet_socket)},
     {"kubelet-refresh", 0, "GPUSCALE_KUBELET_REFRESH", OPT_DURATION, "10s", 100, 3600000, NULL,
      "DURATION", "how often to ask the kubelet which pods hold the GPUs", O(kubelet_refresh_ms)},
     {"kube-api", 0, "GPUSCALE_KUBE_API", OPT_STRING, "auto", 0, 0, NULL, "auto|off|KUBECONFIG",
@@ -115,10 +121,12 @@ static const struct opt_def agent_opts_table[] = {
      O(pod_logs)},
     {"node-name", 0, "NODE_NAME", OPT_STRING, NULL, 0, 0, NULL, "NAME",
      "this node's name (default: the hostname); the hostname label of /metrics", O(node_name)},
-    {"no-hostname-label", 0, "GPUSCALE_NO_HOSTNAME_LABEL", OPT_BOOL, "false", 0, 0, NULL, NULL,
+    {"no-hostname-label", 0, "GPUSCALE_NO_HOSTNAME_LABEL|DCGM_EXPORTER_NO_HOSTNAME", OPT_BOOL,
+     "false", 0, 0, NULL, NULL,
      "leave the hostname label out of /metrics (when Prometheus adds the node itself)",
      O(no_hostname_label)},
-    {"collectors", 'f', "GPUSCALE_COLLECTORS", OPT_STRING, NULL, 0, 0, NULL, "FILE",
+    {"collectors", 'f', "GPUSCALE_COLLECTORS|DCGM_EXPORTER_COLLECTORS", OPT_STRING, NULL, 0, 0,
+     NULL, "FILE",
      "dcgm-exporter's counters CSV (its -f/--collectors file): /metrics writes only the DCGM "
      "series it lists, with its types and HELP texts, and names those gpuscale cannot serve in "
      "one start-up warning (default: dcgm-exporter's default set plus DCGM_FI_PROF_SM_ACTIVE "
@@ -126,6 +134,16 @@ static const struct opt_def agent_opts_table[] = {
      O(collectors)},
     {"counters", 0, "GPUSCALE_COUNTERS", OPT_STRING, NULL, 0, 0, NULL, "FILE",
      "the same as --collectors", O(counters_alias)},
+    {"dcgm-names", 0, "GPUSCALE_DCGM_NAMES", OPT_ENUM, "legacy", 0, 0, "legacy|dcgm-4.7", "GEN",
+     "the names and units of the DCGM series on /metrics: dcgm-exporter 4.8's (legacy: "
+     "DCGM_FI_DEV_GPU_UTIL in %, DCGM_FI_DEV_FB_USED in MiB) or dcgm-exporter 4.9's and later, "
+     "DCGM 4.7's canonical names (dcgm-4.7: DCGM_FI_DEV_GPU_UTIL_RATIO 0..1, "
+     "DCGM_FI_DEV_FB_USED_BYTES...); docs/metrics.md has the table",
+     O(dcgm_names)},
+    {"dcgm-names-file", 0, "GPUSCALE_DCGM_NAMES_FILE", OPT_STRING, NULL, 0, 0, NULL, "FILE",
+     "corrections to --dcgm-names: lines \"FIELD, NAME\", FIELD the series' dcgm-exporter 4.8 "
+     "name, NAME the one to write (its DCGM unit word, _BYTES, _HERTZ, _RATIO..., sets the unit)",
+     O(dcgm_names_file)},
     {"hostname-label", 0, "GPUSCALE_HOSTNAME_LABEL", OPT_ENUM, "hostname", 0, 0,
      "hostname|Hostname", "NAME",
      "the name of the node label on /metrics: hostname (dcgm-exporter after 4.5.3-4.8.2, its "
@@ -136,24 +154,27 @@ static const struct opt_def agent_opts_table[] = {
      "/metrics for a GPU that several pods hold: its value series once, marked "
      "gpuscale_shared (once), or a copy per pod with dcgm-exporter's vgpu label (per-pod)",
      O(shared_gpu_series)},
-    {"kubernetes-enable-dra", 0, "GPUSCALE_KUBERNETES_ENABLE_DRA", OPT_BOOL, "false", 0, 0, NULL,
-     NULL,
+    {"kubernetes-enable-dra", 0, "GPUSCALE_KUBERNETES_ENABLE_DRA|KUBERNETES_ENABLE_DRA", OPT_BOOL,
+     "false", 0, 0, NULL, NULL,
      "/metrics: dcgm-exporter's dra_claim_name, dra_claim_namespace, dra_driver_name, "
      "dra_pool_name, dra_device_name (and dra_mig_profile, dra_mig_device_uuid) labels on the "
      "series of a GPU or MIG device a pod holds through a DRA ResourceClaim",
      O(kubernetes_enable_dra)},
-    {"kubernetes-enable-pod-uid", 0, "GPUSCALE_KUBERNETES_ENABLE_POD_UID", OPT_BOOL, "false", 0, 0,
-     NULL, NULL,
+    {"kubernetes-enable-pod-uid", 0,
+     "GPUSCALE_KUBERNETES_ENABLE_POD_UID|DCGM_EXPORTER_KUBERNETES_ENABLE_POD_UID", OPT_BOOL,
+     "false", 0, 0, NULL, NULL,
      "/metrics: dcgm-exporter's pod_uid label beside pod, from the Kubernetes API (--kube-api; "
      "the kubelet's PodResources has no UID)",
      O(kubernetes_enable_pod_uid)},
-    {"xid-count-window-size", 0, "GPUSCALE_XID_COUNT_WINDOW_SIZE", OPT_INT, "300000", 1, 86400000,
-     NULL, "MS",
+    {"xid-count-window-size", 0,
+     "GPUSCALE_XID_COUNT_WINDOW_SIZE|DCGM_EXPORTER_XID_COUNT_WINDOW_SIZE", OPT_INT, "300000", 1,
+     86400000, NULL, "MS",
      "/metrics: the window of DCGM_EXP_XID_ERRORS_COUNT in milliseconds, as dcgm-exporter's flag "
      "(written when a --collectors file lists it)",
      O(xid_count_window_size)},
-    {"clock-events-count-window-size", 0, "GPUSCALE_CLOCK_EVENTS_COUNT_WINDOW_SIZE", OPT_INT,
-     "300000", 1, 86400000, NULL, "MS",
+    {"clock-events-count-window-size", 0,
+     "GPUSCALE_CLOCK_EVENTS_COUNT_WINDOW_SIZE|DCGM_EXPORTER_CLOCK_EVENTS_COUNT_WINDOW_SIZE",
+     OPT_INT, "300000", 1, 86400000, NULL, "MS",
      "/metrics: the window of DCGM_EXP_CLOCK_EVENTS_COUNT in milliseconds, as dcgm-exporter's "
      "flag (written when a --collectors file lists it)",
      O(clock_events_count_window_size)},
@@ -180,7 +201,8 @@ static const struct opt_def agent_opts_table[] = {
      "never loopback, link-local or metadata addresses (docs/engines.md shows the risk)",
      O(allow_engine_endpoints)},
     SERVE_OPT_ROWS(struct agent_opts, serve,
-                   "HTTP address for /metrics, /healthz, /readyz and /api/v1/gpus"),
+                   "HTTP address for /metrics, /healthz, /readyz and /api/v1/gpus",
+                   "GPUSCALE_HTTP_LISTEN|DCGM_EXPORTER_LISTEN"),
 };
 #undef O
 #define NOPTS (sizeof agent_opts_table / sizeof agent_opts_table[0])
@@ -332,6 +354,7 @@ static int agent_run(struct agent_opts *o) {
   memset(&split, 0, sizeof split);
   struct stats *stats = NULL; /* allocated once nothing can return early */
   struct trigger_cache *tcache = NULL;
+  struct scrape_flight *flight = NULL; /* /metrics scrape coalescing */
   memset(&smp, 0, sizeof smp);
 
   if (o->history_ms < o->interval_ms) {
@@ -460,6 +483,10 @@ static int agent_run(struct agent_opts *o) {
     LOG_ERROR("agent", "--grpc-listen: %s", err);
     goto out;
   }
+  if (!(flight = scrape_flight_new())) {
+    LOG_ERROR("agent", "out of memory");
+    goto out;
+  }
   struct http_route routes[8];
   size_t nroutes = agent_api_routes(&api, routes, 8);
   struct metrics_ctx mctx = {&api,
@@ -472,7 +499,9 @@ static int agent_run(struct agent_opts *o) {
                              o->kubernetes_enable_dra,
                              o->kubernetes_enable_pod_uid,
                              o->xid_count_window_size,
-                             o->clock_events_count_window_size};
+                             o->clock_events_count_window_size,
+                             o->names,
+                             flight};
   routes[nroutes++] = (struct http_route){"/metrics", metrics_handle, &mctx};
   if (http_server_start(o->serve.http_listen, routes, nroutes, &http, err, sizeof err) != 0) {
     LOG_ERROR("agent", "--http-listen: %s", err);
@@ -486,6 +515,7 @@ static int agent_run(struct agent_opts *o) {
 
 out:
   http_server_stop(http);
+  scrape_flight_free(flight); /* after the server: its handlers use it */
   if (rpc) {
     history_wake_all(hist);
     rpc_server_shutdown(rpc, (int)o->serve.grace_ms);
@@ -506,6 +536,29 @@ out:
   return exit_code;
 }
 
+/* --dcgm-names and --dcgm-names-file: the series names, read before the counters file (which may
+ * list the file's names) and before anything starts. Returns 0 or 2. */
+static int load_names(struct agent_opts *o) {
+  enum dcgm_gen gen = DCGM_GEN_LEGACY;
+  (void)dcgm_gen_parse(o->dcgm_names, &gen); /* an OPT_ENUM: already one of the two */
+  o->names = malloc(sizeof *o->names);
+  if (!o->names) {
+    LOG_ERROR("agent", "--dcgm-names: out of memory");
+    return 2;
+  }
+  dcgm_names_init(o->names, gen);
+  if (!o->dcgm_names_file)
+    return 0;
+  char err[512] = "";
+  if (dcgm_names_load(o->dcgm_names_file, o->names, err, sizeof err) != 0) {
+    LOG_ERROR("agent", "--dcgm-names-file: %s", err);
+    return 2;
+  }
+  LOG_INFO("agent", "--dcgm-names-file %s: %u %s names changed", o->dcgm_names_file,
+           o->names->overridden, dcgm_gen_name(gen));
+  return 0;
+}
+
 /* --collectors: reads the counters file before anything starts, so that a bad file stops the
  * agent with the line that is wrong. Returns 0 or 2. */
 static int load_counters(struct agent_opts *o) {
@@ -520,8 +573,17 @@ static int load_counters(struct agent_opts *o) {
   }
   char err[512] = "";
   o->counters = calloc(1, sizeof *o->counters);
-  if (!o->counters || counters_load(path, o->counters, err, sizeof err) != 0) {
+  if (!o->counters || counters_load_names(path, o->names, o->counters, err, sizeof err) != 0) {
     LOG_ERROR("agent", "%s: %s", flag, o->counters ? err : "out of memory");
+    return 2;
+  }
+  if (o->counters->gen >= 0 && o->counters->gen != (int)o->names->gen) {
+    LOG_ERROR("agent",
+              "%s: %s:%u lists %s, a %s name; /metrics writes %s names: run with --dcgm-names %s "
+              "(GPUSCALE_DCGM_NAMES), or give a counters file of that generation",
+              flag, path, o->counters->gen_line, o->counters->gen_name,
+              dcgm_gen_name((enum dcgm_gen)o->counters->gen), dcgm_gen_name(o->names->gen),
+              dcgm_gen_name((enum dcgm_gen)o->counters->gen));
     return 2;
   }
   LOG_INFO("agent", "%s %s: %zu records, %zu not served", flag, path, o->counters->n_records,
@@ -553,8 +615,9 @@ int agent_main(int argc, char **argv) {
              o.collector);
   LOG_INFO("agent", "gpuscale %s starting", GPUSCALE_VERSION);
   config_log("agent", agent_opts_table, NOPTS, &o);
-  if (load_counters(&o) != 0) {
+  if (load_names(&o) != 0 || load_counters(&o) != 0) {
     free(o.counters);
+    free(o.names);
     config_free(agent_opts_table, NOPTS, &o);
     return 2;
   }
@@ -564,6 +627,7 @@ int agent_main(int argc, char **argv) {
   code = agent_run(&o);
   rpc_global_shutdown();
   free(o.counters);
+  free(o.names);
   config_free(agent_opts_table, NOPTS, &o);
   return code;
 }

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "agent/sampler.h"
+#include "agent/scrapeflight.h"
 #include "core/err.h"
 #include "core/log.h"
 #include "core/timeutil.h"
@@ -136,6 +137,7 @@ int metrics_render(const struct metrics_ctx *m, struct buf *out) {
       .rpc = rpc,
       .version = GPUSCALE_VERSION,
       .counters = m->counters,
+      .names = m->names,
       .hostname_label = m->host_label_name,
       .amd = api->collector_name && strcmp(api->collector_name, "rocm") == 0,
       .k8s = (const struct attrib_k8s *const *)k8s,
@@ -162,10 +164,16 @@ out:
   return rc;
 }
 
+static int render_cb(void *ud, struct buf *body) {
+  return metrics_render(ud, body);
+}
+
 void metrics_handle(void *ud, const struct http_request *req, struct http_response *resp) {
   const struct metrics_ctx *m = ud;
   int rc;
-  if (req->accepts_gzip) {
+  if (m->flight) {
+    rc = scrape_flight_serve(m->flight, render_cb, (void *)m, req->accepts_gzip, &resp->body, NULL);
+  } else if (req->accepts_gzip) {
     struct buf plain;
     buf_init(&plain, HTTP_BODY_MAX);
     rc = metrics_render(m, &plain);
@@ -336,8 +344,8 @@ struct metrics_mock *metrics_mock_new_set(size_t ngpus, bool full) {
                                .driver_version = "550.54.15",
                                .interval_ms = 3600000,
                                .pods = mm->attrib};
-  mm->ctx = (struct metrics_ctx){&mm->api, mm->attrib, mm->stats, true,   false, mm->old_set,
-                                 NULL,     false,      false,     300000, 300000};
+  mm->ctx = (struct metrics_ctx){&mm->api, mm->attrib, mm->stats, true,   false, mm->old_set, NULL,
+                                 false,    false,      300000,    300000, NULL,  NULL};
   if (!mm->hist || !mm->attrib || !mm->stats || mock_fill(mm, ngpus) != 0) {
     metrics_mock_free(mm);
     return NULL;

@@ -12,6 +12,8 @@
 #include "core/stats.h"
 #include "http/server.h"
 
+struct scrape_flight;
+
 struct metrics_ctx {
   const struct agent_api *api; /* history, sampler counters (sampler may be NULL), node name,
                                   driver version, interval; must outlive the route */
@@ -25,6 +27,10 @@ struct metrics_ctx {
   bool pod_uid;                    /* --kubernetes-enable-pod-uid: the pod_uid label */
   int64_t xid_window_ms;           /* --xid-count-window-size: DCGM_EXP_XID_ERRORS_COUNT's window */
   int64_t clock_window_ms; /* --clock-events-count-window-size: DCGM_EXP_CLOCK_EVENTS_COUNT's */
+  const struct dcgm_names *names; /* --dcgm-names(-file): NULL = dcgm-exporter 4.8's names */
+  /* Scrape coalescing: a scrape that arrives while another renders is served that render's body
+   * (agent/scrapeflight.h). NULL: every scrape renders its own. */
+  struct scrape_flight *flight;
 };
 
 /* The /metrics handler (an http_route's handle, ud = struct metrics_ctx *): renders, gzips when

@@ -24,8 +24,8 @@ struct serve_opts {
 };
 
 /* Option rows for a struct T that embeds struct serve_opts as member M. HTTP_HELP says what the
- * HTTP port serves. */
-#define SERVE_OPT_ROWS(T, M, HTTP_HELP)                                                            \
+ * HTTP port serves, HTTP_ENV which environment variables set it ("A|B": the first one set). */
+#define SERVE_OPT_ROWS(T, M, HTTP_HELP, HTTP_ENV)                                                  \
   {"grpc-listen",                                                                                  \
    0,                                                                                              \
    "GPUSCALE_GRPC_LISTEN",                                                                         \
@@ -82,8 +82,17 @@ struct serve_opts {
        NULL,                                                                                       \
        "mTLS: refuse gRPC clients without a certificate signed by --tls-ca",                       \
        offsetof(T, M.tls_require_client_cert)},                                                    \
-      {"http-listen", 0,         "GPUSCALE_HTTP_LISTEN",    OPT_ADDR, "0.0.0.0:9400", 0, 0, NULL,  \
-       "ADDR",        HTTP_HELP, offsetof(T, M.http_listen)},                                      \
+      {"http-listen",                                                                              \
+       0,                                                                                          \
+       HTTP_ENV,                                                                                   \
+       OPT_ADDR,                                                                                   \
+       "0.0.0.0:9400",                                                                             \
+       0,                                                                                          \
+       0,                                                                                          \
+       NULL,                                                                                       \
+       "ADDR",                                                                                     \
+       HTTP_HELP,                                                                                  \
+       offsetof(T, M.http_listen)},                                                                \
       {"shutdown-grace",                                                                           \
        0,                                                                                          \
        "GPUSCALE_SHUTDOWN_GRACE",                                                                  \

@@ -19,10 +19,27 @@ static const void *cfield(const void *target, const struct opt_def *d) {
   return (const char *)target + d->offset;
 }
 
+/* The k-th name of an option's environment list ("GPUSCALE_X|DCGM_EXPORTER_X": ours first, then
+ * dcgm-exporter's for the same setting) into buf; false past the last. */
+static bool env_name(const struct opt_def *d, size_t k, char *buf, size_t len) {
+  const char *p = d->env;
+  for (; p && k; k--) {
+    p = strchr(p, '|');
+    p = p ? p + 1 : NULL;
+  }
+  if (!p || !*p)
+    return false;
+  const char *e = strchr(p, '|');
+  size_t n = e ? (size_t)(e - p) : strlen(p);
+  snprintf(buf, len, "%.*s", (int)n, p);
+  return n < len;
+}
+
 /* Names an option for messages: "--grpc-listen (GPUSCALE_GRPC_LISTEN)". */
 static void opt_label(const struct opt_def *d, char *buf, size_t len) {
-  if (d->env)
-    snprintf(buf, len, "--%s (%s)", d->name, d->env);
+  char env[64];
+  if (env_name(d, 0, env, sizeof env))
+    snprintf(buf, len, "--%s (%s)", d->name, env);
   else
     snprintf(buf, len, "--%s", d->name);
 }
@@ -102,6 +119,12 @@ static int apply(const struct opt_def *d, void *target, const char *v, const cha
     }
     return set_string((char **)f, v);
   case OPT_ADDR:
+    if (v[0] == ':' && v[1]) { /* ":9400": every IPv4 interface, dcgm-exporter's form (Go's) */
+      char full[64];
+      snprintf(full, sizeof full, "0.0.0.0%.40s", v);
+      if (addr_valid(full))
+        return set_string((char **)f, full);
+    }
     if (!addr_valid(v)) {
       snprintf(err, errlen,
                "%s: invalid address \"%s\" from %s; expected HOST:PORT with port 1..65535 "
@@ -148,9 +171,12 @@ static int apply(const struct opt_def *d, void *target, const char *v, const cha
     return 0;
   }
   case OPT_BOOL:
-    if (!strcmp(v, "true") || !strcmp(v, "1") || !strcmp(v, "yes"))
+    /* and Go's strconv.ParseBool spellings, which dcgm-exporter's variables take */
+    if (!strcmp(v, "true") || !strcmp(v, "1") || !strcmp(v, "yes") || !strcmp(v, "True") ||
+        !strcmp(v, "TRUE") || !strcmp(v, "t") || !strcmp(v, "T"))
       *(bool *)f = true;
-    else if (!strcmp(v, "false") || !strcmp(v, "0") || !strcmp(v, "no"))
+    else if (!strcmp(v, "false") || !strcmp(v, "0") || !strcmp(v, "no") || !strcmp(v, "False") ||
+             !strcmp(v, "FALSE") || !strcmp(v, "f") || !strcmp(v, "F"))
       *(bool *)f = false;
     else {
       snprintf(err, errlen, "%s: invalid value \"%s\" from %s; allowed: true, false", label, v,
@@ -184,12 +210,17 @@ int config_parse(const struct opt_def *defs, size_t n, int argc, char **argv, in
     if (defs[i].def && (rc = apply(&defs[i], target, defs[i].def, "default", err, errlen)))
       return rc;
   for (size_t i = 0; i < n; i++) {
-    const char *ev = defs[i].env ? getenv(defs[i].env) : NULL;
-    if (ev && *ev) {
+    /* the first of the option's variables that is set: ours before dcgm-exporter's alias */
+    char name[64];
+    for (size_t k = 0; env_name(&defs[i], k, name, sizeof name); k++) {
+      const char *ev = getenv(name);
+      if (!ev || !*ev)
+        continue;
       char src[96];
-      snprintf(src, sizeof src, "environment %s", defs[i].env);
+      snprintf(src, sizeof src, "environment %s", name);
       if ((rc = apply(&defs[i], target, ev, src, err, errlen)))
         return rc;
+      break;
     }
   }
   for (int a = start; a < argc; a++) {
@@ -276,8 +307,13 @@ void config_help(FILE *f, const char *usage, const char *description, const stru
     } else if (d->type == OPT_INT || d->type == OPT_DOUBLE) {
       off = strappendf(extra, sizeof extra, off, "%s%g..%g", off ? "; " : "", d->min, d->max);
     }
-    if (d->env)
-      strappendf(extra, sizeof extra, off, "%senv %s", off ? "; " : "", d->env);
+    char env[64];
+    for (size_t k = 0; env_name(d, k, env, sizeof env); k++)
+      off = strappendf(extra, sizeof extra, off, "%s%s %s",
+                       k     ? ", "
+                       : off ? "; "
+                             : "",
+                       k ? "or" : "env", env);
     if (extra[0])
       fprintf(f, "  %-34s [%s]\n", "", extra);
   }

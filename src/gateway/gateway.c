@@ -121,7 +121,8 @@ static const struct opt_def gw_opts_table[] = {
      "gpuscale-agent.gpuscale.svc",
      O(agent_tls_server_name)},
     SERVE_OPT_ROWS(struct gateway_opts, serve,
-                   "HTTP address for /metrics, /healthz, /readyz and /api/v1/agents"),
+                   "HTTP address for /metrics, /healthz, /readyz and /api/v1/agents",
+                   "GPUSCALE_HTTP_LISTEN"),
 };
 #undef O
 #define NOPTS (sizeof gw_opts_table / sizeof gw_opts_table[0])

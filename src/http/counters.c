@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "core/err.h"
+#include "http/dcgm_names.h"
 
 #define NAME_MAX_LEN 128
 
@@ -99,8 +100,30 @@ struct seen {
   unsigned line;
 };
 
+/* A name that belongs to one generation: the file's generation, or a mix (an error). */
+static int note_gen(struct counters *c, int gen, const char *name, unsigned line, const char *src,
+                    char *err, size_t errlen) {
+  if (gen < 0)
+    return 0;
+  if (c->gen < 0) {
+    c->gen = gen;
+    c->gen_line = line;
+    snprintf(c->gen_name, sizeof c->gen_name, "%.*s", (int)sizeof c->gen_name - 1, name);
+    return 0;
+  }
+  if (c->gen == gen)
+    return 0;
+  snprintf(err, errlen,
+           "%s:%u: %s is a %s name, but line %u's %s is a %s name: a counters file lists one "
+           "generation of dcgm-exporter's names",
+           src, line, name, dcgm_gen_name((enum dcgm_gen)gen), c->gen_line, c->gen_name,
+           dcgm_gen_name((enum dcgm_gen)c->gen));
+  return GS_EPARSE;
+}
+
 static int one_record(struct counters *c, const struct record *r, unsigned line, struct seen *seen,
-                      size_t nseen, const char *src, char *err, size_t errlen) {
+                      size_t nseen, const struct dcgm_names *names, const char *src, char *err,
+                      size_t errlen) {
   const char *name = r->f[0], *type = r->f[1], *help = r->f[2];
   if (r->n != 3) {
     snprintf(err, errlen, "%s:%u: expected 3 fields (NAME, TYPE, HELP), found %zu", src, line,
@@ -121,22 +144,36 @@ static int one_record(struct counters *c, const struct record *r, unsigned line,
   bool is_label = strcmp(type, "label") == 0;
   bool is_value = strcmp(type, "gauge") == 0 || strcmp(type, "counter") == 0;
   bool other = strcmp(type, "histogram") == 0 || strcmp(type, "summary") == 0;
-  int k = expo_family_find(name);
+  int gen = -1;
+  int k = dcgm_names_find(names, name, &gen);
   if (k >= 0 && expo_family_selectable((size_t)k)) {
     if (!is_value) {
       snprintf(err, errlen, "%s:%u: type \"%.32s\" for %s; allowed: gauge, counter", src, line,
                type, name);
       return GS_EPARSE;
     }
+    int rc = note_gen(c, gen, name, line, src, err, errlen);
+    if (rc)
+      return rc;
+    if (c->on >> k & 1) { /* one series under two of its names */
+      snprintf(err, errlen, "%s:%u: %s is %s again", src, line, name, expo_family_name((size_t)k));
+      return GS_EPARSE;
+    }
     c->on |= UINT64_C(1) << k;
     snprintf(c->type[k], sizeof c->type[k], "%.7s", type); /* gauge or counter */
     snprintf(c->help[k], sizeof c->help[k], "%.*s", COUNTERS_HELP_MAX, help);
-  } else if (strcmp(name, "DCGM_FI_DRIVER_VERSION") == 0) {
+  } else if (dcgm_names_is_driver(names, name, &gen)) {
     if (!is_label) {
-      snprintf(err, errlen, "%s:%u: type \"%.32s\" for DCGM_FI_DRIVER_VERSION; allowed: label", src,
-               line, type);
+      snprintf(err, errlen, "%s:%u: type \"%.32s\" for %s; allowed: label", src, line, type, name);
       return GS_EPARSE;
     }
+    if (c->driver_version) {
+      snprintf(err, errlen, "%s:%u: %s: the driver version label is listed twice", src, line, name);
+      return GS_EPARSE;
+    }
+    int rc = note_gen(c, gen, name, line, src, err, errlen);
+    if (rc)
+      return rc;
     c->driver_version = true;
   } else if (strcmp(name, "DCGM_EXP_XID_ERRORS_COUNT") == 0 ||
              strcmp(name, "DCGM_EXP_CLOCK_EVENTS_COUNT") == 0) {
@@ -175,6 +212,12 @@ static int one_record(struct counters *c, const struct record *r, unsigned line,
 
 int counters_parse(const char *text, size_t len, const char *source, struct counters *out,
                    char *err, size_t errlen) {
+  return counters_parse_names(text, len, source, NULL, out, err, errlen);
+}
+
+int counters_parse_names(const char *text, size_t len, const char *source,
+                         const struct dcgm_names *names, struct counters *out, char *err,
+                         size_t errlen) {
   const char *src = source ? source : "counters";
   if (len > COUNTERS_MAX_BYTES) {
     snprintf(err, errlen, "%s: larger than %d bytes", src, COUNTERS_MAX_BYTES);
@@ -189,6 +232,7 @@ int counters_parse(const char *text, size_t len, const char *source, struct coun
     goto out;
   }
   rc = 0;
+  c->gen = -1;
   size_t nseen = 0;
   unsigned line = 0;
   for (const char *p = text, *end = text + len; p < end && !rc;) {
@@ -216,7 +260,7 @@ int counters_parse(const char *text, size_t len, const char *source, struct coun
       } else if (nseen == COUNTERS_MAX_RECORDS) {
         snprintf(err, errlen, "%s:%u: more than %d records", src, line, COUNTERS_MAX_RECORDS);
         rc = GS_ETOOBIG;
-      } else if ((rc = one_record(c, r, line, seen, nseen, src, err, errlen)) == 0) {
+      } else if ((rc = one_record(c, r, line, seen, nseen, names, src, err, errlen)) == 0) {
         /* (a DCGM field name: always shorter; the precision tells -Wformat-truncation) */
         snprintf(seen[nseen].name, sizeof seen[nseen].name, "%.*s",
                  (int)sizeof seen[nseen].name - 1, r->f[0]);
@@ -239,6 +283,11 @@ out:
 }
 
 int counters_load(const char *path, struct counters *out, char *err, size_t errlen) {
+  return counters_load_names(path, NULL, out, err, errlen);
+}
+
+int counters_load_names(const char *path, const struct dcgm_names *names, struct counters *out,
+                        char *err, size_t errlen) {
   FILE *f = fopen(path, "rb");
   if (!f) {
     snprintf(err, errlen, "%s: cannot open: %s", path, strerror(errno));
@@ -256,7 +305,7 @@ int counters_load(const char *path, struct counters *out, char *err, size_t errl
     snprintf(err, errlen, "%s: cannot read: %s", path, strerror(errno));
     rc = GS_EIO;
   } else {
-    rc = counters_parse(text, n, path, out, err, errlen);
+    rc = counters_parse_names(text, n, path, names, out, err, errlen);
   }
   fclose(f);
   free(text);

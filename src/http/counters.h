@@ -30,6 +30,11 @@ struct counters {
   bool exp_clock;
   char exp_clock_type[8];
   char exp_clock_help[COUNTERS_HELP_MAX + 1];
+  /* The generation of dcgm-exporter's names the file uses (enum dcgm_gen), -1 when every name
+   * it lists is spelt the same in both; the first line that showed it, and that name. */
+  int gen;
+  unsigned gen_line;
+  char gen_name[128];
   size_t n_records;  /* DCGM lines in the file */
   size_t n_unserved; /* ... of which gpuscale cannot serve */
   /* The names it cannot serve, in file order, "A, B, C" ("" when none; cut with "..." when they
@@ -49,6 +54,15 @@ int counters_parse(const char *text, size_t len, const char *source, struct coun
                    char *err, size_t errlen);
 /* Reads path (at most COUNTERS_MAX_BYTES) and parses it. GS_EIO when it cannot be read. */
 int counters_load(const char *path, struct counters *out, char *err, size_t errlen);
+/* The same, where a name may be one of names (a names file's corrections) as well as either
+ * generation's built-in name (names NULL: the built-in ones only). A file that mixes the two
+ * generations, or lists one series under both its names, is GS_EPARSE naming the line. */
+struct dcgm_names;
+int counters_parse_names(const char *text, size_t len, const char *source,
+                         const struct dcgm_names *names, struct counters *out, char *err,
+                         size_t errlen);
+int counters_load_names(const char *path, const struct dcgm_names *names, struct counters *out,
+                        char *err, size_t errlen);
 /* True when family k is written under c (NULL: gpuscale's default set). */
 bool counters_on(const struct counters *c, size_t k);
 

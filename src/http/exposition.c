@@ -10,120 +10,12 @@
 
 #include "core/err.h"
 #include "http/counters.h"
+#include "http/dcgm_names.h"
 #include "rpc/status.h"
 
 /* Identity labels (at most 10) + container, the dra_* labels (7), namespace, pod, pod_uid, vgpu,
  * shared, or + a family label. */
 #define EXPO_MAX_LABELS 20
-
-enum vfmt {
-  VF_INT,   /* DCGM int64 fields: "%d" */
-  VF_F6,    /* DCGM double fields: Go's "%f", six decimals */
-  VF_SHORT, /* ours: shortest round-trip text */
-};
-
-/* Family flags. */
-#define VFL_CARD 1u   /* a whole-card reading: never written for a MIG instance */
-#define VFL_OURS 2u   /* gpuscale's own series: always written, whatever --collectors says */
-#define VFL_OPT_IN 4u /* a DCGM series written only when a counters file names it */
-#define VFL_XID 8u    /* DCGM_FI_DEV_XID_ERRORS: dcgm-exporter's err_code and err_msg labels */
-
-/* The value series: dcgm-exporter's names, types and HELP texts (its etc/default-counters.csv),
- * DCGM's value format for the field (int64 "%d", double "%f"), then gpuscale's own series with
- * the same labels. div turns our stored unit into DCGM's: the PROF ratios are stored in %. */
-static const struct value_family {
-  enum gpu_field f;
-  const char *name, *type, *help;
-  enum vfmt fmt;
-  double div;
-  unsigned flags;
-} value_families[] = {
-    {GF_GPU_UTIL, "DCGM_FI_DEV_GPU_UTIL", "gauge", "GPU utilization (in %).", VF_INT, 1, 0},
-    {GF_MEM_UTIL, "DCGM_FI_DEV_MEM_COPY_UTIL", "gauge", "Memory utilization (in %).", VF_INT, 1, 0},
-    {GF_MEM_USED_MIB, "DCGM_FI_DEV_FB_USED", "gauge", "Framebuffer memory used (in MiB).", VF_INT,
-     1, 0},
-    {GF_MEM_FREE_MIB, "DCGM_FI_DEV_FB_FREE", "gauge", "Framebuffer memory free (in MiB).", VF_INT,
-     1, 0},
-    {GF_TEMP_C, "DCGM_FI_DEV_GPU_TEMP", "gauge", "GPU temperature (in C).", VF_INT, 1, 0},
-    {GF_POWER_W, "DCGM_FI_DEV_POWER_USAGE", "gauge", "Power draw (in W).", VF_F6, 1, 0},
-    {GF_ENERGY_MJ, "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION", "counter",
-     "Total energy consumption since boot (in mJ).", VF_INT, 1, 0},
-    {GF_SM_CLOCK_MHZ, "DCGM_FI_DEV_SM_CLOCK", "gauge", "SM clock frequency (in MHz).", VF_INT, 1,
-     VFL_CARD},
-    {GF_MEM_CLOCK_MHZ, "DCGM_FI_DEV_MEM_CLOCK", "gauge", "Memory clock frequency (in MHz).", VF_INT,
-     1, VFL_CARD},
-    {GF_MEM_TEMP_C, "DCGM_FI_DEV_MEMORY_TEMP", "gauge", "Memory temperature (in C).", VF_INT, 1,
-     VFL_CARD},
-    {GF_PCIE_REPLAY, "DCGM_FI_DEV_PCIE_REPLAY_COUNTER", "counter", "Total number of PCIe retries.",
-     VF_INT, 1, VFL_CARD},
-    {GF_ENC_UTIL, "DCGM_FI_DEV_ENC_UTIL", "gauge", "Encoder utilization (in %).", VF_INT, 1,
-     VFL_CARD},
-    {GF_DEC_UTIL, "DCGM_FI_DEV_DEC_UTIL", "gauge", "Decoder utilization (in %).", VF_INT, 1,
-     VFL_CARD},
-    {GF_XID_LAST, "DCGM_FI_DEV_XID_ERRORS", "gauge", "Value of the last XID error encountered.",
-     VF_INT, 1, VFL_CARD | VFL_XID},
-    {GF_MEM_RESERVED_MIB, "DCGM_FI_DEV_FB_RESERVED", "gauge",
-     "Framebuffer memory reserved (in MiB).", VF_INT, 1, 0},
-    {GF_MEM_TOTAL_MIB, "DCGM_FI_DEV_FB_TOTAL", "gauge", "Framebuffer memory total (in MiB).",
-     VF_INT, 1, VFL_OPT_IN},
-    {GF_NVLINK_BW_TOTAL, "DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL", "counter",
-     "Total number of NVLink bandwidth counters for all lanes.", VF_INT, 1, VFL_CARD},
-    {GF_VGPU_LICENSE, "DCGM_FI_DEV_VGPU_LICENSE_STATUS", "gauge", "vGPU License status", VF_INT, 1,
-     VFL_CARD},
-    {GF_ROWS_REMAP_UNCORR, "DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS", "counter",
-     "Number of remapped rows for uncorrectable errors", VF_INT, 1, VFL_CARD},
-    {GF_ROWS_REMAP_CORR, "DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS", "counter",
-     "Number of remapped rows for correctable errors", VF_INT, 1, VFL_CARD},
-    {GF_ROW_REMAP_FAILURE, "DCGM_FI_DEV_ROW_REMAP_FAILURE", "gauge",
-     "Whether remapping of rows has failed", VF_INT, 1, VFL_CARD},
-    {GF_GR_ENGINE_ACTIVE, "DCGM_FI_PROF_GR_ENGINE_ACTIVE", "gauge",
-     "Ratio of time the graphics engine is active.", VF_F6, 100, 0},
-    {GF_SM_ACTIVE, "DCGM_FI_PROF_SM_ACTIVE", "gauge",
-     "The ratio of cycles an SM has at least 1 warp assigned.", VF_F6, 100, 0},
-    {GF_SM_OCCUPANCY, "DCGM_FI_PROF_SM_OCCUPANCY", "gauge",
-     "The ratio of number of warps resident on an SM.", VF_F6, 100, 0},
-    {GF_TENSOR_ACTIVE, "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE", "gauge",
-     "Ratio of cycles the tensor (HMMA) pipe is active.", VF_F6, 100, 0},
-    {GF_DRAM_ACTIVE, "DCGM_FI_PROF_DRAM_ACTIVE", "gauge",
-     "Ratio of cycles the device memory interface is active sending or receiving data.", VF_F6, 100,
-     0},
-    {GF_PROF_PCIE_TX_BPS, "DCGM_FI_PROF_PCIE_TX_BYTES", "gauge",
-     "The rate of data transmitted over the PCIe bus - including both protocol headers and data "
-     "payloads - in bytes per second.",
-     VF_INT, 1, 0},
-    {GF_PROF_PCIE_RX_BPS, "DCGM_FI_PROF_PCIE_RX_BYTES", "gauge",
-     "The rate of data received over the PCIe bus - including both protocol headers and data "
-     "payloads - in bytes per second.",
-     VF_INT, 1, 0},
-    /* dcgm-exporter #720 (4.8.4): commented-out (opt-in) rows of its etc/default-counters.csv,
-     * gauges, HELP as its internal/pkg/counters/default_counter_sources_test.go checks them; DCGM
-     * stores the limits as doubles (W) and the fabric health fields as int64. */
-    {GF_POWER_LIMIT_W, "DCGM_FI_DEV_POWER_MGMT_LIMIT", "gauge",
-     "Configured power management limit (in W).", VF_F6, 1, VFL_CARD | VFL_OPT_IN},
-    {GF_ENFORCED_LIMIT_W, "DCGM_FI_DEV_ENFORCED_POWER_LIMIT", "gauge",
-     "Effective power limit enforced by the driver after all limiters (in W).", VF_F6, 1,
-     VFL_CARD | VFL_OPT_IN},
-    {GF_FABRIC_HEALTH_SUMMARY, "DCGM_FI_DEV_FABRIC_HEALTH_SUMMARY", "gauge",
-     "GPU fabric health summary.", VF_INT, 1, VFL_CARD | VFL_OPT_IN},
-    {GF_FABRIC_HEALTH_MASK, "DCGM_FI_DEV_FABRIC_HEALTH_MASK", "gauge",
-     "GPU fabric health status mask.", VF_INT, 1, VFL_CARD | VFL_OPT_IN},
-    {GF_MEM_USED_PCT, "gpuscale_memory_used_percent", "gauge",
-     "Framebuffer memory used as a percentage of the total (in %).", VF_SHORT, 1, VFL_OURS},
-    {GF_PCIE_TX_KBPS, "gpuscale_pcie_tx_kbps", "gauge",
-     "PCIe transmit throughput (in KB/s, nvmlDeviceGetPcieThroughput); metricType pcie_tx_kbps.",
-     VF_SHORT, 1, VFL_OURS | VFL_CARD},
-    {GF_PCIE_RX_KBPS, "gpuscale_pcie_rx_kbps", "gauge",
-     "PCIe receive throughput (in KB/s, nvmlDeviceGetPcieThroughput); metricType pcie_rx_kbps.",
-     VF_SHORT, 1, VFL_OURS | VFL_CARD},
-    {GF_NVLINK_TX_MBPS, "gpuscale_nvlink_tx_mbps", "gauge",
-     "NVLink transmit throughput over all links (in MiB/s); metricType nvlink_tx_mbps.", VF_SHORT,
-     1, VFL_OURS | VFL_CARD},
-    {GF_NVLINK_RX_MBPS, "gpuscale_nvlink_rx_mbps", "gauge",
-     "NVLink receive throughput over all links (in MiB/s); metricType nvlink_rx_mbps.", VF_SHORT, 1,
-     VFL_OURS | VFL_CARD},
-};
-
-#define NFAMILIES (sizeof value_families / sizeof value_families[0])
 
 /* AMD device-metrics-exporter's series for what ROCm SMI reads (names, HELP texts and types from
  * ROCm/device-metrics-exporter pkg/amdgpu/gpuagent/gpuagent_gpu_metrics.go, all gauges; units from
@@ -141,6 +33,11 @@ static const struct amd_family {
     {GF_MEM_FREE_MIB, "gpu_free_vram", "Free VRAM memory of the GPU (in MB)", 1},
     {GF_MEM_TOTAL_MIB, "gpu_total_vram", "Total VRAM memory of the GPU (in MB)", 1},
     {GF_POWER_W, "gpu_power_usage", "GPU Power usage in Watts", 1},
+    /* exporter 1.5 (v1.5.1 gpuagent_gpu_metrics.go): ROCm SMI's reading is the average socket
+     * power (rsmi_dev_power_ave_get), the quantity of its gpu_average_package_power. Its
+     * gpu_package_power (current socket power, MI3xx) needs rsmi_dev_current_socket_power_get,
+     * which Debian's ROCm SMI 5.2 does not have: not written. */
+    {GF_POWER_W, "gpu_average_package_power", "Average socket power in Watts", 1},
     {GF_TEMP_C, "gpu_junction_temperature", "Current junction/hotspot temperature in Celsius", 1},
     {GF_TEMP_C, "gpu_edge_temperature", "Current edge temperature in Celsius", 1},
     {GF_MEM_TEMP_C, "gpu_memory_temperature", "Current memory temperature in Celsius", 1},
@@ -148,7 +45,6 @@ static const struct amd_family {
     {GF_PCIE_REPLAY, "pcie_replay_count", "Total number of PCIe replays", 1},
 };
 #define NAMD (sizeof amd_families / sizeof amd_families[0])
-_Static_assert(NFAMILIES <= EXPO_MAX_FAMILIES, "a counters mask has one bit per family");
 
 /* err_msg for the XIDs that clusters see most, with the text dcgm-exporter writes for them (from
  * NVIDIA's XID catalogue), so that the series match; another code gets err_code only, never a
@@ -177,29 +73,6 @@ static const struct {
     {119, "GSP RPC Timeout"},
     {120, "GSP Error"},
 };
-
-size_t expo_family_count(void) {
-  return NFAMILIES;
-}
-
-const char *expo_family_name(size_t k) {
-  return k < NFAMILIES ? value_families[k].name : NULL;
-}
-
-int expo_family_find(const char *name) {
-  for (size_t k = 0; k < NFAMILIES; k++)
-    if (strcmp(value_families[k].name, name) == 0)
-      return (int)k;
-  return -1;
-}
-
-bool expo_family_selectable(size_t k) {
-  return k < NFAMILIES && !(value_families[k].flags & VFL_OURS);
-}
-
-bool expo_family_default(size_t k) {
-  return k < NFAMILIES && !(value_families[k].flags & VFL_OPT_IN);
-}
 
 /* A GPU's identity labels, built once per scrape, with storage for the formatted numbers. */
 struct gpu_ids {
@@ -291,8 +164,16 @@ void expo_format_double(double v, char *out, size_t len) {
   }
 }
 
-static void format_value(double v, enum vfmt fmt, char *out, size_t len) {
-  switch (fmt) {
+/* One series as this scrape writes it: the reading, the name and the unit the name says. */
+struct series {
+  enum gpu_field f;
+  const char *name;
+  struct expo_unit u;
+};
+
+static void format_value(double v, struct expo_unit u, char *out, size_t len) {
+  v = v * u.mul / u.div;
+  switch (u.fmt) {
   case VF_INT: snprintf(out, len, "%lld", (long long)llround(v)); return;
   case VF_F6: snprintf(out, len, "%f", v); return;
   case VF_SHORT: expo_format_double(v, out, len); return;
@@ -359,7 +240,8 @@ static void gpu_ids_build(struct gpu_ids *g, const struct expo_input *in, size_t
     add_label(g, host_label(in), in->hostname);
   if (in->driver_version && in->driver_version[0] &&
       (!in->counters || in->counters->driver_version))
-    add_label(g, "DCGM_FI_DRIVER_VERSION", in->driver_version);
+    add_label(g, in->names ? in->names->driver_label : expo_driver_label[DCGM_GEN_LEGACY],
+              in->driver_version);
 }
 
 static bool gpu_fresh(const struct expo_input *in, const struct gpu_snapshot *g) {
@@ -492,12 +374,12 @@ static int ids_text(struct buf *pre, struct gpu_ids *g) {
  * vgpu. */
 /* The families whose per-pod value is the pod's own processes' (dcgm-exporter's
  * isPerProcessMetric: DCGM_FI_DEV_GPU_UTIL and DCGM_FI_DEV_FB_USED). */
-static bool per_process_family(const struct value_family *vf) {
+static bool per_process_family(const struct series *vf) {
   return vf->f == GF_GPU_UTIL || vf->f == GF_MEM_USED_MIB;
 }
 
 /* Listed entry p's own value of vf from its pod's processes, when the process split has it. */
-static bool process_value(const struct expo_input *in, const struct value_family *vf, size_t gpu,
+static bool process_value(const struct expo_input *in, const struct series *vf, size_t gpu,
                           size_t p, double *v) {
   const struct attrib_k8s *k = k8s_of(in, gpu, p);
   if (!k)
@@ -516,7 +398,7 @@ static bool process_value(const struct expo_input *in, const struct value_family
  * createPerProcessMetrics): the device line as it is, then a line per holder with its own
  * processes' value and container, namespace, pod, pod_uid, vgpu. Returns 1 when it wrote them, 0
  * when the split has no value for this GPU, or a negative error. */
-static int process_lines(struct buf *b, const struct expo_input *in, const struct value_family *vf,
+static int process_lines(struct buf *b, const struct expo_input *in, const struct series *vf,
                          size_t gpu, const struct gpu_ids *id, struct expo_label *l, size_t base,
                          const struct gpu_pods *pods, const char *value) {
   double v;
@@ -538,13 +420,13 @@ static int process_lines(struct buf *b, const struct expo_input *in, const struc
     n = add_label_if(l, n, "pod_uid", k->pod_uid); /* always here, as dcgm-exporter does */
     n = add_label_if(l, n, "vgpu", pr->vgpu);
     char text[64];
-    format_value(v / vf->div, vf->fmt, text, sizeof text);
+    format_value(v, vf->u, text, sizeof text);
     rc = id_sample(b, vf->name, id, l, n, text);
   }
   return rc ? rc : 1;
 }
 
-static int value_lines(struct buf *b, const struct expo_input *in, const struct value_family *vf,
+static int value_lines(struct buf *b, const struct expo_input *in, const struct series *vf,
                        size_t gpu, const struct gpu_ids *id, const struct expo_label *extra,
                        size_t nextra, const struct gpu_pods *pods, const char *value) {
   struct expo_label l[EXPO_MAX_LABELS];
@@ -615,15 +497,16 @@ static int render_values_amd(struct buf *b, const struct expo_input *in,
       header = true;
       char value[64];
       expo_format_double(g->latest.v[af->f] * af->mult, value, sizeof value);
-      struct value_family vf = {.f = af->f, .name = af->name};
+      struct series vf = {af->f, af->name, {VF_SHORT, 1, 1}};
       if (!rc)
         rc = value_lines(b, in, &vf, i, &ids[i], none, 0, pods_of(in, i), value);
     }
   }
-  for (size_t k = 0; k < NFAMILIES && !rc; k++) {
-    const struct value_family *vf = &value_families[k];
-    if (!(vf->flags & VFL_OURS))
+  for (size_t k = 0; k < expo_family_count() && !rc; k++) {
+    const struct value_family *fam = expo_family_at(k);
+    if (!(fam->flags & VFL_OURS))
       continue;
+    struct series sr = {fam->f, fam->name[0], {fam->fmt, 1, 1}}, *vf = &sr;
     /* A family is written once a GPU has it: the NVLink and NVML PCIe series never on AMD. */
     bool header = false;
     for (size_t i = 0; i < in->ngpus && !rc; i++) {
@@ -632,12 +515,12 @@ static int render_values_amd(struct buf *b, const struct expo_input *in,
           !isfinite(g->latest.v[vf->f]))
         continue;
       if (!header)
-        rc = expo_family(b, vf->name, vf->type, vf->help);
+        rc = expo_family(b, vf->name, fam->type, fam->help[0]);
       header = true;
       if (rc)
         break;
       char value[64];
-      format_value(g->latest.v[vf->f] / vf->div, vf->fmt, value, sizeof value);
+      format_value(g->latest.v[vf->f], vf->u, value, sizeof value);
       rc = value_lines(b, in, vf, i, &ids[i], none, 0, pods_of(in, i), value);
     }
   }
@@ -648,23 +531,32 @@ static int render_values(struct buf *b, const struct expo_input *in, const struc
   if (in->amd)
     return render_values_amd(b, in, ids);
   int rc = 0;
-  for (size_t k = 0; k < NFAMILIES && !rc; k++) {
-    const struct value_family *vf = &value_families[k];
-    if (!counters_on(in->counters, k))
+  const struct dcgm_names *nm = in->names;
+  enum dcgm_gen gen = nm ? nm->gen : DCGM_GEN_LEGACY;
+  for (size_t k = 0; k < expo_family_count() && !rc; k++) {
+    const struct value_family *fam = expo_family_at(k);
+    if (in->counters ? !counters_on(in->counters, k) : !expo_family_default_gen(k, gen))
       continue;
+    struct series sr = {fam->f, nm ? nm->name[k] : fam->name[gen], {fam->fmt, 1, 1}}, *vf = &sr;
+    if (nm)
+      sr.u = nm->unit[k];
+    else
+      (void)expo_family_unit(fam, sr.name, &sr.u);
     bool from_file = in->counters && expo_family_selectable(k);
-    rc = expo_family(b, vf->name, from_file ? in->counters->type[k] : vf->type,
-                     from_file ? in->counters->help[k] : vf->help);
+    rc = expo_family(b, vf->name, from_file ? in->counters->type[k] : fam->type,
+                     from_file ? in->counters->help[k]
+                     : nm      ? nm->help[k]
+                               : fam->help[gen]);
     for (size_t i = 0; i < in->ngpus && !rc; i++) {
       const struct gpu_snapshot *g = &in->gpus[i];
       if (!gpu_serves_values(in, g) || !sample_has(&g->latest, vf->f) ||
-          !isfinite(g->latest.v[vf->f]) || (g->info.mig && (vf->flags & VFL_CARD)))
+          !isfinite(g->latest.v[vf->f]) || (g->info.mig && (fam->flags & VFL_CARD)))
         continue;
       char value[64], code[24];
       struct expo_label extra[2];
       size_t nextra = 0;
-      format_value(g->latest.v[vf->f] / vf->div, vf->fmt, value, sizeof value);
-      if (vf->flags & VFL_XID)
+      format_value(g->latest.v[vf->f], vf->u, value, sizeof value);
+      if (fam->flags & VFL_XID)
         nextra = xid_labels(extra, g->latest.v[vf->f], code, sizeof code);
       rc = value_lines(b, in, vf, i, &ids[i], extra, nextra, pods_of(in, i), value);
     }
@@ -679,7 +571,7 @@ static int render_values(struct buf *b, const struct expo_input *in, const struc
 static int render_exp_xid(struct buf *b, const struct expo_input *in, const struct gpu_ids *ids) {
   if (in->amd || !in->counters || !in->counters->exp_xid || !in->xid)
     return 0;
-  static const struct value_family vf = {.f = GF_XID_LAST, .name = "DCGM_EXP_XID_ERRORS_COUNT"};
+  static const struct series vf = {GF_XID_LAST, "DCGM_EXP_XID_ERRORS_COUNT", {VF_INT, 1, 1}};
   int rc = expo_family(b, vf.name, in->counters->exp_xid_type, in->counters->exp_xid_help);
   char window[32];
   snprintf(window, sizeof window, "%" PRId64, in->xid_window_ms);
@@ -719,7 +611,7 @@ static const char *const clock_event_names[COLLECTOR_CLOCK_EVENTS] = {
 static int render_exp_clock(struct buf *b, const struct expo_input *in, const struct gpu_ids *ids) {
   if (in->amd || !in->counters || !in->counters->exp_clock || !in->clock)
     return 0;
-  static const struct value_family vf = {.f = GF_XID_LAST, .name = "DCGM_EXP_CLOCK_EVENTS_COUNT"};
+  static const struct series vf = {GF_XID_LAST, "DCGM_EXP_CLOCK_EVENTS_COUNT", {VF_INT, 1, 1}};
   int rc = expo_family(b, vf.name, in->counters->exp_clock_type, in->counters->exp_clock_help);
   char window[32];
   snprintf(window, sizeof window, "%" PRId64, in->clock_window_ms);

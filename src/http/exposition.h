@@ -12,6 +12,7 @@
 #include "core/buf.h"
 #include "core/history.h"
 #include "core/stats.h"
+#include "http/families.h"
 
 #define EXPO_CONTENT_TYPE "text/plain; version=0.0.4; charset=utf-8"
 
@@ -54,17 +55,19 @@ struct expo_clock_window {
   struct collector_clock_events ev;
 };
 
-struct counters; /* http/counters.h: which series a dcgm-exporter counters file picks */
+struct counters;   /* http/counters.h: which series a dcgm-exporter counters file picks */
+struct dcgm_names; /* http/dcgm_names.h: the names and units the DCGM series are written under */
 
 /* Everything one scrape shows. Pointers are borrowed for the call. */
 struct expo_input {
   const struct gpu_snapshot *gpus; /* the history snapshot, in device order */
   size_t ngpus;
-  const struct gpu_pods *pods;        /* parallel to gpus (n == 0: no pod holds it), or NULL */
-  const char *hostname;               /* the host label's value; NULL or "" leaves it out */
-  const char *driver_version;         /* DCGM_FI_DRIVER_VERSION label; NULL or "" leaves it out */
-  int64_t now_mono_ms;                /* the clock sample ages are measured against */
-  int64_t stale_ms;                   /* a newest sample older than this is stale (3 intervals) */
+  const struct gpu_pods *pods; /* parallel to gpus (n == 0: no pod holds it), or NULL */
+  const char *hostname;        /* the host label's value; NULL or "" leaves it out */
+  const char
+      *driver_version; /* the driver label's value (its name: names); NULL or "" leaves it out */
+  int64_t now_mono_ms; /* the clock sample ages are measured against */
+  int64_t stale_ms;    /* a newest sample older than this is stale (3 intervals) */
   const struct expo_collect *collect; /* NULL leaves the collection series out */
   int attribution; /* -1: attribution off (no series); 0: kubelet unavailable; 1: ok */
   enum expo_shared_series shared_series; /* value series of a GPU with several holders */
@@ -74,6 +77,9 @@ struct expo_input {
    * with its types and HELP texts. NULL: gpuscale's default set (expo_family_default). */
   const struct counters *counters;
   const char *hostname_label; /* the name of the host label: "hostname" (NULL) or "Hostname" */
+  /* --dcgm-names and --dcgm-names-file: the series names, units and driver label. NULL:
+   * dcgm-exporter 4.8's (legacy). Without counters, the generation's default set is written. */
+  const struct dcgm_names *names;
   /* k8s[i] is NULL, or pods[i].n entries parallel to pods[i].pods: each container's pod UID and
    * the DRA claim device it holds GPU i through (claim_name "": not through DRA). NULL: none. */
   const struct attrib_k8s *const *k8s;
@@ -102,7 +108,6 @@ int expo_render(struct buf *b, const struct expo_input *in);
 int expo_render_process(struct buf *b, const struct stats_snapshot *rpc, const char *version);
 
 /* The value series families (DCGM_FI_* and gpuscale's own GPU series), in render order. */
-#define EXPO_MAX_FAMILIES 64
 size_t expo_family_count(void);
 /* The series name of family k (< expo_family_count()), e.g. "DCGM_FI_DEV_SM_CLOCK". */
 const char *expo_family_name(size_t k);

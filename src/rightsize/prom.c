@@ -33,6 +33,25 @@ static const char *const amd_names[RS_M_COUNT] = {
     "gpu_free_vram", "gpu_used_vram", "gpu_gfx_activity", "gpu_power_usage", NULL, NULL,
 };
 
+/* The same readings under dcgm-exporter 4.9's names (DCGM 4.7's canonical names, in base units;
+ * gpuscale's agent writes them with --dcgm-names dcgm-4.7, docs/metrics.md has the table), and the
+ * PromQL that brings each back to the unit above: a ratio is not a percent, bytes are not MiB. A
+ * fleet mid-upgrade, some exporters on each generation, is read as one. */
+static const struct {
+  const char *name, *to_unit;
+} dcgm47[RS_M_COUNT] = {
+    {"DCGM_FI_DEV_FB_FREE_BYTES", " / 1048576"},
+    {"DCGM_FI_DEV_FB_USED_BYTES", " / 1048576"},
+    {"DCGM_FI_DEV_GPU_UTIL_RATIO", " * 100"},
+    {"DCGM_FI_DEV_BOARD_POWER_WATTS", ""},
+    {NULL, NULL},
+    {NULL, NULL},
+};
+
+const char *rs_metric_dcgm47_name(enum rs_metric m) {
+  return (unsigned)m < RS_M_COUNT ? dcgm47[m].name : NULL;
+}
+
 const char *rs_metric_name(enum rs_metric m) {
   return (unsigned)m < RS_M_COUNT ? metric_names[m] : "unknown";
 }
@@ -238,13 +257,16 @@ int rs_query_text(enum rs_metric m, enum rs_agg agg, const char *selector, int64
     n = snprintf(out, outlen,
                  "group by (job, instance, namespace, pod) (last_over_time(up[%s]) and on (job, "
                  "instance) (last_over_time(%s%s%s%s[%s]) or last_over_time(%s%s%s%s[%s]) or "
+                 "last_over_time(%s%s%s%s[%s]) or last_over_time(%s%s%s%s[%s]) or "
                  "last_over_time(%s%s%s%s[%s]) or last_over_time(%s%s%s%s[%s])))",
                  win, rs_metric_name(RS_M_UTIL), o, s, c, win, rs_metric_name(RS_M_FB_USED), o, s,
-                 c, win, rs_metric_amd_name(RS_M_UTIL), o, s, c, win,
-                 rs_metric_amd_name(RS_M_FB_USED), o, s, c, win);
-  else if (rs_metric_amd_name(m)) /* both vendors: their label sets never meet, `or` keeps all */
-    n = snprintf(out, outlen, "%s(%s%s%s%s[%s]) or %s(%s%s%s%s[%s])", fn, rs_metric_name(m), o, s,
-                 c, win, fn, rs_metric_amd_name(m), o, s, c, win);
+                 c, win, dcgm47[RS_M_UTIL].name, o, s, c, win, dcgm47[RS_M_FB_USED].name, o, s, c,
+                 win, rs_metric_amd_name(RS_M_UTIL), o, s, c, win, rs_metric_amd_name(RS_M_FB_USED),
+                 o, s, c, win);
+  else if (rs_metric_amd_name(m)) /* every vendor and generation: `or` keeps each GPU's series */
+    n = snprintf(out, outlen, "%s(%s%s%s%s[%s]) or (%s(%s%s%s%s[%s])%s) or %s(%s%s%s%s[%s])", fn,
+                 rs_metric_name(m), o, s, c, win, fn, dcgm47[m].name, o, s, c, win,
+                 dcgm47[m].to_unit, fn, rs_metric_amd_name(m), o, s, c, win);
   else
     n = snprintf(out, outlen, "%s(%s%s%s%s[%s])", fn, rs_metric_name(m), o, s, c, win);
   return n < 0 || (size_t)n >= outlen ? GS_ETOOBIG : 0;
@@ -253,7 +275,7 @@ int rs_query_text(enum rs_metric m, enum rs_agg agg, const char *selector, int64
 /* Builds the query text into q. */
 static int query_text(const struct rs_prom_opts *o, const struct rs_query *qd, int64_t window_ms,
                       struct buf *q) {
-  size_t need = 4 * strlen(o->selector ? o->selector : "") + 512;
+  size_t need = 6 * strlen(o->selector ? o->selector : "") + 1024;
   char *t = malloc(need);
   if (!t)
     return GS_ENOMEM;

@@ -27,6 +27,11 @@ const char *rs_metric_name(enum rs_metric m);
  * name on both vendors, TARGET is `up`). Every value query asks for both names. */
 const char *rs_metric_amd_name(enum rs_metric m);
 
+/* The same reading under dcgm-exporter 4.9's names (DCGM 4.7's, in base units), e.g.
+ * "DCGM_FI_DEV_GPU_UTIL_RATIO"; every value query also asks for it, brought back to the unit above
+ * (a 0..1 ratio times 100, bytes over 1048576). NULL for POD_INFO and TARGET. */
+const char *rs_metric_dcgm47_name(enum rs_metric m);
+
 /* Where a series' workload labels came from. */
 enum rs_pod_form {
   RS_POD_PLAIN = 0, /* `pod` / `namespace` / `container` (honorLabels: true, or no target labels) */
@@ -92,10 +97,13 @@ struct rs_query {
 extern const struct rs_query rs_queries[RS_N_QUERIES];
 
 /* Writes the PromQL of one query into out: e.g. avg_over_time(DCGM_FI_DEV_GPU_UTIL{sel}[300s]) or
- * avg_over_time(gpu_gfx_activity{sel}[300s]) (both vendors' names; the selector applies to each).
+ * (avg_over_time(DCGM_FI_DEV_GPU_UTIL_RATIO{sel}[300s]) * 100) or
+ * avg_over_time(gpu_gfx_activity{sel}[300s]) (both dcgm-exporter generations and AMD's names; the
+ * selector applies to each).
  * RS_M_TARGET (agg ignored) is `group by (job, instance, namespace, pod) (last_over_time(up[w])
  * and on (job, instance) (last_over_time(DCGM_FI_DEV_GPU_UTIL{sel}[w]) or
- * last_over_time(DCGM_FI_DEV_FB_USED{sel}[w]) or the same of gpu_gfx_activity and gpu_used_vram))`:
+ * last_over_time(DCGM_FI_DEV_FB_USED{sel}[w]) or the same of their 4.9 names and of
+ * gpu_gfx_activity and gpu_used_vram))`:
  * only targets that export GPU series, one row
  * each. window_ms is rs_range_window_ms's. Returns 0, or GS_ETOOBIG when out is too small. */
 int rs_query_text(enum rs_metric m, enum rs_agg agg, const char *selector, int64_t window_ms,

@@ -32,6 +32,10 @@
 #include "rpc/wire.h"
 
 #define TICK_SLICE_MS 100 /* longest the ticker sleeps before re-checking stop/poke */
+/* StreamMetricSpec: at most one spec a second per stream. KEDA 2.21 rebuilds the HPA for each spec
+ * that differs from the last (it skips unchanged ones); targets that change twice within a second
+ * (two quick profile reloads) send the newer one when the second is over. */
+#define SPEC_MIN_GAP_MS 1000
 
 static const char *const method_path[M__COUNT] = {
     "/externalscaler.ExternalScaler/IsActive",
@@ -228,10 +232,12 @@ void rpcsrv_pump_locked(struct call *c) {
     return;
   }
   if (c->m == M_STREAM_METRIC_SPEC) {
-    if (c->spec_pending &&
+    int64_t now = time_mono_ms();
+    if (c->spec_pending && (!c->spec_sent_ms || now - c->spec_sent_ms >= SPEC_MIN_GAP_MS) &&
         rpcsrv_send_locked(c, c->spec_pending, c->spec_pending_len, true, false) == 0) {
       free(c->spec_pending);
       c->spec_pending = NULL;
+      c->spec_sent_ms = now;
     }
     return;
   }
@@ -584,6 +590,8 @@ static void tick_streams(struct rpc_server *s) {
         c->spec_pending = spec;
         c->spec_pending_len = speclen;
         spec = NULL;
+        rpcsrv_pump_locked(c);
+      } else if (c->spec_pending) { /* held back by SPEC_MIN_GAP_MS: due now? */
         rpcsrv_pump_locked(c);
       } else if (v >= 0) {
         c->want = v;

@@ -91,6 +91,7 @@ struct call {
   double spec_target;
   uint8_t *spec_pending; /* packed GetMetricSpecResponse to send next; NULL: none */
   size_t spec_pending_len;
+  int64_t spec_sent_ms; /* when the last one went out (monotonic ms; 0: none yet) */
   Externalscaler__ScaledObjectRef *ref;
   Grpc__Health__V1__HealthCheckRequest *hreq;
   struct kv *kv;

@@ -253,6 +253,42 @@ def test_dra_mig_twins_by_resource_slices(agents, kubelet, api, tmp_path):
     assert any("fieldSelector=spec.nodeName%3D" + NODE in r for r in reqs), reqs
 
 
+def test_dra_labels_follow_a_replaced_resource_slice(agents, kubelet, api, tmp_path):
+    """dcgm-exporter 4.10 (its release notes) fixed DRA labels going stale when the driver replaced a
+    ResourceSlice (a new object, the same devices moved). The agent reads the node's slices on
+    every attribution refresh, so a replaced slice re-maps the MIG twins, and their dra_* labels,
+    at the next refresh: each pod then on the instance the new slice names."""
+    from test_pod_phases import kubeconfig
+    kc = kubeconfig(str(tmp_path / "kubeconfig"), api.url, token=TOKEN)
+    kubelet.set([dra_pod("mig", "a", "c", "ca", device="gpu-0-mig-1g10gb-19-0"),
+                 dra_pod("mig", "b", "c", "cb", device="gpu-0-mig-1g10gb-19-1")])
+    kubelet.start()
+    path = "/apis/resource.k8s.io/v1/resourceslices"
+    first = slice_list([("gpu-0-mig-1g10gb-19-0", TWINS[0]), ("gpu-0-mig-1g10gb-19-1", TWINS[1])])
+    with api.lock:
+        api.faults.append({"method": "GET", "path": path, "status": 200, "body": first})
+    a = agents(TwinScenario(), extra=kubelet_args(kubelet) + [
+        "--node-name", NODE, "--kube-api", kc, "--kubernetes-enable-dra"])
+    expect(a, {TWINS[0]: ([("mig", "a", "c")], False), TWINS[1]: ([("mig", "b", "c")], False)})
+
+    def claims():
+        body = a.http_get("/metrics")[1]
+        return {l.get("dra_mig_device_uuid"): (l.get("pod"), l.get("dra_claim_name"))
+                for l, _ in gh.samples(body, "DCGM_FI_DEV_FB_USED", UUID=U[0])
+                if "dra_mig_device_uuid" in l}
+
+    assert claims() == {TWINS[0]: ("a", "ca"), TWINS[1]: ("b", "cb")}
+    # the driver replaces the slice: a new object whose devices name the other instances
+    second = slice_list([("gpu-0-mig-1g10gb-19-0", TWINS[1]), ("gpu-0-mig-1g10gb-19-1", TWINS[0])])
+    second["items"][0]["metadata"]["name"] = NODE + "-gpu.nvidia.com-y"
+    second["items"][0]["spec"]["pool"]["generation"] = 2
+    with api.lock:
+        api.faults[-1]["body"] = second
+    expect(a, {TWINS[1]: ([("mig", "a", "c")], False), TWINS[0]: ([("mig", "b", "c")], False)})
+    wait_for(lambda: claims() == {TWINS[1]: ("a", "ca"), TWINS[0]: ("b", "cb")}, timeout=10,
+             what="the dra_* labels of the replaced slice on /metrics")
+
+
 # ---- dcgm-exporter's dra_* labels (--kubernetes-enable-dra) -----------------------------------
 # Its internal/pkg/transformation/const.go names them (dra_claim_name, dra_claim_namespace,
 # dra_driver_name, dra_pool_name, dra_device_name, dra_mig_profile, dra_mig_device_uuid) and

@@ -16,6 +16,10 @@
 - NVIDIA's own dcgm-exporter dashboard (its eight panel queries, written out as test data in
   tests/fixtures/grafana/) in the same Prometheus: every panel has data for every mock GPU, the
   profiling panel for the GPM (Hopper) GPUs only, and sum(DCGM_FI_DEV_POWER_USAGE) is physical.
+- The same, with the agent on dcgm-exporter 4.9's names (--dcgm-names dcgm-4.7): the shipped
+  dashboard reads either generation (each query asks for both names, the new one converted to
+  the old unit), so every panel keeps its data and its numbers; NVIDIA's eight panels under 4.9's
+  names (tests/fixtures/grafana/dcgm-exporter-dashboard-queries-dcgm47.json) are full too.
 """
 
 import importlib.util
@@ -267,11 +271,25 @@ def prom_expr(expr, variables, host_label="hostname"):
     return out.replace(":1m]", ":1s]")
 
 
-class Live:
-    """The real Prometheus (its query API) and the node label spelling the agent writes."""
+# dcgm-4.7 name and conversion to the 4.8 unit of the series the tests read directly
+DCGM47 = {"DCGM_FI_DEV_GPU_UTIL": ("DCGM_FI_DEV_GPU_UTIL_RATIO", " * 100"),
+          "DCGM_FI_DEV_FB_USED": ("DCGM_FI_DEV_FB_USED_BYTES", " / 1048576"),
+          "DCGM_FI_DEV_POWER_USAGE": ("DCGM_FI_DEV_BOARD_POWER_WATTS", "")}
 
-    def __init__(self, prom, host_label):
-        self.prom, self.host_label = prom, host_label
+
+class Live:
+    """The real Prometheus (its query API), the node label spelling and the naming generation the
+    agent writes."""
+
+    def __init__(self, prom, host_label, dcgm_names="legacy"):
+        self.prom, self.host_label, self.dcgm_names = prom, host_label, dcgm_names
+
+    def series(self, name, sel=""):
+        """name{sel} in its 4.8 unit, under the names the agent writes."""
+        if self.dcgm_names == "legacy":
+            return "%s%s" % (name, sel)
+        new, conv = DCGM47[name]
+        return "(%s%s%s)" % (new, sel, conv)
 
     def api(self, *a, **kw):
         return self.prom.api(*a, **kw)
@@ -283,14 +301,19 @@ class Live:
         return prom_expr(expr, variables, self.host_label)
 
 
-@pytest.fixture(scope="module", params=["hostname", "Hostname"])
+@pytest.fixture(scope="module", params=[("hostname", "legacy"), ("Hostname", "legacy"),
+                                        ("hostname", "dcgm-4.7")],
+                ids=["hostname", "Hostname", "dcgm-4.7"])
 def live(request, tmp_path_factory):
+    host_label, dcgm_names = request.param
     if NO_PROMETHEUS:
         pytest.skip("Debian's prometheus is not installed (scripts/install-deps.sh installs it)")
     if check.fake_kubelet_python() is None:
         pytest.skip("no python3 with grpcio and protoc for the fake kubelet")
     d = str(tmp_path_factory.mktemp("dashboard"))
-    stack = check.Stack(helpers.binary(), use_kubelet=True, host_label=request.param)
+    stack = check.Stack(helpers.binary(), use_kubelet=True, host_label=host_label,
+                        dcgm_names=dcgm_names)
+    util = "DCGM_FI_DEV_GPU_UTIL_RATIO" if dcgm_names == "dcgm-4.7" else "DCGM_FI_DEV_GPU_UTIL"
     prom = None
     try:
         stack.start()
@@ -326,13 +349,13 @@ def live(request, tmp_path_factory):
             query_gateway()  # gRPC counters keep moving, so rate() has something to show
             a = prom.query('count(gpuscale_gpu_pod_info)')
             b = prom.query("count(gpuscale_gateway_trigger_value)")
-            c = prom.query("count(count_over_time(DCGM_FI_DEV_GPU_UTIL[10s]) >= 5)")
+            c = prom.query("count(count_over_time(%s[10s]) >= 5)" % util)
             return a and a[0][1] == 3 and b and c and c[0][1] >= 4
 
         wait_for(ready, timeout=60, interval=0.5, what="Prometheus to hold both scrapes")
         query_gateway()
         time.sleep(1.5)
-        yield Live(prom, request.param)
+        yield Live(prom, host_label, dcgm_names)
     finally:
         if prom is not None:
             prom.stop()
@@ -412,19 +435,20 @@ def test_per_pod_panels_cover_the_time_sliced_gpu(live):
     pods = {"vllm-0", "vllm-1", "train-0"}
     held = 'UUID=~"GPU-00000000-0000-4000-8000-00000000000[01]"'
     assert set(panel("GPU utilisation per pod")) == pods
-    (gpu0,) = query('DCGM_FI_DEV_GPU_UTIL{UUID="GPU-00000000-0000-4000-8000-000000000000"}')
+    (gpu0,) = query(live.series("DCGM_FI_DEV_GPU_UTIL",
+                                '{UUID="GPU-00000000-0000-4000-8000-000000000000"}'))
     util = panel("GPU utilisation per pod")
     assert util["vllm-0"] == util["vllm-1"] == gpu0[1], (util, gpu0)
     for title, series in (("Power draw per pod", "DCGM_FI_DEV_POWER_USAGE"),
                           ("Framebuffer used per pod", "DCGM_FI_DEV_FB_USED")):
         got = panel(title)
         assert set(got) == pods, (title, got)
-        (want,) = query("sum(%s{%s})" % (series, held))
+        (want,) = query("sum(%s)" % live.series(series, "{%s}" % held))
         assert sum(got.values()) == pytest.approx(want[1]), (title, got, want)
         assert got["vllm-0"] == pytest.approx(got["vllm-1"]), (title, got)
     # and the node totals count the shared GPU once
-    (power,) = query("sum(DCGM_FI_DEV_POWER_USAGE)")
-    (by_gpu,) = query("sum(max by (UUID) (DCGM_FI_DEV_POWER_USAGE))")
+    (power,) = query("sum(%s)" % live.series("DCGM_FI_DEV_POWER_USAGE"))
+    (by_gpu,) = query("sum(max by (UUID) (%s))" % live.series("DCGM_FI_DEV_POWER_USAGE"))
     assert power[1] == pytest.approx(by_gpu[1])
 
 
@@ -437,8 +461,12 @@ NVIDIA_QUERIES = os.path.join(SRC, "tests", "fixtures", "grafana",
 GPM_MODEL = re.compile(r"\b(G?H\d{3}|G?B\d{3})\b")
 
 
-def nvidia_dashboard():
-    with open(NVIDIA_QUERIES) as f:
+NVIDIA_QUERIES_DCGM47 = os.path.join(SRC, "tests", "fixtures", "grafana",
+                                     "dcgm-exporter-dashboard-queries-dcgm47.json")
+
+
+def nvidia_dashboard(dcgm_names="legacy"):
+    with open(NVIDIA_QUERIES_DCGM47 if dcgm_names == "dcgm-4.7" else NVIDIA_QUERIES) as f:
         return json.load(f)
 
 
@@ -449,7 +477,7 @@ def test_nvidia_dashboard_every_panel_has_every_gpu(live):
     the GPUs with GPM (Hopper) and none for the others, the aggregate panels one value, and
     sum(DCGM_FI_DEV_POWER_USAGE) is the physical total: each GPU's power once, although GPU 0
     is time-sliced by two pods."""
-    dash = nvidia_dashboard()
+    dash = nvidia_dashboard(live.dcgm_names)
     assert len(dash["panels"]) == 8
     at = "%.3f" % (time.time() - 1)
 
@@ -481,9 +509,14 @@ def test_nvidia_dashboard_every_panel_has_every_gpu(live):
     # the profiling panel reads DCGM's ratio, 0..1, never a percentage
     for m, v in got["Tensor Core Utilization"]:
         assert 0 <= v <= 1, (m, v)
-    # SM clocks in Hz, as the dashboard scales MHz
+    # SM clocks in Hz, as the dashboard scales MHz (4.9's series is in Hz already)
     for m, v in got["GPU SM Clocks"]:
         assert 1e8 <= v <= 5e9, (m, v)
+    # utilisation in %, or under 4.9's name a 0..1 ratio
+    top = 1 if live.dcgm_names == "dcgm-4.7" else 100
+    for m, v in got["GPU Utilization"]:
+        assert 0 <= v <= top, (m, v)
+    assert any(v > top / 100 for _, v in got["GPU Utilization"]), got["GPU Utilization"]
     power = {m["gpu"]: v for m, v in got["GPU Power Usage"]}
     (total,) = got["GPU Power Total"]
     assert total[1] == pytest.approx(sum(power.values())), (total, power)
@@ -492,7 +525,7 @@ def test_nvidia_dashboard_every_panel_has_every_gpu(live):
 
 def test_nvidia_dashboard_variables(live):
     """Its two variables find the agent and every GPU."""
-    dash = nvidia_dashboard()
+    dash = nvidia_dashboard(live.dcgm_names)
     for name, want in (("instance", None), ("gpu", {"0", "1", "2", "3"})):
         m = check.LABEL_VALUES_RE.match(dash["variables"][name])
         sel, label = m.group(1), m.group(2)

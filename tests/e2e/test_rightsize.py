@@ -180,7 +180,8 @@ def test_chunked_fetch_same_result(prom):
     b = report(prom, "--max-points", "500")
     qs = [q for q in prom.requests()
           if q["query"].get("query") == ("max_over_time(DCGM_FI_DEV_GPU_UTIL[300s]) or "
-                                         "max_over_time(gpu_gfx_activity[300s])")]
+                                         "(max_over_time(DCGM_FI_DEV_GPU_UTIL_RATIO[300s]) * 100) "
+                                         "or max_over_time(gpu_gfx_activity[300s])")]
     # 2016 steps: a first chunk of 64 steps (the analyser does not know the fleet yet), then
     # chunks of 1000 (--max-points' default), then of 500
     assert len(qs) == 3 + 5

@@ -28,15 +28,16 @@ struct tcfg {
 #define OFF(f) offsetof(struct tcfg, f)
 
 static const struct opt_def defs[] = {
-    {"listen", 'l', "GST_LISTEN", OPT_ADDR, "0.0.0.0:6000", 0, 0, NULL, "ADDR", "gRPC listen",
-     OFF(listen)},
+    {"listen", 'l', "GST_LISTEN|GST_OLD_LISTEN", OPT_ADDR, "0.0.0.0:6000", 0, 0, NULL, "ADDR",
+     "gRPC listen", OFF(listen)},
     {"collector", 0, "GST_COLLECTOR", OPT_ENUM, "nvml", 0, 0, "nvml|mock", "NAME", "backend",
      OFF(collector)},
     {"max-gpus", 0, "GST_MAX_GPUS", OPT_INT, "8", 1, 256, NULL, "N", "GPU limit", OFF(max_gpus)},
     {"ratio", 0, "GST_RATIO", OPT_DOUBLE, "0.5", 0, 1, NULL, "X", "a fraction", OFF(ratio)},
     {"interval", 'i', "GST_INTERVAL", OPT_DURATION, "1s", 100, 60000, NULL, "DURATION",
      "sampling interval", OFF(interval_ms)},
-    {"verbose", 'v', "GST_VERBOSE", OPT_BOOL, "false", 0, 0, NULL, NULL, "more logs", OFF(verbose)},
+    {"verbose", 'v', "GST_VERBOSE|GST_OLD_VERBOSE", OPT_BOOL, "false", 0, 0, NULL, NULL,
+     "more logs", OFF(verbose)},
     {"tls", 0, NULL, OPT_BOOL, NULL, 0, 0, NULL, NULL, "serve TLS", OFF(tls)},
     {"metadata", 'm', NULL, OPT_KV_LIST, NULL, 0, 0, NULL, "KEY=VALUE", "trigger metadata",
      OFF(md)},
@@ -44,8 +45,9 @@ static const struct opt_def defs[] = {
 };
 #define NDEFS (sizeof defs / sizeof defs[0])
 
-static const char *const envs[] = {"GST_LISTEN", "GST_COLLECTOR", "GST_MAX_GPUS",
-                                   "GST_RATIO",  "GST_INTERVAL",  "GST_VERBOSE"};
+static const char *const envs[] = {"GST_LISTEN",     "GST_COLLECTOR",  "GST_MAX_GPUS",
+                                   "GST_RATIO",      "GST_INTERVAL",   "GST_VERBOSE",
+                                   "GST_OLD_LISTEN", "GST_OLD_VERBOSE"};
 
 static void clear_env(void) {
   for (size_t i = 0; i < sizeof envs / sizeof envs[0]; i++)
@@ -189,6 +191,29 @@ static const struct good_case good_cases[] = {
      false,
      false,
      NULL},
+    /* a second name, as dcgm-exporter's DCGM_EXPORTER_* variables for the agent's options */
+    {"the alias variable sets the option; Go's \":PORT\" and bool spellings",
+     {NULL},
+     {"GST_OLD_LISTEN=:9400", "GST_OLD_VERBOSE=True"},
+     "0.0.0.0:9400",
+     "nvml",
+     8,
+     0.5,
+     1000,
+     true,
+     false,
+     NULL},
+    {"our variable beats the alias, a flag beats both",
+     {"--verbose=false"},
+     {"GST_LISTEN=127.0.0.1:7001", "GST_OLD_LISTEN=127.0.0.1:7002", "GST_OLD_VERBOSE=true"},
+     "127.0.0.1:7001",
+     "nvml",
+     8,
+     0.5,
+     1000,
+     false,
+     false,
+     NULL},
     {"double and string, bounds inclusive",
      {"--ratio=1", "--name", "node-a", "--max-gpus=256", "--interval=100ms"},
      {NULL},
@@ -289,6 +314,10 @@ static const struct bad_case bad_cases[] = {
      {"GST_MAX_GPUS=999"},
      {"--max-gpus (GST_MAX_GPUS)", "\"999\"", "environment GST_MAX_GPUS"}},
     {"double above max", {"--ratio=1.5"}, {NULL}, {"--ratio (GST_RATIO)", "\"1.5\"", "[0, 1]"}},
+    {"a bad value from the alias names the alias",
+     {NULL},
+     {"GST_OLD_LISTEN=nowhere"},
+     {"--listen (GST_LISTEN)", "\"nowhere\"", "environment GST_OLD_LISTEN"}},
     {"double nan", {"--ratio=nan"}, {NULL}, {"--ratio", "\"nan\"", "number"}},
     {"enum not allowed",
      {"--collector=fake"},

@@ -283,19 +283,27 @@ static void test_query_text(void **state) {
     const char *want;
   } cases[] = {
       {RS_M_UTIL, RS_AGG_AVG, NULL, 300000, 3,
-       "avg_over_time(DCGM_FI_DEV_GPU_UTIL[300s]) or avg_over_time(gpu_gfx_activity[300s])"},
+       "avg_over_time(DCGM_FI_DEV_GPU_UTIL[300s]) or "
+       "(avg_over_time(DCGM_FI_DEV_GPU_UTIL_RATIO[300s]) * 100) or "
+       "avg_over_time(gpu_gfx_activity[300s])"},
       {RS_M_UTIL, RS_AGG_MAX, NULL, 300000, 3,
-       "max_over_time(DCGM_FI_DEV_GPU_UTIL[300s]) or max_over_time(gpu_gfx_activity[300s])"},
+       "max_over_time(DCGM_FI_DEV_GPU_UTIL[300s]) or "
+       "(max_over_time(DCGM_FI_DEV_GPU_UTIL_RATIO[300s]) * 100) or "
+       "max_over_time(gpu_gfx_activity[300s])"},
       /* Prometheus 2 closes the range at both ends: one millisecond less */
       {RS_M_UTIL, RS_AGG_MAX, NULL, 300000, 2,
        "max_over_time(DCGM_FI_DEV_GPU_UTIL[299999ms]) or "
+       "(max_over_time(DCGM_FI_DEV_GPU_UTIL_RATIO[299999ms]) * 100) or "
        "max_over_time(gpu_gfx_activity[299999ms])"},
       /* unknown server: the window never misses a sample */
       {RS_M_FB_USED, RS_AGG_AVG, "Hostname=~\"gpu-.*\"", 60000, 0,
        "avg_over_time(DCGM_FI_DEV_FB_USED{Hostname=~\"gpu-.*\"}[60s]) or "
+       "(avg_over_time(DCGM_FI_DEV_FB_USED_BYTES{Hostname=~\"gpu-.*\"}[60s]) / 1048576) or "
        "avg_over_time(gpu_used_vram{Hostname=~\"gpu-.*\"}[60s])"},
       {RS_M_POWER, RS_AGG_AVG, "", 1500, 3,
-       "avg_over_time(DCGM_FI_DEV_POWER_USAGE[1500ms]) or avg_over_time(gpu_power_usage[1500ms])"},
+       "avg_over_time(DCGM_FI_DEV_POWER_USAGE[1500ms]) or "
+       "(avg_over_time(DCGM_FI_DEV_BOARD_POWER_WATTS[1500ms])) or "
+       "avg_over_time(gpu_power_usage[1500ms])"},
       /* the holders keep their name on both vendors */
       {RS_M_POD_INFO, RS_AGG_MAX, NULL, 300000, 3, "max_over_time(gpuscale_gpu_pod_info[300s])"},
       /* the scrape targets that export GPU series, each with its own pod (from `up`) */
@@ -303,11 +311,13 @@ static void test_query_text(void **state) {
        "group by (job, instance, namespace, pod) (last_over_time(up[300s]) and on (job, "
        "instance) (last_over_time(DCGM_FI_DEV_GPU_UTIL{Hostname=~\"gpu-.*\"}[300s]) or "
        "last_over_time(DCGM_FI_DEV_FB_USED{Hostname=~\"gpu-.*\"}[300s]) or "
+       "last_over_time(DCGM_FI_DEV_GPU_UTIL_RATIO{Hostname=~\"gpu-.*\"}[300s]) or "
+       "last_over_time(DCGM_FI_DEV_FB_USED_BYTES{Hostname=~\"gpu-.*\"}[300s]) or "
        "last_over_time(gpu_gfx_activity{Hostname=~\"gpu-.*\"}[300s]) or "
        "last_over_time(gpu_used_vram{Hostname=~\"gpu-.*\"}[300s])))"},
   };
   for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-    char q[1024];
+    char q[2048];
     int64_t w = rs_range_window_ms(cases[i].step_ms, cases[i].major);
     assert_int_equal(rs_query_text(cases[i].m, cases[i].agg, cases[i].sel, w, q, sizeof(q)), 0);
     assert_string_equal(q, cases[i].want);
