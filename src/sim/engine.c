@@ -19,8 +19,10 @@ static const struct {
             {"DCGM_FI_DEV_POWER_USAGE", GF_POWER_W}};
 
 /* A prometheus trigger: the model signal its query names (per pod, or per GPU held once), with
- * the query's outer aggregation; otherwise the demand itself. */
-static double prometheus_value(const struct eng *e, const struct sim_trigger *t) {
+ * the query's outer aggregation; otherwise the demand itself. A query without an aggregation
+ * returns one series per pod (or GPU), and KEDA's prometheus scaler refuses more than one
+ * (pkg/scalers/prometheus_scaler.go: "returned multiple elements"): NaN, an error. */
+static double prometheus_now(const struct eng *e, const struct sim_trigger *t) {
   const char *q = sim_trigger_md(t, "query");
   const struct sim_signal *s = NULL;
   size_t best = 0;
@@ -36,9 +38,9 @@ static double prometheus_value(const struct eng *e, const struct sim_trigger *t)
       s = sim_model_field(e->m, dcgm[i].f);
   if (!s)
     return e->demand;
-  while (*q == ' ')
+  while (*q == ' ' || *q == '(')
     q++;
-  int agg = !strncmp(q, "avg", 3) ? 1 : !strncmp(q, "max", 3) ? 2 : 0;
+  int agg = !strncmp(q, "avg", 3) ? 1 : !strncmp(q, "max", 3) ? 2 : !strncmp(q, "sum", 3) ? 0 : 3;
   double serving = sim_signal_value(s, &e->load), sum = 0, mx = 0;
   size_t n = 0;
   if (s->gpu) {
@@ -51,15 +53,36 @@ static double prometheus_value(const struct eng *e, const struct sim_trigger *t)
       }
   } else {
     for (size_t i = 0; i < e->npods; i++)
-      if (e->pods[i].state == POD_READY) { /* scraped once ready */
-        sum += serving;
-        mx = serving > mx ? serving : mx;
+      if (e->pods[i].state == POD_READY) { /* scraped once ready, each pod its own series */
+        struct sim_load own = e->load;
+        if (e->serve)
+          sim_serve_load(e->serve, e->pods[i].id, &own.running, &own.waiting, &own.kv_pct,
+                         &own.inflight_pct, &own.rho);
+        double v = e->serve ? sim_signal_value(s, &own) : serving;
+        sum += v;
+        mx = v > mx ? v : mx;
         n++;
       }
   }
   if (n == 0)
     return 0; /* an empty result: KEDA's prometheus scaler reads 0 (ignoreNullValues) */
+  if (agg == 3 && n > 1)
+    return NAN;
   return agg == 1 ? sum / (double)n : agg == 2 ? mx : sum;
+}
+
+/* What Prometheus holds: the value at its last scrape (--prometheus-scrape-interval), or now. */
+static double prometheus_value(struct eng *e, size_t i, const struct sim_trigger *t) {
+  int every = e->prm.scrape_s;
+  if (every <= 0)
+    return prometheus_now(e, t);
+  int64_t at = e->now - e->now % every;
+  if (!e->prom_has[i] || e->prom_at[i] != at) {
+    e->prom_val[i] = prometheus_now(e, t);
+    e->prom_at[i] = at;
+    e->prom_has[i] = true;
+  }
+  return e->prom_val[i];
 }
 
 /* The HTTP add-on's metric (scaler/handlers.go GetMetrics): the interceptor's concurrency,
@@ -86,9 +109,9 @@ static int read_trigger_now(struct eng *e, size_t i, double *value, bool *active
     return 0;
   }
   if (t->kind == SIM_TRIG_PROMETHEUS) {
-    *value = prometheus_value(e, t);
+    *value = prometheus_value(e, i, t);
     *active = *value > t->activation;
-    return 0;
+    return isnan(*value) ? -1 : 0;
   }
   struct scaler_result res;
   struct scaler_error er; /* the policy fills what it reports; 2 KiB not cleared each second */
@@ -630,7 +653,7 @@ static int settle(struct eng *e, struct sim_result *out) {
 }
 
 struct sim_params sim_params_default(void) {
-  struct sim_params p = {1, SIM_HPA_SYNC_S, SIM_HPA_TOLERANCE, SIM_HPA_DOWN_WINDOW_S};
+  struct sim_params p = {1, SIM_HPA_SYNC_S, SIM_HPA_TOLERANCE, SIM_HPA_DOWN_WINDOW_S, 0};
   return p;
 }
 

@@ -63,6 +63,7 @@ struct sim_params {
   int hpa_sync_s;    /* --horizontal-pod-autoscaler-sync-period (15) */
   double tolerance;  /* --horizontal-pod-autoscaler-tolerance (0.1) */
   int down_window_s; /* --horizontal-pod-autoscaler-downscale-stabilization (300) */
+  int scrape_s;      /* Prometheus' scrape interval for prometheus triggers (0: read live) */
 };
 /* The Kubernetes defaults, with seed 1. */
 struct sim_params sim_params_default(void);

@@ -94,6 +94,10 @@ struct eng {
   int rec_rc[SIM_MAX_TRIGGERS];
   double rec_m[SIM_MAX_TRIGGERS];
   bool polling; /* inside keda_poll: reads store records */
+  /* prometheus trigger i: the value Prometheus holds from its last scrape, and when that was */
+  bool prom_has[SIM_MAX_TRIGGERS];
+  int64_t prom_at[SIM_MAX_TRIGGERS];
+  double prom_val[SIM_MAX_TRIGGERS];
   int events;
 };
 

@@ -38,6 +38,7 @@ struct sim_opts {
   int64_t hpa_sync_ms;
   double hpa_tolerance;
   int64_t hpa_down_ms;
+  int64_t scrape_ms;
   bool tune;
   double served_goal;
   int64_t latency_ms;
@@ -91,6 +92,10 @@ static const struct opt_def sim_defs[] = {
      "the cluster's --horizontal-pod-autoscaler-downscale-stabilization: the scale-down window "
      "where a behavior block leaves it unset, and the window without one",
      O(hpa_down_ms)},
+    {"prometheus-scrape-interval", 0, NULL, OPT_DURATION, NULL, 1000, 600000, NULL, "DURATION",
+     "the cluster's Prometheus scrape interval: a prometheus trigger reads what the last scrape "
+     "saw (default: the live value)",
+     O(scrape_ms)},
     {"tune", 0, NULL, OPT_BOOL, NULL, 0, 0, NULL, NULL,
      "search the ScaledObject's targets, scale-down window, scale-up policy, pollingInterval and "
      "minReplicaCount for the fewest GPU-hours meeting --served (and --latency); prints the "
@@ -284,7 +289,7 @@ static int run_all(const struct sim_opts *o, struct inputs *in, const char **con
     price_of(&in->model, in->prices, &ri[i].price);
     pr.run = i;
     struct sim_params prm = {(uint64_t)o->seed, (int)(o->hpa_sync_ms / 1000), o->hpa_tolerance,
-                             (int)(o->hpa_down_ms / 1000)};
+                             (int)(o->hpa_down_ms / 1000), (int)(o->scrape_ms / 1000)};
     rc =
         sim_run(&in->model, &so, &in->trace, &in->ps, &prm, progress_cb, &pr, &res[i], err, errlen);
     sim_so_free(&so);
@@ -351,7 +356,7 @@ static int tune_main(const struct sim_opts *o, struct inputs *in, char *err, siz
   size_t n = in->trace.n, test = (size_t)((double)n * o->holdout);
   struct sim_trace train = trace_part(&in->trace, 0, n - test);
   struct sim_params prm = {(uint64_t)o->seed, (int)(o->hpa_sync_ms / 1000), o->hpa_tolerance,
-                           (int)(o->hpa_down_ms / 1000)};
+                           (int)(o->hpa_down_ms / 1000), (int)(o->scrape_ms / 1000)};
   struct sim_tune_goal goal = {o->served_goal / 100, (double)o->latency_ms / 1000,
                                in->model.slo.set, in->model.slo.attainment / 100};
   struct progress pr = {false, false, now_s(), 0, 1};
