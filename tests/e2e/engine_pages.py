@@ -35,7 +35,8 @@ def vllm_page(waiting, running=2, kv=0.5):
 
 def sglang_page(series):
     """series: [(labels dict, queue, token usage[, running])] (running 32 when left out), labels
-    as SchedulerMetricsMixin.init_metrics builds them (model_name, engine_type, tp_rank, pp_rank, and dp_rank when dp_size > 1)."""
+    as SchedulerMetricsMixin.init_metrics builds them (model_name, engine_type, tp_rank, pp_rank,
+    and dp_rank when dp_size > 1)."""
     reg = CollectorRegistry()
     names = list(series[0][0].keys())
     # python/sglang/srt/metrics/collector.py, SchedulerMetricsCollector (multiprocess_mode
