@@ -277,7 +277,7 @@ class Demo:
             "  Try, from another terminal (run a query twice: the values move with the load):",
             "    %s -p vllm-in-flight -m maxNumSeqs=%d -m pods='vllm-.*'" % (q, MAX_SEQS),
             "    %s -p sglang-in-flight -m maxNumSeqs=%d -m pods='sglang-.*'" % (q, MAX_SEQS),
-            "    %s -m metricType=triton_request_rate -m targetValue=20 -m pods='triton-.*'" % q,
+            "    %s -p triton-queue-wait -m pods='triton-.*'" % q,
             "    %s -m metricType=gpu_utilization -m targetValue=75 -m pods='vllm-.*'" % q,
             "    %s query -a %s -m metricType=gpu_utilization -m targetValue=75" % (b, ag),
             "    curl -s http://%s:%d/metrics" % (PODS[0][2], self.engine_port),
