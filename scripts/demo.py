@@ -34,6 +34,7 @@ sys.path.insert(0, os.path.join(SRC, "tests", "e2e"))
 import engine_pages  # noqa: E402 (the fakes live beside the tests that use them)
 import fake_kube_api  # noqa: E402
 import fake_kubelet  # noqa: E402
+import helpers  # noqa: E402
 
 HOST = "127.0.0.1"
 NS = "demo"
@@ -120,44 +121,6 @@ def triton(load, share):
     return engine_pages.triton_page(models)
 
 
-def free_port(ips):
-    """A TCP port free on every address in ips (the pods share one metrics port)."""
-    for _ in range(50):
-        with socket.socket() as s:
-            s.bind((ips[0], 0))
-            port = s.getsockname()[1]
-        try:
-            for ip in ips:
-                with socket.socket() as s:
-                    s.bind((ip, port))
-            return port
-        except OSError:
-            continue
-    raise SystemExit("demo: no free port on " + ", ".join(ips))
-
-
-def free_ports(n):
-    """n distinct free TCP ports on HOST: bound together, so no two are the same."""
-    socks = [socket.socket() for _ in range(n)]
-    try:
-        for s in socks:
-            s.bind((HOST, 0))
-        return [s.getsockname()[1] for s in socks]
-    finally:
-        for s in socks:
-            s.close()
-
-
-def api_pod(name, engine, ip, port):
-    return {"apiVersion": "v1", "kind": "Pod",
-            "metadata": {"name": name, "namespace": NS, "uid": "uid-" + name,
-                         "resourceVersion": "1", "labels": {"app": engine},
-                         "annotations": {"gpuscale.io/engine": engine,
-                                         "gpuscale.io/metrics-port": str(port)}},
-            "spec": {"nodeName": NODE, "containers": [{"name": engine, "image": engine}]},
-            "status": {"phase": "Running", "podIP": ip, "podIPs": [{"ip": ip}]}}
-
-
 def kubelet_pod(name, engine, gpu):
     return {"namespace": NS, "name": name, "containers": [
         {"name": engine, "devices": [{"resource_name": "nvidia.com/gpu",
@@ -179,6 +142,7 @@ class Demo:
         self.engines = []
         self.api = None
         self.kubelet = None
+        self.sockdir = None
         self.workdir = args.workdir or tempfile.mkdtemp(prefix="gpuscale-demo-")
         self.own_workdir = not args.workdir
         os.makedirs(self.workdir, exist_ok=True)
@@ -221,27 +185,30 @@ class Demo:
     def start(self):
         a = self.args
         load = Load(a.period)
-        port = self.engine_port = free_port([ip for _, _, ip, _, _ in PODS])
+        ips = [ip for _, _, ip, _, _ in PODS]
+        port = self.engine_port = helpers.free_port(
+            ips[0], also=[(ip, socket.AF_INET) for ip in ips[1:]])
         makers = {"vllm": vllm, "sglang": sglang, "triton": triton}
         for name, engine, ip, _, share in PODS:
             self.engines.append(engine_pages.FakeEngine(ip, port, makers[engine](load, share)))
         self.api = fake_kube_api.FakeKubeAPI(
             {"nodes": [{"metadata": {"name": NODE}}],
-             "pods": [api_pod(name, engine, ip, port) for name, engine, ip, _, _ in PODS]},
+             "pods": [engine_pages.engine_pod(NS, name, NODE, ip, engine, port)
+                      for name, engine, ip, _, _ in PODS]},
             token=TOKEN, host=HOST)
         self.api.start()
         kc = fake_kube_api.kubeconfig(self.path("kubeconfig"), self.api.url, TOKEN)
         with open(self.path("kubelet-pods.json"), "w") as f:
             json.dump({"pods": [kubelet_pod(n, e, g) for n, e, _, g, _ in PODS]}, f)
         # A unix socket path must fit in 108 bytes: a short directory of its own.
-        self.sockdir = tempfile.mkdtemp(prefix="gsd-")
+        self.sockdir = tempfile.mkdtemp(prefix="gsk-demo-")
         self.socket = os.path.join(self.sockdir, "kubelet.sock")
         self.kubelet = fake_kubelet.serve(self.socket, self.path("kubelet-pods.json"),
                                           os.path.join(SRC, "proto"), verbose=False)
         with open(self.path("scenario.yaml"), "w") as f:
             f.write(scenario_yaml(a.period))
         self.ports = dict(zip(("agent_grpc", "agent_http", "gw_grpc", "gw_http"),
-                              free_ports(4)))
+                              helpers.free_ports(4, HOST)))
         ag = "%s:%d" % (HOST, self.ports["agent_grpc"])
         load.t0 = time.monotonic()  # the scenario's pattern clock starts with the agent
         agent = self.spawn("agent", [
@@ -265,7 +232,7 @@ class Demo:
         pods = ", ".join("%s %s" % (name, ip) for name, _, ip, _, _ in PODS)
         return "\n".join([
             "",
-            "  gpuscale demo: an agent on 4 mock GPUs and a gateway, on 127.0.0.1, with engine pods",
+            "  gpuscale demo: an agent on 4 mock GPUs and a gateway on 127.0.0.1, with engine pods",
             "  whose load rises and falls over %ds (namespace %s, node %s)." % (
                 self.args.period, NS, NODE),
             "    gateway  gRPC %s (workload scope: the pods a trigger's `pods` matches), HTTP %s"
@@ -303,6 +270,7 @@ class Demo:
             self.api.stop()
         if self.kubelet:
             self.kubelet.stop(0).wait(5)
+        if self.sockdir:
             shutil.rmtree(self.sockdir, ignore_errors=True)
         if self.own_workdir and not self.args.keep:
             shutil.rmtree(self.workdir, ignore_errors=True)
@@ -327,21 +295,31 @@ def main():
         ap.error("%s is not an executable: build it first (make build)" % args.bin)
 
     done = threading.Event()
+    started = []
+
+    def on_signal(*_):
+        done.set()
+        if not started:  # still starting: leave the waits at once (the finally cleans up)
+            raise KeyboardInterrupt
+
     for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, lambda *_: done.set())
+        signal.signal(sig, on_signal)
     demo = Demo(args)
     try:
         demo.start()
+        started.append(True)
         print(demo.hints(), flush=True)
         deadline = time.monotonic() + args.duration if args.duration > 0 else None
         while not done.wait(0.5):
             if deadline and time.monotonic() > deadline:
                 break
             dead = [p for p in demo.procs if p.poll() is not None]
-            if dead:
+            if dead and not done.is_set():  # Ctrl-C in a terminal reaches the children too
                 print("demo: the %s exited (%s); its log:\n%s" % (
                     dead[0].name, dead[0].returncode, demo.tail(dead[0].name)), flush=True)
                 return 1
+    except KeyboardInterrupt:
+        return 130
     finally:
         print("demo: stopping", flush=True)
         demo.stop()

@@ -107,6 +107,18 @@ def triton_page(fn):
     return lambda: generate_latest(reg)
 
 
+def engine_pod(ns, name, node, ip, engine, port, labels=None):
+    """A Running v1 Pod as the API server lists it, annotated for the agent to read its page
+    (gpuscale.io/engine, gpuscale.io/metrics-port); the fake API adds the kubelet's Ready status."""
+    return {"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": name, "namespace": ns, "uid": "uid-%s-%s" % (ns, name),
+                         "resourceVersion": "1", "labels": labels or {"app": engine},
+                         "annotations": {"gpuscale.io/engine": engine,
+                                         "gpuscale.io/metrics-port": str(port)}},
+            "spec": {"nodeName": node, "containers": [{"name": engine, "image": engine}]},
+            "status": {"phase": "Running", "podIP": ip, "podIPs": [{"ip": ip}]}}
+
+
 class FakeEngine:
     """One pod's metrics endpoint on (ip, port): page is bytes, or a function returning the
     bytes of each answer (a page that follows load)."""

@@ -35,7 +35,7 @@ import pytest
 
 import fake_kube_api
 import helpers
-from engine_pages import FakeEngine, sglang_page, triton_page
+from engine_pages import FakeEngine, engine_pod, sglang_page, triton_page
 from gateway_helpers import FixedAgent, Gateway
 from helpers import Scenario, wait_for
 from test_engines_gateway import common_port, keda_value
@@ -112,24 +112,14 @@ PODS = [
 ]
 
 
-def api_pod(name, ip, engine, port):
-    return {"apiVersion": "v1", "kind": "Pod",
-            "metadata": {"name": name, "namespace": NS, "uid": "uid-" + name,
-                         "resourceVersion": "1", "labels": {"app": name},
-                         "annotations": {"gpuscale.io/engine": engine,
-                                         "gpuscale.io/metrics-port": str(port)}},
-            "spec": {"nodeName": NODE, "containers": [{"name": engine, "image": engine}]},
-            "status": {"phase": "Running", "podIP": ip, "podIPs": [{"ip": ip}],
-                       "conditions": [{"type": "Ready", "status": "True"}]}}
-
-
 @pytest.fixture(scope="module")
 def gw(tmp_path_factory):
     root = str(tmp_path_factory.mktemp("engine-layouts"))
     port = common_port([p[1] for p in PODS])
     engines = [FakeEngine(ip, port, page) for _, ip, _, page in PODS]
     state = {"nodes": [{"metadata": {"name": NODE}}],
-             "pods": [api_pod(name, ip, engine, port) for name, ip, engine, _ in PODS]}
+             "pods": [engine_pod(NS, name, NODE, ip, engine, port, {"app": name})
+                      for name, ip, engine, _ in PODS]}
     api = fake_kube_api.FakeKubeAPI(state, os.path.join(root, "api.log"), token="t0ken")
     api.start()
     procs = []
