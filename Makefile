@@ -6,13 +6,13 @@ JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 MAKEFLAGS += --no-print-directory
 CMAKE_FLAGS ?=
 
-.PHONY: all deps build run install uninstall check test unit e2e asan valgrind format checksrc bench clean image
+.PHONY: all deps build run demo install uninstall check test unit e2e asan valgrind format checksrc bench clean image
 
 all: build
 
 # Every package: build, try-it, test and bench tools.
 deps:
-	@bash scripts/install-deps.sh build run test bench
+	@bash scripts/install-deps.sh build run demo test bench
 
 build:
 	@cmake -S . -B $(BUILD) -DGPUSCALE_WERROR=ON $(CMAKE_FLAGS) >/dev/null
@@ -25,6 +25,16 @@ run:
 	@cmake -S . -B $(BUILD) -DGPUSCALE_WERROR=ON $(CMAKE_FLAGS) >/dev/null
 	@cmake --build $(BUILD) -j $(JOBS) --target gpuscale
 	@bash scripts/run-demo.sh $(BUILD)/gpuscale
+
+# Engine scaling without a cluster: an agent on 4 mock GPUs and a gateway, on 127.0.0.1, with fake vLLM,
+# SGLang and Triton pods whose load rises and falls (docs/demo.md). Prints the query lines with its ports;
+# Ctrl-C stops everything. DEMO_FLAGS passes flags (--period 60, --keep).
+DEMO_FLAGS ?=
+demo:
+	@bash scripts/install-deps.sh build run demo
+	@cmake -S . -B $(BUILD) -DGPUSCALE_WERROR=ON $(CMAKE_FLAGS) >/dev/null
+	@cmake --build $(BUILD) -j $(JOBS) --target gpuscale
+	@/usr/bin/python3 scripts/demo.py --bin $(BUILD)/gpuscale $(DEMO_FLAGS)
 
 # Installs the binary as $(DESTDIR)$(PREFIX)/bin/gpuscale (default /usr/local/bin/gpuscale), so that
 # `gpuscale` works from any directory. Builds only the binary, as `make run` does.

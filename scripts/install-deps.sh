@@ -7,6 +7,8 @@
 # Sets:
 #   build  compile and link the gpuscale binary (the Dockerfile's build stage installs exactly these)
 #   run    the README's try-it lines beside `make run` (curl)
+#   demo   `make demo`'s fakes: engine pages (prometheus_client), the fake Kubernetes API, and the
+#          fake kubelet (grpcio, protobuf, protoc)
 #   test   what `make check` adds: cmocka, the e2e tests' Python, protoc, valgrind, clang-format,
 #          Prometheus, openssl, Chromium, Node.js/npm for the deploy tests, and Debian's ROCm SMI
 #          (header and library) for the AMD collector's tests
@@ -14,8 +16,8 @@
 #   fuzz   clang and its libFuzzer runtime, for the fuzz build (docs/development.md)
 #   image  the container image stage: buildah, podman, runc, debuerreotype, iproute2, Prometheus
 #
-# `make run` installs build+run, `make check` build+run+test+image (not image with SKIP_IMAGE=1),
-# `make bench` build+bench.
+# `make run` installs build+run, `make demo` build+run+demo, `make check` build+run+test+image (not image
+# with SKIP_IMAGE=1), `make bench` build+bench.
 # Idempotent: does nothing when every package is installed. Refreshes the package lists first when they are
 # missing or older than a day. Uses sudo when not root; prints the apt-get line when it cannot install.
 set -euo pipefail
@@ -27,6 +29,7 @@ SET_build=(
   libmicrohttpd-dev libcurl4-openssl-dev libjson-c-dev libyaml-dev libyajl-dev zlib1g-dev
 )
 SET_run=(curl)
+SET_demo=(python3 python3-prometheus-client python3-grpcio python3-protobuf protobuf-compiler)
 SET_test=(
   victoria-metrics # the Prometheus-compatible store of tests/e2e/test_rightsize_victoria.py
   libcmocka-dev
@@ -52,10 +55,10 @@ SET_image=(
 )
 SET_bench=(curl procps python3 prometheus time nghttp2-client) # nghttp2-client: h2load, nghttp
 SET_fuzz=(clang libclang-rt-14-dev)
-ALL_SETS="build run test bench fuzz image"
+ALL_SETS="build run demo test bench fuzz image"
 
 usage() {
-  sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//' >&2
+  sed -n '2,21p' "$0" | sed 's/^# \{0,1\}//' >&2
   exit 2
 }
 

@@ -197,6 +197,16 @@ def label_match(reqs, labels):
     return True
 
 
+def kubeconfig(path, server, token):
+    """Writes a kubeconfig that points at server with a bearer token; returns path."""
+    with open(path, "w") as f:
+        f.write("apiVersion: v1\nkind: Config\ncurrent-context: t\n"
+                "clusters:\n- name: t\n  cluster:\n    server: %s\n"
+                "contexts:\n- name: t\n  context:\n    cluster: t\n    user: u\n"
+                "users:\n- name: u\n  user:\n    token: %s\n" % (server, token))
+    return path
+
+
 class FakeKubeAPI:
     def __init__(self, state, log_path=None, token=None, tls_cert=None, tls_key=None,
                  client_ca=None, host="127.0.0.1", port=0):

@@ -93,8 +93,9 @@ def build_response(pb, pods):
 
 
 class Lister:
-    def __init__(self, pb, pods_path):
+    def __init__(self, pb, pods_path, verbose=True):
         self.pb = pb
+        self.verbose = verbose
         self.pods_path = pods_path
         self.calls = 0
         self.lock = threading.Lock()
@@ -103,7 +104,8 @@ class Lister:
         with self.lock:
             self.calls += 1
             n = self.calls
-        print("list %d" % n, flush=True)
+        if self.verbose:
+            print("list %d" % n, flush=True)
         state = read_state(self.pods_path)
         delay = float(state.get("delay") or 0)
         if delay > 0:
@@ -116,6 +118,25 @@ class Lister:
         return build_response(self.pb, state.get("pods", []))
 
 
+def serve(socket_path, pods_path, proto_dir, verbose=True):
+    """Starts a PodResourcesLister on unix socket_path answering from pods_path; returns the
+    started grpc server (stop it, then unlink the socket). verbose: the "list N" lines."""
+    pb = load_messages(proto_dir)
+    lister = Lister(pb, pods_path, verbose)
+    handler = grpc.method_handlers_generic_handler("v1.PodResourcesLister", {
+        "List": grpc.unary_unary_rpc_method_handler(
+            lister.list, request_deserializer=pb.ListPodResourcesRequest.FromString,
+            response_serializer=pb.ListPodResourcesResponse.SerializeToString),
+    })
+    if os.path.exists(socket_path):
+        os.unlink(socket_path)
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=8))
+    server.add_generic_rpc_handlers((handler,))
+    server.add_insecure_port("unix:" + socket_path)
+    server.start()
+    return server
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--socket", required=True, help="unix socket path to listen on")
@@ -124,19 +145,7 @@ def main():
         __file__)), "..", "..", "proto"), help="directory holding podresources.proto")
     args = ap.parse_args()
 
-    pb = load_messages(args.proto_dir)
-    lister = Lister(pb, args.pods)
-    handler = grpc.method_handlers_generic_handler("v1.PodResourcesLister", {
-        "List": grpc.unary_unary_rpc_method_handler(
-            lister.list, request_deserializer=pb.ListPodResourcesRequest.FromString,
-            response_serializer=pb.ListPodResourcesResponse.SerializeToString),
-    })
-    if os.path.exists(args.socket):
-        os.unlink(args.socket)
-    server = grpc.server(futures.ThreadPoolExecutor(max_workers=8))
-    server.add_generic_rpc_handlers((handler,))
-    server.add_insecure_port("unix:" + args.socket)
-    server.start()
+    server = serve(args.socket, args.pods, args.proto_dir)
     print("listening %s" % args.socket, flush=True)
 
     done = threading.Event()

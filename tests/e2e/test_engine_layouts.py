@@ -28,18 +28,14 @@ give prometheus_client counter families whose samples carry Triton's own names.
 
 import json
 import os
-import socket
-import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import grpc
 import pytest
-from prometheus_client import CollectorRegistry, Gauge, generate_latest
-from prometheus_client.core import Metric
 
 import fake_kube_api
 import helpers
+from engine_pages import FakeEngine, engine_pod, sglang_page, triton_page
 from gateway_helpers import FixedAgent, Gateway
 from helpers import Scenario, wait_for
 from test_engines_gateway import common_port, keda_value
@@ -50,25 +46,6 @@ NODE = "node-1"
 ENGINE_INTERVAL = "1s"
 
 # ---- pages ----
-
-
-def sglang_page(series):
-    """series: [(labels dict, queue, token usage)], labels as SchedulerMetricsMixin.init_metrics
-    builds them (model_name, engine_type, tp_rank, pp_rank, and dp_rank when dp_size > 1)."""
-    reg = CollectorRegistry()
-    names = list(series[0][0].keys())
-    # python/sglang/srt/metrics/collector.py, SchedulerMetricsCollector (multiprocess_mode
-    # "mostrecent" there, which Debian's older prometheus_client lacks; one process here, so the
-    # page is the same)
-    q = Gauge("sglang:num_queue_reqs", "The number of requests in the waiting queue.", names,
-              registry=reg)
-    u = Gauge("sglang:token_usage", "The token usage.", names, registry=reg)
-    r = Gauge("sglang:num_running_reqs", "The number of running requests.", names, registry=reg)
-    for labels, queue, usage in series:
-        q.labels(**labels).set(queue)
-        u.labels(**labels).set(usage)
-        r.labels(**labels).set(32)
-    return generate_latest(reg)
 
 
 def sglang_tp8():
@@ -83,60 +60,6 @@ def sglang_dp_attention():
     return sglang_page([({"model_name": "deepseek", "engine_type": "unified",
                           "tp_rank": str(tp), "pp_rank": "0", "dp_rank": str(tp // 2)},
                          DP_QUEUES[tp // 2], 0.2 + 0.1 * (tp // 2)) for tp in range(8)])
-
-
-class Counters:
-    """A Triton collector: per (model, version) counter values from a function of time."""
-
-    def __init__(self, fn):
-        self.fn = fn  # now -> {model: dict(ok, q, c, pend)}
-
-    def collect(self):
-        models = self.fn(time.time())
-
-        def fam(name, doc, kind, key, extra=None):
-            m = Metric(name, doc, kind)
-            for model, v in models.items():
-                labels = {"model": model, "version": "1"}
-                if extra:
-                    for reason in extra:
-                        m.add_sample(name, dict(labels, reason=reason),
-                                     v.get(key, 0) if reason == "BACKEND" else 0)
-                else:
-                    m.add_sample(name, labels, v.get(key, 0))
-            return m
-
-        # triton core src/metrics.cc (names, help, types); src/metric_model_reporter.cc (labels
-        # model and version; failures per reason REJECTED, CANCELED, BACKEND, OTHER)
-        yield fam("nv_inference_request_success", "Number of successful inference requests, "
-                  "all batch sizes", "counter", "ok")
-        yield fam("nv_inference_request_failure", "Number of failed inference requests, all "
-                  "batch sizes", "counter", "fail", ["REJECTED", "CANCELED", "BACKEND", "OTHER"])
-        yield fam("nv_inference_count", "Number of inferences performed (does not include "
-                  "cached requests)", "counter", "ok")
-        yield fam("nv_inference_exec_count", "Number of model executions performed (does not "
-                  "include cached requests)", "counter", "ok")
-        yield fam("nv_inference_queue_duration_us", "Cumulative inference queuing duration in "
-                  "microseconds (includes cached requests)", "counter", "q")
-        yield fam("nv_inference_compute_infer_duration_us", "Cumulative compute inference "
-                  "duration in microseconds (does not include cached requests)", "counter", "c")
-        yield fam("nv_inference_pending_request_count", "Instantaneous number of pending "
-                  "requests awaiting execution per-model.", "gauge", "pend")
-        trt = [(m, v) for m, v in models.items() if "trt" in v]
-        if trt:
-            # tensorrtllm_backend README.md, "Triton Metrics"
-            g = Metric("nv_trt_llm_request_metrics", "TRT LLM request metrics", "gauge")
-            for model, v in trt:
-                for rt, val in v["trt"].items():
-                    g.add_sample("nv_trt_llm_request_metrics",
-                                 {"model": model, "request_type": rt, "version": "1"}, val)
-            yield g
-
-
-def triton_page(fn):
-    reg = CollectorRegistry()
-    reg.register(Counters(fn))
-    return lambda: generate_latest(reg)
 
 
 T0 = time.time()
@@ -189,50 +112,14 @@ PODS = [
 ]
 
 
-class FakeEngine:
-    def __init__(self, ip, port, page):
-        self.page = page
-
-        outer = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, fmt, *args):
-                pass
-
-            def do_GET(self):
-                body = outer.page() if callable(outer.page) else outer.page
-                self.send_response(200)
-                self.send_header("Content-Type", "text/plain; version=0.0.4")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-        self.server = ThreadingHTTPServer((ip, port), Handler)
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-
-    def stop(self):
-        self.server.shutdown()
-        self.server.server_close()
-
-
-def api_pod(name, ip, engine, port):
-    return {"apiVersion": "v1", "kind": "Pod",
-            "metadata": {"name": name, "namespace": NS, "uid": "uid-" + name,
-                         "resourceVersion": "1", "labels": {"app": name},
-                         "annotations": {"gpuscale.io/engine": engine,
-                                         "gpuscale.io/metrics-port": str(port)}},
-            "spec": {"nodeName": NODE, "containers": [{"name": engine, "image": engine}]},
-            "status": {"phase": "Running", "podIP": ip, "podIPs": [{"ip": ip}],
-                       "conditions": [{"type": "Ready", "status": "True"}]}}
-
-
 @pytest.fixture(scope="module")
 def gw(tmp_path_factory):
     root = str(tmp_path_factory.mktemp("engine-layouts"))
     port = common_port([p[1] for p in PODS])
     engines = [FakeEngine(ip, port, page) for _, ip, _, page in PODS]
     state = {"nodes": [{"metadata": {"name": NODE}}],
-             "pods": [api_pod(name, ip, engine, port) for name, ip, engine, _ in PODS]}
+             "pods": [engine_pod(NS, name, NODE, ip, engine, port, {"app": name})
+                      for name, ip, engine, _ in PODS]}
     api = fake_kube_api.FakeKubeAPI(state, os.path.join(root, "api.log"), token="t0ken")
     api.start()
     procs = []

@@ -25,10 +25,10 @@ import time
 
 import grpc
 import pytest
-from prometheus_client import CollectorRegistry, Gauge, generate_latest
 
 import fake_kube_api
 import helpers
+from engine_pages import vllm_page
 from gateway_helpers import FixedAgent, Gateway
 from helpers import Scenario, wait_for
 from test_engines_gateway import FakeEngine, common_port, keda_value, settled
@@ -36,23 +36,8 @@ from test_pod_phases import kubeconfig
 
 NS = "prod"
 NODES = ["node-1", "node-2"]
-MODEL = "meta-llama/Llama-3.1-8B-Instruct"
 WORKLOAD = {"metricType": "vllm_queue_depth", "pods": "vllm-.*", "targetValue": "5"}
 LWS_LABELS = "leaderworkerset.sigs.k8s.io/"  # kubernetes-sigs/lws leaderworkerset_types.go
-
-
-def vllm_page(waiting, running=2, kv=0.5):
-    """A vLLM V1 /metrics page, rendered by prometheus_client from vLLM's definitions
-    (vllm/v1/metrics/loggers.py, PrometheusStatLogger; one engine, index 0)."""
-    reg = CollectorRegistry()
-    labels = ["model_name", "engine"]
-    for name, doc, v in [
-            ("vllm:num_requests_running", "Number of requests in model execution batches.",
-             running),
-            ("vllm:num_requests_waiting", "Number of requests waiting to be processed.", waiting),
-            ("vllm:kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage.", kv)]:
-        Gauge(name, doc, labels, registry=reg).labels(MODEL, "0").set(v)
-    return generate_latest(reg)
 
 
 def pod(name, node, ip, port, ns=NS, labels=None, annotations=None, status=None,

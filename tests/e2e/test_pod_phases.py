@@ -27,12 +27,7 @@ def api_pod(ns, name, phase, node=NODE):
 
 
 def kubeconfig(path, server, token=TOKEN):
-    with open(path, "w") as f:
-        f.write("apiVersion: v1\nkind: Config\ncurrent-context: t\n"
-                "clusters:\n- name: t\n  cluster:\n    server: %s\n"
-                "contexts:\n- name: t\n  context:\n    cluster: t\n    user: u\n"
-                "users:\n- name: u\n  user:\n    token: %s\n" % (server, token))
-    return path
+    return fake_kube_api.kubeconfig(path, server, token)
 
 
 KUBELET_PODS = [
