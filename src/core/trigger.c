@@ -701,6 +701,37 @@ static int check_engine_keys(const struct kv *md, size_t n, const struct trigger
   return 0;
 }
 
+/* quantile: which quantile of the summed window histograms a latency metricType answers
+ * (docs/engines.md "Latency"). aggregation is refused next to one: pods are merged by summing
+ * their histograms, never by combining per-pod values. */
+static int parse_quantile(const struct kv *md, size_t n, struct trigger *t, char *err,
+                          size_t errlen) {
+  const char *v = md_get(md, n, "quantile");
+  bool latency = t->engine && engine_signal_latency(t->esignal) >= 0;
+  if (!latency) {
+    if (v)
+      return bad(err, errlen, "quantile", v,
+                 "applies only to the latency metricTypes (vllm_ttft_seconds, "
+                 "vllm_queue_time_seconds, vllm_inter_token_latency_seconds, sglang_ttft_seconds, "
+                 "sglang_queue_time_seconds, sglang_inter_token_latency_seconds)");
+    return 0;
+  }
+  const char *a = md_get(md, n, "aggregation");
+  if (a) {
+    char rule[256];
+    snprintf(rule, sizeof rule,
+             "does not apply to metricType %s: its pods are merged by summing their histograms "
+             "over the window, then reading the quantile key (docs/engines.md)",
+             trigger_metric_label(t));
+    return bad(err, errlen, "aggregation", a, rule);
+  }
+  t->quantile = LATENCY_DEFAULT_QUANTILE;
+  if (v && (parse_number(v, &t->quantile) || !(t->quantile > 0 && t->quantile < 1)))
+    return bad(err, errlen, "quantile", v,
+               "must be a number greater than 0 and less than 1, e.g. \"0.95\" or \"0.99\"");
+  return 0;
+}
+
 /* maxNumSeqs: the batch size an in-flight metricType divides by (docs/engines.md "Requests in
  * flight"). vLLM and TGI serve no series with it, so the trigger says it. */
 static int parse_max_num_seqs(const struct kv *md, size_t n, struct trigger *t, char *err,
@@ -823,7 +854,7 @@ int trigger_parse_ref(const struct kv *md, size_t n, const struct profile_set *p
     snprintf(t.metric_name, sizeof t.metric_name, "%s", v);
   }
   if (check_engine_keys(md, n, &t, err, errlen) || parse_model_keys(md, n, &t, err, errlen) ||
-      parse_max_num_seqs(md, n, &t, err, errlen))
+      parse_max_num_seqs(md, n, &t, err, errlen) || parse_quantile(md, n, &t, err, errlen))
     return GS_EINVAL;
   /* Last, so that an error above never leaves a compiled regex behind. */
   int grc = parse_gateway_keys(md, n, ref_ns, &t, err, errlen);

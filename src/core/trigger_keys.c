@@ -34,6 +34,7 @@ static const char *const known[] = {
     "model",
     "modelVersion",
     "maxNumSeqs",
+    "quantile",
     /* KEDA's own (pkg/scalers/external_scaler.go) */
     "scalerAddress",
     "tlsCertFile",

@@ -166,6 +166,12 @@ int scaler_select_engines(const struct trigger *t, const struct engine_reading *
                             r->pod, sig, why, r->reason[0] ? "; " : "", r->reason);
       continue;
     }
+    int f = engine_signal_latency(t->esignal);
+    if (f >= 0 && !sel->lat_err[0] && r->lat[f].n) {
+      char lwhy[128];
+      if (latency_add(&sel->lat, &r->lat[f], lwhy, sizeof lwhy))
+        snprintf(sel->lat_err, sizeof sel->lat_err, "pod %s/%s: %s", r->ns, r->pod, lwhy);
+    }
     sel->fresh++;
     uint32_t group = 0;
     if (t->scope == TRIGGER_SCOPE_WORKLOAD) {
@@ -550,6 +556,35 @@ static int coverage_error(const struct trigger *t, const struct scaler_selection
   return e->code;
 }
 
+/* A latency trigger's value: the quantile of the selected pods' summed window histograms, never a
+ * mean of per-pod quantiles (docs/engines.md "Latency"). Every pod idle (nothing waiting, running
+ * or finished) reads 0: there is no latency to serve and nothing to scale for. */
+static int latency_value(const struct trigger *t, const struct scaler_selection *sel,
+                         struct scaler_result *out, struct scaler_error *e) {
+  if (t->scope == TRIGGER_SCOPE_WORKLOAD)
+    out->pods = sel->fresh;
+  if (sel->lat_err[0]) {
+    e->code = GS_EUNAVAIL;
+    snprintf(e->msg, sizeof e->msg,
+             "%s: the selected pods' histograms cannot be summed (%s); give the pods of one "
+             "workload the same buckets",
+             trigger_metric_label(t), sel->lat_err);
+    return e->code;
+  }
+  if (latency_count(&sel->lat) == 0) {
+    out->value = 0;
+    return 0;
+  }
+  char why[160];
+  int rc = latency_quantile(&sel->lat, t->quantile, &out->value, why, sizeof why);
+  if (rc) { /* only a histogram no reader let through: never a made-up value */
+    e->code = GS_EUNAVAIL;
+    snprintf(e->msg, sizeof e->msg, "%s: %s", trigger_metric_label(t), why);
+    return e->code;
+  }
+  return 0;
+}
+
 /* Applies the partial-failure rules and the arithmetic to a selection (docs/gateway.md, "Partial
  * failure"): the only 0 without a reading is "everything is known and nothing matches". */
 static int judge(const struct trigger *t, struct scaler_selection *sel, struct scaler_result *out,
@@ -606,6 +641,8 @@ static int judge(const struct trigger *t, struct scaler_selection *sel, struct s
       return coverage_error(t, sel, COV_BELOW, out, e);
     out->partial = true;
   }
+  if (t->engine && engine_signal_latency(t->esignal) >= 0)
+    return latency_value(t, sel, out, e);
   int rc = t->scope == TRIGGER_SCOPE_WORKLOAD ? workload_value(t, sel, &out->value, &out->pods)
                                               : aggregate(t->agg, sel->vals, sel->n, &out->value);
   if (rc) {
