@@ -219,9 +219,78 @@ done:
 
 /* The latency families of a vLLM or SGLang page, read against prev (then replaced by this
  * scrape). busy from the pod's waiting and running gauges, read before. */
+/* Where one engine's prompt tokens are read from. */
+struct tokspec {
+  const char *tokens;          /* the prompt-token counter (its _total sample) */
+  const char *len_sum, *len_n; /* two counters whose ratio is the mean prompt length */
+  enum engine_signal waiting, tokens_sig, rate_sig;
+};
+
+/* Counter `name` summed over its series: its increase since prev (recorded into next) and its
+ * current sum. Returns 1 when read, 0 when the page has none, -1 with a reason when a value is
+ * bad or an increase cannot be told. */
+static int counter(const struct prom_doc *d, const char *name, const struct engine_prev *prev,
+                   struct engine_prev *next, double *inc, double *cur, struct engine_reading *out) {
+  int found = 0;
+  bool unknown = false;
+  *inc = *cur = 0;
+  for (size_t i = 0; i < d->n; i++) {
+    const struct prom_sample *s = &d->samples[i];
+    if (strcmp(s->name, name) != 0)
+      continue;
+    if (!isfinite(s->value) || s->value < 0) {
+      engine_read_reason(out, "%s is %g (a finite number >= 0 expected)", name, s->value);
+      return -1;
+    }
+    double one = 0;
+    unknown |= !engine_prev_increase(prev, next, engine_series_key(s, NULL), s->value, &one);
+    *inc += one;
+    *cur += s->value;
+    found = 1;
+  }
+  if (unknown) {
+    engine_read_reason(out, "%s: a series cannot be told from a new one", name);
+    return -1;
+  }
+  return found;
+}
+
+/* The waiting prompt tokens (waiting requests x the mean prompt length of the window, else of
+ * the pod's life) and the prefill throughput (the prompt-token counter's rate since prev). */
+static void read_tokens(const struct prom_doc *d, const struct tokspec *ts, int64_t now_ms,
+                        const struct engine_prev *prev, struct engine_prev *next,
+                        struct engine_reading *out) {
+  double tok_inc, tok_cur, sum_inc, sum_cur, n_inc, n_cur;
+  int tok = counter(d, ts->tokens, prev, next, &tok_inc, &tok_cur, out);
+  if (tok == 1 && prev->have && now_ms > prev->ts_ms)
+    engine_read_set(out, ts->rate_sig, tok_inc / ((double)(now_ms - prev->ts_ms) / 1000.0));
+  int ls = ts->len_sum == ts->tokens ? tok
+                                     : counter(d, ts->len_sum, prev, next, &sum_inc, &sum_cur, out);
+  if (ts->len_sum == ts->tokens) {
+    sum_inc = tok_inc;
+    sum_cur = tok_cur;
+  }
+  int ln = counter(d, ts->len_n, prev, next, &n_inc, &n_cur, out);
+  if (!engine_has(out, ts->waiting) || ls <= 0 || ln <= 0)
+    return; /* the reason is given, or the engine serves no prompt lengths (absent, as any
+               signal an engine does not serve) */
+  double waiting = out->v[ts->waiting];
+  if (waiting == 0) {
+    engine_read_set(out, ts->tokens_sig, 0);
+    return;
+  }
+  double mean = prev->have && n_inc > 0 ? sum_inc / n_inc : n_cur > 0 ? sum_cur / n_cur : NAN;
+  if (!isfinite(mean))
+    engine_read_reason(out, "%s: %g requests wait and no prompt length is measured yet (%s / %s)",
+                       engine_signal_name(ts->tokens_sig), waiting, ts->len_sum, ts->len_n);
+  else
+    engine_read_set(out, ts->tokens_sig, waiting * mean);
+}
+
 static void read_latency(const struct prom_doc *d, const char *const names[ENGINE_LAT_FAMILIES],
                          const enum engine_signal sigs[ENGINE_LAT_FAMILIES], int busy,
-                         int64_t now_ms, struct engine_prev *prev, struct engine_reading *out) {
+                         const struct tokspec *ts, int64_t now_ms, struct engine_prev *prev,
+                         struct engine_reading *out) {
   struct engine_prev none = {0};
   if (!prev)
     prev = &none;
@@ -234,6 +303,7 @@ static void read_latency(const struct prom_doc *d, const char *const names[ENGIN
   for (int f = 0; f < ENGINE_LAT_FAMILIES; f++)
     if (names[f])
       read_hist(d, names[f], sigs[f], busy, prev, next, out);
+  read_tokens(d, ts, now_ms, prev, next, out);
   qsort(next->s, next->n, sizeof *next->s, engine_prev_cmp);
   next->have = true;
   next->ts_ms = now_ms;
@@ -262,8 +332,16 @@ static void vllm_latency(const struct prom_doc *d, int64_t now_ms, struct engine
                                                   "vllm:request_queue_time_seconds", itl};
   const enum engine_signal sigs[ENGINE_LAT_FAMILIES] = {ES_VLLM_TTFT, ES_VLLM_QUEUE_TIME,
                                                         ES_VLLM_ITL};
-  read_latency(d, names, sigs, busy_of(out, ES_VLLM_QUEUE_DEPTH, ES_VLLM_RUNNING), now_ms, prev,
-               out);
+  /* vllm:prompt_tokens counts prefill tokens as they are computed; vllm:request_prompt_tokens
+   * observes each finished request's prompt length. */
+  static const struct tokspec ts = {"vllm:prompt_tokens_total",
+                                    "vllm:request_prompt_tokens_sum",
+                                    "vllm:request_prompt_tokens_count",
+                                    ES_VLLM_QUEUE_DEPTH,
+                                    ES_VLLM_WAITING_TOKENS,
+                                    ES_VLLM_PREFILL_RATE};
+  read_latency(d, names, sigs, busy_of(out, ES_VLLM_QUEUE_DEPTH, ES_VLLM_RUNNING), &ts, now_ms,
+               prev, out);
 }
 
 /* SGLang (python/sglang/srt/metrics/collector.py, TokenizerMetricsCollector). */
@@ -274,7 +352,13 @@ static void sglang_latency(const struct prom_doc *d, int64_t now_ms, struct engi
                                                   "sglang:inter_token_latency_seconds"};
   const enum engine_signal sigs[ENGINE_LAT_FAMILIES] = {ES_SGLANG_TTFT, ES_SGLANG_QUEUE_TIME,
                                                         ES_SGLANG_ITL};
-  read_latency(d, names, sigs, busy_of(out, ES_SGLANG_QUEUE, ES_SGLANG_RUNNING), now_ms, prev, out);
+  /* SGLang counts a request's prompt tokens when the request finishes
+   * (observe_one_finished_request), with sglang:num_requests_total beside them. */
+  static const struct tokspec ts = {"sglang:prompt_tokens_total", "sglang:prompt_tokens_total",
+                                    "sglang:num_requests_total",  ES_SGLANG_QUEUE,
+                                    ES_SGLANG_WAITING_TOKENS,     ES_SGLANG_PREFILL_RATE};
+  read_latency(d, names, sigs, busy_of(out, ES_SGLANG_QUEUE, ES_SGLANG_RUNNING), &ts, now_ms, prev,
+               out);
 }
 
 void engine_read_llm(const struct prom_doc *d, int64_t now_ms, struct engine_prev *prev,

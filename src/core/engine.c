@@ -27,6 +27,12 @@ static const struct {
     [ES_SGLANG_TTFT] = {"sglang_ttft_seconds", ENGINE_SGLANG},
     [ES_SGLANG_QUEUE_TIME] = {"sglang_queue_time_seconds", ENGINE_SGLANG},
     [ES_SGLANG_ITL] = {"sglang_inter_token_latency_seconds", ENGINE_SGLANG},
+    [ES_VLLM_WAITING_TOKENS] = {"vllm_waiting_prompt_tokens", ENGINE_VLLM},
+    [ES_VLLM_PREFILL_RATE] = {"vllm_prefill_tokens_per_second", ENGINE_VLLM},
+    [ES_SGLANG_WAITING_TOKENS] = {"sglang_waiting_prompt_tokens", ENGINE_SGLANG},
+    [ES_SGLANG_PREFILL_RATE] = {"sglang_prefill_tokens_per_second", ENGINE_SGLANG},
+    [ES_VLLM_QUEUE_WAIT] = {"vllm_expected_queue_wait_seconds", ENGINE_VLLM},
+    [ES_SGLANG_QUEUE_WAIT] = {"sglang_expected_queue_wait_seconds", ENGINE_SGLANG},
     [ES_VLLM_IN_FLIGHT] = {"vllm_requests_in_flight", ENGINE_VLLM},
     [ES_SGLANG_IN_FLIGHT] = {"sglang_requests_in_flight", ENGINE_SGLANG},
     [ES_TGI_IN_FLIGHT] = {"tgi_requests_in_flight", ENGINE_TGI},
@@ -41,6 +47,21 @@ int engine_signal_latency(enum engine_signal s) {
   case ES_VLLM_ITL:
   case ES_SGLANG_ITL: return 2;
   default: return -1;
+  }
+}
+
+bool engine_signal_queue_wait(enum engine_signal s, enum engine_signal *tokens,
+                              enum engine_signal *rate) {
+  switch (s) {
+  case ES_VLLM_QUEUE_WAIT:
+    *tokens = ES_VLLM_WAITING_TOKENS;
+    *rate = ES_VLLM_PREFILL_RATE;
+    return true;
+  case ES_SGLANG_QUEUE_WAIT:
+    *tokens = ES_SGLANG_WAITING_TOKENS;
+    *rate = ES_SGLANG_PREFILL_RATE;
+    return true;
+  default: return false;
   }
 }
 

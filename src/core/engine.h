@@ -56,6 +56,14 @@ enum engine_signal {
   ES_SGLANG_TTFT,       /* sglang_ttft_seconds: sglang:time_to_first_token_seconds */
   ES_SGLANG_QUEUE_TIME, /* sglang_queue_time_seconds: sglang:queue_time_seconds */
   ES_SGLANG_ITL,        /* sglang_inter_token_latency_seconds: sglang:inter_token_latency_seconds */
+  /* Prompt tokens (docs/engines.md "Expected queue wait"): what waits, and how fast the pod
+   * prefills, for the derived expected queue wait below. */
+  ES_VLLM_WAITING_TOKENS,   /* vllm_waiting_prompt_tokens: vllm_queue_depth x the mean prompt
+                               length (vllm:request_prompt_tokens, the window's, else since start) */
+  ES_VLLM_PREFILL_RATE,     /* vllm_prefill_tokens_per_second: d vllm:prompt_tokens_total / dt */
+  ES_SGLANG_WAITING_TOKENS, /* sglang_waiting_prompt_tokens: sglang_queue_depth x the mean prompt
+                               length (sglang:prompt_tokens_total / sglang:num_requests_total) */
+  ES_SGLANG_PREFILL_RATE, /* sglang_prefill_tokens_per_second: d sglang:prompt_tokens_total / dt */
   ES__COUNT, /* the signals an agent reads and the node API carries (one wire bit each) */
   /* Derived by the policy from two signals above and the trigger's maxNumSeqs, never read or
    * carried (docs/engines.md "Requests in flight"): 100 x (running + waiting) / maxNumSeqs. */
@@ -64,6 +72,10 @@ enum engine_signal {
   ES_TGI_IN_FLIGHT,              /* tgi_requests_in_flight: tgi_batch_size + tgi_queue_size */
   ES_SGLANG_IN_FLIGHT,           /* sglang_requests_in_flight: sglang_requests_running +
                                     sglang_queue_depth */
+  /* Derived from waiting prompt tokens and prefill throughput, summed over the selected pods, with
+   * the trigger's minPrefillTokensPerSecond as a floor on each pod's throughput. */
+  ES_VLLM_QUEUE_WAIT,   /* vllm_expected_queue_wait_seconds */
+  ES_SGLANG_QUEUE_WAIT, /* sglang_expected_queue_wait_seconds */
   ES__ALL
 };
 
@@ -151,6 +163,10 @@ static inline bool engine_has(const struct engine_reading *r, enum engine_signal
 /* The latency family of a latency signal (0 time to first token, 1 queue time, 2 inter-token
  * latency), or -1 for any other signal. */
 int engine_signal_latency(enum engine_signal s);
+/* True for an expected-queue-wait signal; *tokens and *rate name the two read signals it
+ * divides. */
+bool engine_signal_queue_wait(enum engine_signal s, enum engine_signal *tokens,
+                              enum engine_signal *rate);
 /* True for a signal the policy derives (ES__COUNT <= s < ES__ALL); *running and *waiting name
  * the two signals it adds. */
 bool engine_signal_derived(enum engine_signal s, enum engine_signal *running,

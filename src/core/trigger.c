@@ -732,6 +732,35 @@ static int parse_quantile(const struct kv *md, size_t n, struct trigger *t, char
   return 0;
 }
 
+/* minPrefillTokensPerSecond: a floor on each pod's measured prefill throughput for the expected
+ * queue wait (docs/engines.md "Expected queue wait"), so that a pod that prefilled nothing in the
+ * window (idle, just started) still gives a finite wait for what queues on it. */
+static int parse_prefill_floor(const struct kv *md, size_t n, struct trigger *t, char *err,
+                               size_t errlen) {
+  const char *v = md_get(md, n, "minPrefillTokensPerSecond");
+  enum engine_signal tok, rate;
+  bool qw = t->engine && engine_signal_queue_wait(t->esignal, &tok, &rate);
+  const char *a = md_get(md, n, "aggregation");
+  if (qw && a) {
+    char rule[256];
+    snprintf(rule, sizeof rule,
+             "does not apply to metricType %s: the selected pods' waiting prompt tokens and "
+             "prefill throughputs are summed, then divided (docs/engines.md)",
+             trigger_metric_label(t));
+    return bad(err, errlen, "aggregation", a, rule);
+  }
+  if (!v)
+    return 0;
+  if (!qw)
+    return bad(err, errlen, "minPrefillTokensPerSecond", v,
+               "applies only to metricType vllm_expected_queue_wait_seconds or "
+               "sglang_expected_queue_wait_seconds");
+  if (parse_number(v, &t->prefill_floor) || !(t->prefill_floor > 0))
+    return bad(err, errlen, "minPrefillTokensPerSecond", v,
+               "must be a number of prompt tokens per second greater than 0, e.g. \"2000\"");
+  return 0;
+}
+
 /* maxNumSeqs: the batch size an in-flight metricType divides by (docs/engines.md "Requests in
  * flight"). vLLM and TGI serve no series with it, so the trigger says it. */
 static int parse_max_num_seqs(const struct kv *md, size_t n, struct trigger *t, char *err,
@@ -854,7 +883,8 @@ int trigger_parse_ref(const struct kv *md, size_t n, const struct profile_set *p
     snprintf(t.metric_name, sizeof t.metric_name, "%s", v);
   }
   if (check_engine_keys(md, n, &t, err, errlen) || parse_model_keys(md, n, &t, err, errlen) ||
-      parse_max_num_seqs(md, n, &t, err, errlen) || parse_quantile(md, n, &t, err, errlen))
+      parse_max_num_seqs(md, n, &t, err, errlen) || parse_quantile(md, n, &t, err, errlen) ||
+      parse_prefill_floor(md, n, &t, err, errlen))
     return GS_EINVAL;
   /* Last, so that an error above never leaves a compiled regex behind. */
   int grc = parse_gateway_keys(md, n, ref_ns, &t, err, errlen);

@@ -35,6 +35,7 @@ static const char *const known[] = {
     "modelVersion",
     "maxNumSeqs",
     "quantile",
+    "minPrefillTokensPerSecond",
     /* KEDA's own (pkg/scalers/external_scaler.go) */
     "scalerAddress",
     "tlsCertFile",

@@ -150,7 +150,17 @@ int scaler_select_engines(const struct trigger *t, const struct engine_reading *
       continue; /* the caller notes the node */
     }
     double v = 0;
-    if (!r->fresh || (!t->model[0] && engine_value(r, t->esignal, t->max_num_seqs, &v) != 0)) {
+    enum engine_signal qtok, qrate;
+    bool qw = engine_signal_queue_wait(t->esignal, &qtok, &qrate);
+    if (qw && r->fresh && engine_has(r, qtok) && (engine_has(r, qrate) || t->prefill_floor > 0)) {
+      /* this pod's share of the pooled wait (the policy divides the sums) */
+      double rate = engine_has(r, qrate) ? r->v[qrate] : 0;
+      rate = rate > t->prefill_floor ? rate : t->prefill_floor;
+      sel->qw_tokens += r->v[qtok];
+      sel->qw_rate += rate;
+      v = rate > 0 ? r->v[qtok] / rate : 0;
+    } else if (qw || !r->fresh ||
+               (!t->model[0] && engine_value(r, t->esignal, t->max_num_seqs, &v) != 0)) {
       scaler_selection_note(sel, "node %s: pod %s/%s has no fresh %s reading%s%s", node, r->ns,
                             r->pod, sig, r->reason[0] ? ": " : "",
                             r->reason[0] ? r->reason
@@ -585,6 +595,31 @@ static int latency_value(const struct trigger *t, const struct scaler_selection 
   return 0;
 }
 
+/* An expected-queue-wait trigger's value: the selected pods' waiting prompt tokens over their
+ * prefill throughput, both summed (the time to drain the workload's queue at the rate it
+ * prefills; docs/engines.md "Expected queue wait"). Nothing waiting reads 0; tokens waiting with
+ * no measured throughput and no floor is UNAVAILABLE, never 0. */
+static int queue_wait_value(const struct trigger *t, const struct scaler_selection *sel,
+                            struct scaler_result *out, struct scaler_error *e) {
+  if (t->scope == TRIGGER_SCOPE_WORKLOAD)
+    out->pods = sel->fresh;
+  if (sel->qw_tokens <= 0) {
+    out->value = 0;
+    return 0;
+  }
+  if (!(sel->qw_rate > 0)) {
+    e->code = GS_EUNAVAIL;
+    snprintf(e->msg, sizeof e->msg,
+             "%s: %g prompt tokens wait and the selected pods prefilled nothing in the window; "
+             "set minPrefillTokensPerSecond (a floor on each pod's prefill throughput) for a "
+             "value",
+             trigger_metric_label(t), sel->qw_tokens);
+    return e->code;
+  }
+  out->value = sel->qw_tokens / sel->qw_rate;
+  return 0;
+}
+
 /* Applies the partial-failure rules and the arithmetic to a selection (docs/gateway.md, "Partial
  * failure"): the only 0 without a reading is "everything is known and nothing matches". */
 static int judge(const struct trigger *t, struct scaler_selection *sel, struct scaler_result *out,
@@ -643,6 +678,9 @@ static int judge(const struct trigger *t, struct scaler_selection *sel, struct s
   }
   if (t->engine && engine_signal_latency(t->esignal) >= 0)
     return latency_value(t, sel, out, e);
+  enum engine_signal qtok, qrate;
+  if (t->engine && engine_signal_queue_wait(t->esignal, &qtok, &qrate))
+    return queue_wait_value(t, sel, out, e);
   int rc = t->scope == TRIGGER_SCOPE_WORKLOAD ? workload_value(t, sel, &out->value, &out->pods)
                                               : aggregate(t->agg, sel->vals, sel->n, &out->value);
   if (rc) {

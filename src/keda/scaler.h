@@ -56,6 +56,9 @@ struct scaler_selection {
    * not be summed (their buckets differ): the answer is then UNAVAILABLE. */
   struct latency_hist lat;
   char lat_err[160];
+  /* Expected-queue-wait triggers: the fresh pods' waiting prompt tokens, and their prefill
+   * throughputs (each at least the trigger's minPrefillTokensPerSecond), summed. */
+  double qw_tokens, qw_rate;
 };
 
 /* Appends one value (of pod `group`, share 1). Returns 0, GS_ENOMEM, or GS_ETOOBIG past

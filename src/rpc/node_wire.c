@@ -135,6 +135,17 @@ static const struct {
      offsetof(Gpuscale__V1__EnginePod, sglang_queue_time_seconds)},
     {ES_SGLANG_ITL, GPUSCALE__V1__ENGINE_SIGNAL__ENGINE_SIGNAL_SGLANG_INTER_TOKEN_LATENCY_SECONDS,
      offsetof(Gpuscale__V1__EnginePod, sglang_inter_token_latency_seconds)},
+    {ES_VLLM_WAITING_TOKENS, GPUSCALE__V1__ENGINE_SIGNAL__ENGINE_SIGNAL_VLLM_WAITING_PROMPT_TOKENS,
+     offsetof(Gpuscale__V1__EnginePod, vllm_waiting_prompt_tokens)},
+    {ES_VLLM_PREFILL_RATE,
+     GPUSCALE__V1__ENGINE_SIGNAL__ENGINE_SIGNAL_VLLM_PREFILL_TOKENS_PER_SECOND,
+     offsetof(Gpuscale__V1__EnginePod, vllm_prefill_tokens_per_second)},
+    {ES_SGLANG_WAITING_TOKENS,
+     GPUSCALE__V1__ENGINE_SIGNAL__ENGINE_SIGNAL_SGLANG_WAITING_PROMPT_TOKENS,
+     offsetof(Gpuscale__V1__EnginePod, sglang_waiting_prompt_tokens)},
+    {ES_SGLANG_PREFILL_RATE,
+     GPUSCALE__V1__ENGINE_SIGNAL__ENGINE_SIGNAL_SGLANG_PREFILL_TOKENS_PER_SECOND,
+     offsetof(Gpuscale__V1__EnginePod, sglang_prefill_tokens_per_second)},
 };
 #define NSIGNALS (sizeof signal_map / sizeof signal_map[0])
 _Static_assert(NSIGNALS == ES__COUNT, "every engine signal has a wire bit");

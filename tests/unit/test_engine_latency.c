@@ -318,6 +318,51 @@ static void test_bad_histograms(void **state) {
   free(r);
 }
 
+/* Expected queue wait's inputs: waiting requests x the window's mean prompt length, and the
+ * prompt-token counter's rate (a restart judged per series). */
+static void test_prompt_tokens(void **state) {
+  (void)state;
+  struct engine_prev *prev = calloc(1, sizeof *prev);
+  struct engine_reading *r = malloc(sizeof *r);
+  /* scrape 1: 10 requests of 100 tokens finished since start; 2000 prompt tokens prefilled */
+  struct page p = page_new(4, 2);
+  add(&p, "vllm:prompt_tokens_total{engine=\"0\",model_name=\"m\"} 2000\n"
+          "vllm:request_prompt_tokens_sum{engine=\"0\",model_name=\"m\"} 1000\n"
+          "vllm:request_prompt_tokens_count{engine=\"0\",model_name=\"m\"} 10\n");
+  read_page(&p, 1000, prev, r);
+  assert_true(engine_has(r, ES_VLLM_WAITING_TOKENS));
+  assert_true(r->v[ES_VLLM_WAITING_TOKENS] == 400);  /* 4 x the mean since start, 100 */
+  assert_false(engine_has(r, ES_VLLM_PREFILL_RATE)); /* a rate needs two scrapes */
+  /* scrape 2, 4 s later: 8000 more prompt tokens; 5 requests of 1000 tokens finished */
+  p = page_new(4, 2);
+  add(&p, "vllm:prompt_tokens_total{engine=\"0\",model_name=\"m\"} 10000\n"
+          "vllm:request_prompt_tokens_sum{engine=\"0\",model_name=\"m\"} 6000\n"
+          "vllm:request_prompt_tokens_count{engine=\"0\",model_name=\"m\"} 15\n");
+  read_page(&p, 5000, prev, r);
+  assert_true(r->v[ES_VLLM_PREFILL_RATE] == 2000);   /* 8000 / 4 s */
+  assert_true(r->v[ES_VLLM_WAITING_TOKENS] == 4000); /* 4 x the window's mean, 1000 */
+  /* scrape 3: a restart (the counter fell): its increase is its new value; nothing finished in
+   * the window, so the mean is the one since the restart */
+  p = page_new(0, 0);
+  add(&p, "vllm:prompt_tokens_total{engine=\"0\",model_name=\"m\"} 300\n"
+          "vllm:request_prompt_tokens_sum{engine=\"0\",model_name=\"m\"} 6000\n"
+          "vllm:request_prompt_tokens_count{engine=\"0\",model_name=\"m\"} 15\n");
+  read_page(&p, 6000, prev, r);
+  assert_true(r->v[ES_VLLM_PREFILL_RATE] == 300);
+  assert_true(engine_has(r, ES_VLLM_WAITING_TOKENS) && r->v[ES_VLLM_WAITING_TOKENS] == 0);
+  /* requests wait and no prompt length was ever measured: absent with a reason, never 0 */
+  memset(prev, 0, sizeof *prev);
+  p = page_new(3, 0);
+  add(&p, "vllm:prompt_tokens_total{engine=\"0\",model_name=\"m\"} 0\n"
+          "vllm:request_prompt_tokens_sum{engine=\"0\",model_name=\"m\"} 0\n"
+          "vllm:request_prompt_tokens_count{engine=\"0\",model_name=\"m\"} 0\n");
+  read_page(&p, 1000, prev, r);
+  assert_false(engine_has(r, ES_VLLM_WAITING_TOKENS));
+  assert_non_null(strstr(r->reason, "no prompt length is measured yet"));
+  free(prev);
+  free(r);
+}
+
 /* SGLang's TTFT histogram (python/sglang/srt/metrics/collector.py): read the same way. */
 static void test_sglang(void **state) {
   (void)state;
@@ -359,6 +404,7 @@ int main(void) {
       cmocka_unit_test(test_itl_names),
       cmocka_unit_test(test_bad_histograms),
       cmocka_unit_test(test_sglang),
+      cmocka_unit_test(test_prompt_tokens),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

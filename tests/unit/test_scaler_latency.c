@@ -130,6 +130,53 @@ static void test_idle_busy_and_bounds(void **state) {
   assert_non_null(strstr(msg, "cannot be summed"));
 }
 
+/* A vLLM pod with `tokens` waiting prompt tokens and `rate` prefill tokens/s (rate < 0: absent,
+ * as on a first scrape). */
+static void qpod(struct engine_reading *r, const char *name, double tokens, double rate) {
+  memset(r, 0, sizeof *r);
+  snprintf(r->ns, sizeof r->ns, "prod");
+  snprintf(r->pod, sizeof r->pod, "%s", name);
+  r->kind = ENGINE_VLLM;
+  r->fresh = true;
+  r->valid = ES_BIT(ES_VLLM_WAITING_TOKENS);
+  r->v[ES_VLLM_WAITING_TOKENS] = tokens;
+  if (rate >= 0) {
+    r->valid |= ES_BIT(ES_VLLM_PREFILL_RATE);
+    r->v[ES_VLLM_PREFILL_RATE] = rate;
+  }
+}
+
+/* The workload's waiting tokens over its prefill throughput, both summed; the floor lifts a pod
+ * that prefilled little; nothing measured and no floor is UNAVAILABLE, never 0. */
+static void test_expected_queue_wait(void **state) {
+  (void)state;
+  struct pods p = {.n = 2};
+  qpod(&p.r[0], "vllm-a", 6000, 2000);
+  qpod(&p.r[1], "vllm-b", 0, 1000);
+  const struct kv md[] = {{"metricType", "vllm_expected_queue_wait_seconds"},
+                          {"scope", "workload"},
+                          {"pods", "vllm-.*"},
+                          {"minPrefillTokensPerSecond", "1500"}};
+  double v;
+  char msg[2048];
+  assert_int_equal(ask(&p, md, 3, &v, msg, sizeof msg), 0);
+  assert_true(fabs(v - 2.0) < 1e-9); /* 6000 / (2000 + 1000) */
+  assert_int_equal(ask(&p, md, 4, &v, msg, sizeof msg), 0);
+  assert_true(fabs(v - 6000.0 / 3500) < 1e-9); /* b's 1000 tokens/s raised to 1500 */
+  qpod(&p.r[0], "vllm-a", 6000, 0);
+  qpod(&p.r[1], "vllm-b", 0, 0);
+  assert_int_equal(ask(&p, md, 3, &v, msg, sizeof msg), GS_EUNAVAIL);
+  assert_non_null(strstr(msg, "minPrefillTokensPerSecond"));
+  assert_int_equal(ask(&p, md, 4, &v, msg, sizeof msg), 0);
+  assert_true(fabs(v - 2.0) < 1e-9); /* 6000 / (1500 + 1500) */
+  qpod(&p.r[0], "vllm-a", 0, 0);     /* nothing waits: 0 */
+  assert_int_equal(ask(&p, md, 3, &v, msg, sizeof msg), 0);
+  assert_true(v == 0);
+  qpod(&p.r[0], "vllm-a", 10, -1); /* a first scrape: no rate yet, and no floor */
+  assert_int_equal(ask(&p, md, 3, &v, msg, sizeof msg), GS_EUNAVAIL);
+  assert_int_equal(ask(&p, md, 4, &v, msg, sizeof msg), 0); /* the floor answers */
+}
+
 struct bad_key {
   struct kv md[MAXKV];
   const char *want;
@@ -146,6 +193,13 @@ static const struct bad_key bad_keys[] = {
      "quantile=\"0.9\": applies only to the latency metricTypes"},
     {{{"metricType", "sglang_ttft_seconds"}, {"aggregation", "avg"}},
      "aggregation=\"avg\": does not apply to metricType sglang_ttft_seconds"},
+    {{{"metricType", "vllm_expected_queue_wait_seconds"}, {"minPrefillTokensPerSecond", "0"}},
+     "minPrefillTokensPerSecond=\"0\": must be a number of prompt tokens per second greater"},
+    {{{"metricType", "vllm_ttft_seconds"}, {"minPrefillTokensPerSecond", "100"}},
+     "minPrefillTokensPerSecond=\"100\": applies only to metricType "
+     "vllm_expected_queue_wait_seconds"},
+    {{{"metricType", "sglang_expected_queue_wait_seconds"}, {"aggregation", "max"}},
+     "aggregation=\"max\": does not apply to metricType sglang_expected_queue_wait_seconds"},
 };
 
 static void test_quantile_key(void **state) {
@@ -184,6 +238,7 @@ int main(void) {
       cmocka_unit_test(test_merged_quantile),
       cmocka_unit_test(test_idle_busy_and_bounds),
       cmocka_unit_test(test_quantile_key),
+      cmocka_unit_test(test_expected_queue_wait),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }
