@@ -7,14 +7,16 @@ names, help text and buckets. Sources:
   vLLM    vllm-project/vllm vllm/v1/metrics/loggers.py, PrometheusStatLogger.__init__ (labelnames
           ["model_name", "engine"], one child per engine index): vllm:num_requests_running,
           vllm:num_requests_waiting, vllm:kv_cache_usage_perc, vllm:prompt_tokens (a counter,
-          served as vllm:prompt_tokens_total), vllm:time_to_first_token_seconds,
+          served as vllm:prompt_tokens_total), vllm:request_prompt_tokens
+          (build_1_2_5_buckets(max_model_len)), vllm:time_to_first_token_seconds,
           vllm:request_queue_time_seconds (request_latency_buckets),
           vllm:time_per_output_token_seconds and its replacement
           vllm:inter_token_latency_seconds (the same buckets: vLLM 0.10 serves both with the same
           observations, 0.11 and later only the new name).
   SGLang  sgl-project/sglang python/sglang/srt/metrics/collector.py:
           TokenizerMetricsCollector (sglang:time_to_first_token_seconds,
-          sglang:inter_token_latency_seconds, sglang:prompt_tokens_total) and
+          sglang:inter_token_latency_seconds, sglang:prompt_tokens_total,
+          sglang:num_requests_total) and
           SchedulerMetricsCollector (sglang:num_running_reqs, sglang:num_queue_reqs,
           sglang:token_usage, sglang:queue_time_seconds), labelled with the collector's labels.
 """
@@ -39,6 +41,19 @@ SGLANG_QUEUE = [0.0, 0.001, 0.005, 0.01, 0.05, 0.1, 0.2, 0.5, 1, 2, 3, 4, 5, 10,
                 1400, 1600, 1800, 2000, 2500, 3000]
 
 MODEL = "meta-llama/Llama-3.1-8B-Instruct"
+MAX_MODEL_LEN = 8192
+
+
+def build_1_2_5_buckets(max_value):
+    """vllm/v1/metrics/loggers.py's build_1_2_5_buckets."""
+    out, exponent = [], 0
+    while True:
+        for m in (1, 2, 5):
+            v = m * 10 ** exponent
+            if v > max_value:
+                return out
+            out.append(v)
+        exponent += 1
 
 
 class VllmPage:
@@ -65,6 +80,11 @@ class VllmPage:
         self.prompt_tokens = per_engine(Counter("vllm:prompt_tokens",
                                                 "Number of prefill tokens processed.",
                                                 labelnames=ln, registry=self.reg))
+        self.prompt_len = per_engine(Histogram("vllm:request_prompt_tokens",
+                                               "Number of prefill tokens processed.",
+                                               labelnames=ln,
+                                               buckets=build_1_2_5_buckets(MAX_MODEL_LEN),
+                                               registry=self.reg))
         self.ttft = per_engine(Histogram("vllm:time_to_first_token_seconds",
                                          "Histogram of time to first token in seconds.",
                                          labelnames=ln, buckets=VLLM_TTFT, registry=self.reg))
@@ -89,8 +109,12 @@ class VllmPage:
         self.waiting[engine].set(waiting)
         self.kv[engine].set(0.5)
 
-    def finish(self, ttft, queue, itl, engine="0"):
-        """Requests that finished: their TTFT and queue time; itl: inter-token gaps."""
+    def finish(self, ttft, queue, itl, prompts=(), engine="0"):
+        """Requests that finished: their TTFT and queue time; itl: inter-token gaps; prompts:
+        their prompt lengths (prefilled, then finished: both counted here)."""
+        for n in prompts:
+            self.prompt_tokens[engine].inc(n)
+            self.prompt_len[engine].observe(n)
         for v in ttft:
             self.ttft[engine].observe(v)
         for v in queue:
@@ -124,6 +148,9 @@ class SglangPage:
         self.prompt_tokens = Counter("sglang:prompt_tokens",
                                      "Number of prefill tokens processed.",
                                      labelnames=labels.keys(), registry=self.reg).labels(**labels)
+        self.num_requests = Counter("sglang:num_requests_total", "Number of requests processed.",
+                                    labelnames=labels.keys(),
+                                    registry=self.reg).labels(**labels)
         self.ttft = Histogram("sglang:time_to_first_token_seconds",
                               "Histogram of time to first token in seconds.",
                               labelnames=labels.keys(), buckets=SGLANG_TTFT,
@@ -138,7 +165,10 @@ class SglangPage:
         self.waiting.set(waiting)
         self.usage.set(0.3)
 
-    def finish(self, ttft, queue, itl):
+    def finish(self, ttft, queue, itl, prompts=()):
+        for n in prompts:  # observe_one_finished_request
+            self.prompt_tokens.inc(n)
+            self.num_requests.inc()
         for v in ttft:
             self.ttft.observe(v)
         for v in queue:

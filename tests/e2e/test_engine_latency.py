@@ -32,11 +32,14 @@ from test_pod_phases import kubeconfig
 
 NODES = ["node-1", "node-2"]
 
-# per scrape: (TTFT values, queue times, inter-token gaps) finished by the pod's engine
-VLLM_A = ([0.05] * 95, [0.2] * 95, [0.02] * 400)
-VLLM_B = ([7.0] * 5, [6.0] * 5, [0.3] * 100)
-SGL_A = ([0.15] * 90, [0.03] * 90, [0.009] * 400)
-SGL_B = ([30.0] * 10, [25.0] * 10, [0.5] * 100)
+# per scrape: (TTFT values, queue times, inter-token gaps, prompt lengths) of the requests the
+# pod's engine finished
+VLLM_A = ([0.05] * 95, [0.2] * 95, [0.02] * 400, [500] * 95)
+VLLM_B = ([7.0] * 5, [6.0] * 5, [0.3] * 100, [2000] * 5)
+SGL_A = ([0.15] * 90, [0.03] * 90, [0.009] * 400, [300] * 90)
+SGL_B = ([30.0] * 10, [25.0] * 10, [0.5] * 100, [4000] * 10)
+# (running, waiting) per pod
+VLLM_A_STATE, SGL_A_STATE = (8, 40), (8, 50)
 
 
 def vllm_page(itl_name):
@@ -72,8 +75,9 @@ NO_INF = (b"vllm:num_requests_running{engine=\"0\",model_name=\"m\"} 2.0\n"
 def make_pods():
     return [
         Pod("prod", "vllm-a", "node-1", "127.0.0.41", "vllm",
-            vllm_page("vllm:inter_token_latency_seconds"), VLLM_A, 8, 1),
-        Pod("prod", "sgl-a", "node-1", "127.0.0.42", "sglang", ep.SglangPage(), SGL_A, 8, 1),
+            vllm_page("vllm:inter_token_latency_seconds"), VLLM_A, *VLLM_A_STATE),
+        Pod("prod", "sgl-a", "node-1", "127.0.0.42", "sglang", ep.SglangPage(), SGL_A,
+            *SGL_A_STATE),
         Pod("prod", "vllm-b", "node-2", "127.0.0.43", "vllm",
             vllm_page("vllm:time_per_output_token_seconds"), VLLM_B, 2, 0),
         Pod("prod", "sgl-b", "node-2", "127.0.0.44", "sglang", ep.SglangPage(), SGL_B, 2, 0),
@@ -282,6 +286,41 @@ def test_bad_histogram_is_unavailable_with_its_reason(rig):
         return None
 
     wait_for(refused, timeout=20, what="UNAVAILABLE naming the missing +Inf bucket")
+
+
+# (metricType, pods, the waiting pod's waiting requests x its prompt length, prompt tokens per
+# scrape of each pod)
+QUEUE_WAIT = [
+    ("vllm_expected_queue_wait_seconds", "vllm-[ab]", VLLM_A_STATE[1] * VLLM_A[3][0],
+     [sum(VLLM_A[3]), sum(VLLM_B[3])]),
+    ("sglang_expected_queue_wait_seconds", "sgl-.*", SGL_A_STATE[1] * SGL_A[3][0],
+     [sum(SGL_A[3]), sum(SGL_B[3])]),
+]
+
+
+@pytest.mark.parametrize("metric,pods,tokens,per_scrape", QUEUE_WAIT,
+                         ids=[c[0] for c in QUEUE_WAIT])
+def test_expected_queue_wait(rig, metric, pods, tokens, per_scrape):
+    """Waiting prompt tokens (waiting requests x the window's mean prompt length) over the pods'
+    summed prefill throughput. With a floor above what the pods prefill, the floor decides: exact.
+    Without, the throughput is measured over the agents' scrape intervals (about 1 s each), so the
+    answer is within the jitter of those intervals."""
+    c = rig.gateway.client()
+    floor = 10 * max(per_scrape)
+    settled(c, dict(workload(metric, pods), minPrefillTokensPerSecond=str(floor)),
+            tokens / (2 * floor))
+    want = tokens / sum(per_scrape)  # at exactly one scrape per second
+    last = [None]
+
+    def near():
+        try:
+            last[0] = keda_value(c, workload(metric, pods), "prod")
+        except grpc.RpcError as e:
+            last[0] = e.details()
+            return False
+        return abs(last[0] - want) < 0.25 * want
+
+    wait_for(near, timeout=20, what="%s near %g (last %r)" % (metric, want, last))
 
 
 @pytest.mark.parametrize("md,want", [
