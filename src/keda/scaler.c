@@ -180,7 +180,7 @@ int scaler_select_engines(const struct trigger *t, const struct engine_reading *
     if (f >= 0 && !sel->lat_err[0] && r->lat[f].n) {
       char lwhy[128];
       if (latency_add(&sel->lat, &r->lat[f], lwhy, sizeof lwhy))
-        snprintf(sel->lat_err, sizeof sel->lat_err, "pod %s/%s: %s", r->ns, r->pod, lwhy);
+        snprintf(sel->lat_err, sizeof sel->lat_err, "pod %.40s/%.60s: %.50s", r->ns, r->pod, lwhy);
     }
     sel->fresh++;
     uint32_t group = 0;
