@@ -54,7 +54,12 @@ static const char engine_metrics[] =
     "tgi_batch_size, sglang_queue_depth, sglang_token_usage, triton_pending_requests, "
     "triton_queue_wait_ms, triton_request_rate, trtllm_active_requests, trtllm_queued_requests, "
     "sglang_requests_running, vllm_requests_in_flight, tgi_requests_in_flight, "
-    "sglang_requests_in_flight (these three with maxNumSeqs)";
+    "sglang_requests_in_flight (these three with maxNumSeqs); latency quantiles "
+    "vllm_ttft_seconds, vllm_queue_time_seconds, vllm_inter_token_latency_seconds, "
+    "sglang_ttft_seconds, sglang_queue_time_seconds, sglang_inter_token_latency_seconds (with "
+    "quantile); vllm_waiting_prompt_tokens, vllm_prefill_tokens_per_second, "
+    "vllm_expected_queue_wait_seconds, sglang_waiting_prompt_tokens, "
+    "sglang_prefill_tokens_per_second, sglang_expected_queue_wait_seconds";
 
 static const char *md_get(const struct kv *md, size_t n, const char *key) {
   const char *v = NULL;
@@ -552,7 +557,7 @@ int trigger_parse(const struct kv *md, size_t n, const struct profile_set *ps, s
  * one given wins the metric and the target). */
 static int parse_metric_keys(const struct kv *md, size_t n, const struct profile_set *ps,
                              struct trigger *t, char *err, size_t errlen) {
-  char rule[768];
+  char rule[1536];
   const char *v;
   if ((v = md_get(md, n, "profile"))) {
     const struct profile *p = profile_find(ps, v);
