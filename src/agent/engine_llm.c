@@ -63,24 +63,38 @@ static uint64_t bounds_hash(const struct hread *h) {
   return x ? x : 1;
 }
 
-/* Whether the page has samples of histogram `base`. */
-static bool has_hist(const struct prom_doc *d, const char *base) {
+/* A histogram family: its name, and optionally the one value of one label its series carry
+ * (TGI's tgi_batch_forward_duration{method="prefill"}). */
+struct fam {
+  const char *base, *label, *value;
+};
+
+/* Whether sample s is a bucket (`name`) of family fm. */
+static bool of_fam(const struct prom_sample *s, const char *name, const struct fam *fm) {
+  if (strcmp(s->name, name) != 0)
+    return false;
+  const char *v = fm->label ? prom_label(s, fm->label) : NULL;
+  return !fm->label || (v && strcmp(v, fm->value) == 0);
+}
+
+/* Whether the page has buckets of family fm. */
+static bool has_hist(const struct prom_doc *d, const struct fam *fm) {
   char name[128];
-  snprintf(name, sizeof name, "%s_bucket", base);
+  snprintf(name, sizeof name, "%s_bucket", fm->base);
   for (size_t i = 0; i < d->n; i++)
-    if (strcmp(d->samples[i].name, name) == 0)
+    if (of_fam(&d->samples[i], name, fm))
       return true;
   return false;
 }
 
 /* Pass one: the page's bounds and cumulative counts of `name`, checked. false with a reason. */
-static bool hist_page(const struct prom_doc *d, const char *name, struct hread *h,
-                      struct engine_reading *out) {
+static bool hist_page(const struct prom_doc *d, const struct fam *fm, const char *name,
+                      struct hread *h, struct engine_reading *out) {
   memset(h, 0, sizeof *h);
   size_t series = 0;
   for (size_t i = 0; i < d->n; i++) {
     const struct prom_sample *s = &d->samples[i];
-    if (strcmp(s->name, name) != 0)
+    if (!of_fam(s, name, fm))
       continue;
     double le;
     if (!le_of(s, &le)) {
@@ -120,12 +134,12 @@ static bool hist_page(const struct prom_doc *d, const char *name, struct hread *
 
 /* Reads histogram `base` into signal sig (family f): the window since prev, recorded into next.
  * busy: requests wait or run (-1: unknown). */
-static void read_hist(const struct prom_doc *d, const char *base, enum engine_signal sig, int busy,
-                      const struct engine_prev *prev, struct engine_prev *next,
+static void read_hist(const struct prom_doc *d, const struct fam *fm, enum engine_signal sig,
+                      int busy, const struct engine_prev *prev, struct engine_prev *next,
                       struct engine_reading *out) {
   int f = engine_signal_latency(sig);
   char name[128];
-  snprintf(name, sizeof name, "%s_bucket", base);
+  snprintf(name, sizeof name, "%s_bucket", fm->base);
   struct hread *h = malloc(sizeof *h);
   if (!h) {
     engine_read_reason(out, "%s: out of memory", engine_signal_name(sig));
@@ -134,9 +148,9 @@ static void read_hist(const struct prom_doc *d, const char *base, enum engine_si
   /* Not served (an older engine), or the first scrape: absent without a reason, so that the
    * pod's reason keeps room for what is wrong; the policy says "its engine does not serve it, or
    * a rate awaits a second scrape". */
-  if (!has_hist(d, base))
+  if (!has_hist(d, fm))
     goto done;
-  if (!hist_page(d, name, h, out))
+  if (!hist_page(d, fm, name, h, out))
     goto done;
   uint64_t hash = bounds_hash(h);
   next->lat_bounds[f] = hash;
@@ -155,7 +169,7 @@ static void read_hist(const struct prom_doc *d, const char *base, enum engine_si
     for (size_t i = 0; i < d->n; i++) {
       const struct prom_sample *s = &d->samples[i];
       double le, inc = 0;
-      if (strcmp(s->name, name) != 0 || !le_of(s, &le))
+      if (!of_fam(s, name, fm) || !le_of(s, &le))
         continue;
       uint64_t skey = engine_series_key(s, le_only);
       if (pass == 0) {
@@ -287,7 +301,7 @@ static void read_tokens(const struct prom_doc *d, const struct tokspec *ts, int6
     engine_read_set(out, ts->tokens_sig, waiting * mean);
 }
 
-static void read_latency(const struct prom_doc *d, const char *const names[ENGINE_LAT_FAMILIES],
+static void read_latency(const struct prom_doc *d, const struct fam fams[ENGINE_LAT_FAMILIES],
                          const enum engine_signal sigs[ENGINE_LAT_FAMILIES], int busy,
                          const struct tokspec *ts, int64_t now_ms, struct engine_prev *prev,
                          struct engine_reading *out) {
@@ -301,9 +315,10 @@ static void read_latency(const struct prom_doc *d, const char *const names[ENGIN
     return;
   }
   for (int f = 0; f < ENGINE_LAT_FAMILIES; f++)
-    if (names[f])
-      read_hist(d, names[f], sigs[f], busy, prev, next, out);
-  read_tokens(d, ts, now_ms, prev, next, out);
+    if (fams[f].base)
+      read_hist(d, &fams[f], sigs[f], busy, prev, next, out);
+  if (ts)
+    read_tokens(d, ts, now_ms, prev, next, out);
   qsort(next->s, next->n, sizeof *next->s, engine_prev_cmp);
   next->have = true;
   next->ts_ms = now_ms;
@@ -324,12 +339,12 @@ static int busy_of(const struct engine_reading *out, enum engine_signal wait,
  * one, 0.10 both with the same observations). */
 static void vllm_latency(const struct prom_doc *d, int64_t now_ms, struct engine_prev *prev,
                          struct engine_reading *out) {
-  const char *itl = has_hist(d, "vllm:inter_token_latency_seconds") ||
-                            !has_hist(d, "vllm:time_per_output_token_seconds")
-                        ? "vllm:inter_token_latency_seconds"
-                        : "vllm:time_per_output_token_seconds";
-  const char *const names[ENGINE_LAT_FAMILIES] = {"vllm:time_to_first_token_seconds",
-                                                  "vllm:request_queue_time_seconds", itl};
+  static const struct fam itl_now = {"vllm:inter_token_latency_seconds", NULL, NULL},
+                          itl_old = {"vllm:time_per_output_token_seconds", NULL, NULL};
+  const struct fam fams[ENGINE_LAT_FAMILIES] = {
+      {"vllm:time_to_first_token_seconds", NULL, NULL},
+      {"vllm:request_queue_time_seconds", NULL, NULL},
+      has_hist(d, &itl_now) || !has_hist(d, &itl_old) ? itl_now : itl_old};
   const enum engine_signal sigs[ENGINE_LAT_FAMILIES] = {ES_VLLM_TTFT, ES_VLLM_QUEUE_TIME,
                                                         ES_VLLM_ITL};
   /* vllm:prompt_tokens counts prefill tokens as they are computed; vllm:request_prompt_tokens
@@ -340,16 +355,17 @@ static void vllm_latency(const struct prom_doc *d, int64_t now_ms, struct engine
                                     ES_VLLM_QUEUE_DEPTH,
                                     ES_VLLM_WAITING_TOKENS,
                                     ES_VLLM_PREFILL_RATE};
-  read_latency(d, names, sigs, busy_of(out, ES_VLLM_QUEUE_DEPTH, ES_VLLM_RUNNING), &ts, now_ms,
-               prev, out);
+  read_latency(d, fams, sigs, busy_of(out, ES_VLLM_QUEUE_DEPTH, ES_VLLM_RUNNING), &ts, now_ms, prev,
+               out);
 }
 
 /* SGLang (python/sglang/srt/metrics/collector.py, TokenizerMetricsCollector). */
 static void sglang_latency(const struct prom_doc *d, int64_t now_ms, struct engine_prev *prev,
                            struct engine_reading *out) {
-  const char *const names[ENGINE_LAT_FAMILIES] = {"sglang:time_to_first_token_seconds",
-                                                  "sglang:queue_time_seconds",
-                                                  "sglang:inter_token_latency_seconds"};
+  static const struct fam fams[ENGINE_LAT_FAMILIES] = {
+      {"sglang:time_to_first_token_seconds", NULL, NULL},
+      {"sglang:queue_time_seconds", NULL, NULL},
+      {"sglang:inter_token_latency_seconds", NULL, NULL}};
   const enum engine_signal sigs[ENGINE_LAT_FAMILIES] = {ES_SGLANG_TTFT, ES_SGLANG_QUEUE_TIME,
                                                         ES_SGLANG_ITL};
   /* SGLang counts a request's prompt tokens when the request finishes
@@ -357,8 +373,23 @@ static void sglang_latency(const struct prom_doc *d, int64_t now_ms, struct engi
   static const struct tokspec ts = {"sglang:prompt_tokens_total", "sglang:prompt_tokens_total",
                                     "sglang:num_requests_total",  ES_SGLANG_QUEUE,
                                     ES_SGLANG_WAITING_TOKENS,     ES_SGLANG_PREFILL_RATE};
-  read_latency(d, names, sigs, busy_of(out, ES_SGLANG_QUEUE, ES_SGLANG_RUNNING), &ts, now_ms, prev,
+  read_latency(d, fams, sigs, busy_of(out, ES_SGLANG_QUEUE, ES_SGLANG_RUNNING), &ts, now_ms, prev,
                out);
+}
+
+/* TGI (router/src/server.rs, its queue and batching code): tgi_request_queue_duration per request
+ * when it leaves the queue; tgi_batch_forward_duration{method="prefill"} per prefill batch. Its
+ * time to first token is read from both (docs/engines.md: an approximation). No inter-token
+ * histogram: TGI serves a per-request mean (tgi_request_mean_time_per_token_duration). */
+static void tgi_latency(const struct prom_doc *d, int64_t now_ms, struct engine_prev *prev,
+                        struct engine_reading *out) {
+  static const struct fam fams[ENGINE_LAT_FAMILIES] = {
+      {"tgi_batch_forward_duration", "method", "prefill"},
+      {"tgi_request_queue_duration", NULL, NULL},
+      {NULL, NULL, NULL}};
+  static const enum engine_signal sigs[ENGINE_LAT_FAMILIES] = {ES_TGI_TTFT, ES_TGI_QUEUE_TIME,
+                                                               ES_TGI_QUEUE_TIME};
+  read_latency(d, fams, sigs, busy_of(out, ES_TGI_QUEUE, ES_TGI_BATCH), NULL, now_ms, prev, out);
 }
 
 void engine_read_llm(const struct prom_doc *d, int64_t now_ms, struct engine_prev *prev,
@@ -367,4 +398,6 @@ void engine_read_llm(const struct prom_doc *d, int64_t now_ms, struct engine_pre
     vllm_latency(d, now_ms, prev, out);
   else if (out->kind == ENGINE_SGLANG)
     sglang_latency(d, now_ms, prev, out);
+  else if (out->kind == ENGINE_TGI)
+    tgi_latency(d, now_ms, prev, out);
 }

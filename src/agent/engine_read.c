@@ -628,6 +628,7 @@ void engine_read(enum engine_kind kind, const struct prom_doc *d, int64_t now_ms
   case ENGINE_TGI:
     gauge(out, ES_TGI_QUEUE, d, "tgi_queue_size", false);
     gauge(out, ES_TGI_BATCH, d, "tgi_batch_current_size", false);
+    engine_read_llm(d, now_ms, prev, out);
     break;
   case ENGINE_SGLANG:
     sglang_gauge(out, ES_SGLANG_QUEUE, d, "sglang:num_queue_reqs", false);

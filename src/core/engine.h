@@ -56,6 +56,9 @@ enum engine_signal {
   ES_SGLANG_TTFT,       /* sglang_ttft_seconds: sglang:time_to_first_token_seconds */
   ES_SGLANG_QUEUE_TIME, /* sglang_queue_time_seconds: sglang:queue_time_seconds */
   ES_SGLANG_ITL,        /* sglang_inter_token_latency_seconds: sglang:inter_token_latency_seconds */
+  ES_TGI_TTFT,          /* tgi_ttft_seconds: its histogram is tgi_batch_forward_duration{method=
+                           "prefill"}; the policy adds the queue time's quantile (an approximation) */
+  ES_TGI_QUEUE_TIME,    /* tgi_queue_time_seconds: tgi_request_queue_duration */
   /* Prompt tokens (docs/engines.md "Expected queue wait"): what waits, and how fast the pod
    * prefills, for the derived expected queue wait below. */
   ES_VLLM_WAITING_TOKENS,   /* vllm_waiting_prompt_tokens: vllm_queue_depth x the mean prompt
@@ -163,6 +166,9 @@ static inline bool engine_has(const struct engine_reading *r, enum engine_signal
 /* The latency family of a latency signal (0 time to first token, 1 queue time, 2 inter-token
  * latency), or -1 for any other signal. */
 int engine_signal_latency(enum engine_signal s);
+/* The latency signal whose quantile the policy adds to latency signal s's (TGI's time to first
+ * token is its queue time's quantile plus its prefill's), or -1. */
+int engine_signal_latency_addend(enum engine_signal s);
 /* True for an expected-queue-wait signal; *tokens and *rate name the two read signals it
  * divides. */
 bool engine_signal_queue_wait(enum engine_signal s, enum engine_signal *tokens,

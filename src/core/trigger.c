@@ -56,8 +56,9 @@ static const char engine_metrics[] =
     "sglang_requests_running, vllm_requests_in_flight, tgi_requests_in_flight, "
     "sglang_requests_in_flight (these three with maxNumSeqs); latency quantiles "
     "vllm_ttft_seconds, vllm_queue_time_seconds, vllm_inter_token_latency_seconds, "
-    "sglang_ttft_seconds, sglang_queue_time_seconds, sglang_inter_token_latency_seconds (with "
-    "quantile); vllm_waiting_prompt_tokens, vllm_prefill_tokens_per_second, "
+    "sglang_ttft_seconds, sglang_queue_time_seconds, sglang_inter_token_latency_seconds, "
+    "tgi_ttft_seconds, tgi_queue_time_seconds (with quantile); vllm_waiting_prompt_tokens, "
+    "vllm_prefill_tokens_per_second, "
     "vllm_expected_queue_wait_seconds, sglang_waiting_prompt_tokens, "
     "sglang_prefill_tokens_per_second, sglang_expected_queue_wait_seconds";
 
@@ -718,7 +719,8 @@ static int parse_quantile(const struct kv *md, size_t n, struct trigger *t, char
       return bad(err, errlen, "quantile", v,
                  "applies only to the latency metricTypes (vllm_ttft_seconds, "
                  "vllm_queue_time_seconds, vllm_inter_token_latency_seconds, sglang_ttft_seconds, "
-                 "sglang_queue_time_seconds, sglang_inter_token_latency_seconds)");
+                 "sglang_queue_time_seconds, sglang_inter_token_latency_seconds, "
+                 "tgi_ttft_seconds, tgi_queue_time_seconds)");
     return 0;
   }
   const char *a = md_get(md, n, "aggregation");

@@ -176,10 +176,18 @@ int scaler_select_engines(const struct trigger *t, const struct engine_reading *
                             r->pod, sig, why, r->reason[0] ? "; " : "", r->reason);
       continue;
     }
-    int f = engine_signal_latency(t->esignal);
+    int f = engine_signal_latency(t->esignal), add = engine_signal_latency_addend(t->esignal);
+    if (add >= 0 && !engine_has(r, (enum engine_signal)add)) {
+      scaler_selection_note(sel, "node %s: pod %s/%s has no fresh %s reading (it needs %s too)%s%s",
+                            node, r->ns, r->pod, sig, engine_signal_name((enum engine_signal)add),
+                            r->reason[0] ? ": " : "", r->reason);
+      continue;
+    }
     if (f >= 0 && !sel->lat_err[0] && r->lat[f].n) {
       char lwhy[128];
-      if (latency_add(&sel->lat, &r->lat[f], lwhy, sizeof lwhy))
+      int fa = add >= 0 ? engine_signal_latency((enum engine_signal)add) : -1;
+      if (latency_add(&sel->lat, &r->lat[f], lwhy, sizeof lwhy) ||
+          (fa >= 0 && latency_add(&sel->lat2, &r->lat[fa], lwhy, sizeof lwhy)))
         snprintf(sel->lat_err, sizeof sel->lat_err, "pod %.40s/%.60s: %.50s", r->ns, r->pod, lwhy);
     }
     sel->fresh++;
@@ -581,16 +589,22 @@ static int latency_value(const struct trigger *t, const struct scaler_selection 
              trigger_metric_label(t), sel->lat_err);
     return e->code;
   }
-  if (latency_count(&sel->lat) == 0) {
-    out->value = 0;
-    return 0;
-  }
-  char why[160];
-  int rc = latency_quantile(&sel->lat, t->quantile, &out->value, why, sizeof why);
-  if (rc) { /* only a histogram no reader let through: never a made-up value */
-    e->code = GS_EUNAVAIL;
-    snprintf(e->msg, sizeof e->msg, "%s: %s", trigger_metric_label(t), why);
-    return e->code;
+  /* TGI's time to first token: the prefill's quantile plus the queue time's (sel->lat2); an
+   * empty one adds nothing, and both empty is the idle 0. */
+  out->value = 0;
+  const struct latency_hist *h[2] = {&sel->lat, &sel->lat2};
+  for (int k = 0; k < 2; k++) {
+    if (latency_count(h[k]) == 0)
+      continue;
+    char why[160];
+    double q;
+    if (latency_quantile(h[k], t->quantile, &q, why, sizeof why)) {
+      /* only a histogram no reader let through: never a made-up value */
+      e->code = GS_EUNAVAIL;
+      snprintf(e->msg, sizeof e->msg, "%s: %s", trigger_metric_label(t), why);
+      return e->code;
+    }
+    out->value += q;
   }
   return 0;
 }

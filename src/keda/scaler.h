@@ -55,6 +55,7 @@ struct scaler_selection {
    * (core/latency.h); the policy reads the trigger's quantile from it. lat_err says why pods could
    * not be summed (their buckets differ): the answer is then UNAVAILABLE. */
   struct latency_hist lat;
+  struct latency_hist lat2; /* the addend's (engine_signal_latency_addend), summed likewise */
   char lat_err[160];
   /* Expected-queue-wait triggers: the fresh pods' waiting prompt tokens, and their prefill
    * throughputs (each at least the trigger's minPrefillTokensPerSecond), summed. */

@@ -146,6 +146,10 @@ static const struct {
     {ES_SGLANG_PREFILL_RATE,
      GPUSCALE__V1__ENGINE_SIGNAL__ENGINE_SIGNAL_SGLANG_PREFILL_TOKENS_PER_SECOND,
      offsetof(Gpuscale__V1__EnginePod, sglang_prefill_tokens_per_second)},
+    {ES_TGI_TTFT, GPUSCALE__V1__ENGINE_SIGNAL__ENGINE_SIGNAL_TGI_TTFT_SECONDS,
+     offsetof(Gpuscale__V1__EnginePod, tgi_ttft_seconds)},
+    {ES_TGI_QUEUE_TIME, GPUSCALE__V1__ENGINE_SIGNAL__ENGINE_SIGNAL_TGI_QUEUE_TIME_SECONDS,
+     offsetof(Gpuscale__V1__EnginePod, tgi_queue_time_seconds)},
 };
 #define NSIGNALS (sizeof signal_map / sizeof signal_map[0])
 _Static_assert(NSIGNALS == ES__COUNT, "every engine signal has a wire bit");

@@ -19,6 +19,12 @@ names, help text and buckets. Sources:
           sglang:num_requests_total) and
           SchedulerMetricsCollector (sglang:num_running_reqs, sglang:num_queue_reqs,
           sglang:token_usage, sglang:queue_time_seconds), labelled with the collector's labels.
+  TGI     huggingface/text-generation-inference router/src/server.rs (every histogram whose
+          name ends in "duration" gets 35 buckets, 0.0001 x 1.5^k for k = 1..35), its queue
+          (tgi_request_queue_duration, per request leaving the queue) and batching code
+          (tgi_batch_forward_duration{method="prefill"|"decode"}, per batch), and the gauges
+          tgi_queue_size and tgi_batch_current_size. TGI renders them with the Rust
+          metrics-exporter-prometheus crate, in the same text format.
 """
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
@@ -39,6 +45,18 @@ SGLANG_ITL = [0.002, 0.004, 0.006, 0.008, 0.010, 0.015, 0.020, 0.025, 0.030, 0.0
 SGLANG_QUEUE = [0.0, 0.001, 0.005, 0.01, 0.05, 0.1, 0.2, 0.5, 1, 2, 3, 4, 5, 10, 15, 20, 30, 40,
                 50, 60, 70, 80, 90, 100, 200, 300, 400, 500, 600, 700, 800, 900, 1000, 1200,
                 1400, 1600, 1800, 2000, 2500, 3000]
+
+
+def tgi_duration_buckets():
+    """router/src/server.rs: value = 0.0001; 35 times: value *= 1.5, push."""
+    out, value = [], 0.0001
+    for _ in range(35):
+        value *= 1.5
+        out.append(value)
+    return out
+
+
+TGI_DURATION = tgi_duration_buckets()
 
 MODEL = "meta-llama/Llama-3.1-8B-Instruct"
 MAX_MODEL_LEN = 8192
@@ -175,6 +193,37 @@ class SglangPage:
             self.queue.observe(v)
         for v in itl:
             self.itl.observe(v)
+
+    def render(self):
+        return generate_latest(self.reg)
+
+
+class TgiPage:
+    """One TGI pod (its router's /metrics)."""
+
+    def __init__(self):
+        self.reg = CollectorRegistry()
+        self.queue_size = Gauge("tgi_queue_size", "Current queue size", registry=self.reg)
+        self.batch_size = Gauge("tgi_batch_current_size", "Current batch size",
+                                registry=self.reg)
+        self.queue = Histogram("tgi_request_queue_duration", "Time spent in the queue per request",
+                               buckets=TGI_DURATION, registry=self.reg)
+        forward = Histogram("tgi_batch_forward_duration",
+                            "Batch forward duration per method (prefill or decode)",
+                            labelnames=["method"], buckets=TGI_DURATION, registry=self.reg)
+        self.prefill, self.decode = forward.labels("prefill"), forward.labels("decode")
+
+    def state(self, running, waiting):
+        self.batch_size.set(running)
+        self.queue_size.set(waiting)
+
+    def finish(self, prefill_batches, queue, decode_steps, prompts=()):
+        for v in prefill_batches:
+            self.prefill.observe(v)
+        for v in queue:
+            self.queue.observe(v)
+        for v in decode_steps:
+            self.decode.observe(v)
 
     def render(self):
         return generate_latest(self.reg)

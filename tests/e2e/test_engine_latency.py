@@ -1,10 +1,11 @@
 """Latency metricTypes end to end: real agents read engine pods whose /metrics pages are rendered
 from the engines' own metric definitions (tests/e2e/engine_pages.py: vLLM's
-vllm/v1/metrics/loggers.py and SGLang's python/sglang/srt/metrics/collector.py, buckets
-included), and a real gateway answers the workload's quantile over KEDA's gRPC API.
+vllm/v1/metrics/loggers.py, SGLang's python/sglang/srt/metrics/collector.py and TGI's
+router/src/server.rs, buckets included), and a real gateway answers the workload's quantile over KEDA's gRPC API.
 
     node-1: prod/vllm-a (vLLM 0.11: inter_token_latency only), prod/sgl-a
-    node-2: prod/vllm-b (vLLM 0.9: time_per_output_token only), prod/sgl-b
+            prod/tgi-a
+    node-2: prod/vllm-b (vLLM 0.9: time_per_output_token only), prod/sgl-b, prod/tgi-b
             stuck/vllm-s (3 waiting, nothing ever finishes), idle/vllm-i (nothing at all),
             bad/vllm-x (a TTFT histogram without +Inf)
 
@@ -38,6 +39,9 @@ VLLM_A = ([0.05] * 95, [0.2] * 95, [0.02] * 400, [500] * 95)
 VLLM_B = ([7.0] * 5, [6.0] * 5, [0.3] * 100, [2000] * 5)
 SGL_A = ([0.15] * 90, [0.03] * 90, [0.009] * 400, [300] * 90)
 SGL_B = ([30.0] * 10, [25.0] * 10, [0.5] * 100, [4000] * 10)
+# TGI: (prefill batch forward times, queue times, decode step times, -) per scrape
+TGI_A = ([0.05] * 10, [0.01] * 95, [0.02] * 200, [])
+TGI_B = ([0.8] * 5, [3.0] * 5, [0.04] * 50, [])
 # (running, waiting) per pod
 VLLM_A_STATE, SGL_A_STATE = (8, 40), (8, 50)
 
@@ -81,6 +85,8 @@ def make_pods():
         Pod("prod", "vllm-b", "node-2", "127.0.0.43", "vllm",
             vllm_page("vllm:time_per_output_token_seconds"), VLLM_B, 2, 0),
         Pod("prod", "sgl-b", "node-2", "127.0.0.44", "sglang", ep.SglangPage(), SGL_B, 2, 0),
+        Pod("prod", "tgi-a", "node-1", "127.0.0.48", "tgi", ep.TgiPage(), TGI_A, 8, 2),
+        Pod("prod", "tgi-b", "node-2", "127.0.0.49", "tgi", ep.TgiPage(), TGI_B, 2, 0),
         Pod("stuck", "vllm-s", "node-2", "127.0.0.45", "vllm",
             vllm_page("vllm:inter_token_latency_seconds"), None, 0, 3),
         Pod("idle", "vllm-i", "node-2", "127.0.0.46", "vllm",
@@ -226,6 +232,7 @@ CASES = [
     ("sglang_ttft_seconds", "sgl-.*", ep.SGLANG_TTFT, 0, (SGL_A, SGL_B)),
     ("sglang_queue_time_seconds", "sgl-.*", ep.SGLANG_QUEUE, 1, (SGL_A, SGL_B)),
     ("sglang_inter_token_latency_seconds", "sgl-.*", ep.SGLANG_ITL, 2, (SGL_A, SGL_B)),
+    ("tgi_queue_time_seconds", "tgi-.*", ep.TGI_DURATION, 1, (TGI_A, TGI_B)),
 ]
 
 
@@ -242,6 +249,19 @@ def test_merged_quantile_through_the_gateway(rig, metric, pods, bounds, k, batch
         settled(c, workload(metric, pods, q), want)
     # no quantile key: 0.95
     settled(c, workload(metric, pods), ep.merged_quantile(0.95, bounds, values))
+
+
+def test_tgi_ttft_is_queue_plus_prefill(rig):
+    """tgi_ttft_seconds: the quantile of the summed queue times plus the quantile of the summed
+    prefill batch times (an approximation, docs/engines.md); each merged over the pods."""
+    c = rig.gateway.client()
+    for q in ("0.95", "0.99"):
+        want = (ep.merged_quantile(float(q), ep.TGI_DURATION, [TGI_A[1], TGI_B[1]]) +
+                ep.merged_quantile(float(q), ep.TGI_DURATION, [TGI_A[0], TGI_B[0]]))
+        averaged = (ep.mean_of_quantiles(float(q), ep.TGI_DURATION, [TGI_A[1], TGI_B[1]]) +
+                    ep.mean_of_quantiles(float(q), ep.TGI_DURATION, [TGI_A[0], TGI_B[0]]))
+        assert abs(want - averaged) > 0.01, (q, want, averaged)
+        settled(c, workload("tgi_ttft_seconds", "tgi-.*", q), want)
 
 
 def test_agent_answers_its_own_pods(rig):
