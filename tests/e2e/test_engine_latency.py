@@ -29,6 +29,7 @@ import fake_kube_api
 import helpers
 from gateway_helpers import FixedAgent, Gateway
 from helpers import Scenario, rpc_error, wait_for
+from test_engines_agent import by_pod, engines_json
 from test_pod_phases import kubeconfig
 
 NODES = ["node-1", "node-2"]
@@ -269,6 +270,23 @@ def test_agent_answers_its_own_pods(rig):
     a = rig.agents["node-1"].client()
     settled(a, {"metricType": "vllm_ttft_seconds", "quantile": "0.99"},
             ep.merged_quantile(0.99, ep.VLLM_TTFT, [VLLM_A[0]]))
+
+
+def test_agent_api_shows_each_pods_window(rig):
+    """/api/v1/engines: vllm-a's TTFT window holds one batch (95 requests) and its own p99; the
+    histogram is not a number among the pod's values."""
+    a = rig.agents["node-1"]
+
+    def pod():
+        doc = engines_json(a)
+        p = by_pod(doc).get("prod/vllm-a") or {}
+        return p if "vllm_ttft_seconds" in p.get("latency", {}) else None
+
+    p = wait_for(pod, timeout=20, what="vllm-a's latency in /api/v1/engines")
+    w = p["latency"]["vllm_ttft_seconds"]
+    assert w["observations"] == len(VLLM_A[0]), w
+    assert abs(w["p99"] - ep.merged_quantile(0.99, ep.VLLM_TTFT, [VLLM_A[0]])) < 1e-9, w
+    assert "vllm_ttft_seconds" not in p["values"], p
 
 
 def test_busy_with_nothing_finished_is_never_fast(rig):
