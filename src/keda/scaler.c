@@ -177,6 +177,11 @@ int scaler_select_engines(const struct trigger *t, const struct engine_reading *
       continue;
     }
     int f = engine_signal_latency(t->esignal), add = engine_signal_latency_addend(t->esignal);
+    if (f >= 0 && !r->lat[f].n) { /* a reading without its histogram: nothing to merge */
+      scaler_selection_note(sel, "node %s: pod %s/%s has %s without a histogram", node, r->ns,
+                            r->pod, sig);
+      continue;
+    }
     if (add >= 0 && !engine_has(r, (enum engine_signal)add)) {
       scaler_selection_note(sel, "node %s: pod %s/%s has no fresh %s reading (it needs %s too)%s%s",
                             node, r->ns, r->pod, sig, engine_signal_name((enum engine_signal)add),

@@ -122,6 +122,12 @@ static void test_idle_busy_and_bounds(void **state) {
   /* Every pod busy with nothing finished: UNAVAILABLE whatever allowPartial says. */
   pod(&p.r[0], "vllm-a", NULL, true);
   assert_int_equal(ask(&p, md, 4, &v, msg, sizeof msg), GS_EUNAVAIL);
+  /* A reading without its histogram (a source that sets the bit alone) is missing, never 0. */
+  pod(&p.r[0], "vllm-a", (const double[]){0, 0, 0, 0}, false);
+  pod(&p.r[1], "vllm-b", (const double[]){0, 0, 0, 0}, false);
+  memset(&p.r[1].lat[0], 0, sizeof p.r[1].lat[0]);
+  assert_int_equal(ask(&p, md, 3, &v, msg, sizeof msg), GS_EUNAVAIL);
+  assert_non_null(strstr(msg, "without a histogram"));
   /* Pods with different buckets cannot be summed. */
   pod(&p.r[0], "vllm-a", (const double[]){1, 0, 0, 0}, false);
   pod(&p.r[1], "vllm-b", (const double[]){1, 0, 0, 0}, false);
