@@ -1,5 +1,5 @@
-/* vLLM's and SGLang's windowed readings: latency histograms and prompt-token counters, read as
- * counter series between two scrapes of a pod (engine_read.h says what each reading means). */
+/* vLLM's, SGLang's and TGI's windowed readings: latency histograms and prompt-token counters, read
+ * as counter series between two scrapes of a pod (engine_read.h says what each reading means). */
 #include <math.h>
 #include <stdbool.h>
 #include <stdint.h>

@@ -33,6 +33,8 @@ int latency_check(const struct latency_hist *h, char *why, size_t whylen) {
   if (!(h->le[h->n - 1] == INFINITY))
     return fail(why, whylen, "no +Inf bucket");
   for (uint32_t i = 0; i < h->n; i++) {
+    if (i + 1 < h->n && !isfinite(h->le[i]))
+      return fail(why, whylen, "bucket bound %g before the +Inf bucket", h->le[i]);
     if (isnan(h->le[i]) || (i && !(h->le[i] > h->le[i - 1])))
       return fail(why, whylen, "bucket bounds not increasing (le %g after %g)", h->le[i],
                   i ? h->le[i - 1] : NAN);

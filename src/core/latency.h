@@ -3,7 +3,8 @@
  * agent (per pod), the scaler policy (per workload) and the simulator.
  *
  * Contract: a histogram is one cumulative snapshot of a family (the sum over a pod's series):
- * n upper bounds le[0..n) strictly increasing, the last +Inf, and cum[i] the number of
+ * n upper bounds le[0..n) strictly increasing, finite but the last, which is +Inf, and cum[i] the
+ * number of
  * observations <= le[i], finite, >= 0 and non-decreasing in i. A window's histogram is the
  * per-bucket difference of two snapshots of the same bounds (latency_delta); the workload's is
  * the sum of its pods' window histograms (latency_add); its quantile is read as Prometheus'

@@ -143,6 +143,9 @@ static void too_many(struct latency_hist *h) {
 static void nan_bound(struct latency_hist *h) {
   h->le[4] = NAN;
 }
+static void minus_inf_bound(struct latency_hist *h) {
+  h->le[0] = -INFINITY;
+}
 
 static const struct bad_case bad_cases[] = {
     {"missing +Inf", "no +Inf", no_inf},
@@ -151,7 +154,8 @@ static const struct bad_case bad_cases[] = {
     {"NaN count", "finite", nan_count},
     {"Inf count", "finite", inf_count},
     {"too many buckets", "more than", too_many},
-    {"NaN bound", "not increasing", nan_bound},
+    {"NaN bound", "before the +Inf", nan_bound},
+    {"-Inf bound", "before the +Inf", minus_inf_bound},
 };
 
 static void test_bad_input(void **state) {
