@@ -74,10 +74,10 @@ enum engine_kind engine_detect(const struct prom_doc *d);
  *                  absent when some are.
  * The pod's values combine the models' as the header says; out->models lists the models. Both
  * rates are absent on the first scrape and when no time passed.
- * vLLM, SGLang and TGI latency (docs/engines.md "Latency"): each histogram's buckets are counter series
- * judged as Triton's are (a reset per series); their increases since prev, summed per bound over
- * the pod's series, make out->lat[] (the window is the time between the two scrapes). A family is
- * absent with a reason on the first scrape, when its buckets changed since prev, when the page's
+ * vLLM, SGLang and TGI latency (docs/engines.md "Latency"): each histogram's buckets are counter
+ * series judged as Triton's are (a reset per series); their increases since prev, summed per bound
+ * over the pod's series, make out->lat[] (the window is the time between the two scrapes). A family
+ * is absent with a reason on the first scrape, when its buckets changed since prev, when the page's
  * histogram is bad (no +Inf, bounds not increasing, counts not finite or not cumulative, series
  * with different bounds, more than LATENCY_MAX_BUCKETS bounds), and when no request finished in
  * the window while requests wait or run (the engines expose no age of their oldest waiting
