@@ -77,12 +77,14 @@ enum engine_kind engine_detect(const struct prom_doc *d);
  * vLLM, SGLang and TGI latency (docs/engines.md "Latency"): each histogram's buckets are counter
  * series judged as Triton's are (a reset per series); their increases since prev, summed per bound
  * over the pod's series, make out->lat[] (the window is the time between the two scrapes). A family
- * is absent with a reason on the first scrape, when its buckets changed since prev, when the page's
- * histogram is bad (no +Inf, bounds not increasing, counts not finite or not cumulative, series
- * with different bounds, more than LATENCY_MAX_BUCKETS bounds), and when no request finished in
- * the window while requests wait or run (the engines expose no age of their oldest waiting
- * request, so there is no honest number). With nothing waiting, running or finished it is present
- * with 0 observations (idle). */
+ * is absent on the first scrape and when the page does not serve it (no reason: an older engine);
+ * absent with a reason when its buckets changed since prev, when the page's histogram is bad (no
+ * +Inf, bounds not increasing, counts not finite or not cumulative, series with different bounds,
+ * more than LATENCY_MAX_BUCKETS bounds), and when no request finished in the window while requests
+ * wait or run (the engines expose no age of their oldest waiting request, so there is no honest
+ * number). With nothing waiting, running or finished it is present with 0 observations (idle). The
+ * prompt-token signals (waiting prompt tokens, prefill tokens per second) are read in the same
+ * pass: docs/engines.md "Expected queue wait". */
 void engine_read(enum engine_kind kind, const struct prom_doc *d, int64_t now_ms,
                  struct engine_prev *prev, struct engine_reading *out);
 
