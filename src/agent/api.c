@@ -162,16 +162,36 @@ static json_object *engine_json(const struct engine_reading *r, int64_t now_wall
                            json_object_new_double((double)(now_wall - r->ts_ms) / 1000.0));
   }
   json_object *vals = json_object_new_object(), *absent = json_object_new_array();
+  json_object *lat = NULL;
   for (int k = 0; k < ES__COUNT; k++) {
     enum engine_signal sig = (enum engine_signal)k;
     if (engine_signal_kind(sig) != r->kind && r->kind != ENGINE_UNKNOWN)
       continue; /* another engine's signal: not absent, just not this engine's */
-    if (engine_has(r, sig))
+    int f = engine_signal_latency(sig);
+    if (engine_has(r, sig) && f >= 0) {
+      /* a histogram, not a number: the window's observations and this pod's own quantiles (a
+       * trigger merges pods by their buckets, never by these) */
+      json_object *h = json_object_new_object();
+      json_object_object_add(h, "observations", json_object_new_double(r->v[k]));
+      static const double qs[] = {0.5, 0.95, 0.99};
+      static const char *const qn[] = {"p50", "p95", "p99"};
+      for (size_t i = 0; i < sizeof qs / sizeof *qs; i++) {
+        double q;
+        if (latency_quantile(&r->lat[f], qs[i], &q, NULL, 0) == 0)
+          json_object_object_add(h, qn[i], json_object_new_double(q));
+      }
+      if (!lat)
+        lat = json_object_new_object();
+      json_object_object_add(lat, engine_signal_name(sig), h);
+    } else if (engine_has(r, sig)) {
       json_object_object_add(vals, engine_signal_name(sig), json_object_new_double(r->v[k]));
-    else
+    } else {
       json_object_array_add(absent, json_object_new_string(engine_signal_name(sig)));
+    }
   }
   json_object_object_add(o, "values", vals);
+  if (lat)
+    json_object_object_add(o, "latency", lat);
   json_object_object_add(o, "absent", absent);
   json_object_object_add(o, "reason", json_object_new_string(r->reason));
   if (r->models_total) { /* Triton: the names the trigger keys model / modelVersion take */

@@ -3,6 +3,8 @@
  * counters' change between two scrapes, judged per series. */
 #include "agent/engine_read.h"
 
+#include "agent/engine_read_int.h"
+
 #include <math.h>
 #include <stdarg.h>
 #include <stdlib.h>
@@ -35,9 +37,7 @@ static void gather(const struct prom_doc *d, const char *name, struct agg *a) {
     a->badv = a->sum; /* finite values whose sum overflows */
 }
 
-static void reason(struct engine_reading *out, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
-static void reason(struct engine_reading *out, const char *fmt, ...) {
+void engine_read_reason(struct engine_reading *out, const char *fmt, ...) {
   size_t k = strnlen(out->reason, sizeof out->reason);
   if (k + 3 >= sizeof out->reason)
     return; /* full: the first reasons are the ones kept */
@@ -51,9 +51,9 @@ static void reason(struct engine_reading *out, const char *fmt, ...) {
   va_end(ap);
 }
 
-static void set(struct engine_reading *out, enum engine_signal s, double v) {
+void engine_read_set(struct engine_reading *out, enum engine_signal s, double v) {
   if (!isfinite(v) || v < 0) {
-    reason(out, "%s out of range (%g)", engine_signal_name(s), v);
+    engine_read_reason(out, "%s out of range (%g)", engine_signal_name(s), v);
     return;
   }
   out->v[s] = v;
@@ -63,11 +63,11 @@ static void set(struct engine_reading *out, enum engine_signal s, double v) {
 /* Whether a's samples give a value; says why not otherwise. */
 static bool usable(struct engine_reading *out, const char *name, const struct agg *a) {
   if (a->bad) {
-    reason(out, "%s is %g (a finite number >= 0 expected)", name, a->badv);
+    engine_read_reason(out, "%s is %g (a finite number >= 0 expected)", name, a->badv);
     return false;
   }
   if (!a->n) {
-    reason(out, "%s not in the scrape", name);
+    engine_read_reason(out, "%s not in the scrape", name);
     return false;
   }
   return true;
@@ -79,7 +79,7 @@ static void gauge(struct engine_reading *out, enum engine_signal s, const struct
   struct agg a;
   gather(d, name, &a);
   if (usable(out, name, &a))
-    set(out, s, usage ? a.max * 100 : a.sum);
+    engine_read_set(out, s, usage ? a.max * 100 : a.sum);
 }
 
 /* FNV-1a over a string and its NUL, so that ("ab","c") and ("a","bc") differ. */
@@ -92,7 +92,7 @@ static uint64_t fnv(uint64_t h, const char *str) {
 }
 
 /* The hash of a sample's name and labels, leaving out the labels named in skip (NULL-ended). */
-static uint64_t series_key(const struct prom_sample *s, const char *const *skip) {
+uint64_t engine_series_key(const struct prom_sample *s, const char *const *skip) {
   uint64_t h = fnv(14695981039346656037ULL, s->name);
   for (size_t i = 0; i < s->n_labels; i++) {
     bool drop = false;
@@ -133,14 +133,14 @@ static void sglang_gauge(struct engine_reading *out, enum engine_signal sig,
     return;
   struct group *g = malloc(a.n * sizeof *g);
   if (!g) {
-    reason(out, "%s: out of memory", name);
+    engine_read_reason(out, "%s: out of memory", name);
     return;
   }
   size_t n = 0;
   for (size_t i = 0; i < d->n && n < a.n; i++) {
     const struct prom_sample *s = &d->samples[i];
     if (strcmp(s->name, name) == 0)
-      g[n++] = (struct group){series_key(s, ranks), s->value};
+      g[n++] = (struct group){engine_series_key(s, ranks), s->value};
   }
   qsort(g, n, sizeof *g, group_cmp);
   double total = 0;
@@ -155,7 +155,7 @@ static void sglang_gauge(struct engine_reading *out, enum engine_signal sig,
     i = j;
   }
   free(g);
-  set(out, sig, usage ? total / (double)groups * 100 : total);
+  engine_read_set(out, sig, usage ? total / (double)groups * 100 : total);
 }
 
 /* vLLM V1 splits its waiting requests by reason (vllm/v1/metrics/loggers.py, record():
@@ -188,11 +188,12 @@ static void vllm_queue(const struct prom_doc *d, struct engine_reading *out) {
     return;
   }
   if (bad)
-    reason(out, "%s{reason=\"capacity\"} is %g (a finite number >= 0 expected)", name, badv);
+    engine_read_reason(out, "%s{reason=\"capacity\"} is %g (a finite number >= 0 expected)", name,
+                       badv);
   else if (!n)
-    reason(out, "%s has no reason=\"capacity\" series", name);
+    engine_read_reason(out, "%s has no reason=\"capacity\" series", name);
   else
-    set(out, ES_VLLM_QUEUE_DEPTH, sum);
+    engine_read_set(out, ES_VLLM_QUEUE_DEPTH, sum);
 }
 
 static void read_vllm(const struct prom_doc *d, struct engine_reading *out) {
@@ -203,16 +204,17 @@ static void read_vllm(const struct prom_doc *d, struct engine_reading *out) {
   gather(d, "vllm:kv_cache_usage_perc", &a);
   if (a.n || a.bad) {
     if (usable(out, "vllm:kv_cache_usage_perc", &a))
-      set(out, ES_VLLM_KV_CACHE, a.max * 100);
+      engine_read_set(out, ES_VLLM_KV_CACHE, a.max * 100);
     return;
   }
   gather(d, "vllm:gpu_cache_usage_perc", &a);
   if (a.n || a.bad) {
     if (usable(out, "vllm:gpu_cache_usage_perc", &a))
-      set(out, ES_VLLM_KV_CACHE, a.max * 100);
+      engine_read_set(out, ES_VLLM_KV_CACHE, a.max * 100);
     return;
   }
-  reason(out, "neither vllm:kv_cache_usage_perc nor vllm:gpu_cache_usage_perc in the scrape");
+  engine_read_reason(
+      out, "neither vllm:kv_cache_usage_perc nor vllm:gpu_cache_usage_perc in the scrape");
 }
 
 /* ---- Triton ---- */
@@ -242,7 +244,7 @@ struct tpage {
   double badv;
 };
 
-static int prev_cmp(const void *a, const void *b) {
+int engine_prev_cmp(const void *a, const void *b) {
   uint64_t x = ((const struct engine_series_prev *)a)->key;
   uint64_t y = ((const struct engine_series_prev *)b)->key;
   return x < y ? -1 : x > y;
@@ -289,8 +291,8 @@ static const struct {
  * the previous one restarted from 0. A series not in prev was 0 or is new (created at 0 since, as
  * Triton creates a model's counters when it loads it) unless prev could not keep every series.
  * Records the value in next. Returns false when the increase is unknown. */
-static bool increase(const struct engine_prev *prev, struct engine_prev *next, uint64_t key,
-                     double v, double *inc) {
+bool engine_prev_increase(const struct engine_prev *prev, struct engine_prev *next, uint64_t key,
+                          double v, double *inc) {
   /* A series at 0 is not kept: not found next time, its increase is its value, which is right
    * whether it was 0 or new. So the failure reasons that never happen and the model-level series
    * of GPU models (their counters stay 0) take no room. */
@@ -303,7 +305,8 @@ static bool increase(const struct engine_prev *prev, struct engine_prev *next, u
     return true;
   }
   struct engine_series_prev k = {key, 0};
-  const struct engine_series_prev *p = bsearch(&k, prev->s, prev->n, sizeof *prev->s, prev_cmp);
+  const struct engine_series_prev *p =
+      bsearch(&k, prev->s, prev->n, sizeof *prev->s, engine_prev_cmp);
   if (!p) {
     *inc = v;
     return v == 0 || !prev->over;
@@ -340,7 +343,7 @@ static void triton_page(const struct prom_doc *d, const struct engine_prev *prev
     double inc = 0;
     bool known = true;
     if (t == T_OK || t == T_FAIL || t == T_QUEUE || t == T_COMPUTE)
-      known = increase(prev, next, series_key(s, NULL), s->value, &inc);
+      known = engine_prev_increase(prev, next, engine_series_key(s, NULL), s->value, &inc);
     m->unknown |= !known;
     switch (t) {
     case T_PEND:
@@ -472,28 +475,29 @@ static void triton_gauges(const struct tpage *pg, struct engine_reading *out) {
   }
   /* A bad value makes its signal absent (reason given by the caller), never a smaller sum. */
   if (has_pend && !(pg->bad_mask & (1u << T_PEND)))
-    set(out, ES_TRITON_PENDING, pend);
+    engine_read_set(out, ES_TRITON_PENDING, pend);
   else if (!has_pend && !(pg->bad_mask & (1u << T_PEND)))
-    reason(out, "nv_inference_pending_request_count not in the scrape");
+    engine_read_reason(out, "nv_inference_pending_request_count not in the scrape");
   if (pg->bad_mask & (1u << T_TRT))
     return;
   if (has_active)
-    set(out, ES_TRTLLM_ACTIVE, active);
+    engine_read_set(out, ES_TRTLLM_ACTIVE, active);
   if (has_queued)
-    set(out, ES_TRTLLM_QUEUED, queued);
+    engine_read_set(out, ES_TRTLLM_QUEUED, queued);
   else if (has_active)
-    reason(out, "nv_trt_llm_request_metrics has no request_type=\"waiting\" (an older "
-                "TensorRT-LLM backend)");
+    engine_read_reason(out, "nv_trt_llm_request_metrics has no request_type=\"waiting\" (an older "
+                            "TensorRT-LLM backend)");
 }
 
 /* The pod's rates from the models' increases over dt seconds. */
 static void triton_rates(const struct tpage *pg, double dt, struct engine_reading *out) {
   for (size_t i = 0; i < pg->n; i++)
     if (pg->m[i].unknown) {
-      reason(out,
-             "triton rates: more than %d counter series on the last scrape, so model %.60s's "
-             "cannot be told from new ones",
-             ENGINE_PREV_SERIES, pg->m[i].name);
+      engine_read_reason(
+          out,
+          "triton rates: more than %d counter series on the last scrape, so model %.60s's "
+          "cannot be told from new ones",
+          ENGINE_PREV_SERIES, pg->m[i].name);
       return;
     }
   const struct tmodel *e = triton_ensemble(pg);
@@ -501,7 +505,7 @@ static void triton_rates(const struct tpage *pg, double dt, struct engine_readin
   for (size_t i = 0; i < pg->n; i++)
     if (!e || &pg->m[i] == e)
       rate += pg->m[i].ok + pg->m[i].fail;
-  set(out, ES_TRITON_REQUEST_RATE, rate / dt);
+  engine_read_set(out, ES_TRITON_REQUEST_RATE, rate / dt);
 
   double wait = 0;
   size_t with_q = 0;
@@ -520,19 +524,22 @@ static void triton_rates(const struct tpage *pg, double dt, struct engine_readin
     wait = ms > wait ? ms : wait;
   }
   if (!with_q)
-    reason(out, "nv_inference_queue_duration_us not in the scrape (counter latencies off?)");
+    engine_read_reason(out,
+                       "nv_inference_queue_duration_us not in the scrape (counter latencies off?)");
   else if (stuck && stuck->has_pend)
-    reason(out,
-           "triton queue wait: no request completed between the last two scrapes, %g pending "
-           "(model %.60s)",
-           stuck->pend, stuck->name);
+    engine_read_reason(
+        out,
+        "triton queue wait: no request completed between the last two scrapes, %g pending "
+        "(model %.60s)",
+        stuck->pend, stuck->name);
   else if (stuck)
-    reason(out,
-           "triton queue wait: no request completed between the last two scrapes (model "
-           "%.60s)",
-           stuck->name);
+    engine_read_reason(
+        out,
+        "triton queue wait: no request completed between the last two scrapes (model "
+        "%.60s)",
+        stuck->name);
   else
-    set(out, ES_TRITON_QUEUE_WAIT_MS, wait);
+    engine_read_set(out, ES_TRITON_QUEUE_WAIT_MS, wait);
 }
 
 static void read_triton(const struct prom_doc *d, int64_t now_ms, struct engine_prev *prev,
@@ -545,7 +552,7 @@ static void read_triton(const struct prom_doc *d, int64_t now_ms, struct engine_
   if (!next || !pg) {
     free(next);
     free(pg);
-    reason(out, "triton: out of memory");
+    engine_read_reason(out, "triton: out of memory");
     prev->have = false;
     return;
   }
@@ -557,22 +564,22 @@ static void read_triton(const struct prom_doc *d, int64_t now_ms, struct engine_
   bool rates = prev->have && now_ms > prev->ts_ms && !bad_counter && !pg->over;
   double dt = (double)(now_ms - prev->ts_ms) / 1000.0;
   if (pg->bad)
-    reason(out, "%s is %g (a finite number >= 0 expected)", pg->badname, pg->badv);
+    engine_read_reason(out, "%s is %g (a finite number >= 0 expected)", pg->badname, pg->badv);
   triton_gauges(pg, out);
   if (!usable(out, "nv_inference_request_success", &ok) || bad_counter) {
-    reason(out, "no triton rates");
+    engine_read_reason(out, "no triton rates");
     prev->have = false;
     rates = false; /* the models' rates neither: the pod says why there are none */
   } else {
     if (pg->over)
-      reason(out, "triton rates: more than %d models on the page", TRITON_MODELS);
+      engine_read_reason(out, "triton rates: more than %d models on the page", TRITON_MODELS);
     else if (!prev->have)
-      reason(out, "triton rates need two scrapes");
+      engine_read_reason(out, "triton rates need two scrapes");
     else if (now_ms <= prev->ts_ms)
-      reason(out, "triton rates: no time between the last two scrapes");
+      engine_read_reason(out, "triton rates: no time between the last two scrapes");
     else
       triton_rates(pg, dt, out);
-    qsort(next->s, next->n, sizeof *next->s, prev_cmp);
+    qsort(next->s, next->n, sizeof *next->s, engine_prev_cmp);
     next->have = true;
     next->ts_ms = now_ms;
     *prev = *next;
@@ -610,23 +617,30 @@ void engine_read(enum engine_kind kind, const struct prom_doc *d, int64_t now_ms
   out->ts_ms = now_ms;
   out->valid = 0;
   memset(out->v, 0, sizeof out->v);
+  memset(out->lat, 0, sizeof out->lat);
   out->reason[0] = '\0';
   out->n_models = out->models_total = 0;
   switch (out->kind) {
-  case ENGINE_VLLM: read_vllm(d, out); break;
+  case ENGINE_VLLM:
+    read_vllm(d, out);
+    engine_read_llm(d, now_ms, prev, out);
+    break;
   case ENGINE_TGI:
     gauge(out, ES_TGI_QUEUE, d, "tgi_queue_size", false);
     gauge(out, ES_TGI_BATCH, d, "tgi_batch_current_size", false);
+    engine_read_llm(d, now_ms, prev, out);
     break;
   case ENGINE_SGLANG:
     sglang_gauge(out, ES_SGLANG_QUEUE, d, "sglang:num_queue_reqs", false);
     sglang_gauge(out, ES_SGLANG_RUNNING, d, "sglang:num_running_reqs", false);
     sglang_gauge(out, ES_SGLANG_TOKEN_USAGE, d, "sglang:token_usage", true);
+    engine_read_llm(d, now_ms, prev, out);
     break;
   case ENGINE_TRITON: read_triton(d, now_ms, prev, out); break;
   default:
-    reason(out, "no vLLM, TGI, SGLang or Triton metric in the scrape (vllm:*, tgi_*, sglang:*, "
-                "nv_inference_*)");
+    engine_read_reason(
+        out, "no vLLM, TGI, SGLang or Triton metric in the scrape (vllm:*, tgi_*, sglang:*, "
+             "nv_inference_*)");
     break;
   }
 }

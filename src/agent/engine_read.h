@@ -32,10 +32,11 @@
 #include "core/engine.h"
 #include "core/promtext.h"
 
-/* Counter series of a Triton pod kept between scrapes (those above 0: a series at 0 needs no
+/* Counter series of a pod kept between scrapes (Triton's counters, vLLM's and SGLang's histogram
+ * buckets) (those above 0: a series at 0 needs no
  * previous value); more are not kept, and the pod's rates are then absent with a reason (a series
  * without a previous value cannot be told from a new one). */
-#define ENGINE_PREV_SERIES 256
+#define ENGINE_PREV_SERIES 1024
 
 /* One counter series' last value, by a 64-bit hash of its name and labels. */
 struct engine_series_prev {
@@ -49,7 +50,9 @@ struct engine_prev {
   bool have; /* the fields below hold a previous scrape */
   bool over; /* that scrape had more counter series than ENGINE_PREV_SERIES */
   int64_t ts_ms;
-  uint32_t n; /* s[0..n) sorted by key */
+  uint64_t lat_bounds[ENGINE_LAT_FAMILIES]; /* hash of each latency family's bucket bounds on
+                                               that scrape; 0: not read there */
+  uint32_t n;                               /* s[0..n) sorted by key */
   struct engine_series_prev s[ENGINE_PREV_SERIES];
 };
 
@@ -70,7 +73,18 @@ enum engine_kind engine_detect(const struct prom_doc *d);
  *                  successful requests). With no request completed it is 0 when none is pending,
  *                  absent when some are.
  * The pod's values combine the models' as the header says; out->models lists the models. Both
- * rates are absent on the first scrape and when no time passed. */
+ * rates are absent on the first scrape and when no time passed.
+ * vLLM, SGLang and TGI latency (docs/engines.md "Latency"): each histogram's buckets are counter
+ * series judged as Triton's are (a reset per series); their increases since prev, summed per bound
+ * over the pod's series, make out->lat[] (the window is the time between the two scrapes). A family
+ * is absent on the first scrape and when the page does not serve it (no reason: an older engine);
+ * absent with a reason when its buckets changed since prev, when the page's histogram is bad (no
+ * +Inf, bounds not increasing, counts not finite or not cumulative, series with different bounds,
+ * more than LATENCY_MAX_BUCKETS bounds), and when no request finished in the window while requests
+ * wait or run (the engines expose no age of their oldest waiting request, so there is no honest
+ * number). With nothing waiting, running or finished it is present with 0 observations (idle). The
+ * prompt-token signals (waiting prompt tokens, prefill tokens per second) are read in the same
+ * pass: docs/engines.md "Expected queue wait". */
 void engine_read(enum engine_kind kind, const struct prom_doc *d, int64_t now_ms,
                  struct engine_prev *prev, struct engine_reading *out);
 

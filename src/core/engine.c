@@ -21,10 +21,57 @@ static const struct {
     [ES_TRTLLM_ACTIVE] = {"trtllm_active_requests", ENGINE_TRITON},
     [ES_TRTLLM_QUEUED] = {"trtllm_queued_requests", ENGINE_TRITON},
     [ES_SGLANG_RUNNING] = {"sglang_requests_running", ENGINE_SGLANG},
+    [ES_VLLM_TTFT] = {"vllm_ttft_seconds", ENGINE_VLLM},
+    [ES_VLLM_QUEUE_TIME] = {"vllm_queue_time_seconds", ENGINE_VLLM},
+    [ES_VLLM_ITL] = {"vllm_inter_token_latency_seconds", ENGINE_VLLM},
+    [ES_SGLANG_TTFT] = {"sglang_ttft_seconds", ENGINE_SGLANG},
+    [ES_SGLANG_QUEUE_TIME] = {"sglang_queue_time_seconds", ENGINE_SGLANG},
+    [ES_SGLANG_ITL] = {"sglang_inter_token_latency_seconds", ENGINE_SGLANG},
+    [ES_TGI_TTFT] = {"tgi_ttft_seconds", ENGINE_TGI},
+    [ES_TGI_QUEUE_TIME] = {"tgi_queue_time_seconds", ENGINE_TGI},
+    [ES_VLLM_WAITING_TOKENS] = {"vllm_waiting_prompt_tokens", ENGINE_VLLM},
+    [ES_VLLM_PREFILL_RATE] = {"vllm_prefill_tokens_per_second", ENGINE_VLLM},
+    [ES_SGLANG_WAITING_TOKENS] = {"sglang_waiting_prompt_tokens", ENGINE_SGLANG},
+    [ES_SGLANG_PREFILL_RATE] = {"sglang_prefill_tokens_per_second", ENGINE_SGLANG},
+    [ES_VLLM_QUEUE_WAIT] = {"vllm_expected_queue_wait_seconds", ENGINE_VLLM},
+    [ES_SGLANG_QUEUE_WAIT] = {"sglang_expected_queue_wait_seconds", ENGINE_SGLANG},
     [ES_VLLM_IN_FLIGHT] = {"vllm_requests_in_flight", ENGINE_VLLM},
     [ES_SGLANG_IN_FLIGHT] = {"sglang_requests_in_flight", ENGINE_SGLANG},
     [ES_TGI_IN_FLIGHT] = {"tgi_requests_in_flight", ENGINE_TGI},
 };
+
+int engine_signal_latency(enum engine_signal s) {
+  switch (s) {
+  case ES_VLLM_TTFT:
+  case ES_SGLANG_TTFT:
+  case ES_TGI_TTFT: return 0;
+  case ES_VLLM_QUEUE_TIME:
+  case ES_SGLANG_QUEUE_TIME:
+  case ES_TGI_QUEUE_TIME: return 1;
+  case ES_VLLM_ITL:
+  case ES_SGLANG_ITL: return 2;
+  default: return -1;
+  }
+}
+
+int engine_signal_latency_addend(enum engine_signal s) {
+  return s == ES_TGI_TTFT ? (int)ES_TGI_QUEUE_TIME : -1;
+}
+
+bool engine_signal_queue_wait(enum engine_signal s, enum engine_signal *tokens,
+                              enum engine_signal *rate) {
+  switch (s) {
+  case ES_VLLM_QUEUE_WAIT:
+    *tokens = ES_VLLM_WAITING_TOKENS;
+    *rate = ES_VLLM_PREFILL_RATE;
+    return true;
+  case ES_SGLANG_QUEUE_WAIT:
+    *tokens = ES_SGLANG_WAITING_TOKENS;
+    *rate = ES_SGLANG_PREFILL_RATE;
+    return true;
+  default: return false;
+  }
+}
 
 bool engine_signal_derived(enum engine_signal s, enum engine_signal *running,
                            enum engine_signal *waiting) {

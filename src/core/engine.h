@@ -9,6 +9,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "core/latency.h"
+
 enum engine_kind {
   ENGINE_UNKNOWN = 0, /* not said and not detected (yet) */
   ENGINE_VLLM,
@@ -42,6 +44,29 @@ enum engine_signal {
                               scheduled, nv_trt_llm_request_metrics{request_type="waiting"} */
   ES_SGLANG_RUNNING,       /* sglang_requests_running: requests running (sglang:num_running_reqs),
                               one value per data-parallel group, summed */
+  /* Latency (docs/engines.md "Latency"): v[] holds the observations of the pod's window and
+   * engine_reading.lat[engine_signal_latency(s)] their histogram (bucket deltas summed over the
+   * pod's series). Set with 0 observations only when the pod was idle (nothing waiting, running
+   * or finished); a busy pod with no finished request has no reading. The trigger's quantile is
+   * read from the histograms summed over the selected pods (core/latency.h). */
+  ES_VLLM_TTFT,         /* vllm_ttft_seconds: vllm:time_to_first_token_seconds */
+  ES_VLLM_QUEUE_TIME,   /* vllm_queue_time_seconds: vllm:request_queue_time_seconds */
+  ES_VLLM_ITL,          /* vllm_inter_token_latency_seconds: vllm:inter_token_latency_seconds (or
+                           the older vllm:time_per_output_token_seconds) */
+  ES_SGLANG_TTFT,       /* sglang_ttft_seconds: sglang:time_to_first_token_seconds */
+  ES_SGLANG_QUEUE_TIME, /* sglang_queue_time_seconds: sglang:queue_time_seconds */
+  ES_SGLANG_ITL,        /* sglang_inter_token_latency_seconds: sglang:inter_token_latency_seconds */
+  ES_TGI_TTFT,          /* tgi_ttft_seconds: its histogram is tgi_batch_forward_duration{method=
+                           "prefill"}; the policy adds the queue time's quantile (an approximation) */
+  ES_TGI_QUEUE_TIME,    /* tgi_queue_time_seconds: tgi_request_queue_duration */
+  /* Prompt tokens (docs/engines.md "Expected queue wait"): what waits, and how fast the pod
+   * prefills, for the derived expected queue wait below. */
+  ES_VLLM_WAITING_TOKENS,   /* vllm_waiting_prompt_tokens: vllm_queue_depth x the mean prompt
+                               length (vllm:request_prompt_tokens, the window's, else since start) */
+  ES_VLLM_PREFILL_RATE,     /* vllm_prefill_tokens_per_second: d vllm:prompt_tokens_total / dt */
+  ES_SGLANG_WAITING_TOKENS, /* sglang_waiting_prompt_tokens: sglang_queue_depth x the mean prompt
+                               length (sglang:prompt_tokens_total / sglang:num_requests_total) */
+  ES_SGLANG_PREFILL_RATE, /* sglang_prefill_tokens_per_second: d sglang:prompt_tokens_total / dt */
   ES__COUNT, /* the signals an agent reads and the node API carries (one wire bit each) */
   /* Derived by the policy from two signals above and the trigger's maxNumSeqs, never read or
    * carried (docs/engines.md "Requests in flight"): 100 x (running + waiting) / maxNumSeqs. */
@@ -50,6 +75,10 @@ enum engine_signal {
   ES_TGI_IN_FLIGHT,              /* tgi_requests_in_flight: tgi_batch_size + tgi_queue_size */
   ES_SGLANG_IN_FLIGHT,           /* sglang_requests_in_flight: sglang_requests_running +
                                     sglang_queue_depth */
+  /* Derived from waiting prompt tokens and prefill throughput, summed over the selected pods, with
+   * the trigger's minPrefillTokensPerSecond as a floor on each pod's throughput. */
+  ES_VLLM_QUEUE_WAIT,   /* vllm_expected_queue_wait_seconds */
+  ES_SGLANG_QUEUE_WAIT, /* sglang_expected_queue_wait_seconds */
   ES__ALL
 };
 
@@ -60,9 +89,10 @@ enum engine_signal {
 #define ENGINE_MAX_PODS 256       /* engine pods one agent reads; more are absent with a reason */
 #define ENGINE_MODEL_NAME_LEN 128 /* a Triton model name, NUL included */
 #define ENGINE_MODEL_VERSION_LEN                                                                   \
-  24                         /* a Triton model version (an int64 in decimal), NUL included         \
-                              */
-#define ENGINE_MAX_MODELS 16 /* (model, version) pairs one reading lists; more are counted only */
+  24                          /* a Triton model version (an int64 in decimal), NUL included        \
+                               */
+#define ENGINE_LAT_FAMILIES 3 /* time to first token, queue time, inter-token latency */
+#define ENGINE_MAX_MODELS 16  /* (model, version) pairs one reading lists; more are counted only */
 
 /* One (model, version) that a Triton pod serves, with the signals of that model alone (the
  * trigger keys model / modelVersion pick it). Only Triton's signals are ever set here. */
@@ -103,6 +133,9 @@ struct engine_reading {
   uint32_t n_models, models_total;
   struct engine_model models[ENGINE_MAX_MODELS];
   enum engine_pod_state state; /* not SERVING: never read, reason says why */
+  /* Latency histograms of the pod's window, by engine_signal_latency(); valid when the signal's
+   * bit is. The window is the time between the pod's last two scrapes. */
+  struct latency_hist lat[ENGINE_LAT_FAMILIES];
 };
 
 /* Parses a metricType ("vllm_queue_depth", ...). Returns 0 and sets *out, or -1 (not an engine
@@ -130,6 +163,16 @@ int engine_model_value(const struct engine_reading *r, enum engine_signal s, con
 static inline bool engine_has(const struct engine_reading *r, enum engine_signal s) {
   return s < ES__COUNT && (r->valid & ES_BIT(s)) != 0;
 }
+/* The latency family of a latency signal (0 time to first token, 1 queue time, 2 inter-token
+ * latency), or -1 for any other signal. */
+int engine_signal_latency(enum engine_signal s);
+/* The latency signal whose quantile the policy adds to latency signal s's (TGI's time to first
+ * token is its queue time's quantile plus its prefill's), or -1. */
+int engine_signal_latency_addend(enum engine_signal s);
+/* True for an expected-queue-wait signal; *tokens and *rate name the two read signals it
+ * divides. */
+bool engine_signal_queue_wait(enum engine_signal s, enum engine_signal *tokens,
+                              enum engine_signal *rate);
 /* True for a signal the policy derives (ES__COUNT <= s < ES__ALL); *running and *waiting name
  * the two signals it adds. */
 bool engine_signal_derived(enum engine_signal s, enum engine_signal *running,

@@ -54,7 +54,13 @@ static const char engine_metrics[] =
     "tgi_batch_size, sglang_queue_depth, sglang_token_usage, triton_pending_requests, "
     "triton_queue_wait_ms, triton_request_rate, trtllm_active_requests, trtllm_queued_requests, "
     "sglang_requests_running, vllm_requests_in_flight, tgi_requests_in_flight, "
-    "sglang_requests_in_flight (these three with maxNumSeqs)";
+    "sglang_requests_in_flight (these three with maxNumSeqs); latency quantiles "
+    "vllm_ttft_seconds, vllm_queue_time_seconds, vllm_inter_token_latency_seconds, "
+    "sglang_ttft_seconds, sglang_queue_time_seconds, sglang_inter_token_latency_seconds, "
+    "tgi_ttft_seconds, tgi_queue_time_seconds (with quantile); vllm_waiting_prompt_tokens, "
+    "vllm_prefill_tokens_per_second, "
+    "vllm_expected_queue_wait_seconds, sglang_waiting_prompt_tokens, "
+    "sglang_prefill_tokens_per_second, sglang_expected_queue_wait_seconds";
 
 static const char *md_get(const struct kv *md, size_t n, const char *key) {
   const char *v = NULL;
@@ -552,7 +558,7 @@ int trigger_parse(const struct kv *md, size_t n, const struct profile_set *ps, s
  * one given wins the metric and the target). */
 static int parse_metric_keys(const struct kv *md, size_t n, const struct profile_set *ps,
                              struct trigger *t, char *err, size_t errlen) {
-  char rule[768];
+  char rule[1536];
   const char *v;
   if ((v = md_get(md, n, "profile"))) {
     const struct profile *p = profile_find(ps, v);
@@ -701,6 +707,67 @@ static int check_engine_keys(const struct kv *md, size_t n, const struct trigger
   return 0;
 }
 
+/* quantile: which quantile of the summed window histograms a latency metricType answers
+ * (docs/engines.md "Latency"). aggregation is refused next to one: pods are merged by summing
+ * their histograms, never by combining per-pod values. */
+static int parse_quantile(const struct kv *md, size_t n, struct trigger *t, char *err,
+                          size_t errlen) {
+  const char *v = md_get(md, n, "quantile");
+  bool latency = t->engine && engine_signal_latency(t->esignal) >= 0;
+  if (!latency) {
+    if (v)
+      return bad(err, errlen, "quantile", v,
+                 "applies only to the latency metricTypes (vllm_ttft_seconds, "
+                 "vllm_queue_time_seconds, vllm_inter_token_latency_seconds, sglang_ttft_seconds, "
+                 "sglang_queue_time_seconds, sglang_inter_token_latency_seconds, "
+                 "tgi_ttft_seconds, tgi_queue_time_seconds)");
+    return 0;
+  }
+  const char *a = md_get(md, n, "aggregation");
+  if (a) {
+    char rule[256];
+    snprintf(rule, sizeof rule,
+             "does not apply to metricType %s: its pods are merged by summing their histograms "
+             "over the window, then reading the quantile key (docs/engines.md)",
+             trigger_metric_label(t));
+    return bad(err, errlen, "aggregation", a, rule);
+  }
+  t->quantile = LATENCY_DEFAULT_QUANTILE;
+  if (v && (parse_number(v, &t->quantile) || !(t->quantile > 0 && t->quantile < 1)))
+    return bad(err, errlen, "quantile", v,
+               "must be a number greater than 0 and less than 1, e.g. \"0.95\" or \"0.99\"");
+  return 0;
+}
+
+/* minPrefillTokensPerSecond: a floor on each pod's measured prefill throughput for the expected
+ * queue wait (docs/engines.md "Expected queue wait"), so that a pod that prefilled nothing in the
+ * window (idle, just started) still gives a finite wait for what queues on it. */
+static int parse_prefill_floor(const struct kv *md, size_t n, struct trigger *t, char *err,
+                               size_t errlen) {
+  const char *v = md_get(md, n, "minPrefillTokensPerSecond");
+  enum engine_signal tok, rate;
+  bool qw = t->engine && engine_signal_queue_wait(t->esignal, &tok, &rate);
+  const char *a = md_get(md, n, "aggregation");
+  if (qw && a) {
+    char rule[256];
+    snprintf(rule, sizeof rule,
+             "does not apply to metricType %s: the selected pods' waiting prompt tokens and "
+             "prefill throughputs are summed, then divided (docs/engines.md)",
+             trigger_metric_label(t));
+    return bad(err, errlen, "aggregation", a, rule);
+  }
+  if (!v)
+    return 0;
+  if (!qw)
+    return bad(err, errlen, "minPrefillTokensPerSecond", v,
+               "applies only to metricType vllm_expected_queue_wait_seconds or "
+               "sglang_expected_queue_wait_seconds");
+  if (parse_number(v, &t->prefill_floor) || !(t->prefill_floor > 0))
+    return bad(err, errlen, "minPrefillTokensPerSecond", v,
+               "must be a number of prompt tokens per second greater than 0, e.g. \"2000\"");
+  return 0;
+}
+
 /* maxNumSeqs: the batch size an in-flight metricType divides by (docs/engines.md "Requests in
  * flight"). vLLM and TGI serve no series with it, so the trigger says it. */
 static int parse_max_num_seqs(const struct kv *md, size_t n, struct trigger *t, char *err,
@@ -823,7 +890,8 @@ int trigger_parse_ref(const struct kv *md, size_t n, const struct profile_set *p
     snprintf(t.metric_name, sizeof t.metric_name, "%s", v);
   }
   if (check_engine_keys(md, n, &t, err, errlen) || parse_model_keys(md, n, &t, err, errlen) ||
-      parse_max_num_seqs(md, n, &t, err, errlen))
+      parse_max_num_seqs(md, n, &t, err, errlen) || parse_quantile(md, n, &t, err, errlen) ||
+      parse_prefill_floor(md, n, &t, err, errlen))
     return GS_EINVAL;
   /* Last, so that an error above never leaves a compiled regex behind. */
   int grc = parse_gateway_keys(md, n, ref_ns, &t, err, errlen);

@@ -87,6 +87,12 @@ struct trigger {
   /* maxNumSeqs: the requests one engine pod runs at once (vLLM --max-num-seqs, TGI
    * --max-batch-size); needed by, and only allowed with, the in-flight metricTypes */
   double max_num_seqs;
+  /* quantile: the latency metricTypes' quantile, in (0, 1); LATENCY_DEFAULT_QUANTILE when not
+   * given; 0 for any other metricType (the key is refused there) */
+  double quantile;
+  /* minPrefillTokensPerSecond: the expected-queue-wait metricTypes' floor on each pod's measured
+   * prefill throughput, tokens/s (> 0); 0 when not given (the key is refused elsewhere) */
+  double prefill_floor;
 };
 
 /* True when GPU field f can be a trigger's metricType (or a profile's metric). */
@@ -97,7 +103,9 @@ bool trigger_scaler_metric(enum gpu_field f);
  * tritonEndpoint (refused with how to annotate the pods instead, unless ps->endpoint_check is
  * set: the operator's --allow-engine-endpoints; the URL must then pass it); and the gateway's
  * scope, namespace, pods, nodes, gpuModel, node, value, allowPartial, minCoverage; the Triton keys
- * model and modelVersion (refused with any other metricType); all others are
+ * model and modelVersion (refused with any other metricType); quantile (latency metricTypes only,
+ * in (0, 1), default 0.95); minPrefillTokensPerSecond (expected-queue-wait metricTypes only, > 0);
+ * all others are
  * ignored. Without a profile the defaults are keda-gpu-scaler's: gpu_utilization, target 80,
  * activation 0, max, every GPU, so empty metadata is a valid trigger. Returns 0, or GS_EINVAL with
  * a message naming the key, the bad value and what is allowed in err (GS_ENOMEM when a regex

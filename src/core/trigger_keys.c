@@ -34,6 +34,8 @@ static const char *const known[] = {
     "model",
     "modelVersion",
     "maxNumSeqs",
+    "quantile",
+    "minPrefillTokensPerSecond",
     /* KEDA's own (pkg/scalers/external_scaler.go) */
     "scalerAddress",
     "tlsCertFile",

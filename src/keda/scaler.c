@@ -150,7 +150,17 @@ int scaler_select_engines(const struct trigger *t, const struct engine_reading *
       continue; /* the caller notes the node */
     }
     double v = 0;
-    if (!r->fresh || (!t->model[0] && engine_value(r, t->esignal, t->max_num_seqs, &v) != 0)) {
+    enum engine_signal qtok, qrate;
+    bool qw = engine_signal_queue_wait(t->esignal, &qtok, &qrate);
+    if (qw && r->fresh && engine_has(r, qtok) && (engine_has(r, qrate) || t->prefill_floor > 0)) {
+      /* this pod's share of the pooled wait (the policy divides the sums) */
+      double rate = engine_has(r, qrate) ? r->v[qrate] : 0;
+      rate = rate > t->prefill_floor ? rate : t->prefill_floor;
+      sel->qw_tokens += r->v[qtok];
+      sel->qw_rate += rate;
+      v = rate > 0 ? r->v[qtok] / rate : 0;
+    } else if (qw || !r->fresh ||
+               (!t->model[0] && engine_value(r, t->esignal, t->max_num_seqs, &v) != 0)) {
       scaler_selection_note(sel, "node %s: pod %s/%s has no fresh %s reading%s%s", node, r->ns,
                             r->pod, sig, r->reason[0] ? ": " : "",
                             r->reason[0] ? r->reason
@@ -165,6 +175,25 @@ int scaler_select_engines(const struct trigger *t, const struct engine_reading *
       scaler_selection_note(sel, "node %s: pod %s/%s has no fresh %s reading: %s%s%s", node, r->ns,
                             r->pod, sig, why, r->reason[0] ? "; " : "", r->reason);
       continue;
+    }
+    int f = engine_signal_latency(t->esignal), add = engine_signal_latency_addend(t->esignal);
+    if (f >= 0 && !r->lat[f].n) { /* a reading without its histogram: nothing to merge */
+      scaler_selection_note(sel, "node %s: pod %s/%s has %s without a histogram", node, r->ns,
+                            r->pod, sig);
+      continue;
+    }
+    if (add >= 0 && !engine_has(r, (enum engine_signal)add)) {
+      scaler_selection_note(sel, "node %s: pod %s/%s has no fresh %s reading (it needs %s too)%s%s",
+                            node, r->ns, r->pod, sig, engine_signal_name((enum engine_signal)add),
+                            r->reason[0] ? ": " : "", r->reason);
+      continue;
+    }
+    if (f >= 0 && !sel->lat_err[0] && r->lat[f].n) {
+      char lwhy[128];
+      int fa = add >= 0 ? engine_signal_latency((enum engine_signal)add) : -1;
+      if (latency_add(&sel->lat, &r->lat[f], lwhy, sizeof lwhy) ||
+          (fa >= 0 && latency_add(&sel->lat2, &r->lat[fa], lwhy, sizeof lwhy)))
+        snprintf(sel->lat_err, sizeof sel->lat_err, "pod %.40s/%.60s: %.50s", r->ns, r->pod, lwhy);
     }
     sel->fresh++;
     uint32_t group = 0;
@@ -550,6 +579,66 @@ static int coverage_error(const struct trigger *t, const struct scaler_selection
   return e->code;
 }
 
+/* A latency trigger's value: the quantile of the selected pods' summed window histograms, never a
+ * mean of per-pod quantiles (docs/engines.md "Latency"). Every pod idle (nothing waiting, running
+ * or finished) reads 0: there is no latency to serve and nothing to scale for. */
+static int latency_value(const struct trigger *t, const struct scaler_selection *sel,
+                         struct scaler_result *out, struct scaler_error *e) {
+  if (t->scope == TRIGGER_SCOPE_WORKLOAD)
+    out->pods = sel->fresh;
+  if (sel->lat_err[0]) {
+    e->code = GS_EUNAVAIL;
+    snprintf(e->msg, sizeof e->msg,
+             "%s: the selected pods' histograms cannot be summed (%s); give the pods of one "
+             "workload the same buckets",
+             trigger_metric_label(t), sel->lat_err);
+    return e->code;
+  }
+  /* TGI's time to first token: the prefill's quantile plus the queue time's (sel->lat2); an
+   * empty one adds nothing, and both empty is the idle 0. */
+  out->value = 0;
+  const struct latency_hist *h[2] = {&sel->lat, &sel->lat2};
+  for (int k = 0; k < 2; k++) {
+    if (latency_count(h[k]) == 0)
+      continue;
+    char why[160];
+    double q;
+    if (latency_quantile(h[k], t->quantile, &q, why, sizeof why)) {
+      /* only a histogram no reader let through: never a made-up value */
+      e->code = GS_EUNAVAIL;
+      snprintf(e->msg, sizeof e->msg, "%s: %s", trigger_metric_label(t), why);
+      return e->code;
+    }
+    out->value += q;
+  }
+  return 0;
+}
+
+/* An expected-queue-wait trigger's value: the selected pods' waiting prompt tokens over their
+ * prefill throughput, both summed (the time to drain the workload's queue at the rate it
+ * prefills; docs/engines.md "Expected queue wait"). Nothing waiting reads 0; tokens waiting with
+ * no measured throughput and no floor is UNAVAILABLE, never 0. */
+static int queue_wait_value(const struct trigger *t, const struct scaler_selection *sel,
+                            struct scaler_result *out, struct scaler_error *e) {
+  if (t->scope == TRIGGER_SCOPE_WORKLOAD)
+    out->pods = sel->fresh;
+  if (sel->qw_tokens <= 0) {
+    out->value = 0;
+    return 0;
+  }
+  if (!(sel->qw_rate > 0)) {
+    e->code = GS_EUNAVAIL;
+    snprintf(e->msg, sizeof e->msg,
+             "%s: %g prompt tokens wait and the selected pods prefilled nothing in the window; "
+             "set minPrefillTokensPerSecond (a floor on each pod's prefill throughput) for a "
+             "value",
+             trigger_metric_label(t), sel->qw_tokens);
+    return e->code;
+  }
+  out->value = sel->qw_tokens / sel->qw_rate;
+  return 0;
+}
+
 /* Applies the partial-failure rules and the arithmetic to a selection (docs/gateway.md, "Partial
  * failure"): the only 0 without a reading is "everything is known and nothing matches". */
 static int judge(const struct trigger *t, struct scaler_selection *sel, struct scaler_result *out,
@@ -606,6 +695,11 @@ static int judge(const struct trigger *t, struct scaler_selection *sel, struct s
       return coverage_error(t, sel, COV_BELOW, out, e);
     out->partial = true;
   }
+  if (t->engine && engine_signal_latency(t->esignal) >= 0)
+    return latency_value(t, sel, out, e);
+  enum engine_signal qtok, qrate;
+  if (t->engine && engine_signal_queue_wait(t->esignal, &qtok, &qrate))
+    return queue_wait_value(t, sel, out, e);
   int rc = t->scope == TRIGGER_SCOPE_WORKLOAD ? workload_value(t, sel, &out->value, &out->pods)
                                               : aggregate(t->agg, sel->vals, sel->n, &out->value);
   if (rc) {

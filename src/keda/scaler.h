@@ -7,6 +7,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "core/latency.h"
 #include "core/profile.h"
 #include "core/trigger.h"
 
@@ -50,6 +51,15 @@ struct scaler_selection {
    * one replica, read through its leader. */
   size_t not_serving;
   char not_serving_notes[SCALER_NOT_SERVING_LEN];
+  /* Latency triggers (engine_signal_latency >= 0): the fresh pods' window histograms summed
+   * (core/latency.h); the policy reads the trigger's quantile from it. lat_err says why pods could
+   * not be summed (their buckets differ): the answer is then UNAVAILABLE. */
+  struct latency_hist lat;
+  struct latency_hist lat2; /* the addend's (engine_signal_latency_addend), summed likewise */
+  char lat_err[160];
+  /* Expected-queue-wait triggers: the fresh pods' waiting prompt tokens, and their prefill
+   * throughputs (each at least the trigger's minPrefillTokensPerSecond), summed. */
+  double qw_tokens, qw_rate;
 };
 
 /* Appends one value (of pod `group`, share 1). Returns 0, GS_ENOMEM, or GS_ETOOBIG past
@@ -77,7 +87,8 @@ void scaler_selection_release(struct scaler_selection *sel);
  * engine_model_value; a pod that does not serve the model is missing, never 0); else it is
  * missing and noted with its reason (node names the node). With node_fresh false every selected
  * pod is counted into *stale instead, for the caller's note. Workload scope: one group per pod,
- * from *next_group. Returns 0, GS_ENOMEM or GS_ETOOBIG. */
+ * from *next_group. A latency signal's pods also add their window histograms into sel->lat (a pod
+ * whose buckets differ from the others' sets sel->lat_err). Returns 0, GS_ENOMEM or GS_ETOOBIG. */
 int scaler_select_engines(const struct trigger *t, const struct engine_reading *rs, size_t n,
                           bool node_fresh, const char *node, struct scaler_selection *sel,
                           uint32_t *next_group, size_t *stale);

@@ -123,6 +123,33 @@ static const struct {
      offsetof(Gpuscale__V1__EnginePod, trtllm_queued_requests)},
     {ES_SGLANG_RUNNING, GPUSCALE__V1__ENGINE_SIGNAL__ENGINE_SIGNAL_SGLANG_REQUESTS_RUNNING,
      offsetof(Gpuscale__V1__EnginePod, sglang_requests_running)},
+    {ES_VLLM_TTFT, GPUSCALE__V1__ENGINE_SIGNAL__ENGINE_SIGNAL_VLLM_TTFT_SECONDS,
+     offsetof(Gpuscale__V1__EnginePod, vllm_ttft_seconds)},
+    {ES_VLLM_QUEUE_TIME, GPUSCALE__V1__ENGINE_SIGNAL__ENGINE_SIGNAL_VLLM_QUEUE_TIME_SECONDS,
+     offsetof(Gpuscale__V1__EnginePod, vllm_queue_time_seconds)},
+    {ES_VLLM_ITL, GPUSCALE__V1__ENGINE_SIGNAL__ENGINE_SIGNAL_VLLM_INTER_TOKEN_LATENCY_SECONDS,
+     offsetof(Gpuscale__V1__EnginePod, vllm_inter_token_latency_seconds)},
+    {ES_SGLANG_TTFT, GPUSCALE__V1__ENGINE_SIGNAL__ENGINE_SIGNAL_SGLANG_TTFT_SECONDS,
+     offsetof(Gpuscale__V1__EnginePod, sglang_ttft_seconds)},
+    {ES_SGLANG_QUEUE_TIME, GPUSCALE__V1__ENGINE_SIGNAL__ENGINE_SIGNAL_SGLANG_QUEUE_TIME_SECONDS,
+     offsetof(Gpuscale__V1__EnginePod, sglang_queue_time_seconds)},
+    {ES_SGLANG_ITL, GPUSCALE__V1__ENGINE_SIGNAL__ENGINE_SIGNAL_SGLANG_INTER_TOKEN_LATENCY_SECONDS,
+     offsetof(Gpuscale__V1__EnginePod, sglang_inter_token_latency_seconds)},
+    {ES_VLLM_WAITING_TOKENS, GPUSCALE__V1__ENGINE_SIGNAL__ENGINE_SIGNAL_VLLM_WAITING_PROMPT_TOKENS,
+     offsetof(Gpuscale__V1__EnginePod, vllm_waiting_prompt_tokens)},
+    {ES_VLLM_PREFILL_RATE,
+     GPUSCALE__V1__ENGINE_SIGNAL__ENGINE_SIGNAL_VLLM_PREFILL_TOKENS_PER_SECOND,
+     offsetof(Gpuscale__V1__EnginePod, vllm_prefill_tokens_per_second)},
+    {ES_SGLANG_WAITING_TOKENS,
+     GPUSCALE__V1__ENGINE_SIGNAL__ENGINE_SIGNAL_SGLANG_WAITING_PROMPT_TOKENS,
+     offsetof(Gpuscale__V1__EnginePod, sglang_waiting_prompt_tokens)},
+    {ES_SGLANG_PREFILL_RATE,
+     GPUSCALE__V1__ENGINE_SIGNAL__ENGINE_SIGNAL_SGLANG_PREFILL_TOKENS_PER_SECOND,
+     offsetof(Gpuscale__V1__EnginePod, sglang_prefill_tokens_per_second)},
+    {ES_TGI_TTFT, GPUSCALE__V1__ENGINE_SIGNAL__ENGINE_SIGNAL_TGI_TTFT_SECONDS,
+     offsetof(Gpuscale__V1__EnginePod, tgi_ttft_seconds)},
+    {ES_TGI_QUEUE_TIME, GPUSCALE__V1__ENGINE_SIGNAL__ENGINE_SIGNAL_TGI_QUEUE_TIME_SECONDS,
+     offsetof(Gpuscale__V1__EnginePod, tgi_queue_time_seconds)},
 };
 #define NSIGNALS (sizeof signal_map / sizeof signal_map[0])
 _Static_assert(NSIGNALS == ES__COUNT, "every engine signal has a wire bit");
@@ -186,9 +213,13 @@ struct enc {
   Gpuscale__V1__EnginePod **engine_ptrs;
   Gpuscale__V1__EngineModel *models;      /* ENGINE_MAX_MODELS per engine pod */
   Gpuscale__V1__EngineModel **model_ptrs; /* likewise */
+  Gpuscale__V1__EngineLatency *lats;      /* ENGINE_LAT_FAMILIES per engine pod */
+  Gpuscale__V1__EngineLatency **lat_ptrs; /* likewise */
 };
 
 static void enc_free(struct enc *e) {
+  free(e->lats);
+  free(e->lat_ptrs);
   free(e->models);
   free(e->model_ptrs);
   free(e->engines);
@@ -300,6 +331,28 @@ _Static_assert(
         ENGINE_POD__COUNT == 4,
     "engine pod states have the wire's numbers");
 
+/* The histograms of r's latency signals into lats/ptrs (ENGINE_LAT_FAMILIES slots); the doubles
+ * point into r, which outlives the packing. */
+static void encode_latency(const struct engine_reading *r, Gpuscale__V1__EnginePod *m,
+                           Gpuscale__V1__EngineLatency *lats, Gpuscale__V1__EngineLatency **ptrs) {
+  size_t n = 0;
+  for (size_t k = 0; k < NSIGNALS && n < ENGINE_LAT_FAMILIES; k++) {
+    int f = engine_signal_latency(signal_map[k].s);
+    if (f < 0 || !engine_has(r, signal_map[k].s))
+      continue;
+    Gpuscale__V1__EngineLatency *l = &lats[n];
+    *l = (Gpuscale__V1__EngineLatency)GPUSCALE__V1__ENGINE_LATENCY__INIT;
+    l->signal = (Gpuscale__V1__EngineSignal)signal_map[k].bit;
+    l->n_le = l->n_count = r->lat[f].n;
+    l->le = (double *)(uintptr_t)r->lat[f].le;
+    l->count = (double *)(uintptr_t)r->lat[f].cum;
+    ptrs[n] = l;
+    n++;
+  }
+  m->n_latency = n;
+  m->latency = n ? ptrs : NULL;
+}
+
 static void encode_engine(const struct engine_reading *r, Gpuscale__V1__EnginePod *m) {
   *m = (Gpuscale__V1__EnginePod)GPUSCALE__V1__ENGINE_POD__INIT;
   m->namespace_ = wire_str(r->ns);
@@ -344,8 +397,10 @@ int node_wire_encode(const struct node_snapshot *s, size_t max, uint8_t **out, s
     nm += s->engines[i].n_models ? ENGINE_MAX_MODELS : 0;
   e.models = calloc(nm ? nm : 1, sizeof *e.models);
   e.model_ptrs = calloc(nm ? nm : 1, sizeof *e.model_ptrs);
-  if (!e.gpus || !e.gpu_ptrs || !e.samples || !e.migs || !e.pods || !e.pod_ptrs || !e.engines ||
-      !e.engine_ptrs || !e.models || !e.model_ptrs) {
+  e.lats = calloc(ne ? ne * ENGINE_LAT_FAMILIES : 1, sizeof *e.lats);
+  e.lat_ptrs = calloc(ne ? ne * ENGINE_LAT_FAMILIES : 1, sizeof *e.lat_ptrs);
+  if (!e.lats || !e.lat_ptrs || !e.gpus || !e.gpu_ptrs || !e.samples || !e.migs || !e.pods ||
+      !e.pod_ptrs || !e.engines || !e.engine_ptrs || !e.models || !e.model_ptrs) {
     enc_free(&e);
     return GS_ENOMEM;
   }
@@ -368,6 +423,8 @@ int node_wire_encode(const struct node_snapshot *s, size_t max, uint8_t **out, s
   m.heartbeats = s->heartbeats;
   for (size_t i = 0, next_model = 0; i < ne; i++) {
     encode_engine(&s->engines[i], &e.engines[i]);
+    encode_latency(&s->engines[i], &e.engines[i], &e.lats[i * ENGINE_LAT_FAMILIES],
+                   &e.lat_ptrs[i * ENGINE_LAT_FAMILIES]);
     if (s->engines[i].n_models) {
       encode_models(&s->engines[i], &e.engines[i], &e.models[next_model],
                     &e.model_ptrs[next_model]);
@@ -493,6 +550,23 @@ static const char *decode_gpu(const Gpuscale__V1__GPU *m, struct node_gpu *g) {
   return decode_split(m, &g->pods);
 }
 
+/* The histogram of wire signal `bit` in m into h; false when there is none or it is not
+ * well-formed (core/latency.h's contract): the signal is then absent, never 0. */
+static bool decode_latency(const Gpuscale__V1__EnginePod *m, unsigned bit, struct latency_hist *h) {
+  for (size_t i = 0; i < m->n_latency; i++) {
+    const Gpuscale__V1__EngineLatency *l = m->latency[i];
+    if ((unsigned)l->signal != bit)
+      continue;
+    if (l->n_le != l->n_count || l->n_le == 0 || l->n_le > LATENCY_MAX_BUCKETS)
+      return false;
+    h->n = (uint32_t)l->n_le;
+    memcpy(h->le, l->le, l->n_le * sizeof *h->le);
+    memcpy(h->cum, l->count, l->n_count * sizeof *h->cum);
+    return latency_check(h, NULL, 0) == 0;
+  }
+  return false;
+}
+
 static void decode_engine(const Gpuscale__V1__EnginePod *m, struct engine_reading *r) {
   memset(r, 0, sizeof *r);
   copy_str(r->ns, sizeof r->ns, m->namespace_);
@@ -516,6 +590,13 @@ static void decode_engine(const Gpuscale__V1__EnginePod *m, struct engine_readin
       if (!r->reason[0])
         snprintf(r->reason, sizeof r->reason, "the agent sent %s as %g, not a finite number",
                  engine_signal_name(signal_map[k].s), v);
+      continue;
+    }
+    int f = engine_signal_latency(signal_map[k].s);
+    if (f >= 0 && !decode_latency(m, signal_map[k].bit, &r->lat[f])) {
+      if (!r->reason[0])
+        snprintf(r->reason, sizeof r->reason, "the agent sent %s without a well-formed histogram",
+                 engine_signal_name(signal_map[k].s));
       continue;
     }
     r->v[signal_map[k].s] = v;

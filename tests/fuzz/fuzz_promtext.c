@@ -106,6 +106,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         abort();
     if (strnlen(r.reason, sizeof r.reason) >= sizeof r.reason)
       abort();
+    /* A latency signal carries a well-formed histogram holding as many observations as it says
+     * (the same page twice: an idle window, or none). */
+    for (int sgl = 0; sgl < ES__COUNT; sgl++) {
+      int f = engine_signal_latency((enum engine_signal)sgl);
+      if (f < 0 || !engine_has(&r, (enum engine_signal)sgl))
+        continue;
+      if (latency_check(&r.lat[f], NULL, 0) || latency_count(&r.lat[f]) != r.v[sgl])
+        abort();
+    }
   }
   promtext_free(&d);
   return 0;

@@ -168,6 +168,20 @@ def node_seeds(node):
     nan.engines.add(namespace="ns", pod="vllm-0", engine=1, valid=(1 << 0) | (1 << 1),
                     vllm_queue_depth=float("-inf"), vllm_requests_running=3)
     write("node_wire", "non_finite_readings", nan.SerializeToString(deterministic=True))
+    # latency histograms (EnginePod.latency = 23): one well-formed, one without +Inf, one with
+    # fewer counts than bounds, one not cumulative; and the bit of another with no histogram
+    lat = node.NodeSnapshot(node="node-f", engines_on=True)
+    p = lat.engines.add(namespace="prod", pod="vllm-0", engine=1, timestamp_ms=1764540000000,
+                        fresh=True, valid=(1 << 13) | (1 << 14) | (1 << 15),
+                        vllm_ttft_seconds=9, vllm_queue_time_seconds=3,
+                        vllm_inter_token_latency_seconds=4)
+    p.latency.add(signal=13, le=[0.1, 0.5, float("inf")], count=[2, 7, 9])
+    p.latency.add(signal=14, le=[0.1, 0.5], count=[2, 3])
+    p.latency.add(signal=15, le=[0.1, float("inf")], count=[4])
+    q = lat.engines.add(namespace="prod", pod="sgl-0", engine=3, timestamp_ms=1764540000000,
+                        fresh=True, valid=(1 << 16) | (1 << 18), sglang_ttft_seconds=2)
+    q.latency.add(signal=16, le=[1.0, 0.5, float("inf")], count=[2, 1, 2])
+    write("node_wire", "engine_latency", lat.SerializeToString(deterministic=True))
 
 
 def main():

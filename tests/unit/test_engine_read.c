@@ -77,8 +77,12 @@ static const struct fixture_case fixture_cases[] = {
     {"sglang.prom",
      ENGINE_UNKNOWN,
      ENGINE_SGLANG,
-     3,
-     {{ES_SGLANG_QUEUE, 9}, {ES_SGLANG_TOKEN_USAGE, 28}, {ES_SGLANG_RUNNING, 118}}},
+     4,
+     {{ES_SGLANG_QUEUE, 9},
+      {ES_SGLANG_TOKEN_USAGE, 28},
+      {ES_SGLANG_RUNNING, 118},
+      /* 9 waiting x the mean prompt length since start, prompt_tokens_total / num_requests_total */
+      {ES_SGLANG_WAITING_TOKENS, 9 * 8.128902e6 / 83289.0}}},
     /* one Triton scrape: the pending count, and no rate yet */
     {"triton-1.prom", ENGINE_UNKNOWN, ENGINE_TRITON, 1, {{ES_TRITON_PENDING, 5}}},
 };

@@ -567,6 +567,70 @@ static void test_engine_states(void **state) {
   free_snapshot(in);
 }
 
+/* Latency signals (EnginePod.latency): the window's histogram travels with its bit; a bit whose
+ * histogram is missing or malformed (no +Inf, fewer counts than bounds, not cumulative) arrives
+ * absent, never 0; an older agent sends neither bit nor histogram. */
+static void test_engine_latency(void **state) {
+  (void)state;
+  struct node_snapshot *in = make_snapshot();
+  add_engines(in);
+  struct engine_reading *r = &in->engines[0];
+  r->valid |= ES_BIT(ES_VLLM_TTFT) | ES_BIT(ES_VLLM_ITL);
+  struct latency_hist h = {.n = 3, .le = {0.1, 0.5, INFINITY}, .cum = {2, 7, 9}};
+  r->lat[engine_signal_latency(ES_VLLM_TTFT)] = h;
+  r->v[ES_VLLM_TTFT] = 9;
+  struct latency_hist idle = {.n = 2, .le = {1, INFINITY}, .cum = {0, 0}};
+  r->lat[engine_signal_latency(ES_VLLM_ITL)] = idle;
+  r->v[ES_VLLM_ITL] = 0;
+  struct node_snapshot out;
+  roundtrip(in, &out);
+  const struct engine_reading *o = &out.engines[0];
+  assert_true(engine_has(o, ES_VLLM_TTFT) && engine_has(o, ES_VLLM_ITL));
+  assert_false(engine_has(o, ES_VLLM_QUEUE_TIME));
+  assert_true(o->v[ES_VLLM_TTFT] == 9 && o->v[ES_VLLM_ITL] == 0);
+  assert_int_equal(o->lat[0].n, 3);
+  assert_memory_equal(o->lat[0].le, h.le, 3 * sizeof *h.le);
+  assert_memory_equal(o->lat[0].cum, h.cum, 3 * sizeof *h.cum);
+  assert_int_equal(o->lat[2].n, 2);
+  node_snapshot_clear(&out);
+
+  /* Break the histograms on the wire, one way per pass. */
+  for (int k = 0; k < 4; k++) {
+    uint8_t *bytes = NULL;
+    size_t len = 0;
+    assert_int_equal(node_wire_encode(in, NODE_WIRE_MAX_BYTES, &bytes, &len), 0);
+    Gpuscale__V1__NodeSnapshot *m = gpuscale__v1__node_snapshot__unpack(NULL, len, bytes);
+    assert_non_null(m);
+    free(bytes);
+    Gpuscale__V1__EnginePod *e = m->engines[0];
+    assert_int_equal(e->n_latency, 2);
+    Gpuscale__V1__EngineLatency *l = e->latency[0];
+    if (k == 0)
+      l->le[2] = 1.0; /* no +Inf */
+    else if (k == 1)
+      l->n_count = 2; /* fewer counts than bounds */
+    else if (k == 2)
+      l->count[1] = 1; /* not cumulative */
+    else
+      e->n_latency = 0; /* the bit without any histogram */
+    len = gpuscale__v1__node_snapshot__get_packed_size(m);
+    bytes = malloc(len);
+    assert_non_null(bytes);
+    gpuscale__v1__node_snapshot__pack(m, bytes);
+    e->n_latency = 2; /* so that free_unpacked frees both */
+    l->n_count = 3;
+    gpuscale__v1__node_snapshot__free_unpacked(m, NULL);
+    const char *err = NULL;
+    assert_int_equal(node_wire_decode(bytes, len, NODE_WIRE_MAX_BYTES, &out, &err), 0);
+    free(bytes);
+    if (engine_has(&out.engines[0], ES_VLLM_TTFT))
+      fail_msg("pass %d: a malformed histogram arrived as a reading", k);
+    assert_true(engine_has(&out.engines[0], ES_VLLM_QUEUE_DEPTH));
+    node_snapshot_clear(&out);
+  }
+  free_snapshot(in);
+}
+
 /* PodRef.group (field 5, fixed64): a LeaderWorkerSet pod's group travels as the agent set it, 0
  * (a pod of its own, or an older agent) stays 0. */
 static void test_pod_group(void **state) {
@@ -865,6 +929,7 @@ int main(void) {
       cmocka_unit_test(test_engines_off_and_older_agents),
       cmocka_unit_test(test_engines_cap),
       cmocka_unit_test(test_non_finite_readings),
+      cmocka_unit_test(test_engine_latency),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
