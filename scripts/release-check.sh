@@ -12,7 +12,9 @@
 #   5. the image archive (scripts/oci-archive.py, no container tool): the org.opencontainers.image labels
 #      (version, revision = this commit, created, title), user 65532:65532, and `gpuscale version` of the
 #      binary taken from the archive names VERSION and the commit;
-#   6. the SBOM: SPDX 2.3, and every package of the Dockerfile's RUNTIME_PACKAGES is in it.
+#   6. the packaged chart, rendered with scripts/image-values.yaml and image.repository=localhost/gpuscale (the
+#      tag from its appVersion), runs its agent and gateway from the image (scripts/image-run.py);
+#   7. the SBOM: SPDX 2.3, and every package of the Dockerfile's RUNTIME_PACKAGES is in it.
 #
 # With SKIP_IMAGE=1, or where the image stage could not build the image, steps 1 to 4 run with --no-image and
 # the stage says so: SKIP_IMAGE=1 passes; a missing image without it fails, naming the reason.
@@ -93,7 +95,7 @@ else
   bad "the notes lack the heading \"# gpuscale $VERSION\", the commit or CHANGELOG.md's entries: $(head -n 3 "$notes")"
 fi
 
-# ---- 5. and 6. the image archive and the SBOM
+# ---- 5. to 7. the image archive, the packaged chart run from it, the SBOM
 if [ -n "$no_image" ]; then
   echo "skip the image archive and the SBOM: $no_image"
   if [ "${SKIP_IMAGE:-0}" != 1 ]; then
@@ -131,6 +133,20 @@ EOF
       bad "gpuscale version, from the archive's binary, says \"$got\", not \"gpuscale $VERSION (commit $REVISION)\""
   else
     bad "no gpuscale binary in the image archive: $(cat "$OUT/x.err")"
+  fi
+  # Installed as docs/install.md says: the packaged chart, image.repository where the archive loads
+  # (localhost/gpuscale), the tag from its appVersion; the agent and the gateway run as it renders them.
+  if "$HELM" template gpuscale "$tgz" --namespace gpuscale -f scripts/image-values.yaml \
+    --set image.repository=localhost/gpuscale >"$OUT/run.yaml" 2>"$OUT/chart.err"; then
+    if /usr/bin/python3 scripts/image-run.py --image "$REF" --manifests "$OUT/run.yaml" --only agent,gateway \
+      >"$OUT/run.log" 2>&1; then
+      ok "the agent and the gateway run from $REF as the packaged chart renders them"
+    else
+      sed 's/^/     /' "$OUT/run.log"
+      bad "the packaged chart's agent and gateway do not run from $REF (above)"
+    fi
+  else
+    bad "helm template on the packaged chart with scripts/image-values.yaml: $(cat "$OUT/chart.err")"
   fi
   sbom="$REL/gpuscale-image-$VERSION.spdx.json"
   runtime="$(sed -n 's/^ARG RUNTIME_PACKAGES="\(.*\)"/\1/p' Dockerfile)"
