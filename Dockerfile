@@ -27,8 +27,12 @@ WORKDIR /src
 COPY CMakeLists.txt ./
 COPY proto ./proto
 COPY src ./src
-# tests/ and bench/ are not copied, so CMake configures the binary alone.
+# tests/ and bench/ are not copied, so CMake configures the binary alone. There is no .git here: the version and
+# commit that `gpuscale version` reports come as build arguments (scripts/image.sh passes them).
+ARG VERSION=""
+ARG REVISION=""
 RUN cmake -S . -B /build -DCMAKE_BUILD_TYPE=Release \
+      -DGPUSCALE_VERSION="${VERSION}" -DGPUSCALE_REVISION="${REVISION:-unknown}" \
  && cmake --build /build -j"$(nproc)" --target gpuscale \
  && strip /build/gpuscale \
  && /build/gpuscale --version
@@ -65,5 +69,17 @@ EXPOSE 6000 9400
 ENTRYPOINT ["tini", "--", "gpuscale"]
 CMD ["--help"]
 
+# The OCI labels (scripts/release-check.sh reads them from the release archive). Declared last, so that a new
+# CREATED changes only this layer.
+ARG VERSION=""
+ARG REVISION=""
+ARG CREATED=""
+# SOURCE: where the source is (scripts/image.sh passes the git remote origin's URL, when there is one). No
+# .licenses label: the project has no license file yet.
+ARG SOURCE=""
 LABEL org.opencontainers.image.title="gpuscale" \
-      org.opencontainers.image.description="GPU-aware autoscaling for Kubernetes (KEDA external scaler, dcgm-exporter compatible metrics, rightsizing)"
+      org.opencontainers.image.description="GPU-aware autoscaling for Kubernetes (KEDA external scaler, dcgm-exporter compatible metrics, rightsizing)" \
+      org.opencontainers.image.version="${VERSION}" \
+      org.opencontainers.image.revision="${REVISION}" \
+      org.opencontainers.image.created="${CREATED}" \
+      org.opencontainers.image.source="${SOURCE}"

@@ -6,7 +6,7 @@ JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 MAKEFLAGS += --no-print-directory
 CMAKE_FLAGS ?=
 
-.PHONY: all deps build run demo install uninstall check test unit e2e asan valgrind format checksrc bench clean image
+.PHONY: all deps build run demo install uninstall check test unit e2e asan valgrind format checksrc bench clean image release
 
 all: build
 
@@ -52,13 +52,15 @@ uninstall:
 # Every test, every stage even after one fails (scripts/check.sh): the source checks (checksrc: banned
 # calls, over-long functions, clang-format), build, ctest (unit, fuzz replay, end-to-end), the deploy validation, the unit
 # tests under valgrind, the container image (scripts/image-check.sh: built with podman, no daemon or registry,
-# and the chart's agent, gateway and rightsize run from it; as root), then every test again under ASan+UBSan;
+# and the chart's agent, gateway and rightsize run from it; as root), a release into a temporary directory
+# (scripts/release-check.sh: sums, chart versions, image labels; it reuses the image stage's image), then every
+# test again under ASan+UBSan;
 # one summary line per stage at the end, non-zero exit when any failed. The deploy validation needs the npm
 # registry (see the README), the image stage the Debian mirror. Where containers cannot run, the image stage
 # says why and fails; `make check SKIP_IMAGE=1` skips it, saying so (docs/development.md).
 SKIP_IMAGE ?= 0
 check:
-	@bash scripts/install-deps.sh build run test $(if $(filter 1,$(SKIP_IMAGE)),,image)
+	@bash scripts/install-deps.sh build run test release $(if $(filter 1,$(SKIP_IMAGE)),,image)
 	@SKIP_IMAGE=$(SKIP_IMAGE) bash scripts/check.sh $(BUILD) $(ASAN_BUILD) $(JOBS)
 
 unit: build
@@ -103,6 +105,17 @@ bench:
 IMAGE ?= gpuscale:$(shell grep -o -m1 'gpuscale VERSION [0-9.]*' CMakeLists.txt | cut -d' ' -f3)
 image:
 	@IMAGE=$(IMAGE) bash scripts/image.sh build
+
+# A release into dist/VERSION/ (RELEASE_DIR= changes it): the image as an OCI archive (and in the local store),
+# the chart packaged with version and appVersion VERSION, an SPDX SBOM of the image, release notes from
+# CHANGELOG.md and SHA256SUMS. scripts/release.sh (RELEASE_ARGS=--no-image: the chart alone;
+# --allow-dirty: from a tree with uncommitted changes); docs/install.md#installing-a-release.
+RELEASE_DIR ?= dist/$(VERSION)
+RELEASE_ARGS ?=
+release:
+	@test -n "$(VERSION)" || { echo "usage: make release VERSION=x.y.z" >&2; exit 2; }
+	@bash scripts/install-deps.sh release $(if $(filter --no-image,$(RELEASE_ARGS)),,image)
+	@bash scripts/release.sh $(VERSION) --out $(RELEASE_DIR) $(RELEASE_ARGS)
 
 clean:
 	rm -rf $(BUILD) $(ASAN_BUILD)

@@ -6,8 +6,9 @@
 #
 # Stages: checksrc, build, ctest (unit, fuzz replay, e2e), deploy (ctest -L deploy), valgrind (unit tests),
 # image (scripts/image-check.sh: the container image built and the chart's workloads run from it; SKIP_IMAGE=1
-# skips it, and the summary says so), asan (build-asan/ and every ctest test again under ASan+UBSan). A stage
-# that needs a failed build is reported as not run, and counts as failed.
+# skips it, and the summary says so), release (scripts/release-check.sh: `make release` into a temporary
+# directory, reusing the image stage's image; with SKIP_IMAGE=1 the chart, notes and sums only), asan
+# (build-asan/ and every ctest test again under ASan+UBSan). A stage that needs a failed build is reported as not run, and counts as failed.
 set -u
 cd "$(dirname "$0")/.."
 BUILD=${1:-build}
@@ -41,6 +42,7 @@ stage() {
     deploy) [ $rc -eq 0 ] || note="$(failed_tests "$BUILD")" ;;
     asan) [ $rc -eq 0 ] || note="$(failed_tests "$ASAN_BUILD")" ;;
     image) [ "${SKIP_IMAGE:-0}" != 1 ] || note="skipped: SKIP_IMAGE=1" ;;
+    release) [ "${SKIP_IMAGE:-0}" != 1 ] || note="no image archive or SBOM: SKIP_IMAGE=1" ;;
   esac
   names+=("$name")
   secs+=($(($(date +%s) - t0)))
@@ -72,6 +74,7 @@ else
   for s in ctest deploy valgrind; do not_run "$s" "the build failed"; done
 fi
 stage image bash scripts/image-check.sh "$BUILD"
+stage release bash scripts/release-check.sh
 stage asan asan
 
 pass=0

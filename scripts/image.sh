@@ -17,6 +17,10 @@
 #   DEBIAN_MIRROR=URL                  the mirrors debuerreotype reads (default: the host's apt sources,
 #   DEBIAN_SECURITY_MIRROR=URL         else http://deb.debian.org/debian and .../debian-security)
 #   IMAGE_BASE=registry|debuerreotype  force where the base comes from
+#   GPUSCALE_VERSION=x.y.z             the version in the binary and the org.opencontainers.image.version label
+#                                      (default: CMakeLists.txt's; scripts/release.sh sets it)
+#   GPUSCALE_REVISION=COMMIT           the commit (default: git rev-parse HEAD, with -dirty for a changed tree)
+#   SOURCE_DATE_EPOCH=SECONDS          the .created label's time (default: now)
 #
 # podman and buildah name the result localhost/NAME:TAG; a node pulls NAME:TAG from docker.io/library, so
 # push it to your registry and point the chart's image.repository there (docs/install.md).
@@ -195,6 +199,24 @@ base() {
   fi
 }
 
+# revision: the commit HEAD, with -dirty when tracked files changed; "unknown" outside a git checkout.
+revision() {
+  local r
+  r="$(git -C "$ROOT" rev-parse HEAD 2>/dev/null)" || { echo unknown; return; }
+  [ -z "$(git -C "$ROOT" status --porcelain --untracked-files=no 2>/dev/null)" ] || r="$r-dirty"
+  echo "$r"
+}
+
+# label_args: the build arguments the version, the commit and the OCI labels come from, one a line.
+label_args() {
+  local created src
+  created="$(date -u ${SOURCE_DATE_EPOCH:+-d "@$SOURCE_DATE_EPOCH"} +%Y-%m-%dT%H:%M:%SZ)"
+  # origin's URL without any user:password@ (a token must not end up in a label).
+  src="$(git -C "$ROOT" remote get-url origin 2>/dev/null | sed -E 's#^(https?://)[^/@]*@#\1#')" || src=""
+  printf '%s\n' --build-arg "VERSION=${GPUSCALE_VERSION:-$VERSION}" --build-arg "REVISION=${GPUSCALE_REVISION:-$(revision)}" \
+    --build-arg "CREATED=$created" --build-arg "SOURCE=$src"
+}
+
 build() {
   local dockerfile=Dockerfile tool deb t0
   while [ $# -gt 0 ]; do
@@ -213,6 +235,7 @@ build() {
   old="$($tool image inspect --format '{{.Id}}' "$name" 2>/dev/null)" || old=""
   t0=$(date +%s)
   local args=(--build-arg "DEBIAN_IMAGE=$deb" -f "$dockerfile" -t "$IMAGE")
+  mapfile -t -O ${#args[@]} args < <(label_args)
   case "$tool" in
     docker) docker build "${args[@]}" . ;;
     podman)
@@ -236,5 +259,5 @@ case "${1:-}" in
   build) shift; build "$@" ;;
   base) base "$(pick_tool)" ;;
   tool) pick_tool ;;
-  *) sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
+  *) sed -n '2,26p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
 esac

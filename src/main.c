@@ -61,7 +61,7 @@ int main(int argc, char **argv) {
   if (!strcmp(cmd, "completion"))
     return completion_main(argc - 1, argv + 1, COMMANDS);
   if (!strcmp(cmd, "version") || !strcmp(cmd, "--version")) {
-    printf("gpuscale %s\n", GPUSCALE_VERSION);
+    printf("gpuscale %s (commit %s)\n", GPUSCALE_VERSION, GPUSCALE_REVISION);
     return 0;
   }
   if (!strcmp(cmd, "help") || !strcmp(cmd, "--help") || !strcmp(cmd, "-h")) {
