@@ -39,6 +39,36 @@ int32_t llm_length(uint64_t *s, double mean, double sigma) {
   return (int32_t)lround(v);
 }
 
+/* ---- latency observations ---- */
+
+/* vllm/v1/metrics/loggers.py: time to first token, request_latency_buckets (queue time), and the
+ * inter-token latency's (the old time_per_output_token's) bounds */
+static const double ttft_le[] = {0.001, 0.005, 0.01, 0.02,  0.04,  0.06,   0.08,    0.1,
+                                 0.25,  0.5,   0.75, 1.0,   2.5,   5.0,    7.5,     10.0,
+                                 20.0,  40.0,  80.0, 160.0, 640.0, 2560.0, INFINITY};
+static const double queue_le[] = {0.3,   0.5,   0.8,   1.0,    1.5,    2.0,     2.5,  5.0,
+                                  10.0,  15.0,  20.0,  30.0,   40.0,   50.0,    60.0, 120.0,
+                                  240.0, 480.0, 960.0, 1920.0, 7680.0, INFINITY};
+static const double itl_le[] = {0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2,  0.3,  0.4,  0.5,
+                                0.75, 1.0,   2.5,  5.0,   7.5, 10.0, 20.0, 40.0, 80.0, INFINITY};
+
+const double *llm_obs_bounds(enum llm_obs f, size_t *nb) {
+  switch (f) {
+  case LLM_OBS_TTFT: *nb = sizeof ttft_le / sizeof ttft_le[0]; return ttft_le;
+  case LLM_OBS_QUEUE: *nb = sizeof queue_le / sizeof queue_le[0]; return queue_le;
+  default: *nb = sizeof itl_le / sizeof itl_le[0]; return itl_le;
+  }
+}
+
+static void observe(struct llm_pod *p, enum llm_obs f, double v) {
+  size_t nb;
+  const double *le = llm_obs_bounds(f, &nb);
+  size_t i = 0;
+  while (i + 1 < nb && v > le[i])
+    i++;
+  p->obs[f].n[i] += 1;
+}
+
 /* ---- the pod ---- */
 
 void llm_pod_init(struct llm_pod *p, double now) {
@@ -193,6 +223,10 @@ static void schedule(struct llm_pod *p, const struct llm_params *m, double *seqs
       break;
     }
     r->sched = (int32_t)want;
+    if (!r->scheduled) {
+      r->scheduled = true;
+      r->sched_at = p->clock;
+    }
     budget -= want;
     kv_free -= want;
     *prefill += want;
@@ -228,6 +262,9 @@ static double one_step(struct llm_pod *p, const struct llm_params *m, llm_done_f
         if (!r->started) {
           r->started = true;
           r->first = t_end;
+          observe(p, LLM_OBS_TTFT, t_end - r->arrive);
+        } else {
+          observe(p, LLM_OBS_ITL, t_end - r->last_tok);
         }
         r->last_tok = t_end;
         r->done++;
@@ -238,6 +275,9 @@ static double one_step(struct llm_pod *p, const struct llm_params *m, llm_done_f
       if (r->done >= r->out) {
         r->finish = t_end;
         p->kv -= r->held;
+        observe(p, LLM_OBS_QUEUE, r->sched_at - r->arrive);
+        p->prompt_len_sum += r->in;
+        p->prompt_len_n += 1;
         finish(r, done, ud);
         continue;
       }

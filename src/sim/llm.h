@@ -28,16 +28,29 @@ struct llm_params {
 #define LLM_DEFAULT_BUDGET 8192
 #define LLM_DEFAULT_SPREAD 0.6
 
+/* What a vLLM server observes into its latency histograms (vllm/v1/metrics/loggers.py): time to
+ * first token when the first token comes, queue time (arrival to first scheduled) when the
+ * request finishes, and each gap between two tokens; per bucket, not cumulative. */
+enum llm_obs { LLM_OBS_TTFT = 0, LLM_OBS_QUEUE, LLM_OBS_ITL, LLM_OBS__COUNT };
+#define LLM_OBS_BUCKETS 24 /* +Inf included */
+struct llm_obs_hist {
+  double n[LLM_OBS_BUCKETS];
+};
+/* vLLM's bounds for family f (+Inf last); *nb their count. */
+const double *llm_obs_bounds(enum llm_obs f, size_t *nb);
+
 /* One request. `need` is the prompt left to prefill (after a preemption, the prompt and the output
  * so far, recomputed); `done` the output tokens emitted. Times in seconds. */
 struct llm_req {
   double arrive, first, finish;
   double last_tok; /* when the last token came (inter-token gaps) */
+  double sched_at; /* when it was first scheduled (queue time); 0 before */
   int32_t in, out, need, done;
   int32_t held;  /* tokens it holds in the KV cache */
   int32_t sched; /* tokens scheduled in the current step */
   uint32_t id;
-  bool started; /* its first token came */
+  bool started;   /* its first token came */
+  bool scheduled; /* it was scheduled once (sched_at is set) */
 };
 
 /* A replica: its waiting queue (a ring, preempted requests go back to its front), its running
@@ -52,6 +65,9 @@ struct llm_pod {
   /* accumulated since the last llm_pod_take: time, and running, waiting and KV x time, busy time */
   double acc_t, acc_run, acc_wait, acc_kv, acc_busy;
   double prompt_tokens, gen_tokens; /* counters, as the engine's */
+  double prompt_len_sum,
+      prompt_len_n; /* finished requests' prompt lengths (request_prompt_tokens) */
+  struct llm_obs_hist obs[LLM_OBS__COUNT]; /* latency observations since the start */
   uint64_t preemptions;
   bool oom;
 };

@@ -49,6 +49,7 @@ double sim_signal_value(const struct sim_signal *s, const struct sim_load *l) {
     return v * s->scale;
   }
   case SIM_SIG_FLAT: return s->flat;
+  case SIM_SIG_OBSERVED: return NAN; /* per pod from its requests (sim/serve.h), not from load */
   case SIM_SIG_QUEUE: {
     /* M/M/1 mean number waiting, rho^2 / (1 - rho), below saturation; the backlog above */
     double mm1 = rho < 0.999 ? rho * rho / (1 - rho) : 999 * rho;
@@ -75,8 +76,8 @@ bool sim_model_outage(const struct sim_model *m, double t) {
 
 static int parse_signal(struct sim_yaml *y, const char *name, yaml_node_t *v, struct sim_signal *s,
                         char *err, size_t errlen) {
-  static const char *const keys[] = {"idle",  "full",  "max",   "flat",
-                                     "queue", "batch", "scale", NULL};
+  static const char *const keys[] = {"idle",  "full",  "max",      "flat", "queue",
+                                     "batch", "scale", "observed", NULL};
   memset(s, 0, sizeof *s);
   snprintf(s->name, sizeof s->name, "%s", name);
   enum gpu_field f;
@@ -107,6 +108,22 @@ static int parse_signal(struct sim_yaml *y, const char *name, yaml_node_t *v, st
     s->batch = (enum sim_batch_of)idx;
     if ((n = sim_yaml_get(y, v, "scale")))
       return sim_yaml_num(y, n, key, 1e-9, 1e9, &s->scale, E);
+    return 0;
+  }
+  if ((n = sim_yaml_get(y, v, "observed"))) {
+    const char *q = sim_yaml_str(n);
+    bool ok =
+        s->engine && (engine_signal_latency(s->esig) >= 0 || s->esig == ES_VLLM_WAITING_TOKENS ||
+                      s->esig == ES_VLLM_PREFILL_RATE || s->esig == ES_SGLANG_WAITING_TOKENS ||
+                      s->esig == ES_SGLANG_PREFILL_RATE);
+    if (!q || strcmp(q, "true"))
+      return sim_yaml_fail(y, n, key, E, "observed: \"%.20s\": must be true", q ? q : "");
+    if (!ok)
+      return sim_yaml_fail(y, n, key, E,
+                           "observed: only an engine's latency histogram (vllm_ttft_seconds...) "
+                           "or prompt tokens (vllm_waiting_prompt_tokens, "
+                           "vllm_prefill_tokens_per_second...) is observed");
+    s->kind = SIM_SIG_OBSERVED;
     return 0;
   }
   if ((n = sim_yaml_get(y, v, "queue"))) {
@@ -344,14 +361,31 @@ static void derive_mib(struct sim_model *m) {
 
 int sim_model_parse(const char *text, size_t len, const char *file, struct sim_model *m, char *err,
                     size_t errlen) {
-  static const char *const keys[] = {"name",           "capacity",     "gpusPerReplica",
-                                     "gpusPerNode",    "gpuModel",     "gpuMemoryMiB",
-                                     "placement",      "slicesPerGpu", "maxGpus",
-                                     "sharedCounting", "startup",      "drain",
-                                     "queuePerPod",    "signals",      "outages",
-                                     "nodes",          "scheduling",   "agentNode",
-                                     "requestSeconds", "batching",     "engine",
-                                     "routing",        "slo",          NULL};
+  static const char *const keys[] = {"name",
+                                     "capacity",
+                                     "gpusPerReplica",
+                                     "gpusPerNode",
+                                     "gpuModel",
+                                     "gpuMemoryMiB",
+                                     "placement",
+                                     "slicesPerGpu",
+                                     "maxGpus",
+                                     "sharedCounting",
+                                     "startup",
+                                     "drain",
+                                     "queuePerPod",
+                                     "signals",
+                                     "outages",
+                                     "nodes",
+                                     "scheduling",
+                                     "agentNode",
+                                     "requestSeconds",
+                                     "batching",
+                                     "engine",
+                                     "routing",
+                                     "slo",
+                                     "engineInterval",
+                                     NULL};
   memset(m, 0, sizeof *m);
   snprintf(m->name, sizeof m->name, "workload");
   snprintf(m->gpu_model, sizeof m->gpu_model, "NVIDIA H100 80GB HBM3");
@@ -382,6 +416,9 @@ int sim_model_parse(const char *text, size_t len, const char *file, struct sim_m
                          "a model has one engine model: engine (step costs) or batching, not both");
   }
   m->slo = llm_slo_default();
+  m->engine_interval_s = 5;
+  if (!rc && (n = sim_yaml_get(&y, root, "engineInterval")))
+    rc = sim_yaml_duration(&y, n, "engineInterval", 1, 300, &m->engine_interval_s, E);
   if (!rc && (n = sim_yaml_get(&y, root, "slo")))
     rc = llm_slo_parse_yaml(&y, n, &m->slo, E);
   if (!rc && (n = sim_yaml_get(&y, root, "routing"))) {
@@ -437,7 +474,12 @@ int sim_model_parse(const char *text, size_t len, const char *file, struct sim_m
   if (!rc)
     derive_mib(m);
   for (size_t i = 0; !rc && i < m->nsig; i++)
-    if (m->sig[i].kind == SIM_SIG_BATCH && !m->batching.set && !m->llm.set)
+    if (m->sig[i].kind == SIM_SIG_OBSERVED && !m->llm.set)
+      rc = sim_yaml_fail(&y, root, "signals", E,
+                         "%s: observed: needs the model's engine block (the step-time engine "
+                         "model observes each request)",
+                         m->sig[i].name);
+    else if (m->sig[i].kind == SIM_SIG_BATCH && !m->batching.set && !m->llm.set)
       rc = sim_yaml_fail(&y, root, "signals", E,
                          "%s: batch: needs the model's batching block (maxNumSeqs, "
                          "kvCacheTokens, ...)",

@@ -20,6 +20,8 @@ enum sim_signal_kind {
   SIM_SIG_FLAT,       /* the same value whatever the load, from the pod's start (reserved memory) */
   SIM_SIG_QUEUE,      /* requests waiting per pod: the backlog share plus M/M/1 waiting */
   SIM_SIG_BATCH,      /* a continuous-batching quantity (the model's batching block) x scale */
+  SIM_SIG_OBSERVED,   /* what the engine model's pods observe, as their engine serves it: the
+                         latency histograms of a scrape window, prompt tokens (engine block) */
 };
 
 /* What a batching signal reads (sim/batch.h, per pod). */
@@ -82,6 +84,7 @@ struct sim_model {
   bool llm_kv_given;            /* engine.kvCacheTokens written (else a calibration fits it) */
   enum llm_route routing;       /* the router in front of the replicas (engine model) */
   struct llm_slo slo;           /* `slo:` (or --slo): what a request must meet; timeout always */
+  double engine_interval_s;     /* engineInterval: the agent's scrape of each engine pod (5 s) */
   bool capacity_derived;        /* capacity not given: from batching at the trace's lengths */
   struct sim_signal sig[SIM_MAX_SIGNALS];
   size_t nsig;

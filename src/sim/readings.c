@@ -180,7 +180,16 @@ static bool engine_reading_of(const struct eng *e, const struct pod *p, struct e
                    &own.rho);
   for (size_t i = 0; i < e->m->nsig; i++) {
     const struct sim_signal *sg = &e->m->sig[i];
-    if (sg->engine) {
+    if (sg->engine && sg->kind == SIM_SIG_OBSERVED) {
+      /* as the pod's agent reads it from two scrapes; absent is absent, never 0 */
+      struct latency_hist h;
+      int f = engine_signal_latency(sg->esig);
+      if (e->serve && sim_serve_engine(e->serve, p->id, sg->esig, &r->v[sg->esig], &h)) {
+        if (f >= 0)
+          r->lat[f] = h;
+        r->valid |= ES_BIT(sg->esig);
+      }
+    } else if (sg->engine) {
       r->v[sg->esig] = sim_signal_value(sg, &own);
       r->valid |= ES_BIT(sg->esig);
     }

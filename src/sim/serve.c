@@ -9,11 +9,21 @@
 
 #define FLOOR_MAX_REPLICAS 4096
 
+/* What the agent's scrape of a pod holds: the engine's cumulative series at that instant. */
+struct scrape {
+  double t;
+  struct latency_hist lat[LLM_OBS__COUNT];
+  double prompt_tokens, plen_sum, plen_n;
+  double waiting, load; /* requests waiting, and waiting + running */
+};
+
 struct spod {
   int id;
   bool routable, seen;
   struct llm_pod p;
   double running, waiting, kv_pct, inflight_pct, busy; /* the last second's averages */
+  struct scrape prev, last; /* the pod's last two scrapes (last.t < 0: none yet) */
+  double next_scrape;
 };
 
 struct sim_serve {
@@ -84,6 +94,8 @@ static struct spod *add(struct sim_serve *s, int id, double now) {
   memset(p, 0, sizeof *p);
   p->id = id;
   llm_pod_init(&p->p, now);
+  p->prev.t = p->last.t = -1;
+  p->next_scrape = now;
   return p;
 }
 
@@ -232,6 +244,64 @@ static double arrive(struct sim_serve *s, int64_t t) {
   return n;
 }
 
+/* The pod's series now, as a scrape reads them (cumulative histograms from its observations). */
+static void scrape(struct spod *p, double now) {
+  struct scrape *c = &p->last;
+  p->prev = p->last;
+  c->t = now;
+  for (int f = 0; f < LLM_OBS__COUNT; f++) {
+    size_t nb;
+    const double *le = llm_obs_bounds((enum llm_obs)f, &nb);
+    double acc = 0;
+    c->lat[f].n = (uint32_t)nb;
+    for (size_t i = 0; i < nb; i++) {
+      acc += p->p.obs[f].n[i];
+      c->lat[f].le[i] = le[i];
+      c->lat[f].cum[i] = acc;
+    }
+  }
+  c->prompt_tokens = p->p.prompt_tokens;
+  c->plen_sum = p->p.prompt_len_sum;
+  c->plen_n = p->p.prompt_len_n;
+  c->waiting = (double)p->p.wlen;
+  c->load = (double)llm_pod_load(&p->p);
+}
+
+bool sim_serve_engine(const struct sim_serve *s, int id, enum engine_signal es, double *v,
+                      struct latency_hist *h) {
+  const struct spod *p = find(s, id);
+  if (!p || p->prev.t < 0 || p->last.t <= p->prev.t)
+    return false; /* two scrapes make a window */
+  const struct scrape *a = &p->prev, *b = &p->last;
+  int f = engine_signal_latency(es);
+  if (f >= 0) {
+    enum llm_obs o = f == 0 ? LLM_OBS_TTFT : f == 1 ? LLM_OBS_QUEUE : LLM_OBS_ITL;
+    if (latency_delta(&a->lat[o], &b->lat[o], h, NULL, 0))
+      return false;
+    *v = latency_count(h);
+    /* a busy pod whose window finished nothing has no latency yet: never "fast" */
+    return *v > 0 || !(b->load > 0);
+  }
+  double dn = b->plen_n - a->plen_n;
+  switch (es) {
+  case ES_VLLM_WAITING_TOKENS:
+  case ES_SGLANG_WAITING_TOKENS: {
+    double mean = dn > 0          ? (b->plen_sum - a->plen_sum) / dn
+                  : b->plen_n > 0 ? b->plen_sum / b->plen_n
+                                  : NAN;
+    if (isnan(mean))
+      return b->waiting == 0 ? (*v = 0, true) : false; /* nothing finished yet: no mean length */
+    *v = b->waiting * mean;
+    return true;
+  }
+  case ES_VLLM_PREFILL_RATE:
+  case ES_SGLANG_PREFILL_RATE:
+    *v = (b->prompt_tokens - a->prompt_tokens) / (b->t - a->t);
+    return true;
+  default: return false;
+  }
+}
+
 int sim_serve_second(struct sim_serve *s, int64_t t, const struct sim_serve_pod *pods, size_t n,
                      bool arrivals, struct sim_serve_step *out) {
   const struct llm_params *m = &s->m->llm;
@@ -249,6 +319,10 @@ int sim_serve_second(struct sim_serve *s, int64_t t, const struct sim_serve_pod 
     struct spod *p = &s->pods[i];
     llm_pod_advance(&p->p, m, end, on_done, s);
     llm_pod_expire(&p->p, end - timeout, on_done, s);
+    if (end >= p->next_scrape) { /* the agent's scrape of this pod, every engineInterval */
+      scrape(p, end);
+      p->next_scrape = end + s->m->engine_interval_s;
+    }
     struct llm_avg a = llm_pod_take(&p->p, m);
     p->running = a.running;
     p->waiting = a.waiting;

@@ -10,6 +10,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "core/engine.h"
+#include "core/latency.h"
 #include "sim/llm.h"
 #include "sim/model.h"
 #include "sim/trace.h"
@@ -44,6 +46,14 @@ int sim_serve_second(struct sim_serve *s, int64_t t, const struct sim_serve_pod 
  * rho); false when the pod does not serve. */
 bool sim_serve_load(const struct sim_serve *s, int id, double *running, double *waiting,
                     double *kv_pct, double *inflight_pct, double *busy);
+/* Engine signal es of pod id as its agent reads it (src/agent/engine_llm.c), from the pod's last
+ * two scrapes (every engineInterval): a latency signal's histogram of the window into *h and its
+ * observations into *v, absent when the window holds none while the pod was busy (an idle pod
+ * reads 0 observations); waiting prompt tokens (requests waiting x the mean prompt length of the
+ * window's finished requests, else since the start); prefill tokens per second over the window.
+ * Returns true with the reading, false when absent (or not a pod of this model). */
+bool sim_serve_engine(const struct sim_serve *s, int id, enum engine_signal es, double *v,
+                      struct latency_hist *h);
 /* The outcomes so far against the model's SLO. Returns 0 or GS_ENOMEM. */
 int sim_serve_summary(const struct sim_serve *s, struct llm_summary *out);
 

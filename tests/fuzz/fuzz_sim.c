@@ -24,9 +24,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (!(m.capacity > 0) || m.nsig > SIM_MAX_SIGNALS)
       abort();
     for (size_t i = 0; i < m.nsig; i++)
-      for (double rho = 0; rho < 3; rho += 0.25)
+      for (double rho = 0; m.sig[i].kind != SIM_SIG_OBSERVED && rho < 3; rho += 0.25)
         if (isnan(sim_signal_at(&m.sig[i], rho, rho * 10)))
-          abort();        /* a signal never reads NaN */
+          abort();        /* a signal of load never reads NaN (observed ones come from requests) */
     if (m.batching.set) { /* the batching model: finite readings at any rate, queue bounded */
       struct sim_batch st;
       struct sim_batch_step o;
