@@ -668,9 +668,10 @@ int sim_run(const struct sim_model *m, const struct sim_scaledobject *so,
   struct eng *e = calloc(1, sizeof *e);
   if (!e)
     return GS_ENOMEM;
-  /* a batching model without a capacity: the replica's throughput at the trace's mean lengths */
+  /* a batching or engine model without a capacity: the replica's throughput at the trace's mean
+   * lengths (the engine model also draws a rate trace's lengths around them) */
   struct sim_model *mc = NULL;
-  if (m->batching.set && m->capacity_derived && tr->in_tok) {
+  if ((m->batching.set || m->llm.set) && m->capacity_derived && tr->in_tok) {
     double a = 0, in = 0, outk = 0;
     for (size_t t = 0; t < tr->n; t++) {
       a += tr->rate[t];
@@ -679,28 +680,15 @@ int sim_run(const struct sim_model *m, const struct sim_scaledobject *so,
     }
     if (a > 0 && (mc = malloc(sizeof *mc))) {
       *mc = *m;
-      mc->batching.input_tokens = in / a;
-      mc->batching.output_tokens = outk / a;
-      mc->capacity = sim_batch_capacity(&mc->batching, in / a, outk / a);
-      m = mc;
-    } else if (a > 0) {
-      free(e);
-      return GS_ENOMEM;
-    }
-  }
-  /* the engine model likewise, and it draws a rate trace's lengths around the same means */
-  if (m->llm.set && m->capacity_derived && tr->in_tok) {
-    double a = 0, in = 0, outk = 0;
-    for (size_t t = 0; t < tr->n; t++) {
-      a += tr->rate[t];
-      in += tr->in_tok[t];
-      outk += tr->out_tok[t];
-    }
-    if (a > 0 && (mc = malloc(sizeof *mc))) {
-      *mc = *m;
-      mc->llm.in_mean = in / a;
-      mc->llm.out_mean = outk / a;
-      mc->capacity = llm_capacity(&mc->llm, in / a, outk / a);
+      if (m->llm.set) {
+        mc->llm.in_mean = in / a;
+        mc->llm.out_mean = outk / a;
+        mc->capacity = llm_capacity(&mc->llm, in / a, outk / a);
+      } else {
+        mc->batching.input_tokens = in / a;
+        mc->batching.output_tokens = outk / a;
+        mc->capacity = sim_batch_capacity(&mc->batching, in / a, outk / a);
+      }
       m = mc;
     } else if (a > 0) {
       free(e);
