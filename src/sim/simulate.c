@@ -322,16 +322,6 @@ static int outputs(const struct sim_opts *o, const struct sim_run_info *ri,
 }
 
 /* The trace's seconds [from, from + n) as a trace that owns nothing. */
-static struct sim_trace trace_part(const struct sim_trace *t, size_t from, size_t n) {
-  struct sim_trace p = *t;
-  p.rate = t->rate + from;
-  p.in_tok = t->in_tok ? t->in_tok + from : NULL;
-  p.out_tok = t->out_tok ? t->out_tok + from : NULL;
-  p.req_first = t->req_first ? t->req_first + from : NULL;
-  p.req_t0 = t->req_t0 + (double)from;
-  p.n = n;
-  return p;
-}
 
 static void tune_line(const char *what, const struct sim_result *r) {
   double lat = isnan(r->sum.p95_ttft_s) ? r->sum.p95_wait_s : r->sum.p95_ttft_s;
@@ -354,7 +344,7 @@ static int tune_main(const struct sim_opts *o, struct inputs *in, char *err, siz
   if (rc)
     return rc;
   size_t n = in->trace.n, test = (size_t)((double)n * o->holdout);
-  struct sim_trace train = trace_part(&in->trace, 0, n - test);
+  struct sim_trace train = sim_trace_part(&in->trace, 0, n - test);
   struct sim_params prm = {(uint64_t)o->seed, (int)(o->hpa_sync_ms / 1000), o->hpa_tolerance,
                            (int)(o->hpa_down_ms / 1000), (int)(o->scrape_ms / 1000)};
   struct sim_tune_goal goal = {o->served_goal / 100, (double)o->latency_ms / 1000,
@@ -376,7 +366,7 @@ static int tune_main(const struct sim_opts *o, struct inputs *in, char *err, siz
   if (!rc && t.best >= 0 && o->out)
     rc = sim_tune_write(o->scaledobject, o->out, &base, &t.c[t.best].k, &in->ps, err, errlen);
   if (!rc && test > 0) {
-    struct sim_trace rest = trace_part(&in->trace, n - test, test);
+    struct sim_trace rest = sim_trace_part(&in->trace, n - test, test);
     struct sim_scaledobject so;
     char bufs[SIM_MAX_TRIGGERS][32];
     struct sim_result r;

@@ -30,6 +30,17 @@ void sim_trace_free(struct sim_trace *t) {
   t->n = 0;
 }
 
+struct sim_trace sim_trace_part(const struct sim_trace *t, size_t from, size_t n) {
+  struct sim_trace p = *t;
+  p.rate = t->rate + from;
+  p.in_tok = t->in_tok ? t->in_tok + from : NULL;
+  p.out_tok = t->out_tok ? t->out_tok + from : NULL;
+  p.req_first = t->req_first ? t->req_first + from : NULL;
+  p.req_t0 = t->req_t0 + (double)from;
+  p.n = n;
+  return p;
+}
+
 static uint64_t next_rand(uint64_t *s) { /* xorshift64* */
   uint64_t x = *s;
   x ^= x >> 12;

@@ -84,6 +84,9 @@ int sim_trace_load_cols(const char *spec, int64_t duration_s, double peak, uint6
                         const struct sim_trace_cols *cols, struct sim_trace *out, char *err,
                         size_t errlen);
 void sim_trace_free(struct sim_trace *t);
+/* Seconds [from, from + n) of t, sharing t's arrays (not to be freed): rates, token sums and the
+ * per-request index offset, so that second 0 of the part is second `from` of t. */
+struct sim_trace sim_trace_part(const struct sim_trace *t, size_t from, size_t n);
 /* K times the arrivals (K > 0): a rate trace's rates times K; each request of a per-request trace
  * arrives floor(K) times and once more with probability K - floor(K), each copy at a time drawn
  * uniformly within half a second of the original's, with the original's lengths. Deterministic for

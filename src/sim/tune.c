@@ -116,12 +116,8 @@ static int run_one(const struct sim_model *m, const struct sim_scaledobject *bas
   size_t parts = SIM_TUNE_PARTS;
   /* a configuration that misses on the whole needs no parts to be rejected */
   for (size_t i = 0; !c->missed[0] && tr->n >= parts * 60 && i < parts; i++) {
-    struct sim_trace p = *tr;
     size_t from = tr->n * i / parts, to = tr->n * (i + 1) / parts;
-    p.rate = tr->rate + from;
-    p.in_tok = tr->in_tok ? tr->in_tok + from : NULL;
-    p.out_tok = tr->out_tok ? tr->out_tok + from : NULL;
-    p.n = to - from;
+    struct sim_trace p = sim_trace_part(tr, from, to - from);
     if ((rc = sim_run(m, &so, &p, ps, prm, NULL, NULL, &r, err, errlen)))
       return rc;
     c->worst_served = fmin(c->worst_served, r.sum.served_share);

@@ -214,6 +214,39 @@ static void test_trace_scale(void **state) {
   sim_trace_free(&t);
 }
 
+/* A part of a per-request trace (the tuner's thirds, --holdout) replays its own requests, at their
+ * times within the part. */
+static void test_trace_part_replays_its_own_requests(void **state) {
+  (void)state;
+  const char text[] = "TIMESTAMP,ContextTokens,GeneratedTokens\n"
+                      "0,100,10\n10.5,100,10\n70.5,100,10\n71.2,100,10\n119,100,10\n";
+  struct sim_trace t;
+  char err[256];
+  assert_int_equal(sim_trace_requests(text, sizeof text - 1, "t.csv", 0, &t, err, sizeof err), 0);
+  struct sim_trace part = sim_trace_part(&t, 60, t.n - 60);
+  struct sim_model m = model(LLM_ROUTE_ROUND_ROBIN);
+  struct sim_serve *s;
+  assert_int_equal(sim_serve_new(&m, &part, 1, &s), 0);
+  struct sim_serve_pod one[1] = {{1, SERVE_READY}};
+  struct sim_serve_step o;
+  double got[60] = {0};
+  for (int64_t sec = 0; sec < (int64_t)part.n; sec++) {
+    second(s, sec, one, 1, &o);
+    got[sec] = o.arrived;
+  }
+  /* the whole trace's seconds 70, 71 and 119 are the part's 10, 11 and 59; nothing else */
+  double total = 0;
+  for (size_t i = 0; i < part.n; i++)
+    total += got[i];
+  assert_true(total == 3);
+  assert_true(got[10] == 1 && got[11] == 1 && got[59] == 1);
+  struct llm_summary q;
+  assert_int_equal(sim_serve_summary(s, &q), 0);
+  assert_true(q.ttft_p99 < 1); /* arrival times within the part: no request waited a minute */
+  sim_serve_free(s);
+  sim_trace_free(&t);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_new_replica_does_not_drain_old_backlog),
@@ -222,6 +255,7 @@ int main(void) {
       cmocka_unit_test(test_timeout_abandons),
       cmocka_unit_test(test_slo_floor),
       cmocka_unit_test(test_trace_scale),
+      cmocka_unit_test(test_trace_part_replays_its_own_requests),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
