@@ -5,6 +5,7 @@
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdbool.h>
 #include <string.h>
 #include <time.h>
 
@@ -411,7 +412,12 @@ int svg_linechart(struct buf *b, const struct svg_linechart *c) {
     if (c->series[i].n && !c->series[i].y)
       return GS_EINVAL;
   struct svg_out o = {b, 0};
-  const double x0 = 52, right = 12, top = 30, ph = 130;
+  const double x0 = 52, right = 12, ph = 130;
+  /* The legend is right-aligned on the caption's line, or on a line of its own below it when the
+   * caption (13 px, about 7.5 units a character) would run into it. */
+  double lx = SVG_W - right - 190.0 * (double)c->nseries;
+  bool own_line = c->title && 7.5 * (double)strlen(c->title) + 16 > lx;
+  const double ly = own_line ? 22 : 0, top = 30 + ly;
   const double pw = SVG_W - x0 - right, height = top + ph + 24;
   size_t npts = 0;
   for (size_t i = 0; i < c->nseries; i++)
@@ -419,15 +425,13 @@ int svg_linechart(struct buf *b, const struct svg_linechart *c) {
       npts = c->series[i].n;
   svg_open(&o, height, c->title);
   caption(&o, c->title);
-  /* Legend, right-aligned on the caption line. */
-  double lx = SVG_W - right - 190.0 * (double)c->nseries;
   for (size_t i = 0; i < c->nseries; i++) {
     const struct svg_series *s = &c->series[i];
     const char *color = s->color ? s->color : palette[i % (sizeof palette / sizeof palette[0])];
-    svg_outf(&o, "<rect x=\"%.1f\" y=\"6\" width=\"14\" height=\"4\" fill=\"",
-             lx + 190.0 * (double)i);
+    svg_outf(&o, "<rect x=\"%.1f\" y=\"%.1f\" width=\"14\" height=\"4\" fill=\"",
+             lx + 190.0 * (double)i, 6 + ly);
     svg_outesc(&o, color);
-    svg_outf(&o, "\"/><text x=\"%.1f\" y=\"12\">", lx + 190.0 * (double)i + 18);
+    svg_outf(&o, "\"/><text x=\"%.1f\" y=\"%.1f\">", lx + 190.0 * (double)i + 18, 12 + ly);
     outesc_trunc(&o, s->name ? s->name : "", 28);
     svg_outs(&o, "</text>\n");
   }

@@ -499,13 +499,16 @@ static int setup(struct eng *e, const struct profile_set *ps, char *err, size_t 
   return 0;
 }
 
-static int alloc_result(struct sim_result *r, size_t n, const struct sim_scaledobject *so) {
+static int alloc_result(struct sim_result *r, size_t n, const struct sim_scaledobject *so,
+                        bool ttft) {
   float **f[] = {&r->capacity, &r->served, &r->backlog, &r->replicas,
                  &r->ready,    &r->gpus,   &r->floor};
   r->n = n;
   for (size_t i = 0; i < sizeof f / sizeof f[0]; i++)
     if (!(*f[i] = malloc(n * sizeof(float))))
       return GS_ENOMEM;
+  if (ttft && !(r->ttft = malloc(n * sizeof(float))))
+    return GS_ENOMEM;
   r->ntrig = so->ntrig + (so->mods.set ? 1 : 0);
   for (size_t i = 0; i < r->ntrig; i++) {
     snprintf(r->trig_name[i], sizeof r->trig_name[i], "%s",
@@ -525,7 +528,7 @@ void sim_result_drop_series(struct sim_result *r) {
   if (!r)
     return;
   float **f[] = {&r->capacity, &r->served, &r->backlog, &r->replicas,
-                 &r->ready,    &r->gpus,   &r->floor};
+                 &r->ready,    &r->gpus,   &r->floor,   &r->ttft};
   for (size_t i = 0; i < sizeof f / sizeof f[0]; i++) {
     free(*f[i]);
     *f[i] = NULL;
@@ -550,6 +553,7 @@ void sim_result_free(struct sim_result *r) {
   free(r->ready);
   free(r->gpus);
   free(r->floor);
+  free(r->ttft);
   for (size_t i = 0; i < r->ntrig; i++) {
     free(r->value[i]);
     free(r->active[i]);
@@ -618,6 +622,8 @@ static int step(struct eng *e, struct sim_result *out) {
   out->replicas[t] = (float)e->spec;
   out->ready[t] = (float)e->ready;
   out->gpus[t] = (float)held;
+  if (out->ttft)
+    out->ttft[t] = (float)e->ttft_now;
   /* carry the last read value and activity forward, so each second shows what KEDA last saw */
   for (size_t i = 0; t > 0 && i < out->ntrig; i++) {
     bool cpu = i < e->so->ntrig && e->so->trig[i].kind == SIM_TRIG_CPU;
@@ -695,6 +701,7 @@ int sim_run(const struct sim_model *m, const struct sim_scaledobject *so,
       return GS_ENOMEM;
     }
   }
+  e->ttft_now = NAN;
   if (m->llm.set && sim_serve_new(m, tr, prm->seed, &e->serve)) {
     free(e);
     free(mc);
@@ -709,7 +716,7 @@ int sim_run(const struct sim_model *m, const struct sim_scaledobject *so,
   e->rng = prm->seed * 0x9E3779B97F4A7C15ULL + 7;
   double t0 = wall_now();
   int rc = setup(e, ps, err, errlen);
-  if (!rc && (rc = alloc_result(out, tr->n, so)) == GS_ENOMEM)
+  if (!rc && (rc = alloc_result(out, tr->n, so, m->llm.set)) == GS_ENOMEM)
     snprintf(err, errlen, "out of memory for a %zu-second timeline", tr->n);
   out->demand = tr->rate;
   for (size_t i = 0; !rc && i < so->ntrig; i++)

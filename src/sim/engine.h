@@ -43,6 +43,8 @@ struct sim_result {
   size_t n;       /* seconds */
   double *demand; /* the trace's values (not owned) */
   float *capacity, *served, *backlog, *replicas, *ready, *gpus, *floor;
+  float *ttft; /* the engine model's longest time to first token given each second (NaN: none);
+                  NULL without an engine block */
   /* the triggers, then "composite-metric" when scalingModifiers are set */
   size_t ntrig;
   char trig_name[SIM_MAX_TRIGGERS + 1][64];

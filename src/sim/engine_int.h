@@ -52,6 +52,7 @@ struct eng {
   struct sim_serve *serve;      /* the step-time engine model's requests (model engine block) */
   struct sim_serve_pod *spods;  /* scratch: the pods as the serving model sees them */
   size_t capspods;
+  double ttft_now; /* step_serve's longest time to first token this second (NaN: none) */
   double prefill_sum, admitted_sum;
   struct scaler agent, gateway;
   struct scaler_selector selector;

@@ -74,6 +74,7 @@ static void observe(struct llm_pod *p, enum llm_obs f, double v) {
 void llm_pod_init(struct llm_pod *p, double now) {
   memset(p, 0, sizeof *p);
   p->clock = now;
+  p->first_max = NAN;
 }
 
 void llm_pod_free(struct llm_pod *p) {
@@ -263,6 +264,8 @@ static double one_step(struct llm_pod *p, const struct llm_params *m, llm_done_f
           r->started = true;
           r->first = t_end;
           observe(p, LLM_OBS_TTFT, t_end - r->arrive);
+          if (!(t_end - r->arrive <= p->first_max))
+            p->first_max = t_end - r->arrive;
         } else {
           observe(p, LLM_OBS_ITL, t_end - r->last_tok);
         }
@@ -311,7 +314,8 @@ void llm_pod_advance(struct llm_pod *p, const struct llm_params *m, double until
 }
 
 struct llm_avg llm_pod_take(struct llm_pod *p, const struct llm_params *m) {
-  struct llm_avg a = {0, 0, 0, 0};
+  struct llm_avg a = {0, 0, 0, 0, p->first_max};
+  p->first_max = NAN;
   if (p->acc_t > 0) {
     a.running = p->acc_run / p->acc_t;
     a.waiting = p->acc_wait / p->acc_t;

@@ -64,6 +64,7 @@ struct llm_pod {
   double kv; /* tokens the running requests hold */
   /* accumulated since the last llm_pod_take: time, and running, waiting and KV x time, busy time */
   double acc_t, acc_run, acc_wait, acc_kv, acc_busy;
+  double first_max; /* the longest time to first token since the last take (NaN: none) */
   double prompt_tokens, gen_tokens; /* counters, as the engine's */
   double prompt_len_sum,
       prompt_len_n; /* finished requests' prompt lengths (request_prompt_tokens) */
@@ -93,6 +94,7 @@ size_t llm_pod_load(const struct llm_pod *p);
  * All 0 when no time passed. */
 struct llm_avg {
   double running, waiting, kv_pct, busy;
+  double ttft_max; /* the longest time to first token given in that time; NaN when none */
 };
 struct llm_avg llm_pod_take(struct llm_pod *p, const struct llm_params *m);
 /* Abandons waiting requests without a first token that arrived before `before`, handing them to

@@ -323,6 +323,7 @@ static void step_serve(struct eng *e, double *served, double *dropped) {
   }
   *served = o.completed;
   *dropped = o.abandoned;
+  e->ttft_now = o.ttft_max;
   e->demand = o.arrived;
   e->backlog = o.waiting;
   e->capacity = (double)e->ready * e->m->capacity;

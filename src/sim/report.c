@@ -382,28 +382,69 @@ static void inner(struct svg_out *o, const struct buf *c, double y, double h) {
 }
 
 /* Puts the second chart below the first inside one outer <svg>. */
-static int join_charts(struct buf *out, const struct buf *a, const struct buf *b,
+/* The panels one above the other in one SVG that scales with the page (readable at 720 px). */
+static int join_charts(struct buf *out, const struct buf *const *parts, size_t n,
                        const char *title) {
-  double ha = 0, hb = 0;
-  const char *pa = strstr(a->data, "viewBox=\"0 0 "), *pb = strstr(b->data, "viewBox=\"0 0 ");
-  if (!pa || !pb || sscanf(pa, "viewBox=\"0 0 %*f %lf", &ha) != 1 ||
-      sscanf(pb, "viewBox=\"0 0 %*f %lf", &hb) != 1)
-    return GS_EINVAL;
+  double h[4], total = 0;
+  for (size_t i = 0; i < n; i++) {
+    const char *p = strstr(parts[i]->data, "viewBox=\"0 0 ");
+    if (!p || sscanf(p, "viewBox=\"0 0 %*f %lf", &h[i]) != 1)
+      return GS_EINVAL;
+    total += h[i] + (i ? 8 : 0);
+  }
   struct svg_out o = {out, 0};
   svg_outf(&o,
            "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<svg xmlns=\"http://www.w3.org/2000/svg\" "
-           "viewBox=\"0 0 960 %.0f\" width=\"960\" height=\"%.0f\">\n<title>",
-           ha + hb + 8, ha + hb + 8);
+           "viewBox=\"0 0 960 %.0f\" width=\"100%%\">\n<title>",
+           total);
   svg_outesc(&o, title);
   svg_outs(&o, "</title>\n<rect width=\"100%\" height=\"100%\" fill=\"#ffffff\"/>\n");
-  inner(&o, a, 0, ha);
-  inner(&o, b, ha + 8, hb);
+  double y = 0;
+  for (size_t i = 0; i < n; i++) {
+    inner(&o, parts[i], y, h[i]);
+    y += h[i] + 8;
+  }
   svg_outs(&o, "</svg>\n");
   return o.rc;
 }
 
+/* The largest value of each bucket (NaN when it has none). */
+static double *bucket_max(const float *src, size_t n, size_t per, size_t nb) {
+  double *out = malloc(nb * sizeof *out);
+  for (size_t b = 0; out && b < nb; b++) {
+    out[b] = NAN;
+    for (size_t t = b * per; t < (b + 1) * per && t < n; t++)
+      if (!isnan(src[t]) && !(src[t] <= out[b]))
+        out[b] = src[t];
+  }
+  return out;
+}
+
+/* With the engine model: the longest time to first token of each stretch, and the SLO's bound. */
+static int latency_chart(const struct sim_result *r, size_t per, size_t nb, struct buf *c) {
+  double *m = bucket_max(r->ttft, r->n, per, nb);
+  double *bound = malloc(nb * sizeof *bound);
+  int rc = m && bound ? 0 : GS_ENOMEM;
+  double slo = r->sum.slo_set ? r->sum.slo.ttft_s : 0;
+  for (size_t i = 0; !rc && i < nb; i++)
+    bound[i] = slo > 0 ? slo : NAN;
+  if (!rc) {
+    double ymax = nice_max(fmax(fmax(series_max(m, nb), slo), 0.1) * 1.05);
+    struct svg_series s[] = {{"longest time to first token", m, nb, "#9467bd"},
+                             {"the SLO's TTFT", bound, nb, "#d62728"}};
+    char title[160];
+    snprintf(title, sizeof title, "time to first token (s): p99 %.2f s, p50 %.2f s",
+             r->sum.req.ttft_p99, r->sum.req.ttft_p50);
+    struct svg_linechart lc = {title, "", 0, ymax, SIM_EPOCH, (int64_t)per, s, slo > 0 ? 2 : 1};
+    rc = svg_linechart(c, &lc);
+  }
+  free(m);
+  free(bound);
+  return rc;
+}
+
 static int charts(const struct sim_run_info *ri, const struct sim_result *r, struct buf *a,
-                  struct buf *b) {
+                  struct buf *b, struct buf *lat) {
   size_t per = (r->n + CHART_POINTS - 1) / CHART_POINTS, nb = (r->n + per - 1) / per;
   int gpr = 1;
   if (r->n && r->floor && r->replicas) /* GPUs per replica, as the run held them */
@@ -426,12 +467,17 @@ static int charts(const struct sim_run_info *ri, const struct sim_result *r, str
     struct svg_linechart lc = {title, "", 0, ymax, SIM_EPOCH, (int64_t)per, s1, 2};
     rc = svg_linechart(a, &lc);
     double rmax = nice_max(fmax(fmax(series_max(rep, nb), series_max(fl, nb)), 1) * 1.05);
-    struct svg_series s2[] = {{"replicas (spec)", rep, nb, "#2ca02c"},
-                              {"ready", rd, nb, "#1f77b4"},
-                              {"perfect-foresight floor", fl, nb, "#7f7f7f"}};
+    struct svg_series s2[] = {
+        {"replicas (spec)", rep, nb, "#2ca02c"},
+        {"ready", rd, nb, "#1f77b4"},
+        {r->sum.slo_set ? "SLO floor" : "perfect-foresight floor", fl, nb, "#7f7f7f"}};
     char title2[256];
     if (isnan(r->sum.ratio))
       snprintf(title2, sizeof title2, "replicas: %.1f GPU-h", r->sum.gpu_hours);
+    else if (r->sum.slo_set)
+      snprintf(title2, sizeof title2,
+               "replicas: %.1f GPU-h, %.2fx the SLO floor, %.2f%% within the SLO", r->sum.gpu_hours,
+               r->sum.ratio, r->sum.req.attainment);
     else
       snprintf(title2, sizeof title2,
                "replicas: %.1f GPU-h, %.2fx the floor, %.1f%% served, p95 %s %.1f s",
@@ -441,6 +487,8 @@ static int charts(const struct sim_run_info *ri, const struct sim_result *r, str
     struct svg_linechart lc2 = {title2, "", 0, rmax, SIM_EPOCH, (int64_t)per, s2, 3};
     if (!rc)
       rc = svg_linechart(b, &lc2);
+    if (!rc && r->ttft && lat)
+      rc = latency_chart(r, per, nb, lat);
   }
   free(d);
   free(c);
@@ -452,15 +500,17 @@ static int charts(const struct sim_run_info *ri, const struct sim_result *r, str
 
 int sim_svg_write(const char *path, const struct sim_run_info *ri, const struct sim_result *r,
                   char *err, size_t errlen) {
-  struct buf a, b, out;
+  struct buf a, b, c, out;
   buf_init(&a, 8u << 20);
   buf_init(&b, 8u << 20);
-  buf_init(&out, 16u << 20);
-  int rc = charts(ri, r, &a, &b);
+  buf_init(&c, 8u << 20);
+  buf_init(&out, 24u << 20);
+  int rc = charts(ri, r, &a, &b, &c);
   char title[256];
   snprintf(title, sizeof title, "gpuscale simulate: %s on %s", ri->so_name, ri->trace);
+  const struct buf *parts[3] = {&a, &b, &c};
   if (!rc)
-    rc = join_charts(&out, &a, &b, title);
+    rc = join_charts(&out, parts, r->ttft ? 3 : 2, title);
   if (!rc) {
     FILE *f = fopen(path, "w");
     if (!f || fwrite(out.data, 1, out.len, f) != out.len)
@@ -472,6 +522,7 @@ int sim_svg_write(const char *path, const struct sim_run_info *ri, const struct 
     snprintf(err, errlen, "%s: cannot write the chart (%s)", path, gs_strerror(rc));
   buf_free(&a);
   buf_free(&b);
+  buf_free(&c);
   buf_free(&out);
   return rc;
 }

@@ -306,6 +306,7 @@ int sim_serve_second(struct sim_serve *s, int64_t t, const struct sim_serve_pod 
                      bool arrivals, struct sim_serve_step *out) {
   const struct llm_params *m = &s->m->llm;
   memset(out, 0, sizeof *out);
+  out->ttft_max = NAN;
   s->completed = s->abandoned = 0;
   double now = (double)t, end = now + 1;
   sync_pods(s, now, pods, n);
@@ -324,6 +325,8 @@ int sim_serve_second(struct sim_serve *s, int64_t t, const struct sim_serve_pod 
       p->next_scrape = end + s->m->engine_interval_s;
     }
     struct llm_avg a = llm_pod_take(&p->p, m);
+    if (!(a.ttft_max <= out->ttft_max))
+      out->ttft_max = a.ttft_max;
     p->running = a.running;
     p->waiting = a.waiting;
     p->kv_pct = a.kv_pct;

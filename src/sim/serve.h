@@ -33,7 +33,8 @@ struct sim_serve_pod {
 /* What one second did. */
 struct sim_serve_step {
   double arrived, completed, abandoned;
-  double waiting; /* requests waiting anywhere (router and pods) and running, at the end */
+  double waiting;  /* requests waiting anywhere (router and pods) and running, at the end */
+  double ttft_max; /* the longest time to first token given this second; NaN when none */
 };
 
 /* One second, t: first the pods (a pod not listed is gone; a new Ready one joins the router; a

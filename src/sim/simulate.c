@@ -362,7 +362,7 @@ static int tune_main(const struct sim_opts *o, struct inputs *in, char *err, siz
          test ? " (its first part)" : "", in->model.name);
   sim_tune_report(stdout, &t, &goal);
   if (o->svg)
-    rc = sim_tune_svg(o->svg, &t, err, errlen);
+    rc = sim_tune_svg(o->svg, &t, &goal, err, errlen);
   if (!rc && t.best >= 0 && o->out)
     rc = sim_tune_write(o->scaledobject, o->out, &base, &t.c[t.best].k, &in->ps, err, errlen);
   if (!rc && test > 0) {

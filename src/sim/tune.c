@@ -304,48 +304,66 @@ void sim_tune_report(FILE *f, const struct sim_tune *t, const struct sim_tune_go
     fprintf(f, "* the cheapest that meets the goals (target as a factor of the file's)\n");
 }
 
-int sim_tune_svg(const char *path, const struct sim_tune *t, char *err, size_t errlen) {
+/* What the front is read on: SLO attainment with an SLO, else the share served (0..1). */
+static double reach_of(const struct sim_candidate *c, const struct sim_tune_goal *g) {
+  return g->slo ? c->attainment : c->served;
+}
+
+int sim_tune_svg(const char *path, const struct sim_tune *t, const struct sim_tune_goal *goal,
+                 char *err, size_t errlen) {
   FILE *f = fopen(path, "w");
   if (!f) {
     snprintf(err, errlen, "%s: cannot write the chart", path);
     return GS_EIO;
   }
-  double hmin = INFINITY, hmax = 0, smin = 1, smax = 0;
+  double want = goal->slo ? goal->attainment : goal->served;
+  double hmin = INFINITY, hmax = 0, smin = want, smax = want;
   for (size_t i = 0; i < t->n; i++) {
+    double r = reach_of(&t->c[i], goal);
     hmin = fmin(hmin, t->c[i].gpu_hours);
     hmax = fmax(hmax, t->c[i].gpu_hours);
-    smin = fmin(smin, t->c[i].served);
-    smax = fmax(smax, t->c[i].served);
+    smin = isfinite(r) ? fmin(smin, r) : smin;
+    smax = isfinite(r) ? fmax(smax, r) : smax;
   }
   if (!(hmax > hmin))
     hmax = hmin + 1;
   if (!(smax > smin))
     smin = smax - 0.01;
-  const double W = 720, H = 420, L = 70, R = 20, T = 40, B = 50;
+  const char *what = goal->slo ? "SLO attainment" : "served";
+  /* 720 wide, the title and the key on lines of their own, so that nothing is cut at that size */
+  const double W = 720, H = 440, L = 70, R = 20, T = 60, B = 50;
 #define X(h) (L + ((h)-hmin) / (hmax - hmin) * (W - L - R))
 #define Y(s) (H - B - ((s)-smin) / (smax - smin) * (H - T - B))
   fprintf(f,
           "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%.0f\" height=\"%.0f\" "
-          "font-family=\"sans-serif\" font-size=\"12\">\n<title>simulate --tune: GPU-hours against "
-          "served</title>\n<rect width=\"100%%\" height=\"100%%\" fill=\"#fff\"/>\n"
-          "<text x=\"%.0f\" y=\"24\" font-size=\"14\">GPU-hours against demand served: every "
-          "configuration tried (grey), the Pareto front (blue), the chosen one (red)</text>\n",
-          W, H, L);
+          "viewBox=\"0 0 %.0f %.0f\" font-family=\"sans-serif\" font-size=\"12\">\n"
+          "<title>simulate --tune: GPU-hours against %s</title>\n"
+          "<rect width=\"100%%\" height=\"100%%\" fill=\"#fff\"/>\n"
+          "<text x=\"8\" y=\"20\" font-size=\"14\">GPU-hours against %s, every configuration "
+          "tried</text>\n"
+          "<text x=\"8\" y=\"38\" fill=\"#555\">grey: tried; blue: the Pareto front; red: the "
+          "chosen one; dashed: the goal, %.2f %%</text>\n",
+          W, H, W, H, what, what, 100 * want);
   fprintf(f,
           "<line x1=\"%.0f\" y1=\"%.0f\" x2=\"%.0f\" y2=\"%.0f\" stroke=\"#000\"/>\n"
           "<line x1=\"%.0f\" y1=\"%.0f\" x2=\"%.0f\" y2=\"%.0f\" stroke=\"#000\"/>\n"
           "<text x=\"%.0f\" y=\"%.0f\">GPU-hours %.1f .. %.1f</text>\n"
-          "<text x=\"8\" y=\"%.0f\">served %.2f %%</text><text x=\"8\" y=\"%.0f\">%.2f %%</text>\n",
+          "<text x=\"8\" y=\"%.0f\">%.2f %%</text><text x=\"8\" y=\"%.0f\">%.2f %%</text>\n"
+          "<line x1=\"%.0f\" y1=\"%.1f\" x2=\"%.0f\" y2=\"%.1f\" stroke=\"#d62728\" "
+          "stroke-dasharray=\"6 4\"/>\n",
           L, H - B, W - R, H - B, L, T, L, H - B, L, H - 18, hmin, hmax, T + 4, 100 * smax, H - B,
-          100 * smin);
+          100 * smin, L, Y(want), W - R, Y(want));
   for (size_t i = 0; i < t->n; i++) {
     const struct sim_candidate *c = &t->c[i];
+    double r = reach_of(c, goal);
+    if (!isfinite(r))
+      continue;
     const char *col = (long)i == t->best ? "#d62728" : c->front ? "#1f77b4" : "#bbbbbb";
     fprintf(f,
             "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"%d\" fill=\"%s\"><title>target x%.2f, down %d "
-            "s: %.2f GPU-h, %.2f %% served</title></circle>\n",
-            X(c->gpu_hours), Y(c->served), (long)i == t->best ? 6 : 4, col, c->k.factor,
-            c->k.down_s, c->gpu_hours, 100 * c->served);
+            "s, min %d: %.2f GPU-h, %.2f %% %s</title></circle>\n",
+            X(c->gpu_hours), Y(r), (long)i == t->best ? 6 : 4, col, c->k.factor, c->k.down_s,
+            c->k.min_replicas, c->gpu_hours, 100 * r, what);
   }
 #undef X
 #undef Y

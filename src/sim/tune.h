@@ -65,8 +65,10 @@ void sim_tune_free(struct sim_tune *t);
 
 /* The table: the front, then the chosen configuration. */
 void sim_tune_report(FILE *f, const struct sim_tune *t, const struct sim_tune_goal *goal);
-/* The Pareto front as an SVG scatter (GPU-hours against served). Returns 0 or GS_EIO. */
-int sim_tune_svg(const char *path, const struct sim_tune *t, char *err, size_t errlen);
+/* The Pareto front as an SVG scatter (GPU-hours against served, or SLO attainment with an SLO),
+ * with the goal drawn. Returns 0 or GS_EIO. */
+int sim_tune_svg(const char *path, const struct sim_tune *t, const struct sim_tune_goal *goal,
+                 char *err, size_t errlen);
 
 /* Writes the tuned ScaledObject: the text of `file` with only the tuned keys changed or added.
  * Returns 0, GS_EIO or GS_EINVAL (a flow-style mapping where a key must be added). */
