@@ -71,16 +71,6 @@ static const char *split_line(const char *p, const char *end, struct record *r) 
   }
 }
 
-static bool metric_name(const char *s) {
-  if (!((*s >= 'A' && *s <= 'Z') || (*s >= 'a' && *s <= 'z') || *s == '_'))
-    return false;
-  for (; *s; s++)
-    if (!((*s >= 'A' && *s <= 'Z') || (*s >= 'a' && *s <= 'z') || (*s >= '0' && *s <= '9') ||
-          *s == '_'))
-      return false;
-  return true;
-}
-
 static void add_unserved(struct counters *c, const char *name) {
   size_t len = strlen(c->unserved);
   c->n_unserved++;
@@ -130,7 +120,7 @@ static int one_record(struct counters *c, const struct record *r, unsigned line,
              r->n);
     return GS_EPARSE;
   }
-  if (strlen(name) >= NAME_MAX_LEN || !metric_name(name)) {
+  if (strlen(name) >= NAME_MAX_LEN || !dcgm_name_valid(name)) {
     snprintf(err, errlen, "%s:%u: \"%.64s\" is not a metric name (letters, digits, '_')", src, line,
              name);
     return GS_EPARSE;

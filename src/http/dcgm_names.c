@@ -28,8 +28,7 @@ static bool blank(char c) {
   return c == ' ' || c == '\t';
 }
 
-/* Prometheus' metric name grammar without ':' (a recording-rule mark, never an exporter's). */
-static bool valid_name(const char *s) {
+bool dcgm_name_valid(const char *s) {
   if (!((*s >= 'A' && *s <= 'Z') || (*s >= 'a' && *s <= 'z') || *s == '_'))
     return false;
   for (; *s; s++)
@@ -90,7 +89,7 @@ static int one_line(struct dcgm_names *n, const char *p, const char *e, unsigned
              first[slot]);
     return GS_EPARSE;
   }
-  if (!valid_name(name)) {
+  if (!dcgm_name_valid(name)) {
     snprintf(err, errlen, "%s:%u: \"%.64s\" is not a valid %s name (letters, digits, '_')", src,
              line, name, driver ? "label" : "metric");
     return GS_EPARSE;

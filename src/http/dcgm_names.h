@@ -40,4 +40,8 @@ int dcgm_names_find(const struct dcgm_names *n, const char *name, int *gen);
 /* The same for the driver version label: true when name is one of its names. */
 bool dcgm_names_is_driver(const struct dcgm_names *n, const char *name, int *gen);
 
+/* True when s is a metric name in Prometheus' grammar without ':' (a recording rule's mark,
+ * never an exporter's): what a counters file or a names file may name. */
+bool dcgm_name_valid(const char *s);
+
 #endif
