@@ -569,11 +569,23 @@ static double wall_now(void) {
 
 static int initial_pods(struct eng *e) {
   double first = e->tr->rate[0];
-  if (e->tr->in_tok) { /* a per-request trace: the first minute's mean rate */
-    size_t k = e->tr->n < 60 ? e->tr->n : 60;
+  if (e->tr->in_tok) {
+    /* A per-request trace counts arrivals, so its first second is no rate. Warm means the
+     * trace's start had also come just before it: the HPA then holds the busiest of what its
+     * scale-down window saw, so the run starts at the highest one-minute mean rate within that
+     * window (at least the first minute). A trace cut at the start of a ramp would otherwise
+     * start short and count the ramp's queue against every configuration alike. */
+    int down_s = e->hpa.behavior.set ? e->hpa.behavior.down.window_s : e->hpa.legacy_down_s;
+    size_t minutes = down_s > 60 ? (size_t)(down_s + 59) / 60 : 1;
     first = 0;
-    for (size_t t = 0; t < k; t++)
-      first += e->tr->rate[t] / (double)k;
+    for (size_t m = 0; m < minutes && m * 60 < e->tr->n; m++) {
+      size_t a = m * 60, b = a + 60 < e->tr->n ? a + 60 : e->tr->n;
+      double sum = 0;
+      for (size_t t = a; t < b; t++)
+        sum += e->tr->rate[t];
+      if (sum / (double)(b - a) > first)
+        first = sum / (double)(b - a);
+    }
   }
   int need = (int)ceil(first / e->m->capacity - 1e-9);
   int lo = e->keda.min_replicas, hi = e->keda.max_replicas;

@@ -305,8 +305,8 @@ def test_real_trace_queue_cannot_hold_a_size_in_flight_can():
     """Azure's 2023 traces through the batching model (docs/simulate.md "Real traces"): the queue
     profile swings and drops requests; requests in flight, as docs/engines.md recommends it
     (target 100, minReplicaCount 3), serves them all within 1.3x the perfect-foresight floor on
-    both traces (issue 21's goal), with half the DCGM HPA path's GPU-hours; at target 50 it buys
-    a better latency than the DCGM path with its GPU-hours; the latency figure is there."""
+    both traces (issue 21's goal), with half the DCGM HPA path's GPU-hours; at target 50 it holds
+    the DCGM path's latency with fewer GPU-hours; the latency figure is there."""
     runs = {}
     for t in ("conv", "code"):
         trace = ex("traces/azure-llm-2023-%s.csv" % t)
@@ -321,7 +321,10 @@ def test_real_trace_queue_cannot_hold_a_size_in_flight_can():
         assert r["servedShare"] >= 0.995 and r["ratioToFloor"] <= 1.3, (t, r)
         assert r["gpuHours"] < 0.75 * runs[t, "dcgm-hpa"]["gpuHours"], t
         assert r["p95TtftSeconds"] is not None
-    assert runs["conv", "in-flight-50"]["p95TtftSeconds"] < runs["conv", "dcgm-hpa"]["p95TtftSeconds"]
+    # target 50 keeps the conversation trace's p95 at an unloaded replica's, as the DCGM path
+    # does with its GPU-hours
+    assert runs["conv", "in-flight-50"]["p95TtftSeconds"] <= runs["conv", "dcgm-hpa"]["p95TtftSeconds"]
+    assert runs["conv", "in-flight-50"]["gpuHours"] < runs["conv", "dcgm-hpa"]["gpuHours"]
     assert runs["conv", "dcgm-hpa"]["arrived"] == 19366  # one per request line
     # the code trace ends inside a burst: the run settles what waited at its end (docs/simulate.md
     # "The loop") and says how long that took

@@ -6,6 +6,7 @@ mlcommons/inference loadgen/mlperf.conf)."""
 import csv
 import glob
 import json
+import math
 import os
 import subprocess
 
@@ -132,6 +133,37 @@ def test_trace_columns_and_the_format_read(tmp_path):
     p = run("--model", ex("models", "llama-3-8b-h100.yaml"), "--scaledobject",
             str(tmp_path / "none.yaml"))
     assert p.returncode == 2 and "none.yaml" in p.stderr
+
+
+def test_a_per_request_trace_starts_warm_at_its_busiest_early_minute(tmp_path):
+    """A trace cut at the start of a ramp (as the Azure conversation trace is: 191 requests in its
+    first minute, 265 to 353 in the next four) starts at the replicas for the busiest minute its
+    HPA's scale-down window would still hold, as a workload that had been running would
+    (docs/simulate.md, "The loop"), not short by the first minute's."""
+    f = tmp_path / "ramp.csv"
+    rows = ["TIMESTAMP,ContextTokens,GeneratedTokens"]
+    for sec in range(600):
+        per_s = 4 if sec < 60 else 400 if sec < 120 else 20
+        rows += ["%.3f,500,100" % (sec + i / per_s) for i in range(per_s)]
+    f.write_text("\n".join(rows) + "\n")
+    tl = tmp_path / "tl.csv"
+    p = run("--model", ex("models", "llama-3-8b-h100.yaml"), "--scaledobject",
+            ex("slo", "in-flight.yaml"), "--trace", str(f), "--timeline", str(tl),
+            "--timeline-step", "1s")
+    assert p.returncode == 0, p.stderr
+    cap = float(p.stdout.split("replica capacity")[1].split()[0])
+    first = next(csv.DictReader(open(tl)))
+    # the second minute's 400 requests/s decide, not the first's 4 (minReplicaCount is 3)
+    assert int(first["ready"]) == math.ceil(400 / cap) > 3, (first, cap)
+    # with a 30 s scale-down window the HPA would have forgotten all but the first minute
+    so = tmp_path / "short-window.yaml"
+    so.write_text(open(ex("slo", "in-flight.yaml")).read().replace(
+        "  minReplicaCount: 3\n", "  minReplicaCount: 3\n  advanced:\n    horizontalPodAutoscalerConfig:\n"
+        "      behavior: {scaleDown: {stabilizationWindowSeconds: 30}}\n"))
+    p = run("--model", ex("models", "llama-3-8b-h100.yaml"), "--scaledobject", str(so),
+            "--trace", str(f), "--timeline", str(tl), "--timeline-step", "1s")
+    assert p.returncode == 0, p.stderr
+    assert int(next(csv.DictReader(open(tl)))["ready"]) == 3  # minReplicaCount
 
 
 def test_latency_triggers_read_what_the_pods_observed(tmp_path):
