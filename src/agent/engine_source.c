@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "core/err.h"
+#include "core/latwin.h"
 
 static const char *node_of(const struct engine_source *es) {
   return es->node[0] ? es->node : "this node";
@@ -55,11 +56,23 @@ static int engine_select(void *ud, const struct trigger *t, struct scaler_select
   }
   if (t->endpoint[0])
     return select_url(es, t, sel, err, errlen);
+  int64_t iv = engines_interval_ms(es->engines);
+  if (t->window_ms > 0 && iv > 0 && t->window_ms > LATWIN_ENTRIES * iv) {
+    /* longer than each pod's kept scrapes: it would silently mean less than it says */
+    snprintf(err, errlen,
+             "invalid trigger metadata: window=\"%llds\": a latency window reads each engine "
+             "pod's last %d scrapes, %llds at this agent's --engine-interval=%lldms; use a window "
+             "of at most %llds, or a longer --engine-interval",
+             (long long)(t->window_ms / 1000), LATWIN_ENTRIES,
+             (long long)(LATWIN_ENTRIES * iv / 1000), (long long)iv,
+             (long long)(LATWIN_ENTRIES * iv / 1000));
+    return GS_EINVAL;
+  }
   struct engine_reading *rs = NULL;
   size_t n = 0;
   bool on = false;
   char why[ENGINE_REASON_LEN] = "";
-  int rc = engines_copy(es->engines, &rs, &n, &on, why, sizeof why);
+  int rc = engines_copy_window(es->engines, t->window_ms, &rs, &n, &on, why, sizeof why);
   if (rc) {
     snprintf(err, errlen, "cannot copy the engine readings");
     return rc;

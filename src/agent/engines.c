@@ -22,6 +22,7 @@
 #include "agent/podphase.h"
 #include "core/buf.h"
 #include "core/err.h"
+#include "core/latwin.h"
 #include "core/log.h"
 #include "core/promtext.h"
 #include "core/timeutil.h"
@@ -45,6 +46,9 @@ struct epod {
   struct engine_target t;
   struct engine_reading r; /* kind, ts_ms, valid, v, reason of the last scrape */
   struct engine_prev prev;
+  /* The latency window histograms of its last scrapes, for triggers with window (core/latwin.h);
+   * restarts with prev, when the pod's target changes. */
+  struct latwin win;
   bool ok;         /* the last scrape succeeded */
   bool scraped;    /* at least one scrape finished */
   bool not_engine; /* prometheus.io pod never detected whose last scrape parsed but showed no
@@ -131,6 +135,7 @@ static struct epod *find_pod(struct engines *e, const char *ns, const char *name
 static void drop_pod(struct epod *p, const char *why) {
   LOG_INFO(MOD, "engine pod %s/%s: %s", p->t.ns, p->t.pod, why);
   uint64_t gen = p->gen + 1;
+  latwin_free(&p->win);
   memset(p, 0, sizeof *p);
   p->gen = gen;
 }
@@ -161,6 +166,7 @@ static bool upsert_pod(struct engines *e, const struct kube_pod *kp) {
   /* A detected engine stays detected through a change of state (Ready, then not, then again). */
   enum engine_kind kept = p->used && p->t.detect && t.detect ? p->r.kind : ENGINE_UNKNOWN;
   uint64_t gen = p->gen + 1;
+  latwin_free(&p->win);
   memset(p, 0, sizeof *p);
   p->used = p->present = true;
   p->gen = gen;
@@ -416,6 +422,9 @@ static void store_pod(struct engines *e, struct scrape *s, CURLcode cc) {
     copy_str(r.pod, sizeof r.pod, p->t.pod);
     p->r = r;
     p->prev = s->prev;
+    if (rc == 0 && latwin_wanted(&r) && latwin_push(&p->win, &r))
+      LOG_WARN(MOD, "engine pod %s/%s: out of memory keeping its latency window", p->t.ns,
+               p->t.pod);
     p->scraped = true;
     p->ok = rc == 0;
     /* Once detected, the kind stays: a later scrape without engine metrics is a failed one. */
@@ -622,6 +631,8 @@ void engines_stop(struct engines *e) {
   kube_config_free(&e->kcfg);
   pthread_cond_destroy(&e->cond);
   pthread_mutex_destroy(&e->lock);
+  for (size_t i = 0; e->pods && i < ENGINE_MAX_PODS; i++)
+    latwin_free(&e->pods[i].win);
   free(e->pods);
   free(e->node);
   free(e);
@@ -633,6 +644,11 @@ static bool is_fresh(bool ok, int64_t ok_mono, int64_t interval_ms, int64_t now)
 
 int engines_copy(struct engines *e, struct engine_reading **out, size_t *n, bool *on, char *why,
                  size_t whylen) {
+  return engines_copy_window(e, 0, out, n, on, why, whylen);
+}
+
+int engines_copy_window(struct engines *e, int64_t window_ms, struct engine_reading **out,
+                        size_t *n, bool *on, char *why, size_t whylen) {
   *out = NULL;
   *n = 0;
   *on = false;
@@ -664,6 +680,8 @@ int engines_copy(struct engines *e, struct engine_reading **out, size_t *n, bool
     if (!p->used)
       continue;
     r[k] = p->r;
+    if (p->ok)
+      latwin_apply(&p->win, window_ms, &r[k]);
     r[k].fresh = is_fresh(p->ok, p->ok_mono, e->interval_ms, now);
     if (p->ok && !r[k].fresh && !r[k].reason[0])
       say(r[k].reason, sizeof r[k].reason, "the last good scrape is over 3 intervals old");

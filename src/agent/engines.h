@@ -65,6 +65,11 @@ void engines_stop(struct engines *e);
  * GS_ENOMEM. */
 int engines_copy(struct engines *e, struct engine_reading **out, size_t *n, bool *on, char *why,
                  size_t whylen);
+/* The same, with the latency readings widened to window_ms (a trigger's window, 0: one engine
+ * interval): each pod's window histograms of the scrapes taken within window_ms of its newest
+ * (core/latwin.h, docs/engines.md "The window"). A pod keeps its last LATWIN_ENTRIES scrapes. */
+int engines_copy_window(struct engines *e, int64_t window_ms, struct engine_reading **out,
+                        size_t *n, bool *on, char *why, size_t whylen);
 
 /* The engine interval (ms) and whether --allow-engine-endpoints was given. NULL: 0 / false. */
 int64_t engines_interval_ms(const struct engines *e);

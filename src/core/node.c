@@ -65,8 +65,20 @@ static bool values_differ(const double *a, const double *b, uint32_t valid) {
   return false;
 }
 
+/* Whether r's scrape finished a request a latency signal counts: such a scrape is sent even when
+ * its counts equal the last one's, since a window (core/latwin.h) sums every scrape's. */
+static bool finished_any(const struct engine_reading *r) {
+  for (uint32_t m = r->valid; m; m &= m - 1) {
+    int s = __builtin_ctz(m);
+    if (engine_signal_latency((enum engine_signal)s) >= 0 && r->v[s] > 0)
+      return true;
+  }
+  return false;
+}
+
 static bool engine_differs(const struct engine_reading *a, const struct engine_reading *b) {
-  if (str_differs(a->ns, b->ns, sizeof a->ns) || str_differs(a->pod, b->pod, sizeof a->pod) ||
+  if ((a->ts_ms != b->ts_ms && finished_any(b)) || memcmp(a->lat, b->lat, sizeof a->lat) != 0 ||
+      str_differs(a->ns, b->ns, sizeof a->ns) || str_differs(a->pod, b->pod, sizeof a->pod) ||
       a->kind != b->kind || a->fresh != b->fresh || a->valid != b->valid ||
       values_differ(a->v, b->v, a->valid) || str_differs(a->reason, b->reason, sizeof a->reason) ||
       a->n_models != b->n_models || a->models_total != b->models_total || a->state != b->state)

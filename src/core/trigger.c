@@ -674,21 +674,40 @@ static int parse_endpoint_keys(const struct kv *md, size_t n, const struct profi
   return 0;
 }
 
+/* The latency metricTypes, for the keys that only they take (quantile, window). */
+static const char latency_metrics[] =
+    "vllm_ttft_seconds, vllm_queue_time_seconds, vllm_inter_token_latency_seconds, "
+    "sglang_ttft_seconds, sglang_queue_time_seconds, sglang_inter_token_latency_seconds, "
+    "tgi_ttft_seconds, tgi_queue_time_seconds";
+
 /* Keys that mean GPUs, next to an engine metric (read per pod): refused rather than ignored, so
- * that a trigger never silently means less than it says. Also pods with a URL. */
+ * that a trigger never silently means less than it says. Also pods with a URL. window is the one
+ * GPU key a latency metricType takes: the requests finished within it, summed over the pods'
+ * scrapes (docs/engines.md "The window"); every other engine metricType is the newest reading. */
 static int check_engine_keys(const struct kv *md, size_t n, const struct trigger *t, char *err,
                              size_t errlen) {
-  char rule[320];
+  char rule[512];
   static const char *const gpu_keys[] = {"gpuIndex", "gpuModel", "window"};
+  bool latency = t->engine && engine_signal_latency(t->esignal) >= 0;
   for (size_t i = 0; t->engine && i < sizeof gpu_keys / sizeof gpu_keys[0]; i++) {
     const char *v = md_get(md, n, gpu_keys[i]);
-    if (!v || (i == 0 && t->n_indices == 0))
+    if (!v || (i == 0 && t->n_indices == 0) || (i == 2 && latency && !t->endpoint[0]))
       continue; /* gpuIndex "-1" means every GPU: nothing picked */
-    snprintf(rule, sizeof rule,
-             "applies to GPU metrics only; metricType %s is read per engine pod (select pods "
-             "with namespace and pods; %s)",
-             trigger_metric_label(t),
-             i == 2 ? "the value is the newest reading" : "docs/engines.md");
+    if (i == 2 && latency)
+      snprintf(rule, sizeof rule,
+               "is not read next to %s: a window sums each engine pod's kept scrapes, while "
+               "the URL is read once per call; select the pods instead (docs/engines.md)",
+               t->endpoint_key ? t->endpoint_key : "an endpoint");
+    else if (i == 2)
+      snprintf(rule, sizeof rule,
+               "applies to GPU metrics and to the latency metricTypes only (%s); metricType %s "
+               "is the newest reading of each engine pod (docs/engines.md)",
+               latency_metrics, trigger_metric_label(t));
+    else
+      snprintf(rule, sizeof rule,
+               "applies to GPU metrics only; metricType %s is read per engine pod (select pods "
+               "with namespace and pods; docs/engines.md)",
+               trigger_metric_label(t));
     return bad(err, errlen, gpu_keys[i], v, rule);
   }
   if (t->endpoint[0]) {
@@ -715,12 +734,11 @@ static int parse_quantile(const struct kv *md, size_t n, struct trigger *t, char
   const char *v = md_get(md, n, "quantile");
   bool latency = t->engine && engine_signal_latency(t->esignal) >= 0;
   if (!latency) {
-    if (v)
-      return bad(err, errlen, "quantile", v,
-                 "applies only to the latency metricTypes (vllm_ttft_seconds, "
-                 "vllm_queue_time_seconds, vllm_inter_token_latency_seconds, sglang_ttft_seconds, "
-                 "sglang_queue_time_seconds, sglang_inter_token_latency_seconds, "
-                 "tgi_ttft_seconds, tgi_queue_time_seconds)");
+    if (v) {
+      char rule[384];
+      snprintf(rule, sizeof rule, "applies only to the latency metricTypes (%s)", latency_metrics);
+      return bad(err, errlen, "quantile", v, rule);
+    }
     return 0;
   }
   const char *a = md_get(md, n, "aggregation");

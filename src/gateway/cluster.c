@@ -14,6 +14,7 @@
 #include "core/log.h"
 #include "core/timeutil.h"
 #include "gateway/changes.h"
+#include "gateway/latwins.h"
 #include "gateway/ring.h"
 
 /* One GPU, compact: the bytes of its struct node_gpu up to its pods[], then its listed pods. */
@@ -32,6 +33,7 @@ struct agent {
   struct node_snapshot snap;
   struct cgpu *gpus;
   struct cluster_gpu_ring *rings; /* snap.n entries */
+  struct gw_latwins lw;           /* its engine pods' latency windows, once kept (latwins.h) */
   int64_t added_ms, recv_ms;
   bool reported, connected;
   bool was_fresh, was_dropped; /* as cluster_tick last saw them */
@@ -51,6 +53,7 @@ struct cluster {
   int64_t drop_after_ms;
   struct nodeset nodes; /* the GPU nodes the view must see (under lock) */
   struct ring_fields fields;
+  bool latency;      /* engine pods' latency windows are kept (cluster_keep_latency; atomic) */
   uint64_t versions; /* the last agent version given (under the write lock) */
   /* GF bits that triggers read, for the agents' change_fields: a union that only grows, under
    * watch_mu, which also orders the calls of on_watch (read atomically elsewhere). */
@@ -85,6 +88,10 @@ struct cluster {
   uint64_t signalled;
   uint64_t ret_gen, ret_content; /* cluster_wait_changed's last answer, and content then */
 };
+
+static bool latency_kept(struct cluster *c) {
+  return __atomic_load_n(&c->latency, __ATOMIC_RELAXED);
+}
 
 static int64_t now_ms(const struct cluster *c) {
   return c->clock ? c->clock(c->clock_ud) : time_mono_ms();
@@ -133,6 +140,7 @@ static void agent_forget(struct agent *a) {
   free(a->snap.engines);
   a->snap.engines = NULL;
   a->snap.n_engines = 0;
+  latwins_free(&a->lw);
 }
 
 static void agent_free(struct agent *a) {
@@ -361,12 +369,13 @@ static bool same_devices(const struct agent *a, const struct node_snapshot *s) {
   return true;
 }
 
-/* Whether engine pod readings differ, other than in their scrape time. */
-static bool engines_differ(const struct engine_reading *a, const struct engine_reading *b,
-                           size_t n) {
+/* Whether engine pod readings differ, other than in their scrape time (which moves a latency
+ * window's end, once windows are kept: lw). */
+static bool engines_differ(const struct engine_reading *a, const struct engine_reading *b, size_t n,
+                           bool lw) {
   const size_t ts = offsetof(struct engine_reading, ts_ms), after = ts + sizeof a->ts_ms;
   for (size_t i = 0; i < n; i++)
-    if (memcmp(&a[i], &b[i], ts) != 0 ||
+    if (memcmp(&a[i], &b[i], ts) != 0 || (lw && a[i].ts_ms != b[i].ts_ms && latwin_wanted(&b[i])) ||
         memcmp((const char *)&a[i] + after, (const char *)&b[i] + after, sizeof a[i] - after))
       return true;
   return false;
@@ -374,13 +383,13 @@ static bool engines_differ(const struct engine_reading *a, const struct engine_r
 
 /* Whether snap changes what a selection reads of agent a (same devices as a's). */
 static bool update_differs(const struct agent *a, const struct node_snapshot *snap,
-                           const struct engine_reading *engines, size_t n_engines) {
+                           const struct engine_reading *engines, size_t n_engines, bool lw) {
   const struct node_snapshot *o = &a->snap;
   if (!a->reported || !a->connected || strcmp(o->node, snap->node) != 0 ||
       o->interval_ms != snap->interval_ms || o->attribution != snap->attribution ||
       o->heartbeat_passes != snap->heartbeat_passes || o->change_fields != snap->change_fields ||
       o->engines_on != snap->engines_on || strcmp(o->engines_why, snap->engines_why) != 0 ||
-      o->n_engines != n_engines || engines_differ(o->engines, engines, n_engines))
+      o->n_engines != n_engines || engines_differ(o->engines, engines, n_engines, lw))
     return true;
   for (size_t i = 0; i < snap->n; i++)
     if (gpu_differs(&a->gpus[i], &snap->gpus[i]))
@@ -426,7 +435,7 @@ int cluster_update(struct cluster *c, const char *addr, const struct node_snapsh
   if (!same || !a->reported || !is_fresh(a, now) || strcmp(a->snap.node, snap->node) != 0) {
     content_changed(c);
     a->version = ++c->versions;
-  } else if (update_differs(a, snap, engines, n_engines)) {
+  } else if (update_differs(a, snap, engines, n_engines, latency_kept(c))) {
     node_changed(c, snap->node);
     a->version = ++c->versions;
   }
@@ -464,6 +473,9 @@ int cluster_update(struct cluster *c, const char *addr, const struct node_snapsh
   /* Passes skipped while it was away were not promised unchanged: not held. */
   for (size_t i = 0; i < snap->n; i++)
     ring_push(&a->rings[i], &snap->gpus[i], now, interval_of(a), held_hb, held_fields);
+  if (latency_kept(c))
+    (void)latwins_update(&a->lw, engines, n_engines); /* out of memory: a scrape fewer, or its
+                                                          windows restart; the update stands */
   a->gap = false;
   nodeset_models(&c->nodes, snap);
   a->recv_ms = now;
@@ -708,6 +720,7 @@ int cluster_visit_where(struct cluster *c, bool (*want)(void *ud, const char *no
     v.stale_after_ms = stale_after(a);
     v.reason = a->reason;
     v.rings = v.dropped ? NULL : a->rings;
+    v.latwins = v.dropped || !snap.engines ? NULL : &a->lw;
     v.pos = i;
     v.version = a->version;
     v.lost = false;
@@ -909,6 +922,19 @@ uint64_t cluster_watched_fields(struct cluster *c) {
 bool cluster_field_current(const struct cluster_node_view *v, enum gpu_field f) {
   const struct node_snapshot *s = v->snap;
   return s->heartbeat_passes <= 1 || (s->change_fields & GF_BIT(f)) != 0;
+}
+
+void cluster_keep_latency(struct cluster *c) {
+  if (latency_kept(c))
+    return;
+  pthread_rwlock_wrlock(&c->lock);
+  if (!latency_kept(c)) /* each agent's newest scrapes start the windows */
+    for (size_t i = 0; i < c->n; i++)
+      if (latwins_update(&c->agents[i]->lw, c->agents[i]->snap.engines,
+                         c->agents[i]->snap.engines ? c->agents[i]->snap.n_engines : 0))
+        latwins_free(&c->agents[i]->lw);
+  __atomic_store_n(&c->latency, true, __ATOMIC_RELAXED);
+  pthread_rwlock_unlock(&c->lock);
 }
 
 void cluster_keep_field(struct cluster *c, enum gpu_field f) {

@@ -25,6 +25,8 @@ struct cluster;
 struct cluster_gpu_ring; /* opaque: received samples of one GPU */
 
 /* What a reader sees of one agent, valid only inside the visitor call (read lock held). */
+struct gw_latwins;
+
 struct cluster_node_view {
   const char *addr;                     /* the agent's gRPC address (the key) */
   const char *node;                     /* node name from its last snapshot; "" before the first */
@@ -41,6 +43,9 @@ struct cluster_node_view {
   const char *reason;                   /* why it is disconnected ("" when connected); for a
                                            lost node, why its GPUs are unknown */
   const struct cluster_gpu_ring *rings; /* internal, for cluster_gpu_window_mean */
+  /* internal: its engine pods' latency windows (gateway/latwins.h), parallel to snap->engines;
+   * NULL until cluster_keep_latency, and for a dropped agent or a node left out */
+  const struct gw_latwins *latwins;
   /* Its snap->n GPUs, read in place from the compact store (snap->gpus is NULL): a GPU's members
    * are all there, and of its pods[] only the listed ones (pods.n), so never copy one whole. */
   const struct node_gpu *const *gpu;
@@ -183,6 +188,10 @@ void cluster_tick(struct cluster *c);
  * newest stored sample of each GPU (its ring's newest entry gets its reading of f) and those
  * received since. Call it before cluster_watch_field. Takes the write lock once per new field. */
 void cluster_keep_field(struct cluster *c, enum gpu_field f);
+/* Makes the gateway keep each engine pod's latency windows from now on (a latency trigger with
+ * window asked): each agent's newest scrapes start them, then every scrape received is added
+ * (docs/engines.md "The window"). Takes the write lock once. */
+void cluster_keep_latency(struct cluster *c);
 
 /* WatchGPUs heartbeats (docs/gateway.md, "Receiving agent updates"): field f is one a trigger
  * reads, so the agents are asked to send its changes at once (cluster_watched_fields, for

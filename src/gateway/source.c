@@ -3,6 +3,7 @@
 #include "gateway/source.h"
 
 #include "gateway/memo.h"
+#include "gateway/latwins.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -413,8 +414,24 @@ static int visit_engines(struct pick *k, const struct cluster_node_view *v) {
     return 0;
   }
   size_t stale = 0, selected0 = k->sel->selected;
-  int rc = scaler_select_engines(t, s->engines, s->n_engines, v->fresh, v->node, k->sel,
-                                 &k->next_group, &stale);
+  int rc = 0;
+  if (t->window_ms > 0 && v->latwins) {
+    /* a latency window: each pod's reading widened to its scrapes within it (core/latwin.h) */
+    struct engine_reading *r = malloc(sizeof *r);
+    if (!r)
+      return GS_ENOMEM;
+    for (size_t i = 0; i < s->n_engines && rc == 0; i++) {
+      *r = s->engines[i];
+      const struct latwin *w = latwins_at(v->latwins, i, r);
+      if (w && r->fresh)
+        latwin_apply(w, t->window_ms, r);
+      rc = scaler_select_engines(t, r, 1, v->fresh, v->node, k->sel, &k->next_group, &stale);
+    }
+    free(r);
+  } else {
+    rc = scaler_select_engines(t, s->engines, s->n_engines, v->fresh, v->node, k->sel,
+                               &k->next_group, &stale);
+  }
   if (rc)
     return rc;
   if (!v->fresh) {
@@ -638,6 +655,8 @@ static int select_with(struct cluster *c, struct gwmemo *memo, const struct trig
    * samples) before it is watched, so the remade streams' first updates land in its slot. */
   if (t->window_ms > 0 && !t->engine)
     cluster_keep_field(c, t->metric);
+  if (t->window_ms > 0 && t->engine) /* only latency metricTypes take a window */
+    cluster_keep_latency(c);
   if (!t->engine)
     cluster_watch_field(c, t->metric, GWSOURCE_WATCH_WAIT_MS); /* sent at once from now */
   char key[4 * (TRIGGER_REGEX_MAX + 32) + TRIGGER_NS_LEN];

@@ -211,8 +211,11 @@ static int engines_on_node(struct eng *e, const struct trigger *t, size_t node, 
   size_t n = 0, per = (size_t)e->m->gpus_per_node;
   for (size_t i = 0; e->m->engine != ENGINE_UNKNOWN && i < e->npods; i++) {
     const struct pod *p = &e->pods[i];
-    if (p->ngpu > 0 && (size_t)p->gpu[0] / per == node && engine_reading_of(e, p, &e->ereads[n]))
+    if (p->ngpu > 0 && (size_t)p->gpu[0] / per == node && engine_reading_of(e, p, &e->ereads[n])) {
+      if (e->serve && t->window_ms > 0 && e->ereads[n].state == ENGINE_POD_SERVING)
+        sim_serve_window(e->serve, p->id, t->window_ms, &e->ereads[n]); /* a latency window */
       n++;
+    }
   }
   char name[32];
   snprintf(name, sizeof name, "node-%zu", node);

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "core/err.h"
+#include "core/latwin.h"
 
 #define FLOOR_MAX_REPLICAS 4096
 
@@ -23,6 +24,7 @@ struct spod {
   struct llm_pod p;
   double running, waiting, kv_pct, inflight_pct, busy; /* the last second's averages */
   struct scrape prev, last; /* the pod's last two scrapes (last.t < 0: none yet) */
+  struct latwin win;        /* its scrapes' latency windows, for triggers with window */
   double next_scrape;
 };
 
@@ -66,8 +68,10 @@ int sim_serve_new(const struct sim_model *m, const struct sim_trace *tr, uint64_
 void sim_serve_free(struct sim_serve *s) {
   if (!s)
     return;
-  for (size_t i = 0; i < s->npods; i++)
+  for (size_t i = 0; i < s->npods; i++) {
     llm_pod_free(&s->pods[i].p);
+    latwin_free(&s->pods[i].win);
+  }
   free(s->pods);
   llm_pod_free(&s->hold);
   llm_stats_free(&s->st);
@@ -162,6 +166,7 @@ static void gone(struct sim_serve *s, struct spod *p) {
   }
   p->p.rlen = 0;
   llm_pod_free(&p->p);
+  latwin_free(&p->win);
   *p = s->pods[--s->npods];
   for (size_t i = n; i-- > 0;) /* pop took the newest first */
     route(s, again[i]);
@@ -302,6 +307,40 @@ bool sim_serve_engine(const struct sim_serve *s, int id, enum engine_signal es, 
   }
 }
 
+/* The scrape just taken into the pod's latency windows, as its agent keeps them (agent/engines.c):
+ * each latency signal's window histogram as sim_serve_engine reads it. */
+static void window_push(struct sim_serve *s, struct spod *p) {
+  struct engine_reading *r = calloc(1, sizeof *r);
+  if (!r) {
+    s->oom = true;
+    return;
+  }
+  r->kind = s->m->engine;
+  r->ts_ms = llround(p->last.t * 1000);
+  for (int k = 0; k < ES__COUNT; k++) {
+    enum engine_signal es = (enum engine_signal)k;
+    int f = engine_signal_latency(es);
+    if (f < 0 || engine_signal_kind(es) != r->kind ||
+        !sim_serve_engine(s, p->id, es, &r->v[es], &r->lat[f]))
+      continue;
+    r->valid |= ES_BIT(es);
+  }
+  if (r->valid && latwin_push(&p->win, r))
+    s->oom = true;
+  free(r);
+}
+
+void sim_serve_window(const struct sim_serve *s, int id, int64_t window_ms,
+                      struct engine_reading *r) {
+  const struct spod *p = find(s, id);
+  if (!p || window_ms <= 0 || p->last.t < 0)
+    return;
+  int64_t ts = r->ts_ms; /* the window ends at the pod's last scrape, as at the agent */
+  r->ts_ms = llround(p->last.t * 1000);
+  latwin_apply(&p->win, window_ms, r);
+  r->ts_ms = ts;
+}
+
 int sim_serve_second(struct sim_serve *s, int64_t t, const struct sim_serve_pod *pods, size_t n,
                      bool arrivals, struct sim_serve_step *out) {
   const struct llm_params *m = &s->m->llm;
@@ -322,6 +361,7 @@ int sim_serve_second(struct sim_serve *s, int64_t t, const struct sim_serve_pod 
     llm_pod_expire(&p->p, end - timeout, on_done, s);
     if (end >= p->next_scrape) { /* the agent's scrape of this pod, every engineInterval */
       scrape(p, end);
+      window_push(s, p);
       p->next_scrape = end + s->m->engine_interval_s;
     }
     struct llm_avg a = llm_pod_take(&p->p, m);

@@ -55,6 +55,11 @@ bool sim_serve_load(const struct sim_serve *s, int id, double *running, double *
  * Returns true with the reading, false when absent (or not a pod of this model). */
 bool sim_serve_engine(const struct sim_serve *s, int id, enum engine_signal es, double *v,
                       struct latency_hist *h);
+/* A latency trigger's window (window_ms > 0) over pod id's scrapes: r, the pod's reading from
+ * sim_serve_engine, widened as the agent widens it (core/latwin.h, latwin_apply), the window
+ * ending at the pod's last scrape. */
+void sim_serve_window(const struct sim_serve *s, int id, int64_t window_ms,
+                      struct engine_reading *r);
 /* The outcomes so far against the model's SLO. Returns 0 or GS_ENOMEM. */
 int sim_serve_summary(const struct sim_serve *s, struct llm_summary *out);
 

@@ -134,13 +134,17 @@ def api_pod(p, port):
 
 
 class Rig:
-    def __init__(self, root):
+    """Two agents (one per node), a gateway, and the pods' pages; pods: a function returning
+    them (make_pods by default)."""
+
+    def __init__(self, root, pods=None):
         self.root = root
+        self.make_pods = pods or make_pods
         self.servers, self.agents = [], {}
         self.gateway = self.api = None
 
     def start(self):
-        self.pods = make_pods()
+        self.pods = self.make_pods()
         ips = [p.ip for p in self.pods]
         port = helpers.free_port(ips[0], also=[(ip, socket.AF_INET) for ip in ips[1:]])
         self.servers = [Server(p, port) for p in self.pods]

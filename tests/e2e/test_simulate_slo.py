@@ -197,3 +197,31 @@ def test_observed_signals_need_the_engine_model(tmp_path):
                  "stepPerPrefillTokenMs: 0.01}\nsignals:\n  vllm_queue_depth: {observed: true}\n")
     p = run("--model", str(f), "--scaledobject", ex("slo", "ttft-p90.yaml"))
     assert p.returncode == 2 and "only an engine's latency histogram" in p.stderr
+
+
+def test_a_latency_window_replays(tmp_path):
+    """window on a latency trigger replays as the agent reads it: each pod's scrapes within the
+    window, summed (docs/engines.md "The window"). A window shorter than one engine interval (5 s
+    here) is that interval, so it replays exactly as no window; a 60 s one reads the requests of
+    twelve scrapes, so its values differ, and it has a value at least as often (a scrape that
+    finished nothing no longer leaves a busy pod without one)."""
+    base = open(ex("slo", "ttft-p90.yaml")).read()
+    assert 'quantile: "0.9"' in base
+
+    def series(window):
+        so = tmp_path / f"so-{window}.yaml"
+        so.write_text(base.replace('quantile: "0.9"',
+                                   f'quantile: "0.9"\n        window: "{window}"')
+                      if window else base)
+        tl = tmp_path / f"tl-{window}.csv"
+        p = run("--model", ex("models", "llama-3-70b-2xh100.yaml"), "--scaledobject", str(so),
+                "--trace", ex("traces", "azure-llm-2023-conv.csv"), "--trace-scale", "2",
+                "--timeline", str(tl), "--timeline-step", "15s", "--format", "json")
+        assert p.returncode == 0, p.stderr
+        return [r["external-0_value"] for r in csv.DictReader(open(tl))]
+
+    none, short, wide = series(None), series("1s"), series("60s")
+    assert short == none
+    assert wide != none
+    assert sum(1 for v in wide if v) >= sum(1 for v in none if v)
+    assert all(float(v) > 0 for v in wide[8:] if v)

@@ -124,6 +124,24 @@ static void test_what_changed(void **state) {
   changes(&a, &b, &f, &other);
   assert_false(other);
   node_snapshot_clear(&b);
+  /* ... unless that scrape finished requests: a latency window sums every scrape, so a new
+   * scrape with the same counts as the last is sent (an idle one, 0 finished, may wait). */
+  for (int k = 0; k < 2; k++) {
+    struct node_snapshot c;
+    mk(&c, 2);
+    c.engines[0].valid |= ES_BIT(ES_VLLM_TTFT);
+    c.engines[0].v[ES_VLLM_TTFT] = k; /* 0 (idle), then 1 */
+    c.engines[0].lat[0].n = 1;
+    c.engines[0].lat[0].le[0] = INFINITY;
+    c.engines[0].lat[0].cum[0] = k;
+    mk(&b, 2);
+    b.engines[0] = c.engines[0];
+    b.engines[0].ts_ms += 5000;
+    changes(&c, &b, &f, &other);
+    assert_true(other == (k == 1));
+    node_snapshot_clear(&b);
+    node_snapshot_clear(&c);
+  }
   node_snapshot_clear(&a);
 }
 

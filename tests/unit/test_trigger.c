@@ -812,7 +812,20 @@ static const struct bad_case bad_cases[] = {
      {{"metricType", "sglang_queue_depth"}, {"window", "30s"}},
      "window",
      "30s",
-     "the value is the newest reading"},
+     "applies to GPU metrics and to the latency metricTypes only (vllm_ttft_seconds, "
+     "vllm_queue_time_seconds, vllm_inter_token_latency_seconds, sglang_ttft_seconds, "
+     "sglang_queue_time_seconds, sglang_inter_token_latency_seconds, tgi_ttft_seconds, "
+     "tgi_queue_time_seconds); metricType sglang_queue_depth is the newest reading"},
+    {"window too long on a latency metric",
+     {{"metricType", "vllm_ttft_seconds"}, {"window", "25h"}},
+     "window",
+     "25h",
+     "at most 24h"},
+    {"gpuModel with a latency metric",
+     {{"metricType", "vllm_ttft_seconds"}, {"gpuModel", "H100"}},
+     "gpuModel",
+     "H100",
+     "applies to GPU metrics only; metricType vllm_ttft_seconds is read per engine pod"},
     {"engine-like metricType",
      {{"metricType", "vllm_queue"}},
      "metricType",
@@ -1698,6 +1711,11 @@ static void test_engine_triggers(void **state) {
   assert_int_equal(trigger_parse(mt, 2, ps, &t, err, sizeof err), 0);
   assert_int_equal(t.esignal, ES_TRTLLM_QUEUED);
   assert_string_equal(t.model_version, "");
+  trigger_free(&t);
+  /* window widens a latency metricType's window (docs/engines.md "The window"). */
+  const struct kv lw[] = {{"metricType", "sglang_inter_token_latency_seconds"}, {"window", "2m"}};
+  assert_int_equal(trigger_parse(lw, 2, ps, &t, err, sizeof err), 0);
+  assert_int_equal(t.window_ms, 120000);
   trigger_free(&t);
   /* The reference scaler's shorthand after an engine metric: the GPU metric wins (last given). */
   const struct kv md[] = {{"metricType", "vllm_queue_depth"}, {"targetGpuUtilization", "60"}};
