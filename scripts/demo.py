@@ -83,11 +83,31 @@ def scenario_yaml(period):
     return "\n".join(lines) + "\n"
 
 
+IN_BATCH_S = 2.0  # a request's time in the batch (its output tokens at the decode speed)
+
+
 def vllm(load, share):
+    """A vLLM pod: its requests in flight follow the load; the requests that leave the batch in
+    each interval between two reads are observed in vLLM's histograms, having waited what the
+    queue in front of them holds (Little's law: waiting / (running / IN_BATCH_S) seconds)."""
+    pod = engine_pages.VllmPage()
+    last, owed = [time.monotonic()], [0.0]  # owed: the part of a request due to leave
+    lock = threading.Lock()
+
     def page():
-        n = load.in_flight(share)
-        running = min(n, MAX_SEQS)
-        return engine_pages.vllm_page(n - running, running, 0.95 * running / MAX_SEQS)
+        with lock:
+            n = load.in_flight(share)
+            running = min(n, MAX_SEQS)
+            pod.state(running, n - running)
+            pod.kv["0"].set(0.95 * running / MAX_SEQS)
+            now = time.monotonic()
+            owed[0] += running * (now - last[0]) / IN_BATCH_S
+            last[0] = now
+            done = int(owed[0])
+            owed[0] -= done
+            wait = (n - running) * IN_BATCH_S / max(running, 1)
+            pod.finish([wait + 0.05] * done, [wait] * done, [0.02] * done, [500] * done)
+            return pod.render()
     return page
 
 
@@ -242,7 +262,10 @@ class Demo:
             "    files    %s" % self.workdir,
             "",
             "  Try, from another terminal (run a query twice: the values move with the load):",
-            "    %s -p vllm-in-flight -m maxNumSeqs=%d -m pods='vllm-.*'" % (q, MAX_SEQS),
+            "    %s -p vllm-in-flight -m maxNumSeqs=%d -m targetValue=50 -m pods='vllm-.*'"
+            % (q, MAX_SEQS),
+            "    %s -m metricType=vllm_queue_time_seconds -m quantile=0.95 -m targetValue=0.5"
+            " -m allowPartial=true -m pods='vllm-.*'" % q,
             "    %s -p sglang-in-flight -m maxNumSeqs=%d -m pods='sglang-.*'" % (q, MAX_SEQS),
             "    %s -p triton-queue-wait -m pods='triton-.*'" % q,
             "    %s -m metricType=gpu_utilization -m targetValue=75 -m pods='vllm-.*'" % q,

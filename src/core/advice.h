@@ -14,6 +14,8 @@ struct engine_advice {
   const char *label;   /* as the docs name it: "vLLM" */
   const char *profile; /* the recommended profile: "vllm-in-flight" */
   const char *keys;    /* the trigger keys it needs besides scalerAddress, ", "-separated */
+  /* a second trigger beside it, in the same ScaledObject (NULL: none): the HPA takes the larger */
+  const char *beside;
   /* profiles advised against for this engine (NULL-terminated), each with why in a few words */
   const char *against[ADVICE_AGAINST_MAX + 1];
   const char *why[ADVICE_AGAINST_MAX + 1];

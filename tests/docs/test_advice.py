@@ -1,6 +1,6 @@
 """One recommendation per engine, everywhere a user reads one: `gpuscale agent --help` prints the table that
 the binary holds (src/core/advice.c), and the README, docs/engines.md, examples/README.md and the chart's NOTES
-must give the same trigger for each engine and never show an advised-against profile as a trigger. Changing a
+must give the same trigger for each engine (and the trigger beside it) and never show an advised-against profile as a trigger. Changing a
 recommendation is one edit in src/core/advice.c; this test then names every place that still disagrees.
 Every scalerAddress that names the chart's Services uses the port those Services serve."""
 import os
@@ -23,17 +23,20 @@ def advice():
     out = subprocess.run([BIN, "agent", "--help"], capture_output=True, text=True, timeout=30).stdout
     block = out.split("Recommended trigger per engine", 1)
     assert len(block) == 2, "agent --help has no 'Recommended trigger per engine' block:\n" + out
-    rows = {}
+    rows, beside = {}, {}
     for line in block[1].splitlines()[1:]:
-        m = re.match(r"^  (\S+)\s+profile: (\S+) \(with [^)]*\)(?:; advised against: (.*))?$", line)
+        m = re.match(r"^  (\S+)\s+profile: (\S+) \(with [^)]*\)(?:, beside metricType: (\S+) \([^)]*\))?"
+                     r"(?:; advised against: (.*))?$", line)
         if not m:
             break
-        rows[m.group(1)] = (m.group(2), [p.strip() for p in (m.group(3) or "").split(",") if p.strip()])
+        rows[m.group(1)] = (m.group(2), [p.strip() for p in (m.group(4) or "").split(",") if p.strip()])
+        if m.group(3):
+            beside[m.group(1)] = m.group(3)
     assert {"vLLM", "SGLang", "TGI", "Triton"} <= set(rows), rows
-    return rows
+    return rows, beside
 
 
-ADVICE = advice()
+ADVICE, BESIDE = advice()
 
 
 @pytest.mark.parametrize("place", PLACES)
@@ -45,6 +48,11 @@ def test_each_place_gives_each_engine_its_recommended_trigger(place):
         rx = re.compile(r"(?<![\w-])" + re.escape(label) + r"(?![\w-]).*profile: `?" + re.escape(profile) + r"\b")
         if not any(rx.search(line) for line in text.splitlines()):
             missing.append(f"{place}: no line recommends profile: {profile} for {label}")
+        # the trigger recommended beside it, named on the same line
+        if label in BESIDE:
+            rx = re.compile(r"(?<![\w-])" + re.escape(label) + r"(?![\w-]).*" + re.escape(BESIDE[label]))
+            if not any(rx.search(line) for line in text.splitlines()):
+                missing.append(f"{place}: no line names {BESIDE[label]} beside {profile} for {label}")
     assert not missing, "\n".join(missing)
 
 

@@ -1,7 +1,7 @@
 """`make demo` end to end (docs/demo.md): scripts/demo.py started as a user starts it, with a short
 load cycle. The vLLM query line it prints is run verbatim (the real `gpuscale query` against the
 gateway, a workload-scope vllm-in-flight trigger) until two different values show that the
-engines' load reaches the gateway; then SIGINT, as Ctrl-C sends, must leave no child process and
+engines' load reaches the gateway, and the queue-time line beside it answers; then SIGINT, as Ctrl-C sends, must leave no child process and
 no port taken.
 """
 
@@ -96,6 +96,16 @@ def test_demo_values_move_and_ctrl_c_leaves_nothing(tmp_path):
             assert 0 < v <= 2 * 100 * (2 + 1.5 * 64) / 64, r.stdout
             seen.append(v)
             time.sleep(1)
+
+        # the queue-time trigger beside it: the vLLM pods' vllm:request_queue_time_seconds, p95
+        # of the requests that left the queue in the window; at most 1 s at peak load
+        # (scripts/demo.py: 32 waiting in front of 64 running, 2 s each in the batch)
+        line = next(x.strip() for x in out if "metricType=vllm_queue_time_seconds" in x)
+        argv = shlex.split(line)
+        r = subprocess.run(argv, capture_output=True, text=True, timeout=30)
+        assert r.returncode == 0, r.stdout + r.stderr
+        assert r.stdout.split("\n")[1].split()[0] == "gpuscale-vllm-queue-time-seconds", r.stdout
+        assert 0 < value_of(r.stdout) <= 1.5, r.stdout
     finally:
         proc.send_signal(signal.SIGINT)
         try:
