@@ -47,6 +47,39 @@ def test_nothing_that_meets_the_slo_is_under_the_slo_floor():
                         (model, trace, slo, r["config"], r["gpuHours"], r["sloFloorGpuHours"])
 
 
+def test_the_recommended_pair_meets_the_chat_slo_where_in_flight_alone_does_not(tmp_path):
+    """The recommended vLLM ScaledObject (gpuscale agent --help; docs/engines.md) replayed as
+    bench/slo-evidence.py replays it: the 70B on the conversation trace x2, 90 s start-up,
+    Prometheus scraping every 30 s, MLPerf's chat SLO (mlcommons/inference loadgen/mlperf.conf:
+    p99 TTFT 2 s, p99 TPOT 200 ms for Llama-2-70B). The pair attains it with fewer GPU-hours than
+    the DCGM path; requests in flight alone at target 100 do not attain it."""
+    pair = ex("slo", "in-flight-queue.yaml")
+    text = open(pair).read()
+    help_ = subprocess.run([helpers.binary(), "agent", "--help"], capture_output=True, text=True,
+                           timeout=TIMEOUT).stdout
+    vllm = next(ln for ln in help_.splitlines() if ln.strip().startswith("vLLM "))
+    # the file replayed here is the pair --help recommends
+    assert "targetValue 50" in vllm and 'targetValue: "50"' in text, vllm
+    assert "vllm_queue_time_seconds (Value, quantile 0.95, targetValue 0.5" in vllm, vllm
+    for key in ("metricType: vllm_queue_time_seconds", 'quantile: "0.95"', 'targetValue: "0.5"'):
+        assert key in text, key
+    model = tmp_path / "m.yaml"
+    model.write_text(open(ex("models", "llama-3-70b-2xh100.yaml")).read().replace(
+        "startup: {min: 60s, max: 120s}", "startup: {min: 90s, max: 90s}"))
+    assert "90s, max: 90s" in model.read_text()
+    p = run("--model", str(model), "--trace", ex("traces", "azure-llm-2023-conv.csv"),
+            "--trace-scale", "2", "--slo", "ttft=2s,tpot=200ms", "--prometheus-scrape-interval",
+            "30s", "--format", "json", "--compare", pair, ex("slo", "in-flight.yaml"),
+            ex("slo", "dcgm-hpa.yaml"))
+    assert p.returncode == 0, p.stderr
+    runs = {os.path.basename(r["config"]): r for r in json.loads(p.stdout)["runs"]}
+    got = runs["in-flight-queue.yaml"]
+    assert got["sloAttainmentPercent"] >= 99, got
+    assert runs["in-flight.yaml"]["sloAttainmentPercent"] < 99
+    assert runs["dcgm-hpa.yaml"]["sloAttainmentPercent"] >= 99
+    assert got["gpuHours"] < runs["dcgm-hpa.yaml"]["gpuHours"]
+
+
 def test_json_has_the_latency_columns():
     r = compare("llama-3-70b-2xh100.yaml", "azure-llm-2023-conv.csv", "ttft=2s,tpot=200ms",
                 [ex("llm", "in-flight.yaml")])[0]
