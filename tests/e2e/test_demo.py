@@ -98,7 +98,7 @@ def test_demo_values_move_and_ctrl_c_leaves_nothing(tmp_path):
             time.sleep(1)
 
         # the queue-time trigger beside it: the vLLM pods' vllm:request_queue_time_seconds, p95
-        # of the requests that left the queue in the window; at most 1 s at peak load
+        # of the requests that finished in the window; at most 1 s at peak load
         # (scripts/demo.py: 32 waiting in front of 64 running, 2 s each in the batch)
         line = next(x.strip() for x in out if "metricType=vllm_queue_time_seconds" in x)
         argv = shlex.split(line)
