@@ -783,7 +783,8 @@ void cluster_changes(struct cluster *c, const char *node, struct cluster_change 
   pthread_mutex_unlock(&c->changes_mu);
 }
 
-uint64_t cluster_wait_changed(struct cluster *c, uint64_t seen, int timeout_ms) {
+/* publish: remember the answer (and the content then) as the stamps' pass; else only tell. */
+static uint64_t wait_changed(struct cluster *c, uint64_t seen, int timeout_ms, bool publish) {
   struct timespec dl = time_mono_deadline(timeout_ms);
   pthread_mutex_lock(&c->gen_mu);
   uint64_t base, g;
@@ -792,8 +793,11 @@ uint64_t cluster_wait_changed(struct cluster *c, uint64_t seen, int timeout_ms) 
   } else if (seen == c->gen) {
     base = __atomic_load_n(&c->content, __ATOMIC_ACQUIRE);
   } else { /* a generation this function did not return: changed, as far as it can tell */
-    g = c->ret_gen = c->gen;
-    c->ret_content = __atomic_load_n(&c->content, __ATOMIC_ACQUIRE);
+    g = c->gen;
+    if (publish) {
+      c->ret_gen = g;
+      c->ret_content = __atomic_load_n(&c->content, __ATOMIC_ACQUIRE);
+    }
     pthread_mutex_unlock(&c->gen_mu);
     return g;
   }
@@ -805,11 +809,22 @@ uint64_t cluster_wait_changed(struct cluster *c, uint64_t seen, int timeout_ms) 
   uint64_t now = __atomic_load_n(&c->content, __ATOMIC_ACQUIRE);
   g = seen;
   if (now != base && c->gen != seen) {
-    g = c->ret_gen = c->gen;
-    c->ret_content = now;
+    g = c->gen;
+    if (publish) {
+      c->ret_gen = g;
+      c->ret_content = now;
+    }
   }
   pthread_mutex_unlock(&c->gen_mu);
   return g;
+}
+
+uint64_t cluster_wait_changed(struct cluster *c, uint64_t seen, int timeout_ms) {
+  return wait_changed(c, seen, timeout_ms, true);
+}
+
+uint64_t cluster_wait_changed_quiet(struct cluster *c, uint64_t seen, int timeout_ms) {
+  return wait_changed(c, seen, timeout_ms, false);
 }
 
 uint64_t cluster_mark_changed(struct cluster *c) {

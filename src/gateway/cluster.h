@@ -170,6 +170,11 @@ void cluster_changes(struct cluster *c, const char *node, struct cluster_change 
  * returned (by this function or cluster_mark_changed), else seen after timeout_ms or
  * cluster_wake_all. A generation it did not return counts as changed. */
 uint64_t cluster_wait_changed(struct cluster *c, uint64_t seen, int timeout_ms);
+/* As cluster_wait_changed, but the stamps (cluster_changes) stay as of the last answer until
+ * cluster_mark_changed: for a ticker that coalesces changes before its pass, so that what is
+ * evaluated meanwhile shares the last pass's answers rather than starting a stamp that its next
+ * pass moves again. seen must be the last generation returned by cluster_mark_changed. */
+uint64_t cluster_wait_changed_quiet(struct cluster *c, uint64_t seen, int timeout_ms);
 /* The generation now, remembered as seen by cluster_wait_changed with the content now. */
 uint64_t cluster_mark_changed(struct cluster *c);
 /* Moves cluster_content (and wakes the waiters) when an agent turned stale or dropped since the
