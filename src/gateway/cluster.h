@@ -132,9 +132,10 @@ size_t cluster_agent_count(struct cluster *c);
  * The GPUs are v->gpu[0..v->snap->n), in place (v->snap->gpus is NULL). */
 int cluster_visit(struct cluster *c, int (*fn)(void *ud, const struct cluster_node_view *v),
                   void *ud, int64_t *now_ms);
-/* As cluster_visit, but an agent whose node want(ud, node) leaves out is shown with its header
- * only (snap->n and snap->n_engines 0, v->gpus still its GPU count), so that a selection of one
- * node does not lay out every agent's GPUs. want NULL: every agent in full. */
+/* As cluster_visit, but an agent whose node want(ud, node) leaves out is shown without its
+ * snapshot: v->snap is an empty one (no GPUs, no engine pods, a zeroed header: read the view's own
+ * fields, v->node, v->fresh...; v->gpus is still its GPU count), so that a selection of one node
+ * reads little of the other agents. want NULL: every agent in full. */
 int cluster_visit_where(struct cluster *c, bool (*want)(void *ud, const char *node),
                         int (*fn)(void *ud, const struct cluster_node_view *v), void *ud,
                         int64_t *now_ms);
