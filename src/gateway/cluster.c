@@ -23,6 +23,22 @@ struct cgpu {
   size_t cap; /* pods blob has room for */
 };
 
+/* An agent's n GPUs are one allocation: n struct cgpu, then n pointers to their blobs (the
+ * visit's v->gpu, kept by shown_refresh after every store, so a visit lays nothing out). */
+static struct cgpu *cgpus_new(size_t n) {
+  return calloc(n ? n : 1, sizeof(struct cgpu) + sizeof(const struct node_gpu *));
+}
+
+static const struct node_gpu **shown_of(struct cgpu *g, size_t n) {
+  return (const struct node_gpu **)(void *)(g + n);
+}
+
+static void shown_refresh(struct cgpu *g, size_t n) {
+  const struct node_gpu **p = shown_of(g, n);
+  for (size_t k = 0; k < n; k++)
+    p[k] = (const struct node_gpu *)(const void *)g[k].blob;
+}
+
 struct agent {
   char addr[CLUSTER_ADDR_LEN];
   char reason[CLUSTER_REASON_LEN];
@@ -414,13 +430,15 @@ int cluster_update(struct cluster *c, const char *addr, const struct node_snapsh
   int64_t now = now_ms(c);
   struct agent *a = get_or_add(c, addr, now);
   bool same = a && same_devices(a, snap);
-  struct cgpu *cg = a && !same ? calloc(snap->n ? snap->n : 1, sizeof *cg) : NULL;
+  struct cgpu *cg = a && !same ? cgpus_new(snap->n) : NULL;
   struct cluster_gpu_ring *rings = cg ? carry_rings(c, a, snap) : NULL;
   bool stored = same || rings;
   /* A new device list: stored apart, then swapped in. The same one: in place, where growing a
    * GPU's pods may fail half-way (then the agent's update is refused and the next one heals). */
   for (size_t i = 0; rings && i < snap->n && stored; i++)
     stored = gpu_store(&cg[i], &snap->gpus[i]);
+  if (cg)
+    shown_refresh(cg, snap->n);
   /* The node joins the node set (or stays): once seen, it stays unknown after its agent goes. */
   if (!a || !stored ||
       nodeset_report(&c->nodes, a->reported ? a->snap.node : NULL, snap->node, snap->n, now)) {
@@ -452,6 +470,8 @@ int cluster_update(struct cluster *c, const char *addr, const struct node_snapsh
   if (same) {
     for (size_t i = 0; i < snap->n && ok; i++)
       ok = gpu_store(&a->gpus[i], &snap->gpus[i]);
+    if (snap->n)
+      shown_refresh(a->gpus, snap->n); /* a blob may have moved, even on a failure */
   } else {
     old_gpus = a->gpus;
     old_rings = a->rings;
@@ -679,43 +699,38 @@ int cluster_visit_where(struct cluster *c, bool (*want)(void *ud, const char *no
                         int (*fn)(void *ud, const struct cluster_node_view *v), void *ud,
                         int64_t *now_out) {
   int rc = 0;
-  /* The visited agent's GPUs, in place: a blob is a struct node_gpu's bytes up to its listed
-   * pods (malloc'd, so aligned for it), which is all a reader may read. No copy per visit. */
-  const struct node_gpu **gpus = NULL;
-  size_t cap = 0;
+  /* The visited agent's header and GPUs, in place (a blob is a struct node_gpu's bytes up to its
+   * listed pods, malloc'd, so aligned for it, which is all a reader may read; a->snap.gpus is
+   * always NULL): nothing is copied or laid out per visit, so a selection that takes most agents'
+   * parts from gateway/memo.h reads a few lines of each agent. A dropped agent's header is
+   * copied with its GPUs left out; a left-out node gets an empty one. */
+  static const struct node_snapshot empty_snap;
   pthread_rwlock_rdlock(&c->lock);
   int64_t now = now_ms(c);
   if (now_out)
     *now_out = now;
   for (size_t i = 0; i < c->n && rc == 0; i++) {
     const struct agent *a = c->agents[i];
-    struct node_snapshot snap = a->snap; /* the header, and the GPUs unless dropped */
+    struct node_snapshot head;
     struct cluster_node_view v;
     v.dropped = is_dropped(c, a, now);
-    if (v.dropped || (want && !want(ud, a->snap.node))) {
-      snap.n = 0; /* dropped, or a node the reader leaves out: its header only */
-      snap.n_engines = 0;
-      snap.engines = NULL;
+    if (v.dropped) {
+      head = a->snap; /* its header only */
+      head.n = 0;
+      head.n_engines = 0;
+      head.engines = NULL;
+      v.snap = &head;
+    } else if (want && !want(ud, a->snap.node)) {
+      v.snap = &empty_snap;
+    } else {
+      v.snap = &a->snap;
     }
-    if (snap.n > cap) {
-      const struct node_gpu **ng = realloc(gpus, snap.n * sizeof *ng);
-      if (!ng) {
-        rc = GS_ENOMEM;
-        break;
-      }
-      gpus = ng;
-      cap = snap.n;
-    }
-    for (size_t k = 0; k < snap.n; k++)
-      gpus[k] = (const struct node_gpu *)(const void *)a->gpus[k].blob;
-    snap.gpus = NULL;
-    v.gpu = snap.n ? gpus : NULL;
+    v.gpu = v.snap->n ? shown_of(a->gpus, a->snap.n) : NULL;
     v.addr = a->addr;
     v.node = a->snap.node;
     v.reported = a->reported;
     v.connected = a->connected;
     v.fresh = is_fresh(a, now);
-    v.snap = &snap;
     v.age_ms = age_of(a, now);
     v.stale_after_ms = stale_after(a);
     v.reason = a->reason;
@@ -751,7 +766,6 @@ int cluster_visit_where(struct cluster *c, bool (*want)(void *ud, const char *no
     rc = fn(ud, &v);
   }
   pthread_rwlock_unlock(&c->lock);
-  free(gpus);
   return rc;
 }
 
@@ -796,7 +810,8 @@ void cluster_changes(struct cluster *c, const char *node, struct cluster_change 
   pthread_mutex_unlock(&c->changes_mu);
 }
 
-uint64_t cluster_wait_changed(struct cluster *c, uint64_t seen, int timeout_ms) {
+/* publish: remember the answer (and the content then) as the stamps' pass; else only tell. */
+static uint64_t wait_changed(struct cluster *c, uint64_t seen, int timeout_ms, bool publish) {
   struct timespec dl = time_mono_deadline(timeout_ms);
   pthread_mutex_lock(&c->gen_mu);
   uint64_t base, g;
@@ -805,8 +820,11 @@ uint64_t cluster_wait_changed(struct cluster *c, uint64_t seen, int timeout_ms) 
   } else if (seen == c->gen) {
     base = __atomic_load_n(&c->content, __ATOMIC_ACQUIRE);
   } else { /* a generation this function did not return: changed, as far as it can tell */
-    g = c->ret_gen = c->gen;
-    c->ret_content = __atomic_load_n(&c->content, __ATOMIC_ACQUIRE);
+    g = c->gen;
+    if (publish) {
+      c->ret_gen = g;
+      c->ret_content = __atomic_load_n(&c->content, __ATOMIC_ACQUIRE);
+    }
     pthread_mutex_unlock(&c->gen_mu);
     return g;
   }
@@ -818,11 +836,22 @@ uint64_t cluster_wait_changed(struct cluster *c, uint64_t seen, int timeout_ms) 
   uint64_t now = __atomic_load_n(&c->content, __ATOMIC_ACQUIRE);
   g = seen;
   if (now != base && c->gen != seen) {
-    g = c->ret_gen = c->gen;
-    c->ret_content = now;
+    g = c->gen;
+    if (publish) {
+      c->ret_gen = g;
+      c->ret_content = now;
+    }
   }
   pthread_mutex_unlock(&c->gen_mu);
   return g;
+}
+
+uint64_t cluster_wait_changed(struct cluster *c, uint64_t seen, int timeout_ms) {
+  return wait_changed(c, seen, timeout_ms, true);
+}
+
+uint64_t cluster_wait_changed_quiet(struct cluster *c, uint64_t seen, int timeout_ms) {
+  return wait_changed(c, seen, timeout_ms, false);
 }
 
 uint64_t cluster_mark_changed(struct cluster *c) {

@@ -137,9 +137,10 @@ size_t cluster_agent_count(struct cluster *c);
  * The GPUs are v->gpu[0..v->snap->n), in place (v->snap->gpus is NULL). */
 int cluster_visit(struct cluster *c, int (*fn)(void *ud, const struct cluster_node_view *v),
                   void *ud, int64_t *now_ms);
-/* As cluster_visit, but an agent whose node want(ud, node) leaves out is shown with its header
- * only (snap->n and snap->n_engines 0, v->gpus still its GPU count), so that a selection of one
- * node does not lay out every agent's GPUs. want NULL: every agent in full. */
+/* As cluster_visit, but an agent whose node want(ud, node) leaves out is shown without its
+ * snapshot: v->snap is an empty one (no GPUs, no engine pods, a zeroed header: read the view's own
+ * fields, v->node, v->fresh...; v->gpus is still its GPU count), so that a selection of one node
+ * reads little of the other agents. want NULL: every agent in full. */
 int cluster_visit_where(struct cluster *c, bool (*want)(void *ud, const char *node),
                         int (*fn)(void *ud, const struct cluster_node_view *v), void *ud,
                         int64_t *now_ms);
@@ -175,6 +176,11 @@ void cluster_changes(struct cluster *c, const char *node, struct cluster_change 
  * returned (by this function or cluster_mark_changed), else seen after timeout_ms or
  * cluster_wake_all. A generation it did not return counts as changed. */
 uint64_t cluster_wait_changed(struct cluster *c, uint64_t seen, int timeout_ms);
+/* As cluster_wait_changed, but the stamps (cluster_changes) stay as of the last answer until
+ * cluster_mark_changed: for a ticker that coalesces changes before its pass, so that what is
+ * evaluated meanwhile shares the last pass's answers rather than starting a stamp that its next
+ * pass moves again. seen must be the last generation returned by cluster_mark_changed. */
+uint64_t cluster_wait_changed_quiet(struct cluster *c, uint64_t seen, int timeout_ms);
 /* The generation now, remembered as seen by cluster_wait_changed with the content now. */
 uint64_t cluster_mark_changed(struct cluster *c);
 /* Moves cluster_content (and wakes the waiters) when an agent turned stale or dropped since the

@@ -727,8 +727,12 @@ int gwsource_select(struct cluster *c, const struct trigger *t, struct scaler_se
 static uint64_t gw_wait_tick(void *ud, uint64_t seen, int timeout_ms) {
   struct gwsource *gs = ud;
   cluster_tick(gs->cluster);
-  uint64_t g = cluster_wait_changed(gs->cluster, seen, timeout_ms);
-  if (g != seen && gs->coalesce_ms > 0) {
+  if (gs->coalesce_ms <= 0)
+    return cluster_wait_changed(gs->cluster, seen, timeout_ms);
+  /* The stamps move at the pass, not at the wake: calls during the coalescing share the last
+   * pass's answers instead of making a selection at a stamp that lives for 50 ms. */
+  uint64_t g = cluster_wait_changed_quiet(gs->cluster, seen, timeout_ms);
+  if (g != seen) {
     struct timespec ts = {gs->coalesce_ms / 1000, (long)(gs->coalesce_ms % 1000) * 1000000L};
     nanosleep(&ts, NULL);
     g = cluster_mark_changed(gs->cluster);

@@ -84,13 +84,23 @@ static bool append(char *key, size_t cap, size_t *len, const char *s) {
   return true;
 }
 
+/* Of a key given more than once, only the last counts (as in trigger_parse, where a NULL value
+ * reads as ""): the earlier ones are left out of the key, so that the same trigger written twice
+ * over shares. */
+static bool repeated_later(const struct kv *md, size_t n, size_t i) {
+  for (size_t j = i + 1; j < n; j++)
+    if (md[j].key && strcmp(md[j].key, md[i].key) == 0)
+      return true;
+  return false;
+}
+
 size_t selshare_key(const struct kv *md, size_t n, const char *ref_ns, enum selshare_kind kind,
                     char *key, size_t cap) {
   size_t order[64], m = 0;
   if (n > 64)
     return 0;
-  for (size_t i = 0; i < n; i++) { /* stable insertion by key: repeated keys keep their order */
-    if (!md[i].key || !md[i].value || left_out(md[i].key, kind))
+  for (size_t i = 0; i < n; i++) { /* insertion by key */
+    if (!md[i].key || left_out(md[i].key, kind) || repeated_later(md, n, i))
       continue;
     size_t j = m++;
     while (j > 0 && strcmp(md[order[j - 1]].key, md[i].key) > 0) {
@@ -104,7 +114,8 @@ size_t selshare_key(const struct kv *md, size_t n, const char *ref_ns, enum sels
       !append(key, cap, &len, ref_ns ? ref_ns : ""))
     return 0;
   for (size_t i = 0; i < m; i++)
-    if (!append(key, cap, &len, md[order[i]].key) || !append(key, cap, &len, md[order[i]].value))
+    if (!append(key, cap, &len, md[order[i]].key) ||
+        !append(key, cap, &len, md[order[i]].value ? md[order[i]].value : "")) /* as parsed */
       return 0;
   return len;
 }

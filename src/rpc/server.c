@@ -139,6 +139,7 @@ void rpcsrv_list_add_locked(struct call *c) {
   c->listed = true;
   c->refs++;
   s->nstreams++;
+  rpcsrv_tick_add_locked(c);
   if (c->m == M_NODE_WATCH)
     s->nwatch++;
 }
@@ -152,6 +153,7 @@ bool rpcsrv_list_remove_locked(struct call *c) {
   c->prev = c->next = NULL;
   c->listed = false;
   c->srv->nstreams--;
+  rpcsrv_tick_remove_locked(c);
   if (c->m == M_NODE_WATCH)
     c->srv->nwatch--;
   return call_unref_locked(c);
@@ -539,71 +541,18 @@ static void *worker_main(void *arg) {
   return NULL;
 }
 
-/* ---- stream ticker ---- */
+/* ---- stream ticker (the pass: server_tick.c) ---- */
 
-/* Re-evaluates every open StreamIsActive and Watch stream and sends what changed. The server
- * lock is held only to list the streams (each kept alive by a reference) and, briefly, to send
- * one stream's result: the evaluations themselves (the scaler policy, a cluster selection at
- * the gateway) run unlocked, so unary calls and completions never wait for a pass over
- * hundreds of streams. */
-static void tick_streams(struct rpc_server *s) {
-  pthread_mutex_lock(&s->mu);
-  if (s->nstreams > s->tick_cap) {
-    size_t cap = s->nstreams + s->nstreams / 2 + 16;
-    struct call **nb = realloc(s->tick_buf, cap * sizeof(*nb));
-    if (!nb) {
-      pthread_mutex_unlock(&s->mu);
-      LOG_ERROR(MOD, "out of memory listing %zu streams; retrying next tick", s->nstreams);
-      return;
-    }
-    s->tick_buf = nb;
-    s->tick_cap = cap;
-  }
-  size_t n = 0;
-  for (struct call *c = s->streams.next; c != &s->streams; c = c->next) {
-    if (c->m == M_NODE_WATCH) {
-      rpcsrv_pump_locked(
-          c); /* sends the shared snapshot when its generation is new to this stream */
-    } else if (!c->finishing) {
-      c->refs++; /* dropped below, after the result is applied */
-      s->tick_buf[n++] = c;
-    }
-  }
-  pthread_mutex_unlock(&s->mu);
+bool rpcsrv_finish_locked(struct call *c, int code, const char *msg) {
+  return finish_locked(c, code, msg);
+}
 
-  char msg[RPC_STATUS_MSG_MAX];
-  for (size_t i = 0; i < n; i++) {
-    struct call *c = s->tick_buf[i];
-    int v = -1;
-    uint8_t *spec = NULL;
-    size_t speclen = 0;
-    /* unlocked: reads only c's own request */
-    int code = c->m == M_STREAM_METRIC_SPEC ? rpcsrv_spec_eval(c, &spec, &speclen, msg, sizeof(msg))
-                                            : rpcsrv_stream_eval(c, &v, msg, sizeof(msg));
-    pthread_mutex_lock(&s->mu);
-    bool last = false;
-    if (c->listed && !c->finishing) { /* the client may have gone meanwhile */
-      if (code) {
-        last = finish_locked(c, code, msg);
-      } else if (spec) {
-        free(c->spec_pending); /* a newer spec replaces one not yet sent */
-        c->spec_pending = spec;
-        c->spec_pending_len = speclen;
-        spec = NULL;
-        rpcsrv_pump_locked(c);
-      } else if (c->spec_pending) { /* held back by SPEC_MIN_GAP_MS: due now? */
-        rpcsrv_pump_locked(c);
-      } else if (v >= 0) {
-        c->want = v;
-        rpcsrv_pump_locked(c);
-      }
-    }
-    last = call_unref_locked(c) || last;
-    pthread_mutex_unlock(&s->mu);
-    free(spec); /* not stored: the stream went meanwhile */
-    if (last)
-      call_destroy(c);
-  }
+bool rpcsrv_unref_locked(struct call *c) {
+  return call_unref_locked(c);
+}
+
+void rpcsrv_call_destroy(struct call *c) {
+  call_destroy(c);
 }
 
 static void *ticker_main(void *arg) {
@@ -639,7 +588,7 @@ static void *ticker_main(void *arg) {
     if (due) {
       last_eval = now;
       rpcsrv_tick_node(s);
-      tick_streams(s);
+      rpcsrv_tick_streams(s);
     }
   }
   return NULL;
@@ -654,7 +603,7 @@ static void server_free(struct rpc_server *s) {
   node_snapshot_clear(&s->node_prev);
   pthread_mutex_destroy(&s->node_mu);
   free(s->workers);
-  free(s->tick_buf);
+  rpcsrv_tick_free(s);
   pthread_cond_destroy(&s->cond);
   pthread_mutex_destroy(&s->mu);
   free(s);

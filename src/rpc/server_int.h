@@ -46,6 +46,8 @@ struct tag {
   struct call *call;
 };
 
+struct stream_group; /* server_tick.c */
+
 struct call {
   struct rpc_server *srv;
   enum method m;
@@ -97,6 +99,10 @@ struct call {
   struct kv *kv;
   struct scaler_request sreq;
   struct scaler_hold hold; /* StreamIsActive: its parsed trigger, kept between passes */
+  /* The stream ticker's lists (server_tick.c), under srv->mu: a listed stream is either on the
+   * loose list or a member of the group of the streams that hold its trigger. */
+  struct call *tprev, *tnext;
+  struct stream_group *group;
 };
 
 struct rpc_server {
@@ -135,7 +141,13 @@ struct rpc_server {
   int nworkers;
   pthread_t ticker;
   bool ticker_started;
-  struct call **tick_buf; /* ticker thread only: the streams of one pass */
+  /* The stream ticker (server_tick.c): the loose streams and the groups, under mu (groups are
+   * made and freed by the ticker thread only); the streams and groups of one pass (ticker only). */
+  struct call *loose;
+  struct stream_group **groups;
+  size_t ngroups, groups_cap;
+  struct call **tick_buf;
+  struct stream_group **tick_grp;
   size_t tick_cap;
   struct rpc_tls_reloader *tls; /* NULL without TLS; freed after grpc_server_destroy */
 };
@@ -153,6 +165,16 @@ void rpcsrv_pump_locked(struct call *c);
  * down; else lists it, unless the client already left. True when listed: the caller then sends
  * its first message and takes it off the list again if that send broke. */
 bool rpcsrv_stream_open_locked(struct call *c, int code, const char *msg);
+
+bool rpcsrv_finish_locked(struct call *c, int code, const char *msg);
+bool rpcsrv_unref_locked(struct call *c); /* true: the caller must rpcsrv_call_destroy(c) */
+void rpcsrv_call_destroy(struct call *c);  /* unlocked */
+
+/* server_tick.c: the stream ticker's pass, and its lists (kept by list_add / list_remove). */
+void rpcsrv_tick_add_locked(struct call *c);
+void rpcsrv_tick_remove_locked(struct call *c);
+void rpcsrv_tick_streams(struct rpc_server *s);
+void rpcsrv_tick_free(struct rpc_server *s);
 
 /* server_keda.c: KEDA ExternalScaler and grpc.health.v1. */
 uint8_t *rpcsrv_pack_spec(const struct scaler_spec *sp, size_t *len);

@@ -374,6 +374,66 @@ static void test_ticker_wakes_on_changes_only(void **state) {
   cluster_free(c);
 }
 
+/* A ticker that coalesces (gateway/source.c, 50 ms): its wait tells of a change without moving
+ * the stamps, so that calls meanwhile share the last pass's answers; the stamps move when the pass
+ * starts (cluster_mark_changed). Without coalescing, the wait's answer moves them itself. */
+static void test_quiet_wait_stamps_at_the_pass(void **state) {
+  (void)state;
+  fake_now = 1000000;
+  struct cluster *c = cluster_new(0);
+  assert_non_null(c);
+  cluster_set_clock(c, fake_clock, NULL);
+  struct sim s;
+  memset(&s, 0, sizeof s);
+  s.ngpus = 2;
+  s.util[0] = 40;
+  struct node_snapshot snap;
+  build(1, &s, &snap);
+  assert_int_equal(cluster_update(c, "a:1", &snap), 0);
+  node_snapshot_clear(&snap);
+  cluster_tick(c);
+  uint64_t seen = cluster_mark_changed(c);
+  struct cluster_change ch0, ch1, n0, n1;
+  cluster_changes(c, NULL, &ch0);
+  cluster_changes(c, "n1", &n0);
+  assert_false(ch0.unsettled);
+  assert_int_equal(cluster_wait_changed_quiet(c, seen, 1), seen); /* nothing changed */
+  s.util[0] = 90; /* a changed reading */
+  s.ts += 1000;
+  fake_now += 1000;
+  build(1, &s, &snap);
+  assert_int_equal(cluster_update(c, "a:1", &snap), 0);
+  node_snapshot_clear(&snap);
+  uint64_t g = cluster_wait_changed_quiet(c, seen, 1000);
+  assert_true(g != seen);
+  cluster_changes(c, NULL, &ch1);
+  cluster_changes(c, "n1", &n1);
+  assert_int_equal(ch1.stamp, ch0.stamp); /* still the last pass's */
+  assert_int_equal(n1.stamp, n0.stamp);
+  assert_false(ch1.unsettled);
+  uint64_t g2 = cluster_mark_changed(c); /* the pass */
+  assert_true(g2 != seen);
+  cluster_changes(c, NULL, &ch1);
+  cluster_changes(c, "n1", &n1);
+  assert_true(ch1.stamp > ch0.stamp);
+  assert_true(n1.stamp > n0.stamp);
+  /* After the pass, the next quiet wait waits again (nothing new) and keeps the stamps. */
+  assert_int_equal(cluster_wait_changed_quiet(c, g2, 1), g2);
+  cluster_changes(c, NULL, &ch0);
+  assert_int_equal(ch0.stamp, ch1.stamp);
+  /* An agent disconnecting is seen by every selection: unsettled until the pass (no sharing). */
+  assert_int_equal(cluster_set_state(c, "a:1", false, "stream broke"), 0);
+  assert_true(cluster_wait_changed_quiet(c, g2, 1000) != g2);
+  cluster_changes(c, NULL, &ch1);
+  assert_true(ch1.unsettled);
+  assert_int_equal(ch1.stamp, ch0.stamp);
+  cluster_mark_changed(c);
+  cluster_changes(c, NULL, &ch1);
+  assert_false(ch1.unsettled);
+  assert_true(ch1.stamp > ch0.stamp);
+  cluster_free(c);
+}
+
 static int setup(void **state) {
   (void)state;
   return profile_set_init(&profiles);
@@ -383,6 +443,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_shared_answers_match_recompute),
       cmocka_unit_test(test_ticker_wakes_on_changes_only),
+      cmocka_unit_test(test_quiet_wait_stamps_at_the_pass),
   };
   return cmocka_run_group_tests(tests, setup, NULL);
 }

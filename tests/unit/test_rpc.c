@@ -15,6 +15,7 @@
 #include "core/err.h"
 #include "core/profile.h"
 #include "keda/scaler.h"
+#include "keda/trigger_cache.h"
 #include "rpc/client.h"
 #include "rpc/rpc.h"
 #include "rpc/server.h"
@@ -567,6 +568,136 @@ static void test_status_names(void **state) {
   assert_int_equal(rpc_gs_from_code(RPC_UNIMPLEMENTED), GS_ENOTSUP);
 }
 
+/* ---- streams that share a trigger (src/rpc/server_tick.c) ---- */
+
+/* The stamp of a sharing source: moves at every pass of the stub (stub_tick). */
+static uint64_t stub_stamp(void *ud, const struct trigger *t) {
+  (void)ud;
+  (void)t;
+  pthread_mutex_lock(&stub.mu);
+  uint64_t g = stub.gen + 1;
+  pthread_mutex_unlock(&stub.mu);
+  return g;
+}
+
+#define NSHARE 20 /* streams per trigger */
+
+/* Expects want (-1: nothing within wait_ms) from each of the n streams in s (NULL ones skipped). */
+static void expect_all(struct rpc_stream **s, size_t n, int want, int wait_ms) {
+  for (size_t i = 0; i < n; i++) {
+    if (!s[i])
+      continue;
+    struct rpc_status st;
+    bool active = false;
+    int r = rpc_keda_stream_next_active(s[i], want < 0 ? wait_ms : 5000, &active, &st);
+    if (want < 0) {
+      if (r != RPC_STREAM_WAIT)
+        print_error("stream %zu: a message (%d) where none was due\n", i, (int)active);
+      assert_int_equal(r, RPC_STREAM_WAIT);
+    } else {
+      if (r != RPC_STREAM_MSG)
+        print_error("stream %zu: no message (%d) where %d was due\n", i, r, want);
+      assert_int_equal(r, RPC_STREAM_MSG);
+      assert_int_equal(active, want);
+    }
+  }
+}
+
+/* With a sharing trigger cache, the streams of one trigger form a group: a pass evaluates one of
+ * them and walks the others only when the group's answer moved. Every stream must still get
+ * exactly what it would get on its own: the triggers that flip push to all their streams, the
+ * others to none, through streams closing, joining late, a profile reload (the cache cleared:
+ * groups remade), an unknown state and an error that ends them all. */
+static void test_streams_sharing_a_trigger(void **state) {
+  rpc_server_shutdown(srv, 1000);
+  struct trigger_cache *cache = trigger_cache_new(64);
+  assert_non_null(cache);
+  trigger_cache_set_stamp(cache, stub_stamp, NULL);
+  sc.cache = cache;
+  start_server();
+  static const struct kv md[3][2] = {
+      {{"profile", "triton-inference"}, {"aggregation", "avg"}},
+      {{"profile", "triton-inference"}, {"aggregation", "max"}},
+      {{"profile", "triton-inference"}, {"gpuIndex", "1"}},
+  };
+  struct scaler_request refs[3];
+  for (int t = 0; t < 3; t++)
+    refs[t] = (struct scaler_request){"web", "prod", md[t], 2};
+  static struct rpc_stream *s[3][NSHARE + 1];
+  memset(s, 0, sizeof s);
+  struct rpc_client *c = client();
+  struct rpc_status st;
+  stub_set(2, 3, 0); /* activation 10: every trigger inactive */
+  for (int t = 0; t < 3; t++)
+    for (int i = 0; i < NSHARE; i++)
+      assert_int_equal(rpc_keda_stream_is_active(c, &refs[t], &s[t][i], &st), 0);
+  for (int t = 0; t < 3; t++)
+    expect_all(s[t], NSHARE, 0, 0);
+  /* GPU 0 busy: the average and the maximum flip, GPU 1 alone does not. */
+  stub_set(50, 3, 0);
+  stub_tick();
+  expect_all(s[0], NSHARE, 1, 0);
+  expect_all(s[1], NSHARE, 1, 0);
+  expect_all(s[2], NSHARE, -1, 200);
+  /* Some streams leave; GPU 1 busy too: only the gpuIndex trigger's streams hear of it. */
+  for (int i = 0; i < 5; i++) {
+    rpc_stream_free(s[0][i]);
+    s[0][i] = NULL;
+  }
+  WAIT_FOR(rpc_server_stream_count(srv) == 3 * NSHARE - 5, 2000);
+  assert_int_equal(rpc_server_stream_count(srv), 3 * NSHARE - 5);
+  stub_set(3, 50, 0);
+  stub_tick();
+  expect_all(s[2], NSHARE, 1, 0);
+  expect_all(s[0], NSHARE, -1, 100);
+  expect_all(s[1], NSHARE, -1, 100);
+  /* A late stream joins with the current state. */
+  assert_int_equal(rpc_keda_stream_is_active(c, &refs[1], &s[1][NSHARE], &st), 0);
+  expect_all(&s[1][NSHARE], 1, 1, 0);
+  /* Profiles reloaded: every held trigger is parsed again, its group made again. */
+  trigger_cache_clear(cache);
+  stub_set(1, 1, 0);
+  stub_tick();
+  for (int t = 0; t < 3; t++)
+    expect_all(s[t], NSHARE + 1, 0, 0);
+  stub_tick(); /* nothing moved: nothing sent */
+  for (int t = 0; t < 3; t++)
+    expect_all(s[t], NSHARE + 1, -1, 50);
+  /* Unknown state: nothing said, and back to the same answer: still nothing. */
+  stub_set(90, 90, GS_EUNAVAIL);
+  stub_tick();
+  for (int t = 0; t < 3; t++)
+    expect_all(s[t], NSHARE + 1, -1, 50);
+  stub_set(1, 1, 0);
+  stub_tick();
+  for (int t = 0; t < 3; t++)
+    expect_all(s[t], NSHARE + 1, -1, 50);
+  stub_set(50, 50, 0);
+  stub_tick();
+  for (int t = 0; t < 3; t++)
+    expect_all(s[t], NSHARE + 1, 1, 0);
+  /* An error that is not "unknown" ends every stream, each with it. */
+  stub_set(50, 50, GS_EIO);
+  stub_tick();
+  for (int t = 0; t < 3; t++)
+    for (int i = 0; i <= NSHARE; i++) {
+      if (!s[t][i])
+        continue;
+      bool active;
+      assert_int_equal(rpc_keda_stream_next_active(s[t][i], 5000, &active, &st), RPC_STREAM_END);
+      assert_int_equal(st.code, RPC_INTERNAL);
+      rpc_stream_free(s[t][i]);
+    }
+  WAIT_FOR(rpc_server_stream_count(srv) == 0, 3000);
+  assert_int_equal(rpc_server_stream_count(srv), 0);
+  rpc_client_free(c);
+  rpc_server_shutdown(srv, 1000);
+  sc.cache = NULL;
+  trigger_cache_free(cache);
+  stub_set(40, 60.4, 0);
+  start_server(); /* for the tests after this one and teardown */
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_status_names),
@@ -581,6 +712,7 @@ int main(void) {
       cmocka_unit_test(test_unary_answers_during_a_stream_pass),
       cmocka_unit_test(test_long_status_message),
       cmocka_unit_test(test_many_streams_and_shutdown),
+      cmocka_unit_test(test_streams_sharing_a_trigger),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -14,6 +14,7 @@
 #include "core/profile.h"
 #include "core/trigger.h"
 #include "keda/scaler.h"
+#include "keda/selshare.h"
 #include "keda/trigger_cache.h"
 
 #define MAXKV 6
@@ -102,6 +103,51 @@ static void test_repeated_key_keeps_order(void **state) {
 
 /* Over max entries the least recently used goes; one still held stays valid (its regex too)
  * until released. Run under valgrind/ASan, a use after free fails here. */
+/* A shared selection's key: of a repeated key only the last counts, as in trigger_parse (a NULL
+ * value reads as ""), so that the same trigger written with a key twice over shares with the one
+ * written once; triggers that parse differently never share. */
+static bool same_key(const struct kv *a, size_t na, const struct kv *b, size_t nb,
+                     enum selshare_kind kind) {
+  char ka[512], kb[512];
+  size_t la = selshare_key(a, na, "ml", kind, ka, sizeof ka);
+  size_t lb = selshare_key(b, nb, "ml", kind, kb, sizeof kb);
+  assert_true(la > 0 && lb > 0);
+  return la == lb && memcmp(ka, kb, la) == 0;
+}
+
+static void test_selshare_key_repeated(void **state) {
+  const struct kv once[] = {{"metricType", "gpu_utilization"}, {"scope", "cluster"}};
+  const struct kv twice[] = {
+      {"scope", "cluster"}, {"metricType", "gpu_utilization"}, {"scope", "cluster"}};
+  const struct kv node_then_cluster[] = {
+      {"scope", "node"}, {"metricType", "gpu_utilization"}, {"scope", "cluster"}};
+  const struct kv cluster_then_node[] = {
+      {"scope", "cluster"}, {"metricType", "gpu_utilization"}, {"scope", "node"}};
+  const struct kv with_threshold[] = {{"scope", "cluster"},
+                                      {"activationThreshold", "3"},
+                                      {"metricType", "gpu_utilization"},
+                                      {"scope", "cluster"}};
+  for (int k = 0; k < 2; k++) {
+    enum selshare_kind kind = k ? SELSHARE_VALUE : SELSHARE_SELECTION;
+    assert_true(same_key(once, 2, twice, 3, kind));
+    assert_true(same_key(once, 2, node_then_cluster, 3, kind));
+    assert_false(same_key(once, 2, cluster_then_node, 3, kind));
+    assert_true(same_key(once, 2, with_threshold, 4, kind)); /* read after the value only */
+  }
+  /* A NULL value is "" to the parser: a later one overrides an earlier value, and is not the
+   * key left out. */
+  const struct kv empty[] = {{"metricType", "gpu_utilization"}, {"pods", ""}};
+  const struct kv null_value[] = {{"metricType", "gpu_utilization"}, {"pods", NULL}};
+  const struct kv value_then_null[] = {
+      {"pods", "web-.*"}, {"metricType", "gpu_utilization"}, {"pods", NULL}};
+  const struct kv absent[] = {{"metricType", "gpu_utilization"}};
+  const struct kv value[] = {{"metricType", "gpu_utilization"}, {"pods", "web-.*"}};
+  assert_true(same_key(empty, 2, null_value, 2, SELSHARE_SELECTION));
+  assert_true(same_key(empty, 2, value_then_null, 3, SELSHARE_SELECTION));
+  assert_false(same_key(value, 2, value_then_null, 3, SELSHARE_SELECTION));
+  assert_false(same_key(absent, 1, null_value, 2, SELSHARE_SELECTION));
+}
+
 static void test_eviction_keeps_held_entries_alive(void **state) {
   (void)state;
   struct trigger_cache *c = trigger_cache_new(2);
@@ -319,6 +365,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_same_set_any_order_is_one_key),
       cmocka_unit_test(test_repeated_key_keeps_order),
+      cmocka_unit_test(test_selshare_key_repeated),
       cmocka_unit_test(test_eviction_keeps_held_entries_alive),
       cmocka_unit_test(test_clear_and_caps),
       cmocka_unit_test(test_scaler_answers_the_same),
