@@ -735,7 +735,7 @@ int cluster_visit_where(struct cluster *c, bool (*want)(void *ud, const char *no
     v.stale_after_ms = stale_after(a);
     v.reason = a->reason;
     v.rings = v.dropped ? NULL : a->rings;
-    v.latwins = v.dropped || !snap.engines ? NULL : &a->lw;
+    v.latwins = v.dropped || !v.snap->engines ? NULL : &a->lw;
     v.pos = i;
     v.version = a->version;
     v.lost = false;
