@@ -429,7 +429,8 @@ static int process_lines(struct buf *b, const struct expo_input *in, const struc
 static int value_lines(struct buf *b, const struct expo_input *in, const struct series *vf,
                        size_t gpu, const struct gpu_ids *id, const struct expo_label *extra,
                        size_t nextra, const struct gpu_pods *pods, const char *value) {
-  struct expo_label l[EXPO_MAX_LABELS] = {0}; /* GCC 12 -O2 cannot see that memcpy fills [0, nextra) */
+  struct expo_label l[EXPO_MAX_LABELS] = {
+      0}; /* GCC 12 -O2 cannot see that memcpy fills [0, nextra) */
   memcpy(l, extra, nextra * sizeof l[0]);
   size_t base = nextra;
   if (!pods)

@@ -168,7 +168,7 @@ bool rpcsrv_stream_open_locked(struct call *c, int code, const char *msg);
 
 bool rpcsrv_finish_locked(struct call *c, int code, const char *msg);
 bool rpcsrv_unref_locked(struct call *c); /* true: the caller must rpcsrv_call_destroy(c) */
-void rpcsrv_call_destroy(struct call *c);  /* unlocked */
+void rpcsrv_call_destroy(struct call *c); /* unlocked */
 
 /* server_tick.c: the stream ticker's pass, and its lists (kept by list_add / list_remove). */
 void rpcsrv_tick_add_locked(struct call *c);

@@ -398,7 +398,7 @@ static void test_quiet_wait_stamps_at_the_pass(void **state) {
   cluster_changes(c, "n1", &n0);
   assert_false(ch0.unsettled);
   assert_int_equal(cluster_wait_changed_quiet(c, seen, 1), seen); /* nothing changed */
-  s.util[0] = 90; /* a changed reading */
+  s.util[0] = 90;                                                 /* a changed reading */
   s.ts += 1000;
   fake_now += 1000;
   build(1, &s, &snap);
