@@ -63,6 +63,9 @@ def test_merged_quantile_in_seconds(rig):
     assert abs(ep.merged_quantile(0.99, BOUNDS_S, per_pod) - 4.4) < 1e-9
     settled(c, workload("triton_ttft_seconds", "triton-[ab]"),
             ep.merged_quantile(0.95, BOUNDS_S, per_pod))
+    # every scrape finishes the same batches, so a window of several scrapes has the same p99:
+    # the gateway keeps Triton pods' windows as it does the other engines'
+    settled(c, dict(workload("triton_ttft_seconds", "triton-[ab]", "0.99"), window="5s"), 4.4)
 
 
 def test_agent_api_shows_the_window_in_seconds(rig):
