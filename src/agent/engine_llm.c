@@ -23,7 +23,6 @@ struct hread {
   size_t per_le[LATENCY_MAX_BUCKETS];
 };
 
-
 /* Adds le to h's sorted bounds; returns its index, or -1 when h is full. */
 static int bound_index(struct hread *h, double le) {
   uint32_t i = 0;

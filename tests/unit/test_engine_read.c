@@ -131,7 +131,7 @@ static void test_fixtures(void **state) {
 /* The reason of a Triton pod without nv_inference_first_response_histogram_ms (Triton's
  * default), the fixtures' case. */
 #define TTFT_OFF                                                                                   \
-  "no nv_inference_first_response_histogram_ms for triton_ttft_seconds (start Triton with "       \
+  "no nv_inference_first_response_histogram_ms for triton_ttft_seconds (start Triton with "        \
   "--metrics-config histogram_latencies=true)"
 
 /* Triton: scrape 1 then scrape 2 five seconds later gives the rates; then a restart (scrape 1's

@@ -324,9 +324,12 @@ static int teardown(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_window_in_seconds), cmocka_unit_test(test_idle_and_busy),
-      cmocka_unit_test(test_not_served),        cmocka_unit_test(test_bad_histograms),
-      cmocka_unit_test(test_policy),            cmocka_unit_test(test_keys),
+      cmocka_unit_test(test_window_in_seconds),
+      cmocka_unit_test(test_idle_and_busy),
+      cmocka_unit_test(test_not_served),
+      cmocka_unit_test(test_bad_histograms),
+      cmocka_unit_test(test_policy),
+      cmocka_unit_test(test_keys),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }
