@@ -23,16 +23,6 @@ struct hread {
   size_t per_le[LATENCY_MAX_BUCKETS];
 };
 
-/* The bound of a _bucket sample; false when its le label is missing or not a number. */
-static bool le_of(const struct prom_sample *s, double *le) {
-  const char *v = prom_label(s, "le");
-  if (!v || !*v)
-    return false;
-  char *end;
-  *le = strtod(v, &end);
-  return *end == '\0' && !isnan(*le);
-}
-
 /* Adds le to h's sorted bounds; returns its index, or -1 when h is full. */
 static int bound_index(struct hread *h, double le) {
   uint32_t i = 0;
@@ -64,10 +54,25 @@ static uint64_t bounds_hash(const struct hread *h) {
 }
 
 /* A histogram family: its name, and optionally the one value of one label its series carry
- * (TGI's tgi_batch_forward_duration{method="prefill"}). */
+ * (TGI's tgi_batch_forward_duration{method="prefill"}); ms: its bounds are milliseconds (Triton),
+ * read as seconds. */
 struct fam {
   const char *base, *label, *value;
+  bool ms;
 };
+
+/* The bound of a _bucket sample of family fm, in seconds; false when its le label is missing or
+ * not a number. */
+static bool le_of(const struct prom_sample *s, const struct fam *fm, double *le) {
+  const char *v = prom_label(s, "le");
+  if (!v || !*v)
+    return false;
+  char *end;
+  *le = strtod(v, &end);
+  if (fm->ms)
+    *le /= 1000.0; /* +Inf stays +Inf */
+  return *end == '\0' && !isnan(*le);
+}
 
 /* Whether sample s is a bucket (`name`) of family fm. */
 static bool of_fam(const struct prom_sample *s, const char *name, const struct fam *fm) {
@@ -97,7 +102,7 @@ static bool hist_page(const struct prom_doc *d, const struct fam *fm, const char
     if (!of_fam(s, name, fm))
       continue;
     double le;
-    if (!le_of(s, &le)) {
+    if (!le_of(s, fm, &le)) {
       engine_read_reason(out, "%s has a sample without a numeric le label", name);
       return false;
     }
@@ -169,7 +174,7 @@ static void read_hist(const struct prom_doc *d, const struct fam *fm, enum engin
     for (size_t i = 0; i < d->n; i++) {
       const struct prom_sample *s = &d->samples[i];
       double le, inc = 0;
-      if (!of_fam(s, name, fm) || !le_of(s, &le))
+      if (!of_fam(s, name, fm) || !le_of(s, fm, &le))
         continue;
       uint64_t skey = engine_series_key(s, le_only);
       if (pass == 0) {
@@ -339,11 +344,11 @@ static int busy_of(const struct engine_reading *out, enum engine_signal wait,
  * one, 0.10 both with the same observations). */
 static void vllm_latency(const struct prom_doc *d, int64_t now_ms, struct engine_prev *prev,
                          struct engine_reading *out) {
-  static const struct fam itl_now = {"vllm:inter_token_latency_seconds", NULL, NULL},
-                          itl_old = {"vllm:time_per_output_token_seconds", NULL, NULL};
+  static const struct fam itl_now = {"vllm:inter_token_latency_seconds", NULL, NULL, false},
+                          itl_old = {"vllm:time_per_output_token_seconds", NULL, NULL, false};
   const struct fam fams[ENGINE_LAT_FAMILIES] = {
-      {"vllm:time_to_first_token_seconds", NULL, NULL},
-      {"vllm:request_queue_time_seconds", NULL, NULL},
+      {"vllm:time_to_first_token_seconds", NULL, NULL, false},
+      {"vllm:request_queue_time_seconds", NULL, NULL, false},
       has_hist(d, &itl_now) || !has_hist(d, &itl_old) ? itl_now : itl_old};
   const enum engine_signal sigs[ENGINE_LAT_FAMILIES] = {ES_VLLM_TTFT, ES_VLLM_QUEUE_TIME,
                                                         ES_VLLM_ITL};
@@ -363,9 +368,9 @@ static void vllm_latency(const struct prom_doc *d, int64_t now_ms, struct engine
 static void sglang_latency(const struct prom_doc *d, int64_t now_ms, struct engine_prev *prev,
                            struct engine_reading *out) {
   static const struct fam fams[ENGINE_LAT_FAMILIES] = {
-      {"sglang:time_to_first_token_seconds", NULL, NULL},
-      {"sglang:queue_time_seconds", NULL, NULL},
-      {"sglang:inter_token_latency_seconds", NULL, NULL}};
+      {"sglang:time_to_first_token_seconds", NULL, NULL, false},
+      {"sglang:queue_time_seconds", NULL, NULL, false},
+      {"sglang:inter_token_latency_seconds", NULL, NULL, false}};
   const enum engine_signal sigs[ENGINE_LAT_FAMILIES] = {ES_SGLANG_TTFT, ES_SGLANG_QUEUE_TIME,
                                                         ES_SGLANG_ITL};
   /* SGLang counts a request's prompt tokens when the request finishes
@@ -384,12 +389,26 @@ static void sglang_latency(const struct prom_doc *d, int64_t now_ms, struct engi
 static void tgi_latency(const struct prom_doc *d, int64_t now_ms, struct engine_prev *prev,
                         struct engine_reading *out) {
   static const struct fam fams[ENGINE_LAT_FAMILIES] = {
-      {"tgi_batch_forward_duration", "method", "prefill"},
-      {"tgi_request_queue_duration", NULL, NULL},
-      {NULL, NULL, NULL}};
+      {"tgi_batch_forward_duration", "method", "prefill", false},
+      {"tgi_request_queue_duration", NULL, NULL, false},
+      {NULL, NULL, NULL, false}};
   static const enum engine_signal sigs[ENGINE_LAT_FAMILIES] = {ES_TGI_TTFT, ES_TGI_QUEUE_TIME,
                                                                ES_TGI_QUEUE_TIME};
   read_latency(d, fams, sigs, busy_of(out, ES_TGI_QUEUE, ES_TGI_BATCH), NULL, now_ms, prev, out);
+}
+
+/* Triton (core src/metrics.cc, src/metric_model_reporter.cc, src/infer_response.cc):
+ * nv_inference_first_response_histogram_ms, observed per request at its first response, in ms,
+ * one series per (model, version), served only with --metrics-config histogram_latencies=true.
+ * Summed over every model of the pod. Triton counts pending requests, not executing ones: busy
+ * is what its pending gauges (and TensorRT-LLM's, when served) say. */
+bool engine_read_triton_ttft(const struct prom_doc *d, int busy, const struct engine_prev *prev,
+                             struct engine_prev *next, struct engine_reading *out) {
+  static const struct fam ttft = {"nv_inference_first_response_histogram_ms", NULL, NULL, true};
+  if (!has_hist(d, &ttft))
+    return false;
+  read_hist(d, &ttft, ES_TRITON_TTFT, busy, prev, next, out);
+  return true;
 }
 
 void engine_read_llm(const struct prom_doc *d, int64_t now_ms, struct engine_prev *prev,

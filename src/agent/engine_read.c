@@ -542,6 +542,18 @@ static void triton_rates(const struct tpage *pg, double dt, struct engine_readin
     engine_read_set(out, ES_TRITON_QUEUE_WAIT_MS, wait);
 }
 
+/* Whether a Triton pod has requests waiting, for its time to first response: Triton's pending
+ * gauge, with TensorRT-LLM's in-flight and queued gauges when served (Triton counts no request
+ * that executes). 1, 0, or -1 when the pending gauge is absent. */
+static int triton_busy(const struct engine_reading *out) {
+  if (!engine_has(out, ES_TRITON_PENDING))
+    return -1;
+  double n = out->v[ES_TRITON_PENDING];
+  n += engine_has(out, ES_TRTLLM_ACTIVE) ? out->v[ES_TRTLLM_ACTIVE] : 0;
+  n += engine_has(out, ES_TRTLLM_QUEUED) ? out->v[ES_TRTLLM_QUEUED] : 0;
+  return n > 0;
+}
+
 static void read_triton(const struct prom_doc *d, int64_t now_ms, struct engine_prev *prev,
                         struct engine_reading *out) {
   struct engine_prev none = {0};
@@ -566,6 +578,8 @@ static void read_triton(const struct prom_doc *d, int64_t now_ms, struct engine_
   if (pg->bad)
     engine_read_reason(out, "%s is %g (a finite number >= 0 expected)", pg->badname, pg->badv);
   triton_gauges(pg, out);
+  /* Before next is sorted and kept: the histogram's series go with the counters'. */
+  bool ttft = engine_read_triton_ttft(d, triton_busy(out), prev, next, out);
   if (!usable(out, "nv_inference_request_success", &ok) || bad_counter) {
     engine_read_reason(out, "no triton rates");
     prev->have = false;
@@ -585,6 +599,9 @@ static void read_triton(const struct prom_doc *d, int64_t now_ms, struct engine_
     *prev = *next;
   }
   triton_models(pg, rates, dt, out);
+  if (!ttft) /* last: the reasons before it say what is wrong, this what is off by default */
+    engine_read_reason(out, "no nv_inference_first_response_histogram_ms for triton_ttft_seconds "
+                            "(start Triton with --metrics-config histogram_latencies=true)");
   free(next);
   free(pg);
 }

@@ -27,5 +27,11 @@ bool engine_prev_increase(const struct engine_prev *prev, struct engine_prev *ne
  * becomes this scrape. out's gauges are read before. */
 void engine_read_llm(const struct prom_doc *d, int64_t now_ms, struct engine_prev *prev,
                      struct engine_reading *out);
+/* Triton's time to first response (nv_inference_first_response_histogram_ms) into out's
+ * triton_ttft_seconds, against prev, its series recorded into next (read_triton's pair). busy:
+ * requests pending (1), none (0), unknown (-1). Returns false when the page does not serve it
+ * (Triton started without --metrics-config histogram_latencies=true). */
+bool engine_read_triton_ttft(const struct prom_doc *d, int busy, const struct engine_prev *prev,
+                             struct engine_prev *next, struct engine_reading *out);
 
 #endif

@@ -29,6 +29,7 @@ static const struct {
     [ES_SGLANG_ITL] = {"sglang_inter_token_latency_seconds", ENGINE_SGLANG},
     [ES_TGI_TTFT] = {"tgi_ttft_seconds", ENGINE_TGI},
     [ES_TGI_QUEUE_TIME] = {"tgi_queue_time_seconds", ENGINE_TGI},
+    [ES_TRITON_TTFT] = {"triton_ttft_seconds", ENGINE_TRITON},
     [ES_VLLM_WAITING_TOKENS] = {"vllm_waiting_prompt_tokens", ENGINE_VLLM},
     [ES_VLLM_PREFILL_RATE] = {"vllm_prefill_tokens_per_second", ENGINE_VLLM},
     [ES_SGLANG_WAITING_TOKENS] = {"sglang_waiting_prompt_tokens", ENGINE_SGLANG},
@@ -44,7 +45,8 @@ int engine_signal_latency(enum engine_signal s) {
   switch (s) {
   case ES_VLLM_TTFT:
   case ES_SGLANG_TTFT:
-  case ES_TGI_TTFT: return 0;
+  case ES_TGI_TTFT:
+  case ES_TRITON_TTFT: return 0;
   case ES_VLLM_QUEUE_TIME:
   case ES_SGLANG_QUEUE_TIME:
   case ES_TGI_QUEUE_TIME: return 1;
@@ -149,7 +151,7 @@ int engine_kind_parse(const char *name, enum engine_kind *out) {
 }
 
 bool engine_signal_per_model(enum engine_signal s) {
-  return engine_signal_kind(s) == ENGINE_TRITON;
+  return engine_signal_kind(s) == ENGINE_TRITON && s != ES_TRITON_TTFT;
 }
 
 int engine_model_value(const struct engine_reading *r, enum engine_signal s, const char *model,

@@ -59,6 +59,9 @@ enum engine_signal {
   ES_TGI_TTFT,          /* tgi_ttft_seconds: its histogram is tgi_batch_forward_duration{method=
                            "prefill"}; the policy adds the queue time's quantile (an approximation) */
   ES_TGI_QUEUE_TIME,    /* tgi_queue_time_seconds: tgi_request_queue_duration */
+  ES_TRITON_TTFT,       /* triton_ttft_seconds: nv_inference_first_response_histogram_ms (opt-in
+                           upstream; its ms bounds read as seconds), summed over every model of
+                           the pod: never per model (no model key) */
   /* Prompt tokens (docs/engines.md "Expected queue wait"): what waits, and how fast the pod
    * prefills, for the derived expected queue wait below. */
   ES_VLLM_WAITING_TOKENS,   /* vllm_waiting_prompt_tokens: vllm_queue_depth x the mean prompt
@@ -152,7 +155,7 @@ const char *engine_pod_state_name(enum engine_pod_state s);
 /* Parses an engine name as in the gpuscale.io/engine annotation. Returns 0 or -1. */
 int engine_kind_parse(const char *name, enum engine_kind *out);
 /* True for the signals a Triton trigger may narrow to one model (trigger keys model and
- * modelVersion): every Triton signal. */
+ * modelVersion): every Triton signal but triton_ttft_seconds (read for the whole pod). */
 bool engine_signal_per_model(enum engine_signal s);
 /* The value of signal s of the models of r named `model` (and of version `version` when it is
  * not empty): summed over the matching versions for counts and rates, the largest for

@@ -8,8 +8,8 @@
 
 /* The latency signals, each once (engine_signal_latency >= 0). */
 static const enum engine_signal lat_signals[] = {
-    ES_VLLM_TTFT,         ES_VLLM_QUEUE_TIME, ES_VLLM_ITL, ES_SGLANG_TTFT,
-    ES_SGLANG_QUEUE_TIME, ES_SGLANG_ITL,      ES_TGI_TTFT, ES_TGI_QUEUE_TIME};
+    ES_VLLM_TTFT,  ES_VLLM_QUEUE_TIME, ES_VLLM_ITL,       ES_SGLANG_TTFT, ES_SGLANG_QUEUE_TIME,
+    ES_SGLANG_ITL, ES_TGI_TTFT,        ES_TGI_QUEUE_TIME, ES_TRITON_TTFT};
 #define N_LAT (sizeof lat_signals / sizeof *lat_signals)
 
 void latwin_free(struct latwin *w) {

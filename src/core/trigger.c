@@ -57,7 +57,8 @@ static const char engine_metrics[] =
     "sglang_requests_in_flight (these three with maxNumSeqs); latency quantiles "
     "vllm_ttft_seconds, vllm_queue_time_seconds, vllm_inter_token_latency_seconds, "
     "sglang_ttft_seconds, sglang_queue_time_seconds, sglang_inter_token_latency_seconds, "
-    "tgi_ttft_seconds, tgi_queue_time_seconds (with quantile); vllm_waiting_prompt_tokens, "
+    "tgi_ttft_seconds, tgi_queue_time_seconds, triton_ttft_seconds (with quantile); "
+    "vllm_waiting_prompt_tokens, "
     "vllm_prefill_tokens_per_second, "
     "vllm_expected_queue_wait_seconds, sglang_waiting_prompt_tokens, "
     "sglang_prefill_tokens_per_second, sglang_expected_queue_wait_seconds";
@@ -678,7 +679,7 @@ static int parse_endpoint_keys(const struct kv *md, size_t n, const struct profi
 static const char latency_metrics[] =
     "vllm_ttft_seconds, vllm_queue_time_seconds, vllm_inter_token_latency_seconds, "
     "sglang_ttft_seconds, sglang_queue_time_seconds, sglang_inter_token_latency_seconds, "
-    "tgi_ttft_seconds, tgi_queue_time_seconds";
+    "tgi_ttft_seconds, tgi_queue_time_seconds, triton_ttft_seconds";
 
 /* Keys that mean GPUs, next to an engine metric (read per pod): refused rather than ignored, so
  * that a trigger never silently means less than it says. Also pods with a URL. window is the one
@@ -830,6 +831,11 @@ static int parse_model_keys(const struct kv *md, size_t n, struct trigger *t, ch
              trigger_metric_label(t));
     return bad(err, errlen, m ? "model" : "modelVersion", m ? m : v, rule);
   }
+  if (!engine_signal_per_model(t->esignal))
+    return bad(err, errlen, m ? "model" : "modelVersion", m ? m : v,
+               "does not apply to triton_ttft_seconds, which sums the first-response histograms "
+               "of every model a pod serves (docs/engines.md \"Triton latency\"); drop it, or "
+               "select the pods of one model with pods");
   if (!m)
     return bad(err, errlen, "modelVersion", v,
                "needs model: a version of which model (e.g. model: tensorrt_llm)");

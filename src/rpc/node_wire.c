@@ -150,6 +150,8 @@ static const struct {
      offsetof(Gpuscale__V1__EnginePod, tgi_ttft_seconds)},
     {ES_TGI_QUEUE_TIME, GPUSCALE__V1__ENGINE_SIGNAL__ENGINE_SIGNAL_TGI_QUEUE_TIME_SECONDS,
      offsetof(Gpuscale__V1__EnginePod, tgi_queue_time_seconds)},
+    {ES_TRITON_TTFT, GPUSCALE__V1__ENGINE_SIGNAL__ENGINE_SIGNAL_TRITON_TTFT_SECONDS,
+     offsetof(Gpuscale__V1__EnginePod, triton_ttft_seconds)},
 };
 #define NSIGNALS (sizeof signal_map / sizeof signal_map[0])
 _Static_assert(NSIGNALS == ES__COUNT, "every engine signal has a wire bit");

@@ -33,6 +33,12 @@ names, help text and buckets. Sources:
           (tgi_batch_forward_duration{method="prefill"|"decode"}, per batch), and the gauges
           tgi_queue_size and tgi_batch_current_size. TGI renders them with the Rust
           metrics-exporter-prometheus crate, in the same text format.
+  Triton  triton-inference-server/core src/metrics.cc (nv_inference_first_response_histogram_ms,
+          help "Duration from request to first response in milliseconds"),
+          src/metric_model_reporter.h (its default buckets, 100, 500, 2000 and 5000 ms) and
+          src/metric_model_reporter.cc (labels model and version; served only with
+          --metrics-config histogram_latencies=true); src/infer_response.cc observes a request's
+          first response in whole milliseconds. TritonPage serves it beside the counters above.
 """
 
 import threading
@@ -373,6 +379,47 @@ class TgiPage:
             self.queue.observe(v)
         for v in decode_steps:
             self.decode.observe(v)
+
+    def render(self):
+        return generate_latest(self.reg)
+
+
+TRITON_FIRST_RESPONSE_MS = [100, 500, 2000, 5000]
+
+
+class TritonPage:
+    """One Triton pod serving `models` (version 1 each); histogram: whether it was started with
+    --metrics-config histogram_latencies=true (Triton's default is not)."""
+
+    def __init__(self, models=("ensemble", "llm"), histogram=True):
+        self.models = list(models)
+        self.counts = {m: {"ok": 0, "q": 0, "c": 0, "pend": 0} for m in self.models}
+        self.reg = CollectorRegistry()
+        self.reg.register(Counters(lambda now: self.counts))
+        self.first = None
+        if histogram:
+            self.first = Histogram("nv_inference_first_response_histogram_ms",
+                                   "Duration from request to first response in milliseconds",
+                                   labelnames=["model", "version"],
+                                   buckets=TRITON_FIRST_RESPONSE_MS, registry=self.reg)
+            for m in self.models:  # Triton creates each model's series when it loads the model
+                self.first.labels(m, "1")
+
+    def state(self, running, waiting):
+        """Triton counts pending requests only (per model: the first model holds them)."""
+        del running
+        for i, m in enumerate(self.models):
+            self.counts[m]["pend"] = waiting if i == 0 else 0
+
+    def finish(self, *per_model):
+        """per_model[i]: the times to first response (seconds) of model i's finished requests."""
+        for m, values in zip(self.models, per_model):
+            for v in values:
+                self.counts[m]["ok"] += 1
+                self.counts[m]["q"] += 100
+                self.counts[m]["c"] += 1000
+                if self.first is not None:
+                    self.first.labels(m, "1").observe(int(v * 1000))  # whole ms, as Triton
 
     def render(self):
         return generate_latest(self.reg)

@@ -386,9 +386,12 @@ def test_triton_rates_absent_until_the_second_scrape(agents, api, servers, tmp_p
     assert p["fresh"] is True and p["engine"] == "triton"
     assert p["values"] == {"triton_pending_requests": sum_of(TRITON_1,
                                                              "nv_inference_pending_request_count")}
-    # (no TensorRT-LLM behind this Triton: its own two signals are absent too)
+    # (no TensorRT-LLM behind this Triton: its own two signals are absent too; nor the
+    # first-response histogram, which Triton serves only with histogram_latencies=true)
     assert sorted(p["absent"]) == ["triton_queue_wait_ms", "triton_request_rate",
-                                   "trtllm_active_requests", "trtllm_queued_requests"], p
+                                   "triton_ttft_seconds", "trtllm_active_requests",
+                                   "trtllm_queued_requests"], p
+    assert "--metrics-config histogram_latencies=true" in p["reason"], p
     wait_for(lambda: tr.count() >= 2 and "triton_request_rate" in
              by_pod(engines_json(a))["infer/triton-0"]["values"], timeout=10,
              what="the second Triton scrape")
@@ -400,7 +403,8 @@ def test_triton_rates_absent_until_the_second_scrape(agents, api, servers, tmp_p
               sum_of(TRITON_1, "nv_inference_request_failure"))
     d_queue = (sum_of(TRITON_2, "nv_inference_queue_duration_us") -
                sum_of(TRITON_1, "nv_inference_queue_duration_us"))
-    assert p["fresh"] and p["absent"] == ["trtllm_active_requests", "trtllm_queued_requests"], p
+    assert p["fresh"] and p["absent"] == ["trtllm_active_requests", "trtllm_queued_requests",
+                                          "triton_ttft_seconds"], p
     assert p["values"]["triton_pending_requests"] == sum_of(TRITON_2,
                                                             "nv_inference_pending_request_count")
     # the queue wait is the largest per-model mean (docs/engines.md): resnet50's 4 ms, not the

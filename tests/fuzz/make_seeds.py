@@ -182,6 +182,13 @@ def node_seeds(node):
                         fresh=True, valid=(1 << 16) | (1 << 18), sglang_ttft_seconds=2)
     q.latency.add(signal=16, le=[1.0, 0.5, float("inf")], count=[2, 1, 2])
     write("node_wire", "engine_latency", lat.SerializeToString(deterministic=True))
+    # triton_ttft_seconds (bit 25) in the ttft slot: Triton's default buckets read as seconds
+    tri = node.NodeSnapshot(node="node-g", engines_on=True)
+    t = tri.engines.add(namespace="prod", pod="triton-0", engine=4, timestamp_ms=1764540000000,
+                        fresh=True, valid=(1 << 7) | (1 << 25), triton_pending_requests=0,
+                        triton_ttft_seconds=20)
+    t.latency.add(signal=25, le=[0.1, 0.5, 2, 5, float("inf")], count=[12, 16, 19, 19, 20])
+    write("node_wire", "engine_triton_ttft", tri.SerializeToString(deterministic=True))
 
 
 def main():

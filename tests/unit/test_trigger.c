@@ -731,6 +731,18 @@ static const struct bad_case bad_cases[] = {
      "model",
      "resnet",
      "metricType is gpu_utilization"},
+    /* triton_ttft_seconds sums every model's histogram: a model key would mean less than it says */
+    {"model with triton_ttft_seconds",
+     {{"metricType", "triton_ttft_seconds"}, {"model", "ensemble"}},
+     "model",
+     "ensemble",
+     "does not apply to triton_ttft_seconds, which sums the first-response histograms of every "
+     "model a pod serves"},
+    {"modelVersion with triton_ttft_seconds",
+     {{"metricType", "triton_ttft_seconds"}, {"modelVersion", "1"}},
+     "modelVersion",
+     "1",
+     "does not apply to triton_ttft_seconds"},
     {"modelVersion without model",
      {{"metricType", "triton_queue_wait_ms"}, {"modelVersion", "1"}},
      "modelVersion",
@@ -815,7 +827,8 @@ static const struct bad_case bad_cases[] = {
      "applies to GPU metrics and to the latency metricTypes only (vllm_ttft_seconds, "
      "vllm_queue_time_seconds, vllm_inter_token_latency_seconds, sglang_ttft_seconds, "
      "sglang_queue_time_seconds, sglang_inter_token_latency_seconds, tgi_ttft_seconds, "
-     "tgi_queue_time_seconds); metricType sglang_queue_depth is the newest reading"},
+     "tgi_queue_time_seconds, triton_ttft_seconds); metricType sglang_queue_depth is the newest "
+     "reading"},
     {"window too long on a latency metric",
      {{"metricType", "vllm_ttft_seconds"}, {"window", "25h"}},
      "window",
