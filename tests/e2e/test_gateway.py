@@ -541,7 +541,12 @@ def test_stopped_agent_is_unknown_to_pod_selections_never_zero(cl):
         a3.signal(signal.SIGCONT)
     wait_for(lambda: value_or_code(cl.client, nobody) == 0.0, timeout=15, interval=0.1,
              what="the true 0 once gpu-node-3 updates again")
-    assert close(value(cl.client, embed), workload_expected(pods="embed-.*", ns=NS))
+    # gpu-node-3's part of the workload comes back with its readings: on a loaded machine (make
+    # check's two CPUs) the first update after SIGCONT can precede a sample of every GPU, and
+    # allowPartial leaves a GPU without a fresh reading out for that moment
+    want = workload_expected(pods="embed-.*", ns=NS)
+    wait_for(lambda: close(value(cl.client, embed), want), timeout=15, interval=0.2,
+             what="gpu-node-3's part of the workload once it updates again")
     assert_alive(cl)
 
 
