@@ -37,6 +37,7 @@ struct sim_summary {
   struct llm_summary req;
   bool slo_set;
   struct llm_slo slo;
+  double slo_reach; /* with an SLO: the % of requests that meet it alone on an empty replica */
 };
 
 struct sim_result {

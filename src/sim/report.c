@@ -72,6 +72,12 @@ void sim_report_text(FILE *f, const struct sim_run_info *ri, const struct sim_re
               "%.2f req/s\n",
               q->attainment, bounds, s->slo.attainment,
               q->attainment + 1e-9 >= s->slo.attainment ? "met" : "missed", q->goodput);
+      if (s->slo_reach + 1e-9 < s->slo.attainment)
+        fprintf(f,
+                "  SLO reach           at most %.2f %% of requests can meet it: the rest exceed "
+                "the bounds alone on an empty replica (a long prompt's prefill, or one decode "
+                "step), whatever the replica count\n",
+                s->slo_reach);
     }
   } else if (isnan(s->p95_ttft_s))
     fprintf(f, "  latency             p95 queueing delay %.0f s\n", s->p95_wait_s);
@@ -164,6 +170,7 @@ static void json_run(FILE *f, const struct sim_run_info *ri, const struct sim_re
               {"abandonedPercent", q->abandoned_pct},
               {"sloFloorGpuHours", s->slo_set ? s->floor_gpu_hours : NAN},
               {"sloAttainmentPercent", s->slo_set ? q->attainment : NAN},
+              {"sloAttainablePercent", s->slo_set ? s->slo_reach : NAN},
               {"goodputRps", s->slo_set ? q->goodput : NAN}};
     for (size_t i = 0; i < sizeof lv / sizeof lv[0]; i++) {
       fprintf(f, ",\"%s\":", lv[i].k);
@@ -249,6 +256,11 @@ void sim_report_compare(FILE *f, const struct sim_run_info *ri, const struct sim
       fprintf(f, "%-28.28s %9.2f %9.2f %7s %10s %9s %9s %7.0fms %8.2f%% %8s\n",
               base ? base + 1 : ri[i].config, s->gpu_hours, s->floor_gpu_hours, ratio, cost, att,
               p99, 1000 * s->req.tpot_p99, s->req.abandoned_pct, reps);
+      if (i + 1 == n && s->slo_set && s->slo_reach + 1e-9 < s->slo.attainment)
+        fprintf(f,
+                "SLO out of reach: at most %.2f %% of the requests meet it alone on an empty "
+                "replica (goal %.4g %%)\n",
+                s->slo_reach, s->slo.attainment);
       continue;
     }
     fprintf(f, "%-28.28s %9.2f %9.2f %7s %10s %7.2f%% %8s %7.1fm %7d %8s %10s\n",

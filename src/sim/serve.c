@@ -487,7 +487,8 @@ static double solo_share(const struct sim_model *m, const struct sim_req *req, s
 }
 
 int sim_serve_floor(const struct sim_model *m, const struct sim_trace *tr, uint64_t seed,
-                    int *per_minute) {
+                    int *per_minute, double *reach) {
+  double solo_ok = 0, all = 0;
   size_t minutes = (tr->n + 59) / 60;
   uint64_t rng = seed * 0x9e3779b97f4a7c15ULL + 0xf100;
   struct sim_req *drawn = NULL;
@@ -533,6 +534,8 @@ int sim_serve_floor(const struct sim_model *m, const struct sim_trace *tr, uint6
      * floor must not buy replicas for it */
     int most = k < FLOOR_MAX_REPLICAS ? (int)k : FLOOR_MAX_REPLICAS;
     double best = solo_share(m, req, k);
+    solo_ok += best * (double)k;
+    all += (double)k;
     double want = best < goal ? best : goal;
     /* the smallest n that attains it: up from the capacity's count until it does, then down by
      * bisection (queueing within the SLO may need fewer than capacity) */
@@ -564,5 +567,7 @@ int sim_serve_floor(const struct sim_model *m, const struct sim_trace *tr, uint6
     per_minute[mi] = hi;
   }
   free(drawn);
+  if (reach)
+    *reach = all > 0 ? 100 * solo_ok / all : 100;
   return 0;
 }

@@ -66,8 +66,9 @@ int sim_serve_summary(const struct sim_serve *s, struct llm_summary *out);
 /* The SLO floor: the fewest replicas each minute that meet the SLO's attainment for that minute's
  * requests, replayed on fresh replicas with the same engine model and router (perfect foresight:
  * every replica Ready when its minute starts). Fills per_minute[ceil(n / 60)] with the replica
- * counts. Returns 0 or GS_ENOMEM. */
+ * counts, and *reach (when not NULL) with the percentage of all requests that meet the SLO alone
+ * on an empty replica: no replica count attains more. Returns 0 or GS_ENOMEM. */
 int sim_serve_floor(const struct sim_model *m, const struct sim_trace *tr, uint64_t seed,
-                    int *per_minute);
+                    int *per_minute, double *reach);
 
 #endif

@@ -351,6 +351,24 @@ static int tune_main(const struct sim_opts *o, struct inputs *in, char *err, siz
                                in->model.slo.set, in->model.slo.attainment / 100};
   struct progress pr = {false, false, now_s(), 0, 1};
   pr.enabled = !strcmp(o->progress, "always") || (!strcmp(o->progress, "auto") && isatty(2));
+  if (goal.slo) { /* an SLO no replica count attains is refused before minutes of search */
+    struct sim_result r0;
+    if ((rc = sim_run(&in->model, &base, &train, &in->ps, &prm, NULL, NULL, &r0, err, errlen))) {
+      sim_so_free(&base);
+      return rc;
+    }
+    double reach = r0.sum.slo_reach;
+    sim_result_free(&r0);
+    if (reach + 1e-9 < in->model.slo.attainment) {
+      snprintf(err, errlen,
+               "--tune: the SLO is out of reach: at most %.2f %% of the trace's requests meet it "
+               "alone on an empty replica (goal attainment=%.4g); loosen --slo's bounds or lower "
+               "its attainment",
+               reach, in->model.slo.attainment);
+      sim_so_free(&base);
+      return GS_EINVAL;
+    }
+  }
   struct sim_tune t;
   rc = sim_tune_run(&in->model, &base, &train, &in->ps, &prm, &goal, progress_cb, &pr, &t, err,
                     errlen);

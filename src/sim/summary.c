@@ -138,7 +138,7 @@ int eng_summarize(const struct eng *e, struct sim_result *r) {
     int *per = malloc(minutes * sizeof *per);
     double *need = per ? malloc(r->n * sizeof *need) : NULL,
            *one = need ? malloc(r->n * sizeof *one) : NULL;
-    if (!per || !need || !one || sim_serve_floor(e->m, e->tr, e->prm.seed, per)) {
+    if (!per || !need || !one || sim_serve_floor(e->m, e->tr, e->prm.seed, per, &s->slo_reach)) {
       free(per);
       free(need);
       free(one);

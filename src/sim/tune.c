@@ -9,10 +9,10 @@
 #include "core/err.h"
 #include "core/trigger.h"
 
-/* The grid: targets from half to 2.5x the base and five scale-down windows; then, from each of
- * the SEEDS best of those, minReplicaCount, pollingInterval and the scale-up policy over their
- * whole ranges together (a knob's best depends on the others: a higher minReplicaCount lets a
- * slower poll through a burst). */
+/* The grid: targets from 0.2 to 2.5x the base with five scale-down windows; then every target
+ * (at its best window) with minReplicaCount over its whole range, up to maxReplicaCount (a knob's
+ * best depends on the others: a floor of replicas lets a slacker target through a burst); then,
+ * from the SEEDS best of all those, pollingInterval and the scale-up policy. */
 static const double factors[] = {0.2, 0.3, 0.4,  0.5, 0.6, 0.7, 0.8, 0.9,
                                  1.0, 1.1, 1.25, 1.4, 1.6, 2.0, 2.5};
 static const int downs[] = {30, 60, 180, 300, 600};
@@ -159,6 +159,24 @@ static long cheapest(const struct sim_tune *t) {
   return best;
 }
 
+/* Runs k unless a candidate with the same knobs ran already; 0 or a GS_E* code. */
+static int run_new(const struct sim_model *m, const struct sim_scaledobject *base,
+                   const struct sim_trace *tr, const struct profile_set *ps,
+                   const struct sim_params *prm, const struct sim_tune_goal *goal,
+                   const struct sim_knobs *k, struct sim_tune *out, size_t total,
+                   sim_progress_fn progress, void *pud, char *err, size_t errlen) {
+  for (size_t i = 0; i < out->n; i++)
+    if (!memcmp(&out->c[i].k, k, sizeof *k))
+      return 0;
+  if (out->n == total)
+    return 0;
+  int rc = run_one(m, base, tr, ps, prm, goal, k, &out->c[out->n], err, errlen);
+  out->n += !rc;
+  if (progress)
+    progress(pud, (double)out->n / (double)total);
+  return rc;
+}
+
 int sim_tune_run(const struct sim_model *m, const struct sim_scaledobject *base,
                  const struct sim_trace *tr, const struct profile_set *ps,
                  const struct sim_params *prm, const struct sim_tune_goal *goal,
@@ -166,33 +184,50 @@ int sim_tune_run(const struct sim_model *m, const struct sim_scaledobject *base,
                  size_t errlen) {
   memset(out, 0, sizeof *out);
   size_t nf = sizeof factors / sizeof factors[0], nd = sizeof downs / sizeof downs[0];
-  size_t total = nf * nd + SEEDS * NMINS * NPOLL * NUPS;
+  /* minReplicaCount: the list up to maxReplicaCount, and maxReplicaCount itself (a constant size
+   * is what a trace of bursts shorter than a start-up may need) */
+  int maxr = base->keda.max_replicas > 0 ? base->keda.max_replicas : 1, mv[NMINS + 1];
+  size_t nm = 0;
+  for (size_t i = 0; i < NMINS && mins[i] < maxr; i++)
+    mv[nm++] = mins[i];
+  mv[nm++] = maxr;
+  size_t total = nf * nd + nf * nm + SEEDS * NPOLL * NUPS;
   out->c = calloc(total, sizeof *out->c);
   if (!out->c)
     return GS_ENOMEM;
   int min0 = base->keda.min_replicas > 0 ? base->keda.min_replicas : 1;
   int rc = 0;
+  /* 1: every target with every scale-down window */
   for (size_t i = 0; !rc && i < nf; i++)
     for (size_t j = 0; !rc && j < nd; j++) {
       struct sim_knobs k = {factors[i], downs[j], 4, base->keda.polling_s, min0};
-      rc = run_one(m, base, tr, ps, prm, goal, &k, &out->c[out->n], err, errlen);
-      out->n += !rc;
-      if (progress)
-        progress(pud, (double)out->n / (double)total);
+      rc = run_new(m, base, tr, ps, prm, goal, &k, out, total, progress, pud, err, errlen);
     }
-  /* from the SEEDS best grid points (feasible by GPU-hours, then the closest to the goal), the
-   * other knobs over their whole ranges together */
+  /* 2: every target (with its best window) with every minReplicaCount: a floor of replicas
+   * changes which target is best, so no target is left out because it lost at the first */
+  size_t n1 = out->n;
+  for (size_t i = 0; !rc && i < nf; i++) {
+    long b = -1;
+    for (size_t j = 0; j < n1; j++)
+      if (out->c[j].k.factor == factors[i] && (b < 0 || better(&out->c[j], &out->c[b], goal)))
+        b = (long)j;
+    for (size_t a = 0; !rc && b >= 0 && a < nm; a++) {
+      struct sim_knobs k = out->c[b].k;
+      k.min_replicas = mv[a];
+      rc = run_new(m, base, tr, ps, prm, goal, &k, out, total, progress, pud, err, errlen);
+    }
+  }
+  /* 3: from the SEEDS best so far (feasible by GPU-hours, then the closest to the goal), the
+   * pollingInterval and the scale-up policy */
   long seeds[SEEDS];
   size_t ns = 0;
-  for (size_t pick = 0; pick < SEEDS; pick++) {
+  for (size_t pick = 0; !rc && pick < SEEDS; pick++) {
     long b = -1;
     for (size_t i = 0; i < out->n; i++) {
       bool used = false;
       for (size_t q = 0; q < ns; q++)
         used = used || seeds[q] == (long)i;
-      if (used)
-        continue;
-      if (b < 0 || better(&out->c[i], &out->c[b], goal))
+      if (!used && (b < 0 || better(&out->c[i], &out->c[b], goal)))
         b = (long)i;
     }
     if (b >= 0)
@@ -200,25 +235,13 @@ int sim_tune_run(const struct sim_model *m, const struct sim_scaledobject *base,
   }
   for (size_t q = 0; !rc && q < ns; q++) {
     struct sim_knobs base_k = out->c[seeds[q]].k;
-    for (size_t a1 = 0; !rc && a1 < NMINS; a1++)
-      for (size_t a2 = 0; !rc && a2 < NPOLL; a2++)
-        for (size_t a3 = 0; !rc && a3 < NUPS; a3++) {
-          struct sim_knobs k = base_k;
-          k.min_replicas = mins[a1];
-          if (mins[a1] > base->keda.max_replicas) /* up to maxReplicaCount, the range's end */
-            continue;
-          k.polling_s = pollings[a2];
-          k.up_pods = ups[a3];
-          bool seen = false;
-          for (size_t i = 0; i < out->n && !seen; i++)
-            seen = !memcmp(&out->c[i].k, &k, sizeof k);
-          if (seen)
-            continue;
-          rc = run_one(m, base, tr, ps, prm, goal, &k, &out->c[out->n], err, errlen);
-          out->n += !rc;
-          if (progress)
-            progress(pud, (double)out->n / (double)total);
-        }
+    for (size_t a2 = 0; !rc && a2 < NPOLL; a2++)
+      for (size_t a3 = 0; !rc && a3 < NUPS; a3++) {
+        struct sim_knobs k = base_k;
+        k.polling_s = pollings[a2];
+        k.up_pods = ups[a3];
+        rc = run_new(m, base, tr, ps, prm, goal, &k, out, total, progress, pud, err, errlen);
+      }
   }
   if (rc) {
     sim_tune_free(out);

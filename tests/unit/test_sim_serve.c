@@ -169,9 +169,9 @@ static void test_slo_floor(void **state) {
   m.slo.set = true;
   m.slo.ttft_s = 30;
   m.slo.attainment = 99;
-  assert_int_equal(sim_serve_floor(&m, &tr, 1, loose), 0);
+  assert_int_equal(sim_serve_floor(&m, &tr, 1, loose, NULL), 0);
   m.slo.ttft_s = 0.05;
-  assert_int_equal(sim_serve_floor(&m, &tr, 1, tight), 0);
+  assert_int_equal(sim_serve_floor(&m, &tr, 1, tight, NULL), 0);
   for (int i = 0; i < 2; i++) {
     assert_true(loose[i] >= 4 && loose[i] <= 6);
     assert_true(tight[i] > loose[i]);
