@@ -24,6 +24,40 @@ static const int ups[] = {4, 8};
 #define NPOLL (sizeof pollings / sizeof pollings[0])
 #define NUPS (sizeof ups / sizeof ups[0])
 
+/* trigger i's own multiplier on top of the common factor (the sweep of each trigger alone) */
+static const double eaches[] = {0.1, 0.15, 0.2, 0.3, 0.5, 0.7, 1.4, 2, 3, 5, 10};
+
+static double each_of(const struct sim_knobs *k, size_t i) {
+  return k->each[i] > 0 ? k->each[i] : 1;
+}
+
+/* Whether the knobs set a trigger's own target (the sweep of 1b). */
+static bool has_each(const struct sim_knobs *k) {
+  for (size_t i = 0; i < SIM_MAX_TRIGGERS; i++)
+    if (k->each[i] > 0)
+      return true;
+  return false;
+}
+
+/* Whether the tuner sets trigger i's target. */
+static bool tuned(const struct sim_trigger *t) {
+  return t->kind == SIM_TRIG_PROMETHEUS || t->kind == SIM_TRIG_HTTP || t->kind == SIM_TRIG_GPUSCALE;
+}
+
+/* The target column: the common factor, or each tuned trigger's where they differ
+ * ("0.15x,2x": the sweep sets each[] for every tuned trigger, 1 where unchanged). */
+static void target_text(const struct sim_knobs *k, char *out, size_t len) {
+  size_t at = 0;
+  out[0] = '\0';
+  for (size_t i = 0; i < SIM_MAX_TRIGGERS && at + 1 < len; i++)
+    if (k->each[i] > 0) {
+      int w = snprintf(out + at, len - at, "%s%.3gx", at ? "," : "", k->factor * k->each[i]);
+      at += w > 0 ? (size_t)w : 0;
+    }
+  if (!at)
+    snprintf(out, len, "%.2fx", k->factor);
+}
+
 /* A gpuscale trigger's target as it resolves (targetValue, else the profile's). */
 static int base_target(const struct sim_scaledobject *so, size_t i, const struct profile_set *ps,
                        double *out, char *err, size_t errlen) {
@@ -43,7 +77,7 @@ int sim_tune_apply(const struct sim_scaledobject *base, const struct sim_knobs *
   for (size_t i = 0; i < so->ntrig; i++) {
     struct sim_trigger *t = &so->trig[i];
     if (t->kind == SIM_TRIG_PROMETHEUS || t->kind == SIM_TRIG_HTTP) {
-      t->threshold = base->trig[i].threshold * k->factor;
+      t->threshold = base->trig[i].threshold * k->factor * each_of(k, i);
       continue;
     }
     if (t->kind != SIM_TRIG_GPUSCALE)
@@ -51,7 +85,7 @@ int sim_tune_apply(const struct sim_scaledobject *base, const struct sim_knobs *
     double v;
     if (base_target(base, i, ps, &v, err, errlen))
       return GS_EINVAL;
-    snprintf(bufs[i], 32, "%.4g", v * k->factor);
+    snprintf(bufs[i], 32, "%.4g", v * k->factor * each_of(k, i));
     size_t at = t->nmd;
     for (size_t j = 0; j < t->nmd; j++)
       if (!strcmp(t->md[j].key, "targetValue"))
@@ -151,6 +185,15 @@ static bool better(const struct sim_candidate *a, const struct sim_candidate *b,
   return reach(a, g) > reach(b, g) + 1e-12;
 }
 
+/* the best candidate so far (there is one once the first grid ran) */
+static long best_of(const struct sim_tune *t, const struct sim_tune_goal *g) {
+  long b = 0;
+  for (size_t i = 1; i < t->n; i++)
+    if (better(&t->c[i], &t->c[b], g))
+      b = (long)i;
+  return b;
+}
+
 static long cheapest(const struct sim_tune *t) {
   long best = -1;
   for (size_t i = 0; i < t->n; i++)
@@ -191,7 +234,8 @@ int sim_tune_run(const struct sim_model *m, const struct sim_scaledobject *base,
   for (size_t i = 0; i < NMINS && mins[i] < maxr; i++)
     mv[nm++] = mins[i];
   mv[nm++] = maxr;
-  size_t total = nf * nd + nf * nm + SEEDS * NPOLL * NUPS;
+  size_t total = nf * nd + base->ntrig * (sizeof eaches / sizeof eaches[0]) + (nf + 1) * nm +
+                 SEEDS * NPOLL * NUPS;
   out->c = calloc(total, sizeof *out->c);
   if (!out->c)
     return GS_ENOMEM;
@@ -200,16 +244,39 @@ int sim_tune_run(const struct sim_model *m, const struct sim_scaledobject *base,
   /* 1: every target with every scale-down window */
   for (size_t i = 0; !rc && i < nf; i++)
     for (size_t j = 0; !rc && j < nd; j++) {
-      struct sim_knobs k = {factors[i], downs[j], 4, base->keda.polling_s, min0};
+      struct sim_knobs k = {.factor = factors[i],
+                            .down_s = downs[j],
+                            .up_pods = 4,
+                            .polling_s = base->keda.polling_s,
+                            .min_replicas = min0};
       rc = run_new(m, base, tr, ps, prm, goal, &k, out, total, progress, pud, err, errlen);
     }
-  /* 2: every target (with its best window) with every minReplicaCount: a floor of replicas
-   * changes which target is best, so no target is left out because it lost at the first */
+  /* 1b: with several tuned triggers, each one's target alone (their right targets need not be
+   * the same factor of the file's: requests in flight per replica differ by model, a latency
+   * bound does not), from the best so far, one trigger after the other */
+  size_t nt = 0;
+  for (size_t i = 0; i < base->ntrig; i++)
+    nt += tuned(&base->trig[i]);
+  for (size_t i = 0; !rc && nt > 1 && i < base->ntrig; i++) {
+    if (!tuned(&base->trig[i]))
+      continue;
+    struct sim_knobs k = out->c[best_of(out, goal)].k;
+    for (size_t j = 0; j < base->ntrig; j++)
+      k.each[j] = tuned(&base->trig[j]) ? each_of(&k, j) : 0;
+    for (size_t e = 0; !rc && e < sizeof eaches / sizeof eaches[0]; e++) {
+      k.each[i] = eaches[e];
+      rc = run_new(m, base, tr, ps, prm, goal, &k, out, total, progress, pud, err, errlen);
+    }
+  }
+  /* 2: every target (with its best window), and the best of 1b, with every minReplicaCount: a
+   * floor of replicas changes which target is best, so none is left out for losing at first */
   size_t n1 = out->n;
-  for (size_t i = 0; !rc && i < nf; i++) {
-    long b = -1;
-    for (size_t j = 0; j < n1; j++)
-      if (out->c[j].k.factor == factors[i] && (b < 0 || better(&out->c[j], &out->c[b], goal)))
+  long own = nt > 1 && !rc ? best_of(out, goal) : -1;
+  for (size_t i = 0; !rc && i <= nf; i++) {
+    long b = i == nf ? own : -1;
+    for (size_t j = 0; i < nf && j < n1; j++)
+      if (out->c[j].k.factor == factors[i] && !has_each(&out->c[j].k) &&
+          (b < 0 || better(&out->c[j], &out->c[b], goal)))
         b = (long)j;
     for (size_t a = 0; !rc && b >= 0 && a < nm; a++) {
       struct sim_knobs k = out->c[b].k;
@@ -281,8 +348,10 @@ static void row(FILE *f, const struct sim_candidate *c, const char *mark, bool s
   char worst[16] = "-"; /* parts are replayed only for what meets the goal on the whole */
   if (c->feasible || strstr(c->missed, "part"))
     snprintf(worst, sizeof worst, "%.2f%%", 100 * (slo ? c->worst_attainment : c->worst_served));
-  fprintf(f, "%-2s %7.2fx %6d s %5d pods %6d s %6d %9.2f %7.2fx %8.2f%% %10s %7.1fs %s\n", mark,
-          c->k.factor, c->k.down_s, c->k.up_pods, c->k.polling_s, c->k.min_replicas, c->gpu_hours,
+  char target[96];
+  target_text(&c->k, target, sizeof target);
+  fprintf(f, "%-2s %8s %6d s %5d pods %6d s %6d %9.2f %7.2fx %8.2f%% %10s %7.1fs %s\n", mark,
+          target, c->k.down_s, c->k.up_pods, c->k.polling_s, c->k.min_replicas, c->gpu_hours,
           c->ratio, 100 * (slo ? c->attainment : c->served), worst, c->p95_s, why);
 }
 
@@ -382,10 +451,12 @@ int sim_tune_svg(const char *path, const struct sim_tune *t, const struct sim_tu
     if (!isfinite(r))
       continue;
     const char *col = (long)i == t->best ? "#d62728" : c->front ? "#1f77b4" : "#bbbbbb";
+    char target[96];
+    target_text(&c->k, target, sizeof target);
     fprintf(f,
-            "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"%d\" fill=\"%s\"><title>target x%.2f, down %d "
+            "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"%d\" fill=\"%s\"><title>target %s, down %d "
             "s, min %d: %.2f GPU-h, %.2f %% %s</title></circle>\n",
-            X(c->gpu_hours), Y(r), (long)i == t->best ? 6 : 4, col, c->k.factor, c->k.down_s,
+            X(c->gpu_hours), Y(r), (long)i == t->best ? 6 : 4, col, target, c->k.down_s,
             c->k.min_replicas, c->gpu_hours, 100 * r, what);
   }
 #undef X

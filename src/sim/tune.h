@@ -18,6 +18,8 @@ struct sim_knobs {
   int up_pods;      /* scale-up policy: Pods per 15 s (with 100 Percent, whichever is larger) */
   int polling_s;    /* pollingInterval */
   int min_replicas; /* minReplicaCount */
+  /* with several triggers, trigger i's target x factor x each[i] (0 stands for 1) */
+  double each[SIM_MAX_TRIGGERS];
 };
 struct sim_candidate {
   struct sim_knobs k;

@@ -43,7 +43,8 @@ static const char so_yaml[] = "# the base\n"
 /* A constant 95 requests/s at 10 per replica: 10 replicas suffice, each at 95 % utilisation. The
  * HPA holds 10 while 950 / (10 x target) is within its 10 % tolerance, so for targets 86.4 ..
  * 105.6; the grid's 93.75 and 105 (1.25x and 1.4x of 75) hold exactly the floor, 120 (1.6x)
- * asks for 8 and serves less. */
+ * asks for 8 and serves less unless minReplicaCount holds 10 (every target is tried with every
+ * minReplicaCount). */
 static void test_known_best_target(void **state) {
   (void)state;
   char err[1024];
@@ -72,9 +73,14 @@ static void test_known_best_target(void **state) {
   assert_true(target >= 86.4 && target <= 105.6);
   assert_true(fabs(b->gpu_hours - 10) < 1e-6 && b->served > 0.999);
   assert_true(fabs(b->ratio - 1) < 1e-6);
-  for (size_t i = 0; i < t.n; i++) /* 1.6x shrinks below the floor and misses the goal */
-    if (t.c[i].k.factor == 1.6)
-      assert_false(t.c[i].feasible);
+  /* 1.6x shrinks below the floor and misses the goal, unless minReplicaCount holds the floor */
+  size_t tried = 0;
+  for (size_t i = 0; i < t.n; i++)
+    if (t.c[i].k.factor == 1.6) {
+      tried++;
+      assert_true(t.c[i].feasible == (t.c[i].k.min_replicas >= 10));
+    }
+  assert_true(tried > 5);
   sim_tune_free(&t);
   sim_so_free(&so);
   profile_set_free(&ps);
@@ -146,7 +152,8 @@ static void test_write_touches_only_its_keys(void **state) {
   assert_int_equal(sim_so_load(in, &so, err, sizeof err), 0);
   struct profile_set ps;
   assert_int_equal(profile_set_init(&ps), 0);
-  struct sim_knobs k = {1.4, 60, 8, 15, 2};
+  struct sim_knobs k = {
+      .factor = 1.4, .down_s = 60, .up_pods = 8, .polling_s = 15, .min_replicas = 2};
   assert_int_equal(sim_tune_write(in, out, &so, &k, &ps, err, sizeof err), 0);
   char *text;
   size_t len;
@@ -175,11 +182,81 @@ static void test_write_touches_only_its_keys(void **state) {
   unlink(out);
 }
 
+/* Two triggers whose right targets are different factors of the file's: on the constant 95
+ * requests/s of test_known_best_target (10 replicas hold it for targets 86.4 .. 105.6), a
+ * utilisation trigger at 75 and a second one at 30. No common factor of the grid (up to 2.5x)
+ * lifts the second to 86.4 without the first past 105.6 as well, so only each trigger's own
+ * target reaches the floor's 10 GPU-hours; --out writes both targets. */
+static void test_each_trigger_its_own_target(void **state) {
+  (void)state;
+  static const char two[] = "apiVersion: keda.sh/v1alpha1\n"
+                            "kind: ScaledObject\n"
+                            "metadata: {name: two, namespace: ml}\n"
+                            "spec:\n"
+                            "  scaleTargetRef: {name: flat}\n"
+                            "  maxReplicaCount: 30\n"
+                            "  triggers:\n"
+                            "    - type: external\n"
+                            "      metadata:\n"
+                            "        scalerAddress: gpuscale-gateway:6000\n"
+                            "        scope: workload\n"
+                            "        metricType: gpu_utilization\n"
+                            "        targetValue: \"75\"\n"
+                            "    - type: external\n"
+                            "      metadata:\n"
+                            "        scalerAddress: gpuscale-gateway:6000\n"
+                            "        scope: workload\n"
+                            "        metricType: gpu_utilization\n"
+                            "        targetValue: \"30\"\n";
+  char err[1024];
+  struct sim_model m;
+  assert_int_equal(
+      sim_model_parse(model_yaml, sizeof model_yaml - 1, "m.yaml", &m, err, sizeof err), 0);
+  struct sim_scaledobject so;
+  assert_int_equal(sim_so_parse(two, sizeof two - 1, "two.yaml", &so, err, sizeof err), 0);
+  struct sim_trace tr;
+  memset(&tr, 0, sizeof tr);
+  tr.n = 3600;
+  tr.rate = malloc(tr.n * sizeof *tr.rate);
+  assert_non_null(tr.rate);
+  for (size_t i = 0; i < tr.n; i++)
+    tr.rate[i] = 95;
+  struct profile_set ps;
+  assert_int_equal(profile_set_init(&ps), 0);
+  struct sim_params prm = sim_params_default();
+  struct sim_tune_goal goal = {0.995, 0, false, 0};
+  struct sim_tune t;
+  assert_int_equal(sim_tune_run(&m, &so, &tr, &ps, &prm, &goal, NULL, NULL, &t, err, sizeof err),
+                   0);
+  double common = 1e9; /* the cheapest with one factor for both */
+  for (size_t i = 0; i < t.n; i++)
+    if (t.c[i].feasible && !(t.c[i].k.each[0] > 0) && t.c[i].gpu_hours < common)
+      common = t.c[i].gpu_hours;
+  assert_true(common > 10.5);
+  assert_true(t.best >= 0);
+  const struct sim_candidate *b = &t.c[t.best];
+  assert_true(fabs(b->gpu_hours - 10) < 1e-6);
+  /* the HPA takes the larger ask: both targets let 10 hold, one of them asks for 10 */
+  double e0 = b->k.each[0] > 0 ? b->k.each[0] : 1, e1 = b->k.each[1] > 0 ? b->k.each[1] : 1;
+  double t1 = 75 * b->k.factor * e0, t2 = 30 * b->k.factor * e1;
+  assert_true(t1 >= 86.4 && t2 >= 86.4 && (t1 <= 105.6 || t2 <= 105.6));
+  assert_true(e0 != e1);
+  struct sim_scaledobject out;
+  char bufs[SIM_MAX_TRIGGERS][32];
+  assert_int_equal(sim_tune_apply(&so, &b->k, &ps, &out, bufs, err, sizeof err), 0);
+  assert_true(fabs(atof(sim_trigger_md(&out.trig[1], "targetValue")) - t2) < 1e-3 * t2);
+  sim_tune_free(&t);
+  sim_so_free(&so);
+  profile_set_free(&ps);
+  free(tr.rate);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_known_best_target),
       cmocka_unit_test(test_parts_from_warm_starts),
       cmocka_unit_test(test_write_touches_only_its_keys),
+      cmocka_unit_test(test_each_trigger_its_own_target),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
