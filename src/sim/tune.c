@@ -235,7 +235,7 @@ int sim_tune_run(const struct sim_model *m, const struct sim_scaledobject *base,
     mv[nm++] = mins[i];
   mv[nm++] = maxr;
   size_t total = nf * nd + base->ntrig * (sizeof eaches / sizeof eaches[0]) + (nf + 1) * nm +
-                 SEEDS * NPOLL * NUPS;
+                 SEEDS * (nm + 1) * NPOLL * NUPS;
   out->c = calloc(total, sizeof *out->c);
   if (!out->c)
     return GS_ENOMEM;
@@ -284,31 +284,37 @@ int sim_tune_run(const struct sim_model *m, const struct sim_scaledobject *base,
       rc = run_new(m, base, tr, ps, prm, goal, &k, out, total, progress, pud, err, errlen);
     }
   }
-  /* 3: from the SEEDS best so far (feasible by GPU-hours, then the closest to the goal), the
-   * pollingInterval and the scale-up policy */
-  long seeds[SEEDS];
-  size_t ns = 0;
-  for (size_t pick = 0; !rc && pick < SEEDS; pick++) {
-    long b = -1;
-    for (size_t i = 0; i < out->n; i++) {
-      bool used = false;
-      for (size_t q = 0; q < ns; q++)
-        used = used || seeds[q] == (long)i;
-      if (!used && (b < 0 || better(&out->c[i], &out->c[b], goal)))
-        b = (long)i;
-    }
-    if (b >= 0)
-      seeds[ns++] = b;
-  }
-  for (size_t q = 0; !rc && q < ns; q++) {
-    struct sim_knobs base_k = out->c[seeds[q]].k;
-    for (size_t a2 = 0; !rc && a2 < NPOLL; a2++)
-      for (size_t a3 = 0; !rc && a3 < NUPS; a3++) {
-        struct sim_knobs k = base_k;
-        k.polling_s = pollings[a2];
-        k.up_pods = ups[a3];
-        rc = run_new(m, base, tr, ps, prm, goal, &k, out, total, progress, pud, err, errlen);
+  /* 3: from the SEEDS best of the first grid, minReplicaCount, pollingInterval and the scale-up
+   * policy together (a higher minimum lets a slower poll through a burst); then from the SEEDS
+   * best of everything, pollingInterval and the scale-up policy */
+  for (int pass = 0; !rc && pass < 2; pass++) {
+    long seeds[SEEDS];
+    size_t ns = 0, upto = pass ? out->n : nf * nd;
+    for (size_t pick = 0; pick < SEEDS; pick++) {
+      long b = -1;
+      for (size_t i = 0; i < upto && i < out->n; i++) {
+        bool used = false;
+        for (size_t q = 0; q < ns; q++)
+          used = used || seeds[q] == (long)i;
+        if (!used && (b < 0 || better(&out->c[i], &out->c[b], goal)))
+          b = (long)i;
       }
+      if (b >= 0)
+        seeds[ns++] = b;
+    }
+    for (size_t q = 0; !rc && q < ns; q++) {
+      struct sim_knobs base_k = out->c[seeds[q]].k;
+      for (size_t a1 = 0; !rc && a1 < (pass ? 1 : nm); a1++)
+        for (size_t a2 = 0; !rc && a2 < NPOLL; a2++)
+          for (size_t a3 = 0; !rc && a3 < NUPS; a3++) {
+            struct sim_knobs k = base_k;
+            if (!pass)
+              k.min_replicas = mv[a1];
+            k.polling_s = pollings[a2];
+            k.up_pods = ups[a3];
+            rc = run_new(m, base, tr, ps, prm, goal, &k, out, total, progress, pud, err, errlen);
+          }
+    }
   }
   if (rc) {
     sim_tune_free(out);
