@@ -90,7 +90,33 @@ def main():
                             if r["tpotP99Seconds"] is not None else "-"))
                         everything.append(dict(r, model=model, trace=tr, startup=startup,
                                                slo=slo, scale=scale))
+                    reach = runs[0]["sloAttainablePercent"]
+                    if reach < 99:
+                        print("\nAt most %.2f %% of these requests can meet the SLO on this model, "
+                              "whatever the replica count: the rest take longer than its bounds "
+                              "alone on an empty replica." % reach)
                     sys.stdout.flush()
+    print("\nAcross start-ups:\n")
+    print("| model, trace | start-up | SLO floor | attainable | cheapest meeting the SLO "
+          "| best attainment otherwise |")
+    print("|---|---|---|---|---|---|")
+    groups = {}
+    for r in everything:
+        groups.setdefault((r["model"][:-5], r["trace"], r["startup"]), []).append(r)
+    for (model, tr, startup), runs in sorted(groups.items()):
+        name = lambda r: os.path.basename(r["config"])[:-5]
+        met = [r for r in runs if r["sloAttainmentPercent"] >= 99]
+        cheap = min(met, key=lambda r: r["gpuHours"]) if met else None
+        best = max((r for r in runs if r not in met), key=lambda r: r["sloAttainmentPercent"],
+                   default=None)
+        print("| %s, %s | %d s | %.2f | %.2f %% | %s | %s |" % (
+            model, tr, startup, runs[0]["sloFloorGpuHours"], runs[0]["sloAttainablePercent"],
+            "%s, %.2f GPU-h (%.2fx), %.2f %%" % (name(cheap), cheap["gpuHours"],
+                                                 cheap["ratioToFloor"],
+                                                 cheap["sloAttainmentPercent"])
+            if cheap else "none",
+            "%s, %.2f %% at %.2fx" % (name(best), best["sloAttainmentPercent"],
+                                      best["ratioToFloor"]) if best else "-"))
     if a.json:
         json.dump(everything, open(a.json, "w"), indent=1)
 

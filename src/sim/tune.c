@@ -26,6 +26,7 @@ static const int ups[] = {4, 8};
 
 /* trigger i's own multiplier on top of the common factor (the sweep of each trigger alone) */
 static const double eaches[] = {0.1, 0.15, 0.2, 0.3, 0.5, 0.7, 1.4, 2, 3, 5, 10};
+static const double fine[] = {0.7, 0.8, 0.9, 1.1, 1.25};
 
 static double each_of(const struct sim_knobs *k, size_t i) {
   return k->each[i] > 0 ? k->each[i] : 1;
@@ -234,8 +235,9 @@ int sim_tune_run(const struct sim_model *m, const struct sim_scaledobject *base,
   for (size_t i = 0; i < NMINS && mins[i] < maxr; i++)
     mv[nm++] = mins[i];
   mv[nm++] = maxr;
-  size_t total = nf * nd + base->ntrig * (sizeof eaches / sizeof eaches[0]) + (nf + 1) * nm +
-                 SEEDS * (nm + 1) * NPOLL * NUPS;
+  size_t total = nf * nd +
+                 base->ntrig * (sizeof eaches / sizeof eaches[0] + sizeof fine / sizeof fine[0]) +
+                 (nf + 1) * nm + SEEDS * (nm + 1) * NPOLL * NUPS;
   out->c = calloc(total, sizeof *out->c);
   if (!out->c)
     return GS_ENOMEM;
@@ -257,17 +259,21 @@ int sim_tune_run(const struct sim_model *m, const struct sim_scaledobject *base,
   size_t nt = 0;
   for (size_t i = 0; i < base->ntrig; i++)
     nt += tuned(&base->trig[i]);
-  for (size_t i = 0; !rc && nt > 1 && i < base->ntrig; i++) {
-    if (!tuned(&base->trig[i]))
-      continue;
-    struct sim_knobs k = out->c[best_of(out, goal)].k;
-    for (size_t j = 0; j < base->ntrig; j++)
-      k.each[j] = tuned(&base->trig[j]) ? each_of(&k, j) : 0;
-    for (size_t e = 0; !rc && e < sizeof eaches / sizeof eaches[0]; e++) {
-      k.each[i] = eaches[e];
-      rc = run_new(m, base, tr, ps, prm, goal, &k, out, total, progress, pud, err, errlen);
+  /* the coarse steps, then finer ones around what they found */
+  for (size_t round = 0; round < 2; round++)
+    for (size_t i = 0; !rc && nt > 1 && i < base->ntrig; i++) {
+      if (!tuned(&base->trig[i]))
+        continue;
+      struct sim_knobs k = out->c[best_of(out, goal)].k;
+      for (size_t j = 0; j < base->ntrig; j++)
+        k.each[j] = tuned(&base->trig[j]) ? each_of(&k, j) : 0;
+      double at = k.each[i];
+      size_t ne = round ? sizeof fine / sizeof fine[0] : sizeof eaches / sizeof eaches[0];
+      for (size_t e = 0; !rc && e < ne; e++) {
+        k.each[i] = round ? at * fine[e] : eaches[e];
+        rc = run_new(m, base, tr, ps, prm, goal, &k, out, total, progress, pud, err, errlen);
+      }
     }
-  }
   /* 2: every target (with its best window), and the best of 1b, with every minReplicaCount: a
    * floor of replicas changes which target is best, so none is left out for losing at first */
   size_t n1 = out->n;
