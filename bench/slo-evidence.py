@@ -92,7 +92,7 @@ def main():
                                                slo=slo, scale=scale))
                     reach = runs[0]["sloAttainablePercent"]
                     if reach < 99:
-                        print("\nAt most %.2f %% of these requests can meet the SLO on this model, "
+                        print("\nAt most %.1f %% of these requests can meet the SLO on this model, "
                               "whatever the replica count: the rest take longer than its bounds "
                               "alone on an empty replica." % reach)
                     sys.stdout.flush()
@@ -107,9 +107,9 @@ def main():
         name = lambda r: os.path.basename(r["config"])[:-5]
         met = [r for r in runs if r["sloAttainmentPercent"] >= 99]
         cheap = min(met, key=lambda r: r["gpuHours"]) if met else None
-        best = max((r for r in runs if r not in met), key=lambda r: r["sloAttainmentPercent"],
+        best = max((r for r in runs if r is not cheap), key=lambda r: r["sloAttainmentPercent"],
                    default=None)
-        print("| %s, %s | %d s | %.2f | %.2f %% | %s | %s |" % (
+        print("| %s, %s | %d s | %.2f | %.1f %% | %s | %s |" % (
             model, tr, startup, runs[0]["sloFloorGpuHours"], runs[0]["sloAttainablePercent"],
             "%s, %.2f GPU-h (%.2fx), %.2f %%" % (name(cheap), cheap["gpuHours"],
                                                  cheap["ratioToFloor"],

@@ -70,7 +70,7 @@ def test_the_recommended_pair_meets_the_chat_slo_where_in_flight_alone_does_not(
     p = run("--model", str(model), "--trace", ex("traces", "azure-llm-2023-conv.csv"),
             "--trace-scale", "2", "--slo", "ttft=2s,tpot=200ms", "--prometheus-scrape-interval",
             "30s", "--format", "json", "--compare", pair, ex("slo", "in-flight.yaml"),
-            ex("slo", "dcgm-hpa.yaml"))
+            ex("slo", "dcgm-hpa.yaml"), ex("slo", "in-flight-queue-70b.yaml"))
     assert p.returncode == 0, p.stderr
     runs = {os.path.basename(r["config"]): r for r in json.loads(p.stdout)["runs"]}
     got = runs["in-flight-queue.yaml"]
@@ -78,6 +78,11 @@ def test_the_recommended_pair_meets_the_chat_slo_where_in_flight_alone_does_not(
     assert runs["in-flight.yaml"]["sloAttainmentPercent"] < 99
     assert runs["dcgm-hpa.yaml"]["sloAttainmentPercent"] >= 99
     assert got["gpuHours"] < runs["dcgm-hpa.yaml"]["gpuHours"]
+    # docs/vllm.md: the pair with a 70B's targets (about 15 requests per replica, queue time 2 s)
+    # meets it with far fewer GPU-hours than the 8B's targets
+    big = runs["in-flight-queue-70b.yaml"]
+    assert big["sloAttainmentPercent"] >= 99, big
+    assert big["gpuHours"] < 0.6 * got["gpuHours"], (big["gpuHours"], got["gpuHours"])
 
 
 def test_json_has_the_latency_columns():
