@@ -40,7 +40,8 @@ CASES = [("llama-3-8b-h100.yaml", "ttft=2s,tpot=100ms"),
 def test_nothing_that_meets_the_slo_is_under_the_slo_floor():
     for model, slo in CASES:
         for trace in ("azure-llm-2023-conv.csv", "azure-llm-2023-code.csv"):
-            for r in compare(model, trace, slo):
+            for r in compare(model, trace, slo, sorted(glob.glob(ex("llm", "*.yaml"))) +
+                             sorted(glob.glob(ex("slo", "*.yaml")))):
                 assert r["sloFloorGpuHours"] > 0, (model, trace, r["config"])
                 if r["sloAttainmentPercent"] >= 99:
                     assert r["gpuHours"] >= r["sloFloorGpuHours"] * (1 - 1e-9), \
