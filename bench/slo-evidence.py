@@ -92,9 +92,9 @@ def main():
                                                slo=slo, scale=scale))
                     reach = runs[0]["sloAttainablePercent"]
                     if reach < 99:
-                        print("\nAt most %.1f %% of these requests can meet the SLO on this model, "
+                        print("\nAt most %.2f %% of these requests can meet the SLO on this model, "
                               "whatever the replica count: the rest take longer than its bounds "
-                              "alone on an empty replica." % reach)
+                              "alone on an empty replica." % (reach + 1e-9))
                     sys.stdout.flush()
     print("\nAcross start-ups:\n")
     print("| model, trace | start-up | SLO floor | attainable | cheapest meeting the SLO "
@@ -109,8 +109,9 @@ def main():
         cheap = min(met, key=lambda r: r["gpuHours"]) if met else None
         best = max((r for r in runs if r is not cheap), key=lambda r: r["sloAttainmentPercent"],
                    default=None)
-        print("| %s, %s | %d s | %.2f | %.1f %% | %s | %s |" % (
-            model, tr, startup, runs[0]["sloFloorGpuHours"], runs[0]["sloAttainablePercent"],
+        print("| %s, %s | %d s | %.2f | %.2f %% | %s | %s |" % (
+            model, tr, startup, runs[0]["sloFloorGpuHours"],
+            runs[0]["sloAttainablePercent"] + 1e-9,  # JSON keeps 6 digits: round as the report does
             "%s, %.2f GPU-h (%.2fx), %.2f %%" % (name(cheap), cheap["gpuHours"],
                                                  cheap["ratioToFloor"],
                                                  cheap["sloAttainmentPercent"])
