@@ -1,6 +1,7 @@
 /* The simulation loop: KEDA's polls and pushes, the HPA's syncs, and the run from set-up to
  * summary. */
 #include "sim/engine_int.h"
+#include "core/latwin.h"
 /* ---- triggers ---- */
 
 static struct scaler_request request_of(const struct eng *e, size_t i) {
@@ -493,6 +494,18 @@ static int setup(struct eng *e, const struct profile_set *ps, char *err, size_t 
                "0); add %s under signals",
                t->name, t->line, trigger_metric_label(&e->parsed[i]),
                trigger_metric_label(&e->parsed[i]));
+      return GS_EINVAL;
+    }
+    int64_t iv = (int64_t)e->m->engine_interval_s * 1000;
+    if (e->parsed[i].engine && e->parsed[i].window_ms > LATWIN_ENTRIES * iv) {
+      /* the agent refuses it: each pod keeps its last LATWIN_ENTRIES scrapes */
+      snprintf(err, errlen,
+               "trigger %s (line %d): window=\"%llds\": a latency window reads each engine pod's "
+               "last %d scrapes, %llds at the model's engineInterval of %llds; use a window of at "
+               "most %llds",
+               t->name, t->line, (long long)(e->parsed[i].window_ms / 1000), LATWIN_ENTRIES,
+               (long long)(LATWIN_ENTRIES * iv / 1000), (long long)(iv / 1000),
+               (long long)(LATWIN_ENTRIES * iv / 1000));
       return GS_EINVAL;
     }
   }

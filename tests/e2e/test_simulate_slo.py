@@ -260,6 +260,13 @@ def test_a_latency_window_replays(tmp_path):
         return [r["external-0_value"] for r in csv.DictReader(open(tl))]
 
     none, short, wide = series(None), series("1s"), series("60s")
+    # longer than the 64 scrapes each pod keeps (5 s apart here): refused, as the agent refuses it
+    so = tmp_path / "so-long.yaml"
+    so.write_text(base.replace('quantile: "0.9"', 'quantile: "0.9"\n        window: "330s"'))
+    p = run("--model", ex("models", "llama-3-70b-2xh100.yaml"), "--scaledobject", str(so),
+            "--trace", ex("traces", "azure-llm-2023-conv.csv"))
+    assert p.returncode == 2 and 'window="330s"' in p.stderr and "at most 320s" in p.stderr, \
+        (p.returncode, p.stderr)
     assert short == none
     assert wide != none
     assert sum(1 for v in wide if v) >= sum(1 for v in none if v)
