@@ -375,7 +375,9 @@ def test_prometheus_io_pods_that_are_no_engine_count_nowhere(agents, api, server
 def test_triton_rates_absent_until_the_second_scrape(agents, api, servers, tmp_path):
     tr = servers("127.0.0.41", lambda n: (200, triton_text(n), 0))
     api.put_pod(api_pod("infer", "triton-0", tr.ip, engine_ann("triton", tr.port)))
-    a = start_agent(agents, api, tmp_path, interval="3s", timeout="1s")
+    # a timeout near the interval: on a loaded machine a 1 s timeout lost the first scrape, and
+    # the first reading seen was the second page
+    a = start_agent(agents, api, tmp_path, interval="3s", timeout="2500ms")
 
     def first():
         p = by_pod(engines_json(a)).get("infer/triton-0")
