@@ -60,13 +60,22 @@ const double *llm_obs_bounds(enum llm_obs f, size_t *nb) {
   }
 }
 
-static void observe(struct llm_pod *p, enum llm_obs f, double v) {
+static size_t bucket_of(enum llm_obs f, double v) {
   size_t nb;
   const double *le = llm_obs_bounds(f, &nb);
   size_t i = 0;
   while (i + 1 < nb && v > le[i])
     i++;
-  p->obs[f].n[i] += 1;
+  return i;
+}
+
+/* Counts `times` observations of v. */
+static void observe_n(struct llm_pod *p, enum llm_obs f, double v, double times) {
+  p->obs[f].n[bucket_of(f, v)] += times;
+}
+
+static void observe(struct llm_pod *p, enum llm_obs f, double v) {
+  observe_n(p, f, v, 1);
 }
 
 /* ---- the pod ---- */
@@ -245,6 +254,10 @@ static double one_step(struct llm_pod *p, const struct llm_params *m, llm_done_f
   p->acc_run += dt * (double)p->rlen;
   p->acc_wait += dt * (double)p->wlen;
   p->acc_busy += dt;
+  /* most of a step's gaps are the same (a token in the last step too): one bucket search for them
+   */
+  double gap = NAN;
+  size_t gap_at = 0;
   size_t w = 0;
   for (size_t i = 0; i < p->rlen; i++) {
     struct llm_req *r = p->run[i];
@@ -267,7 +280,12 @@ static double one_step(struct llm_pod *p, const struct llm_params *m, llm_done_f
           if (!(t_end - r->arrive <= p->first_max))
             p->first_max = t_end - r->arrive;
         } else {
-          observe(p, LLM_OBS_ITL, t_end - r->last_tok);
+          double v = t_end - r->last_tok;
+          if (v != gap) {
+            gap = v;
+            gap_at = bucket_of(LLM_OBS_ITL, v);
+          }
+          p->obs[LLM_OBS_ITL].n[gap_at] += 1;
         }
         r->last_tok = t_end;
         r->done++;
@@ -293,6 +311,53 @@ static double one_step(struct llm_pod *p, const struct llm_params *m, llm_done_f
   return dt;
 }
 
+/* Runs, at once, the steps in which nothing but decoding happens: every running request decodes
+ * one token, got one in the last step, and is not finishing; no request can be admitted (and
+ * none can become admissible: the cache only fills and the batch keeps its size); the cache has
+ * room for every step's tokens. Those steps cost the same, so a step's bookkeeping is O(1) and the
+ * requests are touched once at the end. The arithmetic is one_step's, step by step, so the result
+ * is the same to the bit. Returns the steps run (0: the next step is not such a step). */
+static size_t decode_run(struct llm_pod *p, const struct llm_params *m, double until) {
+  size_t n = p->rlen;
+  if (!n || (double)n > m->budget)
+    return 0;
+  int32_t left = INT32_MAX;
+  for (size_t i = 0; i < n; i++) {
+    const struct llm_req *r = p->run[i];
+    if (r->need > 0 || r->last_tok != p->clock)
+      return 0;
+    if (r->out - r->done < left)
+      left = r->out - r->done;
+  }
+  double spare = m->budget - (double)n;
+  const struct llm_req *f = wfront(p);
+  if (f && (double)n < m->max_seqs && spare >= 1 &&
+      !(min2(f->need, spare) > m->kv_tokens - p->kv - (double)n))
+    return 0; /* the front would be admitted */
+  double dt = llm_step_s(m, (double)n, 0);
+  size_t k = 0;
+  while ((int64_t)k + 1 < left && p->clock < until && m->kv_tokens - p->kv >= (double)n) {
+    double t_end = p->clock + dt;
+    p->acc_t += dt;
+    p->acc_run += dt * (double)n;
+    p->acc_wait += dt * (double)p->wlen;
+    p->acc_busy += dt;
+    observe_n(p, LLM_OBS_ITL, t_end - p->clock, (double)n);
+    p->kv += (double)n;
+    p->gen_tokens += (double)n;
+    p->acc_kv += dt * p->kv;
+    p->clock = t_end;
+    k++;
+  }
+  for (size_t i = 0; k && i < n; i++) {
+    struct llm_req *r = p->run[i];
+    r->done += (int32_t)k;
+    r->held += (int32_t)k;
+    r->last_tok = p->clock;
+  }
+  return k;
+}
+
 void llm_pod_advance(struct llm_pod *p, const struct llm_params *m, double until, llm_done_fn done,
                      void *ud) {
   while (p->clock < until) {
@@ -304,6 +369,8 @@ void llm_pod_advance(struct llm_pod *p, const struct llm_params *m, double until
       finish(f, done, ud);
       continue;
     }
+    if (decode_run(p, m, until))
+      continue;
     if ((!p->rlen && !p->wlen) || one_step(p, m, done, ud) <= 0) {
       p->acc_t += until - p->clock;
       p->acc_wait += (until - p->clock) * (double)p->wlen;

@@ -239,6 +239,57 @@ static void test_preemption_recomputes(void **state) {
   llm_stats_free(&pre_st);
 }
 
+/* vLLM observes one inter-token gap per output token after the first, one time to first token and
+ * one queue time per request (vllm/v1/metrics/loggers.py): the histograms' counts must say so
+ * whether the steps ran one by one (arrivals, prefills, preemptions) or as a stretch of decoding.
+ */
+static double obs_out, obs_finished;
+static void obs_done(void *ud, struct llm_req *r) {
+  (void)ud;
+  if (isfinite(r->finish))
+    obs_finished += 1;
+  obs_out += r->out;
+  free(r);
+}
+static double obs_count(const struct llm_pod *p, enum llm_obs f) {
+  double n = 0;
+  for (size_t i = 0; i < LLM_OBS_BUCKETS; i++)
+    n += p->obs[f].n[i];
+  return n;
+}
+static void test_histograms_count_every_token(void **state) {
+  (void)state;
+  for (int tight = 0; tight < 2; tight++) {
+    struct llm_params m = start();
+    m.kv_tokens = tight ? 4000 : 1e7; /* tight: preemptions as well; the longest request fits */
+    struct llm_pod p;
+    llm_pod_init(&p, 0);
+    obs_out = obs_finished = 0;
+    uint64_t s = 11;
+    int n = 60;
+    for (int i = 0; i < n; i++) {
+      struct llm_req *r = calloc(1, sizeof *r);
+      assert_non_null(r);
+      r->arrive = i * 0.25;
+      r->in = llm_length(&s, 300, 0.6);
+      r->out = llm_length(&s, 200, 0.6);
+      r->need = r->in;
+      llm_pod_advance(&p, &m, r->arrive, obs_done, NULL);
+      assert_int_equal(llm_pod_push(&p, r, false), 0);
+    }
+    llm_pod_advance(&p, &m, 3600, obs_done, NULL);
+    assert_true(fabs(obs_finished - n) < 0.5);
+    assert_int_equal(llm_pod_load(&p), 0);
+    assert_true(tight ? p.preemptions > 0 : p.preemptions == 0);
+    assert_true(fabs(p.gen_tokens - obs_out) < 0.5);
+    assert_true(fabs(obs_count(&p, LLM_OBS_ITL) - (obs_out - n)) < 0.5);
+    assert_true(fabs(obs_count(&p, LLM_OBS_TTFT) - n) < 0.5);
+    assert_true(fabs(obs_count(&p, LLM_OBS_QUEUE) - n) < 0.5);
+    assert_true(p.kv < 1e-9);
+    llm_pod_free(&p);
+  }
+}
+
 /* A request stays on the pod its router chose: a new, empty replica does not take an old one's
  * backlog; least-requests sends new arrivals to it. */
 static void test_queue_stays_on_its_pod(void **state) {
@@ -333,6 +384,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_fidelity_8b),
       cmocka_unit_test(test_fidelity_70b),
+      cmocka_unit_test(test_histograms_count_every_token),
       cmocka_unit_test(test_capacity_batch_bound),
       cmocka_unit_test(test_capacity_compute_bound),
       cmocka_unit_test(test_tpot_rises_with_batch),
