@@ -97,9 +97,11 @@ static const struct opt_def sim_defs[] = {
      "saw (default: the live value)",
      O(scrape_ms)},
     {"tune", 0, NULL, OPT_BOOL, NULL, 0, 0, NULL, NULL,
-     "search the ScaledObject's targets, scale-down window, scale-up policy, pollingInterval and "
-     "minReplicaCount for the fewest GPU-hours meeting --served (and --latency); prints the "
-     "Pareto front, --svg draws it, --out writes the tuned ScaledObject",
+     "search each trigger's target (together and apart), the scale-down window, scale-up policy, "
+     "pollingInterval and minReplicaCount up to maxReplicaCount for the fewest GPU-hours meeting "
+     "--served (and --latency), or with --slo its attainment on the whole and on each third; a "
+     "goal no replica count can meet is refused (exit 2); prints the Pareto front, --svg draws "
+     "it, --out writes the tuned ScaledObject",
      O(tune)},
     {"served", 0, NULL, OPT_DOUBLE, "99.5", 0, 100, NULL, "PERCENT",
      "--tune: the share of the demand to serve at least", O(served_goal)},
@@ -409,7 +411,8 @@ int simulate_main(int argc, char **argv) {
   static const char *usage_line =
       "gpuscale simulate --model MODEL.yaml (--scaledobject SO.yaml | --compare A.yaml B.yaml ...) "
       "[--trace NAME|FILE.csv|FILE.json] [--duration 1d] [--timeline FILE] [--svg FILE] "
-      "[--tune [--served 99.5] [--latency 30s] [--out tuned.yaml] [--holdout 0.3]]\n"
+      "[--slo ttft=2s,tpot=100ms] [--tune [--served 99.5] [--latency 30s] [--out tuned.yaml] "
+      "[--holdout 0.3]]\n"
       "       gpuscale simulate --calibrate RESULT.json ... [--model START.yaml] [--out "
       "MODEL.yaml]\n"
       "       gpuscale simulate --model MODEL.yaml --replay-bench RESULT.json [--format json]";
