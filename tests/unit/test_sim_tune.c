@@ -40,6 +40,45 @@ static const char so_yaml[] = "# the base\n"
                               "      metricType: Utilization\n"
                               "      metadata: {value: \"80\"}\n";
 
+/* A tuning run on an hour of demand, `rate(second)` requests/s, for 99.5 % served. */
+struct tuned {
+  struct sim_model m;
+  struct sim_scaledobject so;
+  struct sim_trace tr;
+  struct profile_set ps;
+  struct sim_tune t;
+};
+
+static void tune_hour(struct tuned *x, const char *model, const char *so, double (*rate)(size_t)) {
+  char err[1024];
+  memset(x, 0, sizeof *x);
+  assert_int_equal(sim_model_parse(model, strlen(model), "m.yaml", &x->m, err, sizeof err), 0);
+  assert_int_equal(sim_so_parse(so, strlen(so), "so.yaml", &x->so, err, sizeof err), 0);
+  x->tr.n = 3600;
+  x->tr.rate = malloc(x->tr.n * sizeof *x->tr.rate);
+  assert_non_null(x->tr.rate);
+  for (size_t i = 0; i < x->tr.n; i++)
+    x->tr.rate[i] = rate(i);
+  assert_int_equal(profile_set_init(&x->ps), 0);
+  struct sim_params prm = sim_params_default();
+  struct sim_tune_goal goal = {0.995, 0, false, 0};
+  assert_int_equal(
+      sim_tune_run(&x->m, &x->so, &x->tr, &x->ps, &prm, &goal, NULL, NULL, &x->t, err, sizeof err),
+      0);
+}
+
+static void tuned_free(struct tuned *x) {
+  sim_tune_free(&x->t);
+  sim_so_free(&x->so);
+  profile_set_free(&x->ps);
+  free(x->tr.rate);
+}
+
+static double constant_95(size_t s) {
+  (void)s;
+  return 95;
+}
+
 /* A constant 95 requests/s at 10 per replica: 10 replicas suffice, each at 95 % utilisation. The
  * HPA holds 10 while 950 / (10 x target) is within its 10 % tolerance, so for targets 86.4 ..
  * 105.6; the grid's 93.75 and 105 (1.25x and 1.4x of 75) hold exactly the floor, 120 (1.6x)
@@ -47,44 +86,24 @@ static const char so_yaml[] = "# the base\n"
  * minReplicaCount). */
 static void test_known_best_target(void **state) {
   (void)state;
-  char err[1024];
-  struct sim_model m;
-  assert_int_equal(
-      sim_model_parse(model_yaml, sizeof model_yaml - 1, "m.yaml", &m, err, sizeof err), 0);
-  struct sim_scaledobject so;
-  assert_int_equal(sim_so_parse(so_yaml, sizeof so_yaml - 1, "so.yaml", &so, err, sizeof err), 0);
-  struct sim_trace tr;
-  memset(&tr, 0, sizeof tr);
-  tr.n = 3600;
-  tr.rate = malloc(tr.n * sizeof *tr.rate);
-  assert_non_null(tr.rate);
-  for (size_t i = 0; i < tr.n; i++)
-    tr.rate[i] = 95;
-  struct profile_set ps;
-  assert_int_equal(profile_set_init(&ps), 0);
-  struct sim_params prm = sim_params_default();
-  struct sim_tune_goal goal = {0.995, 0, false, 0};
-  struct sim_tune t;
-  assert_int_equal(sim_tune_run(&m, &so, &tr, &ps, &prm, &goal, NULL, NULL, &t, err, sizeof err),
-                   0);
-  assert_true(t.best >= 0);
-  const struct sim_candidate *b = &t.c[t.best];
+  struct tuned x;
+  tune_hour(&x, model_yaml, so_yaml, constant_95);
+  const struct sim_tune *t = &x.t;
+  assert_true(t->best >= 0);
+  const struct sim_candidate *b = &t->c[t->best];
   double target = 75 * b->k.factor;
   assert_true(target >= 86.4 && target <= 105.6);
   assert_true(fabs(b->gpu_hours - 10) < 1e-6 && b->served > 0.999);
   assert_true(fabs(b->ratio - 1) < 1e-6);
   /* 1.6x shrinks below the floor and misses the goal, unless minReplicaCount holds the floor */
   size_t tried = 0;
-  for (size_t i = 0; i < t.n; i++)
-    if (t.c[i].k.factor == 1.6) {
+  for (size_t i = 0; i < t->n; i++)
+    if (t->c[i].k.factor == 1.6) {
       tried++;
-      assert_true(t.c[i].feasible == (t.c[i].k.min_replicas >= 10));
+      assert_true(t->c[i].feasible == (t->c[i].k.min_replicas >= 10));
     }
   assert_true(tried > 5);
-  sim_tune_free(&t);
-  sim_so_free(&so);
-  profile_set_free(&ps);
-  free(tr.rate);
+  tuned_free(&x);
 }
 
 /* The served goal holds on each third of the trace replayed alone (SIM_TUNE_PARTS), as a held-out
@@ -95,45 +114,30 @@ static void test_known_best_target(void **state) {
  * overflows their queues (100 each) for the minute and more that new replicas take. So every
  * configuration at minReplicaCount 1 misses the goal although the whole run alone meets it, and
  * the tuner chooses minReplicaCount 3, which the pause's return needs. */
+static double paused_30(size_t s) {
+  return s >= 1100 && s < 1260 ? 0 : 30;
+}
+
 static void test_parts_from_warm_starts(void **state) {
   (void)state;
   static const char model[] = "name: flat\ncapacity: 10\nstartup: 60s\nqueuePerPod: 100\n"
                               "signals:\n  gpu_utilization: {idle: 0, full: 100}\n"
                               "  cpu: {idle: 5, full: 20}\n";
-  char err[1024];
-  struct sim_model m;
-  assert_int_equal(sim_model_parse(model, sizeof model - 1, "m.yaml", &m, err, sizeof err), 0);
-  struct sim_scaledobject so;
-  assert_int_equal(sim_so_parse(so_yaml, sizeof so_yaml - 1, "so.yaml", &so, err, sizeof err), 0);
-  struct sim_trace tr;
-  memset(&tr, 0, sizeof tr);
-  tr.n = 3600;
-  tr.rate = malloc(tr.n * sizeof *tr.rate);
-  assert_non_null(tr.rate);
-  for (size_t i = 0; i < tr.n; i++)
-    tr.rate[i] = i >= 1100 && i < 1260 ? 0 : 30;
-  struct profile_set ps;
-  assert_int_equal(profile_set_init(&ps), 0);
-  struct sim_params prm = sim_params_default();
-  struct sim_tune_goal goal = {0.995, 0, false, 0};
-  struct sim_tune t;
-  assert_int_equal(sim_tune_run(&m, &so, &tr, &ps, &prm, &goal, NULL, NULL, &t, err, sizeof err),
-                   0);
+  struct tuned x;
+  tune_hour(&x, model, so_yaml, paused_30);
+  const struct sim_tune *t = &x.t;
   bool whole_only = false;
-  for (size_t i = 0; i < t.n; i++) {
-    if (t.c[i].k.min_replicas == 1)
-      assert_false(t.c[i].feasible);
-    assert_true(t.c[i].worst_served <= t.c[i].served);
-    whole_only = whole_only || (t.c[i].served >= 0.995 && t.c[i].k.min_replicas == 1);
+  for (size_t i = 0; i < t->n; i++) {
+    if (t->c[i].k.min_replicas == 1)
+      assert_false(t->c[i].feasible);
+    assert_true(t->c[i].worst_served <= t->c[i].served);
+    whole_only = whole_only || (t->c[i].served >= 0.995 && t->c[i].k.min_replicas == 1);
   }
   assert_true(whole_only);
-  assert_true(t.best >= 0);
-  assert_int_equal(t.c[t.best].k.min_replicas, 3);
-  assert_true(t.c[t.best].worst_served >= 0.995);
-  sim_tune_free(&t);
-  sim_so_free(&so);
-  profile_set_free(&ps);
-  free(tr.rate);
+  assert_true(t->best >= 0);
+  assert_int_equal(t->c[t->best].k.min_replicas, 3);
+  assert_true(t->c[t->best].worst_served >= 0.995);
+  tuned_free(&x);
 }
 
 /* The tuned file: targetValue replaced in place, the comment and the cpu trigger kept, the missing
@@ -208,33 +212,16 @@ static void test_each_trigger_its_own_target(void **state) {
                             "        scope: workload\n"
                             "        metricType: gpu_utilization\n"
                             "        targetValue: \"30\"\n";
-  char err[1024];
-  struct sim_model m;
-  assert_int_equal(
-      sim_model_parse(model_yaml, sizeof model_yaml - 1, "m.yaml", &m, err, sizeof err), 0);
-  struct sim_scaledobject so;
-  assert_int_equal(sim_so_parse(two, sizeof two - 1, "two.yaml", &so, err, sizeof err), 0);
-  struct sim_trace tr;
-  memset(&tr, 0, sizeof tr);
-  tr.n = 3600;
-  tr.rate = malloc(tr.n * sizeof *tr.rate);
-  assert_non_null(tr.rate);
-  for (size_t i = 0; i < tr.n; i++)
-    tr.rate[i] = 95;
-  struct profile_set ps;
-  assert_int_equal(profile_set_init(&ps), 0);
-  struct sim_params prm = sim_params_default();
-  struct sim_tune_goal goal = {0.995, 0, false, 0};
-  struct sim_tune t;
-  assert_int_equal(sim_tune_run(&m, &so, &tr, &ps, &prm, &goal, NULL, NULL, &t, err, sizeof err),
-                   0);
+  struct tuned x;
+  tune_hour(&x, model_yaml, two, constant_95);
+  const struct sim_tune *t = &x.t;
   double common = 1e9; /* the cheapest with one factor for both */
-  for (size_t i = 0; i < t.n; i++)
-    if (t.c[i].feasible && !(t.c[i].k.each[0] > 0) && t.c[i].gpu_hours < common)
-      common = t.c[i].gpu_hours;
+  for (size_t i = 0; i < t->n; i++)
+    if (t->c[i].feasible && !(t->c[i].k.each[0] > 0) && t->c[i].gpu_hours < common)
+      common = t->c[i].gpu_hours;
   assert_true(common > 10.5);
-  assert_true(t.best >= 0);
-  const struct sim_candidate *b = &t.c[t.best];
+  assert_true(t->best >= 0);
+  const struct sim_candidate *b = &t->c[t->best];
   assert_true(fabs(b->gpu_hours - 10) < 1e-6);
   /* the HPA takes the larger ask: both targets let 10 hold, one of them asks for 10 */
   double e0 = b->k.each[0] > 0 ? b->k.each[0] : 1, e1 = b->k.each[1] > 0 ? b->k.each[1] : 1;
@@ -242,13 +229,10 @@ static void test_each_trigger_its_own_target(void **state) {
   assert_true(t1 >= 86.4 && t2 >= 86.4 && (t1 <= 105.6 || t2 <= 105.6));
   assert_true(e0 != e1);
   struct sim_scaledobject out;
-  char bufs[SIM_MAX_TRIGGERS][32];
-  assert_int_equal(sim_tune_apply(&so, &b->k, &ps, &out, bufs, err, sizeof err), 0);
+  char bufs[SIM_MAX_TRIGGERS][32], err[1024];
+  assert_int_equal(sim_tune_apply(&x.so, &b->k, &x.ps, &out, bufs, err, sizeof err), 0);
   assert_true(fabs(atof(sim_trigger_md(&out.trig[1], "targetValue")) - t2) < 1e-3 * t2);
-  sim_tune_free(&t);
-  sim_so_free(&so);
-  profile_set_free(&ps);
-  free(tr.rate);
+  tuned_free(&x);
 }
 
 int main(void) {
