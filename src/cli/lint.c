@@ -17,6 +17,7 @@
 #include "core/profile.h"
 #include "core/trigger.h"
 #include "core/trigger_keys.h"
+#include "keda/scaler.h"
 
 struct lint_opts {
   char *format;
@@ -61,8 +62,9 @@ struct finding {
   const char *check;
   char object[LINT_NAME_LEN + 96]; /* "ScaledObject ns/name", "" for a file-level finding */
   int trigger;                     /* 1-based, 0 for none */
-  char msg[768];
-  size_t seq; /* insertion order, for a stable sort */
+  char msg[SCALER_MSG_LEN +
+           256]; /* what the scaler would answer, whole, and the finding around it */
+  size_t seq;    /* insertion order, for a stable sort */
 };
 
 struct lint_run {
@@ -211,7 +213,7 @@ static void check_trigger(struct lint_run *r, const struct lint_opts *opt,
             addr, opt->port);
   check_keys(r, file, o, ti, t);
   struct trigger tr;
-  char err[512];
+  char err[SCALER_MSG_LEN];
   const char *ns = strcmp(o->ns, "") ? o->ns : NULL;
   int rc = trigger_parse_ref(t->md, t->nmd, ps, ns, &tr, err, sizeof err);
   if (rc) {

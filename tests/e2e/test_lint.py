@@ -3,6 +3,7 @@ exit 1 on errors and 0 with warnings only, and the same findings as JSON."""
 import glob
 import json
 import os
+import re
 import subprocess
 
 import helpers
@@ -131,6 +132,41 @@ def test_the_repositorys_examples_follow_their_own_advice():
     assert p.returncode == 0, p.stdout + p.stderr
     assert p.stdout == "", p.stdout
     assert "0 errors, 0 warnings" in p.stderr
+
+
+UNKNOWN_METRIC = """apiVersion: keda.sh/v1alpha1
+kind: ScaledObject
+metadata: {name: x, namespace: ml}
+spec:
+  scaleTargetRef: {name: x}
+  fallback: {failureThreshold: 3, replicas: 2}
+  triggers:
+    - type: external
+      metadata:
+        scalerAddress: %s:6000
+        metricType: bogus
+""" % GATEWAY
+
+
+def allowed_metric_types(tmp_path):
+    """The words of lint's answer for an unknown metricType (the scaler's own): every allowed
+    metricType among them."""
+    p = lint(write(tmp_path, "unknown.yaml", UNKNOWN_METRIC))
+    assert p.returncode == 1 and "[invalid]" in p.stdout, p.stdout + p.stderr
+    rule = p.stdout.split('metricType="bogus": allowed: ', 1)[1]
+    return set(re.findall(r"\b[a-z][a-z0-9_]*\b", rule)), rule
+
+
+def test_an_unknown_metric_type_is_answered_with_every_allowed_one(tmp_path):
+    # the whole list, as the scaler's INVALID_ARGUMENT carries it: every metricType the
+    # trigger reference lists, up to the last engine signal
+    names, rule = allowed_metric_types(tmp_path)
+    with open(os.path.join(helpers.source_root(), "docs", "profiles.md")) as f:
+        (row,) = [line for line in f if line.startswith("| `metricType` |")]
+    documented = set(re.findall(r"`([a-z0-9_]+)`", row.split("|")[2]))
+    assert len(documented) > 30
+    assert documented <= names, sorted(documented - names)
+    assert rule.rstrip().endswith("sglang_expected_queue_wait_seconds [invalid]"), rule[-200:]
 
 
 def test_usage_and_unreadable_files(tmp_path):
