@@ -245,6 +245,28 @@ def test_dashboard_shape():
     assert check.check_structure(dash) == []
 
 
+def test_engine_latency_panel_lists_every_latency_metric_type(tmp_path):
+    # The panel selects the gateway's trigger values whose metric is a latency metricType (the
+    # ones in seconds); a metricType the scaler accepts and the panel leaves out would silently
+    # not show. The accepted ones: what the scaler answers for an unknown metricType (lint
+    # answers with the same rule, offline).
+    so = ("apiVersion: keda.sh/v1alpha1\nkind: ScaledObject\nmetadata: {name: x, namespace: ml}\n"
+          "spec:\n  scaleTargetRef: {name: x}\n  triggers:\n    - type: external\n"
+          "      metadata: {scalerAddress: gpuscale-gateway:6000, metricType: bogus}\n")
+    path = tmp_path / "unknown.yaml"
+    path.write_text(so)
+    r = subprocess.run([helpers.binary(), "lint", str(path)], capture_output=True, text=True,
+                       timeout=30)
+    rule = r.stdout.split('metricType="bogus": allowed: ', 1)[1]
+    accepted = {w for w in re.findall(r"\b[a-z][a-z0-9_]*\b", rule) if w.endswith("_seconds")}
+    p = panel_titled(load_dashboard(),
+                     "Engine latency (TTFT, queue time, inter-token, expected wait)")
+    (expr,) = {t["expr"] for t in p["targets"]}
+    listed = set(re.search(r'metric=~"([^"]+)"', expr).group(1).split("|"))
+    assert len(accepted) >= 11
+    assert listed == accepted, (sorted(accepted - listed), sorted(listed - accepted))
+
+
 # --------------------------------------------------------------------------------------------
 # Every expression in a real Prometheus
 
