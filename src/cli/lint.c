@@ -62,9 +62,9 @@ struct finding {
   const char *check;
   char object[LINT_NAME_LEN + 96]; /* "ScaledObject ns/name", "" for a file-level finding */
   int trigger;                     /* 1-based, 0 for none */
-  char msg[SCALER_MSG_LEN +
-           256]; /* what the scaler would answer, whole, and the finding around it */
-  size_t seq;    /* insertion order, for a stable sort */
+  /* what the scaler would answer, whole, and the finding around it */
+  char msg[SCALER_MSG_LEN + 256];
+  size_t seq; /* insertion order, for a stable sort */
 };
 
 struct lint_run {

@@ -254,8 +254,7 @@ static double one_step(struct llm_pod *p, const struct llm_params *m, llm_done_f
   p->acc_run += dt * (double)p->rlen;
   p->acc_wait += dt * (double)p->wlen;
   p->acc_busy += dt;
-  /* most of a step's gaps are the same (a token in the last step too): one bucket search for them
-   */
+  /* most of a step's gaps are equal (a token in the last step too): one bucket search for them */
   double gap = NAN;
   size_t gap_at = 0;
   size_t w = 0;
