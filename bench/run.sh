@@ -176,6 +176,6 @@ row "sampler CPU, $CPU_GPUS GPUs @100ms, idle" "${CPU_LINE%%|*}" "${CPU_LINE#*|}
 # /metrics: render time, scrapes per second and RSS, beside a static body of the same size.
 bash "$(dirname "$0")/metrics.sh" --rows "$BUILD"
 bash "$(dirname "$0")/gateway.sh" --rows "$BUILD" # the gateway: 200 simulated agents (docs/bench.md)
-bash "$(dirname "$0")/rightsize_bench.sh" --rows "$BUILD" # rightsize: 1000 GPUs x 7d (docs/bench.md)
+bash "$(dirname "$0")/rightsize_bench.sh" --rows "$BUILD" # rightsize: 1000 GPUs x 7d (docs/bench-rightsize.md)
 bash "$(dirname "$0")/simulate_bench.sh" --rows "$BUILD" # simulate: a week at 1 s (docs/simulate.md)
 printf '\n'
