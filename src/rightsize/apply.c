@@ -95,7 +95,7 @@ int rs_apply(const struct rs_report *r, const struct rs_apply_opts *o) {
   if (rc)
     fprintf(stderr, "gpuscale rightsize: drain: %zu drained, %zu incomplete, %zu errors%s\n",
             res.drained, res.incomplete, res.errors,
-            res.incomplete ? " (see docs/rightsize.md, \"Undo\")" : "");
+            res.incomplete ? " (see docs/rightsize-apply.md, \"Undo\")" : "");
   drain_result_free(&res);
   kube_client_free(kc);
   free(names);
