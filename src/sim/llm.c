@@ -93,6 +93,8 @@ void llm_pod_free(struct llm_pod *p) {
     free(p->run[i]);
   free(p->wq);
   free(p->run);
+  free(p->gh);
+  free(p->ng);
   memset(p, 0, sizeof *p);
 }
 
@@ -310,51 +312,249 @@ static double one_step(struct llm_pod *p, const struct llm_params *m, llm_done_f
   return dt;
 }
 
-/* Runs, at once, the steps in which nothing but decoding happens: every running request decodes
- * one token, got one in the last step, and is not finishing; no request can be admitted (and
- * none can become admissible: the cache only fills and the batch keeps its size); the cache has
- * room for every step's tokens. Those steps cost the same, so a step's bookkeeping is O(1) and the
- * requests are touched once at the end. The arithmetic is one_step's, step by step, so the result
- * is the same to the bit. Returns the steps run (0: the next step is not such a step). */
-static size_t decode_run(struct llm_pod *p, const struct llm_params *m, double until) {
-  size_t n = p->rlen;
-  if (!n || (double)n > m->budget)
-    return 0;
-  int32_t left = INT32_MAX;
-  for (size_t i = 0; i < n; i++) {
-    const struct llm_req *r = p->run[i];
-    if (r->need > 0 || r->last_tok != p->clock)
-      return 0;
-    if (r->out - r->done < left)
-      left = r->out - r->done;
+/* ---- the decoding group ----
+ *
+ * Most steps of a loaded replica decode one token for each of dozens of requests and prefill a
+ * few new prompts. Touching every request every step made a replay's cost the batch times the
+ * steps. The requests that decode in every step form a group whose step count advances instead,
+ * with their finishing steps in a heap; only the others (prompts being prefilled) are touched
+ * each step. A step takes this way only when its schedule is certain: no budget or cache limit
+ * binds, and none of the others decodes. Otherwise the group is written back into its requests
+ * and the step runs as one_step does. The arithmetic is one_step's: the results are the same to
+ * the bit. */
+
+static bool gh_less(const struct llm_req *a, const struct llm_req *b) {
+  return a->gkey < b->gkey;
+}
+
+static int gh_push(struct llm_pod *p, struct llm_req *r) {
+  if (p->gn == p->gcap) {
+    size_t nc = p->gcap ? p->gcap * 2 : 64;
+    struct llm_req **a = realloc(p->gh, nc * sizeof *a);
+    if (!a)
+      return GS_ENOMEM;
+    p->gh = a;
+    p->gcap = nc;
   }
-  double spare = m->budget - (double)n;
-  const struct llm_req *f = wfront(p);
-  if (f && (double)n < m->max_seqs && spare >= 1 &&
-      !(min2(f->need, spare) > m->kv_tokens - p->kv - (double)n))
-    return 0; /* the front would be admitted */
-  double dt = llm_step_s(m, (double)n, 0);
-  size_t k = 0;
-  while ((int64_t)k + 1 < left && p->clock < until && m->kv_tokens - p->kv >= (double)n) {
-    double t_end = p->clock + dt;
-    p->acc_t += dt;
-    p->acc_run += dt * (double)n;
-    p->acc_wait += dt * (double)p->wlen;
-    p->acc_busy += dt;
-    observe_n(p, LLM_OBS_ITL, t_end - p->clock, (double)n);
-    p->kv += (double)n;
-    p->gen_tokens += (double)n;
-    p->acc_kv += dt * p->kv;
-    p->clock = t_end;
-    k++;
+  size_t i = p->gn++;
+  while (i > 0 && gh_less(r, p->gh[(i - 1) / 2])) {
+    p->gh[i] = p->gh[(i - 1) / 2];
+    i = (i - 1) / 2;
   }
-  for (size_t i = 0; k && i < n; i++) {
-    struct llm_req *r = p->run[i];
-    r->done += (int32_t)k;
-    r->held += (int32_t)k;
-    r->last_tok = p->clock;
+  p->gh[i] = r;
+  return 0;
+}
+
+static struct llm_req *gh_pop(struct llm_pod *p) {
+  struct llm_req *top = p->gh[0], *last = p->gh[--p->gn];
+  size_t i = 0;
+  for (;;) {
+    size_t c = 2 * i + 1;
+    if (c >= p->gn)
+      break;
+    if (c + 1 < p->gn && gh_less(p->gh[c + 1], p->gh[c]))
+      c++;
+    if (!gh_less(p->gh[c], last))
+      break;
+    p->gh[i] = p->gh[c];
+    i = c;
   }
-  return k;
+  if (p->gn)
+    p->gh[i] = last;
+  return top;
+}
+
+static int ng_push(struct llm_pod *p, struct llm_req *r) {
+  if (p->ngn == p->ngcap) {
+    size_t nc = p->ngcap ? p->ngcap * 2 : 64;
+    struct llm_req **a = realloc(p->ng, nc * sizeof *a);
+    if (!a)
+      return GS_ENOMEM;
+    p->ng = a;
+    p->ngcap = nc;
+  }
+  p->ng[p->ngn++] = r;
+  return 0;
+}
+
+/* Writes the group's steps into r at time t: a token in each since it joined. */
+static void settle(struct llm_pod *p, struct llm_req *r, double t) {
+  int32_t k = (int32_t)(p->gsteps - r->gjoin);
+  r->done += k;
+  r->held += k;
+  r->last_tok = t;
+}
+
+/* Writes the whole group back into its requests, and stops keeping it. */
+static void dissolve(struct llm_pod *p) {
+  for (size_t i = 0; i < p->gn; i++)
+    settle(p, p->gh[i], p->clock);
+  p->gn = p->ngn = 0;
+  p->grouped = false;
+}
+
+static bool group_join(struct llm_pod *p, struct llm_req *r) {
+  r->gjoin = p->gsteps;
+  r->gkey = p->gsteps + (r->out - r->done);
+  return gh_push(p, r) == 0;
+}
+
+/* Forms the group from the running requests that decoded in the last step, or adds to it the
+ * others that did. False when out of memory (the group is then dissolved). */
+static bool group_form(struct llm_pod *p) {
+  bool ok = true;
+  if (!p->grouped) {
+    p->gn = p->ngn = 0;
+    for (size_t i = 0; ok && i < p->rlen; i++) {
+      struct llm_req *r = p->run[i];
+      ok = r->need == 0 && r->last_tok == p->clock ? group_join(p, r) : ng_push(p, r) == 0;
+    }
+    p->grouped = true;
+  } else {
+    size_t w = 0;
+    for (size_t i = 0; i < p->ngn; i++) {
+      struct llm_req *r = p->ng[i];
+      if (ok && r->need == 0 && r->last_tok == p->clock && (ok = group_join(p, r)))
+        continue;
+      p->ng[w++] = r;
+    }
+    p->ngn = w;
+  }
+  if (!ok)
+    dissolve(p);
+  return ok;
+}
+
+/* One step through the group, when its schedule is certain; false (nothing done) otherwise. */
+static bool group_step(struct llm_pod *p, const struct llm_params *m, llm_done_fn done, void *ud) {
+  if (!p->rlen)
+    return false;
+  if (p->gwait) {
+    p->gwait--;
+    return false;
+  }
+  if (!group_form(p))
+    return false;
+  double want = (double)p->gn;
+  for (size_t i = 0; i < p->ngn; i++) {
+    if (p->ng[i]->need <= 0)
+      want = INFINITY; /* a request that decodes outside the group: the budget bound it */
+    else
+      want += p->ng[i]->need;
+  }
+  if (!p->gn || want > m->budget || want > m->kv_tokens - p->kv) {
+    /* wait a while before trying again, longer each time in a row */
+    p->gwait = p->gbackoff;
+    p->gbackoff = p->gbackoff ? (p->gbackoff < 64 ? p->gbackoff * 2 : 64) : 1;
+    dissolve(p);
+    return false;
+  }
+  p->gbackoff = 0;
+  /* schedule() on a certain schedule: the group decodes, the others prefill what they need, and
+   * waiting requests are admitted in order while the batch, the budget and the cache have room */
+  double budget = m->budget, kv_free = m->kv_tokens - p->kv, prefill = 0;
+  budget -= (double)p->gn;
+  kv_free -= (double)p->gn;
+  for (size_t i = 0; i < p->ngn; i++) {
+    struct llm_req *r = p->ng[i];
+    r->sched = r->need;
+    budget -= r->need;
+    kv_free -= r->need;
+    prefill += r->need;
+  }
+  while (budget >= 1 && p->wlen && (double)p->rlen < m->max_seqs) {
+    struct llm_req *r = wfront(p);
+    double w = min2(r->need, budget);
+    if (w > kv_free)
+      break;
+    wpop_front(p);
+    if (run_push(p, r) || ng_push(p, r)) {
+      if (p->rlen && p->run[p->rlen - 1] == r)
+        p->rlen--;
+      llm_pod_push(p, r, true);
+      p->oom = true;
+      break;
+    }
+    r->sched = (int32_t)w;
+    if (!r->scheduled) {
+      r->scheduled = true;
+      r->sched_at = p->clock;
+    }
+    budget -= w;
+    kv_free -= w;
+    prefill += w;
+  }
+  /* one_step() */
+  double g = (double)p->gn, dt = llm_step_s(m, g, prefill), t_end = p->clock + dt;
+  p->acc_t += dt;
+  p->acc_run += dt * (double)p->rlen;
+  p->acc_wait += dt * (double)p->wlen;
+  p->acc_busy += dt;
+  observe_n(p, LLM_OBS_ITL, t_end - p->clock, g);
+  p->kv += g;
+  p->gen_tokens += g;
+  p->gsteps++;
+  bool any = false;
+  while (p->gn && p->gh[0]->gkey == p->gsteps) {
+    struct llm_req *r = gh_pop(p);
+    settle(p, r, t_end);
+    r->fin = any = true;
+  }
+  for (size_t i = 0; i < p->ngn; i++) {
+    struct llm_req *r = p->ng[i];
+    int32_t c = r->sched;
+    r->sched = 0;
+    if (c <= 0)
+      continue;
+    r->need -= c;
+    r->held += c;
+    p->kv += c;
+    p->prompt_tokens += c;
+    if (r->need > 0)
+      continue;
+    if (!r->started) {
+      r->started = true;
+      r->first = t_end;
+      observe(p, LLM_OBS_TTFT, t_end - r->arrive);
+      if (!(t_end - r->arrive <= p->first_max))
+        p->first_max = t_end - r->arrive;
+    } else {
+      observe(p, LLM_OBS_ITL, t_end - r->last_tok);
+    }
+    r->last_tok = t_end;
+    r->done++;
+    r->held++;
+    p->kv += 1;
+    p->gen_tokens += 1;
+    if (r->done >= r->out)
+      r->fin = any = true;
+  }
+  if (any) {
+    /* finished requests leave in run order, as one_step hands them over */
+    size_t w = 0;
+    for (size_t i = 0; i < p->ngn; i++)
+      if (!p->ng[i]->fin)
+        p->ng[w++] = p->ng[i];
+    p->ngn = w;
+    w = 0;
+    for (size_t i = 0; i < p->rlen; i++) {
+      struct llm_req *r = p->run[i];
+      if (!r->fin) {
+        p->run[w++] = r;
+        continue;
+      }
+      r->finish = t_end;
+      p->kv -= r->held;
+      observe(p, LLM_OBS_QUEUE, r->sched_at - r->arrive);
+      p->prompt_len_sum += r->in;
+      p->prompt_len_n += 1;
+      finish(r, done, ud);
+    }
+    p->rlen = w;
+  }
+  p->acc_kv += dt * p->kv;
+  p->clock = t_end;
+  return true;
 }
 
 void llm_pod_advance(struct llm_pod *p, const struct llm_params *m, double until, llm_done_fn done,
@@ -368,7 +568,7 @@ void llm_pod_advance(struct llm_pod *p, const struct llm_params *m, double until
       finish(f, done, ud);
       continue;
     }
-    if (decode_run(p, m, until))
+    if (group_step(p, m, done, ud))
       continue;
     if ((!p->rlen && !p->wlen) || one_step(p, m, done, ud) <= 0) {
       p->acc_t += until - p->clock;

@@ -51,6 +51,9 @@ struct llm_req {
   uint32_t id;
   bool started;   /* its first token came */
   bool scheduled; /* it was scheduled once (sched_at is set) */
+  bool fin;       /* it finished in the current step (llm.c) */
+  int64_t gjoin;  /* the decoding group's step count when it joined it (llm.c) */
+  int64_t gkey;   /* the group's step count at which its last token comes */
 };
 
 /* A replica: its waiting queue (a ring, preempted requests go back to its front), its running
@@ -71,6 +74,14 @@ struct llm_pod {
   struct llm_obs_hist obs[LLM_OBS__COUNT]; /* latency observations since the start */
   uint64_t preemptions;
   bool oom;
+  /* The decoding group (llm.c): running requests that decode a token in every step. Their done,
+   * held and last_tok are written when they leave it; until then they lag by gsteps - gjoin. gh is
+   * a min-heap on gkey; ng the other running requests, in run order, while `grouped`. */
+  struct llm_req **gh, **ng;
+  size_t gn, gcap, ngn, ngcap;
+  int64_t gsteps;
+  bool grouped;
+  unsigned gwait, gbackoff; /* steps before trying to form the group again, and the next wait */
 };
 
 /* What a finished request is handed to. The callee owns r. */

@@ -241,7 +241,8 @@ static void test_preemption_recomputes(void **state) {
 
 /* vLLM observes one inter-token gap per output token after the first, one time to first token and
  * one queue time per request (vllm/v1/metrics/loggers.py): the histograms' counts must say so
- * whether the steps ran one by one (arrivals, prefills, preemptions) or as a stretch of decoding.
+ * whether a step touched every request (preemptions) or only the prompts being prefilled (the
+ * decoding group, llm.c).
  */
 static double obs_out, obs_finished;
 static void obs_done(void *ud, struct llm_req *r) {
