@@ -61,6 +61,27 @@ for f in "$E"/*.yaml; do
   row "simulate, 1 week @1s, ${so%.yaml}" "$(rate "$W" "$C")" "$(verdict "$C")"
 done
 
+# The step-time engine model: Azure's conversation trace at x50 (968,300 requests, each with its
+# own lengths) on the calibrated 8B, the recommended pair with an SLO: one replay of what
+# `--tune` runs some 500 times. Beside it, the trace's own span in real time.
+llm_replay() {
+  local i walls="" cpus="" out="$WORK/llm.json"
+  for ((i = 0; i < REPS; i++)); do
+    /usr/bin/time -f "%U %S" -o "$WORK/time" "$GPUSCALE" simulate \
+      --model "$E/models/llama-3-8b-h100.yaml" --scaledobject "$E/slo/in-flight-queue.yaml" \
+      --trace "$E/traces/azure-llm-2023-conv.csv" --trace-scale 50 --slo ttft=2s,tpot=100ms \
+      --format json --progress never >"$out"
+    walls+=" $(/usr/bin/python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["wallSeconds"])' "$out")"
+    cpus+=" $(awk '{print $1 + $2}' "$WORK/time")"
+  done
+  read -r SIM REQ < <(/usr/bin/python3 -c 'import json,sys; d = json.load(open(sys.argv[1])); print(d["simulatedSeconds"], d["arrived"])' "$out")
+  echo "$(median <<<"$walls") $(median <<<"$cpus") $SIM $REQ"
+}
+read -r W C SIM REQ < <(llm_replay)
+row "simulate, LLM engine, Azure conv x50 on the 8B" \
+  "$(awk -v w="$W" -v c="$C" -v n="$REQ" 'BEGIN {printf "%.2f s (CPU %.2f s), %.1f us a request", w, c, 1e6 * c / n}')" \
+  "$(awk -v w="$W" -v s="$SIM" -v n="$REQ" 'BEGIN {printf "the trace: %d requests over %d s, %.0fx real time", n, s, s / w}')"
+
 if [[ $ROWS_ONLY == 0 ]]; then
   printf '\ngpuscale simulate bench: %s CPUs; every examples/simulate/ configuration on its model,\n' \
     "$(nproc)"
