@@ -11,6 +11,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -291,6 +292,79 @@ static void test_histograms_count_every_token(void **state) {
   }
 }
 
+/* The decoding group (llm.c) changes nothing but the cost: the same arrivals through a pod that
+ * uses it and one that never does (gwait, its back-off, held up) give the same requests at the
+ * same times and the same counters, to the bit; with room to spare, with a cache that preempts,
+ * and with long prompts whose prefill the token budget splits. */
+struct trail {
+  double v[4096][5];
+  size_t n;
+};
+static void trail_done(void *ud, struct llm_req *r) {
+  struct trail *t = ud;
+  if (t->n < sizeof t->v / sizeof t->v[0]) {
+    t->v[t->n][0] = r->first;
+    t->v[t->n][1] = r->finish;
+    t->v[t->n][2] = r->done;
+    t->v[t->n][3] = r->arrive;
+    t->v[t->n][4] = r->sched_at;
+  }
+  t->n++;
+  free(r);
+}
+static void test_group_changes_nothing(void **state) {
+  (void)state;
+  static const struct {
+    double kv, in, out, rate;
+  } cases[] = {{1e7, 300, 200, 40}, {5000, 300, 200, 30}, {1e7, 3000, 60, 12}};
+  for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+    struct llm_params m = start();
+    m.kv_tokens = cases[c].kv;
+    struct llm_pod a, b;
+    llm_pod_init(&a, 0);
+    llm_pod_init(&b, 0);
+    b.gwait = UINT_MAX; /* never forms the group */
+    struct trail *ta = calloc(1, sizeof *ta), *tb = calloc(1, sizeof *tb);
+    assert_non_null(ta);
+    assert_non_null(tb);
+    uint64_t s = 17 + c;
+    double t = 0;
+    for (int i = 0; i < 1500; i++) {
+      t += llm_exp(&s, 1 / cases[c].rate);
+      int32_t in = llm_length(&s, cases[c].in, 0.8), out = llm_length(&s, cases[c].out, 0.8);
+      if (in + out > m.kv_tokens)
+        continue;
+      llm_pod_advance(&a, &m, t, trail_done, ta);
+      llm_pod_advance(&b, &m, t, trail_done, tb);
+      struct llm_req *ra = calloc(1, sizeof *ra), *rb = calloc(1, sizeof *rb);
+      assert_non_null(ra);
+      assert_non_null(rb);
+      ra->arrive = rb->arrive = t;
+      ra->in = rb->in = ra->need = rb->need = in;
+      ra->out = rb->out = out;
+      assert_int_equal(llm_pod_push(&a, ra, false), 0);
+      assert_int_equal(llm_pod_push(&b, rb, false), 0);
+    }
+    llm_pod_advance(&a, &m, t + 3600, trail_done, ta);
+    llm_pod_advance(&b, &m, t + 3600, trail_done, tb);
+    assert_true(ta->n > 1000 && ta->n <= sizeof ta->v / sizeof ta->v[0]);
+    assert_int_equal(ta->n, tb->n);
+    assert_memory_equal(ta->v, tb->v, ta->n * sizeof ta->v[0]);
+    assert_memory_equal(a.obs, b.obs, sizeof a.obs);
+    double fa[] = {a.clock,  a.kv,       a.acc_t,         a.acc_run,    a.acc_wait,
+                   a.acc_kv, a.acc_busy, a.prompt_tokens, a.gen_tokens, a.prompt_len_sum};
+    double fb[] = {b.clock,  b.kv,       b.acc_t,         b.acc_run,    b.acc_wait,
+                   b.acc_kv, b.acc_busy, b.prompt_tokens, b.gen_tokens, b.prompt_len_sum};
+    assert_memory_equal(fa, fb, sizeof fa);
+    assert_true(a.preemptions == b.preemptions);
+    assert_true(c != 1 || a.preemptions > 0);
+    llm_pod_free(&a);
+    llm_pod_free(&b);
+    free(ta);
+    free(tb);
+  }
+}
+
 /* A request stays on the pod its router chose: a new, empty replica does not take an old one's
  * backlog; least-requests sends new arrivals to it. */
 static void test_queue_stays_on_its_pod(void **state) {
@@ -386,6 +460,7 @@ int main(void) {
       cmocka_unit_test(test_fidelity_8b),
       cmocka_unit_test(test_fidelity_70b),
       cmocka_unit_test(test_histograms_count_every_token),
+      cmocka_unit_test(test_group_changes_nothing),
       cmocka_unit_test(test_capacity_batch_bound),
       cmocka_unit_test(test_capacity_compute_bound),
       cmocka_unit_test(test_tpot_rises_with_batch),
