@@ -48,7 +48,8 @@ int main(int argc, char **argv) {
     return gateway_main(argc - 1, argv + 1);
   if (!strcmp(cmd, "rightsize"))
     return rightsize_main(argc - 1, argv + 1);
-  if (!strcmp(cmd, "rightsize-drain")) /* developer entry: drain named nodes (docs/rightsize-apply.md) */
+  /* developer entry: drain named nodes (docs/rightsize-apply.md) */
+  if (!strcmp(cmd, "rightsize-drain"))
     return rightsize_drain_main(argc - 1, argv + 1);
   if (!strcmp(cmd, "query"))
     return query_main(argc - 1, argv + 1);
